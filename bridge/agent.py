@@ -1,0 +1,130 @@
+"""The seam between the agent-neutral bridge and one agent CLI (pi today).
+
+Everything the bridge needs to know about an agent is behind `AgentAdapter`: how to build its
+command line, how to read its output (an `EventMapper`), which signal interrupts it gracefully and
+how to classify its errors. A second agent CLI is a new adapter, not a rewrite.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bridge.contract import ErrorInfo, ShutdownReceipt, ThinkingLevel
+
+
+@dataclass(slots=True)
+class Out:
+    """One outbound message before the run stamps it with runId, attempt and seq.
+
+    `content` already uses the wire's camelCase keys: the mapper writes it once and nothing
+    copies or converts it on the hot path. Tests validate every produced message against the
+    pydantic contract.
+    """
+
+    type: str
+    content: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What one attempt needs from a run's params, in agent-neutral terms."""
+
+    prompt: str
+    cwd: str
+    provider: str | None = None
+    model: str | None = None
+    thinking: ThinkingLevel | None = None
+    tools: tuple[str, ...] | None = None
+    session_id: str | None = None
+    continue_session: bool = False
+    live_thoughts: bool = False
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """How to start the agent: argv, environment additions, working dir and stdin bytes."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes = b""
+
+
+class EventMapper(Protocol):
+    """Pure translation of an agent's stdout lines into contract messages.
+
+    Every attempt ends with exactly one terminal message: the agent's own, or one of the
+    `finish_*` calls, which also close open tool calls and deliver buffered thoughts.
+    """
+
+    @property
+    def terminal_sent(self) -> bool:
+        """Whether a terminal message has been produced."""
+        ...
+
+    @property
+    def last_terminal(self) -> Out | None:
+        """The terminal message produced, if any."""
+        ...
+
+    @property
+    def wants_stop(self) -> bool:
+        """Whether the agent should be stopped now (e.g. it is about to retry on its own)."""
+        ...
+
+    @property
+    def text(self) -> str:
+        """All assistant text of the attempt so far (the concatenation of the deltas sent)."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """The agent's session id, once known."""
+        ...
+
+    @property
+    def invalid_lines(self) -> list[str]:
+        """A bounded sample of the output lines that could not be understood."""
+        ...
+
+    def feed(self, line: bytes) -> list[Out]:
+        """Map one stdout line (without its newline) to zero or more messages."""
+        ...
+
+    def note_invalid(self, description: str) -> None:
+        """Record a line that never reached `feed` (e.g. one over the length bound)."""
+        ...
+
+    def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
+        """Close the attempt after the agent exited; a terminal.failed if it printed none."""
+        ...
+
+    def finish_failed(self, error: ErrorInfo) -> list[Out]:
+        """Close the attempt as failed for a reason found by the bridge (timeout, stall...)."""
+        ...
+
+    def finish_cancelled(self, receipt: ShutdownReceipt) -> list[Out]:
+        """Close the attempt as cancelled with the shutdown receipt."""
+        ...
+
+
+class AgentAdapter(Protocol):
+    """What the bridge must know about one agent CLI."""
+
+    name: str
+    interrupt_signal: signal.Signals
+
+    def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+        """Build the command line, environment and stdin for one attempt."""
+        ...
+
+    def new_mapper(self, options: RunOptions) -> EventMapper:
+        """A fresh mapper for one attempt."""
+        ...
+
+    def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
+        """Describe a failure to start the agent."""
+        ...

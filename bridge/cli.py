@@ -1,0 +1,92 @@
+"""Command line: `pi-bridge` serves JSON-RPC on stdio; `pi-bridge demo` shows one run end to end.
+
+Logging goes to stderr (or --log-file), never stdout: stdout belongs to JSON-RPC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from bridge.config import command_from
+from bridge.runs import BridgeConfig
+
+SCRIPTED_PROVIDER = "fake"
+SCRIPTED_DEFAULT_MODEL = "text"
+
+
+def _setup_logging(level: str, log_file: str | None) -> None:
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # pygls logs every message body at INFO: keep prompts and outputs out of the log.
+    logging.getLogger("pygls").setLevel(max(logging.WARNING, root.level))
+
+
+@contextlib.contextmanager
+def scripted_model_env() -> Iterator[dict[str, str]]:
+    """Start the built-in scripted model and a throwaway pi agent dir pointing at it."""
+    from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+
+    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as agent_dir, ScriptedModelServer() as model:
+        write_pi_agent_dir(Path(agent_dir), model.base_url, provider=SCRIPTED_PROVIDER)
+        yield {"PI_CODING_AGENT_DIR": agent_dir}
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Serve JSON-RPC on stdio until exit, end of input or a signal."""
+    from bridge.pi import PiAgent
+    from bridge.server import create_server, run_stdio
+
+    config = BridgeConfig(command=command_from(args.pi_command))
+    strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
+    with contextlib.ExitStack() as stack:
+        if args.scripted_model:
+            env = stack.enter_context(scripted_model_env())
+            config = BridgeConfig(
+                command=config.command,
+                default_provider=SCRIPTED_PROVIDER,
+                default_model=SCRIPTED_DEFAULT_MODEL,
+                env=env,
+            )
+        server = create_server(PiAgent(), config, strict=strict)
+        return run_stdio(server)
+
+
+def demo_main(args: argparse.Namespace) -> int:
+    """Run one prompt through a real bridge and a real pi against the scripted model; print it."""
+    from bridge.demo import run_demo
+
+    return run_demo(args.prompt, model=args.model, pi_command=args.pi_command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `pi-bridge`."""
+    parser = argparse.ArgumentParser(prog="pi-bridge", description="Drive the pi coding agent from editors over JSON-RPC (stdio).")
+    parser.add_argument("--pi-command", help="how to run pi, shell-style (split, never run through a shell)")
+    parser.add_argument("--scripted-model", action="store_true", help="serve against the built-in scripted model (no API key, offline)")
+    parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
+    parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", help="serve JSON-RPC on stdio (the default)")
+    demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
+    demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")
+    demo.add_argument("--model", default="tool", help="scripted scenario: text, thinking, tool, unicode, err500, ...")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `pi-bridge` console script and `python -m bridge`."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level, args.log_file)
+    if args.command == "demo":
+        return demo_main(args)
+    return serve_main(args)

@@ -1,0 +1,69 @@
+"""Server settings: which agent command to run, and initializationOptions read leniently.
+
+Which pi to run, first match wins (contract.md): initializationOptions.piCommand, the
+--pi-command flag, the PI_BRIDGE_PI_COMMAND environment variable, then `pi` on PATH.
+Bad initializationOptions never stop the server: each bad field is reported as a warning and
+falls back to its default (the jedi-language-server way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from typing import Any
+
+from pydantic import ValidationError
+
+from bridge.contract import InitializationOptions
+from bridge.runs import BridgeConfig
+
+COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
+
+
+def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The agent command from --pi-command, else PI_BRIDGE_PI_COMMAND, else `pi` (split, no shell)."""
+    env = os.environ if environ is None else environ
+    for source in (flag, env.get(COMMAND_ENV)):
+        if source and source.strip():
+            return tuple(shlex.split(source))
+    return ("pi",)
+
+
+def _lenient_options(raw: dict[str, Any]) -> tuple[InitializationOptions, list[str]]:
+    warnings: list[str] = []
+    try:
+        return InitializationOptions.model_validate(raw), warnings
+    except ValidationError as exc:
+        bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"])
+            warnings.append(f"initializationOptions.{field}: {error['msg']}; using the default")
+        kept = {key: value for key, value in raw.items() if key not in bad}
+        try:
+            return InitializationOptions.model_validate(kept), warnings
+        except ValidationError:
+            return InitializationOptions(), warnings
+
+
+def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str]]:
+    """Merge initializationOptions into the server's base config; return it with warnings."""
+    if raw is None:
+        return base, []
+    if not isinstance(raw, dict):
+        return base, ["initializationOptions must be an object; using the defaults"]
+    options, warnings = _lenient_options(raw)
+    changes: dict[str, Any] = {
+        "max_concurrent_runs": options.max_concurrent_runs,
+        "queue_when_busy": options.queue_when_busy,
+        "warm_pool": options.warm_pool,
+    }
+    if options.pi_command:
+        changes["command"] = tuple(options.pi_command)
+    if options.retry is not None:
+        changes["retry"] = options.retry
+    if options.silence_timeout_ms is not None:
+        changes["silence_seconds"] = options.silence_timeout_ms / 1000
+    if options.env:
+        changes["env"] = {**base.env, **options.env}
+    return dataclasses.replace(base, **changes), warnings

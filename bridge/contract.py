@@ -1,0 +1,436 @@
+"""The pi-bridge wire contract (v1): method names, params, messages and results as pydantic models.
+
+This module is the single source of truth for what crosses the wire between the bridge and an
+editor. It imports nothing from the runtime; `docs/protocol.schema.json` is generated from it
+(`python -m bridge.contract > docs/protocol.schema.json`) and a test keeps the two equal.
+
+Python names are snake_case; the wire is camelCase (aliases). Inbound params forbid unknown keys so
+a typo is an InvalidParams error naming the field instead of a silently ignored option.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+PROTOCOL_VERSION = 1
+SERVER_NAME = "pi-bridge"
+
+# Method names, defined once. Editor clients mirror these constants once each.
+RUN = "pi/run"
+CANCEL = "pi/cancel"
+RUNS = "pi/runs"
+MESSAGE = "pi/message"
+
+REQUEST_CANCELLED = -32800
+INVALID_PARAMS = -32602
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+MessageType = Literal[
+    "session.started",
+    "session.resumed",
+    "assistant",
+    "assistant.thought",
+    "tool.call",
+    "tool.update",
+    "tool.completed",
+    "tool.failed",
+    "terminal.completed",
+    "terminal.failed",
+    "terminal.cancelled",
+    "run.retrying",
+]
+TERMINAL_TYPES: frozenset[str] = frozenset(
+    {"terminal.completed", "terminal.failed", "terminal.cancelled"}
+)
+ErrorKind = Literal[
+    "spawn",
+    "usage",
+    "auth",
+    "model_not_found",
+    "rate_limit",
+    "server",
+    "network",
+    "model",
+    "agent_retry",
+    "process",
+    "stalled",
+    "timeout",
+    "session",
+    "busy",
+    "internal",
+]
+RunStatus = Literal["completed", "failed", "cancelled"]
+RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
+ShutdownStage = Literal["exited", "interrupted", "killed"]
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: camelCase aliases, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+# --------------------------------------------------------------------------- inbound params
+
+
+class RetryPolicy(WireModel):
+    """Caller-side retry policy of the orchestration layer (never of the provider)."""
+
+    max_attempts: int = Field(1, ge=1, le=10)
+    initial_delay_ms: int = Field(500, ge=0, le=600_000)
+    max_delay_ms: int = Field(10_000, ge=0, le=600_000)
+
+
+class RunParams(WireModel):
+    """Params of `pi/run`."""
+
+    prompt: str = Field(min_length=1)
+    run_id: str | None = Field(None, pattern=RUN_ID_PATTERN)
+    cwd: str | None = None
+    provider: str | None = Field(None, min_length=1)
+    model: str | None = Field(None, min_length=1)
+    thinking: ThinkingLevel | None = None
+    tools: list[str] | None = None
+    session_id: str | None = Field(None, min_length=1, max_length=256)
+    continue_session: bool = False
+    retry: RetryPolicy | None = None
+    live_thoughts: bool = False
+    deadline_ms: int | None = Field(None, ge=1, le=86_400_000)
+
+
+class CancelParams(WireModel):
+    """Params of `pi/cancel`."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+
+
+class InitializationOptions(WireModel):
+    """`initializationOptions` of `initialize`; every field defaulted, bad values warn and default."""
+
+    pi_command: list[str] | None = Field(None, min_length=1)
+    retry: RetryPolicy | None = None
+    max_concurrent_runs: int = Field(8, ge=1, le=256)
+    queue_when_busy: bool = True
+    silence_timeout_ms: int | None = Field(None, ge=100)
+    warm_pool: bool = True
+    env: dict[str, str] | None = None
+
+
+# --------------------------------------------------------------------------- message content
+
+
+class SessionContent(WireModel):
+    """Content of session.started / session.resumed."""
+
+    session_id: str
+    cwd: str
+    session_file: str | None = None
+    pi_version: int | str | None = None
+
+
+class AssistantContent(WireModel):
+    """Content of assistant: the NEW text only."""
+
+    text: str
+
+
+class ThoughtContent(WireModel):
+    """Content of assistant.thought; `live` marks a streamed fragment (liveThoughts)."""
+
+    text: str
+    live: bool | None = None
+
+
+class ToolCallContent(WireModel):
+    """Content of tool.call."""
+
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolUpdateContent(WireModel):
+    """Content of tool.update: the tool's output so far (cumulative)."""
+
+    tool_call_id: str
+    output: str
+
+
+class ToolCompletedContent(WireModel):
+    """Content of tool.completed."""
+
+    tool_call_id: str
+    name: str
+    output: str
+    truncated: bool | None = None
+    full_output_path: str | None = None
+    cancelled: bool | None = None
+
+
+class ToolFailedContent(WireModel):
+    """Content of tool.failed."""
+
+    tool_call_id: str
+    name: str
+    error: str
+    cancelled: bool | None = None
+
+
+class Usage(WireModel):
+    """Token usage of an attempt, as pi reports it."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: float | None = None
+
+
+class ErrorInfo(WireModel):
+    """Why an attempt failed."""
+
+    kind: ErrorKind
+    message: str
+    retryable: bool
+    exit_code: int | None = None
+    signal: str | None = None
+    stderr: str | None = None
+    invalid_output_lines: list[str] | None = None
+
+
+class ShutdownReceipt(WireModel):
+    """What the three-stage shutdown did: the stage that ended it, time, every pid, survivors."""
+
+    stage: ShutdownStage
+    elapsed_ms: float
+    pids: list[int]
+    survivors: list[int]
+
+
+class TerminalCompletedContent(WireModel):
+    """Content of terminal.completed."""
+
+    text: str
+    stop_reason: str
+    usage: Usage | None = None
+
+
+class TerminalFailedContent(WireModel):
+    """Content of terminal.failed."""
+
+    error: ErrorInfo
+    text: str
+
+
+class TerminalCancelledContent(WireModel):
+    """Content of terminal.cancelled."""
+
+    text: str
+    shutdown: ShutdownReceipt
+
+
+class RunRetryingContent(WireModel):
+    """Content of run.retrying, sent between attempts."""
+
+    attempt: int
+    delay_ms: int
+    reason: str
+
+
+class _MessageBase(WireModel):
+    run_id: str
+    attempt: int = Field(ge=1)
+    seq: int = Field(ge=1)
+
+
+class SessionStartedMessage(_MessageBase):
+    type: Literal["session.started"]
+    content: SessionContent
+
+
+class SessionResumedMessage(_MessageBase):
+    type: Literal["session.resumed"]
+    content: SessionContent
+
+
+class AssistantMessage(_MessageBase):
+    type: Literal["assistant"]
+    content: AssistantContent
+
+
+class ThoughtMessage(_MessageBase):
+    type: Literal["assistant.thought"]
+    content: ThoughtContent
+
+
+class ToolCallMessage(_MessageBase):
+    type: Literal["tool.call"]
+    content: ToolCallContent
+
+
+class ToolUpdateMessage(_MessageBase):
+    type: Literal["tool.update"]
+    content: ToolUpdateContent
+
+
+class ToolCompletedMessage(_MessageBase):
+    type: Literal["tool.completed"]
+    content: ToolCompletedContent
+
+
+class ToolFailedMessage(_MessageBase):
+    type: Literal["tool.failed"]
+    content: ToolFailedContent
+
+
+class TerminalCompletedMessage(_MessageBase):
+    type: Literal["terminal.completed"]
+    content: TerminalCompletedContent
+
+
+class TerminalFailedMessage(_MessageBase):
+    type: Literal["terminal.failed"]
+    content: TerminalFailedContent
+
+
+class TerminalCancelledMessage(_MessageBase):
+    type: Literal["terminal.cancelled"]
+    content: TerminalCancelledContent
+
+
+class RunRetryingMessage(_MessageBase):
+    type: Literal["run.retrying"]
+    content: RunRetryingContent
+
+
+PiMessage = Annotated[
+    Union[
+        SessionStartedMessage,
+        SessionResumedMessage,
+        AssistantMessage,
+        ThoughtMessage,
+        ToolCallMessage,
+        ToolUpdateMessage,
+        ToolCompletedMessage,
+        ToolFailedMessage,
+        TerminalCompletedMessage,
+        TerminalFailedMessage,
+        TerminalCancelledMessage,
+        RunRetryingMessage,
+    ],
+    Field(discriminator="type"),
+]
+PI_MESSAGE_ADAPTER: TypeAdapter[PiMessage] = TypeAdapter(PiMessage)
+
+
+# --------------------------------------------------------------------------- results
+
+
+class RunResult(WireModel):
+    """Result of a completed or failed `pi/run`."""
+
+    run_id: str
+    status: Literal["completed", "failed"]
+    text: str
+    stop_reason: str | None = None
+    session_id: str | None = None
+    usage: Usage | None = None
+    attempts: int
+    error: ErrorInfo | None = None
+
+
+class CancelledRunData(WireModel):
+    """`data` of the -32800 error that answers a cancelled `pi/run`."""
+
+    run_id: str
+    status: Literal["cancelled"]
+    text: str
+    shutdown: ShutdownReceipt | None
+    session_id: str | None = None
+    attempts: int = 1
+
+
+class CancelResult(WireModel):
+    """Result of `pi/cancel`."""
+
+    run_id: str
+    found: bool
+    shutdown: ShutdownReceipt | None = None
+
+
+class RunInfo(WireModel):
+    """One live run in `pi/runs`."""
+
+    run_id: str
+    state: RunState
+    attempt: int
+    started_at: str
+    session_id: str | None = None
+    pid: int | None = None
+
+
+class RunsResult(WireModel):
+    """Result of `pi/runs`."""
+
+    runs: list[RunInfo]
+
+
+class ServerCapabilities(WireModel):
+    """`capabilities.experimental.piBridge` of the initialize answer."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS])
+    notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
+    message_types: list[str] = Field(default_factory=lambda: list(MessageType.__args__))
+
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "RunParams": RunParams,
+    "CancelParams": CancelParams,
+    "InitializationOptions": InitializationOptions,
+    "RunResult": RunResult,
+    "CancelledRunData": CancelledRunData,
+    "CancelResult": CancelResult,
+    "RunsResult": RunsResult,
+    "ServerCapabilities": ServerCapabilities,
+}
+
+
+def json_schema() -> dict[str, Any]:
+    """Return the JSON Schema of the whole contract (wire names), deterministic for committing."""
+    defs: dict[str, Any] = {}
+    for name, model in SCHEMA_MODELS.items():
+        schema = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[name] = schema
+    message_schema = PI_MESSAGE_ADAPTER.json_schema(
+        by_alias=True, ref_template="#/$defs/{model}"
+    )
+    defs.update(message_schema.pop("$defs", {}))
+    defs["PiMessage"] = message_schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "pi-bridge wire contract",
+        "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}; "
+        f"notification {MESSAGE}",
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def main() -> None:
+    """Print the contract's JSON Schema (the committed docs/protocol.schema.json)."""
+    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

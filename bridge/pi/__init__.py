@@ -1,0 +1,38 @@
+"""Everything pi-specific: its flags (command), its events (mapper) and its errors (errors)."""
+
+from __future__ import annotations
+
+import signal
+
+from bridge.agent import LaunchSpec, RunOptions
+from bridge.contract import ErrorInfo
+from bridge.pi.command import launch_spec
+from bridge.pi.mapper import PiEventMapper
+
+
+class PiAgent:
+    """The `AgentAdapter` for the pi coding agent."""
+
+    name = "pi"
+    # SIGTERM, not SIGINT: on SIGINT pi dies at once and its bash tool's children (spawned
+    # detached, in their own session) survive; on SIGTERM pi's own handler kills them first
+    # (pi-facts.md, "Signals and the process tree").
+    interrupt_signal = signal.SIGTERM
+
+    def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+        """pi's command line, environment and stdin for one attempt."""
+        return launch_spec(command, options)
+
+    def new_mapper(self, options: RunOptions) -> PiEventMapper:
+        """A fresh pi event mapper for one attempt."""
+        return PiEventMapper(options)
+
+    def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
+        """A clear error for a pi that could not be started."""
+        return ErrorInfo(
+            kind="spawn",
+            message=f"could not start pi ({' '.join(command)}): {reason}. "
+            "Install it with `npm install -g @earendil-works/pi-coding-agent` or set "
+            "initializationOptions.piCommand, --pi-command or PI_BRIDGE_PI_COMMAND.",
+            retryable=False,
+        )

@@ -1,0 +1,353 @@
+"""One attempt: start the agent once, stream its mapped messages, stop it however the attempt ends.
+
+The provider never retries; retry belongs to the orchestration layer above it (runs.py), whose
+options reach this module without any retry field. Every way an attempt can end produces exactly
+one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
+without a terminal event, cancel, deadline, silence, stdout closed while the process lives on).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import anyio
+
+from bridge.agent import AgentAdapter, EventMapper, Out, RunOptions
+from bridge.cancel import CancelToken
+from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.process import ChildProcess, LineFramer, SpawnError, TailBuffer, forget, shutdown_tree, spawn, sweep_leftovers
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK: Final = 256 * 1024
+# pi exits 0.3-0.5 s after its last event; past this, a process whose stdout closed is stuck.
+EXIT_AFTER_EOF_SECONDS: Final = 3.0
+DRAIN_AFTER_STOP_SECONDS: Final = 0.5
+
+Emit = Callable[[list[Out]], None]
+StopReason = Literal["eof", "agent", "cancel", "deadline", "silence"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLimits:
+    """Bounds of one attempt: absolute deadline (monotonic), silence limit, line bound."""
+
+    deadline: float | None = None
+    deadline_ms: int | None = None
+    silence_seconds: float | None = None
+    max_line_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class AttemptOutcome:
+    """How an attempt ended, read off its terminal message."""
+
+    status: Literal["completed", "failed", "cancelled"]
+    text: str
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
+    shutdown: ShutdownReceipt | None = None
+    session_id: str | None = None
+    pid: int | None = None
+
+
+def coalesce(outs: list[Out]) -> list[Out]:
+    """Merge adjacent assistant deltas read in one chunk into one message (fewer frames, same text)."""
+    if len(outs) < 2:
+        return outs
+    merged: list[Out] = []
+    for out in outs:
+        if out.type == "assistant" and merged and merged[-1].type == "assistant":
+            merged[-1] = Out("assistant", {"text": merged[-1].content["text"] + out.content["text"]})
+        else:
+            merged.append(out)
+    return merged
+
+
+class _Stop:
+    """First reason to stop wins; the attempt's main body waits on it."""
+
+    def __init__(self) -> None:
+        self.reason: StopReason | None = None
+        self.event = anyio.Event()
+
+    def set(self, reason: StopReason) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.event.set()
+
+
+class Attempt:
+    """One run of the agent process, from spawn to its terminal message."""
+
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        command: tuple[str, ...],
+        options: RunOptions,
+        emit: Emit,
+        cancel: CancelToken,
+        limits: AttemptLimits,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.command = command
+        self.options = options
+        self.limits = limits
+        self.cancel = cancel
+        self.mapper: EventMapper = adapter.new_mapper(options)
+        self._emit = emit
+        self._wait_writable = wait_writable
+        self._extra_env = dict(extra_env or {})
+        self._stop = _Stop()
+        self._stderr = TailBuffer()
+        self._framer = LineFramer(limits.max_line_bytes)
+        self._last_output = time.monotonic()
+        self._stdout_done = anyio.Event()
+        self.child: ChildProcess | None = None
+        self.shutdown: ShutdownReceipt | None = None
+
+    def _send(self, outs: list[Out]) -> None:
+        if outs:
+            self._emit(coalesce(outs))
+
+    async def run(self) -> AttemptOutcome:
+        """Run the attempt to its end; never raises for anything the agent does."""
+        spec = self.adapter.launch_spec(self.command, self.options)
+        if self.cancel.cancelled:
+            return self._finish_cancelled_before_start()
+        try:
+            self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
+        except SpawnError as exc:
+            self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
+            return self._outcome()
+        child = self.child
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._feed_stdin, child, spec.stdin)
+                tasks.start_soon(self._pump_stderr, child)
+                tasks.start_soon(self._pump_stdout, child)
+                tasks.start_soon(self._watch_cancel)
+                tasks.start_soon(self._watchdog)
+                await self._stop.event.wait()
+                with anyio.CancelScope(shield=True):
+                    await self._conclude(child, tasks)
+                tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if child.returncode is None:
+                    self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(self.mapper.finish_failed(ErrorInfo(kind="internal", message="the attempt ended unexpectedly", retryable=True)))
+                forget(child)
+        return self._outcome()
+
+    # ------------------------------------------------------------------ concluding
+
+    async def _conclude(self, child: ChildProcess, tasks: anyio.abc.TaskGroup) -> None:
+        reason = self._stop.reason
+        if reason == "eof":
+            exited = await self._wait_exit(child, EXIT_AFTER_EOF_SECONDS)
+            if not exited:
+                self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(
+                    self.mapper.finish_failed(
+                        ErrorInfo(
+                            kind="stalled",
+                            message="pi closed its output but kept running; it was stopped",
+                            retryable=True,
+                            stderr=self._stderr.text() or None,
+                        )
+                    )
+                )
+                return
+            await sweep_leftovers(child)
+            self._finish_exited(child)
+            return
+        # Every other reason stops the process tree first, then delivers what it had written.
+        self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+        await self._drain_stdout()
+        if reason == "cancel":
+            self._send(self.mapper.finish_cancelled(self.shutdown))
+        elif reason == "deadline":
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="timeout",
+                        message=f"the run exceeded its deadline of {self.limits.deadline_ms} ms and was stopped",
+                        retryable=False,
+                    )
+                )
+            )
+        elif reason == "silence":
+            silence = self.limits.silence_seconds or 0
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message=f"pi printed nothing for {silence:g} s and was stopped",
+                        retryable=True,
+                        stderr=self._stderr.text() or None,
+                    )
+                )
+            )
+        else:  # "agent": the mapper already sent the terminal (e.g. pi started its own retry)
+            self._finish_exited(child)
+
+    def _finish_exited(self, child: ChildProcess) -> None:
+        code = child.returncode
+        signal_name: str | None = None
+        if code is not None and code < 0:
+            try:
+                signal_name = signal.Signals(-code).name
+            except ValueError:
+                signal_name = f"signal {-code}"
+            code = None
+        self._send(self.mapper.finish_exited(code, signal_name, self._stderr.text()))
+
+    def _finish_cancelled_before_start(self) -> AttemptOutcome:
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+        self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    async def _wait_exit(self, child: ChildProcess, timeout: float) -> bool:
+        with anyio.move_on_after(timeout):
+            await child.process.wait()
+        return child.returncode is not None
+
+    async def _drain_stdout(self) -> None:
+        """After a stop: deliver what the agent had already written before it died."""
+        with anyio.move_on_after(DRAIN_AFTER_STOP_SECONDS):
+            await self._stdout_done.wait()
+
+    # ------------------------------------------------------------------ tasks
+
+    async def _feed_stdin(self, child: ChildProcess, data: bytes) -> None:
+        stdin = child.process.stdin
+        if stdin is None:
+            return
+        try:
+            if data:
+                await stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            log.info("pi did not take its whole stdin: %s", exc)
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await stdin.aclose()
+                except (anyio.BrokenResourceError, OSError):
+                    pass
+
+    async def _pump_stderr(self, child: ChildProcess) -> None:
+        stream = child.process.stderr
+        if stream is None:
+            return
+        try:
+            async for chunk in stream:
+                self._stderr.write(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    async def _pump_stdout(self, child: ChildProcess) -> None:
+        stream = child.process.stdout
+        if stream is None:
+            self._stop.set("eof")
+            return
+        mapper = self.mapper
+        framer = self._framer
+        try:
+            while True:
+                if self._wait_writable is not None:
+                    await self._wait_writable()
+                try:
+                    chunk = await stream.receive(READ_CHUNK)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+                self._last_output = time.monotonic()
+                outs: list[Out] = []
+                for line in framer.feed(chunk):
+                    if line:
+                        outs.extend(mapper.feed(line))
+                self._flush_oversized()
+                self._send(outs)
+                if mapper.wants_stop:
+                    self._stop.set("agent")
+            last = framer.finish()
+            self._flush_oversized()
+            if last:
+                self._send(mapper.feed(last))
+        finally:
+            self._stdout_done.set()
+            self._stop.set("eof")
+
+    def _flush_oversized(self) -> None:
+        if self._framer.oversized:
+            for description in self._framer.oversized:
+                self.mapper.note_invalid(description)
+            self._framer.oversized.clear()
+
+    async def _watch_cancel(self) -> None:
+        await self.cancel.wait()
+        self._stop.set("cancel")
+
+    async def _watchdog(self) -> None:
+        """Stop the attempt at its deadline, or when the agent stays silent too long."""
+        deadline = self.limits.deadline
+        silence = self.limits.silence_seconds
+        if deadline is None and silence is None:
+            return
+        while True:
+            now = time.monotonic()
+            waits: list[float] = []
+            if deadline is not None:
+                if now >= deadline:
+                    self._stop.set("deadline")
+                    return
+                waits.append(deadline - now)
+            if silence is not None:
+                quiet_until = self._last_output + silence
+                if now >= quiet_until:
+                    self._stop.set("silence")
+                    return
+                waits.append(quiet_until - now)
+            await anyio.sleep(min(waits))
+
+    # ------------------------------------------------------------------ outcome
+
+    def _outcome(self) -> AttemptOutcome:
+        return outcome_of(self.mapper, self.shutdown, self.child.pid if self.child else None)
+
+
+def outcome_of(mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None) -> AttemptOutcome:
+    """Read an attempt's outcome off the terminal message its mapper produced."""
+    terminal = mapper.last_terminal
+    assert terminal is not None, "every attempt ends with a terminal message"
+    content = terminal.content
+    if terminal.type == "terminal.completed":
+        return AttemptOutcome(
+            "completed",
+            content["text"],
+            stop_reason=content.get("stopReason"),
+            usage=content.get("usage"),
+            session_id=mapper.session_id,
+            pid=pid,
+        )
+    if terminal.type == "terminal.cancelled":
+        return AttemptOutcome(
+            "cancelled", content["text"], shutdown=shutdown, session_id=mapper.session_id, pid=pid
+        )
+    return AttemptOutcome(
+        "failed",
+        content["text"],
+        error=ErrorInfo.model_validate(content["error"]),
+        shutdown=shutdown,
+        session_id=mapper.session_id,
+        pid=pid,
+    )

@@ -1,0 +1,134 @@
+"""Inbound framing: read LSP base-protocol frames from stdin and hand them to the protocol.
+
+pygls's own loop logs and drops a body that is not JSON and never answers; here a broken frame
+gets the JSON-RPC error the spec names (-32700 parse error, -32600 invalid request, id null when
+unknown) and the reader goes on with the next frame. End of input asks the server to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, BinaryIO, Final
+
+import anyio
+from pygls.exceptions import JsonRpcException
+from pygls.protocol import JsonRPCProtocol
+
+from bridge.transport import frame
+
+log = logging.getLogger(__name__)
+
+MAX_HEADER_LINE: Final = 8 * 1024
+MAX_BODY: Final = 512 * 1024 * 1024
+_CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
+
+
+def error_frame(code: int, message: str, msg_id: Any = None) -> bytes:
+    """A framed JSON-RPC error response."""
+    body = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+    return frame(json.dumps(body).encode())
+
+
+class FrameReader:
+    """Blocking frame reader over a binary stream; one frame body (or an error text) per call."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def next(self) -> tuple[bytes | None, str | None]:
+        """Return (body, None), (None, problem) for a broken frame, or (None, None) at end of input."""
+        length: int | None = None
+        saw_header = False
+        problem: str | None = None
+        while True:
+            line = self._stream.readline(MAX_HEADER_LINE)
+            if not line:
+                return None, None
+            if line in (b"\r\n", b"\n"):
+                if not saw_header:
+                    continue
+                break
+            saw_header = True
+            if not line.endswith(b"\n"):
+                problem = "header line too long"
+                continue
+            match = _CONTENT_LENGTH.match(line.strip())
+            if match:
+                length = int(match.group(1))
+            elif b":" not in line:
+                problem = f"malformed header line {line[:80]!r}"
+        if length is None:
+            return None, problem or "frame without Content-Length"
+        if length > MAX_BODY:
+            self._skip(length)
+            return None, f"frame of {length} bytes exceeds the {MAX_BODY}-byte limit"
+        body = self._read_exactly(length)
+        if body is None:
+            return None, None
+        return body, problem
+
+    def _read_exactly(self, length: int) -> bytes | None:
+        chunks: list[bytes] = []
+        remaining = length
+        while remaining:
+            chunk = self._stream.read(remaining)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _skip(self, length: int) -> None:
+        remaining = length
+        while remaining:
+            chunk = self._stream.read(min(remaining, 1 << 20))
+            if not chunk:
+                return
+            remaining -= len(chunk)
+
+
+def dispatch(body: bytes, protocol: JsonRPCProtocol) -> bytes | None:
+    """Hand one frame body to the protocol; return an error frame to send if it is not valid."""
+    try:
+        raw = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return error_frame(-32700, f"parse error: {exc}")
+    if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":
+        return error_frame(-32600, "invalid request: expected a JSON-RPC 2.0 object")
+    msg_id = raw.get("id")
+    if "method" in raw and not isinstance(raw["method"], str):
+        return error_frame(-32600, "invalid request: method must be a string", msg_id)
+    try:
+        message = protocol.structure_message(raw)
+        if message is raw:
+            return error_frame(-32600, "invalid request", msg_id)
+        protocol.handle_message(message)
+    except JsonRpcException as exc:
+        return error_frame(exc.code, exc.message, msg_id) if "method" in raw and msg_id is not None else None
+    except Exception as exc:  # the bridge never dies from what a client sends
+        log.exception("could not handle a client message")
+        if "method" in raw and msg_id is not None:
+            return error_frame(-32603, f"internal error: {exc}", msg_id)
+    return None
+
+
+async def read_frames(stream: BinaryIO, protocol: JsonRPCProtocol, on_eof: Callable[[str], None]) -> None:
+    """Read frames until end of input, dispatching each; then ask the server to stop."""
+    reader = FrameReader(stream)
+    writer = protocol.writer
+    while True:
+        body, problem = await anyio.to_thread.run_sync(reader.next, abandon_on_cancel=True)
+        if body is None and problem is None:
+            break
+        reply: bytes | None
+        if body is None:
+            log.warning("broken frame from the client: %s", problem)
+            reply = error_frame(-32700, f"parse error: {problem}")
+        else:
+            reply = dispatch(body, protocol)
+        if reply is not None and writer is not None:
+            writer.write(reply)
+    on_eof("end of input")

@@ -1,0 +1,343 @@
+"""Run orchestration: the registry of live runs, caller-side retry, the concurrency limit, cancels.
+
+This layer owns everything that spans attempts. The provider below it makes exactly one attempt
+and knows nothing of retry; here each retry is announced with `run.retrying`, every message is
+stamped with its attempt and a gap-free `seq`, and the result counts the attempts.
+One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forget tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from bridge.agent import AgentAdapter, Out, RunOptions
+from bridge.cancel import CancelToken
+from bridge.contract import (
+    CancelledRunData,
+    CancelResult,
+    ErrorInfo,
+    RetryPolicy,
+    RunInfo,
+    RunParams,
+    RunResult,
+    RunsResult,
+    RunState,
+    ShutdownReceipt,
+    Usage,
+)
+from bridge.provider import AttemptLimits, AttemptOutcome, Attempt
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+class DuplicateRunError(ValueError):
+    """A run with this id is live already."""
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    """Server-wide settings, from the command line and initializationOptions."""
+
+    command: tuple[str, ...] = ("pi",)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_concurrent_runs: int = 8
+    queue_when_busy: bool = True
+    silence_seconds: float | None = None
+    default_provider: str | None = None
+    default_model: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    warm_pool: bool = True
+    session_exists: Callable[[str | None, bool, str], bool] | None = None
+
+
+@dataclass(eq=False)
+class Run:
+    """One pi/run request: its state, message counter, cancel token and, at the end, its answer."""
+
+    run_id: str
+    params: RunParams
+    options: RunOptions
+    sink: Sink
+    cancel: CancelToken = field(default_factory=CancelToken)
+    state: RunState = "queued"
+    attempt: int = 1
+    seq: int = 0
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    pid: int | None = None
+    session_id: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    answer: RunResult | CancelledRunData | None = None
+    cancel_receipt: ShutdownReceipt | None = None
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+
+    def set_state(self, state: RunState) -> None:
+        """Move to a new lifecycle state, logged old -> new."""
+        if state != self.state:
+            log.info("run %s: %s -> %s", self.run_id, self.state, state)
+            self.state = state
+
+    def emit(self, outs: list[Out]) -> None:
+        """Stamp messages with runId, attempt and the next seq, and hand them to the sink."""
+        for out in outs:
+            self.seq += 1
+            self.sink(
+                {
+                    "runId": self.run_id,
+                    "attempt": self.attempt,
+                    "seq": self.seq,
+                    "type": out.type,
+                    "content": out.content,
+                }
+            )
+
+    def info(self) -> RunInfo:
+        """This run as listed by pi/runs."""
+        return RunInfo(
+            run_id=self.run_id,
+            state=self.state,
+            attempt=self.attempt,
+            started_at=self.started_at,
+            session_id=self.session_id,
+            pid=self.pid,
+        )
+
+
+def backoff_delay(policy: RetryPolicy, failed_attempt: int) -> int:
+    """Exponential backoff with jitter, in ms: up to initial * 2^(n-1), capped, at least half."""
+    ceiling = min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** (failed_attempt - 1))
+    return int(ceiling * (0.5 + random.random() / 2))
+
+
+class RunRegistry:
+    """Starts, lists, cancels and stops runs; owns the task group that holds them."""
+
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        config: BridgeConfig,
+        sink: Sink,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.config = config
+        self._sink = sink
+        self._wait_writable = wait_writable
+        self._runs: dict[str, Run] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._slots = anyio.Semaphore(config.max_concurrent_runs)
+        self._closing = anyio.Event()
+        self.completed_runs = 0
+
+    def reconfigure(self, config: BridgeConfig) -> None:
+        """Apply settings from initialize (before any run starts)."""
+        self.config = config
+        self._slots = anyio.Semaphore(config.max_concurrent_runs)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the runs' task group until `close`; runs still live then are stopped first."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            task_status.started()
+            await self._closing.wait()
+            await self.stop_all("the bridge is shutting down")
+        self._tasks = None
+
+    def close(self) -> None:
+        """Let `serve` return once every run has ended."""
+        self._closing.set()
+
+    # ------------------------------------------------------------------ requests
+
+    def start(self, params: RunParams, default_cwd: str) -> Run:
+        """Register and start a run; raises DuplicateRunError for a live runId."""
+        if self._tasks is None:
+            raise RuntimeError("the run registry is not serving")
+        run_id = params.run_id or f"run-{os.urandom(6).hex()}"
+        if run_id in self._runs:
+            raise DuplicateRunError(f"runId {run_id!r} is already live")
+        cwd = params.cwd or default_cwd
+        resumed = False
+        if self.config.session_exists is not None:
+            resumed = self.config.session_exists(params.session_id, params.continue_session, cwd)
+        options = RunOptions(
+            prompt=params.prompt,
+            cwd=cwd,
+            provider=params.provider or self.config.default_provider,
+            model=params.model or self.config.default_model,
+            thinking=params.thinking,
+            tools=tuple(params.tools) if params.tools is not None else None,
+            session_id=params.session_id,
+            continue_session=params.continue_session,
+            live_thoughts=params.live_thoughts,
+            resumed=resumed,
+        )
+        run = Run(run_id=run_id, params=params, options=options, sink=self._sink)
+        self._runs[run_id] = run
+        self._tasks.start_soon(self._drive, run, name=f"run {run_id}")
+        return run
+
+    async def answer(self, run: Run) -> RunResult | CancelledRunData:
+        """Wait for the run's answer. A cancel of the waiting task does not stop the run."""
+        await run.done.wait()
+        assert run.answer is not None
+        return run.answer
+
+    async def cancel(self, run_id: str, reason: str = "cancelled by the client") -> CancelResult:
+        """Stop a run through the three-stage shutdown; answers when its process tree is gone."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return CancelResult(run_id=run_id, found=False)
+        run.cancel.cancel(reason)
+        with anyio.CancelScope(shield=True):
+            await run.stopped.wait()
+        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
+
+    def list(self) -> RunsResult:
+        """The live runs."""
+        return RunsResult(runs=[run.info() for run in self._runs.values()])
+
+    async def stop_all(self, reason: str) -> None:
+        """Cancel every live run and wait until each has ended and its tree is gone."""
+        runs = list(self._runs.values())
+        for run in runs:
+            run.cancel.cancel(reason)
+        with anyio.CancelScope(shield=True):
+            for run in runs:
+                await run.stopped.wait()
+
+    # ------------------------------------------------------------------ driving a run
+
+    async def _drive(self, run: Run) -> None:
+        try:
+            await self._drive_attempts(run)
+        except Exception as exc:  # the bridge must survive anything a run does
+            log.exception("run %s crashed inside the bridge", run.run_id)
+            error = ErrorInfo(kind="internal", message=f"internal error: {exc}", retryable=False)
+            run.answer = RunResult(
+                run_id=run.run_id, status="failed", text="", attempts=run.attempt, error=error
+            )
+        finally:
+            self._runs.pop(run.run_id, None)
+            self.completed_runs += 1
+            run.stopped.set()
+            run.done.set()
+
+    async def _acquire_slot(self, run: Run) -> bool:
+        """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
+        if not self.config.queue_when_busy:
+            try:
+                self._slots.acquire_nowait()
+                return True
+            except anyio.WouldBlock:
+                return False
+        acquired = False
+        async with anyio.create_task_group() as tasks:
+
+            async def give_up_on_cancel() -> None:
+                await run.cancel.wait()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(give_up_on_cancel)
+            await self._slots.acquire()
+            acquired = True
+            tasks.cancel_scope.cancel()
+        return acquired
+
+    async def _drive_attempts(self, run: Run) -> None:
+        policy = run.params.retry or self.config.retry
+        got_slot = await self._acquire_slot(run)
+        if not got_slot and not run.cancel.cancelled:
+            busy = ErrorInfo(
+                kind="busy",
+                message=f"{self.config.max_concurrent_runs} runs are live already and queueing is off",
+                retryable=True,
+            )
+            mapper = self.adapter.new_mapper(run.options)
+            run.emit(mapper.finish_failed(busy))
+            run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
+            return
+        try:
+            outcome = await self._attempts(run, policy)
+        finally:
+            if got_slot:
+                self._slots.release()
+        run.answer = self._answer(run, outcome)
+
+    async def _attempts(self, run: Run, policy: RetryPolicy) -> AttemptOutcome:
+        deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None
+        limits = AttemptLimits(
+            deadline=deadline,
+            deadline_ms=run.params.deadline_ms,
+            silence_seconds=self.config.silence_seconds,
+        )
+        while True:
+            run.set_state("starting")
+            attempt = Attempt(
+                self.adapter,
+                self.config.command,
+                run.options,
+                run.emit,
+                run.cancel,
+                limits,
+                self._wait_writable,
+                self.config.env,
+            )
+            run.set_state("running")
+            outcome = await attempt.run()
+            run.pid = outcome.pid
+            run.session_id = outcome.session_id or run.session_id
+            if outcome.status == "cancelled":
+                run.cancel_receipt = outcome.shutdown
+            if outcome.status != "failed" or outcome.error is None or not outcome.error.retryable:
+                return outcome
+            if run.attempt >= policy.max_attempts or run.cancel.cancelled:
+                return outcome
+            delay_ms = backoff_delay(policy, run.attempt)
+            if deadline is not None and time.monotonic() + delay_ms / 1000 >= deadline:
+                return outcome
+            run.set_state("backoff")
+            run.attempt += 1
+            run.emit(
+                [Out("run.retrying", {"attempt": run.attempt, "delayMs": delay_ms, "reason": outcome.error.message})]
+            )
+            with anyio.move_on_after(delay_ms / 1000):
+                await run.cancel.wait()
+            if run.cancel.cancelled:
+                receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+                run.cancel_receipt = receipt
+                mapper = self.adapter.new_mapper(run.options)
+                run.emit(mapper.finish_cancelled(receipt))
+                return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
+
+    def _answer(self, run: Run, outcome: AttemptOutcome) -> RunResult | CancelledRunData:
+        if outcome.status == "cancelled":
+            return CancelledRunData(
+                run_id=run.run_id,
+                status="cancelled",
+                text=outcome.text,
+                shutdown=outcome.shutdown,
+                session_id=run.session_id,
+                attempts=run.attempt,
+            )
+        return RunResult(
+            run_id=run.run_id,
+            status=outcome.status,
+            text=outcome.text,
+            stop_reason=outcome.stop_reason,
+            session_id=run.session_id,
+            usage=Usage.model_validate(outcome.usage) if outcome.usage else None,
+            attempts=run.attempt,
+            error=outcome.error,
+        )

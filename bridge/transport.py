@@ -1,0 +1,114 @@
+"""Outbound transport: a writer thread owns stdout so a client that stops reading never blocks the loop.
+
+Backpressure policy (loses nothing): every frame is queued in order and written by one thread.
+When the bytes waiting to be written pass a high-water mark, runs stop reading their agent's
+stdout (`wait_writable`), so the agent itself blocks on its pipe: memory stays bounded by the
+mark plus one read, nothing is dropped, and the loop stays free to act on cancels, which need no
+writes to take effect. Reading resumes below the low-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import threading
+from typing import Any, BinaryIO, Final
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+HIGH_WATER: Final = 8 * 1024 * 1024
+LOW_WATER: Final = 2 * 1024 * 1024
+
+
+def frame(body: bytes) -> bytes:
+    """Wrap a JSON body in LSP base-protocol framing."""
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def notification_frame(method: str, params: Any) -> bytes:
+    """Serialize a JSON-RPC notification straight to a framed message (the hot path)."""
+    return frame(orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
+
+
+class QueuedWriter:
+    """pygls-compatible writer (`write`, `close`) backed by a queue and one writer thread."""
+
+    def __init__(self, stream: BinaryIO, *, high_water: int = HIGH_WATER, low_water: int = LOW_WATER) -> None:
+        self._fd = stream.fileno()
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._high = high_water
+        self._low = low_water
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._drained = threading.Event()
+        self._drained.set()
+        self.broken = False
+        self.bytes_written = 0
+        self._thread = threading.Thread(target=self._run, name="pi-bridge-writer", daemon=True)
+        self._thread.start()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Tell the writer which loop's waiters to wake; call from that loop."""
+        self._loop = loop
+
+    def write(self, data: bytes) -> None:
+        """Queue one framed message; never blocks."""
+        if self.broken:
+            return
+        with self._lock:
+            self._pending += len(data)
+            self._drained.clear()
+            over = self._pending > self._high
+        if over and self._writable.is_set():
+            self._writable.clear()
+        self._queue.put(data)
+
+    async def wait_writable(self) -> None:
+        """Wait while the backlog is above the high-water mark."""
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes queued but not yet written."""
+        return self._pending
+
+    def drain(self, timeout: float) -> bool:
+        """Block until everything queued is written (or the client is gone); False on timeout."""
+        return self._drained.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the writer thread once the queue is written."""
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while True:
+            data = self._queue.get()
+            if data is None:
+                return
+            if not self.broken:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        written = os.write(self._fd, view)
+                        view = view[written:]
+                    self.bytes_written += len(data)
+                except OSError as exc:
+                    # The client closed its end: nothing more can be delivered; runs go on to
+                    # their cleanup, which must not depend on the client.
+                    self.broken = True
+                    log.warning("client stopped reading (%s); dropping further output", exc)
+            with self._lock:
+                self._pending -= len(data)
+                pending = self._pending
+            if pending <= self._low and self._loop is not None and not self._writable.is_set():
+                self._loop.call_soon_threadsafe(self._writable.set)
+            if pending == 0:
+                self._drained.set()

@@ -1,0 +1,29 @@
+"""The JSON-RPC converter: custom params stay plain dicts, validated by pydantic in the handlers.
+
+pygls's default converter turns dicts inside custom params into namedtuples (keys vanish, odd
+keys are renamed, echoing them back yields arrays; pygls-notes.md). This converter builds the
+JSON-RPC envelope classes from plain dicts instead, keeping only the envelope's own keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from cattrs import Converter
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, default_converter
+
+
+def _envelope_hook(obj: Any, cls: type[Any]) -> Any:
+    if not isinstance(obj, dict):
+        raise TypeError(f"a JSON-RPC message must be an object, not {type(obj).__name__}")
+    names = {field.name for field in attrs.fields(cls)}
+    return cls(**{key: value for key, value in obj.items() if key in names})
+
+
+def dict_converter() -> Converter:
+    """pygls's converter with plain-dict params for requests, notifications and responses."""
+    converter = default_converter()
+    for envelope in (JsonRPCRequestMessage, JsonRPCResponseMessage, JsonRPCNotification):
+        converter.register_structure_hook(envelope, _envelope_hook)
+    return converter
