@@ -1,0 +1,159 @@
+"""Cancellation: the three-stage shutdown of the whole tree, through $/cancelRequest and pi/cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.conftest import requires_pi
+from tests.harness import (
+    answer_or_error,
+    assert_no_run_processes,
+    assert_stream_invariants,
+    messages_of,
+    request,
+    run_processes_alive,
+    start_request,
+)
+
+
+def check_cancelled(error: object, run_id: str) -> dict[str, object]:
+    assert error is not None, "a cancelled run must answer with an error"
+    assert error.code == -32800  # type: ignore[attr-defined]
+    data = error.data  # type: ignore[attr-defined]
+    assert data["runId"] == run_id and data["status"] == "cancelled"
+    receipt = data["shutdown"]
+    assert receipt["survivors"] == []
+    assert run_processes_alive(receipt["pids"]) == []
+    return data
+
+
+async def cancel_after(client: LanguageClient, run_id: str, kind: str, params: dict[str, object], how: str):
+    msg_id, task = start_request(client, "pi/run", {"runId": run_id, **params})
+    await messages_of(client).wait_type(run_id, kind)
+    if how == "cancelRequest":
+        client.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
+        cancel_answer = None
+    else:
+        cancel_answer = await request(client, "pi/cancel", {"runId": run_id})
+    result, error = await answer_or_error(task)
+    assert result is None
+    data = check_cancelled(error, run_id)
+    messages = messages_of(client).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert messages[-1]["type"] == "terminal.cancelled"
+    assert messages[-1]["content"]["text"] == data["text"]
+    return data, messages, cancel_answer
+
+
+@requires_pi
+@pytest.mark.realpi
+@pytest.mark.parametrize("how", ["cancelRequest", "pi/cancel"])
+async def test_real_pi_cancel_mid_stream(real_bridge: LanguageClient, how: str) -> None:
+    data, messages, answer = await cancel_after(
+        real_bridge, f"stream-{how.replace('/', '-')}", "assistant", {"prompt": "go", "provider": "fake", "model": "slow"}, how
+    )
+    assert data["text"], "text already streamed is kept"
+    if answer is not None:
+        assert answer["found"] is True and answer["shutdown"]["survivors"] == []
+
+
+@requires_pi
+@pytest.mark.realpi
+@pytest.mark.parametrize("how", ["cancelRequest", "pi/cancel"])
+async def test_real_pi_cancel_mid_tool_leaves_no_sleep(real_bridge: LanguageClient, how: str) -> None:
+    data, messages, _ = await cancel_after(
+        real_bridge, f"tool-{how.replace('/', '-')}", "tool.update", {"prompt": "go", "provider": "fake", "model": "toolslow"}, how
+    )
+    failed = [m for m in messages if m["type"] == "tool.failed"]
+    assert failed and failed[0]["content"]["cancelled"] is True
+    assert len(data["shutdown"]["pids"]) >= 2, "pi and its bash tool's sleep were both found"
+    await assert_no_run_processes()
+
+
+async def test_stubborn_agent_with_daemons_is_killed_with_zero_survivors(fake_bridge: LanguageClient) -> None:
+    data, messages, answer = await cancel_after(
+        fake_bridge, "stubborn", "tool.update", {"prompt": "x", "model": "stubborn"}, "pi/cancel"
+    )
+    receipt = data["shutdown"]
+    assert receipt["stage"] == "killed"
+    assert len(receipt["pids"]) >= 4, f"agent, two children and the daemon: {receipt['pids']}"
+    assert 2000 <= receipt["elapsedMs"] < 7500
+    await assert_no_run_processes()
+
+
+async def test_agent_ignoring_the_interrupt_is_killed_after_the_grace(fake_bridge: LanguageClient) -> None:
+    data, _, _ = await cancel_after(
+        fake_bridge, "deaf", "assistant", {"prompt": "x", "model": "ignore_interrupt"}, "cancelRequest"
+    )
+    assert data["shutdown"]["stage"] == "killed"
+    assert data["text"] == "ignoring signals"
+
+
+async def test_second_cancel_and_pi_cancel_during_the_shutdown_change_nothing(fake_bridge: LanguageClient) -> None:
+    run_id = "twice"
+    msg_id, task = start_request(fake_bridge, "pi/run", {"runId": run_id, "prompt": "x", "model": "stubborn"})
+    await messages_of(fake_bridge).wait_type(run_id, "tool.update")
+    fake_bridge.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
+    fake_bridge.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
+    answer = await request(fake_bridge, "pi/cancel", {"runId": run_id})
+    fake_bridge.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
+    assert answer["found"] is True and answer["shutdown"]["survivors"] == []
+    _, error = await answer_or_error(task)
+    check_cancelled(error, run_id)
+    assert [m["type"] for m in messages_of(fake_bridge).by_run[run_id]].count("terminal.cancelled") == 1
+
+
+async def test_cancel_of_unknown_run_is_not_found(fake_bridge: LanguageClient) -> None:
+    answer = await request(fake_bridge, "pi/cancel", {"runId": "nope"})
+    assert answer == {"runId": "nope", "found": False}
+
+
+async def test_stdout_closed_but_alive_is_stopped_and_says_why(fake_bridge: LanguageClient) -> None:
+    result = await request(fake_bridge, "pi/run", {"prompt": "x", "model": "close_stdout"})
+    assert result["status"] == "failed"
+    assert result["error"]["kind"] == "stalled"
+    assert "closed its output" in result["error"]["message"]
+    assert result["text"] == "Closing my output now."
+
+
+async def test_deadline_stops_the_run_as_timeout(fake_bridge: LanguageClient) -> None:
+    result = await request(fake_bridge, "pi/run", {"prompt": "x", "model": "slow", "deadlineMs": 700})
+    assert result["status"] == "failed"
+    assert result["error"]["kind"] == "timeout"
+    assert result["text"].startswith("word0 ")
+
+
+@requires_pi
+@pytest.mark.realpi
+async def test_twenty_concurrent_runs_with_random_cancels(real_bridge: LanguageClient) -> None:
+    rng = random.Random(20261129)
+    models = ["text", "slow", "toolslow", "tool", "thinking"]
+    runs = []
+    for index in range(20):
+        run_id = f"c{index}"
+        msg_id, task = start_request(
+            real_bridge, "pi/run", {"runId": run_id, "prompt": "go", "provider": "fake", "model": rng.choice(models)}
+        )
+        runs.append((run_id, msg_id, task, rng.random() < 0.6))
+    for run_id, msg_id, task, cancel in runs:
+        if cancel and not task.done():
+            await messages_of(real_bridge).wait_type(run_id, "session.started", timeout=60)
+            if rng.random() < 0.5:
+                real_bridge.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
+            else:
+                await request(real_bridge, "pi/cancel", {"runId": run_id})
+    for run_id, _, task, cancel in runs:
+        result, error = await answer_or_error(task, timeout=120)
+        messages = messages_of(real_bridge).by_run[run_id]
+        assert_stream_invariants(messages)
+        if error is not None:
+            check_cancelled(error, run_id)
+        else:
+            assert result["status"] == "completed", result
+    assert (await request(real_bridge, "pi/runs", None))["runs"] == []
+    await assert_no_run_processes()

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""A small stand-in for pi that produces, on demand, the faults real pi cannot be made to produce.
+
+It speaks pi 1.6.0's `--mode json` format. The scenario is the `--model` flag (the bridge passes
+the run's `model` through), so a test picks a fault with `{"model": "crash_tool"}`. Like real pi
+it reads the prompt from stdin to EOF first. State that must survive across attempts (retry
+tests) lives in the file named by FAKE_PI_STATE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SESSION_ID = "01fa4e00-0000-7000-8000-000000000001"
+
+
+def emit(event: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(event, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def raw(line: bytes) -> None:
+    sys.stdout.buffer.write(line)
+    sys.stdout.flush()
+
+
+def usage() -> dict[str, object]:
+    return {"input": 3, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 8, "cost": {"total": 0}}
+
+
+def start(cwd: str) -> None:
+    emit({"type": "session", "version": 3, "id": SESSION_ID, "timestamp": "2026-11-29T00:00:00Z", "cwd": cwd})
+    emit({"type": "agent_start"})
+    emit({"type": "turn_start"})
+
+
+def assistant_start() -> None:
+    emit({"type": "message_start", "message": {"role": "assistant", "content": [], "stopReason": "pending"}})
+
+
+def delta(text: str) -> None:
+    emit(
+        {
+            "type": "message_update",
+            "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": text},
+        }
+    )
+
+
+def assistant_end(text: str, stop: str = "stop", error: str | None = None, tool: dict[str, object] | None = None) -> None:
+    content: list[dict[str, object]] = [{"type": "text", "text": text}] if text else []
+    if tool:
+        content.append({"type": "toolCall", **tool})
+    message: dict[str, object] = {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop}
+    if error:
+        message["errorMessage"] = error
+    emit({"type": "message_end", "message": message})
+
+
+def finish(text: str, stop: str = "stop") -> None:
+    emit({"type": "turn_end", "message": {"role": "assistant"}, "toolResults": []})
+    emit({"type": "agent_end", "messages": []})
+    emit({"type": "agent_settled", "aborted": False})
+
+
+def say(text: str, pieces: int = 4) -> None:
+    assistant_start()
+    words = text.split(" ")
+    step = max(1, len(words) // pieces)
+    chunks = [" ".join(words[i : i + step]) for i in range(0, len(words), step)]
+    for index, chunk in enumerate(chunks):
+        delta(chunk + (" " if index < len(chunks) - 1 else ""))
+    assistant_end(text)
+
+
+def tool_start(call_id: str, command: str) -> None:
+    args = {"command": command}
+    emit({"type": "tool_execution_start", "toolCallId": call_id, "toolName": "bash", "args": args})
+    emit(
+        {
+            "type": "tool_execution_update",
+            "toolCallId": call_id,
+            "toolName": "bash",
+            "args": args,
+            "partialResult": {"content": []},
+        }
+    )
+
+
+def stubborn_child(new_session: bool) -> None:
+    """A child that ignores SIGINT/SIGTERM/SIGHUP, optionally in its own session."""
+    code = (
+        "import signal,time\n"
+        "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\n"
+        "time.sleep(300)\n"
+    )
+    subprocess.Popen([sys.executable, "-c", code], start_new_session=new_session, stdin=subprocess.DEVNULL)
+
+
+def double_fork_daemon() -> None:
+    """The classic daemon: fork, setsid, fork again, parent exits; ignores polite signals."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(s, signal.SIG_IGN)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            time.sleep(300)
+        os._exit(0)
+
+
+def bump_state() -> int:
+    path = os.environ.get("FAKE_PI_STATE")
+    if not path:
+        return 1
+    count = int(open(path).read() or "0") + 1 if os.path.exists(path) else 1
+    with open(path, "w") as handle:
+        handle.write(str(count))
+    return count
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    scenario = argv[argv.index("--model") + 1] if "--model" in argv else "text"
+    if scenario == "usage_error":
+        sys.stderr.write("Error: Unknown option --bogus\n")
+        return 1
+    prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    cwd = os.getcwd()
+    if scenario == "text":
+        start(cwd)
+        say("Hello from the fake pi. It streams a few deltas.")
+        finish("")
+    elif scenario == "echo":
+        start(cwd)
+        assistant_start()
+        delta(prompt)
+        assistant_end(prompt)
+        finish(prompt)
+    elif scenario == "argv":
+        start(cwd)
+        text = json.dumps(argv)
+        assistant_start()
+        delta(text)
+        assistant_end(text)
+        finish(text)
+    elif scenario == "garbage":
+        start(cwd)
+        assistant_start()
+        delta("before ")
+        raw(b"this is not json\n")
+        raw(b'{"truncated": \n')
+        raw(b"\xff\xfe invalid utf-8\n")
+        raw(b"[1, 2, 3]\n")
+        emit({"type": "brand_new_event", "x": 1})
+        delta("after")
+        assistant_end("before after")
+        finish("before after")
+    elif scenario == "noterminal":
+        start(cwd)
+        assistant_start()
+        delta("partial answer")
+        return 0
+    elif scenario == "crash_tool":
+        start(cwd)
+        say("Running it now.")
+        tool_start("call_1", "make build")
+        sys.stderr.write("fatal: segmentation fault in tool runner\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif scenario == "model_error_retry":
+        start(cwd)
+        assistant_start()
+        assistant_end("", stop="error", error="500 upstream exploded")
+        emit({"type": "turn_end"})
+        emit({"type": "agent_end", "messages": []})
+        emit({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000, "errorMessage": "500 upstream exploded"})
+        time.sleep(60)
+    elif scenario == "auth_error":
+        start(cwd)
+        assistant_start()
+        assistant_end("", stop="error", error="401 invalid api key")
+        finish("")
+    elif scenario == "flaky":
+        count = bump_state()
+        start(cwd)
+        if count <= 2:
+            assistant_start()
+            assistant_end("", stop="error", error="503 service unavailable")
+            finish("")
+        else:
+            say(f"Succeeded on attempt {count}.")
+            finish("")
+    elif scenario == "always_500":
+        bump_state()
+        start(cwd)
+        assistant_start()
+        assistant_end("", stop="error", error="500 internal server error")
+        finish("")
+    elif scenario == "slow":
+        start(cwd)
+        assistant_start()
+        for index in range(10_000):
+            delta(f"word{index} ")
+            time.sleep(0.05)
+    elif scenario == "thinking_tool":
+        start(cwd)
+        assistant_start()
+        emit({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "I should "}})
+        emit({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "sleep."}})
+        delta("Sleeping.")
+        assistant_end("Sleeping.", stop="toolUse", tool={"id": "call_s", "name": "bash", "arguments": {"command": "sleep 300"}})
+        tool_start("call_s", "sleep 300")
+        subprocess.Popen(["sleep", "300"], start_new_session=True)
+        time.sleep(300)
+    elif scenario == "stubborn":
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        start(cwd)
+        say("I will not stop.")
+        tool_start("call_x", "daemonize")
+        stubborn_child(new_session=True)
+        stubborn_child(new_session=False)
+        double_fork_daemon()
+        emit({"type": "tool_execution_update", "toolCallId": "call_x", "toolName": "bash", "args": {}, "partialResult": {"content": [{"type": "text", "text": "children started\n"}]}})
+        while True:
+            time.sleep(0.2)
+    elif scenario == "ignore_interrupt":
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        start(cwd)
+        assistant_start()
+        delta("ignoring signals")
+        while True:
+            time.sleep(0.2)
+    elif scenario == "close_stdout":
+        start(cwd)
+        say("Closing my output now.")
+        sys.stdout.flush()
+        os.close(1)
+        time.sleep(300)
+    elif scenario == "silent":
+        start(cwd)
+        time.sleep(300)
+    elif scenario == "huge_line":
+        start(cwd)
+        assistant_start()
+        delta("small ")
+        raw(b'{"type":"message_update","pad":"' + b"x" * (int(os.environ.get("FAKE_PI_HUGE", "20000000"))) + b'"}\n')
+        delta("end")
+        assistant_end("small end")
+        finish("")
+    elif scenario == "leave_background":
+        start(cwd)
+        subprocess.Popen(["sleep", "300"], start_new_session=True)
+        say("I left something running.")
+        finish("")
+    elif scenario == "unicode":
+        start(cwd)
+        text = "line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 \"q\" \\b"
+        assistant_start()
+        delta(text[:10])
+        delta(text[10:])
+        assistant_end(text)
+        finish(text)
+    else:
+        sys.stderr.write(f"fake pi: unknown scenario {scenario}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
