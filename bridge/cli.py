@@ -22,7 +22,9 @@ SCRIPTED_DEFAULT_MODEL = "text"
 
 
 def _setup_logging(level: str, log_file: str | None) -> None:
-    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler: logging.Handler = (
+        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -70,16 +72,24 @@ def demo_main(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `pi-bridge`."""
-    parser = argparse.ArgumentParser(prog="pi-bridge", description="Drive the pi coding agent from editors over JSON-RPC (stdio).")
+    parser = argparse.ArgumentParser(
+        prog="pi-bridge", description="Drive the pi coding agent from editors over JSON-RPC (stdio)."
+    )
     parser.add_argument("--pi-command", help="how to run pi, shell-style (split, never run through a shell)")
-    parser.add_argument("--scripted-model", action="store_true", help="serve against the built-in scripted model (no API key, offline)")
+    parser.add_argument(
+        "--scripted-model",
+        action="store_true",
+        help="serve against the built-in scripted model (no API key, offline)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", help="serve JSON-RPC on stdio (the default)")
     demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
     demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")
-    demo.add_argument("--model", default="tool", help="scripted scenario: text, thinking, tool, unicode, err500, ...")
+    demo.add_argument(
+        "--model", default="tool", help="scripted scenario: text, thinking, tool, unicode, err500, ..."
+    )
     return parser
 
 

@@ -43,7 +43,7 @@ def _lenient_options(raw: dict[str, Any]) -> tuple[InitializationOptions, list[s
         try:
             return InitializationOptions.model_validate(kept), warnings
         except ValidationError:
-            return InitializationOptions(), warnings
+            return InitializationOptions.model_validate({}), warnings
 
 
 def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str]]:

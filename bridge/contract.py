@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
@@ -46,9 +46,7 @@ MessageType = Literal[
     "terminal.cancelled",
     "run.retrying",
 ]
-TERMINAL_TYPES: frozenset[str] = frozenset(
-    {"terminal.completed", "terminal.failed", "terminal.cancelled"}
-)
+TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
     "spawn",
     "usage",
@@ -74,9 +72,7 @@ ShutdownStage = Literal["exited", "interrupted", "killed"]
 class WireModel(BaseModel):
     """Base of every wire model: camelCase aliases, unknown keys rejected."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
 # --------------------------------------------------------------------------- inbound params
@@ -314,20 +310,18 @@ class RunRetryingMessage(_MessageBase):
 
 
 PiMessage = Annotated[
-    Union[
-        SessionStartedMessage,
-        SessionResumedMessage,
-        AssistantMessage,
-        ThoughtMessage,
-        ToolCallMessage,
-        ToolUpdateMessage,
-        ToolCompletedMessage,
-        ToolFailedMessage,
-        TerminalCompletedMessage,
-        TerminalFailedMessage,
-        TerminalCancelledMessage,
-        RunRetryingMessage,
-    ],
+    SessionStartedMessage
+    | SessionResumedMessage
+    | AssistantMessage
+    | ThoughtMessage
+    | ToolCallMessage
+    | ToolUpdateMessage
+    | ToolCompletedMessage
+    | ToolFailedMessage
+    | TerminalCompletedMessage
+    | TerminalFailedMessage
+    | TerminalCancelledMessage
+    | RunRetryingMessage,
     Field(discriminator="type"),
 ]
 PI_MESSAGE_ADAPTER: TypeAdapter[PiMessage] = TypeAdapter(PiMessage)
@@ -391,7 +385,7 @@ class ServerCapabilities(WireModel):
     protocol_version: int = PROTOCOL_VERSION
     methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS])
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
-    message_types: list[str] = Field(default_factory=lambda: list(MessageType.__args__))
+    message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
@@ -413,9 +407,7 @@ def json_schema() -> dict[str, Any]:
         schema = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
         defs.update(schema.pop("$defs", {}))
         defs[name] = schema
-    message_schema = PI_MESSAGE_ADAPTER.json_schema(
-        by_alias=True, ref_template="#/$defs/{model}"
-    )
+    message_schema = PI_MESSAGE_ADAPTER.json_schema(by_alias=True, ref_template="#/$defs/{model}")
     defs.update(message_schema.pop("$defs", {}))
     defs["PiMessage"] = message_schema
     return {

@@ -135,8 +135,10 @@ def run_demo(prompt: str, *, model: str = "tool", pi_command: str | None = None)
         init = client.request("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": {}})
         answer = client.wait_for(init)
         info = answer["result"]["serverInfo"]
-        out.write(f"# {info['name']} {info.get('version', '')} — protocol "
-                  f"{answer['result']['capabilities']['experimental']['piBridge']['protocolVersion']}\n")
+        out.write(
+            f"# {info['name']} {info.get('version', '')} — protocol "
+            f"{answer['result']['capabilities']['experimental']['piBridge']['protocolVersion']}\n"
+        )
         client.notify("initialized", {})
         out.write(f"# prompt: {prompt!r} (scripted model scenario {model!r}; argv {shlex.join(argv)})\n\n")
         run = client.request("pi/run", {"prompt": prompt, "model": model})
@@ -147,6 +149,8 @@ def run_demo(prompt: str, *, model: str = "tool", pi_command: str | None = None)
         out.write(f"\n# pi/run error: {json.dumps(response['error'])}\n")
         return 1
     result = response["result"]
-    out.write(f"\n# result: status={result['status']} attempts={result['attempts']} "
-              f"stopReason={result.get('stopReason')} usage={json.dumps(result.get('usage'))}\n")
+    out.write(
+        f"\n# result: status={result['status']} attempts={result['attempts']} "
+        f"stopReason={result.get('stopReason')} usage={json.dumps(result.get('usage'))}\n"
+    )
     return 0 if result["status"] == "completed" and code == 0 else 1

@@ -54,7 +54,8 @@ def become_subreaper() -> bool:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        result: int = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return result == 0
     except (OSError, AttributeError):
         return False
 
@@ -144,7 +145,7 @@ def forget(child: ChildProcess) -> None:
 
 def _is_alive(proc: psutil.Process) -> bool:
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -197,7 +198,6 @@ def _kill(procs: Iterable[psutil.Process]) -> None:
 async def _wait_exit(child: ChildProcess, timeout: float) -> bool:
     with anyio.move_on_after(timeout):
         await child.process.wait()
-        return True
     return child.returncode is not None
 
 
@@ -226,7 +226,9 @@ async def shutdown_tree(
                     pass
                 await _wait_exit(child, grace)
             seen.update(snapshot_tree(child))
-            deadline = time.monotonic() + min(ORPHAN_GRACE_SECONDS, max(0.0, grace - (time.monotonic() - started)))
+            deadline = time.monotonic() + min(
+                ORPHAN_GRACE_SECONDS, max(0.0, grace - (time.monotonic() - started))
+            )
             while _alive(seen.values()) and time.monotonic() < deadline:
                 await anyio.sleep(POLL_SECONDS)
             if _alive(seen.values()):
@@ -254,19 +256,20 @@ async def shutdown_tree(
             log.error("processes survived the shutdown of pid %d: %s", child.pid, survivors)
         else:
             log.info("pid %d tree stopped: %s", child.pid, receipt.model_dump_json())
-        return receipt
+    return receipt
 
 
 async def sweep_leftovers(child: ChildProcess) -> list[int]:
     """After the agent exited on its own, kill whatever of its tree it left behind."""
     with anyio.CancelScope(shield=True):
         leftovers = snapshot_tree(child)
-        if not leftovers:
-            reap_orphans()
-            return []
-        receipt = await shutdown_tree(child, signal.SIGKILL, grace=0.0)
-        log.warning("pid %d left %d processes behind; killed: %s", child.pid, len(leftovers), receipt.pids)
-        return receipt.pids
+        killed: list[int] = []
+        if leftovers:
+            receipt = await shutdown_tree(child, signal.SIGKILL, grace=0.0)
+            log.warning("pid %d left %d processes behind; killed %s", child.pid, len(leftovers), receipt.pids)
+            killed = receipt.pids
+        reap_orphans()
+    return killed
 
 
 # --------------------------------------------------------------------------- line framing
@@ -280,7 +283,7 @@ class LineFramer:
     `oversized` as a short description, to become a diagnostic.
     """
 
-    __slots__ = ("max_line", "_parts", "_size", "_discarding", "_discarded", "_head", "oversized")
+    __slots__ = ("_discarded", "_discarding", "_head", "_parts", "_size", "max_line", "oversized")
 
     def __init__(self, max_line: int = 16 * 1024 * 1024) -> None:
         self.max_line = max_line
@@ -349,7 +352,9 @@ class LineFramer:
 
     def _note_oversized(self, size: int) -> None:
         head = self._head.decode("utf-8", "replace")
-        self.oversized.append(f"line of {size} bytes over the {self.max_line}-byte bound dropped; it began: {head}")
+        self.oversized.append(
+            f"line of {size} bytes over the {self.max_line}-byte bound dropped; it began: {head}"
+        )
         self._discarded = 0
         self._head = b""
 
@@ -357,7 +362,7 @@ class LineFramer:
 class TailBuffer:
     """Keep the last `limit` bytes written to it (a bounded stderr tail)."""
 
-    __slots__ = ("limit", "_chunks", "_size")
+    __slots__ = ("_chunks", "_size", "limit")
 
     def __init__(self, limit: int = 16 * 1024) -> None:
         self.limit = limit

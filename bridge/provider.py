@@ -20,7 +20,16 @@ import anyio
 from bridge.agent import AgentAdapter, EventMapper, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.process import ChildProcess, LineFramer, SpawnError, TailBuffer, forget, shutdown_tree, spawn, sweep_leftovers
+from bridge.process import (
+    ChildProcess,
+    LineFramer,
+    SpawnError,
+    TailBuffer,
+    forget,
+    shutdown_tree,
+    spawn,
+    sweep_leftovers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +153,11 @@ class Attempt:
             with anyio.CancelScope(shield=True):
                 if child.returncode is None:
                     self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
-                self._send(self.mapper.finish_failed(ErrorInfo(kind="internal", message="the attempt ended unexpectedly", retryable=True)))
+                self._send(
+                    self.mapper.finish_failed(
+                        ErrorInfo(kind="internal", message="the attempt ended unexpectedly", retryable=True)
+                    )
+                )
                 forget(child)
         return self._outcome()
 
@@ -180,7 +193,7 @@ class Attempt:
                 self.mapper.finish_failed(
                     ErrorInfo(
                         kind="timeout",
-                        message=f"the run exceeded its deadline of {self.limits.deadline_ms} ms and was stopped",
+                        message=f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped",
                         retryable=False,
                     )
                 )

@@ -7,13 +7,15 @@ unknown) and the reader goes on with the next frame. End of input asks the serve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 import re
+import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
 
-import anyio
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
@@ -32,11 +34,52 @@ def error_frame(code: int, message: str, msg_id: Any = None) -> bytes:
     return frame(json.dumps(body).encode())
 
 
-class FrameReader:
-    """Blocking frame reader over a binary stream; one frame body (or an error text) per call."""
+class _FdStream:
+    """Minimal buffered reads straight from a file descriptor.
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
+    The reader thread is a daemon; a `BufferedReader` it is blocked in at interpreter exit would
+    abort the process (its lock cannot be taken), while a bare `os.read` holds no lock.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+        self._eof = False
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        chunk = os.read(self._fd, 1 << 20)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buffer += chunk
+        return True
+
+    def readline(self, limit: int) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n", 0, limit)
+            if end >= 0:
+                return self._take(end + 1)
+            if len(self._buffer) >= limit or not self._fill():
+                return self._take(min(limit, len(self._buffer)))
+
+    def read(self, size: int) -> bytes:
+        if not self._buffer:
+            self._fill()
+        return self._take(min(size, len(self._buffer)))
+
+    def _take(self, size: int) -> bytes:
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+
+class FrameReader:
+    """Blocking frame reader over a file descriptor; one frame body (or an error text) per call."""
+
+    def __init__(self, fd: int) -> None:
+        self._stream = _FdStream(fd)
 
     def next(self) -> tuple[bytes | None, str | None]:
         """Return (body, None), (None, problem) for a broken frame, or (None, None) at end of input."""
@@ -116,11 +159,33 @@ def dispatch(body: bytes, protocol: JsonRPCProtocol) -> bytes | None:
 
 
 async def read_frames(stream: BinaryIO, protocol: JsonRPCProtocol, on_eof: Callable[[str], None]) -> None:
-    """Read frames until end of input, dispatching each; then ask the server to stop."""
-    reader = FrameReader(stream)
+    """Read frames until end of input, dispatching each; then ask the server to stop.
+
+    The blocking reads run on a daemon thread of their own, not the loop's executor: a read
+    blocked on an idle stdin must not keep the process alive after a signal or `exit`.
+    """
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[tuple[bytes | None, str | None]] = asyncio.Queue()
+    reader = FrameReader(stream.fileno())
+
+    def pump() -> None:
+        while True:
+            try:
+                item = reader.next()
+            except (OSError, ValueError) as exc:
+                item = (None, None)
+                log.warning("stdin failed: %s", exc)
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+            except RuntimeError:  # the loop is closed: the server is gone
+                return
+            if item == (None, None):
+                return
+
+    threading.Thread(target=pump, name="pi-bridge-reader", daemon=True).start()
     writer = protocol.writer
     while True:
-        body, problem = await anyio.to_thread.run_sync(reader.next, abandon_on_cancel=True)
+        body, problem = await inbox.get()
         if body is None and problem is None:
             break
         reply: bytes | None

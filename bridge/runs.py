@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -35,7 +35,7 @@ from bridge.contract import (
     ShutdownReceipt,
     Usage,
 )
-from bridge.provider import AttemptLimits, AttemptOutcome, Attempt
+from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class Run:
     state: RunState = "queued"
     attempt: int = 1
     seq: int = 0
-    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     pid: int | None = None
     session_id: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -187,12 +187,6 @@ class RunRegistry:
         self._runs[run_id] = run
         self._tasks.start_soon(self._drive, run, name=f"run {run_id}")
         return run
-
-    async def answer(self, run: Run) -> RunResult | CancelledRunData:
-        """Wait for the run's answer. A cancel of the waiting task does not stop the run."""
-        await run.done.wait()
-        assert run.answer is not None
-        return run.answer
 
     async def cancel(self, run_id: str, reason: str = "cancelled by the client") -> CancelResult:
         """Stop a run through the three-stage shutdown; answers when its process tree is gone."""
@@ -310,7 +304,12 @@ class RunRegistry:
             run.set_state("backoff")
             run.attempt += 1
             run.emit(
-                [Out("run.retrying", {"attempt": run.attempt, "delayMs": delay_ms, "reason": outcome.error.message})]
+                [
+                    Out(
+                        "run.retrying",
+                        {"attempt": run.attempt, "delayMs": delay_ms, "reason": outcome.error.message},
+                    )
+                ]
             )
             with anyio.move_on_after(delay_ms / 1000):
                 await run.cancel.wait()

@@ -1,23 +1,26 @@
-"""Scripted model server that lets the real `pi` CLI run offline, for the demo and the tests.
+"""Scripted fake model server so the real `pi` CLI runs offline (demo and tests).
 
-The server speaks two wire formats on 127.0.0.1 only:
+The server speaks two wire formats, on 127.0.0.1 only:
 
-* OpenAI chat completions: ``POST <base>/v1/chat/completions`` with ``stream: true``; answered
-  with SSE ``data: {chat.completion.chunk}`` lines and ``data: [DONE]``.
-* Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 adds ``?beta=true``); answered with
-  ``event: <name>`` / ``data: {...}`` SSE pairs.
+* OpenAI chat completions: ``POST <base>/v1/chat/completions`` with ``stream: true``;
+  answered with SSE ``data: {chat.completion.chunk}`` lines and ``data: [DONE]``.
+* Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 adds ``?beta=true``);
+  answered with ``event: <name>`` / ``data: {...}`` SSE pairs.
 
-The requested model id names a scenario (see :data:`SCENARIOS`): what the fake model says, whether
-it calls a tool, fails, drops the connection, stalls, and so on. Scenario logic is written once in
-a wire-neutral form (:class:`Reply`) and rendered into either format, so every scenario works on
-both APIs. :func:`write_pi_agent_dir` writes the ``models.json`` that points pi at the server.
+The requested model id names a scenario (see :data:`SCENARIOS`): what the fake model
+says, whether it calls a tool, fails, drops the connection, stalls, and so on. Scenario
+logic is written once in a wire-neutral form (:class:`Reply`) and rendered into either
+format, so every scenario works on both APIs. :func:`write_pi_agent_dir` writes the
+``models.json`` that points pi at the server.
 
-Run ``python -m bridge.scripted_model [--port N] [--agent-dir DIR]`` to serve until SIGINT/SIGTERM.
+``python -m bridge.scripted_model [--port N] [--agent-dir DIR]`` serves until
+SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import pathlib
@@ -61,11 +64,11 @@ LOOPBACK: Final = "127.0.0.1"
 
 #: Seconds between streamed pieces for ordinary scenarios, before ``delay_scale``.
 CHUNK_DELAY: Final = 0.005
-#: Seconds between pieces of the ``slow`` scenario (not scaled: cancel tests need a live stream).
+#: Seconds between pieces of ``slow`` (not scaled: cancel tests need a live stream).
 SLOW_INTERVAL: Final = 0.3
 #: Number of pieces the ``slow`` scenario streams (~30 s at :data:`SLOW_INTERVAL`).
 SLOW_PIECES: Final = 100
-#: Seconds the ``hang`` scenario stays silent before closing the connection (not scaled).
+#: Seconds ``hang`` stays silent before closing the connection (not scaled).
 HANG_SECONDS: Final = 60.0
 #: Number of 5-character deltas of the plain ``long`` scenario.
 LONG_DEFAULT: Final = 2000
@@ -75,10 +78,12 @@ LONG_MAX: Final = 1_000_000
 FLAKY_FAILURES: Final = 2
 
 TEXT_REPLY: Final = (
-    "Hello from the fake model. This reply is streamed in many small pieces so that a client "
-    "can observe message_update events one delta at a time. It ends here."
+    "Hello from the fake model. This reply is streamed in many small pieces so that a "
+    "client can observe message_update events one delta at a time. It ends here."
 )
-THINKING_THOUGHT: Final = "The user greets me. I should answer briefly and politely. A short friendly reply is enough."
+THINKING_THOUGHT: Final = (
+    "The user greets me. I should answer briefly and politely. A short friendly reply is enough."
+)
 THINKING_ANSWER: Final = "Hello! Thinking done, here is the answer."
 ANTHROPIC_THOUGHT: Final = "Anthropic-style thinking: the user wants a greeting."
 ANTHROPIC_TEXT: Final = "Hello from the fake Anthropic endpoint."
@@ -86,7 +91,7 @@ ANTHROPIC_SIGNATURE: Final = "fakesig-0123456789abcdef"
 TOOL_PREAMBLE: Final = "Let me run that command."
 LENGTH_TEXT: Final = "This answer will be cut off because"
 DROP_TEXT: Final = "Partial answer then the connection"
-#: Streamed piece by piece; each piece stresses a different way of splitting or escaping text.
+#: Streamed piece by piece; each piece stresses another way of splitting or escaping.
 UNICODE_PIECES: Final[tuple[str, ...]] = (
     "Line1\u2028Line2 ",
     "para\u2029graph ",
@@ -111,36 +116,37 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
 SCENARIOS: Final[dict[str, str]] = {
     "text": "streams a fixed English reply word by word",
     "thinking": "streams reasoning_content (thinking) first, then a short text answer",
-    "thinking_anthropic": "thinking block + signature, then text; meant for the anthropic-messages provider",
+    "thinking_anthropic": "thinking block + signature, then text (for anthropic-messages)",
     "tool": "calls bash `echo hi`, then answers with what the command printed",
-    "toolfail": "calls bash with a command that writes to stderr and exits 3, then answers",
-    "toolbig": "calls bash `seq 1 100000` so pi truncates the tool output, then answers",
+    "toolfail": "calls bash with a command that writes stderr and exits 3, then answers",
+    "toolbig": "calls bash `seq 1 100000` so pi truncates the output, then answers",
     "toolslow": "calls bash `sleep 30` (for cancelling mid-tool), then answers `done`",
-    "unicode": "text with raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, quote, backslash",
+    "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
     "err429": "HTTP 429 with Retry-After: 0, every time",
     "err401": "HTTP 401 authentication error, every time",
-    "flaky": "HTTP 500 for the first 2 requests (per server, reset() clears it), then the text reply",
+    "flaky": "HTTP 500 for the first 2 requests (per server; reset() re-arms), then text",
     "drop": "streams a few text pieces, then closes without finish_reason or [DONE]",
-    "slow": "streams the text reply at ~300 ms per piece for ~30 s (for cancelling mid-stream)",
-    "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N` streams N deltas",
+    "slow": "text at ~300 ms per piece for ~30 s (for cancelling mid-stream)",
+    "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N`: N deltas",
     "long-20000": "20000 deltas of 5 characters each, no delay",
     "long-100000": "100000 deltas of 5 characters each, no delay",
     "echo": "replies `ECHO:` followed by the exact text of the last user message",
-    "hang": "accepts the request and sends nothing for 60 s, then closes the connection",
+    "hang": "accepts the request, sends nothing for 60 s, then closes the connection",
 }
 
 Api = Literal["openai", "anthropic"]
 FinishReason = Literal["stop", "length", "tool_calls"]
 PieceKind = Literal["thinking", "text", "tool_start", "tool_args"]
+ErrorKind = Literal["server", "rate_limit", "auth", "not_found", "bad_request"]
 
 
 @dataclass(frozen=True)
 class Piece:
-    """One streamed unit: a thinking or text delta, a tool call opening, or a tool-args fragment.
+    """One streamed unit: thinking or text delta, tool call opening, or tool-args fragment.
 
-    For ``tool_start`` ``text`` is the tool name; for ``tool_args`` it is a raw JSON fragment.
+    For ``tool_start`` ``text`` is the tool name; for ``tool_args`` a raw JSON fragment.
     """
 
     kind: PieceKind
@@ -153,7 +159,7 @@ class ErrorReply:
 
     status: int
     message: str
-    kind: Literal["server", "rate_limit", "auth", "not_found", "bad_request"]
+    kind: ErrorKind
     headers: tuple[tuple[str, str], ...] = ()
 
 
@@ -163,7 +169,7 @@ class Reply:
 
     ``finish`` None means: stop after the pieces without any end marker and close the
     connection. ``delay`` is the pause before each piece, multiplied by the server's
-    ``delay_scale`` when ``scaled``. ``hang`` > 0 means: send nothing, wait that long, close.
+    ``delay_scale`` when ``scaled``. ``hang`` > 0: send nothing, wait that long, close.
     """
 
     pieces: list[Piece] = field(default_factory=list)
@@ -174,14 +180,12 @@ class Reply:
     hang: float = 0.0
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Request inspection
 
 
-def _content_text(
-    content: object, *, block_types: tuple[str, ...] = ("text",)
-) -> str | None:
-    """Text of a message ``content`` (a string or a list of typed blocks), None if it has none."""
+def _content_text(content: object, *, block_types: tuple[str, ...] = ("text",)) -> str | None:
+    """Text of a message ``content`` (string or list of typed blocks), None if none."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -203,7 +207,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def last_user_text_of(body: dict[str, Any]) -> str | None:
-    """Text of the last user message that carries text (tool results are not user text)."""
+    """Text of the last user message carrying text (tool results are not user text)."""
     for message in reversed(_messages(body)):
         if message.get("role") != "user":
             continue
@@ -214,14 +218,12 @@ def last_user_text_of(body: dict[str, Any]) -> str | None:
 
 
 def trailing_tool_result(body: dict[str, Any]) -> str | None:
-    """Text of the tool result(s) the conversation ends with, or None if it does not end with one.
+    """Text of the tool result(s) the conversation ends with; None if it ends otherwise.
 
-    OpenAI format: trailing ``role: "tool"`` messages. Anthropic format: a final user message
-    holding ``tool_result`` blocks.
+    OpenAI format: trailing ``role: "tool"`` messages. Anthropic format: a final user
+    message holding ``tool_result`` blocks.
     """
-    messages = [
-        m for m in _messages(body) if m.get("role") not in ("system", "developer")
-    ]
+    messages = [m for m in _messages(body) if m.get("role") not in ("system", "developer")]
     if not messages:
         return None
     last = messages[-1]
@@ -245,12 +247,12 @@ def trailing_tool_result(body: dict[str, Any]) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Scenario scripts
 
 
 def _words(text: str) -> list[str]:
-    """Split ``text`` after each space, keeping the spaces, as the captures' fake model did."""
+    """Split ``text`` after each space, keeping the spaces (as in the captures)."""
     parts = text.split(" ")
     pieces = [p + " " for p in parts[:-1]] + [parts[-1]]
     return [p for p in pieces if p]
@@ -265,7 +267,7 @@ def _fixed_chunks(text: str, size: int) -> list[str]:
 
 
 def long_reply_text(count: int) -> str:
-    """The full text the ``long``/``long-N`` scenario streams as ``count`` 5-character deltas."""
+    """The text ``long``/``long-N`` streams, as ``count`` 5-character deltas."""
     return "".join(_long_piece(i) for i in range(count))
 
 
@@ -279,7 +281,7 @@ def tool_answer_text(model: str, tool_output: str) -> str:
         return "done"
     output = tool_output.strip()
     if len(output) > 200:
-        # Keep the answer short; the point of toolbig is pi's truncation, not echoing it all.
+        # Keep the answer short: toolbig is about pi's truncation, not echoing it all.
         output = "\n".join(output.splitlines()[:3]) + "\n ... " + output[-40:]
     return f"The command printed: {output}. Done."
 
@@ -287,9 +289,7 @@ def tool_answer_text(model: str, tool_output: str) -> str:
 def _tool_call_pieces(command: str) -> list[Piece]:
     arguments = json.dumps({"command": command})
     # 6-character fragments, like the captures: pi must reassemble partial JSON.
-    return [Piece("tool_start", "bash")] + [
-        Piece("tool_args", frag) for frag in _fixed_chunks(arguments, 6)
-    ]
+    return [Piece("tool_start", "bash")] + [Piece("tool_args", frag) for frag in _fixed_chunks(arguments, 6)]
 
 
 def _long_count(model: str) -> int | None:
@@ -307,7 +307,7 @@ def is_known_model(model: str) -> bool:
     return model in SCENARIOS or _long_count(model) is not None
 
 
-def _error(status: int, message: str, kind: Any, *headers: tuple[str, str]) -> Reply:
+def _error(status: int, message: str, kind: ErrorKind, *headers: tuple[str, str]) -> Reply:
     return Reply(error=ErrorReply(status, message, kind, tuple(headers)))
 
 
@@ -317,16 +317,12 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     ``flaky_attempt`` is the 1-based number of this request among the server's ``flaky``
     requests (ignored for other models).
     """
-    if model in ("text",):
+    if model == "text":
         return Reply(_text_pieces(TEXT_REPLY))
     if model == "thinking":
-        return Reply(
-            _text_pieces(THINKING_THOUGHT, "thinking") + _text_pieces(THINKING_ANSWER)
-        )
+        return Reply(_text_pieces(THINKING_THOUGHT, "thinking") + _text_pieces(THINKING_ANSWER))
     if model == "thinking_anthropic":
-        return Reply(
-            _text_pieces(ANTHROPIC_THOUGHT, "thinking") + _text_pieces(ANTHROPIC_TEXT)
-        )
+        return Reply(_text_pieces(ANTHROPIC_THOUGHT, "thinking") + _text_pieces(ANTHROPIC_TEXT))
     if model in TOOL_COMMANDS:
         result = trailing_tool_result(body)
         if result is None:
@@ -342,16 +338,12 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     if model == "err500":
         return _error(500, "fake internal server error", "server")
     if model == "err429":
-        return _error(
-            429, "fake rate limit exceeded", "rate_limit", ("Retry-After", "0")
-        )
+        return _error(429, "fake rate limit exceeded", "rate_limit", ("Retry-After", "0"))
     if model == "err401":
         return _error(401, "fake invalid API key", "auth")
     if model == "flaky":
         if flaky_attempt <= FLAKY_FAILURES:
-            return _error(
-                500, f"fake flaky failure {flaky_attempt}/{FLAKY_FAILURES}", "server"
-            )
+            return _error(500, f"fake flaky failure {flaky_attempt}/{FLAKY_FAILURES}", "server")
         return Reply(_text_pieces(TEXT_REPLY))
     if model == "drop":
         return Reply(_text_pieces(DROP_TEXT), None)
@@ -371,13 +363,13 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     return _error(404, f"model {model} not found", "not_found")
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Wire formats
 
 
 def _json(obj: object) -> str:
-    # Raw (non-ASCII-escaped) text on the wire, like real providers: U+2028 etc. must survive
-    # the client's SSE and JSON parsing.
+    # Raw (non-ASCII-escaped) text on the wire, like real providers: U+2028 etc. must
+    # survive the client's SSE and JSON parsing.
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -430,9 +422,7 @@ class Frame:
     pause: float
 
 
-def openai_frames(
-    model: str, reply: Reply, body: dict[str, Any], delay: float
-) -> Iterator[Frame]:
+def openai_frames(model: str, reply: Reply, body: dict[str, Any], delay: float) -> Iterator[Frame]:
     """SSE frames of ``reply`` as OpenAI ``chat.completion.chunk`` objects."""
     chunk_id = "chatcmpl-" + uuid.uuid4().hex[:12]
     created = int(time.time())
@@ -444,9 +434,7 @@ def openai_frames(
             "created": created,
             "model": model,
             "system_fingerprint": "fp_scripted",
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            ],
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
         return f"data: {_json(obj)}\n\n".encode()
 
@@ -467,11 +455,7 @@ def openai_frames(
             }
             delta = {"tool_calls": [call]}
         else:
-            delta = {
-                "tool_calls": [
-                    {"index": tool_index, "function": {"arguments": piece.text}}
-                ]
-            }
+            delta = {"tool_calls": [{"index": tool_index, "function": {"arguments": piece.text}}]}
         yield Frame(chunk(delta), delay)
     if reply.finish is None:
         return
@@ -502,15 +486,11 @@ _ANTHROPIC_STOP: Final = {
 }
 
 
-def anthropic_frames(
-    model: str, reply: Reply, body: dict[str, Any], delay: float
-) -> Iterator[Frame]:
+def anthropic_frames(model: str, reply: Reply, body: dict[str, Any], delay: float) -> Iterator[Frame]:
     """SSE frames of ``reply`` as Anthropic Messages stream events."""
 
     def event(name: str, obj: dict[str, Any], pause: float = 0.0) -> Frame:
-        return Frame(
-            f"event: {name}\ndata: {_json({'type': name, **obj})}\n\n".encode(), pause
-        )
+        return Frame(f"event: {name}\ndata: {_json({'type': name, **obj})}\n\n".encode(), pause)
 
     input_tokens = _estimate_tokens(body)
     message: dict[str, Any] = {
@@ -558,9 +538,7 @@ def anthropic_frames(
                     "name": name,
                     "input": {},
                 }
-            yield event(
-                "content_block_start", {"index": index, "content_block": block}, delay
-            )
+            yield event("content_block_start", {"index": index, "content_block": block}, delay)
             if piece.kind == "tool_start":
                 continue
         if piece.kind == "thinking":
@@ -579,7 +557,7 @@ def anthropic_frames(
     yield event("message_stop", {})
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # HTTP server
 
 
@@ -597,7 +575,7 @@ _QUIET_ERRORS: Final = (
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    # The default backlog of 5 makes simultaneous connects wait for SYN retransmits (~1 s).
+    # The default backlog of 5 makes simultaneous connects wait for SYN retries (~1 s).
     request_queue_size = 256
 
     def __init__(self, owner: ScriptedModelServer, address: tuple[str, int]) -> None:
@@ -605,7 +583,7 @@ class _HTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
-        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can stall.
+        # HTTPServer.server_bind calls socket.getfqdn(): reverse DNS, which can stall.
         socketserver.TCPServer.server_bind(self)
         host, port = self.server_address[:2]
         self.server_name = str(host)
@@ -625,7 +603,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "ScriptedModel/1.0"
     sys_version = ""
 
-    # -- plumbing ------------------------------------------------------------------------------
+    # -- plumbing ---------------------------------------------------------------------
 
     def setup(self) -> None:
         super().setup()
@@ -666,16 +644,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _send_json(
-        self, status: int, obj: object, headers: tuple[tuple[str, str], ...] = ()
-    ) -> None:
+    def _send_json(self, status: int, obj: object, headers: tuple[tuple[str, str], ...] = ()) -> None:
         payload = _json(obj).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         for name, value in headers:
             self.send_header(name, value)
-        # Every answer closes its connection: no keep-alive races with the client's pool.
+        # Every answer closes its connection: no keep-alive races with client pools.
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(payload)
@@ -684,8 +660,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _client_gone(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s; True if the peer closed its side meanwhile."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], timeout)
-            if not readable:
+            # poll, not select: select() fails on descriptors above 1023.
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(timeout * 1000):
                 return False
             peeked = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
@@ -699,7 +677,7 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds`` but raise _Disconnected as soon as the client or server goes."""
+        """Sleep ``seconds``; raise _Disconnected as soon as the client or server goes."""
         owner = self.server.owner
         deadline = time.monotonic() + seconds
         while True:
@@ -711,17 +689,14 @@ class _Handler(BaseHTTPRequestHandler):
             if self._client_gone(min(remaining, 0.05)):
                 raise _Disconnected
 
-    # -- requests ------------------------------------------------------------------------------
+    # -- requests ---------------------------------------------------------------------
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         self.server.owner._record(self.path, None, {})
         if path.endswith("/models"):
             models = sorted(SCENARIOS)
-            data = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                for m in models
-            ]
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in models]
             self._send_json(200, {"object": "list", "data": data})
             return
         self._send_json(
@@ -758,9 +733,7 @@ class _Handler(BaseHTTPRequestHandler):
             problem = "request body must be a JSON object"
         if not isinstance(parsed, dict):
             owner._record(self.path, None, {})
-            self._send_json(
-                400, error_body(api, ErrorReply(400, problem, "bad_request"))
-            )
+            self._send_json(400, error_body(api, ErrorReply(400, problem, "bad_request")))
             return
         body: dict[str, Any] = parsed
         raw_model = body.get("model")
@@ -768,9 +741,7 @@ class _Handler(BaseHTTPRequestHandler):
         flaky_attempt = owner._record(self.path, model, body)
         reply = build_reply(model, body, flaky_attempt)
         if reply.error is not None:
-            self._send_json(
-                reply.error.status, error_body(api, reply.error), reply.error.headers
-            )
+            self._send_json(reply.error.status, error_body(api, reply.error), reply.error.headers)
             return
         if reply.hang > 0:
             self._pause(reply.hang)
@@ -787,8 +758,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
-        # No Content-Length: the body ends when the connection closes, which also lets `drop`
-        # end the stream mid-way.
+        # No Content-Length: the body ends when the connection closes, which also lets
+        # `drop` end the stream mid-way.
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
@@ -802,7 +773,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._pause(frame.pause)
                 self.wfile.write(frame.data)
                 continue
-            # Zero-delay frames are batched: one syscall per frame is slow for long-100000.
+            # Zero-delay frames are batched: a syscall per frame is slow for long-100000.
             pending += frame.data
             if len(pending) >= 65536:
                 self.wfile.write(bytes(pending))
@@ -814,15 +785,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ScriptedModelServer:
-    """Context manager; starts serving in a background thread on 127.0.0.1:port (0 = pick free).
+    """Context manager; serves in a background thread on 127.0.0.1:port (0 = pick free).
 
     ``delay_scale`` multiplies the small per-piece delays (0 = as fast as possible); the
     ``slow`` and ``hang`` scenarios keep their real-time durations.
     """
 
-    def __init__(
-        self, host: str = LOOPBACK, port: int = 0, *, delay_scale: float = 1.0
-    ) -> None:
+    def __init__(self, host: str = LOOPBACK, port: int = 0, *, delay_scale: float = 1.0) -> None:
         if host != LOOPBACK:
             raise ValueError(f"ScriptedModelServer only binds {LOOPBACK}, not {host!r}")
         if delay_scale < 0:
@@ -839,7 +808,7 @@ class ScriptedModelServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- lifecycle --------------------------------------------------------------------
 
     def start(self) -> Self:
         """Bind and start serving in a daemon thread; returns self."""
@@ -871,10 +840,8 @@ class ScriptedModelServer:
             connections = list(self._connections)
         for conn in connections:
             # Wakes handler threads blocked in select/recv/send so they end now.
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
@@ -886,7 +853,7 @@ class ScriptedModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- observation -----------------------------------------------------------------------------
+    # -- observation ------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -905,36 +872,32 @@ class ScriptedModelServer:
 
     @property
     def open_connections(self) -> int:
-        """Number of client connections currently open (a cancelled stream drops out)."""
+        """Number of client connections open now (a cancelled stream drops out)."""
         with self._lock:
             return len(self._connections)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every request received, oldest first: path, model, body, n (per-model count), t."""
+        """Every request received, oldest first: path, model, body, n (per model), t."""
         with self._lock:
             return list(self._requests)
 
     def last_user_text(self, model: str | None = None) -> str | None:
-        """Text of the last user message of the latest request (for ``model`` if given)."""
+        """Text of the last user message of the latest request (of ``model`` if given)."""
         with self._lock:
-            candidates = [
-                r
-                for r in self._requests
-                if r["body"] and (model is None or r["model"] == model)
-            ]
+            candidates = [r for r in self._requests if r["body"] and (model is None or r["model"] == model)]
         if not candidates:
             return None
         return last_user_text_of(candidates[-1]["body"])
 
     def reset(self) -> None:
-        """Forget recorded requests and per-model counters, including the flaky counter."""
+        """Forget recorded requests and per-model counters, flaky counter included."""
         with self._lock:
             self._requests.clear()
             self._counts.clear()
             self._flaky = 0
 
-    # -- called by handler threads ---------------------------------------------------------------
+    # -- called by handler threads ----------------------------------------------------
 
     def _record(self, path: str, model: str | None, body: dict[str, Any]) -> int:
         """Record one request; returns the flaky attempt number (0 for other models)."""
@@ -942,9 +905,7 @@ class ScriptedModelServer:
             key = model or ""
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
-            self._requests.append(
-                {"path": path, "model": model, "body": body, "n": n, "t": time.time()}
-            )
+            self._requests.append({"path": path, "model": model, "body": body, "n": n, "t": time.time()})
             if model == "flaky":
                 self._flaky += 1
                 return self._flaky
@@ -958,7 +919,7 @@ class ScriptedModelServer:
                 self._connections.discard(conn)
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # pi configuration
 
 
@@ -975,11 +936,13 @@ def write_pi_agent_dir(
     provider: str = "fake",
     disable_pi_retry: bool = False,
 ) -> None:
-    """Write models.json (provider `provider` with every scenario in SCENARIOS as a model id,
-    api openai-completions, apiKey "x", compat {supportsDeveloperRole:false, supportsReasoningEffort:false}),
-    plus an `anthropic` style provider named f"{provider}-anthropic" (api "anthropic-messages", baseUrl without /v1 as pi-facts says)
-    for the thinking_anthropic scenario, and when disable_pi_retry is true a settings.json
-    {"retry":{"enabled":false,"provider":{"maxRetries":0}}}. Create the dir if missing.
+    """Write models.json (provider `provider` with every scenario in SCENARIOS as a
+    model id, api openai-completions, apiKey "x", compat {supportsDeveloperRole:false,
+    supportsReasoningEffort:false}), plus an `anthropic` style provider named
+    f"{provider}-anthropic" (api "anthropic-messages", baseUrl without /v1 as pi-facts
+    says) for the thinking_anthropic scenario, and when disable_pi_retry is true a
+    settings.json {"retry":{"enabled":false,"provider":{"maxRetries":0}}}. Create the
+    dir if missing.
 
     The anthropic provider lists every scenario too (the server renders each one in both
     formats); its ``thinking_anthropic`` model is marked ``reasoning: true`` so pi asks for
@@ -989,9 +952,7 @@ def write_pi_agent_dir(
     agent_dir.mkdir(parents=True, exist_ok=True)
     openai_models = [{"id": model} for model in SCENARIOS]
     anthropic_models: list[dict[str, Any]] = [
-        {"id": model, "reasoning": True}
-        if model == "thinking_anthropic"
-        else {"id": model}
+        {"id": model, "reasoning": True} if model == "thinking_anthropic" else {"id": model}
         for model in SCENARIOS
     ]
     config = {
@@ -1014,28 +975,22 @@ def write_pi_agent_dir(
             },
         }
     }
-    (agent_dir / "models.json").write_text(
-        json.dumps(config, indent=2) + "\n", encoding="utf-8"
-    )
+    (agent_dir / "models.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     if disable_pi_retry:
         settings = {"retry": {"enabled": False, "provider": {"maxRetries": 0}}}
-        (agent_dir / "settings.json").write_text(
-            json.dumps(settings, indent=2) + "\n", encoding="utf-8"
-        )
+        (agent_dir / "settings.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
 
 
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------
 # Command line
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until SIGINT/SIGTERM; print one JSON line with baseUrl and port at start."""
+    """Serve until SIGINT/SIGTERM; print one JSON line (baseUrl, port) at start."""
     parser = argparse.ArgumentParser(
         prog="python -m bridge.scripted_model", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--port", type=int, default=0, help="port on 127.0.0.1 (0 = pick a free one)"
-    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = pick a free one)")
     parser.add_argument(
         "--agent-dir",
         type=pathlib.Path,
@@ -1057,9 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="multiply per-piece delays (default 1)",
     )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="log every request to stderr"
-    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -1082,9 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
                 disable_pi_retry=args.disable_pi_retry,
             )
             log.info("wrote pi agent dir %s", args.agent_dir)
-        sys.stdout.write(
-            _json({"baseUrl": server.base_url, "port": server.port}) + "\n"
-        )
+        sys.stdout.write(_json({"baseUrl": server.base_url, "port": server.port}) + "\n")
         sys.stdout.flush()
         while not done.wait(0.5):
             pass

@@ -88,6 +88,7 @@ class BridgeServer(LanguageServer):
         self.stop_requested: asyncio.Event | None = None
         self.stop_reason = ""
         self.default_cwd = os.getcwd()
+        self.run_requests: set[asyncio.Task[Any]] = set()
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -139,16 +140,25 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
         await ls.registry.stop_all("the client asked the bridge to shut down")
+        # Let every pi/run answer (-32800 with its data) go out before the shutdown answer.
+        if ls.run_requests:
+            await asyncio.wait(set(ls.run_requests))
 
     @server.feature(contract.RUN)
     async def pi_run(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.RunParams, raw)
         if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
-            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of an existing directory")
+            raise JsonRpcInvalidParams(
+                message=f"cwd: {params.cwd!r} is not an absolute path of an existing directory"
+            )
         try:
             run = ls.registry.start(params, ls.default_cwd)
         except DuplicateRunError as exc:
             raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
+        task = asyncio.current_task()
+        if task is not None:
+            ls.run_requests.add(task)
+            task.add_done_callback(ls.run_requests.discard)
         while not run.done.is_set():
             try:
                 await run.done.wait()
@@ -156,7 +166,8 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
                 # $/cancelRequest: stop the run the same way as pi/cancel, then still answer with
                 # its data; a second cancel lands here again and changes nothing.
                 run.cancel.cancel("cancelled by $/cancelRequest")
-        answer = await ls.registry.answer(run)
+        answer = run.answer
+        assert answer is not None
         body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
         if isinstance(answer, contract.CancelledRunData):
             raise JsonRpcRequestCancelled(message=f"run {run.run_id} was cancelled", data=body)

@@ -11,7 +11,12 @@ from typing import Any
 
 import attrs
 from cattrs import Converter
-from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, default_converter
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    default_converter,
+)
 
 
 def _envelope_hook(obj: Any, cls: type[Any]) -> Any:
@@ -23,7 +28,7 @@ def _envelope_hook(obj: Any, cls: type[Any]) -> Any:
 
 def dict_converter() -> Converter:
     """pygls's converter with plain-dict params for requests, notifications and responses."""
-    converter = default_converter()
+    converter: Converter = default_converter()  # type: ignore[no-untyped-call]
     for envelope in (JsonRPCRequestMessage, JsonRPCResponseMessage, JsonRPCNotification):
         converter.register_structure_hook(envelope, _envelope_hook)
     return converter

@@ -13,7 +13,14 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
-from tests.harness import PI_BIN, assert_no_run_processes, bridge_env, fake_pi_command, initialize, make_client
+from tests.harness import (
+    PI_BIN,
+    assert_no_run_processes,
+    bridge_env,
+    fake_pi_command,
+    initialize,
+    make_client,
+)
 
 BRIDGE = [sys.executable, "-m", "bridge"]
 

@@ -125,7 +125,9 @@ def start_request(client: LanguageClient, method: str, params: Any) -> tuple[int
     return msg_id, task
 
 
-async def answer_or_error(task: asyncio.Task[Any], timeout: float = WAIT) -> tuple[Any, JsonRpcException | None]:
+async def answer_or_error(
+    task: asyncio.Task[Any], timeout: float = WAIT
+) -> tuple[Any, JsonRpcException | None]:
     """Await a request task: (result, None) or (None, the JSON-RPC error)."""
     try:
         return await asyncio.wait_for(task, timeout), None
@@ -140,13 +142,13 @@ def tagged_processes() -> list[psutil.Process]:
     for pid in psutil.pids():
         try:
             with open(f"/proc/{pid}/environ", "rb") as handle:
-                if needle not in handle.read():
-                    continue
+                environ = handle.read()
+            # The bridge itself carries the tag too; a run's processes also carry a run token.
+            if needle not in environ or b"PI_BRIDGE_RUN_TOKEN=" not in environ:
+                continue
             proc = psutil.Process(pid)
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if "PI_BRIDGE_RUN_TOKEN=" not in open(f"/proc/{pid}/environ", "rb").read().decode("utf-8", "replace"):
-                continue  # the bridge itself (and its helpers), not a run's process
             found.append(proc)
         except (OSError, psutil.Error):
             continue
@@ -201,3 +203,103 @@ def assert_stream_invariants(messages: list[dict[str, Any]]) -> None:
         assert not open_tools, f"tool calls left open: {open_tools}"
         text = "".join(m["content"]["text"] for m in items if m["type"] == "assistant")
         assert terminals[0]["content"]["text"] == text, "deltas must concatenate to the terminal text"
+
+
+class RawBridge:
+    """A bridge process driven over raw stdio by a reader thread (for lifecycle and framing tests)."""
+
+    def __init__(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+        import queue
+        import subprocess
+        import threading
+
+        from bridge.demo import StdioClient
+
+        self.client = StdioClient([sys.executable, "-m", "bridge", *(args or [])], env=bridge_env(env))
+        self.proc: subprocess.Popen[bytes] = self.client.proc
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                message = self.client.read()
+            except (OSError, ValueError):
+                message = None
+            self.inbox.put(message)
+            if message is None:
+                return
+
+    def wait_for(self, predicate: Any, timeout: float = WAIT) -> dict[str, Any]:
+        """Wait for a message matching predicate (earlier ones stay in `seen`)."""
+        import queue
+
+        for message in self.seen:
+            if predicate(message):
+                return message
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no matching message within {timeout} s")
+            try:
+                message = self.inbox.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if message is None:
+                raise AssertionError("the bridge closed its output")
+            self.seen.append(message)
+            if predicate(message):
+                return message
+
+    def initialize(self, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """initialize + initialized."""
+        msg_id = self.client.request(
+            "initialize",
+            {"processId": os.getpid(), "rootUri": None, "capabilities": {}, "initializationOptions": options},
+        )
+        answer = self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m)
+        self.client.notify("initialized", {})
+        return answer
+
+    def response(self, msg_id: int, timeout: float = WAIT) -> dict[str, Any]:
+        """Wait for the response to a request."""
+        return self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m, timeout)
+
+    def message(self, run_id: str, kind: str, timeout: float = WAIT) -> dict[str, Any]:
+        """Wait for a pi/message of `kind` for run `run_id`."""
+        return self.wait_for(
+            lambda m: (
+                m.get("method") == "pi/message"
+                and m["params"]["runId"] == run_id
+                and m["params"]["type"] == kind
+            ),
+            timeout,
+        )["params"]
+
+    def wait_exit(self, timeout: float = WAIT) -> int:
+        """Wait for the bridge process to exit; return its code."""
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        """Kill the bridge if it is still running (test cleanup)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=WAIT)
+
+
+async def wait_for_run_process(fragment: str, timeout: float = WAIT) -> psutil.Process:
+    """Wait until a process of a run whose command line contains `fragment` is alive."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for proc in tagged_processes():
+            try:
+                if fragment in " ".join(proc.cmdline()):
+                    return proc
+            except psutil.Error:
+                continue
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no run process matching {fragment!r} within {timeout} s")
+        await asyncio.sleep(0.02)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 import pytest
@@ -18,6 +17,7 @@ from tests.harness import (
     request,
     run_processes_alive,
     start_request,
+    wait_for_run_process,
 )
 
 
@@ -32,9 +32,18 @@ def check_cancelled(error: object, run_id: str) -> dict[str, object]:
     return data
 
 
-async def cancel_after(client: LanguageClient, run_id: str, kind: str, params: dict[str, object], how: str):
+async def cancel_after(
+    client: LanguageClient,
+    run_id: str,
+    kind: str,
+    params: dict[str, object],
+    how: str,
+    process: str | None = None,
+):
     msg_id, task = start_request(client, "pi/run", {"runId": run_id, **params})
     await messages_of(client).wait_type(run_id, kind)
+    if process is not None:
+        await wait_for_run_process(process)
     if how == "cancelRequest":
         client.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
         cancel_answer = None
@@ -55,7 +64,11 @@ async def cancel_after(client: LanguageClient, run_id: str, kind: str, params: d
 @pytest.mark.parametrize("how", ["cancelRequest", "pi/cancel"])
 async def test_real_pi_cancel_mid_stream(real_bridge: LanguageClient, how: str) -> None:
     data, messages, answer = await cancel_after(
-        real_bridge, f"stream-{how.replace('/', '-')}", "assistant", {"prompt": "go", "provider": "fake", "model": "slow"}, how
+        real_bridge,
+        f"stream-{how.replace('/', '-')}",
+        "assistant",
+        {"prompt": "go", "provider": "fake", "model": "slow"},
+        how,
     )
     assert data["text"], "text already streamed is kept"
     if answer is not None:
@@ -67,7 +80,12 @@ async def test_real_pi_cancel_mid_stream(real_bridge: LanguageClient, how: str) 
 @pytest.mark.parametrize("how", ["cancelRequest", "pi/cancel"])
 async def test_real_pi_cancel_mid_tool_leaves_no_sleep(real_bridge: LanguageClient, how: str) -> None:
     data, messages, _ = await cancel_after(
-        real_bridge, f"tool-{how.replace('/', '-')}", "tool.update", {"prompt": "go", "provider": "fake", "model": "toolslow"}, how
+        real_bridge,
+        f"tool-{how.replace('/', '-')}",
+        "tool.update",
+        {"prompt": "go", "provider": "fake", "model": "toolslow"},
+        how,
+        "sleep 30",
     )
     failed = [m for m in messages if m["type"] == "tool.failed"]
     assert failed and failed[0]["content"]["cancelled"] is True
@@ -94,7 +112,9 @@ async def test_agent_ignoring_the_interrupt_is_killed_after_the_grace(fake_bridg
     assert data["text"] == "ignoring signals"
 
 
-async def test_second_cancel_and_pi_cancel_during_the_shutdown_change_nothing(fake_bridge: LanguageClient) -> None:
+async def test_second_cancel_and_pi_cancel_during_the_shutdown_change_nothing(
+    fake_bridge: LanguageClient,
+) -> None:
     run_id = "twice"
     msg_id, task = start_request(fake_bridge, "pi/run", {"runId": run_id, "prompt": "x", "model": "stubborn"})
     await messages_of(fake_bridge).wait_type(run_id, "tool.update")
@@ -137,7 +157,9 @@ async def test_twenty_concurrent_runs_with_random_cancels(real_bridge: LanguageC
     for index in range(20):
         run_id = f"c{index}"
         msg_id, task = start_request(
-            real_bridge, "pi/run", {"runId": run_id, "prompt": "go", "provider": "fake", "model": rng.choice(models)}
+            real_bridge,
+            "pi/run",
+            {"runId": run_id, "prompt": "go", "provider": "fake", "model": rng.choice(models)},
         )
         runs.append((run_id, msg_id, task, rng.random() < 0.6))
     for run_id, msg_id, task, cancel in runs:
@@ -147,7 +169,7 @@ async def test_twenty_concurrent_runs_with_random_cancels(real_bridge: LanguageC
                 real_bridge.protocol.notify("$/cancelRequest", types.CancelParams(id=msg_id))
             else:
                 await request(real_bridge, "pi/cancel", {"runId": run_id})
-    for run_id, _, task, cancel in runs:
+    for run_id, _, task, _ in runs:
         result, error = await answer_or_error(task, timeout=120)
         messages = messages_of(real_bridge).by_run[run_id]
         assert_stream_invariants(messages)

@@ -71,7 +71,7 @@ async def test_prompts_reach_pi_verbatim_through_stdin(fake_bridge: LanguageClie
 
 async def test_unicode_separators_survive_framing(fake_bridge: LanguageClient) -> None:
     result, messages = await run(fake_bridge, model="unicode")
-    assert result["text"] == "line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 \"q\" \\b"
+    assert result["text"] == 'line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 "q" \\b'
 
 
 async def test_oversized_line_becomes_a_diagnostic(fake_bridge: LanguageClient) -> None:

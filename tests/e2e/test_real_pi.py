@@ -88,7 +88,9 @@ async def test_unicode_survives(real_bridge: LanguageClient) -> None:
     assert "\u2028" in result["text"] and "\u2029" in result["text"]
 
 
-async def test_prompt_reaches_the_model_verbatim(real_bridge: LanguageClient, scripted_model: ScriptedModelServer) -> None:
+async def test_prompt_reaches_the_model_verbatim(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer
+) -> None:
     for prompt in ["--version", "@README.md please", "-p\nsecond line\n\tthird"]:
         result, _ = await run(real_bridge, model="echo", prompt=prompt)
         assert scripted_model.last_user_text("echo") == prompt

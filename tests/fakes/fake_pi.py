@@ -52,11 +52,18 @@ def delta(text: str) -> None:
     )
 
 
-def assistant_end(text: str, stop: str = "stop", error: str | None = None, tool: dict[str, object] | None = None) -> None:
+def assistant_end(
+    text: str, stop: str = "stop", error: str | None = None, tool: dict[str, object] | None = None
+) -> None:
     content: list[dict[str, object]] = [{"type": "text", "text": text}] if text else []
     if tool:
         content.append({"type": "toolCall", **tool})
-    message: dict[str, object] = {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop}
+    message: dict[str, object] = {
+        "role": "assistant",
+        "content": content,
+        "usage": usage(),
+        "stopReason": stop,
+    }
     if error:
         message["errorMessage"] = error
     emit({"type": "message_end", "message": message})
@@ -120,7 +127,10 @@ def bump_state() -> int:
     path = os.environ.get("FAKE_PI_STATE")
     if not path:
         return 1
-    count = int(open(path).read() or "0") + 1 if os.path.exists(path) else 1
+    count = 1
+    if os.path.exists(path):
+        with open(path) as handle:
+            count = int(handle.read() or "0") + 1
     with open(path, "w") as handle:
         handle.write(str(count))
     return count
@@ -181,7 +191,15 @@ def main() -> int:
         assistant_end("", stop="error", error="500 upstream exploded")
         emit({"type": "turn_end"})
         emit({"type": "agent_end", "messages": []})
-        emit({"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000, "errorMessage": "500 upstream exploded"})
+        emit(
+            {
+                "type": "auto_retry_start",
+                "attempt": 1,
+                "maxAttempts": 3,
+                "delayMs": 2000,
+                "errorMessage": "500 upstream exploded",
+            }
+        )
         time.sleep(60)
     elif scenario == "auth_error":
         start(cwd)
@@ -213,10 +231,24 @@ def main() -> int:
     elif scenario == "thinking_tool":
         start(cwd)
         assistant_start()
-        emit({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "I should "}})
-        emit({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "sleep."}})
+        emit(
+            {
+                "type": "message_update",
+                "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "I should "},
+            }
+        )
+        emit(
+            {
+                "type": "message_update",
+                "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "sleep."},
+            }
+        )
         delta("Sleeping.")
-        assistant_end("Sleeping.", stop="toolUse", tool={"id": "call_s", "name": "bash", "arguments": {"command": "sleep 300"}})
+        assistant_end(
+            "Sleeping.",
+            stop="toolUse",
+            tool={"id": "call_s", "name": "bash", "arguments": {"command": "sleep 300"}},
+        )
         tool_start("call_s", "sleep 300")
         subprocess.Popen(["sleep", "300"], start_new_session=True)
         time.sleep(300)
@@ -229,7 +261,15 @@ def main() -> int:
         stubborn_child(new_session=True)
         stubborn_child(new_session=False)
         double_fork_daemon()
-        emit({"type": "tool_execution_update", "toolCallId": "call_x", "toolName": "bash", "args": {}, "partialResult": {"content": [{"type": "text", "text": "children started\n"}]}})
+        emit(
+            {
+                "type": "tool_execution_update",
+                "toolCallId": "call_x",
+                "toolName": "bash",
+                "args": {},
+                "partialResult": {"content": [{"type": "text", "text": "children started\n"}]},
+            }
+        )
         while True:
             time.sleep(0.2)
     elif scenario == "ignore_interrupt":
@@ -253,7 +293,11 @@ def main() -> int:
         start(cwd)
         assistant_start()
         delta("small ")
-        raw(b'{"type":"message_update","pad":"' + b"x" * (int(os.environ.get("FAKE_PI_HUGE", "20000000"))) + b'"}\n')
+        raw(
+            b'{"type":"message_update","pad":"'
+            + b"x" * (int(os.environ.get("FAKE_PI_HUGE", "20000000")))
+            + b'"}\n'
+        )
         delta("end")
         assistant_end("small end")
         finish("")
@@ -264,7 +308,7 @@ def main() -> int:
         finish("")
     elif scenario == "unicode":
         start(cwd)
-        text = "line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 \"q\" \\b"
+        text = 'line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 "q" \\b'
         assistant_start()
         delta(text[:10])
         delta(text[10:])

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything pi-bridge needs to run and test, inside the checkout (idempotent):
+#   .venv/   Python 3.11+ virtualenv with pi-bridge (editable) and its test extras
+#   .tools/  Node 22 (the npm package `node@22`) and pi 1.6.0 from the npm registry
+# Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PI_PACKAGE="${PI_PACKAGE:-@earendil-works/pi-coding-agent@1.6.0}"
+NODE_PACKAGE="${NODE_PACKAGE:-node@22}"
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+
+if [ ! -x .tools/node_modules/.bin/pi ] || [ ! -x .tools/node_modules/.bin/node ]; then
+  mkdir -p .tools
+  npm install --prefix .tools --no-audit --no-fund --loglevel=error "$NODE_PACKAGE" "$PI_PACKAGE"
+fi
+echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"
