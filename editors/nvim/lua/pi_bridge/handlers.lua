@@ -1,0 +1,204 @@
+--- Run state: the registry of runs, fed by `pi/message` notifications and the requests' answers.
+---
+--- vim.lsp drops the callback of a request answered with -32800 (RequestCancelled), so a cancelled
+--- run is ended by its `terminal.cancelled` message, never by the pi/run answer. Every terminal.*
+--- message ends the run's state here; `run.retrying` reopens it for the next attempt, and the pi/run
+--- answer, when it comes, only adds what it knows (result, usage) to a run that has already ended.
+local protocol = require('pi_bridge.protocol')
+local render = require('pi_bridge.render')
+
+local T = protocol.types
+
+local M = {}
+
+--- @class pi_bridge.Run
+--- @field id string
+--- @field params table the pi/run params sent
+--- @field status string starting|running|cancelling|retrying|completed|failed|cancelled|error
+--- @field done boolean
+--- @field attempt integer
+--- @field seq integer last seq seen
+--- @field text string assistant text of the current attempt (concatenated deltas)
+--- @field messages table[] every pi/message of the run, in order
+--- @field session_id string?
+--- @field request_id integer? id of the pi/run request
+--- @field result table? the pi/run result (completed or failed)
+--- @field error table? a JSON-RPC error answering pi/run, or terminal.failed's error
+--- @field shutdown table? the shutdown receipt of a cancelled run
+--- @field cancel_result table? the pi/cancel answer
+--- @field usage table?
+--- @field buf integer? the run's buffer
+
+--- @type table<string, pi_bridge.Run>
+local runs = {}
+--- @type string[] run ids, oldest first
+local order = {}
+
+--- @param id string
+--- @return pi_bridge.Run?
+function M.get(id)
+  return runs[id]
+end
+
+--- Live runs, oldest first.
+--- @return pi_bridge.Run[]
+function M.live()
+  local out = {}
+  for _, id in ipairs(order) do
+    if not runs[id].done then
+      out[#out + 1] = runs[id]
+    end
+  end
+  return out
+end
+
+--- @return pi_bridge.Run?
+function M.latest_live()
+  local live = M.live()
+  return live[#live]
+end
+
+--- @return pi_bridge.Run?
+function M.latest()
+  return runs[order[#order]]
+end
+
+--- Register a run about to be sent and open its view.
+--- @param params table
+--- @param view string
+--- @return pi_bridge.Run
+function M.start_run(params, view)
+  local run = {
+    id = params.runId,
+    params = params,
+    status = 'starting',
+    done = false,
+    attempt = 1,
+    seq = 0,
+    text = '',
+    messages = {},
+  }
+  runs[run.id] = run
+  order[#order + 1] = run.id
+  render.open(run, view)
+  return run
+end
+
+local function finish(run, status)
+  if run.done then
+    return
+  end
+  run.done = true
+  run.status = status
+  if status == 'cancelled' then
+    require('pi_bridge.client').forget_request(run.request_id)
+  end
+  render.finish(run)
+  vim.api.nvim_exec_autocmds('User', {
+    pattern = 'PiBridgeRunDone',
+    modeline = false,
+    data = { runId = run.id, status = status },
+  })
+end
+
+--- Handler of the `pi/message` notification (vim.lsp handler signature).
+function M.on_message(_, msg, _)
+  local run = type(msg) == 'table' and runs[msg.runId]
+  if not run then
+    return -- a run this Neovim did not start (or a malformed message): nothing to show
+  end
+  if msg.seq ~= run.seq + 1 then
+    vim.notify(
+      ('pi_bridge: run %s: seq %s after %d'):format(run.id, tostring(msg.seq), run.seq),
+      vim.log.levels.WARN
+    )
+  end
+  run.seq = msg.seq
+  run.messages[#run.messages + 1] = msg
+  local t, content = msg.type, msg.content or {}
+  if msg.attempt and msg.attempt ~= run.attempt then
+    run.attempt = msg.attempt
+    run.text = ''
+  end
+  if not run.done and run.status ~= 'cancelling' then
+    run.status = 'running'
+  end
+
+  if t == T.SESSION_STARTED or t == T.SESSION_RESUMED then
+    run.session_id = content.sessionId
+  elseif t == T.ASSISTANT then
+    run.text = run.text .. (content.text or '')
+  elseif t == T.TERMINAL_COMPLETED then
+    run.usage = content.usage
+  elseif t == T.TERMINAL_FAILED then
+    run.error = content.error
+  elseif t == T.TERMINAL_CANCELLED then
+    run.shutdown = content.shutdown
+  elseif t == T.RUN_RETRYING then
+    run.done = false
+    run.status = 'retrying'
+  end
+
+  render.message(run, msg)
+  local status = protocol.terminal_status[t]
+  if status then
+    finish(run, status)
+  end
+end
+
+--- The answer of `pi/run` (completed or failed, or a JSON-RPC error other than -32800).
+--- @param run pi_bridge.Run
+function M.on_run_response(run, err, result)
+  if err then
+    if err.code == protocol.REQUEST_CANCELLED then
+      -- Not reached with vim.lsp (it drops these), kept for clients that deliver them.
+      run.shutdown = run.shutdown or (err.data and err.data.shutdown)
+      finish(run, 'cancelled')
+      return
+    end
+    run.error = err
+    if not run.done then
+      render.error(run, err.message or vim.inspect(err))
+    end
+    finish(run, 'error')
+    return
+  end
+  run.result = result
+  run.usage = result.usage or run.usage
+  run.session_id = result.sessionId or run.session_id
+  finish(run, result.status)
+end
+
+--- Mark a run as being cancelled (before pi/cancel is sent).
+--- @param run pi_bridge.Run
+function M.cancelling(run)
+  if not run.done then
+    run.status = 'cancelling'
+    render.status(run)
+  end
+end
+
+--- The answer of `pi/cancel`.
+--- @param run pi_bridge.Run
+function M.on_cancel_response(run, err, result)
+  run.cancel_result = result
+  if err then
+    vim.notify(('pi_bridge: cancel %s failed: %s'):format(run.id, err.message), vim.log.levels.WARN)
+  elseif result and result.shutdown then
+    run.shutdown = run.shutdown or result.shutdown
+  end
+end
+
+--- The bridge exited: whatever was live ends as failed.
+function M.on_exit(code, signal)
+  for _, run in ipairs(M.live()) do
+    run.error = {
+      kind = 'process',
+      message = ('the bridge exited (code %s, signal %s)'):format(code, signal),
+    }
+    render.error(run, run.error.message)
+    finish(run, 'failed')
+  end
+end
+
+return M

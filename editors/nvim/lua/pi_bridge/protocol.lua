@@ -1,0 +1,43 @@
+--- The pi-bridge wire contract v1 as seen from Lua: method names and message types, mirrored once.
+---
+--- Source of truth: bridge/contract.py (and docs/protocol.schema.json generated from it). Nothing else
+--- in this plugin spells a method name or a message type.
+local M = {}
+
+M.PROTOCOL_VERSION = 1
+M.SERVER_NAME = 'pi-bridge'
+
+M.RUN = 'pi/run'
+M.CANCEL = 'pi/cancel'
+M.RUNS = 'pi/runs'
+M.MESSAGE = 'pi/message'
+
+M.REQUEST_CANCELLED = -32800
+M.INVALID_PARAMS = -32602
+
+M.THINKING_LEVELS = { 'off', 'minimal', 'low', 'medium', 'high', 'xhigh' }
+
+--- Message types of `pi/message`.
+M.types = {
+  SESSION_STARTED = 'session.started',
+  SESSION_RESUMED = 'session.resumed',
+  ASSISTANT = 'assistant',
+  THOUGHT = 'assistant.thought',
+  TOOL_CALL = 'tool.call',
+  TOOL_UPDATE = 'tool.update',
+  TOOL_COMPLETED = 'tool.completed',
+  TOOL_FAILED = 'tool.failed',
+  TERMINAL_COMPLETED = 'terminal.completed',
+  TERMINAL_FAILED = 'terminal.failed',
+  TERMINAL_CANCELLED = 'terminal.cancelled',
+  RUN_RETRYING = 'run.retrying',
+}
+
+--- Run status that each terminal message ends an attempt with.
+M.terminal_status = {
+  [M.types.TERMINAL_COMPLETED] = 'completed',
+  [M.types.TERMINAL_FAILED] = 'failed',
+  [M.types.TERMINAL_CANCELLED] = 'cancelled',
+}
+
+return M

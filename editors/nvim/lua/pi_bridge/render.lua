@@ -1,0 +1,350 @@
+--- The view of a run: a scratch buffer (in a split or a float) that the run streams into.
+---
+--- Line 1 is a header with the run's status. Assistant text is appended as it streams; a thought
+--- is a closed fold under a `▸ thought` line; a tool call is one line whose status changes in
+--- place, with its output folded under it. The last line says how the run ended.
+---
+--- Folds come from the lines' own text (foldexpr): Neovim recomputes expression folds for the
+--- lines that change, so a fold that depended on marks set after the change would go stale.
+local protocol = require('pi_bridge.protocol')
+
+local T = protocol.types
+local api = vim.api
+
+local M = {}
+
+local ns_tool = api.nvim_create_namespace('pi_bridge_tool')
+
+local MAX_OUTPUT_LINES = 200
+-- A tool's mark stays on its line when the line is rewritten in place (the default right gravity
+-- would move it to the end of the replaced range, i.e. onto the next line).
+local MARK = { right_gravity = false }
+
+local THOUGHT = '▸ thought'
+local TOOL = '⚙ '
+local BODY = '  │ '
+
+--- @class pi_bridge.View
+--- @field text_open boolean the last line is assistant text that the next delta continues
+--- @field thought_open boolean the last block is a live thought that the next fragment continues
+--- @field tools table<string, {mark: integer, name: string, summary: string, lines: integer}>
+
+--- @type table<integer, pi_bridge.View>
+local views = {}
+--- The window that shows runs; a new run replaces the buffer in it.
+--- @type integer?
+local run_win
+
+local function with_modifiable(buf, fn)
+  vim.bo[buf].modifiable = true
+  local ok, err = pcall(fn)
+  vim.bo[buf].modifiable = false
+  if not ok then
+    error(err)
+  end
+end
+
+--- Windows showing `buf` whose cursor sits on its last line: they follow the stream.
+local function followers(buf)
+  local last = api.nvim_buf_line_count(buf)
+  local wins = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if api.nvim_win_get_cursor(win)[1] >= last then
+      wins[#wins + 1] = win
+    end
+  end
+  return wins
+end
+
+local function follow(buf, wins)
+  local last = api.nvim_buf_line_count(buf)
+  for _, win in ipairs(wins) do
+    if api.nvim_win_is_valid(win) then
+      api.nvim_win_set_cursor(win, { last, 0 })
+    end
+  end
+end
+
+--- Append lines at the end.
+local function append(buf, lines)
+  local first = api.nvim_buf_line_count(buf)
+  api.nvim_buf_set_lines(buf, -1, -1, true, lines)
+  return first -- 0-based row of the first appended line
+end
+
+local function split_lines(text)
+  return vim.split(text, '\n', { plain = true })
+end
+
+local function body(lines)
+  return vim.tbl_map(function(l)
+    return BODY .. l
+  end, lines)
+end
+
+local function header(run)
+  local first = split_lines(run.params.prompt)[1]
+  if #first > 60 then
+    first = first:sub(1, 57) .. '...'
+  end
+  return ('pi ▸ %s  [%s]'):format(first, run.status)
+end
+
+--- `foldexpr` of run buffers: a fold per thought and per tool call.
+--- @param lnum integer
+--- @return string
+function M.foldexpr(lnum)
+  local line = vim.fn.getline(lnum)
+  if vim.startswith(line, BODY) then
+    return '1'
+  end
+  if vim.startswith(line, TOOL) or line == THOUGHT then
+    return '>1'
+  end
+  return '0'
+end
+
+--- `foldtext` of run buffers: the fold's first line and how many lines it hides.
+--- @return string
+function M.foldtext()
+  local line = vim.fn.getline(vim.v.foldstart)
+  local hidden = vim.v.foldend - vim.v.foldstart
+  return hidden > 0 and ('%s  (+%d lines)'):format(line, hidden) or line
+end
+
+local function set_window_options(win)
+  local wo = { scope = 'local', win = win }
+  api.nvim_set_option_value('foldmethod', 'expr', wo)
+  api.nvim_set_option_value('foldexpr', "v:lua.require'pi_bridge.render'.foldexpr(v:lnum)", wo)
+  api.nvim_set_option_value('foldtext', "v:lua.require'pi_bridge.render'.foldtext()", wo)
+  api.nvim_set_option_value('foldlevel', 0, wo)
+  api.nvim_set_option_value('foldenable', true, wo)
+  api.nvim_set_option_value('wrap', true, wo)
+  api.nvim_set_option_value('linebreak', true, wo)
+end
+
+local function open_window(buf, view)
+  if view == 'none' then
+    return
+  end
+  local is_float = view == 'float'
+  if
+    run_win
+    and api.nvim_win_is_valid(run_win)
+    and (api.nvim_win_get_config(run_win).relative ~= '') == is_float
+  then
+    api.nvim_win_set_buf(run_win, buf) -- the window of the previous run shows this one
+  elseif is_float then
+    local width = math.max(40, math.floor(vim.o.columns * 0.8))
+    local height = math.max(10, math.floor(vim.o.lines * 0.7))
+    run_win = api.nvim_open_win(buf, true, {
+      relative = 'editor',
+      width = width,
+      height = height,
+      row = math.floor((vim.o.lines - height) / 2),
+      col = math.floor((vim.o.columns - width) / 2),
+      border = 'rounded',
+      title = ' pi ',
+    })
+  else
+    local prev = api.nvim_get_current_win()
+    vim.cmd(view == 'vsplit' and 'botright vsplit' or 'botright split')
+    run_win = api.nvim_get_current_win()
+    api.nvim_win_set_buf(run_win, buf)
+    api.nvim_set_current_win(prev)
+  end
+  set_window_options(run_win)
+end
+
+--- Create the run's buffer and show it.
+--- @param run pi_bridge.Run
+--- @param view string
+function M.open(run, view)
+  local buf = api.nvim_create_buf(false, true)
+  run.buf = buf
+  views[buf] = { text_open = false, thought_open = false, tools = {} }
+  pcall(api.nvim_buf_set_name, buf, 'pi://' .. run.id)
+  vim.bo[buf].bufhidden = 'hide'
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = 'markdown'
+  with_modifiable(buf, function()
+    api.nvim_buf_set_lines(buf, 0, -1, true, { header(run), '' })
+  end)
+  api.nvim_create_autocmd('BufWinEnter', {
+    buffer = buf,
+    callback = function()
+      set_window_options(api.nvim_get_current_win())
+    end,
+  })
+  open_window(buf, view)
+end
+
+local function valid(run)
+  return run.buf and api.nvim_buf_is_valid(run.buf) and views[run.buf]
+end
+
+--- Rewrite the header with the run's status.
+--- @param run pi_bridge.Run
+function M.status(run)
+  if not valid(run) then
+    return
+  end
+  with_modifiable(run.buf, function()
+    api.nvim_buf_set_lines(run.buf, 0, 1, true, { header(run) })
+  end)
+end
+
+local function append_text(buf, view, text)
+  if text == '' then
+    return
+  end
+  local parts = split_lines(text)
+  if view.text_open then
+    local last = api.nvim_buf_line_count(buf)
+    parts[1] = api.nvim_buf_get_lines(buf, last - 1, last, true)[1] .. parts[1]
+    api.nvim_buf_set_lines(buf, last - 1, last, true, parts)
+  else
+    append(buf, parts)
+    view.text_open = true
+  end
+end
+
+local function tool_summary(name, arguments)
+  local args = arguments or {}
+  local s = type(args.command) == 'string' and args.command
+    or type(args.path) == 'string' and args.path
+    or vim.json.encode(args)
+  s = s:gsub('\n', ' ')
+  if #s > 80 then
+    s = s:sub(1, 77) .. '...'
+  end
+  return ('%s%s: %s'):format(TOOL, name, s)
+end
+
+local function tool_line(tool, status)
+  return ('%s  [%s]'):format(tool.summary, status)
+end
+
+--- Replace the tool's status and folded output in place.
+local function update_tool(buf, tool, status, output)
+  local row = api.nvim_buf_get_extmark_by_id(buf, ns_tool, tool.mark, {})[1]
+  if not row then
+    return
+  end
+  api.nvim_buf_set_lines(buf, row, row + 1, true, { tool_line(tool, status) })
+  if output == nil then
+    return
+  end
+  local lines = split_lines(output)
+  if lines[#lines] == '' then
+    lines[#lines] = nil
+  end
+  if #lines > MAX_OUTPUT_LINES then
+    local more = #lines - MAX_OUTPUT_LINES
+    lines = vim.list_slice(lines, 1, MAX_OUTPUT_LINES)
+    lines[#lines + 1] = ('… %d more lines'):format(more)
+  end
+  api.nvim_buf_set_lines(buf, row + 1, row + 1 + tool.lines, true, body(lines))
+  tool.lines = #lines
+end
+
+--- Draw one pi/message.
+--- @param run pi_bridge.Run
+--- @param msg table
+function M.message(run, msg)
+  if not valid(run) then
+    return
+  end
+  local buf, view = run.buf, views[run.buf]
+  local t, c = msg.type, msg.content or {}
+  local follow_wins = followers(buf)
+  with_modifiable(buf, function()
+    if t == T.ASSISTANT then
+      view.thought_open = false
+      append_text(buf, view, c.text or '')
+    elseif t == T.THOUGHT then
+      view.text_open = false
+      local lines = split_lines(c.text or '')
+      if c.live and view.thought_open then
+        -- a live fragment continues the last line of the thought
+        local last = api.nvim_buf_line_count(buf)
+        lines[1] = api.nvim_buf_get_lines(buf, last - 1, last, true)[1] .. lines[1]
+        api.nvim_buf_set_lines(buf, last - 1, last, true, { lines[1] })
+        append(buf, body(vim.list_slice(lines, 2)))
+      else
+        append(buf, vim.list_extend({ THOUGHT }, body(lines)))
+        view.thought_open = c.live == true
+      end
+    elseif t == T.TOOL_CALL then
+      view.text_open, view.thought_open = false, false
+      local tool = { name = c.name, summary = tool_summary(c.name, c.arguments), lines = 0 }
+      local row = append(buf, { tool_line(tool, 'running') })
+      tool.mark = api.nvim_buf_set_extmark(buf, ns_tool, row, 0, MARK)
+      view.tools[c.toolCallId] = tool
+    elseif t == T.TOOL_UPDATE or t == T.TOOL_COMPLETED or t == T.TOOL_FAILED then
+      local tool = view.tools[c.toolCallId]
+      if tool then
+        local status = t == T.TOOL_UPDATE and 'running'
+          or c.cancelled and 'cancelled'
+          or t == T.TOOL_COMPLETED and 'done'
+          or 'failed'
+        update_tool(buf, tool, status, t == T.TOOL_FAILED and c.error or c.output)
+      end
+    elseif t == T.RUN_RETRYING then
+      view.text_open, view.thought_open = false, false
+      append(buf, {
+        ('↻ retrying (attempt %d in %d ms): %s'):format(c.attempt, c.delayMs, c.reason or ''),
+      })
+    elseif protocol.terminal_status[t] then
+      view.text_open, view.thought_open = false, false
+      if t == T.TERMINAL_FAILED and c.error then
+        append(buf, { '', ('✗ %s: %s'):format(c.error.kind, c.error.message) })
+      end
+    end
+    api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+  end)
+  follow(buf, follow_wins)
+end
+
+--- Show an error that did not come as a message (a JSON-RPC error, the bridge exiting).
+--- @param run pi_bridge.Run
+--- @param text string
+function M.error(run, text)
+  if not valid(run) then
+    return
+  end
+  with_modifiable(run.buf, function()
+    append(run.buf, { '', '✗ ' .. text })
+  end)
+end
+
+--- The run ended: final header and a closing line.
+--- @param run pi_bridge.Run
+function M.finish(run)
+  if not valid(run) then
+    return
+  end
+  local buf = run.buf
+  local follow_wins = followers(buf)
+  local parts = { '── ' .. run.status }
+  local usage = run.usage
+  if usage and (usage.input or usage.output) then
+    parts[#parts + 1] = ('%d in / %d out tokens'):format(usage.input or 0, usage.output or 0)
+  end
+  local shutdown = run.shutdown
+  if shutdown then
+    parts[#parts + 1] = ('stopped: %s in %d ms, %d survivors'):format(
+      shutdown.stage,
+      shutdown.elapsedMs or 0,
+      #(shutdown.survivors or {})
+    )
+  end
+  with_modifiable(buf, function()
+    api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+    append(buf, { '', table.concat(parts, ' · ') })
+  end)
+  views[buf].text_open = false
+  follow(buf, follow_wins)
+end
+
+return M

@@ -1,0 +1,37 @@
+-- pi-bridge user commands; the modules load on first use.
+if vim.g.loaded_pi_bridge then
+  return
+end
+vim.g.loaded_pi_bridge = 1
+
+local command = vim.api.nvim_create_user_command
+
+command('PiRun', function(o)
+  if o.args ~= '' then
+    require('pi_bridge').run(o.args)
+    return
+  end
+  vim.ui.input({ prompt = 'pi: ' }, function(prompt)
+    if prompt and prompt ~= '' then
+      require('pi_bridge').run(prompt)
+    end
+  end)
+end, { nargs = '*', desc = 'Ask pi (streams into a pi:// buffer)' })
+
+command('PiRunSelection', function(o)
+  require('pi_bridge').run_selection(o.line1, o.line2, o.args)
+end, { nargs = '*', range = true, desc = 'Ask pi about the selected lines' })
+
+command('PiCancel', function(o)
+  require('pi_bridge').cancel(o.args ~= '' and o.args or nil)
+end, {
+  nargs = '?',
+  desc = 'Cancel a pi run (default: the latest live one)',
+  complete = function()
+    return require('pi_bridge').live_run_ids()
+  end,
+})
+
+command('PiLog', function()
+  require('pi_bridge').open_log()
+end, { nargs = 0, desc = "Open the pi-bridge log (the bridge's stderr)" })
