@@ -8,6 +8,7 @@ how to classify its errors. A second agent CLI is a new adapter, not a rewrite.
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -123,6 +124,12 @@ class AgentAdapter(Protocol):
 
     def new_mapper(self, options: RunOptions) -> EventMapper:
         """A fresh mapper for one attempt."""
+        ...
+
+    def session_exists(
+        self, session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether the run will resume an existing session (decided from the agent's files)."""
         ...
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:

@@ -59,7 +59,6 @@ class BridgeConfig:
     default_model: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     warm_pool: bool = True
-    session_exists: Callable[[str | None, bool, str], bool] | None = None
 
 
 @dataclass(eq=False)
@@ -168,9 +167,9 @@ class RunRegistry:
         if run_id in self._runs:
             raise DuplicateRunError(f"runId {run_id!r} is already live")
         cwd = params.cwd or default_cwd
-        resumed = False
-        if self.config.session_exists is not None:
-            resumed = self.config.session_exists(params.session_id, params.continue_session, cwd)
+        resumed = self.adapter.session_exists(
+            params.session_id, params.continue_session, cwd, self.config.env
+        )
         options = RunOptions(
             prompt=params.prompt,
             cwd=cwd,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 
 from bridge.agent import LaunchSpec, RunOptions
 from bridge.contract import ErrorInfo
 from bridge.pi.command import launch_spec
 from bridge.pi.mapper import PiEventMapper
+from bridge.pi.sessions import session_exists
 
 
 class PiAgent:
@@ -26,6 +28,12 @@ class PiAgent:
     def new_mapper(self, options: RunOptions) -> PiEventMapper:
         """A fresh pi event mapper for one attempt."""
         return PiEventMapper(options)
+
+    def session_exists(
+        self, session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether the run resumes an existing pi session (its file existed before the run)."""
+        return session_exists(session_id, continue_session, cwd, env)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a pi that could not be started."""

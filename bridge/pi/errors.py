@@ -78,6 +78,8 @@ def classify_exit(exit_code: int | None, signal_name: str | None, stderr: str) -
     unknown provider or model): retrying cannot help. A crash or a kill might not recur.
     """
     lowered = stderr.lower()
+    if "session found in different project" in lowered or "no session found" in lowered:
+        return "session", False
     if exit_code == 1 and any(word in lowered for word in _USAGE_WORDS):
         return "usage", False
     if exit_code == 1 and ("api key" in lowered or "no models" in lowered or "auth" in lowered):

@@ -218,6 +218,12 @@ class PiEventMapper:
         if tail:
             reason = f"{reason}: {tail.splitlines()[-1][:300]}"
         kind, retryable = classify_exit(exit_code, signal_name, stderr)
+        if kind == "session":
+            # pi asks on stdin before forking a session of another project; the bridge never
+            # answers pi's prompts (stdin is closed), so say what happened instead.
+            reason = "pi could not resume the session: " + " ".join(tail.split())[:300]
+            if "different project" in tail:
+                reason += " (run it with the cwd of the session's project)"
         error = ErrorInfo(
             kind=kind,
             message=reason,

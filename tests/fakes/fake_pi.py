@@ -4,7 +4,7 @@
 It speaks pi 1.6.0's `--mode json` format. The scenario is the `--model` flag (the bridge passes
 the run's `model` through), so a test picks a fault with `{"model": "crash_tool"}`. Like real pi
 it reads the prompt from stdin to EOF first. State that must survive across attempts (retry
-tests) lives in the file named by FAKE_PI_STATE.
+tests) lives in the file named by FAKE_PI_STATE, or by the prompt when it is an absolute path.
 """
 
 from __future__ import annotations
@@ -143,6 +143,8 @@ def main() -> int:
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
     prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if prompt.startswith("/") and scenario in ("flaky", "always_500"):
+        os.environ.setdefault("FAKE_PI_STATE", prompt.strip())  # per-test attempt counter
     cwd = os.getcwd()
     if scenario == "text":
         start(cwd)

@@ -96,7 +96,10 @@ def test_thought_comes_whole_before_the_tool_call() -> None:
             for d in ("I ", "should ", "look.")
         ],
         {"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": "Looking."}},
-        {"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": "Looking."}]}},
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Looking."}]},
+        },
         {"type": "tool_execution_start", "toolCallId": "t", "toolName": "bash", "args": {"command": "ls"}},
         {"type": "tool_execution_end", "toolCallId": "t", "toolName": "bash", "result": {"content": []}},
         {"type": "agent_end"},
@@ -114,7 +117,10 @@ def test_cross_turn_replay_is_never_repeated() -> None:
         return {"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": delta}}
 
     def end(text: str) -> dict[str, Any]:
-        return {"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+        return {
+            "type": "message_end",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        }
 
     start = {"type": "message_start", "message": {"role": "assistant", "content": []}}
     lines = [
@@ -132,7 +138,10 @@ def test_cross_turn_replay_is_never_repeated() -> None:
 
 def test_snapshot_only_updates_stream_the_difference() -> None:
     def snap(text: str) -> dict[str, Any]:
-        return {"type": "message_update", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+        return {
+            "type": "message_update",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        }
 
     lines = [
         {"type": "message_start", "message": {"role": "assistant", "content": []}},

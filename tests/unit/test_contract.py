@@ -1,0 +1,44 @@
+"""The wire contract: the committed JSON Schema matches the code, and params are strict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from bridge.contract import PI_MESSAGE_ADAPTER, RunParams, json_schema
+
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "protocol.schema.json"
+
+
+def test_committed_schema_matches_the_code() -> None:
+    committed = json.loads(SCHEMA.read_text())
+    assert committed == json.loads(json.dumps(json_schema())), (
+        "docs/protocol.schema.json is stale: run `python -m bridge.contract > docs/protocol.schema.json`"
+    )
+
+
+def test_run_params_are_camel_case_and_strict() -> None:
+    params = RunParams.model_validate(
+        {"prompt": "x", "runId": "a.b:c-1", "liveThoughts": True, "deadlineMs": 5}
+    )
+    assert params.run_id == "a.b:c-1" and params.live_thoughts and params.deadline_ms == 5
+    for bad in (
+        {"prompt": ""},
+        {"prompt": "x", "piCommand": ["sh"]},
+        {"prompt": "x", "runId": "has space"},
+        {"prompt": "x", "thinking": "extreme"},
+        {"prompt": "x", "retry": {"maxAttempts": 11}},
+        {"prompt": 5},
+    ):
+        with pytest.raises(ValidationError):
+            RunParams.model_validate(bad)
+
+
+def test_messages_forbid_extra_fields() -> None:
+    message = {"runId": "r", "attempt": 1, "seq": 1, "type": "assistant", "content": {"text": "hi"}}
+    PI_MESSAGE_ADAPTER.validate_python(message)
+    with pytest.raises(ValidationError):
+        PI_MESSAGE_ADAPTER.validate_python({**message, "content": {"text": "hi", "extra": 1}})
