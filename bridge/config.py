@@ -57,6 +57,7 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         "max_concurrent_runs": options.max_concurrent_runs,
         "queue_when_busy": options.queue_when_busy,
         "warm_pool": options.warm_pool,
+        "warm_pool_ttl_seconds": options.warm_pool_ttl_ms / 1000,
     }
     if options.pi_command:
         changes["command"] = tuple(options.pi_command)

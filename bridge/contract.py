@@ -118,6 +118,7 @@ class InitializationOptions(WireModel):
     queue_when_busy: bool = True
     silence_timeout_ms: int | None = Field(None, ge=100)
     warm_pool: bool = True
+    warm_pool_ttl_ms: int = Field(300_000, ge=1_000, le=86_400_000)
     env: dict[str, str] | None = None
 
 
@@ -374,9 +375,11 @@ class RunInfo(WireModel):
 
 
 class RunsResult(WireModel):
-    """Result of `pi/runs`."""
+    """Result of `pi/runs`: live runs, plus the warm pool's idle agents and their memory."""
 
     runs: list[RunInfo]
+    warm_pids: list[int] = Field(default_factory=list)
+    warm_rss_bytes: int = 0
 
 
 class ServerCapabilities(WireModel):

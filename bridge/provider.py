@@ -30,6 +30,7 @@ from bridge.process import (
     spawn,
     sweep_leftovers,
 )
+from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class Attempt:
         limits: AttemptLimits,
         wait_writable: Callable[[], Awaitable[None]] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        pool: WarmPool | None = None,
     ) -> None:
         self.adapter = adapter
         self.command = command
@@ -115,6 +117,7 @@ class Attempt:
         self._emit = emit
         self._wait_writable = wait_writable
         self._extra_env = dict(extra_env or {})
+        self._pool = pool
         self._stop = _Stop()
         self._stderr = TailBuffer()
         self._framer = LineFramer(limits.max_line_bytes)
@@ -132,11 +135,15 @@ class Attempt:
         spec = self.adapter.launch_spec(self.command, self.options)
         if self.cancel.cancelled:
             return self._finish_cancelled_before_start()
-        try:
-            self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
-        except SpawnError as exc:
-            self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
-            return self._outcome()
+        if self._pool is not None:
+            self.child = self._pool.take(spec, self._extra_env)
+            self._pool.forget_session(self.options.session_id)
+        if self.child is None:
+            try:
+                self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
+            except SpawnError as exc:
+                self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
+                return self._outcome()
         child = self.child
         try:
             async with anyio.create_task_group() as tasks:

@@ -8,6 +8,7 @@ One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forge
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -36,6 +37,7 @@ from bridge.contract import (
     Usage,
 )
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
+from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class BridgeConfig:
     default_model: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     warm_pool: bool = True
+    warm_pool_ttl_seconds: float = 300.0
 
 
 @dataclass(eq=False)
@@ -138,19 +141,24 @@ class RunRegistry:
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self._closing = anyio.Event()
         self.completed_runs = 0
+        self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
 
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts)."""
         self.config = config
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
+        self.pool.enabled = config.warm_pool
+        self.pool.ttl = config.warm_pool_ttl_seconds
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
+            await tasks.start(self.pool.serve)
             task_status.started()
             await self._closing.wait()
             await self.stop_all("the bridge is shutting down")
+            await self.pool.close()
         self._tasks = None
 
     def close(self) -> None:
@@ -198,8 +206,12 @@ class RunRegistry:
         return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
 
     def list(self) -> RunsResult:
-        """The live runs."""
-        return RunsResult(runs=[run.info() for run in self._runs.values()])
+        """The live runs, and the idle pre-spawned agents of the warm pool."""
+        return RunsResult(
+            runs=[run.info() for run in self._runs.values()],
+            warm_pids=self.pool.warm_pids(),
+            warm_rss_bytes=self.pool.rss_bytes(),
+        )
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
@@ -209,6 +221,7 @@ class RunRegistry:
         with anyio.CancelScope(shield=True):
             for run in runs:
                 await run.stopped.wait()
+            await self.pool.close()
 
     # ------------------------------------------------------------------ driving a run
 
@@ -267,6 +280,18 @@ class RunRegistry:
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
+        self._prime_next(run)
+
+    def _prime_next(self, run: Run) -> None:
+        """Pre-spawn the agent the next prompt most likely needs: the same launch, and the same
+        launch resuming the session this run created (an editor's next turn of a conversation)."""
+        if self._closing.is_set() or run.options.continue_session:
+            return
+        command, env = self.config.command, self.config.env
+        self.pool.prime(self.adapter.launch_spec(command, run.options), env, run.options.session_id)
+        if run.options.session_id is None and run.session_id:
+            follow_up = dataclasses.replace(run.options, session_id=run.session_id, resumed=True)
+            self.pool.prime(self.adapter.launch_spec(command, follow_up), self.config.env, run.session_id)
 
     async def _attempts(self, run: Run, policy: RetryPolicy) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None
@@ -286,6 +311,7 @@ class RunRegistry:
                 limits,
                 self._wait_writable,
                 self.config.env,
+                self.pool,
             )
             run.set_state("running")
             outcome = await attempt.run()

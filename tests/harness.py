@@ -167,11 +167,26 @@ def run_processes_alive(pids: list[int]) -> list[int]:
     return alive
 
 
-async def assert_no_run_processes(timeout: float = 10.0) -> None:
-    """Fail if any process of a run outlives it (polls /proc until the timeout)."""
+async def warm_pids(client: LanguageClient) -> set[int]:
+    """The bridge's idle warm-pool agents and their descendants: alive on purpose, not of any run."""
+    pids: set[int] = set()
+    for pid in (await request(client, "pi/runs", None))["warmPids"]:
+        try:
+            pids |= {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
+        except psutil.Error:
+            continue
+    return pids
+
+
+async def assert_no_run_processes(timeout: float = 10.0, client: LanguageClient | None = None) -> None:
+    """Fail if any process of a run outlives it (polls /proc until the timeout).
+
+    With `client`, that bridge's idle warm-pool agents are not counted (they belong to no run).
+    """
     deadline = time.monotonic() + timeout
     while True:
-        left = tagged_processes()
+        spare = await warm_pids(client) if client is not None else set()
+        left = [proc for proc in tagged_processes() if proc.pid not in spare]
         if not left:
             return
         if time.monotonic() > deadline:

@@ -90,7 +90,7 @@ async def test_real_pi_cancel_mid_tool_leaves_no_sleep(real_bridge: LanguageClie
     failed = [m for m in messages if m["type"] == "tool.failed"]
     assert failed and failed[0]["content"]["cancelled"] is True
     assert len(data["shutdown"]["pids"]) >= 2, "pi and its bash tool's sleep were both found"
-    await assert_no_run_processes()
+    await assert_no_run_processes(client=real_bridge)
 
 
 async def test_stubborn_agent_with_daemons_is_killed_with_zero_survivors(fake_bridge: LanguageClient) -> None:
@@ -101,7 +101,7 @@ async def test_stubborn_agent_with_daemons_is_killed_with_zero_survivors(fake_br
     assert receipt["stage"] == "killed"
     assert len(receipt["pids"]) >= 4, f"agent, two children and the daemon: {receipt['pids']}"
     assert 2000 <= receipt["elapsedMs"] < 7500
-    await assert_no_run_processes()
+    await assert_no_run_processes(client=fake_bridge)
 
 
 async def test_agent_ignoring_the_interrupt_is_killed_after_the_grace(fake_bridge: LanguageClient) -> None:
@@ -178,4 +178,4 @@ async def test_twenty_concurrent_runs_with_random_cancels(real_bridge: LanguageC
         else:
             assert result["status"] == "completed", result
     assert (await request(real_bridge, "pi/runs", None))["runs"] == []
-    await assert_no_run_processes()
+    await assert_no_run_processes(client=real_bridge)
