@@ -143,7 +143,7 @@ def main() -> int:
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
     prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
-    if prompt.startswith("/") and scenario in ("flaky", "always_500"):
+    if prompt.startswith("/") and scenario in ("flaky", "always_500", "flood"):
         os.environ.setdefault("FAKE_PI_STATE", prompt.strip())  # per-test attempt counter
     cwd = os.getcwd()
     if scenario == "text":
@@ -288,6 +288,21 @@ def main() -> int:
         sys.stdout.flush()
         os.close(1)
         time.sleep(300)
+    elif scenario == "flood":
+        # As fast as the pipe takes it; progress (bytes written) goes to the state file.
+        start(cwd)
+        assistant_start()
+        chunk = "x" * 4000 + " "
+        written = 0
+        progress = os.environ.get("FAKE_PI_STATE")
+        while written < 256 * 1024 * 1024:
+            delta(chunk)
+            written += len(chunk)
+            if progress and written % (100 * len(chunk)) == 0:
+                with open(progress, "w") as handle:
+                    handle.write(str(written))
+        assistant_end("")
+        finish("")
     elif scenario == "silent":
         start(cwd)
         time.sleep(300)

@@ -1,0 +1,94 @@
+"""A client that stops reading: cancels still act at once, and nothing is lost or reordered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.harness import assert_no_run_processes, bridge_env, fake_pi_command, tagged_processes
+
+
+def frame(message: dict[str, object]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def read_frame(stream) -> dict[str, object]:
+    length = None
+    while line := stream.readline().strip():
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    assert length is not None, "the bridge closed its output"
+    return json.loads(stream.read(length))
+
+
+def wait_until_stalled(progress: Path, timeout: float = 30.0) -> int:
+    """Wait until the flooding agent stops making progress: its pipe is full because we do not read."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = int(progress.read_text() or 0) if progress.exists() else 0
+        if now != last:
+            last, since = now, time.monotonic()
+        elif now > 0 and time.monotonic() - since > 0.5:
+            return now
+        time.sleep(0.05)
+    raise AssertionError("the agent never stalled: the bridge is buffering without bound")
+
+
+async def test_cancel_acts_while_the_client_is_not_reading(tmp_path: Path) -> None:
+    bridge = subprocess.Popen(
+        [sys.executable, "-m", "bridge"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=bridge_env()
+    )
+    assert bridge.stdin is not None and bridge.stdout is not None
+    try:
+        options = {"piCommand": fake_pi_command(), "warmPool": False}
+        bridge.stdin.write(
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "capabilities": {}, "initializationOptions": options},
+                }
+            )
+        )
+        bridge.stdin.flush()
+        assert read_frame(bridge.stdout)["id"] == 1
+        progress = tmp_path / "progress"
+        run = {"runId": "flood", "prompt": str(progress), "model": "flood"}
+        bridge.stdin.write(frame({"jsonrpc": "2.0", "id": 2, "method": "pi/run", "params": run}))
+        bridge.stdin.flush()
+        written = wait_until_stalled(progress)
+        assert written < 64 * 1024 * 1024, "backpressure must bound what the bridge buffers"
+        assert tagged_processes(), "the agent is alive, blocked on its pipe"
+        bridge.stdin.write(
+            frame({"jsonrpc": "2.0", "id": 3, "method": "pi/cancel", "params": {"runId": "flood"}})
+        )
+        bridge.stdin.flush()
+        # Still not reading a single byte: the cancel must act anyway.
+        await assert_no_run_processes(timeout=10)
+        seqs: list[int] = []
+        deltas: list[str] = []
+        answers: dict[object, dict[str, object]] = {}
+        while len(answers) < 2:
+            message = read_frame(bridge.stdout)
+            if message.get("method") == "pi/message":
+                last = message["params"]
+                seqs.append(last["seq"])  # type: ignore[index]
+                if last["type"] == "assistant":  # type: ignore[index]
+                    deltas.append(last["content"]["text"])  # type: ignore[index]
+            else:
+                answers[message["id"]] = message
+        assert seqs == list(range(1, len(seqs) + 1)), "every message, in order"
+        assert last["type"] == "terminal.cancelled"  # type: ignore[index]
+        assert answers[2]["error"]["code"] == -32800  # type: ignore[index]
+        assert answers[3]["result"]["found"] is True  # type: ignore[index]
+        assert last["content"]["text"] == "".join(deltas) != ""  # type: ignore[index]
+    finally:
+        bridge.stdin.close()
+        bridge.wait(timeout=30)
