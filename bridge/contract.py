@@ -45,6 +45,7 @@ MessageType = Literal[
     "terminal.failed",
     "terminal.cancelled",
     "run.retrying",
+    "run.queued",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -244,6 +245,13 @@ class RunRetryingContent(WireModel):
     reason: str
 
 
+class RunQueuedContent(WireModel):
+    """Content of run.queued: the run waits for one of `limit` concurrency slots."""
+
+    position: int
+    limit: int
+
+
 class _MessageBase(WireModel):
     run_id: str
     attempt: int = Field(ge=1)
@@ -310,6 +318,11 @@ class RunRetryingMessage(_MessageBase):
     content: RunRetryingContent
 
 
+class RunQueuedMessage(_MessageBase):
+    type: Literal["run.queued"]
+    content: RunQueuedContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -322,7 +335,8 @@ PiMessage = Annotated[
     | TerminalCompletedMessage
     | TerminalFailedMessage
     | TerminalCancelledMessage
-    | RunRetryingMessage,
+    | RunRetryingMessage
+    | RunQueuedMessage,
     Field(discriminator="type"),
 ]
 PI_MESSAGE_ADAPTER: TypeAdapter[PiMessage] = TypeAdapter(PiMessage)
@@ -382,6 +396,18 @@ class RunsResult(WireModel):
     warm_rss_bytes: int = 0
 
 
+class EffectiveSettings(WireModel):
+    """The server-wide settings in force after initialize (initializationOptions round-trip)."""
+
+    pi_command: list[str]
+    retry: RetryPolicy
+    max_concurrent_runs: int
+    queue_when_busy: bool
+    silence_timeout_ms: int | None
+    warm_pool: bool
+    warm_pool_ttl_ms: int
+
+
 class ServerCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the initialize answer."""
 
@@ -389,6 +415,7 @@ class ServerCapabilities(WireModel):
     methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS])
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
+    settings: EffectiveSettings | None = None
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {

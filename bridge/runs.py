@@ -26,6 +26,7 @@ from bridge.cancel import CancelToken
 from bridge.contract import (
     CancelledRunData,
     CancelResult,
+    EffectiveSettings,
     ErrorInfo,
     RetryPolicy,
     RunInfo,
@@ -143,6 +144,19 @@ class RunRegistry:
         self.completed_runs = 0
         self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
 
+    def settings(self) -> EffectiveSettings:
+        """The settings in force, as the initialize answer reports them."""
+        config = self.config
+        return EffectiveSettings(
+            pi_command=list(config.command),
+            retry=config.retry,
+            max_concurrent_runs=config.max_concurrent_runs,
+            queue_when_busy=config.queue_when_busy,
+            silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
+            warm_pool=config.warm_pool,
+            warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
+        )
+
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts)."""
         self.config = config
@@ -248,6 +262,11 @@ class RunRegistry:
                 return True
             except anyio.WouldBlock:
                 return False
+        if self._slots.value == 0:
+            # Tell the client why nothing happens yet; position counts this run (1 = next).
+            position = sum(1 for other in self._runs.values() if other.state == "queued")
+            run.emit([Out("run.queued", {"position": position, "limit": self.config.max_concurrent_runs})])
+            log.info("run %s waits in line at position %d", run.run_id, position)
         acquired = False
         async with anyio.create_task_group() as tasks:
 

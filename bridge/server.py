@@ -71,7 +71,9 @@ class BridgeProtocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         result: types.InitializeResult = yield from super().lsp_initialize(params)
-        capabilities = contract.ServerCapabilities().model_dump(mode="json", by_alias=True)
+        capabilities = contract.ServerCapabilities(settings=self._server.registry.settings()).model_dump(
+            mode="json", by_alias=True
+        )
         result.capabilities.experimental = {"piBridge": capabilities}
         return result
 
