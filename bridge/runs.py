@@ -38,6 +38,7 @@ from bridge.contract import (
     Usage,
 )
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
+from bridge.redact import Redactor
 from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class Run:
     answer: RunResult | CancelledRunData | None = None
     cancel_receipt: ShutdownReceipt | None = None
     stopped: anyio.Event = field(default_factory=anyio.Event)
+    redactor: Redactor = field(default_factory=Redactor)
 
     def set_state(self, state: RunState) -> None:
         """Move to a new lifecycle state, logged old -> new."""
@@ -94,6 +96,9 @@ class Run:
     def emit(self, outs: list[Out]) -> None:
         """Stamp messages with runId, attempt and the next seq, and hand them to the sink."""
         for out in outs:
+            content = out.content
+            if out.type == "terminal.failed":
+                content = {**content, "error": self.redactor.error(content["error"])}
             self.seq += 1
             self.sink(
                 {
@@ -101,7 +106,7 @@ class Run:
                     "attempt": self.attempt,
                     "seq": self.seq,
                     "type": out.type,
-                    "content": out.content,
+                    "content": content,
                 }
             )
 
@@ -204,7 +209,13 @@ class RunRegistry:
             live_thoughts=params.live_thoughts,
             resumed=resumed,
         )
-        run = Run(run_id=run_id, params=params, options=options, sink=self._sink)
+        run = Run(
+            run_id=run_id,
+            params=params,
+            options=options,
+            sink=self._sink,
+            redactor=Redactor(os.environ, self.config.env),
+        )
         self._runs[run_id] = run
         self._tasks.start_soon(self._drive, run, name=f"run {run_id}")
         return run
@@ -382,5 +393,7 @@ class RunRegistry:
             session_id=run.session_id,
             usage=Usage.model_validate(outcome.usage) if outcome.usage else None,
             attempts=run.attempt,
-            error=outcome.error,
+            error=ErrorInfo.model_validate(run.redactor.error(outcome.error.model_dump(by_alias=True)))
+            if outcome.error
+            else None,
         )

@@ -42,3 +42,17 @@ def test_messages_forbid_extra_fields() -> None:
     PI_MESSAGE_ADAPTER.validate_python(message)
     with pytest.raises(ValidationError):
         PI_MESSAGE_ADAPTER.validate_python({**message, "content": {"text": "hi", "extra": 1}})
+
+
+def test_redactor_masks_secret_values_in_errors() -> None:
+    from bridge.redact import MASK, Redactor
+
+    redactor = Redactor({"OPENAI_API_KEY": "sk-test-0123456789", "HOME": "/home/someone", "TOKEN": "short"})
+    error = {
+        "kind": "auth",
+        "message": "401 bad key sk-test-0123456789",
+        "stderr": "key=sk-test-0123456789\n",
+    }
+    masked = redactor.error(error)
+    assert "sk-test-0123456789" not in str(masked) and MASK in masked["message"]
+    assert redactor.text("/home/someone short") == "/home/someone short", "only secret-named, long values"

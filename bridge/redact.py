@@ -1,0 +1,48 @@
+"""Keep secrets handed to the agent (API keys, tokens) out of error messages and diagnostics.
+
+The bridge passes its environment and `initializationOptions.env` to pi, so a key can show up in
+what pi prints on stderr or in a provider's error text. Every error the bridge reports goes
+through `Redactor.error` first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+_SECRET_NAME: Final = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH)", re.IGNORECASE)
+_MIN_SECRET_LENGTH: Final = 8
+MASK: Final = "[redacted]"
+
+
+class Redactor:
+    """Replaces the values of secret-looking environment variables with a mask."""
+
+    def __init__(self, *envs: Mapping[str, str]) -> None:
+        values: set[str] = set()
+        for env in envs or (os.environ,):
+            for name, value in env.items():
+                if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LENGTH:
+                    values.add(value)
+        # Longest first, so a secret that contains another is masked whole.
+        ordered = sorted(values, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def text(self, value: str) -> str:
+        """The text with every secret masked."""
+        return self._pattern.sub(MASK, value) if self._pattern is not None else value
+
+    def error(self, error: dict[str, Any]) -> dict[str, Any]:
+        """A wire ErrorInfo dict with its message, stderr and sample lines masked."""
+        if self._pattern is None:
+            return error
+        masked = dict(error)
+        for key in ("message", "stderr"):
+            if isinstance(masked.get(key), str):
+                masked[key] = self.text(masked[key])
+        lines = masked.get("invalidOutputLines")
+        if isinstance(lines, list):
+            masked["invalidOutputLines"] = [self.text(line) for line in lines]
+        return masked
