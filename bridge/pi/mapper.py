@@ -60,6 +60,56 @@ def _text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
     )
 
 
+# pi 0.73's message_update lines carry the whole message so far twice; parsing them costs time
+# and memory quadratic in the answer's length, for data the mapper never reads. Long update lines
+# are scanned for the event type and the delta string instead, which alone are JSON-decoded.
+_FAST_PATH_MIN_BYTES: Final = 2048
+_UPDATE_HEAD: Final = b'{"type":"message_update","assistantMessageEvent":{"type":"'
+_DELTA_KEY: Final = b',"delta":"'
+_KINDS_WITHOUT_TEXT: Final = frozenset(
+    {b"text_start", b"text_end", b"thinking_start", b"thinking_end", b"toolcall_start", b"toolcall_delta",
+     b"toolcall_end", b"start", b"done", b"error"}
+)  # fmt: skip
+
+
+def _scan_update(line: bytes) -> tuple[str, str | None] | None:
+    """(event type, delta) of a 0.73-style message_update line, without parsing its snapshots.
+
+    None when the line does not have the exact shape pi 0.73 prints: the caller then parses it
+    in full, so an unexpected shape costs time, never correctness.
+    """
+    if not line.startswith(_UPDATE_HEAD):
+        return None
+    start = len(_UPDATE_HEAD)
+    end = line.find(b'"', start, start + 32)
+    if end < 0:
+        return None
+    kind = line[start:end]
+    if kind in _KINDS_WITHOUT_TEXT:
+        return kind.decode(), None
+    if kind not in (b"text_delta", b"thinking_delta"):
+        return None
+    key = line.find(_DELTA_KEY, end, end + 64)
+    if key < 0:
+        return None
+    opening = key + len(_DELTA_KEY) - 1
+    closing = opening
+    while True:
+        closing = line.find(b'"', closing + 1)
+        if closing < 0:
+            return None
+        backslashes = 0
+        while line[closing - 1 - backslashes] == 0x5C:
+            backslashes += 1
+        if backslashes % 2 == 0:
+            break
+    try:
+        delta = orjson.loads(line[opening : closing + 1])
+    except orjson.JSONDecodeError:
+        return None
+    return kind.decode(), delta if isinstance(delta, str) else None
+
+
 def _usage_of(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         return None
@@ -181,6 +231,10 @@ class PiEventMapper:
             self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
     def feed(self, line: bytes) -> list[Out]:
+        if len(line) > _FAST_PATH_MIN_BYTES and self._last_terminal is None:
+            update = _scan_update(line)
+            if update is not None:
+                return self._on_delta(*update)
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -287,13 +341,13 @@ class PiEventMapper:
         return [Out("assistant", {"text": delta})]
 
     def _on_update(self, event: dict[str, Any]) -> list[Out]:
-        if not self._in_assistant:
-            self._in_assistant = True
         update = event.get("assistantMessageEvent")
         if not isinstance(update, dict):
             return self._on_snapshot_only(event)
-        kind = update.get("type")
-        delta = update.get("delta")
+        kind, delta = update.get("type"), update.get("delta")
+        return self._on_delta(str(kind), delta if isinstance(delta, str) else None)
+
+    def _on_delta(self, kind: str, delta: str | None) -> list[Out]:
         if kind == "text_delta":
             return self._emit_text(delta) if isinstance(delta, str) and delta else []
         if kind == "thinking_delta":

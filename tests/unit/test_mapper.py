@@ -182,3 +182,26 @@ def test_out_of_order_and_unknown_events_never_raise() -> None:
     assert [o.type for o in outs] == ["assistant", "tool.call", "tool.failed", "terminal.failed"]
     assert mapper.unknown_events["something_new"] == 1
     assert outs[-1].content["error"]["invalidOutputLines"] == ["not json", "[]"]
+
+
+def test_fast_scan_of_073_updates_agrees_with_a_full_parse() -> None:
+    from bridge.pi.mapper import _scan_update
+
+    seen = 0
+    for path in (FIXTURES / "pi-captures" / "0.73.1").glob("*.jsonl*"):
+        for line in read_capture(path).split(b"\n"):
+            scanned = _scan_update(line)
+            if scanned is None:
+                continue
+            seen += 1
+            update = orjson.loads(line)["assistantMessageEvent"]
+            has_text = update["type"] in ("text_delta", "thinking_delta")
+            assert scanned == (update["type"], update["delta"] if has_text else None)
+    assert seen > 1000
+    tricky = {"type": "text_delta", "contentIndex": 0, "delta": 'a"b\\\\"c\\', "partial": {"x": 'y"'}}
+    line = orjson.dumps({"type": "message_update", "assistantMessageEvent": tricky, "message": {}})
+    assert _scan_update(line) == ("text_delta", 'a"b\\\\"c\\')
+    assert (
+        _scan_update(b'{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"cut')
+        is None
+    )
