@@ -82,6 +82,8 @@ class WireModel(BaseModel):
 class RetryPolicy(WireModel):
     """Caller-side retry policy of the orchestration layer (never of the provider)."""
 
+    model_config = ConfigDict(strict=True)
+
     max_attempts: int = Field(1, ge=1, le=10)
     initial_delay_ms: int = Field(500, ge=0, le=600_000)
     max_delay_ms: int = Field(10_000, ge=0, le=600_000)
@@ -89,6 +91,8 @@ class RetryPolicy(WireModel):
 
 class RunParams(WireModel):
     """Params of `pi/run`."""
+
+    model_config = ConfigDict(strict=True)  # "1", 1.0 or "yes" are type errors, not coerced
 
     prompt: str = Field(min_length=1)
     run_id: str | None = Field(None, pattern=RUN_ID_PATTERN)
@@ -106,6 +110,8 @@ class RunParams(WireModel):
 
 class CancelParams(WireModel):
     """Params of `pi/cancel`."""
+
+    model_config = ConfigDict(strict=True)
 
     run_id: str = Field(pattern=RUN_ID_PATTERN)
 

@@ -39,6 +39,9 @@ KILL_WAIT_SECONDS: Final = 5.0
 # was the one that would have stopped them gracefully, and nobody else will.
 ORPHAN_GRACE_SECONDS: Final = 0.1
 POLL_SECONDS: Final = 0.01
+# pi's agent_end line repeats the whole conversation, prompt included: a 50 MB prompt makes a
+# 50 MB line. Longer lines are dropped as diagnostics so memory stays bounded per run.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _PR_SET_CHILD_SUBREAPER: Final = 36
 
 _spawned_pids: set[int] = set()
@@ -283,9 +286,18 @@ class LineFramer:
     `oversized` as a short description, to become a diagnostic.
     """
 
-    __slots__ = ("_discarded", "_discarding", "_head", "_parts", "_size", "max_line", "oversized")
+    __slots__ = (
+        "_discarded",
+        "_discarding",
+        "_head",
+        "_parts",
+        "_size",
+        "max_line",
+        "oversized",
+        "oversized_heads",
+    )
 
-    def __init__(self, max_line: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
         self.max_line = max_line
         self._parts: list[bytes] = []
         self._size = 0
@@ -293,6 +305,7 @@ class LineFramer:
         self._discarded = 0
         self._head = b""
         self.oversized: list[str] = []
+        self.oversized_heads: list[bytes] = []
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Return the complete lines (without b"\\n") that `chunk` finishes."""
@@ -352,6 +365,7 @@ class LineFramer:
 
     def _note_oversized(self, size: int) -> None:
         head = self._head.decode("utf-8", "replace")
+        self.oversized_heads.append(self._head)
         self.oversized.append(
             f"line of {size} bytes over the {self.max_line}-byte bound dropped; it began: {head}"
         )

@@ -21,6 +21,7 @@ from bridge.agent import AgentAdapter, EventMapper, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.process import (
+    MAX_LINE_BYTES,
     ChildProcess,
     LineFramer,
     SpawnError,
@@ -50,7 +51,7 @@ class AttemptLimits:
     deadline: float | None = None
     deadline_ms: int | None = None
     silence_seconds: float | None = None
-    max_line_bytes: int = 16 * 1024 * 1024
+    max_line_bytes: int = MAX_LINE_BYTES
 
 
 @dataclass(slots=True)
@@ -309,9 +310,14 @@ class Attempt:
 
     def _flush_oversized(self) -> None:
         if self._framer.oversized:
-            for description in self._framer.oversized:
+            for description, head in zip(self._framer.oversized, self._framer.oversized_heads, strict=True):
                 self.mapper.note_invalid(description)
+                # pi's agent_end repeats every message of the run, the prompt included: with a
+                # big prompt it is the line over the bound. Its end-of-run meaning must survive.
+                if head.startswith(b'{"type":"agent_end"'):
+                    self._send(self.mapper.feed(b'{"type":"agent_end"}'))
             self._framer.oversized.clear()
+            self._framer.oversized_heads.clear()
 
     async def _watch_cancel(self) -> None:
         await self.cancel.wait()

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
 
+from lsprotocol.types import METHOD_TO_TYPES
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
@@ -25,7 +26,15 @@ log = logging.getLogger(__name__)
 
 MAX_HEADER_LINE: Final = 8 * 1024
 MAX_BODY: Final = 512 * 1024 * 1024
-_CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
+# Methods that only make sense as notifications, or only as requests (a notification is never
+# answered, so a pi/run without an id would start an agent nobody can hear the end of).
+_NOTIFICATIONS: Final = frozenset(
+    method for method, (_, response, *_rest) in METHOD_TO_TYPES.items() if response is None
+)
+_REQUESTS_ONLY: Final = frozenset({"pi/run"})
+# Searched, not matched at the line start: after a body shorter or longer than its Content-Length
+# (or one without any), the next frame's header line arrives glued to leftover body bytes.
+_CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
 
 
 def error_frame(code: int, message: str, msg_id: Any = None) -> bytes:
@@ -98,7 +107,7 @@ class FrameReader:
             if not line.endswith(b"\n"):
                 problem = "header line too long"
                 continue
-            match = _CONTENT_LENGTH.match(line.strip())
+            match = _CONTENT_LENGTH.search(line.rstrip(b"\r\n"))
             if match:
                 length = int(match.group(1))
             elif b":" not in line:
@@ -106,7 +115,8 @@ class FrameReader:
         if length is None:
             return None, problem or "frame without Content-Length"
         if length > MAX_BODY:
-            self._skip(length)
+            # Not skipped: a bogus length would swallow every later frame. The body, if any,
+            # is read as junk header lines until the next Content-Length resynchronizes.
             return None, f"frame of {length} bytes exceeds the {MAX_BODY}-byte limit"
         body = self._read_exactly(length)
         if body is None:
@@ -124,14 +134,6 @@ class FrameReader:
             remaining -= len(chunk)
         return b"".join(chunks)
 
-    def _skip(self, length: int) -> None:
-        remaining = length
-        while remaining:
-            chunk = self._stream.read(min(remaining, 1 << 20))
-            if not chunk:
-                return
-            remaining -= len(chunk)
-
 
 def dispatch(body: bytes, protocol: JsonRPCProtocol) -> bytes | None:
     """Hand one frame body to the protocol; return an error frame to send if it is not valid."""
@@ -144,6 +146,12 @@ def dispatch(body: bytes, protocol: JsonRPCProtocol) -> bytes | None:
     msg_id = raw.get("id")
     if "method" in raw and not isinstance(raw["method"], str):
         return error_frame(-32600, "invalid request: method must be a string", msg_id)
+    method = raw.get("method")
+    if "id" in raw and method in _NOTIFICATIONS:
+        return error_frame(-32600, f"invalid request: {method} is a notification and takes no id", msg_id)
+    if "id" not in raw and method in _REQUESTS_ONLY:
+        log.warning("%s sent as a notification (no id) ignored: it could never be answered", method)
+        return None
     try:
         message = protocol.structure_message(raw)
         if message is raw:

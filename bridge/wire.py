@@ -23,7 +23,10 @@ def _envelope_hook(obj: Any, cls: type[Any]) -> Any:
     if not isinstance(obj, dict):
         raise TypeError(f"a JSON-RPC message must be an object, not {type(obj).__name__}")
     names = {field.name for field in attrs.fields(cls)}
-    return cls(**{key: value for key, value in obj.items() if key in names})
+    fields = {key: value for key, value in obj.items() if key in names}
+    if "params" in names:
+        fields.setdefault("params", None)  # JSON-RPC 2.0: params MAY be omitted
+    return cls(**fields)
 
 
 def dict_converter() -> Converter:

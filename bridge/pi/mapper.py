@@ -324,7 +324,6 @@ class PiEventMapper:
             return []
         self._in_assistant = True
         self._msg_streamed = []
-        self._msg_thoughts = []
         sent = self.text
         self._guard = _ReplayGuard(sent) if sent else None
         return []
@@ -400,12 +399,9 @@ class PiEventMapper:
                     len(final),
                     len(streamed),
                 )
-        thought = "".join(self._msg_thoughts) or (
-            "" if self._live_thoughts else _text_of(content, "thinking", "thinking")
-        )
-        if thought and not self._live_thoughts:
-            out.append(Out("assistant.thought", {"text": thought}))
-        self._msg_thoughts = []
+        if not self._msg_thoughts and not self._live_thoughts:
+            self._msg_thoughts = [_text_of(content, "thinking", "thinking")]
+        out.extend(self._flush_thought())
         self._msg_streamed = []
         self._in_assistant = False
         usage = _usage_of(message.get("usage"))
@@ -424,12 +420,14 @@ class PiEventMapper:
         if call_id in self._open_tools:
             return []
         args = event.get("args")
+        before = self._flush_thought()  # a thought of the message that asked for this tool
         self._open_tools[call_id] = name
         return [
+            *before,
             Out(
                 "tool.call",
                 {"toolCallId": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}},
-            )
+            ),
         ]
 
     def _on_tool_update(self, event: dict[str, Any]) -> list[Out]:
@@ -448,6 +446,7 @@ class PiEventMapper:
         output = _text_of(result.get("content")) if isinstance(result, dict) else ""
         if event.get("isError") is True:
             out.append(Out("tool.failed", {"toolCallId": call_id, "name": name, "error": output}))
+            out.extend(self._flush_thought())
             return out
         content: dict[str, Any] = {"toolCallId": call_id, "name": name, "output": output}
         details = result.get("details") if isinstance(result, dict) else None
@@ -458,6 +457,7 @@ class PiEventMapper:
             if isinstance(path, str):
                 content["fullOutputPath"] = path
         out.append(Out("tool.completed", content))
+        out.extend(self._flush_thought())
         return out
 
     def _on_agent_end(self, event: dict[str, Any]) -> list[Out]:
@@ -482,11 +482,15 @@ class PiEventMapper:
         )
 
     def _on_turn_end(self, event: dict[str, Any]) -> list[Out]:
-        if self._msg_thoughts and not self._live_thoughts:
-            thought = "".join(self._msg_thoughts)
-            self._msg_thoughts = []
-            return [Out("assistant.thought", {"text": thought})]
-        return []
+        return self._flush_thought()
+
+    def _flush_thought(self) -> list[Out]:
+        """The buffered thought, whole, unless a tool call is open (it waits for the close)."""
+        if self._open_tools or self._live_thoughts:
+            return []
+        thought = "".join(self._msg_thoughts)
+        self._msg_thoughts = []
+        return [Out("assistant.thought", {"text": thought})] if thought else []
 
     def _close_open(self, reason: str, *, cancelled: bool) -> list[Out]:
         out: list[Out] = []
@@ -496,15 +500,13 @@ class PiEventMapper:
             if released:
                 self._deltas.append(released)
                 out.append(Out("assistant", {"text": released}))
-        if self._msg_thoughts and not self._live_thoughts:
-            out.append(Out("assistant.thought", {"text": "".join(self._msg_thoughts)}))
-            self._msg_thoughts = []
         for call_id, name in self._open_tools.items():
             content: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": reason}
             if cancelled:
                 content["cancelled"] = True
             out.append(Out("tool.failed", content))
         self._open_tools.clear()
+        out.extend(self._flush_thought())  # after the closes: never between a call and its close
         return out
 
     _HANDLERS: Final = {

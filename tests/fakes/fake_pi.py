@@ -312,7 +312,7 @@ def main() -> int:
         delta("small ")
         raw(
             b'{"type":"message_update","pad":"'
-            + b"x" * (int(os.environ.get("FAKE_PI_HUGE", "20000000")))
+            + b"x" * (int(os.environ.get("FAKE_PI_HUGE", "70000000")))
             + b'"}\n'
         )
         delta("end")

@@ -1,0 +1,138 @@
+"""Secrets pass through to the agent but never into logs, messages or errors; no network listener.
+
+A fake API key reaches the agent two ways (initializationOptions.env, and the bridge's own
+environment); tests/fuzz/fake_agent.py reports each one's presence, length and SHA-256 (never the
+value). The bridge runs with DEBUG logging to a --log-file and its stderr captured; neither, nor
+any frame it wrote, may hold a secret. piCommand comes only from the server's configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.fuzz.rawclient import RawBridge, no_run_processes
+from tests.harness import assert_stream_invariants
+
+FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
+SECRET_OPTIONS = "sk-test-SECRET-0ptions-9f3a7c1e5b2d4a6f8e0c"
+SECRET_PROCESS = "sk-ant-test-SECRET-pr0cess-1a2b3c4d5e6f7a8b"
+SECRETS = (SECRET_OPTIONS, SECRET_PROCESS)
+
+
+def described(value: str) -> str:
+    return f"present len={len(value)} sha256={hashlib.sha256(value.encode()).hexdigest()}"
+
+
+@pytest.fixture
+def secret_bridge(tmp_path: Path) -> Iterator[tuple[RawBridge, Path, Path]]:
+    log_file = tmp_path / "bridge.log"
+    stderr_file = tmp_path / "bridge.stderr"
+    bridge = RawBridge(
+        {"PI_BRIDGE_LOG_LEVEL": "DEBUG", "ANTHROPIC_API_KEY": SECRET_PROCESS},
+        args=["--log-level", "DEBUG"],
+        log_file=log_file,
+        stderr_file=stderr_file,
+    )
+    try:
+        bridge.initialize(
+            {
+                "piCommand": [sys.executable, str(FAKE_AGENT)],
+                "env": {"OPENAI_API_KEY": SECRET_OPTIONS},
+                "retry": {"maxAttempts": "not a number"},  # a bad option: its warning must not leak
+            }
+        )
+        yield bridge, log_file, stderr_file
+    finally:
+        bridge.stop()
+    no_run_processes(bridge)
+
+
+def test_api_keys_reach_the_agent_but_no_log_message_or_error(
+    secret_bridge: tuple[RawBridge, Path, Path],
+) -> None:
+    bridge, log_file, stderr_file = secret_bridge
+    result = bridge.call(
+        "pi/run", {"prompt": "OPENAI_API_KEY ANTHROPIC_API_KEY NOT_SET_ANYWHERE", "model": "env"}
+    )["result"]
+    assert result["status"] == "completed", result
+    assert result["text"].splitlines() == [
+        f"OPENAI_API_KEY={described(SECRET_OPTIONS)}",
+        f"ANTHROPIC_API_KEY={described(SECRET_PROCESS)}",
+        "NOT_SET_ANYWHERE=absent",
+    ]
+    assert_stream_invariants(bridge.run_messages(result["runId"]))
+
+    failed = bridge.call("pi/run", {"prompt": "OPENAI_API_KEY ANTHROPIC_API_KEY", "model": "stderr-env"})[
+        "result"
+    ]
+    assert failed["status"] == "failed" and "OPENAI_API_KEY" in failed["error"]["stderr"]
+    errors = [
+        bridge.call("pi/run", {"prompt": "x", "model": "env", "piCommand": ["/bin/sh"]}),
+        bridge.call("pi/run", {"prompt": "x", "cwd": "/no/such/dir"}),
+        bridge.call("pi/cancel", {"runId": "unknown"}),
+        bridge.call("pi/nope", {}),
+    ]
+    assert [e.get("error", {}).get("code") for e in errors] == [-32602, -32602, None, -32601]
+    assert bridge.shutdown() == 0
+
+    wire = json.dumps(bridge.messages)
+    logs = log_file.read_text(errors="replace")
+    stderr = stderr_file.read_text(errors="replace")
+    assert "DEBUG" in logs, "the bridge must really have logged at DEBUG"
+    assert "initializationOptions.retry" in logs, "the bad option's warning was logged"
+    for secret in SECRETS:
+        for where, text in (("the wire", wire), ("the log file", logs), ("stderr", stderr)):
+            assert secret not in text, f"a secret leaked into {where}"
+            assert secret[-12:] not in text, f"part of a secret leaked into {where}"
+
+
+def test_pi_command_comes_only_from_server_configuration(secret_bridge: tuple[RawBridge, Path, Path]) -> None:
+    bridge, _, _ = secret_bridge
+    for key in ("piCommand", "pi_command", "command", "env"):
+        answer = bridge.call("pi/run", {"prompt": "x", "model": "env", key: ["/bin/sh", "-c", "echo pwned"]})
+        assert answer["error"]["code"] == -32602 and key in answer["error"]["message"], answer
+
+
+def _inet_inodes() -> dict[str, set[str]]:
+    """Socket inodes of every TCP/UDP socket of the host, by state: LISTEN (tcp 0A) or other."""
+    found: dict[str, set[str]] = {"listen": set(), "other": set()}
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            rows = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            state, inode = fields[3], fields[9]
+            found["listen" if table.startswith("tcp") and state == "0A" else "other"].add(inode)
+    return found
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = fd.readlink().as_posix()
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def test_the_bridge_listens_on_no_network_port(secret_bridge: tuple[RawBridge, Path, Path]) -> None:
+    bridge, _, _ = secret_bridge
+    run = bridge.request("pi/run", {"prompt": "OPENAI_API_KEY", "model": "env"})
+    bridge.response(run)
+    owned = _socket_inodes(bridge.pid)
+    tables = _inet_inodes()
+    assert not owned & tables["listen"], "the bridge owns a listening TCP socket"
+    assert not owned & tables["other"], "the bridge owns a TCP/UDP socket"
+    assert [c for c in psutil.Process(bridge.pid).net_connections(kind="inet")] == []

@@ -1,0 +1,260 @@
+"""Load: 50 concurrent runs with random cancels, 1,000 sequential runs, a client that stops reading.
+
+Each test prints one `LOAD ...` line with the figures it measured (run pytest with -s to see
+them; docs/reliability.md records them). Peaks are sampled from /proc by a background thread
+(measurement only: no test waits on it). Every wait has a timeout; processes are ended by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import requires_pi
+from tests.fuzz.rawclient import RawBridge, no_run_processes, peak_live_runs, proc_stats
+from tests.harness import assert_stream_invariants, fake_pi_command, run_processes_alive
+
+FAKE_AGENT = Path(__file__).resolve().parents[1] / "fuzz" / "fake_agent.py"
+REAL_TEXT = (
+    "Hello from the fake model. This reply is streamed in many small pieces so that a client can "
+    "observe message_update events one delta at a time. It ends here."
+)
+FAKE_TEXT = "Hello from the fake pi. It streams a few deltas."
+
+
+class Sampler:
+    """Samples RSS, threads, fds and the size of the process tree of some bridges."""
+
+    def __init__(self, bridges: list[RawBridge], interval: float = 0.05) -> None:
+        self.bridges = bridges
+        self.interval = interval
+        self.peak: dict[str, int] = {"rss_kb": 0, "threads": 0, "fds": 0, "tree": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for bridge in self.bridges:
+                try:
+                    stats = proc_stats(bridge.pid)
+                    tree = len(psutil.Process(bridge.pid).children(recursive=True))
+                except (OSError, psutil.Error):
+                    continue
+                for key in ("rss_kb", "threads", "fds"):
+                    self.peak[key] = max(self.peak[key], stats[key])
+                self.peak["tree"] = max(self.peak["tree"], tree)
+
+
+def report(name: str, **figures: Any) -> None:
+    print(f"\nLOAD {name}: {json.dumps(figures)}")
+
+
+@pytest.fixture
+def fake_bridge_raw() -> Iterator[RawBridge]:
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
+        yield bridge
+    finally:
+        bridge.stop()
+    no_run_processes(bridge)
+
+
+# --------------------------------------------------------------------------- 50 concurrent runs
+
+
+@requires_pi
+@pytest.mark.realpi
+@pytest.mark.slow
+def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_agent_dir: Path) -> None:
+    rng = random.Random(20261129)
+    real = RawBridge()
+    fake = RawBridge()
+    bridges = [real, fake]
+    try:
+        real.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 64})
+        fake.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
+        plan: list[tuple[RawBridge, str, dict[str, Any], str | None]] = []
+        for i in range(14):
+            plan.append((real, f"real-text-{i}", {"provider": "fake", "model": "text"}, None))
+        for i in range(6):
+            plan.append(
+                (
+                    real,
+                    f"real-slow-{i}",
+                    {"provider": "fake", "model": "slow"},
+                    rng.choice(["pi/cancel", "$/cancelRequest"]),
+                )
+            )
+        for i in range(10):
+            plan.append(
+                (fake, f"stubborn-{i}", {"model": "stubborn"}, rng.choice(["pi/cancel", "$/cancelRequest"]))
+            )
+        for i in range(8):
+            plan.append(
+                (fake, f"fake-slow-{i}", {"model": "slow"}, rng.choice(["pi/cancel", "$/cancelRequest"]))
+            )
+        for i in range(12):
+            plan.append((fake, f"fake-text-{i}", {"model": "text"}, None))
+        rng.shuffle(plan)
+        assert len(plan) == 50
+        started = time.monotonic()
+        with Sampler(bridges) as sampler:
+            requests = {
+                run_id: bridge.request("pi/run", {"prompt": "go", "runId": run_id, **params})
+                for bridge, run_id, params, _ in plan
+            }
+            for bridge, run_id, _, how in plan:
+                if how is None:
+                    continue
+                # a random point of the stream: after the first output, or after the tool started
+                kind = "tool.update" if run_id.startswith("stubborn") else "assistant"
+                bridge.wait_message(run_id, kind, timeout=60)
+                if how == "pi/cancel":
+                    bridge.request("pi/cancel", {"runId": run_id})
+                else:
+                    bridge.notify("$/cancelRequest", {"id": requests[run_id]})
+            outcomes: dict[str, int] = {"completed": 0, "cancelled": 0}
+            for bridge, run_id, _, how in plan:
+                answer = bridge.response(requests[run_id], timeout=90)
+                messages = bridge.run_messages(run_id)
+                assert_stream_invariants(messages)
+                if how is None:
+                    result = answer["result"]
+                    assert result["status"] == "completed", result
+                    assert result["text"] == (REAL_TEXT if run_id.startswith("real") else FAKE_TEXT)
+                    outcomes["completed"] += 1
+                else:
+                    error = answer["error"]
+                    assert error["code"] == -32800, error
+                    receipt = error["data"]["shutdown"]
+                    assert receipt["survivors"] == [] and run_processes_alive(receipt["pids"]) == []
+                    assert messages[-1]["type"] == "terminal.cancelled"
+                    outcomes["cancelled"] += 1
+            elapsed = time.monotonic() - started
+        for bridge in bridges:
+            assert bridge.call("pi/runs", {})["result"]["runs"] == []
+            assert bridge.shutdown() == 0
+        report(
+            "50 concurrent runs (20 real pi: 14 text + 6 slow cancelled; 30 fake: 10 stubborn + 8 slow cancelled, 12 text)",
+            wall_s=round(elapsed, 2),
+            runs_streaming_at_once_peak=peak_live_runs(bridges),
+            **outcomes,
+            bridge_rss_peak_mb=round(sampler.peak["rss_kb"] / 1024, 1),
+            bridge_threads_peak=sampler.peak["threads"],
+            bridge_fds_peak=sampler.peak["fds"],
+            processes_under_one_bridge_peak=sampler.peak["tree"],
+        )
+    finally:
+        for bridge in bridges:
+            bridge.stop()
+    for bridge in bridges:
+        no_run_processes(bridge)
+
+
+# --------------------------------------------------------------------------- 1,000 sequential runs
+
+
+@pytest.mark.slow
+def test_1000_sequential_runs_do_not_grow_memory_fds_or_threads(fake_bridge_raw: RawBridge) -> None:
+    bridge = fake_bridge_raw
+    marks: dict[int, dict[str, int]] = {}
+    started = time.monotonic()
+    for index in range(1, 1001):
+        answer = bridge.call("pi/run", {"prompt": "hi", "model": "text"})
+        result = answer["result"]
+        assert result["status"] == "completed" and result["text"] == FAKE_TEXT
+        if index % 100 == 0:
+            assert_stream_invariants(bridge.run_messages(result["runId"]))
+        if index in (100, 1000):
+            marks[index] = proc_stats(bridge.pid)
+    elapsed = time.monotonic() - started
+    assert bridge.call("pi/runs", {})["result"]["runs"] == []
+    after_100, after_1000 = marks[100], marks[1000]
+    report(
+        "1000 sequential runs (fake pi text)",
+        wall_s=round(elapsed, 1),
+        runs_per_s=round(1000 / elapsed, 1),
+        after_100=after_100,
+        after_1000=after_1000,
+    )
+    assert after_1000["rss_kb"] - after_100["rss_kb"] < 8 * 1024, "RSS grew by more than 8 MB over 900 runs"
+    assert after_1000["fds"] <= after_100["fds"] + 2, "file descriptors leak"
+    assert after_1000["threads"] <= after_100["threads"] + 2, "threads leak"
+
+
+# --------------------------------------------------------------------------- a client that stops reading
+
+
+@pytest.mark.slow
+def test_client_that_stops_reading_for_10_s_gets_every_message_in_order() -> None:
+    deltas, size = 12_000, 1000  # 12 MB of text: past the writer's 8 MB high-water mark
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": [sys.executable, str(FAKE_AGENT)], "maxConcurrentRuns": 64})
+        other = bridge.request("pi/run", {"prompt": "x", "model": "sleep", "runId": "other"})
+        bridge.wait_message("other", "assistant")
+        other_pid = next(p.pid for p in psutil.Process(bridge.pid).children() if "sleep" in p.cmdline())
+        flood = bridge.request("pi/run", {"prompt": "x", "model": f"flood-{deltas}-{size}", "runId": "flood"})
+        bridge.wait_message("flood", "assistant")
+        bridge.pause_reading()
+        paused_at = time.monotonic()
+        rss_before = proc_stats(bridge.pid)["rss_kb"]
+        # While nobody reads, the loop must still act on a cancel (it needs no writes).
+        bridge.request("pi/cancel", {"runId": "other"})
+        deadline = time.monotonic() + 10
+        while run_processes_alive([other_pid]) and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling /proc for another process's exit
+        cancel_latency = time.monotonic() - paused_at
+        assert not run_processes_alive([other_pid]), (
+            "a cancel was not acted on while the client was not reading"
+        )
+        with Sampler([bridge]) as sampler:
+            flood_agent = [p for p in psutil.Process(bridge.pid).children() if p.pid != other_pid]
+            time.sleep(max(0.0, 10 - (time.monotonic() - paused_at)))  # the fault: 10 s without reading
+            agent_blocked = any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in flood_agent)
+        bridge.resume_reading()
+        answer = bridge.response(flood, timeout=60)
+        result = answer["result"]
+        messages = bridge.run_messages("flood")
+        assert_stream_invariants(messages)
+        expected = "".join(f"d{i:07d};".ljust(size, ".") for i in range(deltas))
+        text = "".join(m["content"]["text"] for m in messages if m["type"] == "assistant")
+        assert text == expected and result["text"] == expected, "output lost or reordered"
+        assert bridge.response(other)["error"]["code"] == -32800
+        report(
+            "client stops reading for 10 s mid-stream (12 MB flood)",
+            messages=len(messages),
+            text_mb=round(len(expected) / 1e6, 1),
+            cancel_acted_on_while_paused_s=round(cancel_latency, 3),
+            agent_blocked_by_backpressure=agent_blocked,
+            bridge_rss_before_pause_mb=round(rss_before / 1024, 1),
+            bridge_rss_peak_during_pause_mb=round(sampler.peak["rss_kb"] / 1024, 1),
+        )
+        assert agent_blocked, (
+            "the agent finished while the client was not reading: output was buffered unboundedly"
+        )
+        assert sampler.peak["rss_kb"] - rss_before < 64 * 1024, (
+            "the bridge buffered far past its high-water mark"
+        )
+        assert bridge.shutdown() == 0
+    finally:
+        bridge.stop()
+    no_run_processes(bridge)
