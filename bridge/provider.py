@@ -108,6 +108,7 @@ class Attempt:
         wait_writable: Callable[[], Awaitable[None]] | None = None,
         extra_env: Mapping[str, str] | None = None,
         pool: WarmPool | None = None,
+        on_started: Callable[[int], None] | None = None,
     ) -> None:
         self.adapter = adapter
         self.command = command
@@ -119,6 +120,7 @@ class Attempt:
         self._wait_writable = wait_writable
         self._extra_env = dict(extra_env or {})
         self._pool = pool
+        self._on_started = on_started
         self._stop = _Stop()
         self._stderr = TailBuffer()
         self._framer = LineFramer(limits.max_line_bytes)
@@ -146,6 +148,8 @@ class Attempt:
                 self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
                 return self._outcome()
         child = self.child
+        if self._on_started is not None:
+            self._on_started(child.pid)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._feed_stdin, child, spec.stdin)

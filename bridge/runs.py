@@ -110,6 +110,10 @@ class Run:
                 }
             )
 
+    def note_pid(self, pid: int) -> None:
+        """The attempt's agent process is up (pi/runs shows its pid while the run is live)."""
+        self.pid = pid
+
     def info(self) -> RunInfo:
         """This run as listed by pi/runs."""
         return RunInfo(
@@ -342,6 +346,7 @@ class RunRegistry:
                 self._wait_writable,
                 self.config.env,
                 self.pool,
+                on_started=run.note_pid,
             )
             run.set_state("running")
             outcome = await attempt.run()

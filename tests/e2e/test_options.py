@@ -42,8 +42,9 @@ def test_runs_beyond_the_limit_wait_in_line_and_are_told(one_slot: RawBridge) ->
     queued = one_slot.message("second", "run.queued")
     assert queued["content"] == {"position": 1, "limit": 1}
     runs = one_slot.client.request("pi/runs", None)
-    states = {r["runId"]: r["state"] for r in one_slot.response(runs)["result"]["runs"]}
-    assert states == {"first": "running", "second": "queued"}
+    listed = {r["runId"]: r for r in one_slot.response(runs)["result"]["runs"]}
+    assert {k: r["state"] for k, r in listed.items()} == {"first": "running", "second": "queued"}
+    assert listed["first"]["pid"] > 0 and "pid" not in listed["second"], "a live run shows its agent's pid"
     one_slot.client.request("pi/cancel", {"runId": "first"})
     assert one_slot.response(first)["error"]["code"] == -32800
     assert one_slot.response(second)["result"]["status"] == "completed"
