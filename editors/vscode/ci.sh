@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# CI of the VS Code extension, from a clean state: installs what it needs (Debian packages,
+# npm packages from the committed lock, code-server in a git-ignored cache), type-checks, builds and
+# packages the .vsix, then runs the unit tests, the tests against the real bridge, and the end-to-end
+# test in a real VS Code (code-server + headless Chromium). Exits non-zero on any failure.
+#
+# Env: PI_BRIDGE_PYTHON (the Python that runs the bridge; default: the repo's .venv), PATH with
+# Node >= 22 and pi first (else the repo's .tools is used). code-server runs on Node 20, picked
+# explicitly: CODE_SERVER_NODE, else /usr/bin/node when it is v20, else node@20 from npm (cached).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$here"
+started=$(date +%s)
+CODE_SERVER_VERSION=4.100.3
+cache="$here/.cache"
+cs_prefix="$cache/code-server-$CODE_SERVER_VERSION"
+cs_dir="$cs_prefix/node_modules/code-server"
+
+step() { echo "== vscode: $* ($(( $(date +%s) - started )) s)"; }
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+
+step "Debian packages"
+apt_wanted=(chromium ripgrep g++ make)
+apt_missing=()
+for pkg in "${apt_wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$pkg")
+done
+if [ "${#apt_missing[@]}" -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" >/dev/null
+fi
+
+step "Node for the build and tests (>= 22)"
+if [ "$(node_major "$(command -v node || echo node)")" -lt 22 ]; then
+  export PATH="$repo/.tools/node_modules/.bin:$PATH"
+fi
+[ "$(node_major node)" -ge 22 ] || { echo "need Node >= 22 on PATH (or in $repo/.tools)" >&2; exit 1; }
+echo "node $(node --version), npm $(npm --version)"
+
+step "Node 20 for code-server"
+node20="${CODE_SERVER_NODE:-}"
+if [ -z "$node20" ]; then
+  if [ "$(node_major /usr/bin/node)" = 20 ]; then
+    node20=/usr/bin/node
+  else
+    [ -x "$cache/node20/node_modules/.bin/node" ] ||
+      npm install --prefix "$cache/node20" --no-audit --no-fund --silent node@20
+    node20="$cache/node20/node_modules/.bin/node"
+  fi
+fi
+[ "$(node_major "$node20")" = 20 ] || { echo "code-server needs Node 20; $node20 is not" >&2; exit 1; }
+export CODE_SERVER_NODE="$node20"
+echo "code-server node: $node20 $("$node20" --version)"
+
+step "npm ci"
+npm ci --no-audit --no-fund --loglevel=error
+
+step "code-server $CODE_SERVER_VERSION"
+if [ ! -f "$cs_prefix/.ready" ]; then
+  rm -rf "$cs_prefix"
+  mkdir -p "$cs_prefix"
+  echo '{"private": true}' >"$cs_prefix/package.json"
+  node20_path="$(dirname "$node20"):$PATH"
+  # Scripts would download ripgrep and run code-server's own postinstall; do their work by hand.
+  (cd "$cs_prefix" && PATH="$node20_path" npm install --omit=dev --ignore-scripts --no-audit --no-fund \
+    --loglevel=error "code-server@$CODE_SERVER_VERSION")
+  (cd "$cs_prefix" && PATH="$node20_path" npm rebuild argon2 --loglevel=error)
+  (cd "$cs_dir/lib/vscode" && PATH="$node20_path" npm install --omit=dev --ignore-scripts --no-audit \
+    --no-fund --loglevel=error && PATH="$node20_path" npm rebuild @vscode/spdlog --loglevel=error)
+  ln -sfn node_modules "$cs_dir/lib/vscode/node_modules.asar"
+  mkdir -p "$cs_dir/lib/vscode/node_modules/@vscode/ripgrep/bin"
+  ln -sfn "$(command -v rg)" "$cs_dir/lib/vscode/node_modules/@vscode/ripgrep/bin/rg"
+  find "$cs_dir/lib/vscode/node_modules/@vscode/spdlog/build/Release" -name spdlog.node | grep -q . ||
+    { echo "spdlog did not build" >&2; exit 1; }
+  touch "$cs_prefix/.ready"
+fi
+export CODE_SERVER_DIR="$cs_dir"
+
+step "typecheck (tsc --noEmit)"
+npm run --silent typecheck
+
+step "package the .vsix"
+npm run --silent package
+ls -l dist/pi-bridge.vsix
+
+step "unit tests, and tests against the real bridge with real pi and with the fake pi (node --test)"
+npx tsc -p tsconfig.test.json
+export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
+node --test --test-reporter=spec out/test/unit.test.js out/test/bridge.test.js out/test/fake-pi.test.js
+
+step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"
+export PI_BRIDGE_VSIX="$here/dist/pi-bridge.vsix"
+node --test --test-reporter=spec out/test/e2e/vscode.e2e.test.mjs
+echo "screenshots: $repo/artifacts/vscode/"
+
+step "done"

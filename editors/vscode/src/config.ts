@@ -1,0 +1,124 @@
+/**
+ * The extension's settings as one typed, fully defaulted object, and what follows from them: how
+ * to start the bridge and the params of a run. No `vscode` import; controller.ts reads the values.
+ */
+import type { InitializationOptions, RunParams } from './protocol';
+
+export const THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
+export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+
+export interface Settings {
+  bridgeCommand: string;
+  bridgeArgs: string[];
+  bridgeEnv: Record<string, string>;
+  piCommand: string[];
+  provider: string;
+  model: string;
+  thinking: ThinkingLevel | '';
+  liveThoughts: boolean;
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  bridgeCommand: 'pi-bridge',
+  bridgeArgs: [],
+  bridgeEnv: {},
+  piCommand: [],
+  provider: '',
+  model: '',
+  thinking: '',
+  liveThoughts: false,
+};
+
+/** Settings whose change needs a bridge restart (the others are read at each run). */
+export const RESTART_KEYS = ['piBridge.bridge', 'piBridge.pi.command'] as const;
+
+function stringList(value: unknown): string[] | undefined {
+  return Array.isArray(value) && value.every((v) => typeof v === 'string') ? value : undefined;
+}
+
+function stringMap(value: unknown): Record<string, string> | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return undefined;
+  }
+  const entries = Object.entries(value);
+  return entries.every(([, v]) => typeof v === 'string') ? Object.fromEntries(entries) : undefined;
+}
+
+/**
+ * Build Settings from a getter of raw values (`WorkspaceConfiguration.get` in the editor). A bad
+ * value falls back to its default and is reported through `warn`, never thrown.
+ */
+export function readSettings(get: (key: string) => unknown, warn: (message: string) => void = () => undefined): Settings {
+  const pick = <T>(key: string, parse: (v: unknown) => T | undefined, fallback: T): T => {
+    const raw = get(key);
+    if (raw === undefined || raw === null) {
+      return fallback;
+    }
+    const parsed = parse(raw);
+    if (parsed === undefined) {
+      warn(`piBridge.${key}: ignoring invalid value ${JSON.stringify(raw)}`);
+      return fallback;
+    }
+    return parsed;
+  };
+  const str = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim() : undefined);
+  const d = DEFAULT_SETTINGS;
+  return {
+    bridgeCommand: pick('bridge.command', (v) => (str(v) ? str(v) : undefined), d.bridgeCommand),
+    bridgeArgs: pick('bridge.args', stringList, d.bridgeArgs),
+    bridgeEnv: pick('bridge.env', stringMap, d.bridgeEnv),
+    piCommand: pick('pi.command', stringList, d.piCommand),
+    provider: pick('pi.provider', str, d.provider),
+    model: pick('pi.model', str, d.model),
+    thinking: pick(
+      'pi.thinking',
+      (v) => (v === '' || (THINKING_LEVELS as readonly unknown[]).includes(v) ? (v as ThinkingLevel | '') : undefined),
+      d.thinking,
+    ),
+    liveThoughts: pick('pi.liveThoughts', (v) => (typeof v === 'boolean' ? v : undefined), d.liveThoughts),
+  };
+}
+
+export interface BridgeLaunch {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  initializationOptions: InitializationOptions;
+}
+
+/** How to start the bridge. */
+export function bridgeLaunch(settings: Settings, baseEnv: NodeJS.ProcessEnv): BridgeLaunch {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(baseEnv)) {
+    if (value !== undefined) {
+      env[key] = value;
+    }
+  }
+  Object.assign(env, settings.bridgeEnv);
+  const initializationOptions: InitializationOptions = {};
+  if (settings.piCommand.length > 0) {
+    initializationOptions.piCommand = settings.piCommand as [string, ...string[]];
+  }
+  return { command: settings.bridgeCommand, args: settings.bridgeArgs, env, initializationOptions };
+}
+
+/** The params of a pi/run for `prompt` under these settings. */
+export function runParams(settings: Settings, prompt: string, runId: string, cwd?: string): RunParams {
+  const params: RunParams = { prompt, runId };
+  if (cwd) {
+    params.cwd = cwd;
+  }
+  if (settings.provider) {
+    params.provider = settings.provider;
+  }
+  if (settings.model) {
+    params.model = settings.model;
+  }
+  if (settings.thinking) {
+    params.thinking = settings.thinking;
+  }
+  if (settings.liveThoughts) {
+    params.liveThoughts = true;
+  }
+  return params;
+}

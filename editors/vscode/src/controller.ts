@@ -1,0 +1,368 @@
+/**
+ * The extension's behaviour in VS Code: owns the bridge's LanguageClient and the Session on it,
+ * registers the commands, runs each prompt under a cancellable progress notification whose Cancel
+ * reaches the bridge as `$/cancelRequest`, and keeps the status bar item and context keys current.
+ */
+import * as vscode from 'vscode';
+import {
+  LanguageClient,
+  RevealOutputChannelOn,
+  State,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+import { bridgeLaunch, readSettings, RESTART_KEYS, runParams, type Settings } from './config';
+import { filePrompt, promptTitle, selectionPrompt } from './prompts';
+import { newRunId, PROTOCOL_VERSION } from './protocol';
+import { statusLine } from './render';
+import { Session, type RunRecord } from './session';
+import { RunsView } from './view';
+
+const CLIENT_ID = 'piBridge';
+const RUNNING_CONTEXT = 'piBridge.running';
+
+interface LiveRun {
+  record: RunRecord;
+  cancel: vscode.CancellationTokenSource;
+}
+
+export class Controller implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private session: Session | undefined;
+  private starting: Promise<Session> | undefined;
+  private readonly live = new Map<string, LiveRun>();
+  private readonly log: vscode.LogOutputChannel;
+  private readonly view: RunsView;
+  private readonly status: vscode.StatusBarItem;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.log = vscode.window.createOutputChannel('pi-bridge', { log: true });
+    this.view = new RunsView(context.extensionUri);
+    this.status = vscode.window.createStatusBarItem('piBridge.status', vscode.StatusBarAlignment.Right, 100);
+    this.status.name = 'pi';
+    this.status.command = 'piBridge.setModel';
+    this.disposables.push(
+      this.log,
+      this.view,
+      this.status,
+      vscode.window.registerWebviewViewProvider(RunsView.viewId, this.view),
+      vscode.commands.registerCommand('piBridge.ask', (prompt?: unknown) => this.ask(prompt)),
+      vscode.commands.registerCommand('piBridge.askSelection', () => this.askSelection()),
+      vscode.commands.registerCommand('piBridge.askFile', (uri?: unknown) => this.askFile(uri)),
+      vscode.commands.registerCommand('piBridge.cancel', () => this.cancelCurrent()),
+      vscode.commands.registerCommand('piBridge.setModel', () => this.setModel()),
+      vscode.commands.registerCommand('piBridge.clear', () => this.view.clear()),
+      vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
+      vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
+      vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
+    );
+    this.updateStatus();
+    this.status.show();
+  }
+
+  private settings(): Settings {
+    const config = vscode.workspace.getConfiguration('piBridge');
+    return readSettings((key) => config.get(key), (message) => this.log.warn(message));
+  }
+
+  // ------------------------------------------------------------------ bridge lifecycle
+
+  /** The session on a running bridge, starting the bridge on first use. */
+  private ensureSession(): Promise<Session> {
+    if (this.session && this.client?.state === State.Running) {
+      return Promise.resolve(this.session);
+    }
+    this.starting ??= this.start().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private async start(): Promise<Session> {
+    await this.stopClient();
+    const launch = bridgeLaunch(this.settings(), process.env);
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      options: { env: launch.env },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [],
+      initializationOptions: launch.initializationOptions,
+      // The JSON-RPC trace goes to this channel at log level Trace (vscode-languageclient 10+).
+      outputChannel: this.log,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+    };
+    this.log.info(`starting bridge: ${[launch.command, ...launch.args].join(' ')}`);
+    const client = new LanguageClient(CLIENT_ID, 'pi-bridge', serverOptions, clientOptions);
+    client.onDidChangeState((e) => {
+      this.log.info(`bridge ${State[e.oldState]} -> ${State[e.newState]}`);
+      this.updateStatus();
+    });
+    this.client = client;
+    const session = new Session(client, (message) => this.log.warn(message));
+    this.session = session;
+    try {
+      await client.start();
+    } catch (err) {
+      this.log.error(`bridge failed to start: ${String(err)}`);
+      void this.offerHelp(
+        `pi-bridge could not start with "${launch.command}". Check the piBridge.bridge.command setting.`,
+      );
+      throw err;
+    }
+    const info = client.initializeResult;
+    const caps = (info?.capabilities.experimental as { piBridge?: { protocolVersion?: number } } | undefined)
+      ?.piBridge;
+    if (caps?.protocolVersion !== PROTOCOL_VERSION) {
+      this.log.warn(
+        `bridge speaks protocol ${String(caps?.protocolVersion)}, this extension ${PROTOCOL_VERSION}`,
+      );
+    }
+    this.log.info(`bridge ready: ${info?.serverInfo?.name ?? '?'} ${info?.serverInfo?.version ?? ''}`);
+    return session;
+  }
+
+  private async stopClient(): Promise<void> {
+    const client = this.client;
+    this.session?.dispose();
+    this.session = undefined;
+    this.client = undefined;
+    if (client) {
+      try {
+        await client.dispose(5000);
+      } catch (err) {
+        this.log.warn(`stopping the bridge: ${String(err)}`);
+      }
+    }
+  }
+
+  private async restart(): Promise<void> {
+    for (const run of this.live.values()) {
+      run.cancel.cancel();
+    }
+    await this.stopClient();
+    try {
+      await this.ensureSession();
+      void vscode.window.setStatusBarMessage('pi-bridge restarted', 3000);
+    } catch {
+      // start() has told the user.
+    }
+  }
+
+  private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (e.affectsConfiguration('piBridge.pi.model') || e.affectsConfiguration('piBridge.pi.provider')) {
+      this.updateStatus();
+    }
+    if (!this.client || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
+      return;
+    }
+    if (this.live.size === 0) {
+      void this.restart();
+      return;
+    }
+    void vscode.window
+      .showInformationMessage('pi-bridge settings changed. Restart the bridge now?', 'Restart')
+      .then((choice) => (choice === 'Restart' ? this.restart() : undefined));
+  }
+
+  private async offerHelp(message: string): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(message, 'Open Settings', 'Show Log');
+    if (choice === 'Open Settings') {
+      await vscode.commands.executeCommand('workbench.action.openSettings', 'piBridge');
+    } else if (choice === 'Show Log') {
+      this.log.show(true);
+    }
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  private async run(prompt: string, title: string, cwd: string | undefined): Promise<RunRecord | undefined> {
+    let session: Session;
+    try {
+      session = await this.ensureSession();
+    } catch {
+      return undefined;
+    }
+    const settings = this.settings();
+    const runId = newRunId();
+    const params = runParams(settings, prompt, runId, cwd ?? defaultCwd());
+    const cancel = new vscode.CancellationTokenSource();
+    await this.view.reveal();
+    const record = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `pi: ${title}`, cancellable: true },
+      async (progress, token) => {
+        const link = token.onCancellationRequested(() => cancel.cancel());
+        let lastLine = '';
+        try {
+          return await session.run(params, {
+            token: cancel.token,
+            title,
+            onUpdate: (r) => {
+              if (!this.live.has(r.runId) && r.status === 'running') {
+                this.live.set(r.runId, { record: r, cancel });
+                this.updateStatus();
+              }
+              this.view.update(r);
+              const line = r.status === 'running' && cancel.token.isCancellationRequested ? 'cancelling…' : progressLine(r);
+              if (line !== lastLine) {
+                lastLine = line;
+                progress.report({ message: line });
+              }
+            },
+          });
+        } finally {
+          link.dispose();
+          cancel.dispose();
+          this.live.delete(runId);
+          this.updateStatus();
+        }
+      },
+    );
+    this.log.info(`run ${record.runId}: ${statusLine(record)}`);
+    if (record.status === 'failed' || record.status === 'error') {
+      void this.offerHelp(`pi: ${statusLine(record)}`);
+    } else if (record.status === 'cancelled') {
+      void vscode.window.setStatusBarMessage('pi: run cancelled', 5000);
+    }
+    return record;
+  }
+
+  private async ask(prompt?: unknown): Promise<RunRecord | undefined> {
+    const text =
+      typeof prompt === 'string' && prompt.trim()
+        ? prompt
+        : await vscode.window.showInputBox({
+            title: 'Ask pi',
+            prompt: 'What should pi do?',
+            placeHolder: 'e.g. explain what this project does',
+            ignoreFocusOut: true,
+            validateInput: (value) => (value.trim() ? undefined : 'Type a prompt'),
+          });
+    if (!text?.trim()) {
+      return undefined;
+    }
+    return this.run(text, promptTitle(text), undefined);
+  }
+
+  private async askSelection(): Promise<RunRecord | undefined> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.selection.isEmpty) {
+      void vscode.window.showInformationMessage('pi: select some text first.');
+      return undefined;
+    }
+    const question = await vscode.window.showInputBox({
+      title: 'Ask pi about the selection',
+      placeHolder: 'e.g. explain this, or: find the bug',
+      ignoreFocusOut: true,
+    });
+    if (!question?.trim()) {
+      return undefined;
+    }
+    const doc = editor.document;
+    const sel = editor.selection;
+    const prompt = selectionPrompt({
+      question,
+      path: vscode.workspace.asRelativePath(doc.uri),
+      languageId: doc.languageId,
+      startLine: sel.start.line + 1,
+      endLine: sel.end.line + 1,
+      text: doc.getText(sel),
+    });
+    return this.run(prompt, promptTitle(question), cwdFor(doc.uri));
+  }
+
+  private async askFile(arg?: unknown): Promise<RunRecord | undefined> {
+    const uri = arg instanceof vscode.Uri ? arg : vscode.window.activeTextEditor?.document.uri;
+    if (!uri) {
+      void vscode.window.showInformationMessage('pi: open a file first.');
+      return undefined;
+    }
+    const question = await vscode.window.showInputBox({
+      title: `Ask pi about ${vscode.workspace.asRelativePath(uri)}`,
+      placeHolder: 'e.g. summarize this file',
+      ignoreFocusOut: true,
+    });
+    if (!question?.trim()) {
+      return undefined;
+    }
+    const doc = await vscode.workspace.openTextDocument(uri);
+    const prompt = filePrompt({
+      question,
+      path: vscode.workspace.asRelativePath(uri),
+      languageId: doc.languageId,
+      text: doc.getText(),
+    });
+    return this.run(prompt, promptTitle(question), cwdFor(uri));
+  }
+
+  /** Cancel the newest live run, through the same token as the notification's Cancel button. */
+  private cancelCurrent(): void {
+    const runs = [...this.live.values()];
+    const newest = runs[runs.length - 1];
+    if (!newest) {
+      void vscode.window.setStatusBarMessage('pi: no run to cancel', 3000);
+      return;
+    }
+    newest.cancel.cancel();
+  }
+
+  private async setModel(): Promise<void> {
+    const config = vscode.workspace.getConfiguration('piBridge');
+    const value = await vscode.window.showInputBox({
+      title: 'pi model',
+      prompt: 'pi --model for the next runs (empty: pi default)',
+      value: config.get<string>('pi.model') ?? '',
+      ignoreFocusOut: true,
+    });
+    if (value === undefined) {
+      return;
+    }
+    const inspected = config.inspect<string>('pi.model');
+    const target =
+      inspected?.workspaceValue !== undefined
+        ? vscode.ConfigurationTarget.Workspace
+        : vscode.ConfigurationTarget.Global;
+    await config.update('pi.model', value.trim(), target);
+  }
+
+  private updateStatus(): void {
+    const settings = this.settings();
+    const model = [settings.provider, settings.model].filter(Boolean).join('/') || 'default model';
+    const running = this.live.size;
+    const state = this.client ? State[this.client.state].toLowerCase() : 'not started';
+    void vscode.commands.executeCommand('setContext', RUNNING_CONTEXT, running > 0);
+    this.status.text = running > 0 ? `$(sync~spin) pi: ${model}` : `$(hubot) pi: ${model}`;
+    this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live. Click to set the model.`;
+    this.status.accessibilityInformation = { label: `pi model: ${settings.model || 'default'}` };
+  }
+
+  async dispose(): Promise<void> {
+    for (const run of this.live.values()) {
+      run.cancel.cancel();
+    }
+    await this.stopClient();
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
+
+function progressLine(record: RunRecord): string {
+  const text = record.text.replace(/\s+/g, ' ').trim();
+  if (record.status === 'running' && text) {
+    return text.length > 60 ? `…${text.slice(-59)}` : text;
+  }
+  return statusLine(record);
+}
+
+function defaultCwd(): string | undefined {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
+}
+
+function cwdFor(uri: vscode.Uri): string | undefined {
+  const folder = vscode.workspace.getWorkspaceFolder(uri);
+  return folder?.uri.scheme === 'file' ? folder.uri.fsPath : defaultCwd();
+}

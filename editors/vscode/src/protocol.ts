@@ -1,0 +1,81 @@
+/**
+ * The pi-bridge wire contract as seen from TypeScript: method names mirrored once, plus the types
+ * generated from docs/protocol.schema.json (src/generated/protocol.ts, rebuilt by every build).
+ */
+export type {
+  CancelParams,
+  CancelResult,
+  CancelledRunData,
+  ErrorInfo,
+  InitializationOptions,
+  PiMessage,
+  RunInfo,
+  RunParams,
+  RunResult,
+  RunsResult,
+  ServerCapabilities,
+  ShutdownReceipt,
+  Usage,
+} from './generated/protocol';
+
+import type { CancelledRunData, PiMessage } from './generated/protocol';
+
+/** Method and notification names; the bridge defines them once in bridge/contract.py. */
+export const Methods = {
+  run: 'pi/run',
+  cancel: 'pi/cancel',
+  runs: 'pi/runs',
+  message: 'pi/message',
+} as const;
+
+export const PROTOCOL_VERSION = 1;
+export const SERVER_NAME = 'pi-bridge';
+
+/** JSON-RPC error codes the bridge answers with. */
+export const ErrorCodes = {
+  requestCancelled: -32800,
+  invalidParams: -32602,
+} as const;
+
+export type PiMessageType = PiMessage['type'];
+
+/** Narrow a pi/message to one type, e.g. `messageOf(msg, 'assistant')`. */
+export type MessageOf<T extends PiMessageType> = Extract<PiMessage, { type: T }>;
+
+const RUN_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+let runCounter = 0;
+
+/** A fresh client-chosen run id, valid for the contract's pattern and unique in this process. */
+export function newRunId(prefix = 'vscode'): string {
+  runCounter += 1;
+  const id = `${prefix}-${Date.now().toString(36)}-${runCounter}`;
+  if (!RUN_ID_PATTERN.test(id)) {
+    throw new Error(`invalid run id prefix: ${prefix}`);
+  }
+  return id;
+}
+
+/** True when `data` is the `data` of the -32800 error that answers a cancelled pi/run. */
+export function isCancelledRunData(data: unknown): data is CancelledRunData {
+  return (
+    typeof data === 'object' &&
+    data !== null &&
+    (data as { status?: unknown }).status === 'cancelled' &&
+    typeof (data as { runId?: unknown }).runId === 'string'
+  );
+}
+
+/** True when `value` looks like a pi/message notification (the bridge validates them strictly). */
+export function isPiMessage(value: unknown): value is PiMessage {
+  if (typeof value !== 'object' || value === null) {
+    return false;
+  }
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v.runId === 'string' &&
+    typeof v.seq === 'number' &&
+    typeof v.type === 'string' &&
+    typeof v.content === 'object' &&
+    v.content !== null
+  );
+}

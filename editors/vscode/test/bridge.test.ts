@@ -1,0 +1,253 @@
+/**
+ * The client modules against the REAL bridge running the real pi on the bridge's scripted model:
+ * streaming, tools, cancel through a CancellationTokenSource (-32800) and through pi/cancel, and no
+ * process of a cancelled run left behind.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { CancellationTokenSource, ResponseError } from 'vscode-jsonrpc/node';
+import {
+  ErrorCodes,
+  isCancelledRunData,
+  Methods,
+  newRunId,
+  type CancelResult,
+  type CancelledRunData,
+  type PiMessage,
+  type RunResult,
+  type RunsResult,
+} from '../src/protocol';
+import { Session, type RunRecord } from '../src/session';
+import { isAlive, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness';
+
+const RUN_TIMEOUT = 60_000;
+const SLEEP_30 = /^sleep 30$/;
+
+let bridge: Bridge;
+
+before(async () => {
+  bridge = await startBridge();
+});
+
+after(async () => {
+  const code = await bridge.close();
+  assert.equal(code, 0, `bridge exit code; stderr:\n${bridge.stderr().slice(-4000)}`);
+  assert.deepEqual(processesMatching(/./), [], 'no process of this test outlives the bridge');
+});
+
+function assertSequence(messages: PiMessage[]): void {
+  assert.ok(messages.length > 0, 'messages of the run');
+  messages.forEach((m, i) => assert.equal(m.seq, i + 1, `seq of message ${i}`));
+  const terminals = messages.filter((m) => m.type.startsWith('terminal.'));
+  assert.equal(terminals.length, 1, 'exactly one terminal message');
+  assert.equal(messages[messages.length - 1], terminals[0], 'the terminal message is the last');
+}
+
+function deltas(messages: PiMessage[]): string {
+  return messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('');
+}
+
+function assertGone(pids: readonly number[]): void {
+  const alive = pids.filter(isAlive);
+  assert.deepEqual(alive, [], 'no process of the run is alive');
+}
+
+test('initialize advertises pi-bridge protocol 1 and the mirrored methods', () => {
+  assert.equal(bridge.initializeResult.serverInfo?.name, 'pi-bridge');
+  const caps = bridge.initializeResult.capabilities.experimental?.piBridge;
+  assert.equal(caps?.protocolVersion, 1);
+  if (caps?.methods) {
+    for (const method of [Methods.run, Methods.cancel, Methods.runs]) {
+      assert.ok(caps.methods.includes(method), `${method} advertised`);
+    }
+  }
+});
+
+test('a run streams deltas whose concatenation is the answer', { timeout: RUN_TIMEOUT }, async () => {
+  const runId = newRunId('test');
+  const started = Date.now();
+  let firstDeltaAt = 0;
+  void bridge.messages
+    .waitFor((m) => m.runId === runId && m.type === 'assistant', RUN_TIMEOUT, 'first delta')
+    .then(() => {
+      firstDeltaAt = Date.now();
+    });
+  const result = await withTimeout(
+    bridge.connection.sendRequest<RunResult>(Methods.run, { prompt: 'Say hello', runId, model: 'text' }),
+    RUN_TIMEOUT,
+    'pi/run answer',
+  );
+  const answeredAt = Date.now();
+  const messages = bridge.messages.of(runId);
+  assert.equal(result.status, 'completed', JSON.stringify(result));
+  assert.equal(result.runId, runId);
+  assertSequence(messages);
+  const assistant = messages.filter((m) => m.type === 'assistant');
+  assert.ok(assistant.length >= 2, `streamed in ${assistant.length} deltas`);
+  assert.ok(result.text.length > 0);
+  assert.equal(deltas(messages), result.text);
+  const terminal = messages[messages.length - 1];
+  assert.ok(terminal?.type === 'terminal.completed');
+  assert.equal(terminal.content.text, result.text);
+  assert.ok(firstDeltaAt > 0 && firstDeltaAt <= answeredAt, 'a delta arrived before the answer');
+  assert.ok(messages.some((m) => m.type === 'session.started'));
+  assert.ok(answeredAt - started < RUN_TIMEOUT);
+});
+
+test('Session folds a tool run into text, a completed bash call and usage', { timeout: RUN_TIMEOUT }, async () => {
+  const session = new Session(bridge.rpc);
+  const updates: string[] = [];
+  try {
+    const record = await withTimeout(
+      session.run(
+        { prompt: 'Run echo hi', runId: newRunId('test'), model: 'tool' },
+        { onUpdate: (r) => updates.push(r.status) },
+      ),
+      RUN_TIMEOUT,
+      'tool run',
+    );
+    assert.equal(record.status, 'completed', JSON.stringify(record));
+    assert.equal(record.seqGaps, 0);
+    const tool = record.items.find((i) => i.kind === 'tool');
+    assert.ok(tool?.kind === 'tool', 'a tool item');
+    assert.equal(tool.name, 'bash');
+    assert.equal(tool.status, 'completed');
+    assert.match(tool.output, /hi/);
+    assert.ok(record.text.length > 0);
+    assert.ok(updates.filter((s) => s === 'running').length >= 3, 'updates while running');
+    assert.equal(updates[updates.length - 1], 'completed');
+    const messages = bridge.messages.of(record.runId);
+    assertSequence(messages);
+    const call = messages.findIndex((m) => m.type === 'tool.call');
+    const done = messages.findIndex((m) => m.type === 'tool.completed' || m.type === 'tool.failed');
+    assert.ok(call >= 0 && done > call, 'tool.call closed by tool.completed');
+  } finally {
+    session.dispose();
+  }
+});
+
+test('cancel through a CancellationTokenSource rejects with -32800 and keeps the partial text', { timeout: RUN_TIMEOUT }, async () => {
+  const runId = newRunId('test');
+  const cts = new CancellationTokenSource();
+  const request = bridge.connection.sendRequest<RunResult>(
+    Methods.run,
+    { prompt: 'Tell a long story', runId, model: 'slow' },
+    cts.token,
+  );
+  await bridge.messages.waitFor((m) => m.runId === runId && m.type === 'assistant', 30_000, 'first delta of slow run');
+  const cancelledAt = Date.now();
+  cts.cancel();
+  let data: CancelledRunData | undefined;
+  await withTimeout(
+    assert.rejects(request, (err: unknown) => {
+      assert.ok(err instanceof ResponseError, `a ResponseError, got ${String(err)}`);
+      assert.equal(err.code, ErrorCodes.requestCancelled);
+      assert.ok(isCancelledRunData(err.data), `cancelled data: ${JSON.stringify(err.data)}`);
+      data = err.data;
+      return true;
+    }),
+    20_000,
+    'the cancelled answer',
+  );
+  const elapsed = Date.now() - cancelledAt;
+  assert.ok(data);
+  assert.equal(data.status, 'cancelled');
+  assert.equal(data.runId, runId);
+  const messages = bridge.messages.of(runId);
+  assertSequence(messages);
+  const streamed = deltas(messages);
+  assert.ok(streamed.length > 0);
+  assert.equal(data.text, streamed, 'partial text is what was streamed');
+  const terminal = messages[messages.length - 1];
+  assert.ok(terminal?.type === 'terminal.cancelled');
+  const shutdown = data.shutdown ?? terminal.content.shutdown;
+  assert.deepEqual(shutdown.survivors, []);
+  assert.ok(shutdown.pids.length > 0, 'the receipt names the run processes');
+  assertGone(shutdown.pids);
+  assert.ok(elapsed < 15_000, `cancel answered in ${elapsed} ms`);
+});
+
+test('Session: cancelling mid-tool stops `sleep 30` and leaves no process', { timeout: RUN_TIMEOUT }, async () => {
+  const session = new Session(bridge.rpc);
+  const cts = new CancellationTokenSource();
+  const runId = newRunId('test');
+  try {
+    const pending = session.run({ prompt: 'Sleep a while', runId, model: 'toolslow' }, { token: cts.token });
+    await bridge.messages.waitFor((m) => m.runId === runId && m.type === 'tool.call', 30_000, 'tool.call');
+    // The tool's process shows up in /proc a moment after tool.call; poll for it, bounded.
+    await waitUntil(
+      () => processesMatching(SLEEP_30).length > 0,
+      10_000,
+      '`sleep 30` to start',
+    );
+    cts.cancel();
+    const record: RunRecord = await withTimeout(pending, 20_000, 'cancelled run record');
+    assert.equal(record.status, 'cancelled', JSON.stringify(record));
+    const tool = record.items.find((i) => i.kind === 'tool');
+    assert.ok(tool?.kind === 'tool');
+    assert.equal(tool.status, 'cancelled');
+    assert.ok(record.shutdown, 'shutdown receipt');
+    assert.deepEqual(record.shutdown.survivors, []);
+    assertGone(record.shutdown.pids);
+    const leftover = processesMatching(SLEEP_30);
+    assert.deepEqual(leftover, [], 'no `sleep 30` left');
+    const messages = bridge.messages.of(runId);
+    assertSequence(messages);
+    const closed = messages.find((m) => m.type === 'tool.completed' || m.type === 'tool.failed');
+    assert.ok(closed, 'the tool call was closed');
+  } finally {
+    session.dispose();
+  }
+});
+
+test('pi/runs lists a live run and pi/cancel stops it', { timeout: RUN_TIMEOUT }, async () => {
+  const runId = newRunId('test');
+  const request = bridge.connection.sendRequest<RunResult>(Methods.run, {
+    prompt: 'Another long story',
+    runId,
+    model: 'slow',
+  });
+  const rejected = assert.rejects(
+    request,
+    (err: unknown) => err instanceof ResponseError && err.code === ErrorCodes.requestCancelled,
+  );
+  await bridge.messages.waitFor((m) => m.runId === runId && m.type === 'assistant', 30_000, 'first delta');
+  const runs = await bridge.connection.sendRequest<RunsResult>(Methods.runs);
+  assert.ok(runs.runs.some((r) => r.runId === runId), JSON.stringify(runs));
+  const cancel = await withTimeout(
+    bridge.connection.sendRequest<CancelResult>(Methods.cancel, { runId }),
+    20_000,
+    'pi/cancel',
+  );
+  assert.equal(cancel.found, true);
+  assert.ok(cancel.shutdown);
+  assert.deepEqual(cancel.shutdown.survivors, []);
+  await withTimeout(rejected, 20_000, 'the cancelled run answer');
+  assertGone(cancel.shutdown.pids);
+  const after = await bridge.connection.sendRequest<RunsResult>(Methods.runs);
+  assert.ok(!after.runs.some((r) => r.runId === runId), 'a finished run is no longer listed');
+});
+
+test(
+  'pi/runs answers a request without params ("No params" in the contract)',
+  { timeout: RUN_TIMEOUT },
+  async () => {
+    const runs = await withTimeout(bridge.connection.sendRequest<RunsResult>(Methods.runs), 10_000, 'pi/runs');
+    assert.ok(Array.isArray(runs.runs));
+  },
+);
+
+test('invalid params answer -32602 naming the field', { timeout: RUN_TIMEOUT }, async () => {
+  await assert.rejects(
+    bridge.connection.sendRequest(Methods.run, { prompt: '' }),
+    (err: unknown) => err instanceof ResponseError && err.code === ErrorCodes.invalidParams && /prompt/.test(err.message),
+  );
+  const session = new Session(bridge.rpc);
+  try {
+    const record = await session.run({ prompt: 'x', runId: 'bad id with spaces' });
+    assert.equal(record.status, 'error');
+    assert.equal(record.rpcError?.code, ErrorCodes.invalidParams);
+  } finally {
+    session.dispose();
+  }
+});

@@ -1,0 +1,409 @@
+/**
+ * End to end in a real VS Code: code-server 4.100.3 (VS Code OSS 1.100.3, on Node 20) with the
+ * extension installed from the .vsix, driven through headless Chromium by puppeteer-core. Runs a
+ * prompt from the Command Palette and sees its streamed answer in the view, then cancels a slow run
+ * from the progress notification's Cancel button. Screenshots go to artifacts/vscode/ at the repo root.
+ */
+import assert from 'node:assert/strict';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
+import {
+  bridgePath,
+  bridgePython,
+  isAlive,
+  processesMatching,
+  repoRoot,
+  TEST_TAG_VAR,
+  testTag,
+  waitUntil,
+  withTimeout,
+} from '../harness.js';
+
+const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
+const codeServerDir =
+  process.env['CODE_SERVER_DIR'] ?? join(extensionDir, '.cache/code-server-4.100.3/node_modules/code-server');
+const node20 = process.env['CODE_SERVER_NODE'] ?? '/usr/bin/node';
+const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
+const vsix = process.env['PI_BRIDGE_VSIX'] ?? join(extensionDir, 'dist/pi-bridge.vsix');
+const artifacts = join(repoRoot, 'artifacts/vscode');
+
+const UI_TIMEOUT = 60_000;
+const PI_PROCESS = /^(pi|sleep 30)(\s|$)/;
+
+let tmp: string;
+let failed = false;
+let codeServer: ChildProcess;
+let codeServerExit: Promise<number | null>;
+let codeServerLog = '';
+let browser: Browser;
+let page: Page;
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Run a UI step; on failure keep a screenshot of what the workbench showed. */
+async function step<T>(name: string, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (err) {
+    failed = true;
+    await screenshot(`failed-${name}.png`).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function screenshot(name: string): Promise<string> {
+  mkdirSync(artifacts, { recursive: true });
+  const path = join(artifacts, name);
+  await page.screenshot({ path });
+  return path;
+}
+
+/** Run a Command Palette command by its title. */
+async function runCommand(title: string): Promise<void> {
+  await page.keyboard.press('F1');
+  const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  assert.ok(input);
+  await input.type(title);
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${title}"]`, {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  await page.keyboard.press('Enter');
+}
+
+/** Answer the input box a command opened (title shown above it), replacing its value. */
+async function answerInputBox(title: string, value: string): Promise<void> {
+  await page.waitForSelector(`.quick-input-widget .quick-input-title::-p-text(${title})`, {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true });
+  assert.ok(input);
+  await input.click({ count: 3 });
+  await page.keyboard.down('Control');
+  await page.keyboard.press('KeyA');
+  await page.keyboard.up('Control');
+  await page.keyboard.press('Backspace');
+  await input.type(value);
+  await page.keyboard.press('Enter');
+}
+
+/** The webview frame of the pi view (VS Code nests it in two iframes). */
+async function viewFrame(): Promise<Frame> {
+  let found: Frame | undefined;
+  await waitUntilAsync(async () => {
+    for (const frame of page.frames()) {
+      try {
+        if (await frame.$('#runs')) {
+          found = frame;
+          return true;
+        }
+      } catch {
+        // A frame that navigated away while we looked.
+      }
+    }
+    return false;
+  }, UI_TIMEOUT, 'the pi view webview');
+  return found!;
+}
+
+async function waitUntilAsync(condition: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface RunCard {
+  status: string;
+  text: string;
+  assistant: string;
+  thoughts: { open: boolean; summary: string }[];
+  tools: { classes: string; summary: string; output: string }[];
+}
+
+/**
+ * The card of the run asked with `prompt` (prompts are unique per test) once `predicate` holds;
+ * the predicate sees `status`, `text`, `assistant`, `thoughts` and `tools` of the card.
+ */
+async function waitForRun(frame: Frame, prompt: string, predicate: string, what: string): Promise<RunCard> {
+  const handle = await frame.waitForFunction(
+    `(() => {
+       const s = [...document.querySelectorAll('section.run')]
+         .find((r) => r.querySelector('header.prompt')?.textContent === ${JSON.stringify(prompt)});
+       if (!s) return false;
+       const status = s.dataset.status;
+       const text = s.innerText;
+       const assistant = [...s.querySelectorAll('.assistant')].map((a) => a.innerText).join(' ');
+       const thoughts = [...s.querySelectorAll('details.thought')].map((d) => ({
+         open: d.open, summary: d.querySelector('summary').textContent }));
+       const tools = [...s.querySelectorAll('details.tool')].map((d) => ({
+         classes: d.className, summary: d.querySelector('summary').textContent,
+         output: d.querySelector('pre.tool-output')?.textContent ?? '' }));
+       return (${predicate}) ? { status, text, assistant, thoughts, tools } : false;
+     })()`,
+    { timeout: UI_TIMEOUT, polling: 'mutation' },
+  );
+  const card = (await handle.jsonValue()) as RunCard | false;
+  assert.ok(card, what);
+  return card;
+}
+
+before(async () => {
+  for (const [what, path] of [
+    ['code-server', join(codeServerDir, 'out/node/entry.js')],
+    ['chromium', chromium],
+    ['the .vsix', vsix],
+  ] as const) {
+    assert.ok(existsSync(path), `${what} at ${path} (run ci.sh to install and build)`);
+  }
+  tmp = mkdtempSync(join(tmpdir(), 'pi-bridge-vscode-e2e-'));
+  const userData = join(tmp, 'user-data');
+  const extensions = join(tmp, 'extensions');
+  const workspace = join(tmp, 'workspace');
+  mkdirSync(join(userData, 'User'), { recursive: true });
+  mkdirSync(workspace, { recursive: true });
+  writeFileSync(join(workspace, 'hello.py'), 'print("hello")\n');
+  writeFileSync(join(tmp, 'config.yaml'), '');
+  writeFileSync(
+    join(userData, 'User/settings.json'),
+    JSON.stringify(
+      {
+        'piBridge.bridge.command': bridgePython(),
+        'piBridge.bridge.args': ['-m', 'bridge', '--scripted-model'],
+        'piBridge.bridge.env': { PYTHONPATH: repoRoot, PATH: bridgePath() },
+        'piBridge.pi.model': 'text',
+        'piBridge.trace.server': 'messages',
+        'workbench.startupEditor': 'none',
+        'workbench.tips.enabled': false,
+        'workbench.enableExperiments': false,
+        'security.workspace.trust.enabled': false,
+        'telemetry.telemetryLevel': 'off',
+        'extensions.autoCheckUpdates': false,
+        'extensions.autoUpdate': false,
+        'update.mode': 'none',
+        'chat.disableAIFeatures': true,
+        'remote.autoForwardPorts': false,
+      },
+      null,
+      2,
+    ),
+  );
+  const entry = join(codeServerDir, 'out/node/entry.js');
+  const common = ['--user-data-dir', userData, '--extensions-dir', extensions, '--config', join(tmp, 'config.yaml')];
+  const installed = execFileSync(node20, [entry, ...common, '--install-extension', vsix], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  assert.match(installed, /successfully installed/i, installed);
+
+  const port = await freePort();
+  codeServer = spawn(
+    node20,
+    [
+      entry,
+      ...common,
+      '--bind-addr',
+      `127.0.0.1:${port}`,
+      '--auth',
+      'none',
+      '--disable-telemetry',
+      '--disable-update-check',
+      '--disable-workspace-trust',
+      '--disable-getting-started-override',
+      workspace,
+    ],
+    { env: { ...process.env, [TEST_TAG_VAR]: testTag }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  codeServerExit = new Promise((r) => codeServer.on('exit', (code) => r(code)));
+  const listening = new Promise<void>((resolveListening) => {
+    const onData = (chunk: Buffer): void => {
+      codeServerLog += chunk.toString();
+      if (codeServerLog.includes('HTTP server listening')) {
+        resolveListening();
+      }
+    };
+    codeServer.stdout?.on('data', onData);
+    codeServer.stderr?.on('data', onData);
+  });
+  await withTimeout(listening, 60_000, 'code-server to listen');
+
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
+    defaultViewport: { width: 1440, height: 900 },
+  });
+  page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`, {
+    waitUntil: 'domcontentloaded',
+    timeout: UI_TIMEOUT,
+  });
+  await page.waitForSelector('.monaco-workbench .part.statusbar', { visible: true, timeout: UI_TIMEOUT });
+  // The explorer shows the workspace once the workbench has restored, and the extension's status
+  // bar item once it has activated (its commands are in the palette from then on).
+  await page.waitForSelector('.explorer-folders-view .monaco-list-row[aria-label*="hello.py"]', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: text"]', { visible: true, timeout: UI_TIMEOUT });
+});
+
+after(async () => {
+  await browser?.close();
+  if (codeServer && codeServer.exitCode === null) {
+    codeServer.kill('SIGTERM');
+    await withTimeout(codeServerExit, 30_000, 'code-server to exit').catch((err: unknown) => {
+      codeServer.kill('SIGKILL');
+      throw err;
+    });
+  }
+  // Stopping code-server stops the extension host, whose deactivate stops the bridge and its runs.
+  await waitUntil(() => processesMatching(/./).length === 0, 20_000, 'every process of the test to end');
+  if (tmp) {
+    if (failed) {
+      // The workbench's logs (the extension's output channels included) explain a failure.
+      cpSync(join(tmp, 'user-data/logs'), join(artifacts, 'logs'), { recursive: true });
+      writeFileSync(join(artifacts, 'logs/code-server.log'), codeServerLog);
+    }
+    rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test('pi: Ask… streams the answer into the view', { timeout: 3 * UI_TIMEOUT }, () => step('ask', async () => {
+  await runCommand('pi: Ask…');
+  await answerInputBox('Ask pi', 'Say hello to VS Code');
+  const frame = await viewFrame();
+  const card = await waitForRun(frame, 'Say hello to VS Code', "status === 'completed'", 'a completed run');
+  assert.ok(card.assistant.trim().length > 0, 'the answer is shown');
+  assert.match(card.text, /Say hello to VS Code/);
+  assert.match(card.text, /completed · stop: \w+/);
+  assert.match(card.text, /\d+ tokens/);
+  await screenshot('01-completed-run.png');
+}));
+
+/** Drag the sash above the panel up, so the pi view has room for several runs. */
+async function enlargePanel(by: number): Promise<void> {
+  const panel = await page.$eval('.part.panel', (el) => el.getBoundingClientRect().top);
+  const sashes = await page.$$eval('.monaco-sash.horizontal', (els) =>
+    els.map((el) => {
+      const r = el.getBoundingClientRect();
+      return { x: r.left + r.width / 2, y: r.top + r.height / 2, width: r.width };
+    }),
+  );
+  const sash = sashes.filter((s) => Math.abs(s.y - panel) < 6).sort((a, b) => b.width - a.width)[0];
+  assert.ok(sash, `a sash at the panel's top (${panel}) among ${JSON.stringify(sashes)}`);
+  await page.mouse.move(sash.x, sash.y);
+  await page.mouse.down();
+  await page.mouse.move(sash.x, sash.y - by, { steps: 10 });
+  await page.mouse.up();
+  await page.waitForFunction(
+    `document.querySelector('.part.panel').getBoundingClientRect().top < ${panel - 100}`,
+    { timeout: UI_TIMEOUT },
+  );
+}
+
+/** Make the next runs use `model` through the extension's own command, and wait until it shows. */
+async function setModel(model: string): Promise<void> {
+  await runCommand('pi: Set Model…');
+  await answerInputBox('pi model', model);
+  await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${model}"]`, { timeout: UI_TIMEOUT });
+}
+
+test('thoughts render collapsed and tool calls with their status and output', { timeout: 3 * UI_TIMEOUT }, () => step('thoughts-tools', async () => {
+  await enlargePanel(330);
+  await setModel('thinking');
+  await runCommand('pi: Ask…');
+  await answerInputBox('Ask pi', 'Think first, then answer');
+  const frame = await viewFrame();
+  const thinking = await waitForRun(frame, 'Think first, then answer', "status === 'completed'", 'the thinking run');
+  assert.ok(thinking.thoughts.length > 0, 'a thought is shown');
+  assert.deepEqual(thinking.thoughts[0], { open: false, summary: 'Thought' });
+
+  await setModel('tool');
+  await runCommand('pi: Ask…');
+  await answerInputBox('Ask pi', 'Run echo hi');
+  const card = await waitForRun(frame, 'Run echo hi', "status === 'completed' && tools.length > 0", 'the tool run');
+  const tool = card.tools[0]!;
+  assert.match(tool.classes, /tool-completed/);
+  assert.match(tool.summary, /bash echo hi completed/);
+  assert.match(tool.output, /hi/);
+}));
+
+test('Cancel in the progress notification stops a slow run and keeps its partial text', { timeout: 3 * UI_TIMEOUT }, () => step('cancel', async () => {
+  await setModel('slow');
+
+  await runCommand('pi: Ask…');
+  await answerInputBox('Ask pi', 'Tell me a long story');
+  const frame = await viewFrame();
+  // Streaming: the run is still running and several deltas have arrived.
+  const streaming = await waitForRun(
+    frame,
+    'Tell me a long story',
+    "status === 'running' && assistant.split(' ').length >= 12",
+    'streamed text while running',
+  );
+  const cancel = await page.waitForSelector('.notification-toast .monaco-button::-p-text(Cancel)', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  assert.ok(cancel);
+  await screenshot('02-streaming-with-progress.png');
+  const runProcesses = processesMatching(PI_PROCESS);
+  assert.ok(runProcesses.length > 0, 'pi runs while the run streams');
+  await cancel.click();
+  const cancelled = await waitForRun(frame, 'Tell me a long story', "status === 'cancelled'", 'the cancelled run');
+  assert.ok(
+    cancelled.assistant.startsWith(streaming.assistant.trim().slice(0, 40)),
+    `partial text kept: ${JSON.stringify(cancelled.assistant)}`,
+  );
+  assert.ok(cancelled.assistant.length >= streaming.assistant.trim().length);
+  assert.match(cancelled.text, /cancelled · stopped \((exited|interrupted|killed)\)/);
+  await screenshot('03-cancelled-run.png');
+  // The bridge answers a cancelled run only once its process tree is gone.
+  assert.deepEqual(runProcesses.filter(isAlive), [], 'no pi process of the cancelled run left');
+}));
+
+test('pi: Ask About Selection… sends the selected lines, and pi: Show Bridge Log shows the runs', { timeout: 3 * UI_TIMEOUT }, () => step('selection-log', async () => {
+  await setModel('text');
+  await page.click('.explorer-folders-view .monaco-list-row[aria-label*="hello.py"]');
+  await page.waitForSelector('.editor-instance .monaco-editor .view-line', { visible: true, timeout: UI_TIMEOUT });
+  await page.click('.editor-instance .monaco-editor .view-lines');
+  await page.keyboard.down('Control');
+  await page.keyboard.press('KeyA');
+  await page.keyboard.up('Control');
+  await runCommand('pi: Ask About Selection…');
+  await answerInputBox('Ask pi about the selection', 'What does this print?');
+  const frame = await viewFrame();
+  const card = await waitForRun(frame, 'What does this print?', "status === 'completed'", 'the selection run');
+  assert.ok(card.assistant.trim().length > 0);
+
+  await runCommand('pi: Show Bridge Log');
+  // The output channel is a read-only editor in the panel (spaces render as U+00A0); it logs each
+  // run's outcome.
+  await page.waitForFunction(
+    `[...document.querySelectorAll('.part.panel .view-lines')].some((el) => /run.vscode-\\S+:.cancelled/.test(el.textContent))`,
+    { timeout: UI_TIMEOUT },
+  );
+}));

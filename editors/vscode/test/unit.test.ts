@@ -1,0 +1,144 @@
+/** Unit tests of the client modules that need no editor and no bridge. */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { test } from 'node:test';
+import { bridgeLaunch, readSettings, runParams } from '../src/config';
+import { filePrompt, promptTitle, selectionPrompt } from '../src/prompts';
+import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/protocol';
+import { renderRun, statusLine } from '../src/render';
+import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/session';
+
+const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
+
+function msg(seq: number, type: PiMessage['type'], content: object, attempt = 1): PiMessage {
+  return { runId: 'r1', attempt, seq, type, content } as PiMessage;
+}
+
+test('the mirrored constants agree with the contract schema', () => {
+  const schema = JSON.parse(readFileSync(schemaPath, 'utf8')) as {
+    $defs: Record<string, { properties?: Record<string, { default?: unknown; const?: unknown }> }>;
+    description: string;
+  };
+  const caps = schema.$defs['ServerCapabilities']?.properties;
+  assert.equal(caps?.['protocolVersion']?.default, PROTOCOL_VERSION);
+  for (const name of [Methods.run, Methods.cancel, Methods.runs, Methods.message]) {
+    assert.ok(schema.description.includes(name), `${name} named in the schema`);
+  }
+  assert.equal(SERVER_NAME, 'pi-bridge');
+});
+
+test('a streamed run folds into text, thoughts and tools in order', () => {
+  const r = newRunRecord('r1', 'say hi');
+  const stream: PiMessage[] = [
+    msg(1, 'session.started', { sessionId: 's1', cwd: '/tmp' }),
+    msg(2, 'assistant', { text: 'Let me ' }),
+    msg(3, 'assistant', { text: 'check.' }),
+    msg(4, 'assistant.thought', { text: 'I should run echo' }),
+    msg(5, 'tool.call', { toolCallId: 't1', name: 'bash', arguments: { command: 'echo hi' } }),
+    msg(6, 'tool.update', { toolCallId: 't1', output: 'h' }),
+    msg(7, 'tool.completed', { toolCallId: 't1', name: 'bash', output: 'hi\n' }),
+    msg(8, 'assistant', { text: ' Done: **hi**' }),
+    msg(9, 'terminal.completed', {
+      text: 'Let me check. Done: **hi**',
+      stopReason: 'stop',
+      usage: { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15 },
+    }),
+  ];
+  for (const m of stream) {
+    applyMessage(r, m);
+  }
+  assert.equal(r.seqGaps, 0);
+  assert.equal(r.sessionId, 's1');
+  assert.equal(r.text, 'Let me check. Done: **hi**');
+  assert.deepEqual(
+    r.items.map((i) => i.kind),
+    ['thought', 'text', 'tool', 'text'],
+  );
+  const tool = r.items[2];
+  assert.ok(tool?.kind === 'tool');
+  assert.equal(tool.status, 'completed');
+  assert.equal(tool.output, 'hi\n');
+  applyResult(r, { runId: 'r1', status: 'completed', text: r.text, attempts: 1, stopReason: 'stop' });
+  assert.equal(r.status, 'completed');
+  const html = renderRun(r);
+  assert.match(html, /<details class="thought"/);
+  assert.match(html, /<strong>hi<\/strong>/);
+  assert.match(html, /tool-completed/);
+  assert.match(statusLine(r), /completed · stop: stop · 10 in · 5 out · 15 tokens/);
+});
+
+test('seq gaps are counted, and a new attempt restarts the text', () => {
+  const r = newRunRecord('r1', 'p');
+  applyMessage(r, msg(1, 'assistant', { text: 'partial' }));
+  applyMessage(r, msg(3, 'terminal.failed', { text: 'partial', error: { kind: 'network', message: 'reset', retryable: true } }));
+  applyMessage(r, msg(4, 'run.retrying', { attempt: 2, delayMs: 500, reason: 'network' }));
+  applyMessage(r, msg(5, 'assistant', { text: 'again' }, 2));
+  assert.equal(r.seqGaps, 1);
+  assert.equal(r.attempt, 2);
+  assert.equal(r.text, 'again');
+  assert.deepEqual(
+    r.items.map((i) => i.kind),
+    ['text', 'notice', 'notice', 'text'],
+  );
+});
+
+test('a cancelled run keeps its partial text and closes running tools', () => {
+  const r = newRunRecord('r1', 'p');
+  applyMessage(r, msg(1, 'assistant', { text: 'half an ans' }));
+  applyMessage(r, msg(2, 'tool.call', { toolCallId: 't', name: 'bash', arguments: { command: 'sleep 30' } }));
+  applyCancelled(r, {
+    runId: 'r1',
+    status: 'cancelled',
+    text: 'half an ans',
+    shutdown: { stage: 'interrupted', elapsedMs: 12, pids: [1], survivors: [] },
+  });
+  assert.equal(r.status, 'cancelled');
+  assert.equal(r.text, 'half an ans');
+  const html = renderRun(r);
+  assert.match(html, /half an ans/);
+  assert.match(html, /tool-cancelled/);
+  assert.match(html, /data-status="cancelled"/);
+  assert.match(statusLine(r), /stopped \(interrupted\)/);
+});
+
+test('model output cannot inject markup', () => {
+  const r = newRunRecord('r1', '<img src=x onerror=alert(1)>');
+  applyMessage(r, msg(1, 'assistant', { text: '<script>alert(1)</script> and <b>bold</b>' }));
+  applyMessage(r, msg(2, 'tool.call', { toolCallId: 't', name: '<x>', arguments: { command: '"><script>' } }));
+  const html = renderRun(r);
+  assert.doesNotMatch(html, /<script>/);
+  assert.doesNotMatch(html, /<img/);
+  assert.doesNotMatch(html, /<b>bold/);
+});
+
+test('settings default, reject bad values with a warning, and build params', () => {
+  const warnings: string[] = [];
+  const raw: Record<string, unknown> = {
+    'bridge.command': '/venv/bin/python',
+    'bridge.args': ['-m', 'bridge'],
+    'bridge.env': { A: 1 },
+    'pi.model': 'slow',
+    'pi.thinking': 'extreme',
+    'pi.command': ['/opt/pi'],
+  };
+  const s = readSettings((k) => raw[k], (w) => warnings.push(w));
+  assert.equal(s.bridgeCommand, '/venv/bin/python');
+  assert.deepEqual(s.bridgeEnv, {});
+  assert.equal(s.thinking, '');
+  assert.equal(warnings.length, 2);
+  const launch = bridgeLaunch(s, { PATH: '/bin' });
+  assert.deepEqual(launch.args, ['-m', 'bridge']);
+  assert.deepEqual(launch.initializationOptions, { piCommand: ['/opt/pi'] });
+  assert.equal(launch.env['PATH'], '/bin');
+  assert.deepEqual(runParams(s, 'hi', 'id1', '/w'), { prompt: 'hi', runId: 'id1', cwd: '/w', model: 'slow' });
+  assert.equal(readSettings(() => undefined).bridgeCommand, 'pi-bridge');
+});
+
+test('prompts fence code safely', () => {
+  const p = selectionPrompt({ question: 'why?', path: 'a.md', languageId: 'markdown', startLine: 1, endLine: 2, text: 'x ``` y' });
+  assert.match(p, /^why\?/);
+  assert.match(p, /````markdown\nx ``` y\n````/);
+  assert.match(filePrompt({ question: 'q', path: 'big.txt', languageId: 'plaintext', text: 'a'.repeat(200_000) }), /read it as needed/);
+  assert.equal(promptTitle('  a\n b  '), 'a b');
+});
