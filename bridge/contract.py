@@ -10,6 +10,7 @@ a typo is an InvalidParams error naming the field instead of a silently ignored 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Annotated, Any, Literal, get_args
@@ -73,7 +74,10 @@ ShutdownStage = Literal["exited", "interrupted", "killed"]
 class WireModel(BaseModel):
     """Base of every wire model: camelCase aliases, unknown keys rejected."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    # defer_build: each model's validator is built on first use, off the server's start-up path.
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, defer_build=True
+    )
 
 
 # --------------------------------------------------------------------------- inbound params
@@ -345,7 +349,12 @@ PiMessage = Annotated[
     | RunQueuedMessage,
     Field(discriminator="type"),
 ]
-PI_MESSAGE_ADAPTER: TypeAdapter[PiMessage] = TypeAdapter(PiMessage)
+
+
+@functools.cache
+def pi_message_adapter() -> TypeAdapter[PiMessage]:
+    """Validator of outbound messages (tests and strict mode); built on first use."""
+    return TypeAdapter(PiMessage)
 
 
 # --------------------------------------------------------------------------- results
@@ -443,7 +452,7 @@ def json_schema() -> dict[str, Any]:
         schema = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
         defs.update(schema.pop("$defs", {}))
         defs[name] = schema
-    message_schema = PI_MESSAGE_ADAPTER.json_schema(by_alias=True, ref_template="#/$defs/{model}")
+    message_schema = pi_message_adapter().json_schema(by_alias=True, ref_template="#/$defs/{model}")
     defs.update(message_schema.pop("$defs", {}))
     defs["PiMessage"] = message_schema
     return {

@@ -73,11 +73,17 @@ def coalesce(outs: list[Out]) -> list[Out]:
     if len(outs) < 2:
         return outs
     merged: list[Out] = []
+    run: list[str] = []  # texts of the current run of adjacent deltas, joined once (linear)
     for out in outs:
-        if out.type == "assistant" and merged and merged[-1].type == "assistant":
-            merged[-1] = Out("assistant", {"text": merged[-1].content["text"] + out.content["text"]})
-        else:
-            merged.append(out)
+        if out.type == "assistant":
+            run.append(out.content["text"])
+            continue
+        if run:
+            merged.append(Out("assistant", {"text": "".join(run)}))
+            run = []
+        merged.append(out)
+    if run:
+        merged.append(Out("assistant", {"text": "".join(run)}))
     return merged
 
 

@@ -43,7 +43,9 @@ from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[dict[str, Any]], None]
+# pi needs 0.3-0.5 s to load; the second pre-spawn waits for the first to be done with the CPU.
+FOLLOW_UP_PRIME_DELAY_SECONDS = 1.0
+Sink = Callable[[list[dict[str, Any]]], None]
 
 
 class DuplicateRunError(ValueError):
@@ -94,13 +96,14 @@ class Run:
             self.state = state
 
     def emit(self, outs: list[Out]) -> None:
-        """Stamp messages with runId, attempt and the next seq, and hand them to the sink."""
+        """Stamp messages with runId, attempt and the next seq; hand them to the sink in one batch."""
+        batch: list[dict[str, Any]] = []
         for out in outs:
             content = out.content
             if out.type == "terminal.failed":
                 content = {**content, "error": self.redactor.error(content["error"])}
             self.seq += 1
-            self.sink(
+            batch.append(
                 {
                     "runId": self.run_id,
                     "attempt": self.attempt,
@@ -109,6 +112,8 @@ class Run:
                     "content": content,
                 }
             )
+        if batch:
+            self.sink(batch)
 
     def note_pid(self, pid: int) -> None:
         """The attempt's agent process is up (pi/runs shows its pid while the run is live)."""
@@ -324,8 +329,11 @@ class RunRegistry:
         command, env = self.config.command, self.config.env
         self.pool.prime(self.adapter.launch_spec(command, run.options), env, run.options.session_id)
         if run.options.session_id is None and run.session_id:
+            # Staggered: two Node start-ups at once on a small machine slow both, and whatever
+            # run comes next.
             follow_up = dataclasses.replace(run.options, session_id=run.session_id, resumed=True)
-            self.pool.prime(self.adapter.launch_spec(command, follow_up), self.config.env, run.session_id)
+            spec = self.adapter.launch_spec(command, follow_up)
+            self.pool.prime(spec, env, run.session_id, delay=FOLLOW_UP_PRIME_DELAY_SECONDS)
 
     async def _attempts(self, run: Run, policy: RetryPolicy) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from bridge import contract
+from bridge import __version__, contract
 from bridge.agent import AgentAdapter
 from bridge.config import resolve_config
 from bridge.process import become_subreaper, reap_orphans
@@ -90,7 +90,7 @@ class BridgeServer(LanguageServer):
     def __init__(self, adapter: AgentAdapter, base_config: BridgeConfig, *, strict: bool = False) -> None:
         super().__init__(
             contract.SERVER_NAME,
-            _version(),
+            __version__,
             protocol_cls=BridgeProtocol,
             converter_factory=dict_converter,
         )
@@ -98,7 +98,7 @@ class BridgeServer(LanguageServer):
         self.base_config = base_config
         self.strict = strict
         self.writer: QueuedWriter | None = None
-        self.registry = RunRegistry(adapter, base_config, self.send_message)
+        self.registry = RunRegistry(adapter, base_config, self.send_messages)
         self.stop_requested: asyncio.Event | None = None
         self.stop_reason = ""
         self.default_cwd = os.getcwd()
@@ -115,21 +115,13 @@ class BridgeServer(LanguageServer):
             self.stop_reason = reason
             self.stop_requested.set()
 
-    def send_message(self, payload: dict[str, Any]) -> None:
-        """Send one pi/message notification, pre-serialized (the hot path)."""
+    def send_messages(self, payloads: list[dict[str, Any]]) -> None:
+        """Send pi/message notifications, pre-serialized, as one write (the hot path)."""
         if self.strict:
-            contract.PI_MESSAGE_ADAPTER.validate_python(payload)
+            for payload in payloads:
+                contract.pi_message_adapter().validate_python(payload)
         if self.writer is not None:
-            self.writer.write(notification_frame(contract.MESSAGE, payload))
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("pi-bridge")
-    except Exception:
-        return "0"
+            self.writer.write(b"".join(notification_frame(contract.MESSAGE, payload) for payload in payloads))
 
 
 def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: bool = False) -> BridgeServer:

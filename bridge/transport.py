@@ -64,8 +64,9 @@ class QueuedWriter:
             return
         with self._lock:
             self._pending += len(data)
-            self._drained.clear()
             over = self._pending > self._high
+            if self._drained.is_set():  # cleared once per burst, not once per frame
+                self._drained.clear()
         if over and self._writable.is_set():
             self._writable.clear()
         self._queue.put(data)
@@ -108,7 +109,7 @@ class QueuedWriter:
             with self._lock:
                 self._pending -= len(data)
                 pending = self._pending
+                if pending == 0:
+                    self._drained.set()
             if pending <= self._low and self._loop is not None and not self._writable.is_set():
                 self._loop.call_soon_threadsafe(self._writable.set)
-            if pending == 0:
-                self._drained.set()

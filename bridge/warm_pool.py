@@ -64,6 +64,7 @@ class WarmPool:
         self.ttl = ttl
         self.max_entries = max_entries
         self._entries: list[WarmEntry] = []
+        self._pending: set[PoolKey] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self.hits = 0
         self.misses = 0
@@ -103,14 +104,18 @@ class WarmPool:
             self._entries.remove(entry)
             self._retire(entry)
 
-    def prime(self, spec: LaunchSpec, extra_env: Mapping[str, str], session: str | None) -> None:
-        """Start one idle agent like `spec` in the background, unless the pool has one already."""
+    def prime(
+        self, spec: LaunchSpec, extra_env: Mapping[str, str], session: str | None, *, delay: float = 0.0
+    ) -> None:
+        """Start one idle agent like `spec` in the background (after `delay` s), unless one is
+        there or on its way already."""
         if not self.enabled or self._tasks is None:
             return
         key = pool_key(spec, extra_env)
-        if any(entry.key == key for entry in self._entries):
+        if key in self._pending or any(entry.key == key for entry in self._entries):
             return
-        self._tasks.start_soon(self._spawn, spec, dict(extra_env), key, session)
+        self._pending.add(key)
+        self._tasks.start_soon(self._spawn, spec, dict(extra_env), key, session, delay)
 
     def warm_pids(self) -> list[int]:
         """Pids of the idle entries (for pi/runs and memory accounting)."""
@@ -139,13 +144,17 @@ class WarmPool:
             self._tasks = None
 
     async def _spawn(
-        self, spec: LaunchSpec, extra_env: dict[str, str], key: PoolKey, session: str | None
+        self, spec: LaunchSpec, extra_env: dict[str, str], key: PoolKey, session: str | None, delay: float
     ) -> None:
         try:
+            if delay:
+                await anyio.sleep(delay)
             child = await spawn(spec.argv, spec.cwd, {**extra_env, **spec.env})
         except SpawnError as exc:
             log.info("warm pool: could not pre-spawn: %s", exc)
             return
+        finally:
+            self._pending.discard(key)
         entry = WarmEntry(key=key, child=child, session=session)
         self._entries.append(entry)
         while len(self._entries) > self.max_entries:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.agent import Out, RunOptions
-from bridge.contract import PI_MESSAGE_ADAPTER, ErrorInfo, ShutdownReceipt
+from bridge.contract import ErrorInfo, ShutdownReceipt, pi_message_adapter
 from bridge.pi.mapper import PiEventMapper
 from bridge.process import LineFramer
 from tests.harness import assert_stream_invariants
@@ -199,7 +199,7 @@ def stamp(outs: list[Out]) -> list[dict[str, Any]]:
     messages = []
     for seq, out in enumerate(outs, start=1):
         message = {"runId": "fuzz", "attempt": 1, "seq": seq, "type": out.type, "content": out.content}
-        PI_MESSAGE_ADAPTER.validate_python(message)
+        pi_message_adapter().validate_python(message)
         messages.append(message)
     return messages
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bridge.contract import PI_MESSAGE_ADAPTER, RunParams, json_schema
+from bridge.contract import RunParams, json_schema, pi_message_adapter
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "protocol.schema.json"
 
@@ -39,9 +39,9 @@ def test_run_params_are_camel_case_and_strict() -> None:
 
 def test_messages_forbid_extra_fields() -> None:
     message = {"runId": "r", "attempt": 1, "seq": 1, "type": "assistant", "content": {"text": "hi"}}
-    PI_MESSAGE_ADAPTER.validate_python(message)
+    pi_message_adapter().validate_python(message)
     with pytest.raises(ValidationError):
-        PI_MESSAGE_ADAPTER.validate_python({**message, "content": {"text": "hi", "extra": 1}})
+        pi_message_adapter().validate_python({**message, "content": {"text": "hi", "extra": 1}})
 
 
 def test_redactor_masks_secret_values_in_errors() -> None:

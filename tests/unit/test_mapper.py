@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from bridge.agent import Out, RunOptions
-from bridge.contract import PI_MESSAGE_ADAPTER, ShutdownReceipt
+from bridge.contract import ShutdownReceipt, pi_message_adapter
 from bridge.pi.mapper import PiEventMapper
 from tests.harness import assert_stream_invariants
 
@@ -61,7 +61,7 @@ def test_capture_maps_to_its_golden_stream(path: Path) -> None:
     mapper, outs = map_capture(data)
     messages = stamped(outs)
     for message in messages:
-        PI_MESSAGE_ADAPTER.validate_python(message)
+        pi_message_adapter().validate_python(message)
     assert_stream_invariants(messages)
     terminal = messages[-1]
     if terminal["type"] == "terminal.completed":
