@@ -145,6 +145,7 @@ class Attempt:
         if self.cancel.cancelled:
             return self._finish_cancelled_before_start()
         if self._pool is not None:
+            self._pool.yield_to_run()
             self.child = self._pool.take(spec, self._extra_env)
             self._pool.forget_session(self.options.session_id)
         if self.child is None:

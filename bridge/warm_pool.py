@@ -65,6 +65,7 @@ class WarmPool:
         self.max_entries = max_entries
         self._entries: list[WarmEntry] = []
         self._pending: set[PoolKey] = set()
+        self._waiting: set[anyio.CancelScope] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self.hits = 0
         self.misses = 0
@@ -95,6 +96,12 @@ class WarmPool:
             self._retire(entry)
         self.misses += 1
         return None
+
+    def yield_to_run(self) -> None:
+        """A run is starting: drop pre-spawns still waiting for their turn, so they do not load
+        a Node runtime on the CPU the run needs (it primes again when it ends)."""
+        for waiting in list(self._waiting):
+            waiting.cancel()
 
     def forget_session(self, session: str | None) -> None:
         """A run of `session` starts: idle entries for it would open a stale copy; drop them."""
@@ -148,7 +155,12 @@ class WarmPool:
     ) -> None:
         try:
             if delay:
-                await anyio.sleep(delay)
+                with anyio.CancelScope() as waiting:
+                    self._waiting.add(waiting)
+                    await anyio.sleep(delay)
+                self._waiting.discard(waiting)
+                if waiting.cancel_called:
+                    return
             child = await spawn(spec.argv, spec.cwd, {**extra_env, **spec.env})
         except SpawnError as exc:
             log.info("warm pool: could not pre-spawn: %s", exc)
