@@ -43,8 +43,10 @@ from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
 
-# pi needs 0.3-0.5 s to load; the second pre-spawn waits for the first to be done with the CPU.
-FOLLOW_UP_PRIME_DELAY_SECONDS = 1.0
+# The second pre-spawn (the session follow-up) waits until the user is likely idle: loading a
+# Node runtime takes a core for 0.3-0.5 s, and a run that starts meanwhile streams slower (seen
+# as +20 ms to its first message). A run that starts first drops it (WarmPool.yield_to_run).
+FOLLOW_UP_PRIME_DELAY_SECONDS = 3.0
 Sink = Callable[[list[dict[str, Any]]], None]
 
 
