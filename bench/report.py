@@ -1,0 +1,637 @@
+"""Turn one invocation's results into the console summary, docs/benchmarks.md and the chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+R = dict[str, Any]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"
+
+
+def _stat(s: R) -> str:
+    return f"{s['median_ms']:.1f} ms (max {s['max_ms']:.1f})"
+
+
+def _throughput_rows(res: R) -> list[list[str]]:
+    rows = []
+    for fmt, label in (("1.6", "1.6 format"), ("0.73", "0.73 format (cumulative snapshots)")):
+        t = res.get("throughput", {}).get(fmt)
+        if not t:
+            continue
+        b, f = t["bridge"], t["floor"]
+        size = f"{t['deltas']:,} deltas, {t['mb']:.0f} MB"
+        rows.append(
+            [
+                f"Throughput, {label}: pi events/s ({size})",
+                f"{b['events_per_s']:,.0f}",
+                f"floor {f['events_per_s']:,.0f}",
+                f"{f['events_per_s'] / b['events_per_s']:.2f}x slower"
+                if b["events_per_s"] < f["events_per_s"]
+                else f"{b['events_per_s'] / f['events_per_s']:.2f}x faster",
+                "within 1.5x of the floor",
+                "yes" if t["rate_ratio"] <= 1.5 else "NO",
+            ]
+        )
+        rows.append(
+            [
+                f"Throughput, {label}: CPU per MB of pi output",
+                f"{b['cpu_per_mb'] * 1000:.1f} ms/MB",
+                f"floor {f['cpu_per_mb'] * 1000:.1f} ms/MB",
+                _ratio(b["cpu"], f["cpu"]),
+                "within 1.5x of the floor",
+                "yes" if t["cpu_ratio"] <= 1.5 else "NO",
+            ]
+        )
+    big = res.get("throughput", {}).get("0.73")
+    if big:
+        rows.append(
+            [
+                f"Peak RSS while streaming the largest replay ({big['mb']:.0f} MB)",
+                f"{big['bridge']['peak_rss_mb']:.0f} MB (idle {big['bridge']['start_rss_mb']:.0f} MB)",
+                f"floor {big['floor']['peak_rss_mb']:.0f} MB",
+                _ratio(big["bridge"]["peak_rss_mb"], big["floor"]["peak_rss_mb"]),
+                "under 150 MB",
+                "yes" if big["bridge"]["peak_rss_mb"] < 150 else "NO",
+            ]
+        )
+    return rows
+
+
+def _realpi_rows(res: R) -> list[list[str]]:
+    rows = []
+    fm = res.get("first_message")
+    if fm:
+        cold, warm = fm["cold"]["first"], fm["warm"]["first"]
+        rows.append(
+            ["Time to first message, cold (pi/run → first `assistant`)", _stat(cold), "—", "—", "—", "—"]
+        )
+        if fm["pool_active"]:
+            rows.append(
+                [
+                    "Warm pool: memory of the idle pre-spawned pi (pi/runs `warmRssBytes`)",
+                    f"{fm['warm']['pool_rss_mb']:.0f} MB"
+                    + (
+                        f" in {fm['warm']['pool_entries']:.0f} idle pi"
+                        if fm["warm"].get("pool_entries")
+                        else ""
+                    ),
+                    "—",
+                    "—",
+                    "reported",
+                    "yes",
+                ]
+            )
+        if fm["pool_active"]:
+            rows.append(
+                [
+                    "Time to first message, warm pool",
+                    _stat(warm),
+                    f"cold {cold['median_ms']:.1f} ms",
+                    f"{warm['median_ms'] / cold['median_ms']:.2f}x",
+                    "≤ 50 ms",
+                    "yes" if warm["median_ms"] <= 50 else "NO",
+                ]
+            )
+        else:
+            rows.append(
+                [
+                    "Time to first message, warm pool",
+                    f"not yet (warmPool: true measured {warm['median_ms']:.1f} ms: no pool in the bridge)",
+                    f"cold {cold['median_ms']:.1f} ms",
+                    "—",
+                    "≤ 50 ms",
+                    "not yet",
+                ]
+            )
+    ca = res.get("cancel")
+    if ca:
+        labels = {
+            "stream": ("Cancel → answered, real pi mid-stream (`slow`)", "—", None),
+            "tool": (
+                "Cancel → answered, real pi mid-tool (`sleep 30`)",
+                "median ≤ 500 ms, nothing left",
+                500.0,
+            ),
+            "stubborn": (
+                "Cancel → answered, agent ignoring SIGTERM/SIGINT",
+                "just over 2 s, nothing left",
+                7500.0,
+            ),
+        }
+        for kind, (label, target, bound) in labels.items():
+            c = ca[kind]
+            ok = c["left"] == 0 and c["survivors"] == 0 and (bound is None or c["median_ms"] <= bound)
+            base = c.get("baseline")
+            rows.append(
+                [
+                    f"{label}, {c['n']} trials",
+                    f"{_stat(c)}; {c['left']} processes left",
+                    f"pi alone, SIGTERM → exit: {_stat(base)}; {base['left']} left" if base else "—",
+                    _ratio(c["median_ms"], base["median_ms"]) if base else "—",
+                    target,
+                    "yes" if ok else "NO",
+                ]
+            )
+    st = res.get("startup")
+    if st:
+        rows.append(
+            [
+                "Start-up: spawn → `initialize` answered",
+                _stat(st["bridge"]),
+                f"minimal pygls server {st['pygls']['median_ms']:.1f} ms",
+                _ratio(st["bridge"]["median_ms"], st["pygls"]["median_ms"]),
+                "nothing but pygls on the start-up path",
+                "see note",
+            ]
+        )
+    return rows
+
+
+SBS_ROWS = (
+    ("spawn_to_ready", "Adapter spawn → ready (bridge: `initialize`; pi-acp: `initialize`)"),
+    ("spawn_to_first_chunk", "Cold: adapter spawn → first answer chunk (pi-acp includes `session/new`)"),
+    ("first_prompt_first_chunk", "First prompt → first answer chunk (adapter running)"),
+    ("second_prompt_first_chunk", "Second prompt → first answer chunk"),
+    ("first_prompt_total", "Total time of a run (`text`, first prompt)"),
+    ("second_prompt_total", "Total time of a run (`text`, second prompt)"),
+    ("long_total", "Total time of a long run"),
+    ("long_stream", "Long run, first chunk → answered (streaming only)"),
+    ("cancel_mid_tool", "Cancel mid-tool → prompt answered"),
+    ("cpu", "Adapter CPU over the whole sequence (own process)"),
+    ("cpu_after_ready", "Adapter CPU after start-up (own process)"),
+    ("peak_rss_mb", "Adapter peak RSS"),
+    ("left_after_cancel", "Tool processes left after cancel (all trials)"),
+)
+
+
+def _sbs_rows(res: R) -> list[list[str]]:
+    sbs = res.get("side_by_side")
+    if not sbs:
+        return []
+    b, a = sbs["bridge"], sbs["pi_acp"]
+    rows = []
+    for key, label in SBS_ROWS:
+        name = f"{label} (`{sbs['long_scenario']}`)" if key in {"long_total", "long_stream"} else label
+        bv, av = b[key], a[key]
+        if key in ("cpu", "cpu_after_ready"):
+            bs, as_ = f"{bv:.2f} s", f"{av:.2f} s"
+        elif key == "peak_rss_mb":
+            bs, as_ = f"{bv:.0f} MB", f"{av:.0f} MB"
+        elif key == "left_after_cancel":
+            bs, as_ = str(bv), str(av)
+        else:
+            bs, as_ = _ms(bv), _ms(av)
+        ratio = _ratio(bv, av) if av else ("=" if bv == av else "n/a")
+        ahead = "yes" if bv <= av else "no"
+        rows.append([name, bs, f"pi-acp {as_}", ratio, "at or ahead of pi-acp", ahead])
+    return rows
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+HEADER = ["metric", "pi-bridge", "baseline (same invocation)", "ratio", "target", "met"]
+
+
+def summary_lines(res: R) -> list[str]:
+    """The console summary: every row of the docs table."""
+    rows = _throughput_rows(res) + _realpi_rows(res) + _sbs_rows(res)
+    width = max((len(r[0]) for r in rows), default=10)
+    out = ["", f"pi-bridge benchmarks ({res['command']}, {res['seconds']:.0f} s)"]
+    for row in rows:
+        out.append(f"{row[0]:<{width}}  {row[1]:<34} {row[2]:<34} {row[3]:<14} {row[5]}")
+    return out
+
+
+def render_markdown(res: R) -> str:
+    """docs/benchmarks.md."""
+    m = res["machine"]
+    plan = res["plan"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Every figure below comes from one invocation of",
+        "",
+        "```",
+        f"{res['command']}        # from the repository root, with the project's venv active",
+        "```",
+        "",
+        f"run on {res['when']} on a {m['cpus']}-core machine (Python {m['python']}, Node "
+        f"{m['node']}, pi {m['pi']},",
+        f"load average {m['load_before']:.2f} before and {m['load_after']:.2f} after), in "
+        f"{res['seconds']:.0f} s. Each is a median over",
+        "repeated runs, next to its baseline measured in the same invocation. `python -m bench "
+        "--quick` is the",
+        "smoke run CI uses (small sizes, few trials; it does not rewrite this file). Raw figures "
+        "of the last run:",
+        "`bench/.cache/results-full.json`.",
+        "",
+        "![time to first message and cancel latency](benchmarks.png)",
+        "",
+        "## Summary",
+        "",
+        *_table(_throughput_rows(res) + _realpi_rows(res), HEADER),
+        "",
+    ]
+    lines += _method_sections(res, plan)
+    return "\n".join(lines) + "\n"
+
+
+def _method_sections(res: R, plan: R) -> list[str]:
+    out: list[str] = []
+    t = res.get("throughput")
+    if t:
+        out += [
+            "## 1. Throughput and CPU, 5. memory",
+            "",
+            "`bench/replay_agent.py` stands in for pi: it reads its stdin to EOF, then copies a "
+            "generated stream",
+            "(`bench/streams.py`) to stdout with `sendfile`, as fast as the pipe allows. The "
+            "bridge is started with",
+            "`piCommand` = the replay agent and driven by a raw client (`bench/lsp.py`) that only "
+            "counts `pi/message`",
+            "frames; its CPU is read from `/proc/<pid>/stat` (all threads, not its children) "
+            "before `pi/run` and",
+            "after the answer, its peak RSS from `VmHWM` (a fresh bridge per trial). The floor, "
+            "`bench/floor.py`,",
+            "spawns the same replay agent, splits lines, orjson-parses each, and writes one framed "
+            "notification",
+            "per delta; it reports its own CPU and peak RSS. Both check that the whole text arrived.",
+            f"Medians of {plan['replay_trials']} trials each, bridge and floor alternating.",
+            "",
+            "| stream | size | consumer | wall | pi events/s | CPU | CPU per MB | frames out | peak RSS |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for fmt in ("1.6", "0.73"):
+            e = t.get(fmt)
+            if not e:
+                continue
+            for side in ("bridge", "floor"):
+                s = e[side]
+                out.append(
+                    f"| {fmt}, {e['deltas']:,} deltas | {e['mb']:.1f} MB, {e['lines']:,} lines | "
+                    f"{side} | {s['wall']:.3f} s | "
+                    f"{s['events_per_s']:,.0f} | {s['cpu']:.2f} s | {s['cpu_per_mb'] * 1000:.1f} "
+                    f"ms/MB | {s['frames']:,.0f} | {s['peak_rss_mb']:.0f} MB |"
+                )
+        out += [
+            "",
+            "The bridge writes fewer frames than the floor: it merges the deltas read in one chunk into one",
+            "`assistant` message (same text, fewer frames). Its peak RSS includes ~55 MB of interpreter and",
+            "imports at idle (pygls, lsprotocol, pydantic); the growth while streaming is the difference.",
+            "",
+        ]
+    fm = res.get("first_message")
+    if fm:
+        out += [
+            "## 2. Time to first message",
+            "",
+            "One bridge, real pi 1.6.0, scripted model `text` on loopback; `pi/run` sent → first `assistant`",
+            f"notification, {fm['cold']['first']['n']} runs after one unmeasured run, "
+            f"{plan['pause']:g} s apart (time for pi to exit",
+            "and for the pool to spawn and load the next pi, as between two prompts of a user). Cold:",
+            '`warmPool: false`. Warm: `warmPool: true`. "First event" is the run\'s first '
+            "`pi/message` of any type",
+            "(`session.started`, from pi's first line): it shows how soon the bridge has pi going.",
+            "",
+            "| mode | first message median | min | max | first event median | whole run median | "
+            "idle pool RSS |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for key in ("cold", "warm"):
+            f, tot, ev = fm[key]["first"], fm[key]["total"], fm[key]["first_event"]
+            name = (
+                key
+                if key == "cold" or fm["pool_active"]
+                else "warm (not yet: no pool in the bridge; figures are cold spawns)"
+            )
+            entries = fm[key].get("pool_entries")
+            pool = f"{fm[key]['pool_rss_mb']:.0f} MB" if key == "warm" else "—"
+            if key == "warm" and entries:
+                pool += f" ({entries:.0f} idle pi)"
+            out.append(
+                f"| {name} | {f['median_ms']:.1f} ms | {f['min_ms']:.1f} ms | {f['max_ms']:.1f} ms | "
+                f"{ev['median_ms']:.1f} ms | {tot['median_ms']:.0f} ms | {pool} |"
+            )
+        out.append("")
+    ca = res.get("cancel")
+    if ca:
+        out += [
+            "## 3. Cancel latency",
+            "",
+            "`pi/cancel` sent → `pi/run` answered -32800, with `warmPool: false`. Mid-stream: "
+            "after the first",
+            "`assistant` message of model `slow`. Mid-tool: after `tool.call` of model `toolslow`, once the",
+            "bash tool's `sleep 30` is running. Stubborn: `bench/stubborn_agent.py` ignores "
+            "SIGTERM and SIGINT, so",
+            "the 2 s grace runs out and the kill stage ends it. Processes left: the bridge's descendants",
+            "snapshotted just before the cancel that are still alive (zombies count as dead) after "
+            "the answer,",
+            "plus any live descendant of the bridge then. Baseline, same invocation: pi started directly and",
+            "sent SIGTERM by hand at the same moment (the least any cancel that stops pi can take).",
+            "",
+            "| case | trials | median | min | max | shutdown itself (receipt elapsedMs, median) | "
+            "error code | stage | processes left | receipt survivors |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for kind, name in (
+            ("stream", "real pi mid-stream"),
+            ("tool", "real pi mid-tool"),
+            ("stubborn", "ignores the interrupt"),
+        ):
+            c = ca[kind]
+            out.append(
+                f"| {name} | {c['n']} | {c['median_ms']:.1f} ms | {c['min_ms']:.1f} ms | "
+                f"{c['max_ms']:.1f} ms | "
+                f"{c['receipt_median_ms']:.1f} ms | {', '.join(map(str, c['codes']))} | "
+                f"{', '.join(c['stages'])} | {c['left']} | {c['survivors']} |"
+            )
+        for kind, name in (
+            ("stream", "pi alone mid-stream, SIGTERM → exit"),
+            ("tool", "pi alone mid-tool, SIGTERM → exit"),
+        ):
+            base = ca[kind].get("baseline")
+            if base:
+                out.append(
+                    f"| {name} (baseline) | {base['n']} | {base['median_ms']:.1f} ms | "
+                    f"{base['min_ms']:.1f} ms | "
+                    f"{base['max_ms']:.1f} ms | — | — | — | {base['left']} | — |"
+                )
+        out.append("")
+    st = res.get("startup")
+    if st:
+        out += [
+            "## 4. Start-up",
+            "",
+            f"Process spawned → `initialize` answered, median of {st['bridge']['n']}. Baseline: "
+            "`bench/pygls_min.py`, a",
+            "pygls `LanguageServer` that does nothing else; pi-acp (Node) for comparison; interleaved.",
+            "",
+            "| server | median | min | max |",
+            "|---|---|---|---|",
+        ]
+        for key, name in (
+            ("bridge", "pi-bridge"),
+            ("pygls", "minimal pygls server"),
+            ("pi_acp", "pi-acp 0.0.34"),
+        ):
+            if key in st:
+                s = st[key]
+                out.append(
+                    f"| {name} | {s['median_ms']:.1f} ms | {s['min_ms']:.1f} ms | {s['max_ms']:.1f} ms |"
+                )
+        out.append("")
+    sbs = res.get("side_by_side")
+    if sbs:
+        out += [
+            "## 6. Side by side with pi-acp 0.0.34",
+            "",
+            "The same sequence on each adapter, freshly started, alternating, "
+            f'{sbs["bridge"]["n"]} times: start; prompt "Say hello" (model `text`);',
+            "the same prompt again (same ACP session); model `toolslow`, cancelled once `sleep 30` "
+            "runs; model",
+            f"`{sbs['long_scenario']}`. Same pi 1.6.0 (pi-acp finds it on PATH), same scripted model",
+            "(`PI_CODING_AGENT_DIR`, `PI_OFFLINE=1`), same prompts. pi-acp is driven by "
+            "`bench/acp.py`, a small ACP",
+            "client (newline-delimited JSON-RPC: `initialize`, `session/new`, `session/prompt`, "
+            "`session/cancel`,",
+            '`session/set_config_option` for the model). "First answer chunk" is the first chunk '
+            "holding model text.",
+            "pi-acp runs `npm view` on every `session/new`; its registry was pointed at a closed "
+            "loopback port so",
+            "the benchmark stays on loopback (the lookup fails fast). CPU is the adapter's own process only:",
+            "pi-acp's helper processes (`pi --version`, `npm view`) and pi itself are not counted "
+            "on either side.",
+            "",
+            *_table(
+                _sbs_rows(res), ["metric", "pi-bridge", "pi-acp", "ratio bridge/pi-acp", "target", "ahead"]
+            ),
+            "",
+        ]
+        if sbs["pi_acp"]["banner_first"]:
+            out.append(
+                f'pi-acp sent a non-answer chunk (its "pi v1.6.0" banner) before the answer in '
+                f"{sbs['pi_acp']['banner_first']} of {sbs['pi_acp']['n']} sequences."
+            )
+            out.append("")
+    out += _notes(res)
+    out += [
+        "## Reproducing and profiling",
+        "",
+        "- `python -m bench` (or `python bench/run_all.py`) runs everything above; `--only throughput first",
+        "  cancel startup side` runs a part (the docs are rewritten only by a full run). pi-acp 0.0.34 is",
+        "  installed into `bench/.cache/` with npm on first use; the replay streams are generated there too.",
+        "- `python -m bench.profile` samples the bridge with py-spy (`--gil`: Python CPU only) while it",
+        "  streams both replays, and lists the slowest start-up imports (`-X importtime`); it writes",
+        "  `bench/.cache/profile-*.txt`.",
+        "",
+    ]
+    return out
+
+
+def _notes(res: R) -> list[str]:
+    """Where the bridge is not ahead or misses a target: by how much and why."""
+    out = ["## Where pi-bridge is behind, and why", ""]
+    sbs, fm, ca, st = res.get("side_by_side"), res.get("first_message"), res.get("cancel"), res.get("startup")
+    notes = []
+    if fm and fm["pool_active"] and fm["warm"]["first"]["median_ms"] > 50:
+        warm = fm["warm"]
+        notes.append(
+            f"- Warm first message: {warm['first']['median_ms']:.1f} ms against the 50 ms target. "
+            "The bridge has the warm "
+            f"pi going in {warm['first_event']['median_ms']:.1f} ms (its first event); the rest is "
+            "pi's first model "
+            "request in a fresh process, before its first text delta. pi-acp pays the same once "
+            "per pi process: "
+            + (
+                f"its first prompt takes {_ms(sbs['pi_acp']['first_prompt_first_chunk'])} to the "
+                "first chunk, its "
+                f"second {_ms(sbs['pi_acp']['second_prompt_first_chunk'])}."
+                if sbs
+                else "its first prompt is slower than its second."
+            )
+        )
+    if fm and fm["pool_active"]:
+        raw = fm["warm"].get("raw_first_ms", [])
+        slow = [v for v in raw if v > 3 * fm["warm"]["first"]["median_ms"]]
+        if slow:
+            notes.append(
+                f"- Warm pool: {len(slow)} of {len(raw)} warm runs took "
+                f"{', '.join(f'{v:.0f}' for v in slow)} ms "
+                "to the first message, most likely because the next pi was not loaded yet when the "
+                "prompt came (the "
+                "machine was loaded; see the last note). Still faster than a cold spawn under that load."
+            )
+    if fm and fm["pool_active"] and (fm["warm"].get("pool_entries") or 0) >= 2:
+        notes.append(
+            f"- Warm pool cost: after each run the pool keeps {fm['warm']['pool_entries']:.0f} idle pi "
+            f"({fm['warm']['pool_rss_mb']:.0f} MB together): one with the same launch and one resuming the "
+            "run's session. Both start the moment a run ends, so a next run with other flags starts its "
+            "own cold pi while two others load (see the long run below)."
+        )
+    if sbs:
+        b, a = sbs["bridge"], sbs["pi_acp"]
+        if b["first_prompt_first_chunk"] > a["first_prompt_first_chunk"]:
+            notes.append(
+                f"- First prompt → first chunk: {_ms(b['first_prompt_first_chunk'])} against "
+                f"{_ms(a['first_prompt_first_chunk'])} "
+                f"({_ratio(b['first_prompt_first_chunk'], a['first_prompt_first_chunk'])}). "
+                "pi-acp spawns its pi at `session/new`, before the prompt; the bridge's pool "
+                "primes a pi only "
+                "after a run has shown which launch to expect, so the first run of a bridge is a cold spawn."
+            )
+        if b["second_prompt_first_chunk"] > a["second_prompt_first_chunk"]:
+            notes.append(
+                f"- Second prompt → first chunk: {_ms(b['second_prompt_first_chunk'])} (warm pool) against "
+                f"{_ms(a['second_prompt_first_chunk'])} "
+                f"({_ratio(b['second_prompt_first_chunk'], a['second_prompt_first_chunk'])}): "
+                "pi-acp reuses one pi process whose HTTP client and session are already set up; each bridge "
+                "run is a new pi process (see the warm first message above)."
+            )
+        if (
+            b["first_prompt_total"] > a["first_prompt_total"]
+            or b["second_prompt_total"] > a["second_prompt_total"]
+        ):
+            notes.append(
+                "- Total time of a `text` run: the same start-up difference, plus pi's exit after "
+                "its last event "
+                "(the bridge answers once pi has exited and its tree is checked)."
+            )
+        if b["long_total"] > a["long_total"]:
+            cold = (
+                f" (a cold first message in section 2: {fm['cold']['first']['median_ms']:.0f} ms)"
+                if fm
+                else ""
+            )
+            notes.append(
+                f"- Long run: {_ms(b['long_total'])} against {_ms(a['long_total'])}. It follows the "
+                "cancelled "
+                "`toolslow` run with other flags, so it is a cold spawn, and it starts while the "
+                "pool primes a "
+                "`toolslow` pi like the run just cancelled: its first chunk took "
+                f"{_ms(b['long_first'])}{cold}. "
+                f"Streaming alone (first chunk → answered) is {_ms(b['long_stream'])} against "
+                f"{_ms(a['long_stream'])}."
+            )
+        if b["cancel_mid_tool"] > a["cancel_mid_tool"]:
+            base = ca["tool"].get("baseline") if ca else None
+            notes.append(
+                f"- Cancel mid-tool: {_ms(b['cancel_mid_tool'])} against "
+                f"{_ms(a['cancel_mid_tool'])}. pi-acp sends its "
+                "long-lived pi an RPC `abort` and answers when pi reports the turn aborted; pi "
+                "stays up. The bridge "
+                "stops the run's process tree (SIGTERM; pi's handler kills the bash tool's "
+                "children) and answers "
+                "after checking from /proc that every process of the run is gone"
+                + (
+                    f"; pi alone takes {base['median_ms']:.1f} ms from SIGTERM to exit here (section 3)."
+                    if base
+                    else "."
+                )
+            )
+        if b["spawn_to_ready"] > a["spawn_to_ready"]:
+            notes.append(
+                f"- Start-up: {_ms(b['spawn_to_ready'])} against {_ms(a['spawn_to_ready'])}. "
+                "Importing pygls and "
+                "lsprotocol is most of it"
+                + (f" (a minimal pygls server: {st['pygls']['median_ms']:.0f} ms, section 4)" if st else "")
+                + "; pi-acp pays its pi start-up at `session/new` instead."
+            )
+        if b["cpu"] > a["cpu"]:
+            notes.append(
+                f"- Adapter CPU over the whole sequence: {b['cpu']:.2f} s against {a['cpu']:.2f} s, "
+                "of which start-up "
+                f"(interpreter and imports) is {b['cpu'] - b['cpu_after_ready']:.2f} s; after "
+                "start-up the bridge "
+                f"uses {b['cpu_after_ready']:.2f} s against pi-acp's {a['cpu_after_ready']:.2f} s."
+            )
+    load = max(res["machine"]["load_before"], res["machine"].get("load_after", 0.0))
+    if load > res["machine"]["cpus"]:
+        notes.append(
+            f"- This run shared its {res['machine']['cpus']} cores with other work (load average "
+            f"up to {load:.1f}): timings that involve starting pi are inflated "
+            "and noisy (see the"
+            " max columns); ratios measured in the same invocation are the figures to compare."
+        )
+    if not notes:
+        notes.append("- Nowhere in this run.")
+    return out + notes + [""]
+
+
+def render_chart(res: R, path: Path) -> None:
+    """docs/benchmarks.png: time to first message and cancel latency (medians, whisker to the max)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fm, sbs, ca = res.get("first_message"), res.get("side_by_side"), res.get("cancel")
+    labels, values, colors, hatches = [], [], [], []
+    if fm:
+        labels.append("bridge\ncold")
+        values.append(fm["cold"]["first"]["median_ms"])
+        colors.append("#1f77b4")
+        hatches.append("")
+        labels.append("bridge\nwarm" + ("" if fm["pool_active"] else "\n(not yet)"))
+        values.append(fm["warm"]["first"]["median_ms"] if fm["pool_active"] else 0.0)
+        colors.append("#6baed6")
+        hatches.append("" if fm["pool_active"] else "//")
+    if sbs:
+        labels += ["pi-acp\nfirst prompt", "pi-acp\nsecond prompt"]
+        values += [
+            sbs["pi_acp"]["first_prompt_first_chunk"] * 1000,
+            sbs["pi_acp"]["second_prompt_first_chunk"] * 1000,
+        ]
+        colors += ["#ff7f0e", "#fdae6b"]
+        hatches += ["", ""]
+    bars = left.bar(labels, values, color=colors)
+    for bar, hatch, value in zip(bars, hatches, values, strict=True):
+        bar.set_hatch(hatch)
+        left.annotate(
+            "not yet" if hatch else f"{value:.0f} ms",
+            (bar.get_x() + bar.get_width() / 2, max(value, 1)),
+            ha="center",
+            va="bottom",
+        )
+    left.set_ylabel("ms (median)")
+    left.set_title("Prompt → first answer chunk\n(adapter running; pi 1.6.0, scripted model)")
+    labels, values, maxes, colors = [], [], [], []
+    if ca:
+        for kind, name in (
+            ("stream", "bridge\nmid-stream"),
+            ("tool", "bridge\nmid-tool"),
+            ("stubborn", "bridge\nignores TERM"),
+        ):
+            labels.append(name)
+            values.append(ca[kind]["median_ms"])
+            maxes.append(ca[kind]["max_ms"])
+            colors.append("#1f77b4")
+    if sbs:
+        labels.append("pi-acp\nmid-tool")
+        values.append(sbs["pi_acp"]["cancel_mid_tool"] * 1000)
+        maxes.append(sbs["pi_acp"]["cancel_mid_tool_max"] * 1000)
+        colors.append("#ff7f0e")
+    errors = [[0] * len(values), [mx - v for v, mx in zip(values, maxes, strict=True)]]
+    bars = right.bar(labels, values, color=colors, yerr=errors, capsize=4)
+    for bar, value in zip(bars, values, strict=True):
+        right.annotate(
+            f"{value:.0f} ms", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom"
+        )
+    right.set_yscale("log")
+    right.set_ylabel("ms (median, whisker = max; log scale)")
+    right.set_title("Cancel → answered\n(bridge: warm pool off; no warm variant of cancel)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

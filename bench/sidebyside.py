@@ -1,0 +1,187 @@
+"""Benchmark 6: pi-bridge and pi-acp 0.0.34 on the same pi, scripted model and prompts, one invocation.
+
+Each trial starts a fresh adapter and plays the same sequence on both:
+1. spawn → initialize answered; for pi-acp also session/new (which spawns its long-lived pi);
+2. prompt "Say hello" (model `text`) → first answer chunk, → answered;
+3. after a pause (a user reading the answer), the same prompt again (same session for pi-acp);
+4. model `toolslow` (bash `sleep 30`): cancel once `sleep` runs → prompt answered; processes left;
+5. model `long-20000` (100,000 characters in 20,000 deltas) → answered;
+then the adapter's own CPU (not its children) over the whole sequence, and its peak RSS (VmHWM).
+"First answer chunk" is the first chunk holding model text: pi-acp's "pi v1.6.0" banner is not one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import procs
+from bench.acp import AcpClient
+from bench.common import PI_ACP, base_env
+from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv
+from bench.realpi import _wait_for_process, run_params, start_bridge, timed_run
+
+ACP_INIT = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+}
+# The start of the scripted model's replies (`text` and `long-N`): the first chunk holding model text.
+ANSWER_STARTS = ("Hello", "w0")
+
+
+@dataclass
+class Sequence:
+    """One adapter's figures for one pass of the sequence (seconds, kB)."""
+
+    spawn_to_ready: float = 0.0
+    spawn_to_first_chunk: float = 0.0
+    first_prompt_first_chunk: float = 0.0
+    first_prompt_total: float = 0.0
+    second_prompt_first_chunk: float = 0.0
+    second_prompt_total: float = 0.0
+    cancel_mid_tool: float = 0.0
+    left_after_cancel: int = 0
+    long_first: float = 0.0
+    long_total: float = 0.0
+    long_chars: int = 0
+    cpu: float = 0.0
+    cpu_after_ready: float = 0.0
+    peak_rss_kb: int = 0
+    banner_first: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause: float = 2.0) -> Sequence:
+    """The sequence on pi-bridge (default initializationOptions, as an editor would start it)."""
+    seq = Sequence()
+    client = start_bridge(model)
+    try:
+        seq.spawn_to_ready = client.responses[1][0] - client.spawned_at
+        cpu_ready = procs.cpu_seconds(client.pid)
+        msg_start = len(client.messages)
+        first = timed_run(client, model, "text", "sbs-1")
+        seq.first_prompt_first_chunk, seq.first_prompt_total = first.first, first.total
+        seq.spawn_to_first_chunk = client.messages[msg_start][0] - client.spawned_at
+        # the first kept message of sbs-1 that is assistant text
+        for arrived, message in client.messages[msg_start:]:
+            if message["params"]["runId"] == "sbs-1" and message["params"]["type"] == "assistant":
+                seq.spawn_to_first_chunk = arrived - client.spawned_at
+                break
+        time.sleep(pause)
+        second = timed_run(client, model, "text", "sbs-2")
+        seq.second_prompt_first_chunk, seq.second_prompt_total = second.first, second.total
+        start = len(client.messages)
+        run_msg, _ = client.request("pi/run", run_params(model, "toolslow", "sbs-tool"))
+        client.wait_message(
+            lambda m: m["params"]["runId"] == "sbs-tool" and m["params"]["type"] == "tool.call", start, 60
+        )
+        _wait_for_process(client.pid, "sleep 30")
+        runs_msg, _ = client.request("pi/runs", None)
+        warm = set((client.wait_response(runs_msg, 30)[1].get("result") or {}).get("warmPids", []))
+        tree = [p for p in procs.descendants(client.pid) if p.pid not in warm]
+        _, sent = client.request("pi/cancel", {"runId": "sbs-tool"})
+        answered, _ = client.wait_response(run_msg, 30)
+        seq.cancel_mid_tool = answered - sent
+        seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)})
+        long = timed_run(client, model, long_scenario, "sbs-long", timeout=300)
+        seq.long_first, seq.long_total, seq.long_chars = long.first, long.total, len(long.text)
+        seq.cpu = procs.cpu_seconds(client.pid)
+        seq.cpu_after_ready = seq.cpu - cpu_ready
+        seq.peak_rss_kb = procs.status_kb(client.pid, "VmHWM")
+    finally:
+        client.close()
+    return seq
+
+
+def _is_answer_chunk(update: dict[str, Any]) -> bool:
+    if update.get("sessionUpdate") != "agent_message_chunk":
+        return False
+    text = (update.get("content") or {}).get("text", "")
+    return isinstance(text, str) and text.startswith(ANSWER_STARTS)
+
+
+def _acp_prompt(
+    client: AcpClient, session: str, text: str, timeout: float = 120
+) -> tuple[float, float, float, bool]:
+    """(sent time, first answer chunk, answered, whether a non-answer chunk came first)."""
+    start = len(client.updates)
+    msg_id, sent = client.request(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
+    )
+    _, first, _ = client.wait_update(_is_answer_chunk, start, timeout)
+    answered, answer = client.wait_response(msg_id, timeout)
+    if (answer.get("result") or {}).get("stopReason") != "end_turn":
+        raise RuntimeError(f"pi-acp prompt did not end its turn: {answer}")
+    chunks = [u for _, u in client.updates if u.get("sessionUpdate") == "agent_message_chunk"]
+    banner = bool(chunks) and not _is_answer_chunk(chunks[0])
+    return sent, first, answered, banner
+
+
+def _set_model(client: AcpClient, session: str, scenario: str) -> None:
+    _, _, answer = client.call(
+        "session/set_config_option",
+        {"sessionId": session, "configId": "model", "value": f"{PROVIDER}/{scenario}"},
+    )
+    if "error" in answer:
+        raise RuntimeError(f"pi-acp could not switch to {scenario}: {answer['error']}")
+
+
+def acp_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause: float = 2.0) -> Sequence:
+    """The sequence on pi-acp, through its own long-lived `pi --mode rpc`."""
+    seq = Sequence()
+    env = {**base_env(), **model.pi_env(), "npm_config_registry": DEAD_REGISTRY}
+    client = AcpClient(["node", str(PI_ACP)], env=env, cwd=str(model.workdir))
+    tree: list[Any] = []
+    try:
+        _, ready, _ = client.call("initialize", ACP_INIT)
+        _, _, new = client.call("session/new", {"cwd": str(model.workdir), "mcpServers": []})
+        session = new["result"]["sessionId"]
+        seq.spawn_to_ready = ready - client.spawned_at
+        cpu_ready = procs.cpu_seconds(client.pid)
+        sent, first, answered, banner = _acp_prompt(client, session, "Say hello")
+        seq.spawn_to_first_chunk = first - client.spawned_at
+        seq.first_prompt_first_chunk, seq.first_prompt_total = first - sent, answered - sent
+        seq.banner_first = banner
+        time.sleep(pause)
+        sent, first, answered, _ = _acp_prompt(client, session, "Say hello")
+        seq.second_prompt_first_chunk, seq.second_prompt_total = first - sent, answered - sent
+        _set_model(client, session, "toolslow")
+        start = len(client.updates)
+        msg_id, _ = client.request(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}
+        )
+        client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
+        _wait_for_process(client.pid, "sleep 30")
+        pi_rpc = {p.pid for p in procs.descendants(client.pid) if "sleep" not in procs.cmdline(p)}
+        tree = [p for p in procs.descendants(client.pid) if p.pid not in pi_rpc]
+        sent = client.notify("session/cancel", {"sessionId": session})
+        answered, answer = client.wait_response(msg_id, 30)
+        seq.cancel_mid_tool = answered - sent
+        seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)})
+        if (answer.get("result") or {}).get("stopReason") != "cancelled":
+            seq.notes.append(f"cancel answered {answer}")
+        _set_model(client, session, long_scenario)
+        start = len(client.updates)
+        sent, first, answered, _ = _acp_prompt(client, session, "Say hello", timeout=300)
+        seq.long_first, seq.long_total = first - sent, answered - sent
+        texts = [
+            (u.get("content") or {}).get("text", "")
+            for _, u in client.updates[start:]
+            if u.get("sessionUpdate") == "agent_message_chunk"
+        ]
+        seq.long_chars = sum(len(t) for t in texts if t.startswith("w"))
+        seq.cpu = procs.cpu_seconds(client.pid)
+        seq.cpu_after_ready = seq.cpu - cpu_ready
+        seq.peak_rss_kb = procs.status_kb(client.pid, "VmHWM")
+    finally:
+        everything = procs.descendants(client.pid)
+        client.close()
+        time.sleep(0.2)
+        for proc in procs.still_alive(everything + tree):
+            seq.notes.append(f"killed leftover {procs.cmdline(proc)[:40]!r} after pi-acp closed")
+            try:
+                proc.kill()
+            except Exception:
+                pass
+    return seq
