@@ -216,6 +216,18 @@ export function applyMessage(record: RunRecord, msg: PiMessage): void {
         text: `retrying (attempt ${msg.content.attempt}) in ${Math.round(msg.content.delayMs)} ms: ${msg.content.reason}`,
       });
       break;
+    case 'run.queued':
+      record.items.push({
+        kind: 'notice',
+        attempt,
+        level: 'info',
+        text: `waiting for a free run slot (position ${msg.content.position}, limit ${msg.content.limit})`,
+      });
+      break;
+    default: {
+      const unknown: never = msg;
+      void unknown;
+    }
   }
 }
 

@@ -137,6 +137,8 @@ function M.on_message(_, msg, _)
   elseif t == T.RUN_RETRYING then
     run.done = false
     run.status = 'retrying'
+  elseif t == T.RUN_QUEUED then
+    run.status = 'queued'
   end
 
   render.message(run, msg)

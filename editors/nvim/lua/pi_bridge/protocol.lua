@@ -31,6 +31,7 @@ M.types = {
   TERMINAL_FAILED = 'terminal.failed',
   TERMINAL_CANCELLED = 'terminal.cancelled',
   RUN_RETRYING = 'run.retrying',
+  RUN_QUEUED = 'run.queued',
 }
 
 --- Run status that each terminal message ends an attempt with.

@@ -290,6 +290,8 @@ function M.message(run, msg)
           or 'failed'
         update_tool(buf, tool, status, t == T.TOOL_FAILED and c.error or c.output)
       end
+    elseif t == T.RUN_QUEUED then
+      append(buf, { ('⏸ waiting for a free run slot (position %d, limit %d)'):format(c.position, c.limit) })
     elseif t == T.RUN_RETRYING then
       view.text_open, view.thought_open = false, false
       append(buf, {
