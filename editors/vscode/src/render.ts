@@ -117,7 +117,10 @@ export function statusLine(record: RunRecord): string {
     parts.push(`error ${record.rpcError.code}: ${record.rpcError.message}`);
   }
   if (record.shutdown) {
-    parts.push(`stopped (${record.shutdown.stage}) in ${Math.round(record.shutdown.elapsedMs)} ms`);
+    const { stage, elapsedMs, pids, survivors } = record.shutdown;
+    const ended = `${pids.length} process${pids.length === 1 ? '' : 'es'} ended (${pids.join(', ')})`;
+    const left = survivors.length ? `, SURVIVORS ${survivors.join(', ')}` : '';
+    parts.push(`stopped (${stage}) in ${Math.round(elapsedMs)} ms · ${pids.length ? ended : 'nothing was running'}${left}`);
   }
   if (record.usage) {
     parts.push(formatUsage(record.usage));

@@ -381,8 +381,15 @@ test('Cancel in the progress notification stops a slow run and keeps its partial
   assert.ok(cancelled.assistant.length >= streaming.assistant.trim().length);
   assert.match(cancelled.text, /cancelled · stopped \((exited|interrupted|killed)\)/);
   await screenshot('03-cancelled-run.png');
-  // The bridge answers a cancelled run only once its process tree is gone.
-  assert.deepEqual(runProcesses.filter(isAlive), [], 'no pi process of the cancelled run left');
+  // The bridge answers a cancelled run only once its process tree is gone: every pid of the
+  // receipt (shown in the card) is dead. Other pi processes may be alive on purpose: the warm
+  // pool pre-spawns the next run's pi when a run ends.
+  const receipt = /stopped \(\w+\) in \d+ ms · \d+ process(?:es)? ended \(([\d, ]+)\)/.exec(cancelled.text);
+  assert.ok(receipt, `the card shows the shutdown receipt: ${JSON.stringify(cancelled.text)}`);
+  const receiptPids = (receipt[1] ?? '').split(', ').map(Number);
+  assert.ok(runProcesses.some((pid) => receiptPids.includes(pid)), 'the receipt names the run\'s pi');
+  assert.deepEqual(receiptPids.filter(isAlive), [], 'no process of the cancelled run left');
+  assert.deepEqual(processesMatching(/^sleep 30/), [], 'no tool process left');
 }));
 
 test('pi: Ask About Selection… sends the selected lines, and pi: Show Bridge Log shows the runs', { timeout: 3 * UI_TIMEOUT }, () => step('selection-log', async () => {
