@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
-import threading
 from typing import IO, Any
+
+from bridge.stdio_client import StdioClient
 
 _COLORS = {
     "assistant": "",
@@ -26,75 +26,6 @@ _COLORS = {
     "terminal.failed": "\033[1;31m",
     "terminal.cancelled": "\033[1;33m",
 }
-
-
-class StdioClient:
-    """A minimal JSON-RPC 2.0 client with LSP framing over a child's stdin/stdout."""
-
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        self._next_id = 0
-        self._lock = threading.Lock()
-
-    def send(self, payload: dict[str, Any]) -> None:
-        """Write one framed message."""
-        body = json.dumps(payload).encode()
-        stdin = self.proc.stdin
-        assert stdin is not None
-        stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        stdin.flush()
-
-    def request(self, method: str, params: Any) -> int:
-        """Send a request; return its id."""
-        with self._lock:
-            self._next_id += 1
-            msg_id = self._next_id
-        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        return msg_id
-
-    def notify(self, method: str, params: Any) -> None:
-        """Send a notification."""
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def read(self) -> dict[str, Any] | None:
-        """Read the next message, or None at end of output."""
-        stdout: IO[bytes] | None = self.proc.stdout
-        assert stdout is not None
-        length = None
-        while True:
-            line = stdout.readline()
-            if not line:
-                return None
-            if line in (b"\r\n", b"\n"):
-                break
-            name, _, value = line.decode().partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-        if length is None:
-            return None
-        message: dict[str, Any] = json.loads(stdout.read(length))
-        return message
-
-    def wait_for(self, msg_id: int, on_message: Any = None) -> dict[str, Any]:
-        """Read until the response to `msg_id`, passing every other message to `on_message`."""
-        while True:
-            message = self.read()
-            if message is None:
-                raise RuntimeError("the bridge closed its output before answering")
-            if message.get("id") == msg_id and "method" not in message:
-                return message
-            if on_message is not None:
-                on_message(message)
-
-    def close(self) -> int:
-        """Shut the bridge down politely and return its exit code."""
-        try:
-            msg_id = self.request("shutdown", None)
-            self.wait_for(msg_id)
-            self.notify("exit", None)
-        except (BrokenPipeError, RuntimeError):
-            pass
-        return self.proc.wait(timeout=15)
 
 
 def _print_message(message: dict[str, Any], out: IO[str]) -> None:

@@ -228,7 +228,7 @@ class RawBridge:
         import subprocess
         import threading
 
-        from bridge.demo import StdioClient
+        from bridge.stdio_client import StdioClient
 
         self.client = StdioClient([sys.executable, "-m", "bridge", *(args or [])], env=bridge_env(env))
         self.proc: subprocess.Popen[bytes] = self.client.proc

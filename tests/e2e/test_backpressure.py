@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bridge.stdio_client import encode as frame
+from bridge.stdio_client import read_frame
 from tests.harness import assert_no_run_processes, bridge_env, fake_pi_command, tagged_processes
-
-
-def frame(message: dict[str, object]) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-
-
-def read_frame(stream) -> dict[str, object]:
-    length = None
-    while line := stream.readline().strip():
-        name, _, value = line.decode().partition(":")
-        if name.lower() == "content-length":
-            length = int(value)
-    assert length is not None, "the bridge closed its output"
-    return json.loads(stream.read(length))
 
 
 def wait_until_stalled(progress: Path, timeout: float = 30.0) -> int:

@@ -21,17 +21,14 @@ from typing import IO, Any
 
 import psutil
 
+from bridge.stdio_client import read_frame
+from bridge.transport import frame
 from tests.harness import ROOT, bridge_env, tagged_processes
 
 WAIT = 30.0
 MARKER_ENV = "PI_BRIDGE_FUZZ_BRIDGE"
 BRIDGE = [sys.executable, "-m", "bridge"]
 Message = dict[str, Any]
-
-
-def frame(body: bytes) -> bytes:
-    """LSP base-protocol framing of one body."""
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 def encode(payload: Any) -> bytes:
@@ -145,7 +142,7 @@ class RawBridge:
         try:
             while True:
                 self._reading.wait()
-                message = self._read_frame(stdout)
+                message = read_frame(stdout)
                 if message is None:
                     break
                 with self._cond:
@@ -163,25 +160,6 @@ class RawBridge:
             with self._cond:
                 self.eof = True
                 self._cond.notify_all()
-
-    @staticmethod
-    def _read_frame(stdout: IO[bytes]) -> Message | None:
-        length = None
-        while True:
-            line = stdout.readline()
-            if not line:
-                return None
-            if line in (b"\r\n", b"\n"):
-                break
-            name, colon, value = line.decode("ascii").partition(":")
-            assert colon, f"the bridge wrote a non-frame line: {line[:200]!r}"
-            if name.lower() == "content-length":
-                length = int(value)
-        assert length is not None, "a frame from the bridge without Content-Length"
-        body = stdout.read(length)
-        assert len(body) == length, "the bridge's output ended inside a frame"
-        message: Message = json.loads(body)
-        return message
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = WAIT, what: str = "condition") -> None:
         """Wait until predicate() (checked under the lock) holds; fail after `timeout`."""
