@@ -17,11 +17,15 @@ from typing import Any
 
 import orjson
 
+from bench.common import Inbox
+
 Message = dict[str, Any]
 
 
-class AcpClient:
+class AcpClient(Inbox):
     """Spawn an ACP agent and talk to it."""
+
+    peer = "the ACP agent"
 
     def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.spawned_at = time.perf_counter()
@@ -70,33 +74,11 @@ class AcpClient:
         answered, answer = self.wait_response(msg_id, timeout)
         return sent, answered, answer
 
-    def wait_response(self, msg_id: int, timeout: float = 60.0) -> tuple[float, Message]:
-        """Wait for the answer to msg_id."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: msg_id in self.responses or self.eof, timeout):
-                raise TimeoutError(f"no ACP response to {msg_id} within {timeout} s")
-            if msg_id not in self.responses:
-                raise EOFError("the ACP agent closed its output")
-            return self.responses[msg_id]
-
     def wait_update(
         self, predicate: Callable[[Message], bool], start: int = 0, timeout: float = 60.0
     ) -> tuple[int, float, Message]:
         """Wait for a session/update whose `update` matches predicate, at index >= start."""
-        found: list[tuple[int, float, Message]] = []
-
-        def ready() -> bool:
-            for index in range(start, len(self.updates)):
-                arrived, update = self.updates[index]
-                if predicate(update):
-                    found.append((index, arrived, update))
-                    return True
-            return self.eof
-
-        with self._cond:
-            if not self._cond.wait_for(ready, timeout) or not found:
-                raise TimeoutError(f"no matching session/update within {timeout} s")
-            return found[0]
+        return self.wait_indexed(self.updates, predicate, start, timeout)
 
     def close(self, timeout: float = 5.0) -> None:
         """Close stdin and wait; kill the agent by pid if it does not exit."""

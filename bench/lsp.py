@@ -16,12 +16,16 @@ from typing import Any
 
 import orjson
 
+from bench.common import Inbox
+
 NOTIFICATION_PREFIX = b'{"jsonrpc":"2.0","method":"pi/message"'
 Message = dict[str, Any]
 
 
-class LspClient:
+class LspClient(Inbox):
     """Spawn a server and talk JSON-RPC to it; `keep_messages` parses and keeps pi/message."""
+
+    peer = "the server"
 
     def __init__(
         self,
@@ -74,33 +78,11 @@ class LspClient:
 
     # ------------------------------------------------------------------ waiting
 
-    def wait_response(self, msg_id: Any, timeout: float = 60.0) -> tuple[float, Message]:
-        """Wait for the response to msg_id; return (arrival time, message)."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: msg_id in self.responses or self.eof, timeout):
-                raise TimeoutError(f"no response to {msg_id} within {timeout} s")
-            if msg_id not in self.responses:
-                raise EOFError(f"the server closed its output before answering {msg_id}")
-            return self.responses[msg_id]
-
     def wait_message(
         self, predicate: Callable[[Message], bool], start: int = 0, timeout: float = 60.0
     ) -> tuple[int, float, Message]:
         """Wait for a kept pi/message matching predicate at index >= start; return (index, time, msg)."""
-        found: list[tuple[int, float, Message]] = []
-
-        def ready() -> bool:
-            for index in range(start, len(self.messages)):
-                arrived, message = self.messages[index]
-                if predicate(message):
-                    found.append((index, arrived, message))
-                    return True
-            return self.eof
-
-        with self._cond:
-            if not self._cond.wait_for(ready, timeout) or not found:
-                raise TimeoutError(f"no matching pi/message within {timeout} s")
-            return found[0]
+        return self.wait_indexed(self.messages, predicate, start, timeout)
 
     def initialize(
         self, options: dict[str, Any] | None = None, timeout: float = 60.0
