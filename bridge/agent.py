@@ -62,11 +62,6 @@ class EventMapper(Protocol):
     """
 
     @property
-    def terminal_sent(self) -> bool:
-        """Whether a terminal message has been produced."""
-        ...
-
-    @property
     def last_terminal(self) -> Out | None:
         """The terminal message produced, if any."""
         ...

@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 import anyio
@@ -95,7 +95,6 @@ class ChildProcess:
     process: anyio.abc.Process
     token: str
     argv: tuple[str, ...]
-    started_at: float = field(default_factory=time.monotonic)
 
     @property
     def pid(self) -> int:

@@ -88,7 +88,6 @@ class Run:
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: RunResult | CancelledRunData | None = None
     cancel_receipt: ShutdownReceipt | None = None
-    stopped: anyio.Event = field(default_factory=anyio.Event)
     redactor: Redactor = field(default_factory=Redactor)
 
     def set_state(self, state: RunState) -> None:
@@ -157,7 +156,6 @@ class RunRegistry:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self._closing = anyio.Event()
-        self.completed_runs = 0
         self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
 
     def settings(self) -> EffectiveSettings:
@@ -238,7 +236,7 @@ class RunRegistry:
             return CancelResult(run_id=run_id, found=False)
         run.cancel.cancel(reason)
         with anyio.CancelScope(shield=True):
-            await run.stopped.wait()
+            await run.done.wait()
         return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
 
     def list(self) -> RunsResult:
@@ -256,7 +254,7 @@ class RunRegistry:
             run.cancel.cancel(reason)
         with anyio.CancelScope(shield=True):
             for run in runs:
-                await run.stopped.wait()
+                await run.done.wait()
             await self.pool.close()
 
     # ------------------------------------------------------------------ driving a run
@@ -272,8 +270,6 @@ class RunRegistry:
             )
         finally:
             self._runs.pop(run.run_id, None)
-            self.completed_runs += 1
-            run.stopped.set()
             run.done.set()
 
     async def _acquire_slot(self, run: Run) -> bool:

@@ -302,11 +302,6 @@ def _long_count(model: str) -> int | None:
     return count if 0 < count <= LONG_MAX else None
 
 
-def is_known_model(model: str) -> bool:
-    """Whether ``model`` names a scenario (including any ``long-N``)."""
-    return model in SCENARIOS or _long_count(model) is not None
-
-
 def _error(status: int, message: str, kind: ErrorKind, *headers: tuple[str, str]) -> Reply:
     return Reply(error=ErrorReply(status, message, kind, tuple(headers)))
 

@@ -180,7 +180,6 @@ class PiEventMapper:
         self._deltas: list[str] = []
         self._msg_streamed: list[str] = []
         self._msg_thoughts: list[str] = []
-        self._in_assistant = False
         self._guard: _ReplayGuard | None = None
         self._open_tools: dict[str, str] = {}
         self._usage: dict[str, Any] | None = None
@@ -192,13 +191,8 @@ class PiEventMapper:
         self._invalid: list[str] = []
         self.invalid_count = 0
         self.unknown_events: Counter[str] = Counter()
-        self.ignored_after_terminal = 0
 
     # ------------------------------------------------------------------ EventMapper protocol
-
-    @property
-    def terminal_sent(self) -> bool:
-        return self._last_terminal is not None
 
     @property
     def last_terminal(self) -> Out | None:
@@ -245,7 +239,6 @@ class PiEventMapper:
             self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
             return []
         if self._last_terminal is not None:
-            self.ignored_after_terminal += 1
             return []
         kind = event.get("type")
         if kind == "message_update":
@@ -322,7 +315,6 @@ class PiEventMapper:
         message = event.get("message")
         if not isinstance(message, dict) or message.get("role") != "assistant":
             return []
-        self._in_assistant = True
         self._msg_streamed = []
         sent = self.text
         self._guard = _ReplayGuard(sent) if sent else None
@@ -403,7 +395,6 @@ class PiEventMapper:
             self._msg_thoughts = [_text_of(content, "thinking", "thinking")]
         out.extend(self._flush_thought())
         self._msg_streamed = []
-        self._in_assistant = False
         usage = _usage_of(message.get("usage"))
         if usage is not None:
             self._usage = _add_usage(self._usage, usage)
