@@ -197,7 +197,8 @@ def _kill(procs: Iterable[psutil.Process]) -> None:
             pass
 
 
-async def _wait_exit(child: ChildProcess, timeout: float) -> bool:
+async def wait_exit(child: ChildProcess, timeout: float) -> bool:
+    """Wait up to `timeout` s for the child to exit; whether it has."""
     with anyio.move_on_after(timeout):
         await child.process.wait()
     return child.returncode is not None
@@ -226,7 +227,7 @@ async def shutdown_tree(
                     child.process.send_signal(interrupt)
                 except ProcessLookupError:
                     pass
-                await _wait_exit(child, grace)
+                await wait_exit(child, grace)
             seen.update(snapshot_tree(child))
             deadline = time.monotonic() + min(
                 ORPHAN_GRACE_SECONDS, max(0.0, grace - (time.monotonic() - started))
@@ -245,7 +246,7 @@ async def shutdown_tree(
                     reap_orphans()
                     await anyio.sleep(POLL_SECONDS)
         if child.returncode is None:
-            await _wait_exit(child, 0.5)
+            await wait_exit(child, 0.5)
         reap_orphans()
         survivors = sorted(proc.pid for proc in _alive(seen.values()))
         receipt = ShutdownReceipt(

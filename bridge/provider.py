@@ -30,6 +30,7 @@ from bridge.process import (
     shutdown_tree,
     spawn,
     sweep_leftovers,
+    wait_exit,
 )
 from bridge.warm_pool import WarmPool
 
@@ -166,7 +167,7 @@ class Attempt:
                 tasks.start_soon(self._watchdog)
                 await self._stop.event.wait()
                 with anyio.CancelScope(shield=True):
-                    await self._conclude(child, tasks)
+                    await self._conclude(child)
                 tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -182,10 +183,11 @@ class Attempt:
 
     # ------------------------------------------------------------------ concluding
 
-    async def _conclude(self, child: ChildProcess, tasks: anyio.abc.TaskGroup) -> None:
+    async def _conclude(self, child: ChildProcess) -> None:
+        """Stop what must be stopped for the reason the attempt ended; send its terminal message."""
         reason = self._stop.reason
         if reason == "eof":
-            exited = await self._wait_exit(child, EXIT_AFTER_EOF_SECONDS)
+            exited = await wait_exit(child, EXIT_AFTER_EOF_SECONDS)
             if not exited:
                 self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
                 self._send(
@@ -248,11 +250,6 @@ class Attempt:
         self.shutdown = receipt
         self._send(self.mapper.finish_cancelled(receipt))
         return self._outcome()
-
-    async def _wait_exit(self, child: ChildProcess, timeout: float) -> bool:
-        with anyio.move_on_after(timeout):
-            await child.process.wait()
-        return child.returncode is not None
 
     async def _drain_stdout(self) -> None:
         """After a stop: deliver what the agent had already written before it died."""
