@@ -37,6 +37,7 @@ from bridge.scripted_model import (
     tool_answer_text,
     write_pi_agent_dir,
 )
+from tests.harness import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 10.0
@@ -633,12 +634,12 @@ def pi_events(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.split(b"\n") if line.strip()]
 
 
+@requires_pi
 @pytest.mark.realpi
 @pytest.mark.parametrize("scenario", ["text", "thinking", "tool", "unicode"])
 def test_real_pi_against_the_server(tmp_path: pathlib.Path, scenario: str) -> None:
     pi = find_pi()
-    if pi is None:
-        pytest.skip("pi is not installed")
+    assert pi is not None, "pi is not installed"
     agent = tmp_path / "agent"
     work = tmp_path / "work"
     work.mkdir()
