@@ -11,8 +11,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from pytest_lsp import LanguageClient
 
-from tests.harness import ROOT, RawBridge, pi_requirement, run_processes
+from tests.harness import ROOT, TEST_TAG_ENV, RawBridge, pi_requirement, run_processes
 
 
 def test_requires_pi_fails_instead_of_skipping_when_pi_is_required() -> None:
@@ -110,3 +111,12 @@ def test_a_leak_fails_the_test_that_left_it_not_the_next_one(tmp_path: Path) -> 
     assert re.search(r"^PASSED \S*test_inner.py::test_clean$", report, re.MULTILINE), report
     assert re.search(r"^ERROR \S*test_inner.py::test_leaks", report, re.MULTILINE), report
     assert "sleep 60" in report, "the failure names the leaked process"
+
+
+async def test_a_pytest_lsp_bridge_carries_the_tag_of_the_test_that_started_it(
+    fake_bridge: LanguageClient, leak_tag: str
+) -> None:
+    bridge = fake_bridge._server  # the bridge subprocess (pygls keeps it there)
+    assert bridge is not None
+    with open(f"/proc/{bridge.pid}/environ", "rb") as handle:
+        assert f"{TEST_TAG_ENV}={leak_tag}".encode() in handle.read().split(b"\0")
