@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bridge.contract import ErrorInfo, ShutdownReceipt, ThinkingLevel
+from bridge.contract import (
+    ErrorInfo,
+    SessionHistory,
+    SessionNotFound,
+    SessionSummary,
+    ShutdownReceipt,
+    ThinkingLevel,
+)
 
 
 @dataclass(slots=True)
@@ -129,4 +136,12 @@ class AgentAdapter(Protocol):
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
+        ...
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """The agent's stored sessions of `cwd`, newest first (`live` left False); blocking I/O."""
+        ...
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """One stored session's turns, as a live run would have streamed them; blocking I/O."""
         ...
