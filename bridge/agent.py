@@ -61,6 +61,45 @@ class LaunchSpec:
     stdin: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One hunk of a line patch: `old` lines (with their line ends) from line `old_start` became `new`."""
+
+    old_start: int
+    new_start: int
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChangeAnnounced:
+    """A tool call that is about to change a file, seen at the earliest event that names it.
+
+    `content` is the file's whole new text when the tool writes it verbatim (a write tool).
+    """
+
+    call_id: str
+    path: str
+    content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileChangeDone:
+    """The agent's own report of a file change it made: its patch (LF text) and first changed line."""
+
+    call_id: str
+    hunks: tuple[Hunk, ...] | None = None
+    first_line: int | None = None
+
+
+class FileChangeWatch(Protocol):
+    """Reads an agent's output lines for the tool calls that change files (see diff_capture.py)."""
+
+    def feed(self, line: bytes) -> list[FileChangeAnnounced | FileChangeDone]:
+        """The file changes one stdout line announces or reports (usually none, cheaply)."""
+        ...
+
+
 class EventMapper(Protocol):
     """Pure translation of an agent's stdout lines into contract messages.
 
@@ -136,6 +175,10 @@ class AgentAdapter(Protocol):
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
+        ...
+
+    def file_change_watch(self, cwd: str) -> FileChangeWatch | None:
+        """A fresh watch of the file-changing tool calls of one attempt in `cwd` (None: no diffs)."""
         ...
 
     def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:

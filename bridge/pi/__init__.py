@@ -9,6 +9,7 @@ from bridge.agent import LaunchSpec, RunOptions
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 from bridge.pi import session_files
 from bridge.pi.command import launch_spec
+from bridge.pi.file_changes import PiFileChangeWatch
 from bridge.pi.mapper import PiEventMapper
 from bridge.pi.sessions import session_exists
 
@@ -45,6 +46,10 @@ class PiAgent:
             "initializationOptions.piCommand, --pi-command or PI_BRIDGE_PI_COMMAND.",
             retryable=False,
         )
+
+    def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
+        """Which of pi's edit and write calls change which file, read off pi's events."""
+        return PiFileChangeWatch(cwd)
 
     def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
         """pi's sessions of `cwd`, newest first, read from its session files."""
