@@ -8,7 +8,7 @@ how to classify its errors. A second agent CLI is a new adapter, not a rewrite.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,7 +95,10 @@ class FileChangeDone:
 class FileChangeWatch(Protocol):
     """Reads an agent's output lines for the tool calls that change files (see diff_capture.py)."""
 
-    def feed(self, line: bytes) -> list[FileChangeAnnounced | FileChangeDone]:
+    #: Bytes every line the watch cares about contains: other lines are not even passed to `feed`.
+    prefilter: bytes
+
+    def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
         """The file changes one stdout line announces or reports (usually none, cheaply)."""
         ...
 

@@ -105,8 +105,8 @@ class _Pending:
 class DiffCapture:
     """Snapshots files at announced changes and adds `diff` to their tool.completed messages.
 
-    One per attempt: feed it every stdout line (`note_line`) before the mapper, and pass the
-    mapper's messages through `observe` before they are sent.
+    One per attempt (a live conversation: one per run): feed it every stdout line (`note_line`)
+    before the mapper, and pass the mapper's messages through `observe` before they are sent.
     """
 
     def __init__(self, watch: FileChangeWatch | None) -> None:
@@ -116,9 +116,10 @@ class DiffCapture:
 
     def note_line(self, line: bytes) -> None:
         """Snapshot a file the moment a line announces its change; keep the agent's report."""
-        if self._watch is None:
-            return
-        for event in self._watch.feed(line):
+        watch = self._watch
+        if watch is None or watch.prefilter not in line:
+            return  # the hot path: a text delta
+        for event in watch.feed(line):
             if isinstance(event, FileChangeAnnounced):
                 if event.call_id not in self._pending:
                     self._pending[event.call_id] = _Pending(event, read_state(event.path))

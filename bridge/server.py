@@ -193,6 +193,8 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     @server.feature(contract.SESSIONS)
     async def pi_sessions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SessionsParams, raw)
+        if params.cwd is not None and not os.path.isabs(params.cwd):
+            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path")
         cwd, registry = params.cwd or ls.default_cwd, ls.registry
         result = await history.list_sessions(
             ls.adapter, cwd, params.limit, registry.config.env, registry.is_live_session

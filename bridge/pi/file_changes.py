@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
 import orjson
@@ -83,44 +84,45 @@ def parse_unified_patch(patch: str) -> tuple[Hunk, ...] | None:
 class PiFileChangeWatch:
     """The `FileChangeWatch` of one pi attempt in `cwd`."""
 
+    # In "toolcall_end", "tool_execution_start" and "tool_execution_end"; in almost no text delta.
+    prefilter = b'"tool'
+
     def __init__(self, cwd: str) -> None:
         self._cwd = cwd
         self._announced: set[str] = set()
         self._tools: dict[str, str] = {}
 
-    def feed(self, line: bytes) -> list[FileChangeAnnounced | FileChangeDone]:
+    def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
         """Announcements at toolcall_end / tool_execution_start, reports at tool_execution_end."""
         if line.startswith(_UPDATE):
-            if _TOOLCALL_END not in line[:_HEAD]:
-                return []
+            if line.find(_TOOLCALL_END, 0, _HEAD) < 0:
+                return ()
             event = _load(line)
             update = event.get("assistantMessageEvent") if event else None
             call = update.get("toolCall") if isinstance(update, dict) else None
             if not isinstance(call, dict):
-                return []
+                return ()
             return self._announce(call.get("id"), call.get("name"), call.get("arguments"))
         if line.startswith(_EXECUTION_START):
             event = _load(line)
             if event is None:
-                return []
+                return ()
             return self._announce(event.get("toolCallId"), event.get("toolName"), event.get("args"))
         if line.startswith(_EXECUTION_END):
             event = _load(line)
             call_id = event.get("toolCallId") if event else None
             if not isinstance(call_id, str) or self._tools.pop(call_id, None) is None:
-                return []
+                return ()
             result = event.get("result") if event else None
             details = result.get("details") if isinstance(result, dict) else None
             return [_done(call_id, details)]
-        return []
+        return ()
 
-    def _announce(
-        self, call_id: Any, name: Any, arguments: Any
-    ) -> list[FileChangeAnnounced | FileChangeDone]:
+    def _announce(self, call_id: Any, name: Any, arguments: Any) -> Sequence[FileChangeAnnounced]:
         if not isinstance(call_id, str) or name not in FILE_TOOLS or call_id in self._announced:
-            return []
+            return ()
         if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
-            return []
+            return ()
         self._announced.add(call_id)
         self._tools[call_id] = str(name)
         content = arguments.get("content") if name == "write" else None

@@ -83,6 +83,7 @@ async def test_a_cwd_without_sessions_lists_none(real_bridge: LanguageClient, tm
         ("pi/sessions", {"limit": 0}, "limit"),
         ("pi/sessions", {"limit": "5"}, "limit"),
         ("pi/sessions", {"cwd": ""}, "cwd"),
+        ("pi/sessions", {"cwd": "relative/dir"}, "cwd"),
         ("pi/sessions", {"folder": "/tmp"}, "folder"),
         ("pi/session", {}, "sessionId"),
         ("pi/session", {"sessionId": ""}, "sessionId"),

@@ -138,7 +138,7 @@ def test_garbage_and_odd_lines_are_ignored(tmp_path: Path) -> None:
     watch = PiFileChangeWatch(str(tmp_path))
     for odd in (b"", b"garbage", b'{"type":"tool_execution_start"', b'{"type":"message_update","x":"toolcall_end"}',
                 execution_start("x", "edit", {"path": 3}), execution_end("never-announced", "edit", EDIT_DETAILS)):  # fmt: skip
-        assert watch.feed(odd) == []
+        assert not watch.feed(odd)
 
 
 def test_paths_resolve_as_pi_resolves_them(tmp_path: Path) -> None:
