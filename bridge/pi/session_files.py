@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import orjson
+from pydantic import ValidationError
 
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 from bridge.pi.sessions import cwd_folder, sessions_root
@@ -209,14 +210,18 @@ def summarize(path: Path) -> SessionSummary | None:
         log.info("session file %s unreadable: %s", path, exc)
         return None
     created = header.get("timestamp")
-    return SessionSummary(
-        session_id=header["id"],
-        cwd=str(header.get("cwd", "")),
-        title=title_of(name, prompt),
-        created_at=created if isinstance(created, str) else updated,
-        updated_at=updated,
-        message_count=count,
-    )
+    try:
+        return SessionSummary(
+            session_id=header["id"],
+            cwd=str(header.get("cwd", "")),
+            title=title_of(name, prompt),
+            created_at=created if isinstance(created, str) else updated,
+            updated_at=updated,
+            message_count=count,
+        )
+    except ValidationError as exc:  # a header no pi writes: skip the file, not the listing
+        log.info("session file %s skipped: %s", path, exc)
+        return None
 
 
 def _session_files(folder: Path) -> list[tuple[float, Path]]:
@@ -443,6 +448,6 @@ def read_session(session_id: str, env: Mapping[str, str]) -> SessionHistory | Se
     if path is not None:
         try:
             history = read_history(path)
-        except OSError as exc:
+        except (OSError, ValidationError) as exc:
             log.info("session file %s unreadable: %s", path, exc)
     return history if history is not None else SessionNotFound(session_id=session_id)

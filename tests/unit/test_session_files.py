@@ -312,3 +312,29 @@ def test_a_50_mb_session_is_read_in_bounded_time_and_memory(agent_dir: Path) -> 
     # Sanity bounds, not benchmarks: the figures are reported by the print above.
     assert read - started < 20
     assert peak < 64 * 2**20
+
+
+def test_a_session_cut_at_any_byte_is_read_up_to_its_last_good_line(agent_dir: Path) -> None:
+    writer = SessionWriter(agent_dir, "cut-anywhere")
+    writer.one_turn("first")
+    writer.assistant("Running.", thinking="hmm", calls=[("c1", "bash", {"command": "echo hi"})])
+    writer.tool_result("c1", "bash", "hi\n")
+    whole = writer.path.read_bytes()
+    header_end = whole.index(b"\n")
+    for cut in range(len(whole) + 1):
+        writer.path.write_bytes(whole[:cut])
+        result = read_session("cut-anywhere", env_of(agent_dir))
+        listed = list_sessions(CWD, 50, env_of(agent_dir))
+        header_complete = cut >= header_end
+        assert result.found is header_complete and len(listed) == int(header_complete), cut
+        if header_complete:
+            SessionHistory.model_validate(result.model_dump(by_alias=True))
+
+
+def test_random_bytes_after_a_header_never_fail(agent_dir: Path) -> None:
+    writer = SessionWriter(agent_dir, "random")
+    for seed in range(20):
+        writer.raw(os.urandom(2000 + seed).decode("latin-1"))
+        writer.raw('\n{"type":"message","id":"x","parentId":null,"message":{"role":"user","content":5}}\n')
+        assert read_session("random", env_of(agent_dir)).found is True
+        assert len(list_sessions(CWD, 50, env_of(agent_dir))) == 1
