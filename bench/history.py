@@ -145,6 +145,7 @@ def measure(model: ModelEnv, sessions: int, megabytes: int, edits: int, log: Pat
         "pi/sessions ratio to pi/runs": round(listing / floor, 1),
         f"pi/session of a {big_path.stat().st_size / 2**20:.0f} MB session ms": round(ms(reading), 1),
         "pi/session turns kept / omitted": f"{len(history['turns'])} / {history.get('omittedTurns', 0)}",
+        "pi/session answer MB": round(len(json.dumps(history)) / 2**20, 1),
         f"pi/sessions of the {megabytes} MB session ms": round(ms(big_listing), 1),
         "edit diffs right / runs": f"{right} / {edits}",
         "edit snapshots taken after the edit (reconstructed)": late,
