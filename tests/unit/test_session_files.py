@@ -18,7 +18,7 @@ from bridge.pi import session_files
 from bridge.pi.session_files import NO_RESULT, list_sessions, read_session
 from bridge.pi.sessions import cwd_folder
 
-CWD = "/work/project"
+CWD = "/home/me/project"
 
 
 class SessionWriter:
