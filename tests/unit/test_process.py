@@ -1,0 +1,158 @@
+"""bridge/process.py on real processes: stop_descendants, pid reuse, the loop during a stuck scan.
+
+These drive the module in-process (no bridge) because what they check is inside it: which pids a
+scan walks from, and whether the event loop keeps running while a scan is slow. Each test runs in
+both containment modes where the mode matters; cgroup mode is skipped where cgroups are not
+writable unless PI_BRIDGE_REQUIRE_CGROUP=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from bridge import containment, process
+
+MODES = ["cgroup", "tree"]
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Pin the containment mode for spawns made in this test."""
+    chosen: str = request.param
+    if chosen == "cgroup":
+        found = containment.hierarchy()
+        if found is None:
+            if os.environ.get("PI_BRIDGE_REQUIRE_CGROUP") == "1":
+                pytest.fail("no writable cgroup hierarchy, and PI_BRIDGE_REQUIRE_CGROUP=1")
+            pytest.skip("no writable cgroup hierarchy here")
+        monkeypatch.setattr(containment, "_chosen", [found])
+    else:
+        monkeypatch.setattr(containment, "_chosen", [None])
+    yield chosen
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def children_of(pid: int, count: int, timeout: float = 10.0) -> list[int]:
+    """Wait until `pid` has `count` live children; their pids."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kids = [p.pid for p in psutil.Process(pid).children() if alive(p.pid)]
+        if len(kids) >= count:
+            return kids
+        assert time.monotonic() < deadline, f"pid {pid} never had {count} children"
+        time.sleep(0.01)
+
+
+def kill_quietly(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_path: Any) -> None:
+    child = await process.spawn(("sh", "-c", "sleep 300 & sleep 300 & read line"), str(tmp_path), {})
+    kids = children_of(child.pid, 2)
+    try:
+        receipt = await process.stop_descendants(child)
+        assert receipt.containment == mode
+        assert receipt.stage == "killed"
+        assert set(kids) <= set(receipt.pids) and child.pid not in receipt.pids
+        assert receipt.survivors == []
+        assert not any(alive(pid) for pid in kids)
+        assert child.returncode is None and alive(child.pid), "the agent itself must be spared"
+        again = await process.stop_descendants(child)
+        assert again.stage == "exited" and again.pids == [] and again.survivors == []
+    finally:
+        final = await process.shutdown_tree(child)
+        process.forget(child)
+        kill_quietly(kids)
+    assert final.survivors == []
+
+
+async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
+    mode: str, tmp_path: Any
+) -> None:
+    agent = await process.spawn(("sleep", "0.3"), str(tmp_path), {})
+    assert await process.wait_exit(agent, 10)
+    # Stand-in for a reused pid: an unrelated process (with a child) now answers to the agent's pid.
+    stranger = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+    grandchild = children_of(stranger.pid, 1)
+
+    @dataclasses.dataclass
+    class Reaped:
+        pid: int
+        returncode: int | None = 0
+
+        def send_signal(self, signum: int) -> None:
+            raise AssertionError("a reaped agent must not be signalled")
+
+    reused = dataclasses.replace(agent, process=Reaped(stranger.pid))
+    try:
+        receipt = await process.shutdown_tree(reused)
+        assert alive(stranger.pid) and all(alive(pid) for pid in grandchild), (
+            f"the stranger holding the reused pid was killed: {receipt}"
+        )
+        assert stranger.pid not in receipt.pids
+        assert agent.handle is not None and agent.handle.pid == agent.pid, "identity is taken at spawn"
+    finally:
+        process.forget(agent)
+        kill_quietly([stranger.pid, *grandchild])
+        stranger.wait(5)
+
+
+async def test_event_loop_keeps_running_while_a_scan_is_stuck_reading_environ(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A process in D state blocks the read of its /proc/<pid>/environ: simulated, 1 s per read."""
+    monkeypatch.setattr(containment, "_chosen", [None])  # tree mode: the one that reads environ
+    child = await process.spawn(("sh", "-c", "sleep 300; :"), str(tmp_path), {})
+    (stuck,) = children_of(child.pid, 1)
+    real_open = builtins.open
+
+    def slow_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == f"/proc/{stuck}/environ":
+            time.sleep(1.0)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", slow_open)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        receipt = await asyncio.wait_for(process.shutdown_tree(child), 60)
+    finally:
+        done.set()
+        await ticker
+        monkeypatch.setattr(builtins, "open", real_open)
+        process.forget(child)
+        kill_quietly([stuck])
+    assert receipt.survivors == [] and not alive(stuck)
+    assert stuck in receipt.pids
+    assert max(gaps) < 0.5, f"the event loop stalled {max(gaps):.2f} s while a scan read a stuck environ"
