@@ -207,7 +207,6 @@ class Attempt:
                 )
                 return
             await sweep_leftovers(child)
-            await self._drain_stdout()  # a helper that held stdout is gone: read the rest
             self._finish_exited(child)
             return
         # Every other reason stops the process tree first, then delivers what it had written.
@@ -334,9 +333,19 @@ class Attempt:
             self._framer.oversized_heads.clear()
 
     async def _watch_exit(self, child: ChildProcess) -> None:
-        """The agent's own exit ends the attempt, even while a helper it left keeps stdout open."""
+        """The agent's own exit ends the attempt, even while a helper it left keeps stdout open.
+
+        The helper is stopped, so the pipe closes and the reader delivers the rest at the
+        client's pace (a slow editor loses nothing). Only if something outside the run's
+        containment still holds the pipe does the attempt end without that end of stream.
+        """
         await wait_exit(child, math.inf)
         with anyio.move_on_after(DRAIN_AFTER_EXIT_SECONDS):
+            await self._stdout_done.wait()
+        if self._stdout_done.is_set():
+            return
+        await sweep_leftovers(child)
+        with anyio.move_on_after(EXIT_AFTER_EOF_SECONDS):
             await self._stdout_done.wait()
         self._stop.set("eof")
 
