@@ -121,6 +121,7 @@ async def test_grandchild_that_clears_its_env_and_double_forks_dies_with_the_can
         assert alive(escaped)
         answer = await request(client, "pi/cancel", {"runId": "esc"})
         receipt = answer["shutdown"]
+        print(f"CONTAIN escape mode={mode} escaped={escaped} alive_after={alive(escaped)} receipt={receipt}")
         assert receipt["survivors"] == []
         assert not alive(escaped), (
             f"the receipt said no survivors, yet the escaped {escaped} lives: {receipt}"
@@ -153,6 +154,7 @@ async def test_real_pi_bash_tool_escape_dies_with_the_run(
         )
         assert result["status"] == "completed", result
         escaped = await read_pid(pidfile)
+        print(f"CONTAIN real-pi escape mode={mode} escaped={escaped} alive_after={alive(escaped)}")
         assert not alive(escaped), f"the escaped sleep {escaped} outlived the run ({mode})"
     finally:
         kill_quietly(escaped)
@@ -161,16 +163,20 @@ async def test_real_pi_bash_tool_escape_dies_with_the_run(
 async def test_agent_that_exits_while_a_helper_keeps_stdout_open_answers_and_the_helper_dies(
     fake_bridge_in: tuple[LanguageClient, str], tmp_path: Path
 ) -> None:
-    client, _ = fake_bridge_in
+    client, mode = fake_bridge_in
     pidfile = tmp_path / "helper.pid"
     helper: int | None = None
     try:
         run = request(client, "pi/run", {"prompt": str(pidfile), "model": "helper_keeps_stdout"})
+        sent = time.monotonic()
         try:
             result = await asyncio.wait_for(run, 15)
         except TimeoutError:
             pytest.fail("the run never answered: its exit was only seen through its pipes")
         helper = await read_pid(pidfile)
+        print(
+            f"CONTAIN hang mode={mode} answered_after_s={time.monotonic() - sent:.2f} helper_alive={alive(helper)}"
+        )
         assert result["status"] == "completed", result
         assert result["text"] == "Done, but my helper lingers."
         assert not alive(helper), "the helper holding stdout outlived the run"
