@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -267,10 +268,34 @@ def _choose() -> Hierarchy | None:
     for candidate in _candidates():
         if _works(candidate):
             log.info("containment: cgroup %s under %s", candidate.flavor, candidate.parents[0])
+            _remove_stale(candidate)
             return candidate
     level = logging.WARNING if wanted == "cgroup" else logging.INFO
     log.log(level, "containment: tree search (no writable cgroup hierarchy)")
     return None
+
+
+_RUN_CGROUP_NAME: Final = re.compile(r"pi-bridge-(\d+)-[0-9a-f]{12}")
+
+
+def _remove_stale(chosen: Hierarchy) -> None:
+    """Remove the empty run cgroups of bridges that are gone (killed before they could clean up).
+
+    Only empty ones: rmdir refuses a populated cgroup, so a live run elsewhere is never touched.
+    """
+    for parent in chosen.parents:
+        try:
+            entries = list(parent.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            match = _RUN_CGROUP_NAME.fullmatch(entry.name)
+            if match is None or os.path.exists(f"/proc/{match.group(1)}"):
+                continue
+            try:
+                entry.rmdir()
+            except OSError:
+                pass
 
 
 def create_run_cgroup(chosen: Hierarchy) -> RunCgroup | None:

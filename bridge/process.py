@@ -23,6 +23,7 @@ not hide that the agent itself is gone. Zombies count as dead everywhere.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -287,6 +288,9 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
     except OSError as exc:
         _discard(group)
         raise SpawnError(f"{argv[0]!r} could not be started: {exc.strerror or exc}") from exc
+    except BaseException:  # cancelled mid-spawn (a warm-pool pre-spawn at shutdown): no empty cgroup left
+        _discard(group)
+        raise
     finally:
         floor = _spawning.pop(token)
     pid = process.pid
@@ -324,6 +328,15 @@ def _remove_empty_cgroups() -> None:
     _cgroups_to_remove[:] = [group for group in _cgroups_to_remove if not group.remove()]
 
 
+@atexit.register
+def _remove_cgroups_at_exit() -> None:
+    """The bridge is exiting: the cgroups whose removal was put off get a last, short chance."""
+    deadline = time.monotonic() + 1.0
+    while _cgroups_to_remove and time.monotonic() < deadline:
+        reap_orphans()
+        time.sleep(0.01)
+
+
 # --------------------------------------------------------------------------- what a run contains
 
 
@@ -334,7 +347,10 @@ def scan_contained(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, in
     """
     if child.cgroup is not None:
         found: dict[int, int] = {}
-        for pid in {*child.cgroup.members(), *seen}:
+        # The agent itself counts even before its shim has written it into the cgroup (a stop
+        # right after the spawn): it forks nothing until it has.
+        own = [child.pid] if child.returncode is None else []
+        for pid in {*child.cgroup.members(), *seen, *own}:
             stat = read_stat(pid)
             if stat is not None and not stat.zombie and seen.get(pid, stat.start) == stat.start:
                 found[pid] = stat.start
@@ -386,6 +402,8 @@ def _kill(child: ChildProcess, alive: Mapping[int, int], spare: int | None) -> N
     if child.cgroup is not None:
         if spare is None:
             child.cgroup.kill_all()
+            if child.pid in alive:  # maybe not in the cgroup yet (see scan_contained)
+                _signal_exact(child.pid, alive[child.pid], signal.SIGKILL)
         else:
             child.cgroup.kill_members(spare)
         return

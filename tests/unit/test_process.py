@@ -83,6 +83,7 @@ async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_pa
     finally:
         final = await process.shutdown_tree(child)
         process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly(kids)
     assert final.survivors == []
 
@@ -114,6 +115,7 @@ async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
         assert agent.handle is not None and agent.handle.pid == agent.pid, "identity is taken at spawn"
     finally:
         process.forget(agent)
+        await agent.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly([stranger.pid, *grandchild])
         stranger.wait(5)
 
@@ -152,7 +154,36 @@ async def test_event_loop_keeps_running_while_a_scan_is_stuck_reading_environ(
         await ticker
         monkeypatch.setattr(builtins, "open", real_open)
         process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly([stuck])
     assert receipt.survivors == [] and not alive(stuck)
     assert stuck in receipt.pids
     assert max(gaps) < 0.5, f"the event loop stalled {max(gaps):.2f} s while a scan read a stuck environ"
+
+
+async def test_stop_right_after_spawn_stops_the_agent_and_removes_its_cgroup(
+    mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm-pool pre-spawn stopped at shutdown: the agent may not have entered its cgroup yet.
+
+    A loaded machine is simulated by a shim that waits 0.3 s before it enters the cgroup.
+    """
+    monkeypatch.setattr(containment, "_SHIM_SCRIPT", "sleep 0.3; " + containment._SHIM_SCRIPT)
+    leftovers: list[int] = []
+    for _ in range(3):
+        child = await process.spawn(("sleep", "300"), str(tmp_path), {})
+        receipt = await process.shutdown_tree(child)
+        if alive(child.pid):
+            leftovers.append(child.pid)
+        assert child.pid in receipt.pids, f"the agent was not found right after its spawn: {receipt}"
+        assert receipt.survivors == []
+        process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
+        if child.cgroup is not None:
+            deadline = time.monotonic() + 5
+            while child.cgroup.dirs[0].exists():
+                process.reap_orphans()  # retries the removal put off while the agent was dying
+                assert time.monotonic() < deadline, f"the run's cgroup was left behind: {child.cgroup.dirs}"
+                await asyncio.sleep(0.01)
+    kill_quietly(leftovers)
+    assert leftovers == []
