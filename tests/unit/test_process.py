@@ -24,15 +24,20 @@ import pytest
 
 from bridge import containment, process
 
-MODES = ["cgroup", "tree"]
+MODES = ["cgroup", "cgroup-v1", "tree"]
 
 
 @pytest.fixture(params=MODES)
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Pin the containment mode for spawns made in this test."""
+    """Pin the containment mode for spawns made in this test ("cgroup-v1": the v1 freezer path)."""
     chosen: str = request.param
-    if chosen == "cgroup":
+    if chosen.startswith("cgroup"):
         found = containment.hierarchy()
+        if chosen == "cgroup-v1":
+            v1 = [h for h in containment._candidates() if h.flavor == "v1" and containment._works(h)]
+            if not v1:
+                pytest.skip("no writable cgroup v1 freezer here")
+            found = v1[0]
         if found is None:
             if os.environ.get("PI_BRIDGE_REQUIRE_CGROUP") == "1":
                 pytest.fail("no writable cgroup hierarchy, and PI_BRIDGE_REQUIRE_CGROUP=1")
@@ -40,7 +45,7 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
         monkeypatch.setattr(containment, "_chosen", [found])
     else:
         monkeypatch.setattr(containment, "_chosen", [None])
-    yield chosen
+    yield chosen.split("-", maxsplit=1)[0]
 
 
 def alive(pid: int) -> bool:
@@ -187,3 +192,30 @@ async def test_stop_right_after_spawn_stops_the_agent_and_removes_its_cgroup(
                 await asyncio.sleep(0.01)
     kill_quietly(leftovers)
     assert leftovers == []
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "cgroup-v1"], indirect=True)
+async def test_cgroup_catches_a_grandchild_that_clears_its_env_and_double_forks(
+    mode: str, tmp_path: Any
+) -> None:
+    """Both cgroup flavors (v2 cgroup.kill, v1 freeze-kill-thaw). Tree mode needs the bridge's
+    subreaper (this test runner is none): tests/e2e/test_containment.py covers it."""
+    pidfile = tmp_path / "escaped.pid"
+    inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
+    child = await process.spawn(
+        ("sh", "-c", f"(env -i setsid sh -c '{inner}' &); read line"), str(tmp_path), {}
+    )
+    deadline = time.monotonic() + 10
+    while not pidfile.exists():
+        assert time.monotonic() < deadline, "the escape never ran"
+        await asyncio.sleep(0.01)
+    escaped = int(pidfile.read_text())
+    try:
+        receipt = await process.shutdown_tree(child)
+        assert receipt.containment == "cgroup"
+        assert escaped in receipt.pids and receipt.survivors == []
+        assert not alive(escaped)
+    finally:
+        process.forget(child)
+        await child.process.aclose()
+        kill_quietly([escaped])
