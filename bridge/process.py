@@ -19,6 +19,10 @@ agent by the handle and pidfd taken at spawn, so a reused pid is never walked fr
 
 The agent's exit is watched on its pidfd, not on its pipes: a helper that keeps stdout open does
 not hide that the agent itself is gone. Zombies count as dead everywhere.
+
+Entry points: `spawn`; `wait_exit`; `shutdown_tree` (the three stages, the agent included);
+`stop_descendants` (everything but the agent, for a long-lived one); `sweep_leftovers` (after the
+agent exited on its own); `reap_orphans` (the idle reaper); `forget` (after the exit status).
 """
 
 from __future__ import annotations
