@@ -71,6 +71,7 @@ ErrorKind = Literal[
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
 ShutdownStage = Literal["exited", "interrupted", "killed"]
+Containment = Literal["cgroup", "tree"]
 
 
 class WireModel(BaseModel):
@@ -255,6 +256,8 @@ class ShutdownReceipt(WireModel):
     elapsed_ms: float
     pids: list[int]
     survivors: list[int]
+    # How the run's processes were found: its own cgroup (nothing escapes it) or the tree search.
+    containment: Containment = "tree"
 
 
 class TerminalCompletedContent(WireModel):
