@@ -19,6 +19,7 @@ import pytest
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from bridge import containment
+from tests import harness
 from tests.conftest import BRIDGE, requires_pi
 from tests.harness import (
     assert_no_run_processes,
@@ -41,8 +42,8 @@ def cgroup_writable() -> bool:
 
 
 def skip_without_cgroup(mode: str) -> None:
-    if mode == "cgroup" and not cgroup_writable() and os.environ.get("PI_BRIDGE_REQUIRE_CGROUP") != "1":
-        pytest.skip("no writable cgroup hierarchy here (set PI_BRIDGE_REQUIRE_CGROUP=1 to make this fail)")
+    if mode == "cgroup" and not cgroup_writable():
+        harness.skip_without_cgroup("no writable cgroup hierarchy here")
 
 
 async def start_bridge(mode: str, options: dict[str, object]) -> LanguageClient:
