@@ -1,4 +1,4 @@
-"""Command line: `pi-bridge` serves JSON-RPC on stdio; `pi-bridge demo` shows one run end to end.
+"""Command line: `pi-bridge` serves JSON-RPC on stdio; `demo` shows one run end to end; `doctor` checks.
 
 Logging goes to stderr (or --log-file), never stdout: stdout belongs to JSON-RPC.
 """
@@ -13,9 +13,6 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-
-from bridge.config import command_from
-from bridge.runs import BridgeConfig
 
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
@@ -45,7 +42,9 @@ def scripted_model_env() -> Iterator[dict[str, str]]:
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
+    from bridge.config import command_from
     from bridge.pi import PiAgent
+    from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
     config = BridgeConfig(command=command_from(args.pi_command))
@@ -70,6 +69,13 @@ def demo_main(args: argparse.Namespace) -> int:
     return run_demo(args.prompt, model=args.model, pi_command=args.pi_command)
 
 
+def doctor_main(args: argparse.Namespace) -> int:
+    """Check Python, the bridge's dependencies, Node, pi and its models; report the fixes."""
+    from bridge.doctor import doctor_main as run_doctor
+
+    return run_doctor(args.pi_command, args.scripted_model, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `pi-bridge`."""
     parser = argparse.ArgumentParser(
@@ -90,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--model", default="tool", help="scripted scenario: text, thinking, tool, unicode, err500, ..."
     )
+    doctor = sub.add_parser("doctor", help="check that a run could work here and how to fix what is missing")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -99,4 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level, args.log_file)
     if args.command == "demo":
         return demo_main(args)
+    if args.command == "doctor":
+        return doctor_main(args)
     return serve_main(args)
