@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from bridge import __version__
+
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
 
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pi-bridge", description="Drive the pi coding agent from editors over JSON-RPC (stdio)."
     )
+    parser.add_argument("--version", action="version", version=f"pi-bridge {__version__}")
     parser.add_argument("--pi-command", help="how to run pi, shell-style (split, never run through a shell)")
     parser.add_argument(
         "--scripted-model",
