@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--scripted-model",
         action="store_true",
-        help="serve against the built-in scripted model (no API key, offline)",
+        # The variable lets an editor's bundled bridge try the scripted model without a setting.
+        default=os.environ.get("PI_BRIDGE_SCRIPTED_MODEL") == "1",
+        help="serve against the built-in scripted model (no API key, offline; or PI_BRIDGE_SCRIPTED_MODEL=1)",
     )
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))

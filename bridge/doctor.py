@@ -200,6 +200,7 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
     from bridge.pi.requirements import (
         AGENT_DIR_ENV,
         OFFLINE_ENV,
+        PI_DOCS_URL,
         PI_INSTALL_COMMAND,
         PI_MIN_VERSION,
         format_version,
@@ -208,7 +209,13 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
 
     shown = " ".join(command)
     exe = _which(command[0], environ) if command else None
-    data: dict[str, Any] = {"command": list(command), "source": source}
+    # What an editor needs to offer the install itself (VS Code's "Install pi" / "Open Docs").
+    data: dict[str, Any] = {
+        "command": list(command),
+        "source": source,
+        "installCommand": f"{PI_INSTALL_COMMAND}@latest",
+        "docsUrl": PI_DOCS_URL,
+    }
     if exe is None:
         return Check(
             "pi",

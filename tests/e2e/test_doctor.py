@@ -111,6 +111,16 @@ def test_doctor_with_everything_and_the_scripted_model_is_all_ok(machine: Machin
     assert "models from fake" in _line(report, "pi models")
 
 
+@requires_pi
+def test_doctor_checks_the_scripted_model_when_pi_bridge_scripted_model_is_1(machine: Machine) -> None:
+    machine.link("node")
+    machine.link("pi")
+    machine.env["PI_BRIDGE_SCRIPTED_MODEL"] = "1"
+    code, checks = machine.doctor_json()
+    assert code == 0
+    assert checks["models"]["data"]["agentDir"] == "the built-in scripted model"
+
+
 def test_doctor_without_python_dependencies_names_each_and_the_pip_command(
     machine: Machine, tmp_path: Path
 ) -> None:
@@ -159,6 +169,9 @@ def test_doctor_without_pi_gives_the_npm_command(machine: Machine) -> None:
     assert pi.startswith("FAIL") and "pi not found (PATH)" in pi
     assert "fix: npm install -g @earendil-works/pi-coding-agent" in pi
     assert _line(report, "pi models").startswith("skip")
+    _code, checks = machine.doctor_json("--scripted-model")
+    assert checks["pi"]["data"]["installCommand"] == "npm install -g @earendil-works/pi-coding-agent@latest"
+    assert checks["pi"]["data"]["docsUrl"].startswith("https://")
 
 
 @requires_pi

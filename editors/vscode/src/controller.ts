@@ -11,7 +11,8 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import { bridgeLaunch, readSettings, RESTART_KEYS, runParams, type Settings } from './config';
+import { readSettings, RESTART_KEYS, runParams, type Settings } from './config';
+import { checkInstallation, resolveBridgeLaunch } from './install';
 import { filePrompt, promptTitle, selectionPrompt } from './prompts';
 import { newRunId, PROTOCOL_VERSION } from './protocol';
 import { statusLine } from './render';
@@ -59,6 +60,11 @@ export class Controller implements vscode.Disposable {
     );
     this.updateStatus();
     this.status.show();
+    // A missing Python or pi is reported at activation, before the first prompt.
+    void resolveBridgeLaunch(this.settings(), context.extensionPath, this.log).then(
+      (launch) => checkInstallation(launch, this.log),
+      () => undefined, // the user has been told
+    );
   }
 
   private settings(): Settings {
@@ -81,7 +87,8 @@ export class Controller implements vscode.Disposable {
 
   private async start(): Promise<Session> {
     await this.stopClient();
-    const launch = bridgeLaunch(this.settings(), process.env);
+    const launch = await resolveBridgeLaunch(this.settings(), this.context.extensionPath, this.log);
+    void checkInstallation(launch, this.log);
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
