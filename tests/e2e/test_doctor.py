@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bridge.doctor import RUNTIME_DEPENDENCIES
+from bridge.doctor import RUNTIME_DEPENDENCIES, check_python
 from bridge.scripted_model import write_pi_agent_dir
 from tests.conftest import requires_pi
 from tests.harness import PI_BIN, ROOT
@@ -97,6 +97,16 @@ def test_runtime_dependencies_checked_are_those_of_pyproject() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {requirement.split(">")[0].split("<")[0].split("=")[0].strip() for requirement in declared}
     assert set(RUNTIME_DEPENDENCIES) == names
+
+
+def test_a_python_older_than_3_11_fails_with_the_fix() -> None:
+    # Only an old interpreter can show this end to end, and the bridge itself does not import on
+    # one; the check is called with the version it would see there.
+    check = check_python((3, 10, 14))
+    assert check.status == "fail"
+    assert "3.10.14" in check.summary and "3.11" in check.summary
+    assert check.fix == "install Python >= 3.11 and reinstall the bridge with it"
+    assert check_python((3, 11, 0)).status == "ok"
 
 
 @requires_pi
