@@ -61,7 +61,7 @@ export async function choosePython(
     const version = await probe(candidate.command);
     const name = `${candidate.command} (${candidate.source})`;
     if (!version) {
-      rejected.push(`${name} does not run`);
+      rejected.push(`${name} is not found or does not run`);
       continue;
     }
     const text = version.join('.');

@@ -55,7 +55,7 @@ test('without a usable Python the message names each candidate and the setting t
   const message = noPythonMessage(choice.rejected);
   assert.match(message, /needs Python 3\.11 or newer/);
   assert.match(message, /\/ext\/python3\.9 \(the Python extension\) is Python 3\.9/);
-  assert.match(message, /missing \(PATH\) does not run/);
+  assert.match(message, /missing \(PATH\) is not found or does not run/);
   assert.match(message, /piBridge\.bridge\.command/);
 });
 

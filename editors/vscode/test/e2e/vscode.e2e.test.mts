@@ -5,7 +5,8 @@
  * PI_BRIDGE_SCRIPTED_MODEL=1 in the environment gives that bridge the scripted model. Runs a
  * prompt from the Command Palette and sees its streamed answer in the view, cancels a slow run
  * from the progress notification's Cancel button, and finally takes pi off the bridge's PATH and
- * follows the Install pi notification to a terminal running the npm command. Screenshots go to
+ * follows the Install pi notification to a terminal running the npm command, then takes python3
+ * away and sees the notification that names what is missing. Screenshots go to
  * artifacts/vscode/ at the repo root.
  */
 import assert from 'node:assert/strict';
@@ -499,4 +500,26 @@ test('with pi gone from PATH, a notification offers Install pi, which runs the n
     timeout: UI_TIMEOUT,
   });
   await screenshot('05-install-pi-terminal.png');
+}));
+
+test('without a Python >= 3.11 on the bridge PATH, a notification says so and names the setting', { timeout: 3 * UI_TIMEOUT }, () => step('no-python', async () => {
+  const noPython = join(tmp, 'bin-without-python');
+  mkdirSync(noPython);
+  for (const name of ['node', 'pi']) {
+    symlinkSync(join(tmp, 'bin', name), join(noPython, name));
+  }
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: noPython } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  const toast = await page.waitForSelector('.notification-toast ::-p-text(needs Python 3.11 or newer)', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  assert.ok(toast);
+  const text = await page.$eval('.notification-toast', (el) => el.textContent ?? '');
+  assert.match(text, /python3 \(PATH\) is not found or does not run/);
+  assert.match(text, /piBridge\.bridge\.command/);
+  await page.waitForSelector('.notification-toast .monaco-button::-p-text(Open Settings)', { visible: true });
+  await screenshot('06-no-python-notification.png');
 }));
