@@ -56,15 +56,25 @@ export class Controller implements vscode.Disposable {
       vscode.commands.registerCommand('piBridge.clear', () => this.view.clear()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
+      vscode.commands.registerCommand('piBridge.checkInstallation', () => this.checkInstallation(true)),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
     );
     this.updateStatus();
     this.status.show();
     // A missing Python or pi is reported at activation, before the first prompt.
-    void resolveBridgeLaunch(this.settings(), context.extensionPath, this.log).then(
-      (launch) => checkInstallation(launch, this.log),
-      () => undefined, // the user has been told
-    );
+    void this.checkInstallation(false);
+  }
+
+  /** Ask the bridge's doctor (pi: Check Installation shows its report in the log). */
+  private async checkInstallation(show: boolean): Promise<void> {
+    try {
+      await checkInstallation(await resolveBridgeLaunch(this.settings(), this.context.extensionPath, this.log), this.log);
+    } catch {
+      // resolveBridgeLaunch has told the user
+    }
+    if (show) {
+      this.log.show(true);
+    }
   }
 
   private settings(): Settings {

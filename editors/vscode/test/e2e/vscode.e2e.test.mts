@@ -472,6 +472,18 @@ test('pi: Ask About Selection… sends the selected lines, and pi: Show Bridge L
   );
 }));
 
+test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
+  // The activation check has logged one report per bridge start already: wait for one more.
+  const reports = (): number => extensionLog().split('doctor: ok pi models:').length - 1;
+  const before = reports();
+  await runCommand('pi: Check Installation');
+  await waitUntilAsync(async () => reports() > before, UI_TIMEOUT, 'a new doctor report in the log');
+  await page.waitForFunction(
+    `[...document.querySelectorAll('.part.panel .view-lines')].some((el) => /doctor:.ok.pi.models:/.test(el.textContent))`,
+    { timeout: UI_TIMEOUT },
+  );
+}));
+
 test('with pi gone from PATH, a notification offers Install pi, which runs the npm command in a terminal', { timeout: 3 * UI_TIMEOUT }, () => step('install-pi', async () => {
   // Only setting of the whole test: the bridge's PATH without pi. A reload of the window
   // activates the extension again with it, as when a user opens VS Code on a machine without pi.
