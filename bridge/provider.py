@@ -132,6 +132,9 @@ class Attempt:
         self._stderr = TailBuffer()
         self._framer = LineFramer(limits.max_line_bytes)
         self._last_output = time.monotonic()
+        # While the bridge waits for the client to take its output it reads nothing, so the
+        # agent blocks on its pipe: that quiet is the client's, never the agent's silence.
+        self._blocked_on_client = False
         self._stdout_done = anyio.Event()
         self.child: ChildProcess | None = None
         self.shutdown: ShutdownReceipt | None = None
@@ -294,7 +297,7 @@ class Attempt:
         try:
             while True:
                 if self._wait_writable is not None:
-                    await self._wait_writable()
+                    await self._wait_for_client(self._wait_writable)
                 try:
                     chunk = await stream.receive(READ_CHUNK)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -315,6 +318,15 @@ class Attempt:
         finally:
             self._stdout_done.set()
             self._stop.set("eof")
+
+    async def _wait_for_client(self, wait_writable: Callable[[], Awaitable[None]]) -> None:
+        """Wait until the client takes more output; the silence clock restarts afterwards."""
+        self._blocked_on_client = True
+        try:
+            await wait_writable()
+        finally:
+            self._blocked_on_client = False
+            self._last_output = max(self._last_output, time.monotonic())
 
     def _flush_oversized(self) -> None:
         if self._framer.oversized:
@@ -345,7 +357,9 @@ class Attempt:
                     self._stop.set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None:
+            if silence is not None and self._blocked_on_client:
+                waits.append(silence)
+            elif silence is not None:
                 quiet_until = self._last_output + silence
                 if now >= quiet_until:
                     self._stop.set("silence")

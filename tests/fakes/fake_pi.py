@@ -295,7 +295,8 @@ def main() -> int:
         chunk = "x" * 4000 + " "
         written = 0
         progress = os.environ.get("FAKE_PI_STATE")
-        while written < 256 * 1024 * 1024:
+        limit = int(os.environ.get("FAKE_PI_FLOOD_BYTES", str(256 * 1024 * 1024)))
+        while written < limit:
             delta(chunk)
             written += len(chunk)
             if progress and written % (100 * len(chunk)) == 0:
