@@ -161,6 +161,8 @@ class Attempt:
         child = self.child
         if self._on_started is not None:
             self._on_started(child.pid)
+        if self.cancel.cancelled:
+            return await self._finish_cancelled_at_start(child)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._feed_stdin, child, spec.stdin)
@@ -190,7 +192,11 @@ class Attempt:
         """Stop what must be stopped for the reason the attempt ended; send its terminal message."""
         reason = self._stop.reason
         if reason == "eof":
-            exited = await wait_exit(child, EXIT_AFTER_EOF_SECONDS)
+            exited = await self._exit_unless_cancelled(child, EXIT_AFTER_EOF_SECONDS)
+            if exited is None:
+                self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(self.mapper.finish_cancelled(self.shutdown))
+                return
             if not exited:
                 self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
                 self._send(
@@ -236,6 +242,33 @@ class Attempt:
             )
         else:  # "agent": the mapper already sent the terminal (e.g. pi started its own retry)
             self._finish_exited(child)
+
+    async def _exit_unless_cancelled(self, child: ChildProcess, timeout: float) -> bool | None:
+        """Wait for the agent to exit: True if it did, False on timeout, None if cancelled first."""
+        ended: list[bool | None] = []
+        async with anyio.create_task_group() as tasks:
+
+            async def exit_of_agent() -> None:
+                ended.append(await wait_exit(child, timeout))
+                tasks.cancel_scope.cancel()
+
+            async def cancel_of_run() -> None:
+                await self.cancel.wait()
+                ended.append(None)
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(exit_of_agent)
+            tasks.start_soon(cancel_of_run)
+        return ended[0]
+
+    async def _finish_cancelled_at_start(self, child: ChildProcess) -> AttemptOutcome:
+        """The cancel came while the agent was starting: stop it before it ever gets the prompt."""
+        try:
+            self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+        finally:
+            forget(child)
+        self._send(self.mapper.finish_cancelled(self.shutdown))
+        return self._outcome()
 
     def _finish_exited(self, child: ChildProcess) -> None:
         code = child.returncode

@@ -358,11 +358,14 @@ class RunRegistry:
             outcome = await attempt.run()
             run.pid = outcome.pid
             run.session_id = outcome.session_id or run.session_id
+            if outcome.status == "failed" and run.cancel.cancelled:
+                # The cancel came as the attempt was failing: the user asked for a stop, and got one.
+                outcome = self._cancelled_after_failure(run, outcome)
             if outcome.status == "cancelled":
                 run.cancel_receipt = outcome.shutdown
             if outcome.status != "failed" or outcome.error is None or not outcome.error.retryable:
                 return outcome
-            if run.attempt >= policy.max_attempts or run.cancel.cancelled:
+            if run.attempt >= policy.max_attempts:
                 return outcome
             delay_ms = backoff_delay(policy, run.attempt)
             if deadline is not None and time.monotonic() + delay_ms / 1000 >= deadline:
@@ -385,6 +388,16 @@ class RunRegistry:
                 mapper = self.adapter.new_mapper(run.options)
                 run.emit(mapper.finish_cancelled(receipt))
                 return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
+
+    @staticmethod
+    def _cancelled_after_failure(run: Run, failed: AttemptOutcome) -> AttemptOutcome:
+        """A failed attempt's outcome as the cancel's: its stop's receipt, or that it had exited."""
+        receipt = failed.shutdown or ShutdownReceipt(
+            stage="exited", elapsed_ms=0.0, pids=[failed.pid] if failed.pid else [], survivors=[]
+        )
+        return AttemptOutcome(
+            "cancelled", failed.text, shutdown=receipt, session_id=run.session_id, pid=failed.pid
+        )
 
     def _answer(self, run: Run, outcome: AttemptOutcome) -> RunResult | CancelledRunData:
         if outcome.status == "cancelled":

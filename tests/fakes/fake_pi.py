@@ -142,7 +142,13 @@ def main() -> int:
     if scenario == "usage_error":
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
+    if scenario == "slow_to_stop":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped only by SIGKILL, after the grace
     prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    record = os.environ.get("FAKE_PI_PROMPT_LOG")
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(prompt) + "\n")
     if prompt.startswith("/") and scenario in ("flaky", "always_500", "flood"):
         os.environ.setdefault("FAKE_PI_STATE", prompt.strip())  # per-test attempt counter
     cwd = os.getcwd()
@@ -303,6 +309,18 @@ def main() -> int:
                 with open(progress, "w") as handle:
                     handle.write(str(written))
         assistant_end("")
+        finish("")
+    elif scenario == "fail_then_linger":
+        # A retryable model error, then slow to die: SIGTERM is ignored, so stopping takes the grace.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        start(cwd)
+        assistant_start()
+        assistant_end("", stop="error", error="503 service unavailable")
+        finish("")
+        time.sleep(300)
+    elif scenario == "slow_to_stop":
+        start(cwd)
+        say("Took my time.")
         finish("")
     elif scenario == "silent":
         start(cwd)
