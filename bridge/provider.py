@@ -364,11 +364,7 @@ class Attempt:
     def _flush_oversized(self) -> None:
         if self._framer.oversized:
             for description, head in zip(self._framer.oversized, self._framer.oversized_heads, strict=True):
-                self.mapper.note_invalid(description)
-                # pi's agent_end repeats every message of the run, the prompt included: with a
-                # big prompt it is the line over the bound. Its end-of-run meaning must survive.
-                if head.startswith(b'{"type":"agent_end"'):
-                    self._send(self.mapper.feed(b'{"type":"agent_end"}'))
+                self._send(self.mapper.feed_oversized(description, head))
             self._framer.oversized.clear()
             self._framer.oversized_heads.clear()
 

@@ -20,6 +20,7 @@ from lsprotocol.types import METHOD_TO_TYPES
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
+from bridge.contract import RUN
 from bridge.transport import frame
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ MAX_BODY: Final = 512 * 1024 * 1024
 _NOTIFICATIONS: Final = frozenset(
     method for method, (_, response, *_rest) in METHOD_TO_TYPES.items() if response is None
 )
-_REQUESTS_ONLY: Final = frozenset({"pi/run"})
+_REQUESTS_ONLY: Final = frozenset({RUN})
 # Searched, not matched at the line start: after a body shorter or longer than its Content-Length
 # (or one without any), the next frame's header line arrives glued to leftover body bytes.
 _CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)

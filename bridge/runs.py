@@ -8,7 +8,6 @@ One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forge
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import random
@@ -46,7 +45,6 @@ log = logging.getLogger(__name__)
 # The second pre-spawn (the session follow-up) waits until the user is likely idle: loading a
 # Node runtime takes a core for 0.3-0.5 s, and a run that starts meanwhile streams slower (seen
 # as +20 ms to its first message). A run that starts first drops it (WarmPool.yield_to_run).
-FOLLOW_UP_PRIME_DELAY_SECONDS = 3.0
 Sink = Callable[[list[dict[str, Any]]], None]
 
 
@@ -320,18 +318,12 @@ class RunRegistry:
         self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
-        """Pre-spawn the agent the next prompt most likely needs: the same launch, and the same
-        launch resuming the session this run created (an editor's next turn of a conversation)."""
-        if self._closing.is_set() or run.options.continue_session:
+        """Pre-spawn what the agent says the next prompt most likely needs."""
+        if self._closing.is_set():
             return
         command, env = self.config.command, self.config.env
-        self.pool.prime(self.adapter.launch_spec(command, run.options), env, run.options.session_id)
-        if run.options.session_id is None and run.session_id:
-            # Staggered: two Node start-ups at once on a small machine slow both, and whatever
-            # run comes next.
-            follow_up = dataclasses.replace(run.options, session_id=run.session_id, resumed=True)
-            spec = self.adapter.launch_spec(command, follow_up)
-            self.pool.prime(spec, env, run.session_id, delay=FOLLOW_UP_PRIME_DELAY_SECONDS)
+        for launch in self.adapter.warm_launches(command, run.options, run.session_id):
+            self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
     async def _attempts(self, run: Run, policy: RetryPolicy) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

@@ -224,6 +224,14 @@ class PiEventMapper:
         if len(self._invalid) < MAX_INVALID_SAMPLES:
             self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        self.note_invalid(description)
+        # agent_end repeats every message of the run, the prompt included: with a big prompt it
+        # is the line over the bound. Its end-of-run meaning must survive.
+        if head.startswith(b'{"type":"agent_end"') and self._last_terminal is None:
+            return self._on_agent_end({})
+        return []
+
     def feed(self, line: bytes) -> list[Out]:
         if len(line) > _FAST_PATH_MIN_BYTES and self._last_terminal is None:
             update = _scan_update(line)
