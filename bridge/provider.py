@@ -155,7 +155,7 @@ class Attempt:
         if self.child is None:
             try:
                 self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
-            except SpawnError as exc:
+            except (SpawnError, ValueError) as exc:  # ValueError: a NUL byte in argv, cwd or env
                 self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
                 return self._outcome()
         child = self.child

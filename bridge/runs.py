@@ -154,6 +154,7 @@ class RunRegistry:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self._closing = anyio.Event()
+        self._stopping = False
         self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
 
     def settings(self) -> EffectiveSettings:
@@ -247,6 +248,7 @@ class RunRegistry:
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
+        self._stopping = True  # nothing is pre-spawned for a bridge on its way out
         runs = list(self._runs.values())
         for run in runs:
             run.cancel.cancel(reason)
@@ -309,17 +311,20 @@ class RunRegistry:
             run.emit(mapper.finish_failed(busy))
             run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
             return
+        self.pool.session_in_use(run.options.session_id)
         try:
             outcome = await self._attempts(run, policy)
         finally:
+            self.pool.session_released(run.options.session_id)
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
-        self._prime_next(run)
+        if outcome.status != "cancelled":  # a cancelled prompt is no sign of the next one
+            self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
         """Pre-spawn what the agent says the next prompt most likely needs."""
-        if self._closing.is_set():
+        if self._closing.is_set() or self._stopping:
             return
         command, env = self.config.command, self.config.env
         for launch in self.adapter.warm_launches(command, run.options, run.session_id):

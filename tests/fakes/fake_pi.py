@@ -142,7 +142,7 @@ def main() -> int:
     if scenario == "usage_error":
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
-    if scenario == "slow_to_stop":
+    if scenario in ("slow_to_stop", "linger"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped only by SIGKILL, after the grace
     prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     record = os.environ.get("FAKE_PI_PROMPT_LOG")
@@ -322,6 +322,14 @@ def main() -> int:
         start(cwd)
         say("Took my time.")
         finish("")
+    elif scenario == "linger":
+        # Ends its output, never exits by itself; stopped only by SIGKILL (after the grace).
+        start(cwd)
+        say("Done, but staying.")
+        finish("")
+        sys.stdout.flush()
+        os.close(1)
+        time.sleep(300)
     elif scenario == "silent":
         start(cwd)
         time.sleep(300)
