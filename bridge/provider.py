@@ -70,14 +70,22 @@ class AttemptOutcome:
 
 
 def coalesce(outs: list[Out]) -> list[Out]:
-    """Merge adjacent assistant deltas read in one chunk into one message (fewer frames, same text)."""
+    """Fewer frames, same meaning, for the messages read in one chunk: adjacent assistant deltas
+    become one message, and of a tool's cumulative updates only the last one is kept (each
+    repeats the whole output so far: sending all of them is quadratic in bytes)."""
     if len(outs) < 2:
         return outs
+    last_update: dict[str, int] = {}
+    for index, out in enumerate(outs):
+        if out.type == "tool.update":
+            last_update[out.content["toolCallId"]] = index
     merged: list[Out] = []
     run: list[str] = []  # texts of the current run of adjacent deltas, joined once (linear)
-    for out in outs:
+    for index, out in enumerate(outs):
         if out.type == "assistant":
             run.append(out.content["text"])
+            continue
+        if out.type == "tool.update" and last_update[out.content["toolCallId"]] != index:
             continue
         if run:
             merged.append(Out("assistant", {"text": "".join(run)}))
