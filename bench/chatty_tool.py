@@ -33,7 +33,8 @@ def write_stream(path: Path, updates: int) -> int:
         add(orjson.dumps({"type": "tool_execution_update", "toolCallId": "c1", "toolName": "bash",
                           "partialResult": partial}))  # fmt: skip
     result = {"content": [{"type": "text", "text": text}]}
-    add(orjson.dumps({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "bash", "result": result}))
+    end = {"type": "tool_execution_end", "toolCallId": "c1", "toolName": "bash", "result": result}
+    add(orjson.dumps(end))
     tool_message = {"role": "toolResult", "toolCallId": "c1", "content": result["content"]}
     add(orjson.dumps({"type": "message_start", "message": tool_message}))
     add(orjson.dumps({"type": "message_end", "message": tool_message}))
