@@ -26,6 +26,8 @@ RUN = "pi/run"
 CANCEL = "pi/cancel"
 RUNS = "pi/runs"
 MESSAGE = "pi/message"
+STEER = "pi/steer"
+CLOSE_SESSION = "pi/closeSession"
 
 REQUEST_CANCELLED = -32800
 INVALID_PARAMS = -32602
@@ -47,6 +49,7 @@ MessageType = Literal[
     "terminal.cancelled",
     "run.retrying",
     "run.queued",
+    "run.steered",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -69,6 +72,7 @@ ErrorKind = Literal[
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
 ShutdownStage = Literal["exited", "interrupted", "killed"]
+Engine = Literal["rpc", "json"]
 
 
 class WireModel(BaseModel):
@@ -120,6 +124,23 @@ class CancelParams(WireModel):
     run_id: str = Field(pattern=RUN_ID_PATTERN)
 
 
+class SteerParams(WireModel):
+    """Params of `pi/steer`: a steering message for a running run of a live conversation."""
+
+    model_config = ConfigDict(strict=True)
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    message: str = Field(min_length=1)
+
+
+class CloseSessionParams(WireModel):
+    """Params of `pi/closeSession`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+
+
 class InitializationOptions(WireModel):
     """`initializationOptions` of `initialize`; every field defaulted, bad values warn and default."""
 
@@ -131,6 +152,9 @@ class InitializationOptions(WireModel):
     warm_pool: bool = True
     warm_pool_ttl_ms: int = Field(300_000, ge=1_000, le=86_400_000)
     env: dict[str, str] | None = None
+    engine: Engine = "rpc"
+    max_live_sessions: int = Field(4, ge=1, le=256)
+    session_idle_ms: int = Field(600_000, ge=1_000, le=86_400_000)
 
 
 # --------------------------------------------------------------------------- message content
@@ -223,6 +247,16 @@ class ShutdownReceipt(WireModel):
     elapsed_ms: float
     pids: list[int]
     survivors: list[int]
+    agent_kept: bool = False
+
+
+class ContextUsage(WireModel):
+    """How full the conversation's context window is, as pi estimates it (tokens may be null
+    right after a compaction)."""
+
+    tokens: int | None
+    context_window: int
+    percent: float | None
 
 
 class TerminalCompletedContent(WireModel):
@@ -231,6 +265,8 @@ class TerminalCompletedContent(WireModel):
     text: str
     stop_reason: str
     usage: Usage | None = None
+    context_usage: ContextUsage | None = None
+    session_cost: float | None = None
 
 
 class TerminalFailedContent(WireModel):
@@ -260,6 +296,12 @@ class RunQueuedContent(WireModel):
 
     position: int
     limit: int
+
+
+class RunSteeredContent(WireModel):
+    """Content of run.steered: pi took this steering message into the conversation."""
+
+    text: str
 
 
 class _MessageBase(WireModel):
@@ -333,6 +375,11 @@ class RunQueuedMessage(_MessageBase):
     content: RunQueuedContent
 
 
+class RunSteeredMessage(_MessageBase):
+    type: Literal["run.steered"]
+    content: RunSteeredContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -346,7 +393,8 @@ PiMessage = Annotated[
     | TerminalFailedMessage
     | TerminalCancelledMessage
     | RunRetryingMessage
-    | RunQueuedMessage,
+    | RunQueuedMessage
+    | RunSteeredMessage,
     Field(discriminator="type"),
 ]
 
@@ -403,12 +451,38 @@ class RunInfo(WireModel):
     pid: int | None = None
 
 
+class LiveConversation(WireModel):
+    """One live conversation's pi in `pi/runs`."""
+
+    session_id: str | None
+    pid: int
+    busy: bool
+    cwd: str
+
+
 class RunsResult(WireModel):
-    """Result of `pi/runs`: live runs, plus the warm pool's idle agents and their memory."""
+    """Result of `pi/runs`: live runs, the warm pool's idle agents and their memory, and the
+    live conversations (their long-lived pi; the pre-spawned rpc pi counts as warm)."""
 
     runs: list[RunInfo]
     warm_pids: list[int] = Field(default_factory=list)
     warm_rss_bytes: int = 0
+    live: list[LiveConversation] = Field(default_factory=list)
+
+
+class SteerResult(WireModel):
+    """Result of `pi/steer`."""
+
+    run_id: str
+    accepted: bool
+    reason: str | None = None
+
+
+class CloseSessionResult(WireModel):
+    """Result of `pi/closeSession`: whether a live pi was stopped (the session file stays)."""
+
+    session_id: str
+    closed: bool
 
 
 class EffectiveSettings(WireModel):
@@ -421,13 +495,16 @@ class EffectiveSettings(WireModel):
     silence_timeout_ms: int | None
     warm_pool: bool
     warm_pool_ttl_ms: int
+    engine: Engine = "rpc"
+    max_live_sessions: int = 4
+    session_idle_ms: int = 600_000
 
 
 class ServerCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the initialize answer."""
 
     protocol_version: int = PROTOCOL_VERSION
-    methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS])
+    methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS, STEER, CLOSE_SESSION])
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
     settings: EffectiveSettings | None = None
@@ -436,11 +513,15 @@ class ServerCapabilities(WireModel):
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
+    "SteerParams": SteerParams,
+    "CloseSessionParams": CloseSessionParams,
     "InitializationOptions": InitializationOptions,
     "RunResult": RunResult,
     "CancelledRunData": CancelledRunData,
     "CancelResult": CancelResult,
     "RunsResult": RunsResult,
+    "SteerResult": SteerResult,
+    "CloseSessionResult": CloseSessionResult,
     "ServerCapabilities": ServerCapabilities,
 }
 
@@ -458,8 +539,8 @@ def json_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
-        "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}; "
-        f"notification {MESSAGE}",
+        "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, {STEER}, "
+        f"{CLOSE_SESSION}; notification {MESSAGE}",
         "$defs": dict(sorted(defs.items())),
     }
 

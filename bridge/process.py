@@ -395,3 +395,48 @@ class TailBuffer:
     def text(self) -> str:
         """The kept tail, decoded leniently."""
         return b"".join(self._chunks)[-self.limit :].decode("utf-8", "replace")
+
+
+async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> ShutdownReceipt:
+    """Kill every process of the child's tree except the child itself; wait up to 5 s for them.
+
+    For a long-lived agent that stays: what its tools left behind (daemons, setsid children) goes,
+    the agent does not. `grace` s after a SIGTERM before the SIGKILL. The receipt's survivors are
+    checked, never assumed.
+    """
+    with anyio.CancelScope(shield=True):
+        started = time.monotonic()
+        seen = {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
+        stage: ShutdownStage = "exited"
+        if seen and grace > 0:
+            stage = "interrupted"
+            for proc in seen.values():
+                try:
+                    proc.terminate()
+                except psutil.Error:
+                    pass
+            deadline = time.monotonic() + grace
+            while _alive(seen.values()) and time.monotonic() < deadline:
+                await anyio.sleep(POLL_SECONDS)
+        if _alive(seen.values()):
+            stage = "killed"
+            kill_deadline = time.monotonic() + KILL_WAIT_SECONDS
+            while True:
+                more = {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
+                seen.update(more)
+                alive = _alive(seen.values())
+                if not alive or time.monotonic() >= kill_deadline:
+                    break
+                _kill(alive)
+                reap_orphans()
+                await anyio.sleep(POLL_SECONDS)
+        reap_orphans()
+        survivors = sorted(proc.pid for proc in _alive(seen.values()))
+        if survivors:
+            log.error("descendants of pid %d survived: %s", child.pid, survivors)
+    return ShutdownReceipt(
+        stage=stage,
+        elapsed_ms=round((time.monotonic() - started) * 1000, 2),
+        pids=sorted(seen),
+        survivors=survivors,
+    )
