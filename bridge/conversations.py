@@ -290,6 +290,8 @@ class Conversations:
         agent.busy = False
         agent.last_used = time.monotonic()
         agent.history = True
+        if len(self._live) > self.max_live and self._tasks is not None:
+            self._tasks.start_soon(self._evict_beyond_limit)
 
     async def invalidate(self, agent: LiveAgent) -> None:
         """The agent is gone or must go: forget it and stop its tree (idempotent)."""

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 import anyio
 import orjson
+import psutil
 
 from bridge.agent import AgentAdapter, Out, RunOptions
 from bridge.cancel import CancelToken
@@ -211,6 +212,11 @@ class RpcAttempt:
             outs.extend(mapper.feed(line))
         for description in self._oversized():
             mapper.note_invalid(description)
+        if self._reason == "cancel":
+            # pi's abort closes the running tool as an error: to the editor it was cancelled.
+            for out in outs:
+                if out.type == "tool.failed":
+                    out.content["cancelled"] = True
         self._send(outs)
 
     def _oversized(self) -> list[str]:
@@ -348,6 +354,10 @@ class RpcAttempt:
     async def _cancel(self, agent: LiveAgent) -> None:
         started = time.monotonic()
         kept = False
+        # The run's processes under pi now (its children: cheap to find), so the receipt lists
+        # what the run had started even when pi's abort stops it before the sweep looks. A
+        # kept pi is not among them: it is the conversation's, and alive on purpose.
+        before = set(tree_pids(agent.pid))
         if agent.alive:
             try:
                 await agent.rpc.abort(ABORT_GRACE_SECONDS)
@@ -363,13 +373,18 @@ class RpcAttempt:
                 update={
                     "stage": "interrupted",
                     "agent_kept": True,
+                    "pids": sorted(before | set(receipt.pids)),
                     "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
                 }
             )
         else:
             killed = await self._kill(agent)
             receipt = killed.model_copy(
-                update={"stage": "killed", "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
+                update={
+                    "stage": "killed",
+                    "pids": sorted(before | set(killed.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
             )
         self.shutdown = receipt
         self._send(self.mapper.finish_cancelled(receipt))
@@ -445,6 +460,14 @@ class RpcAttempt:
 
     def _outcome(self) -> AttemptOutcome:
         return outcome_of(self.mapper, self.shutdown, self.agent.pid if self.agent else None)
+
+
+def tree_pids(pid: int) -> list[int]:
+    """The live descendants of `pid` (empty if it is gone)."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def _number(value: Any, kind: type[int] | type[float]) -> Any:

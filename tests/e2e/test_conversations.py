@@ -45,8 +45,12 @@ def requests_with(model: ScriptedModelServer, marker: str) -> list[dict[str, Any
     return [r for r in model.requests if r["body"] and marker in (user_texts(r["body"]) or [""])[-1]]
 
 
-async def turn(client: LanguageClient, prompt: str, **params: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    result = await request(client, "pi/run", {"prompt": prompt, "provider": "fake", "model": "echo", **params})
+async def turn(
+    client: LanguageClient, prompt: str, **params: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = await request(
+        client, "pi/run", {"prompt": prompt, "provider": "fake", "model": "echo", **params}
+    )
     messages = messages_of(client).by_run[result["runId"]]
     assert_stream_invariants(messages)
     return result, messages
@@ -103,7 +107,14 @@ async def test_follow_up_after_a_cancel_mid_tool_keeps_the_live_pi(
     _, task = start_request(
         real_bridge,
         "pi/run",
-        {"runId": run_id, "prompt": "go", "provider": "fake", "model": "toolslow", "cwd": str(tmp_path), "sessionId": sid},
+        {
+            "runId": run_id,
+            "prompt": "go",
+            "provider": "fake",
+            "model": "toolslow",
+            "cwd": str(tmp_path),
+            "sessionId": sid,
+        },
     )
     await messages_of(real_bridge).wait_type(run_id, "tool.update")
     sleeper = await wait_for_run_process("sleep 30")
@@ -147,7 +158,14 @@ async def test_pi_killed_mid_run_fails_retryable_then_the_next_turn_resumes(
     _, task = start_request(
         real_bridge,
         "pi/run",
-        {"runId": run_id, "prompt": "go", "provider": "fake", "model": "toolslow", "cwd": str(tmp_path), "sessionId": sid},
+        {
+            "runId": run_id,
+            "prompt": "go",
+            "provider": "fake",
+            "model": "toolslow",
+            "cwd": str(tmp_path),
+            "sessionId": sid,
+        },
     )
     await messages_of(real_bridge).wait_type(run_id, "tool.update")
     os.kill(pid, signal.SIGKILL)
@@ -222,9 +240,15 @@ async def test_close_session_stops_the_live_pi_and_a_later_run_resumes(
     first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
     sid = first["sessionId"]
     pid = await live_pid(real_bridge, sid)
-    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {"sessionId": sid, "closed": True}
+    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {
+        "sessionId": sid,
+        "closed": True,
+    }
     await wait_gone(pid)
-    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {"sessionId": sid, "closed": False}
+    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {
+        "sessionId": sid,
+        "closed": False,
+    }
     after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
     [seen] = requests_with(scripted_model, f"after-{tag}")
     assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
