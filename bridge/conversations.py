@@ -427,6 +427,11 @@ class Conversations:
         agent.session_id = sid if isinstance(sid, str) else session_id
         path = state.get("sessionFile")
         agent.session_file = path if isinstance(path, str) else None
+        model = state.get("model")
+        if isinstance(model, dict):  # what pi runs now; a run naming only a model keeps its provider
+            provider, model_id = model.get("provider"), model.get("id")
+            agent.provider = provider if isinstance(provider, str) else agent.provider
+            agent.model = model_id if isinstance(model_id, str) else agent.model
         count = state.get("messageCount")
         agent.history = isinstance(count, int) and count > 0
         log.info("live agent pid %d up for session %s", child.pid, agent.session_id)

@@ -43,9 +43,31 @@ STATS_TIMEOUT_SECONDS: Final = 2.0
 Emit = Callable[[list[Out]], None]
 Reason = Literal["settled", "cancel", "closed", "deadline", "silence"]
 
-_USER_END: Final = b'{"type":"message_end","message":{"role":"user"'
-_AGENT_END: Final = b'{"type":"agent_end"'
-_SETTLED: Final = b'{"type":"agent_settled"'
+_TYPE_KEY: Final = b'"type":'
+# The events the engine itself reads; every other line goes to the mapper unparsed here.
+_ENGINE_KINDS: Final = (b'"agent_settled"', b'"agent_end"', b'"message_end"')
+
+
+def _kind_of(line: bytes) -> str | None:
+    """Which of the engine's events a line is, from its head (pi prints `type` first)."""
+    head = line[:48]
+    if _TYPE_KEY not in head.replace(b" ", b""):
+        return None
+    for kind in _ENGINE_KINDS:
+        if kind in head:
+            return kind.strip(b'"').decode()
+    return None
+
+
+def _is_user_message(line: bytes) -> bool:
+    if b'"user"' not in line[:96]:  # pi prints the role first: no need to parse an answer
+        return False
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    message = event.get("message") if isinstance(event, dict) else None
+    return isinstance(message, dict) and message.get("role") == "user"
 
 
 class _NotTaken(Exception):
@@ -200,13 +222,14 @@ class RpcAttempt:
         outs: list[Out] = []
         mapper = self.mapper
         for line in lines:
-            if line.startswith(_SETTLED):
+            kind = _kind_of(line)
+            if kind == "agent_settled":
                 self._set("settled")
                 continue
-            if line.startswith(_AGENT_END):
+            if kind == "agent_end":
                 # Not the end yet: steering or queued work may follow until agent_settled.
                 continue
-            if line.startswith(_USER_END):
+            if kind == "message_end" and _is_user_message(line):
                 outs.extend(self._on_user_message(line))
                 continue
             outs.extend(mapper.feed(line))
