@@ -8,11 +8,18 @@ how to classify its errors. A second agent CLI is a new adapter, not a rewrite.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bridge.contract import ErrorInfo, ShutdownReceipt, ThinkingLevel
+from bridge.contract import (
+    ErrorInfo,
+    SessionHistory,
+    SessionNotFound,
+    SessionSummary,
+    ShutdownReceipt,
+    ThinkingLevel,
+)
 
 
 @dataclass(slots=True)
@@ -52,6 +59,48 @@ class LaunchSpec:
     cwd: str
     env: dict[str, str] = field(default_factory=dict)
     stdin: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One hunk of a line patch: `old` lines (with their line ends) from line `old_start` became `new`."""
+
+    old_start: int
+    new_start: int
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChangeAnnounced:
+    """A tool call that is about to change a file, seen at the earliest event that names it.
+
+    `content` is the file's whole new text when the tool writes it verbatim (a write tool).
+    """
+
+    call_id: str
+    path: str
+    content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileChangeDone:
+    """The agent's own report of a file change it made: its patch (LF text) and first changed line."""
+
+    call_id: str
+    hunks: tuple[Hunk, ...] | None = None
+    first_line: int | None = None
+
+
+class FileChangeWatch(Protocol):
+    """Reads an agent's output lines for the tool calls that change files (see diff_capture.py)."""
+
+    #: Bytes every line the watch cares about contains: other lines are not even passed to `feed`.
+    prefilter: bytes
+
+    def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
+        """The file changes one stdout line announces or reports (usually none, cheaply)."""
+        ...
 
 
 class EventMapper(Protocol):
@@ -129,4 +178,16 @@ class AgentAdapter(Protocol):
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
+        ...
+
+    def file_change_watch(self, cwd: str) -> FileChangeWatch | None:
+        """A fresh watch of the file-changing tool calls of one attempt in `cwd` (None: no diffs)."""
+        ...
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """The agent's stored sessions of `cwd`, newest first (`live` left False); blocking I/O."""
+        ...
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """One stored session's turns, as a live run would have streamed them; blocking I/O."""
         ...

@@ -25,6 +25,8 @@ SERVER_NAME = "pi-bridge"
 RUN = "pi/run"
 CANCEL = "pi/cancel"
 RUNS = "pi/runs"
+SESSIONS = "pi/sessions"
+SESSION = "pi/session"
 MESSAGE = "pi/message"
 STEER = "pi/steer"
 CLOSE_SESSION = "pi/closeSession"
@@ -141,6 +143,23 @@ class CloseSessionParams(WireModel):
     session_id: str = Field(min_length=1, max_length=256)
 
 
+class SessionsParams(WireModel):
+    """Params of `pi/sessions`: the sessions of `cwd` (default: the workspace), newest first."""
+
+    model_config = ConfigDict(strict=True)
+
+    cwd: str | None = Field(None, min_length=1)
+    limit: int = Field(50, ge=1, le=1000)
+
+
+class SessionParams(WireModel):
+    """Params of `pi/session`: one session's history."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+
+
 class InitializationOptions(WireModel):
     """`initializationOptions` of `initialize`; every field defaulted, bad values warn and default."""
 
@@ -197,8 +216,20 @@ class ToolUpdateContent(WireModel):
     output: str
 
 
+class FileDiff(WireModel):
+    """A file a tool changed: its text before (None: the file is new) and after the tool ran.
+
+    Files over 1 MiB carry only `path` and `line`.
+    """
+
+    path: str
+    old_text: str | None = None
+    new_text: str | None = None
+    line: int | None = Field(None, ge=1)
+
+
 class ToolCompletedContent(WireModel):
-    """Content of tool.completed."""
+    """Content of tool.completed; `diff` when the tool changed a file (edit, write)."""
 
     tool_call_id: str
     name: str
@@ -206,6 +237,7 @@ class ToolCompletedContent(WireModel):
     truncated: bool | None = None
     full_output_path: str | None = None
     cancelled: bool | None = None
+    diff: FileDiff | None = None
 
 
 class ToolFailedContent(WireModel):
@@ -485,6 +517,84 @@ class CloseSessionResult(WireModel):
     closed: bool
 
 
+class SessionSummary(WireModel):
+    """One session in `pi/sessions`."""
+
+    session_id: str
+    cwd: str
+    title: str
+    created_at: str
+    updated_at: str
+    message_count: int
+    live: bool = False
+
+
+class SessionsResult(WireModel):
+    """Result of `pi/sessions`: newest first."""
+
+    sessions: list[SessionSummary]
+
+
+class _HistoryEntry(WireModel):
+    pass
+
+
+class HistoryAssistant(_HistoryEntry):
+    type: Literal["assistant"]
+    content: AssistantContent
+
+
+class HistoryThought(_HistoryEntry):
+    type: Literal["assistant.thought"]
+    content: ThoughtContent
+
+
+class HistoryToolCall(_HistoryEntry):
+    type: Literal["tool.call"]
+    content: ToolCallContent
+
+
+class HistoryToolCompleted(_HistoryEntry):
+    type: Literal["tool.completed"]
+    content: ToolCompletedContent
+
+
+class HistoryToolFailed(_HistoryEntry):
+    type: Literal["tool.failed"]
+    content: ToolFailedContent
+
+
+HistoryMessage = Annotated[
+    HistoryAssistant | HistoryThought | HistoryToolCall | HistoryToolCompleted | HistoryToolFailed,
+    Field(discriminator="type"),
+]
+
+
+class HistoryTurn(WireModel):
+    """One prompt of a session and the messages that answered it, as a live run streamed them."""
+
+    prompt: str
+    messages: list[HistoryMessage]
+
+
+class SessionHistory(WireModel):
+    """Result of `pi/session` for a known session. `omittedTurns`: older turns left out (bound)."""
+
+    found: Literal[True] = True
+    session_id: str
+    cwd: str
+    title: str
+    turns: list[HistoryTurn]
+    omitted_turns: int | None = None
+
+
+class SessionNotFound(WireModel):
+    """Result of `pi/session` for an unknown session id."""
+
+    found: Literal[False] = False
+    session_id: str
+
+
 class EffectiveSettings(WireModel):
     """The server-wide settings in force after initialize (initializationOptions round-trip)."""
 
@@ -504,7 +614,9 @@ class ServerCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the initialize answer."""
 
     protocol_version: int = PROTOCOL_VERSION
-    methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS, STEER, CLOSE_SESSION])
+    methods: list[str] = Field(
+        default_factory=lambda: [RUN, CANCEL, RUNS, SESSIONS, SESSION, STEER, CLOSE_SESSION]
+    )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
     settings: EffectiveSettings | None = None
@@ -522,6 +634,11 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunsResult": RunsResult,
     "SteerResult": SteerResult,
     "CloseSessionResult": CloseSessionResult,
+    "SessionsParams": SessionsParams,
+    "SessionParams": SessionParams,
+    "SessionsResult": SessionsResult,
+    "SessionHistory": SessionHistory,
+    "SessionNotFound": SessionNotFound,
     "ServerCapabilities": ServerCapabilities,
 }
 
@@ -539,8 +656,8 @@ def json_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
-        "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, {STEER}, "
-        f"{CLOSE_SESSION}; notification {MESSAGE}",
+        "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
+        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}; notification {MESSAGE}",
         "$defs": dict(sorted(defs.items())),
     }
 

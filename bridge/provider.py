@@ -20,6 +20,7 @@ import anyio
 from bridge.agent import AgentAdapter, EventMapper, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.diff_capture import DiffCapture
 from bridge.process import (
     MAX_LINE_BYTES,
     ChildProcess,
@@ -123,6 +124,7 @@ class Attempt:
         self.limits = limits
         self.cancel = cancel
         self.mapper: EventMapper = adapter.new_mapper(options)
+        self.diffs = DiffCapture(adapter.file_change_watch(options.cwd))
         self._emit = emit
         self._wait_writable = wait_writable
         self._extra_env = dict(extra_env or {})
@@ -138,7 +140,7 @@ class Attempt:
 
     def _send(self, outs: list[Out]) -> None:
         if outs:
-            self._emit(coalesce(outs))
+            self._emit(coalesce(self.diffs.observe(outs)))
 
     async def run(self) -> AttemptOutcome:
         """Run the attempt to its end; never raises for anything the agent does."""
@@ -303,6 +305,7 @@ class Attempt:
                 outs: list[Out] = []
                 for line in framer.feed(chunk):
                     if line:
+                        self.diffs.note_line(line)
                         outs.extend(mapper.feed(line))
                 self._flush_oversized()
                 self._send(outs)
@@ -311,6 +314,7 @@ class Attempt:
             last = framer.finish()
             self._flush_oversized()
             if last:
+                self.diffs.note_line(last)
                 self._send(mapper.feed(last))
         finally:
             self._stdout_done.set()

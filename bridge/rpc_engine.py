@@ -30,6 +30,7 @@ from bridge.agent import AgentAdapter, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
+from bridge.diff_capture import DiffCapture
 from bridge.pi.rpc import RpcError, session_file_size
 from bridge.process import shutdown_tree, stop_descendants, wait_exit
 from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
@@ -104,6 +105,7 @@ class RpcAttempt:
         self.extra_env = dict(extra_env or {})
         self.retrying = retrying
         self.mapper = adapter.new_mapper(options)
+        self.diffs = DiffCapture(adapter.file_change_watch(options.cwd))
         self._emit = emit
         self._on_started = on_started
         self._on_steerable = on_steerable
@@ -118,7 +120,7 @@ class RpcAttempt:
 
     def _send(self, outs: list[Out]) -> None:
         if outs:
-            self._emit(coalesce(outs))
+            self._emit(coalesce(self.diffs.observe(outs)))
 
     def _set(self, reason: Reason) -> None:
         if self._reason is None:
@@ -232,6 +234,7 @@ class RpcAttempt:
             if kind == "message_end" and _is_user_message(line):
                 outs.extend(self._on_user_message(line))
                 continue
+            self.diffs.note_line(line)
             outs.extend(mapper.feed(line))
         for description in self._oversized():
             mapper.note_invalid(description)

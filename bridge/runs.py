@@ -232,6 +232,10 @@ class RunRegistry:
         """Let `serve` return once every run has ended."""
         self._closing.set()
 
+    def is_live_session(self, session_id: str) -> bool:
+        """Whether a conversation of this session has a live agent now (none in the json engine)."""
+        return self.conversations.live_agent(session_id) is not None
+
     # ------------------------------------------------------------------ requests
 
     def start(self, params: RunParams, default_cwd: str) -> Run:

@@ -44,6 +44,11 @@ __all__ = [
     "ANTHROPIC_TEXT",
     "ANTHROPIC_THOUGHT",
     "DROP_TEXT",
+    "EDIT_FILE",
+    "EDIT_NEW",
+    "EDIT_OLD",
+    "EDIT_ORIGINAL",
+    "FILE_TOOL_PREAMBLE",
     "LENGTH_TEXT",
     "SCENARIOS",
     "TEXT_REPLY",
@@ -52,6 +57,8 @@ __all__ = [
     "TOOL_COMMANDS",
     "TOOL_PREAMBLE",
     "UNICODE_REPLY",
+    "WRITE_CONTENT",
+    "WRITE_FILE",
     "ScriptedModelServer",
     "long_reply_text",
     "tool_answer_text",
@@ -89,6 +96,7 @@ ANTHROPIC_THOUGHT: Final = "Anthropic-style thinking: the user wants a greeting.
 ANTHROPIC_TEXT: Final = "Hello from the fake Anthropic endpoint."
 ANTHROPIC_SIGNATURE: Final = "fakesig-0123456789abcdef"
 TOOL_PREAMBLE: Final = "Let me run that command."
+FILE_TOOL_PREAMBLE: Final = "Let me change that file."
 LENGTH_TEXT: Final = "This answer will be cut off because"
 DROP_TEXT: Final = "Partial answer then the connection"
 #: Streamed piece by piece; each piece stresses another way of splitting or escaping.
@@ -113,6 +121,23 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
     "toolslow": "sleep 30",
 }
 
+#: The file the ``edit`` scenario edits (relative to pi's cwd; the test creates it with
+#: :data:`EDIT_ORIGINAL`) and the one replacement it asks for.
+EDIT_FILE: Final = "notes.txt"
+EDIT_ORIGINAL: Final = "line one\nline two\nline three\n"
+EDIT_OLD: Final = "line two"
+EDIT_NEW: Final = "line 2, edited"
+#: The file the ``write`` scenario creates (relative to pi's cwd) and its content.
+WRITE_FILE: Final = "created/new.txt"
+WRITE_CONTENT: Final = "first line\nsecond line\n"
+
+#: The call of pi's own file tools each file scenario makes: (tool name, arguments), in the
+#: argument shapes of pi 1.6.0's `edit` ({path, edits: [{oldText, newText}]}) and `write`.
+FILE_TOOL_CALLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
+    "edit": ("edit", {"path": EDIT_FILE, "edits": [{"oldText": EDIT_OLD, "newText": EDIT_NEW}]}),
+    "write": ("write", {"path": WRITE_FILE, "content": WRITE_CONTENT}),
+}
+
 SCENARIOS: Final[dict[str, str]] = {
     "text": "streams a fixed English reply word by word",
     "thinking": "streams reasoning_content (thinking) first, then a short text answer",
@@ -121,6 +146,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolfail": "calls bash with a command that writes stderr and exits 3, then answers",
     "toolbig": "calls bash `seq 1 100000` so pi truncates the output, then answers",
     "toolslow": "calls bash `sleep 30` (for cancelling mid-tool), then answers `done`",
+    "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
+    "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -286,10 +313,10 @@ def tool_answer_text(model: str, tool_output: str) -> str:
     return f"The command printed: {output}. Done."
 
 
-def _tool_call_pieces(command: str) -> list[Piece]:
-    arguments = json.dumps({"command": command})
+def _tool_call_pieces(name: str, arguments: dict[str, Any]) -> list[Piece]:
+    encoded = json.dumps(arguments)
     # 6-character fragments, like the captures: pi must reassemble partial JSON.
-    return [Piece("tool_start", "bash")] + [Piece("tool_args", frag) for frag in _fixed_chunks(arguments, 6)]
+    return [Piece("tool_start", name)] + [Piece("tool_args", frag) for frag in _fixed_chunks(encoded, 6)]
 
 
 def _long_count(model: str) -> int | None:
@@ -322,10 +349,16 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
         result = trailing_tool_result(body)
         if result is None:
             return Reply(
-                _text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(TOOL_COMMANDS[model]),
+                _text_pieces(TOOL_PREAMBLE) + _tool_call_pieces("bash", {"command": TOOL_COMMANDS[model]}),
                 "tool_calls",
             )
         return Reply(_text_pieces(tool_answer_text(model, result)))
+    if model in FILE_TOOL_CALLS:
+        result = trailing_tool_result(body)
+        if result is None:
+            name, arguments = FILE_TOOL_CALLS[model]
+            return Reply(_text_pieces(FILE_TOOL_PREAMBLE) + _tool_call_pieces(name, arguments), "tool_calls")
+        return Reply(_text_pieces(f"The tool said: {result.strip()} Done."))
     if model == "unicode":
         return Reply([Piece("text", p) for p in UNICODE_PIECES])
     if model == "length":

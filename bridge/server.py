@@ -1,5 +1,5 @@
-"""The pygls server: thin handlers for pi/run, pi/cancel, pi/runs, pi/steer, pi/closeSession and
-the LSP lifecycle.
+"""The pygls server: thin handlers for pi/run, pi/cancel, pi/runs, pi/sessions, pi/session,
+pi/steer, pi/closeSession and the lifecycle.
 
 Handlers validate params and call the run registry (runs.py); nothing else lives here. Lifecycle:
 `shutdown` stops every run before it answers; `exit`, end of stdin and SIGTERM/SIGINT/SIGHUP all
@@ -23,7 +23,7 @@ from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from bridge import __version__, contract
+from bridge import __version__, contract, history
 from bridge.agent import AgentAdapter
 from bridge.config import resolve_config
 from bridge.process import become_subreaper, reap_orphans
@@ -208,6 +208,23 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     @server.feature(contract.RUNS)
     def pi_runs(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         return ls.registry.list().model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.SESSIONS)
+    async def pi_sessions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SessionsParams, raw)
+        if params.cwd is not None and not os.path.isabs(params.cwd):
+            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path")
+        cwd, registry = params.cwd or ls.default_cwd, ls.registry
+        result = await history.list_sessions(
+            ls.adapter, cwd, params.limit, registry.config.env, registry.is_live_session
+        )
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.SESSION)
+    async def pi_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SessionParams, raw)
+        result = await history.read_session(ls.adapter, params.session_id, ls.registry.config.env)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return server
 

@@ -1,39 +1,41 @@
-"""Shared fixtures: bridges under pytest-lsp with the fake pi or the real pi, and the scripted model."""
+"""Shared fixtures: bridges under pytest-lsp with the fake pi or the real pi, the scripted model,
+and a fresh leak tag per test with a leak check at its end."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from tests.harness import (
-    PI_BIN,
+    BRIDGE,
     assert_no_run_processes,
-    bridge_env,
+    begin_test_tag,
+    bridge_config,
     fake_pi_command,
     initialize,
-    make_client,
+    no_run_processes,
+    real_pi_available,
+    requires_pi,
 )
 
-BRIDGE = [sys.executable, "-m", "bridge"]
+__all__ = ["BRIDGE", "real_pi_available", "requires_pi"]  # defined in tests/harness.py; kept importable here
 
 
-def real_pi_available() -> bool:
-    """Whether the real pi can run here (project-local install or PATH)."""
-    return (PI_BIN / "pi").exists() or shutil.which("pi") is not None
-
-
-requires_pi = pytest.mark.skipif(
-    not real_pi_available() and os.environ.get("PI_BRIDGE_REQUIRE_PI") != "1",
-    reason="real pi is not installed (run .ci/run, or set PI_BRIDGE_REQUIRE_PI=1 to make this fail)",
-)
+@pytest.fixture(autouse=True)
+def leak_tag() -> Iterator[str]:
+    """A fresh leak tag for the bridges this test starts; at the test's end (after its fixtures'
+    teardown), fail it if a process of one of its runs outlived its bridge, and kill that process.
+    (The check also covers bridges whose environment was built at import, with the session's tag.)"""
+    tag = begin_test_tag()
+    yield tag
+    no_run_processes(
+        timeout=3, orphans_only=True, where="after its bridge, at the end of the test that started it"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -51,9 +53,7 @@ def pi_agent_dir(tmp_path_factory: pytest.TempPathFactory, scripted_model: Scrip
     return agent_dir
 
 
-@pytest_lsp.fixture(
-    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
-)
+@pytest_lsp.fixture(config=bridge_config())
 async def fake_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
     """A bridge whose pi is tests/fakes/fake_pi.py."""
     await initialize(lsp_client, {"piCommand": fake_pi_command(), "silenceTimeoutMs": 20000})
@@ -62,9 +62,7 @@ async def fake_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClien
     await assert_no_run_processes()
 
 
-@pytest_lsp.fixture(
-    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
-)
+@pytest_lsp.fixture(config=bridge_config())
 async def real_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
     """A bridge running the real pi against the scripted model (provider `fake`)."""
     await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}})

@@ -1,41 +1,93 @@
-"""Test harness: a pytest-lsp client that collects pi/message notifications, and leak checks.
+"""Test harness: a pytest-lsp client that collects pi/message notifications, a raw stdio bridge,
+the `requires_pi` marker, and the one leak checker.
 
 Waits are on events with timeouts, never on sleeps. Process leak checks read /proc for processes
-whose environment carries this test session's tag (every bridge the tests start sets it, and pi
-and all its descendants inherit it); zombies count as dead.
+whose environment carries the current test's tag (every bridge a test starts gets it from
+`bridge_env()`, and pi and all its descendants inherit it) and a run token; zombies count as dead.
+tests/conftest.py gives every test a fresh tag and checks, at the test's end, that nothing
+carrying it is left, so a leak fails the test that caused it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import attrs
 import psutil
+import pytest
 from lsprotocol import types
+from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import register_lsp_features
 
+from bridge.process import RUN_TOKEN_ENV
+from bridge.stdio_client import read_frame
+from bridge.transport import frame
 from bridge.wire import dict_converter
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_PI = ROOT / "tests" / "fakes" / "fake_pi.py"
 PI_BIN = ROOT / ".tools" / "node_modules" / ".bin"
+BRIDGE = [sys.executable, "-m", "bridge"]
 TEST_TAG_ENV = "PI_BRIDGE_TEST_TAG"
-TEST_TAG = uuid.uuid4().hex
+#: Marks one RawBridge's processes, so its teardown checks its own runs only.
+BRIDGE_MARKER_ENV = "PI_BRIDGE_TEST_BRIDGE"
 WAIT = 30.0
 
 
+class _Tag:
+    """Leak tags: one per test (set by tests/conftest.py), and the session's, which bridges get
+    when their environment is built outside any test (a pytest-lsp config built at import)."""
+
+    session = uuid.uuid4().hex
+    value = session
+
+
+def current_test_tag() -> str:
+    """The leak tag bridges started now get (the running test's)."""
+    return _Tag.value
+
+
+def begin_test_tag() -> str:
+    """Give the test that starts now a fresh leak tag; return it."""
+    _Tag.value = uuid.uuid4().hex
+    return _Tag.value
+
+
+def pi_requirement(found: bool, required: bool) -> pytest.MarkDecorator:
+    """Skip when pi is not found, unless it is required (then the test runs, and fails)."""
+    return pytest.mark.skipif(
+        not found and not required,
+        reason="real pi is not installed (run .ci/run, or set PI_BRIDGE_REQUIRE_PI=1 to make this fail)",
+    )
+
+
+def real_pi_available() -> bool:
+    """Whether the real pi can run here (project-local install or PATH)."""
+    return (PI_BIN / "pi").exists() or shutil.which("pi") is not None
+
+
+#: The one marker for tests that run the real pi: PI_BRIDGE_REQUIRE_PI=1 turns a skip into a failure.
+requires_pi = pi_requirement(real_pi_available(), os.environ.get("PI_BRIDGE_REQUIRE_PI") == "1")
+
+
 def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a bridge under test: the session tag, pi on PATH, strict contract checks."""
+    """Environment for a bridge under test: the current test's tag, pi on PATH, strict contract checks."""
     env = dict(os.environ)
-    env[TEST_TAG_ENV] = TEST_TAG
+    env[TEST_TAG_ENV] = current_test_tag()
     env["PI_BRIDGE_STRICT"] = "1"
     env["PATH"] = f"{PI_BIN}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PI_BRIDGE_LOG_LEVEL", "INFO")
@@ -46,6 +98,23 @@ def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def fake_pi_command() -> list[str]:
     """The fake pi as a piCommand argv."""
     return [sys.executable, str(FAKE_PI)]
+
+
+@attrs.define
+class BridgeServerConfig(ClientServerConfig):
+    """A pytest-lsp config whose bridge gets `bridge_env(extra_env)` when it starts, not at import
+    (so it carries the leak tag of the test that starts it)."""
+
+    extra_env: dict[str, str] = attrs.field(factory=dict)
+
+    async def start(self, devtools: str | None = None) -> JsonRPCClient:
+        self.server_env = bridge_env(self.extra_env)
+        return await super().start(devtools)
+
+
+def bridge_config(extra_env: dict[str, str] | None = None) -> BridgeServerConfig:
+    """The config of a pytest-lsp bridge fixture: `@pytest_lsp.fixture(config=bridge_config())`."""
+    return BridgeServerConfig(server_command=BRIDGE, client_factory=make_client, extra_env=extra_env or {})
 
 
 class Messages:
@@ -135,24 +204,54 @@ async def answer_or_error(
         return None, exc
 
 
-def tagged_processes() -> list[psutil.Process]:
-    """Live (non-zombie) processes started under this test session's tag, other than bridges."""
-    needle = f"{TEST_TAG_ENV}={TEST_TAG}".encode()
+def run_processes(
+    tag: str | None = None, marker: str | None = None, *, orphans_only: bool = False
+) -> list[psutil.Process]:
+    """Live (non-zombie) processes of runs started under `tag` (default: the current test's, and
+    the session's), of the RawBridge with `marker` only when given. Bridges carry the tag too; a
+    run's processes also carry a run token. With `orphans_only`, processes under a live bridge
+    (which is a subreaper, so its runs' orphans stay under it) are left out: they are its business
+    until it stops (a module-scoped bridge outlives a test)."""
+    tags = [tag] if tag else [current_test_tag(), _Tag.session]
+    tag_needles = [f"{TEST_TAG_ENV}={value}".encode() for value in tags]
+    needles = [f"{RUN_TOKEN_ENV}=".encode()]
+    if marker is not None:
+        needles.append(f"{BRIDGE_MARKER_ENV}={marker}".encode())
     found = []
     for pid in psutil.pids():
         try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                environ = handle.read()
-            # The bridge itself carries the tag too; a run's processes also carry a run token.
-            if needle not in environ or b"PI_BRIDGE_RUN_TOKEN=" not in environ:
+            environ = _environ(pid)
+            if not any(n in environ for n in tag_needles) or not all(n in environ for n in needles):
                 continue
             proc = psutil.Process(pid)
-            if proc.status() == psutil.STATUS_ZOMBIE:
+            if proc.status() == psutil.STATUS_ZOMBIE or (orphans_only and _under_a_bridge(proc)):
                 continue
             found.append(proc)
         except (OSError, psutil.Error):
             continue
     return found
+
+
+def _environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        return handle.read()
+
+
+def _under_a_bridge(proc: psutil.Process) -> bool:
+    """Whether a live bridge under test (tagged, without a run token) is an ancestor of `proc`."""
+    for parent in proc.parents():
+        try:
+            environ = _environ(parent.pid)
+        except OSError:
+            continue
+        if f"{TEST_TAG_ENV}=".encode() in environ and f"{RUN_TOKEN_ENV}=".encode() not in environ:
+            return True
+    return False
+
+
+def tagged_processes() -> list[psutil.Process]:
+    """Live processes of runs started under the current test's tag (or the session's)."""
+    return run_processes()
 
 
 def run_processes_alive(pids: list[int]) -> list[int]:
@@ -180,20 +279,46 @@ async def warm_pids(client: LanguageClient) -> set[int]:
     return pids
 
 
+def _leak_failure(left: list[psutil.Process], where: str) -> AssertionError:
+    """Kill what is left (by pid, so it cannot leak into later tests) and describe it."""
+    described = []
+    for proc in left:
+        try:
+            described.append((proc.pid, " ".join(proc.cmdline())[:80]))
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(left, timeout=5)
+    return AssertionError(f"processes of a run are still alive {where}: {described}")
+
+
+def no_run_processes(
+    bridge: RawBridge | None = None, timeout: float = 10.0, *, orphans_only: bool = False, where: str = ""
+) -> None:
+    """Fail if a process of a run (of `bridge`, else of every bridge of the current test) is alive
+    after `timeout`; what is left is killed. `orphans_only`: see `run_processes`. Polls /proc:
+    there is no event to wait on for another process's exit."""
+    marker = bridge.marker if bridge is not None else None
+    deadline = time.monotonic() + timeout
+    while left := run_processes(marker=marker, orphans_only=orphans_only):
+        if time.monotonic() > deadline:
+            raise _leak_failure(left, where or (f"after bridge {bridge.pid}" if bridge else "after the test"))
+        time.sleep(0.05)
+
+
 async def assert_no_run_processes(timeout: float = 10.0, client: LanguageClient | None = None) -> None:
-    """Fail if any process of a run outlives it (polls /proc until the timeout).
+    """Fail if any process of a run of this test outlives it (polls /proc until the timeout).
 
     With `client`, that bridge's idle warm-pool agents are not counted (they belong to no run).
     """
     deadline = time.monotonic() + timeout
     while True:
         spare = await warm_pids(client) if client is not None else set()
-        left = [proc for proc in tagged_processes() if proc.pid not in spare]
+        left = [proc for proc in run_processes() if proc.pid not in spare]
         if not left:
             return
         if time.monotonic() > deadline:
-            described = [(p.pid, " ".join(p.cmdline())[:80]) for p in left if p.is_running()]
-            raise AssertionError(f"processes of a run are still alive: {described}")
+            raise _leak_failure(left, "")
         await asyncio.sleep(0.05)
 
 
@@ -222,89 +347,273 @@ def assert_stream_invariants(messages: list[dict[str, Any]]) -> None:
         assert terminals[0]["content"]["text"] == text, "deltas must concatenate to the terminal text"
 
 
+Message = dict[str, Any]
+
+
 class RawBridge:
-    """A bridge process driven over raw stdio by a reader thread (for lifecycle and framing tests)."""
+    """A bridge process spoken to over raw stdio (lifecycle, framing, fuzz and load tests).
 
-    def __init__(self, args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
-        import queue
-        import subprocess
-        import threading
+    It can send broken bytes and stop reading (outbound backpressure). One reader thread parses
+    frames into `messages`; waits are on a condition variable with a timeout. Teardown is
+    `close()`: end of input, exit within the timeout (else the bridge is killed by its pid and the
+    test fails), and no process of its runs left (else they are killed and the test fails).
+    """
 
-        from bridge.stdio_client import StdioClient
-
-        self.client = StdioClient([sys.executable, "-m", "bridge", *(args or [])], env=bridge_env(env))
-        self.proc: subprocess.Popen[bytes] = self.client.proc
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        while True:
-            try:
-                message = self.client.read()
-            except (OSError, ValueError):
-                message = None
-            self.inbox.put(message)
-            if message is None:
-                return
-
-    def wait_for(self, predicate: Any, timeout: float = WAIT) -> dict[str, Any]:
-        """Wait for a message matching predicate (earlier ones stay in `seen`)."""
-        import queue
-
-        for message in self.seen:
-            if predicate(message):
-                return message
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no matching message within {timeout} s")
-            try:
-                message = self.inbox.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if message is None:
-                raise AssertionError("the bridge closed its output")
-            self.seen.append(message)
-            if predicate(message):
-                return message
-
-    def initialize(self, options: dict[str, Any] | None = None) -> dict[str, Any]:
-        """initialize + initialized."""
-        msg_id = self.client.request(
-            "initialize",
-            {"processId": os.getpid(), "rootUri": None, "capabilities": {}, "initializationOptions": options},
+    def __init__(
+        self,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        *,
+        log_file: Path | None = None,
+        stderr_file: Path | None = None,
+        command: list[str] | None = None,
+    ) -> None:
+        self.marker = uuid.uuid4().hex
+        self.env = bridge_env({BRIDGE_MARKER_ENV: self.marker, **(env or {})})
+        self.argv = [*(command or BRIDGE), *(args or [])]
+        if log_file is not None:
+            self.argv += ["--log-file", str(log_file)]
+        self._stderr_handle: IO[bytes] | None = open(stderr_file, "wb") if stderr_file else None  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_handle,
+            env=self.env,
+            cwd=ROOT,
         )
-        answer = self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m)
-        self.client.notify("initialized", {})
+        self.client = self  # the older harness spelled requests `raw.client.request(...)`
+        self.messages: list[Message] = []
+        self.by_run: dict[str, list[Message]] = {}
+        self.responses: dict[Any, list[Message]] = {}
+        self.arrivals: list[tuple[float, str, str]] = []  # (monotonic time, runId, type) of pi/message
+        self.eof = False
+        self.reader_error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._reading = threading.Event()
+        self._reading.set()
+        self._write_lock = threading.Lock()
+        self._next_id = 0
+        self._reader = threading.Thread(target=self._read_loop, name="raw-bridge-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The bridge's pid."""
+        return self.proc.pid
+
+    @property
+    def seen(self) -> list[Message]:
+        """Every message read so far (the older harness's name for `messages`)."""
+        with self._cond:
+            return list(self.messages)
+
+    def alive(self) -> bool:
+        """Whether the bridge process is still running."""
+        return self.proc.poll() is None
+
+    # ------------------------------------------------------------------ writing
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write raw bytes to the bridge's stdin."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        with self._write_lock:
+            stdin.write(data)
+            stdin.flush()
+
+    def send(self, payload: Any) -> None:
+        """Write one framed JSON message (UTF-8, not ASCII-escaped)."""
+        self.send_bytes(frame(json.dumps(payload, ensure_ascii=False).encode("utf-8")))
+
+    def new_id(self) -> int:
+        """A fresh request id."""
+        with self._cond:
+            self._next_id += 1
+            return self._next_id
+
+    def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:
+        """Send a request (params null when not given); return its id."""
+        if msg_id is None:
+            msg_id = self.new_id()
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return msg_id
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (params null when not given)."""
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def close_stdin(self) -> None:
+        """End the bridge's input."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+
+    # ------------------------------------------------------------------ reading
+
+    def pause_reading(self) -> None:
+        """Stop reading the bridge's stdout (a client that stopped reading)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        """Read again."""
+        self._reading.set()
+
+    def _read_loop(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            while True:
+                self._reading.wait()
+                message = read_frame(stdout)
+                if message is None:
+                    break
+                with self._cond:
+                    self.messages.append(message)
+                    if message.get("method") == "pi/message":
+                        params = message["params"]
+                        self.by_run.setdefault(params["runId"], []).append(params)
+                        self.arrivals.append((time.monotonic(), params["runId"], params["type"]))
+                    elif "method" not in message:
+                        self.responses.setdefault(message.get("id"), []).append(message)
+                    self._cond.notify_all()
+        except BaseException as exc:  # surfaced by the waits: a broken frame from the bridge
+            self.reader_error = exc
+        finally:
+            with self._cond:
+                self.eof = True
+                self._cond.notify_all()
+
+    def wait_until(
+        self, predicate: Callable[[], bool], timeout: float = WAIT, what: str = "condition"
+    ) -> None:
+        """Wait until predicate() (checked under the lock) holds; fail after `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                if self.reader_error is not None:
+                    raise AssertionError(f"bad output from the bridge: {self.reader_error!r}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"{what} not met within {timeout} s")
+                if self.eof:
+                    raise AssertionError(f"the bridge closed its output before: {what}")
+                self._cond.wait(remaining)
+
+    def wait_for(self, predicate: Callable[[Message], bool], timeout: float = WAIT) -> Message:
+        """Wait for the first message (earliest first, already read ones included) matching predicate."""
+        found: list[Message] = []
+
+        def matched() -> bool:
+            found[:] = [m for m in self.messages if predicate(m)][:1]
+            return bool(found)
+
+        self.wait_until(matched, timeout, "a matching message")
+        return found[0]
+
+    def response(self, msg_id: Any, timeout: float = WAIT) -> Message:
+        """Wait for the (first) response to `msg_id`."""
+        self.wait_until(lambda: msg_id in self.responses, timeout, f"response to id {msg_id!r}")
+        return self.responses[msg_id][0]
+
+    def has_response(self, msg_id: Any) -> bool:
+        """Whether a response to `msg_id` has arrived."""
+        with self._cond:
+            return msg_id in self.responses
+
+    def call(self, method: str, params: Any = None, timeout: float = WAIT) -> Message:
+        """Request and wait for the response."""
+        return self.response(self.request(method, params), timeout)
+
+    def run_messages(self, run_id: str) -> list[Message]:
+        """A copy of run `run_id`'s pi/message params so far."""
+        with self._cond:
+            return list(self.by_run.get(run_id, []))
+
+    def wait_message(self, run_id: str, kind: str, timeout: float = WAIT) -> Message:
+        """Wait for the first pi/message of `kind` in run `run_id`; return its params."""
+        self.wait_until(
+            lambda: any(m["type"] == kind for m in self.by_run.get(run_id, [])),
+            timeout,
+            f"a {kind} message of run {run_id}",
+        )
+        return next(m for m in self.run_messages(run_id) if m["type"] == kind)
+
+    message = wait_message  # the older harness's name
+
+    def errors_with_null_id(self) -> list[Message]:
+        """Error responses the bridge could not tie to a request (id null)."""
+        with self._cond:
+            return list(self.responses.get(None, []))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def initialize(self, options: dict[str, Any] | None = None) -> Message:
+        """initialize + initialized; return the initialize answer."""
+        answer = self.call(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": ROOT.as_uri(),
+                "capabilities": {},
+                "initializationOptions": options,
+            },
+        )
+        assert "result" in answer, answer
+        self.notify("initialized", {})
         return answer
 
-    def response(self, msg_id: int, timeout: float = WAIT) -> dict[str, Any]:
-        """Wait for the response to a request."""
-        return self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m, timeout)
-
-    def message(self, run_id: str, kind: str, timeout: float = WAIT) -> dict[str, Any]:
-        """Wait for a pi/message of `kind` for run `run_id`."""
-        return self.wait_for(
-            lambda m: (
-                m.get("method") == "pi/message"
-                and m["params"]["runId"] == run_id
-                and m["params"]["type"] == kind
-            ),
-            timeout,
-        )["params"]
+    def shutdown(self, timeout: float = WAIT) -> int:
+        """shutdown + exit; return the exit code (fails, killing the bridge by pid, if it does not exit)."""
+        try:
+            if self.alive() and not self.eof:
+                self.response(self.request("shutdown"), timeout)
+                self.notify("exit")
+            self.close_stdin()
+        except (BrokenPipeError, OSError, AssertionError):
+            pass
+        self.resume_reading()
+        return self.wait_exit(timeout)
 
     def wait_exit(self, timeout: float = WAIT) -> int:
-        """Wait for the bridge process to exit; return its code."""
-        return self.proc.wait(timeout=timeout)
+        """Wait for the bridge to exit; on timeout kill it (by its pid) and fail."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(WAIT)
+            raise AssertionError(f"the bridge (pid {self.pid}) did not exit within {timeout} s") from None
+        finally:
+            self._reader.join(timeout)
+            if self._stderr_handle is not None:
+                self._stderr_handle.close()
+        return code
+
+    def stop(self, timeout: float = WAIT) -> int:
+        """End the bridge's input (it then stops every run, tree and all) and wait for it to exit;
+        fail (after killing it by pid) if it does not. Returns the exit code."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        self.resume_reading()
+        self.close_stdin()
+        return self.wait_exit(timeout)
+
+    def close(self, timeout: float = WAIT) -> None:
+        """Teardown: stop the bridge, then fail if any process of its runs is left (they are killed)."""
+        try:
+            self.stop(timeout)
+        finally:
+            no_run_processes(self)
 
     def kill(self) -> None:
-        """Kill the bridge if it is still running (test cleanup)."""
-        if self.proc.poll() is None:
+        """Kill the bridge by its pid (a last resort), then check as `close()` does: a killed bridge
+        cannot stop its runs, so anything they left fails the test."""
+        if self.alive():
             self.proc.kill()
-            self.proc.wait(timeout=WAIT)
+        self.close()
 
 
 async def wait_for_run_process(fragment: str, timeout: float = WAIT) -> psutil.Process:

@@ -1,4 +1,4 @@
-"""Everything pi-specific: its flags (command), its events (mapper) and its errors (errors)."""
+"""Everything pi-specific: flags (command), events (mapper), errors, session files and their layout."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import signal
 from collections.abc import Mapping
 
 from bridge.agent import LaunchSpec, RunOptions
-from bridge.contract import ErrorInfo
+from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+from bridge.pi import session_files
 from bridge.pi.command import launch_spec
+from bridge.pi.file_changes import PiFileChangeWatch
 from bridge.pi.mapper import PiEventMapper
 from bridge.pi.sessions import session_exists
 
@@ -44,3 +46,15 @@ class PiAgent:
             "initializationOptions.piCommand, --pi-command or PI_BRIDGE_PI_COMMAND.",
             retryable=False,
         )
+
+    def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
+        """Which of pi's edit and write calls change which file, read off pi's events."""
+        return PiFileChangeWatch(cwd)
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """pi's sessions of `cwd`, newest first, read from its session files."""
+        return session_files.list_sessions(cwd, limit, env)
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """One pi session's history, read from its session file."""
+        return session_files.read_session(session_id, env)

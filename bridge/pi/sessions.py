@@ -9,6 +9,7 @@ the run does (pi-facts.md, "Sessions"). Layout: `<agent dir>/sessions/--<cwd wit
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,8 +24,8 @@ def sessions_root(env: Mapping[str, str]) -> tuple[Path, bool]:
 
 
 def cwd_folder(cwd: str) -> str:
-    """pi's folder name for the sessions of one working directory."""
-    return "--" + cwd.strip("/").replace("/", "-") + "--"
+    """pi's folder name for the sessions of one working directory (session-manager.js)."""
+    return "--" + re.sub(r"[/\\:]", "-", re.sub(r"^[/\\]", "", os.path.normpath(cwd))) + "--"
 
 
 def session_exists(session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]) -> bool:

@@ -2,79 +2,86 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import fcntl
+import os
+import struct
+import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from bridge.stdio_client import encode as frame
-from bridge.stdio_client import read_frame
-from tests.harness import assert_no_run_processes, bridge_env, fake_pi_command, tagged_processes
+import pytest
+
+from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, run_processes
+
+PAGE = 4096
 
 
-def wait_until_stalled(progress: Path, timeout: float = 30.0) -> int:
-    """Wait until the flooding agent stops making progress: its pipe is full because we do not read."""
-    deadline = time.monotonic() + timeout
-    last, since = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        now = int(progress.read_text() or 0) if progress.exists() else 0
-        if now != last:
-            last, since = now, time.monotonic()
-        elif now > 0 and time.monotonic() - since > 0.5:
-            return now
-        time.sleep(0.05)
-    raise AssertionError("the agent never stalled: the bridge is buffering without bound")
-
-
-async def test_cancel_acts_while_the_client_is_not_reading(tmp_path: Path) -> None:
-    bridge = subprocess.Popen(
-        [sys.executable, "-m", "bridge"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=bridge_env()
-    )
-    assert bridge.stdin is not None and bridge.stdout is not None
+def pipe_fill(path: str) -> tuple[int, int]:
+    """(bytes buffered, capacity) of the pipe at `path` (a /proc/<pid>/fd/<n> link), opened as an
+    extra reader that never reads."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        options = {"piCommand": fake_pi_command(), "warmPool": False}
-        bridge.stdin.write(
-            frame(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {"processId": None, "capabilities": {}, "initializationOptions": options},
-                }
-            )
-        )
-        bridge.stdin.flush()
-        assert read_frame(bridge.stdout)["id"] == 1
-        progress = tmp_path / "progress"
-        run = {"runId": "flood", "prompt": str(progress), "model": "flood"}
-        bridge.stdin.write(frame({"jsonrpc": "2.0", "id": 2, "method": "pi/run", "params": run}))
-        bridge.stdin.flush()
-        written = wait_until_stalled(progress)
-        assert written < 64 * 1024 * 1024, "backpressure must bound what the bridge buffers"
-        assert tagged_processes(), "the agent is alive, blocked on its pipe"
-        bridge.stdin.write(
-            frame({"jsonrpc": "2.0", "id": 3, "method": "pi/cancel", "params": {"runId": "flood"}})
-        )
-        bridge.stdin.flush()
-        # Still not reading a single byte: the cancel must act anyway.
-        await assert_no_run_processes(timeout=10)
-        seqs: list[int] = []
-        deltas: list[str] = []
-        answers: dict[object, dict[str, object]] = {}
-        while len(answers) < 2:
-            message = read_frame(bridge.stdout)
-            if message.get("method") == "pi/message":
-                last = message["params"]
-                seqs.append(last["seq"])  # type: ignore[index]
-                if last["type"] == "assistant":  # type: ignore[index]
-                    deltas.append(last["content"]["text"])  # type: ignore[index]
-            else:
-                answers[message["id"]] = message
-        assert seqs == list(range(1, len(seqs) + 1)), "every message, in order"
-        assert last["type"] == "terminal.cancelled"  # type: ignore[index]
-        assert answers[2]["error"]["code"] == -32800  # type: ignore[index]
-        assert answers[3]["result"]["found"] is True  # type: ignore[index]
-        assert last["content"]["text"] == "".join(deltas) != ""  # type: ignore[index]
+        buffered = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return buffered, fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
     finally:
-        bridge.stdin.close()
-        bridge.wait(timeout=30)
+        os.close(fd)
+
+
+def blocked_writing_a_pipe(pid: int) -> bool:
+    """Whether the process sleeps in the kernel waiting for room in a pipe."""
+    with open(f"/proc/{pid}/wchan") as handle:
+        return "pipe_write" in handle.read()
+
+
+def wait_until_stalled(bridge: RawBridge, timeout: float = WAIT) -> int:
+    """Wait for the state "the agent is blocked writing its stdout, and the bridge's stdout pipe
+    to us is full": the bridge, which we stopped reading, has stopped reading the agent. (A pipe
+    is full a page short of its capacity at most: it fills page by page.) Returns the agent's pid."""
+    assert bridge.proc.stdout is not None
+    ours = f"/proc/self/fd/{bridge.proc.stdout.fileno()}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        buffered, capacity = pipe_fill(ours)
+        for proc in run_processes(marker=bridge.marker):
+            try:
+                if buffered >= capacity - 2 * PAGE and blocked_writing_a_pipe(proc.pid):
+                    return proc.pid
+            except OSError:
+                continue
+        time.sleep(0.02)  # polling kernel states: no event tells that another process is blocked
+    raise AssertionError(
+        f"the agent was never blocked on its pipe within {timeout} s: the bridge buffers without bound"
+    )
+
+
+@pytest.fixture
+def bridge() -> Iterator[RawBridge]:
+    raw = RawBridge()
+    raw.initialize({"piCommand": fake_pi_command(), "warmPool": False})
+    yield raw
+    raw.close()
+
+
+def test_cancel_acts_while_the_client_is_not_reading(bridge: RawBridge, tmp_path: Path) -> None:
+    progress = tmp_path / "progress"
+    bridge.pause_reading()
+    run = bridge.request("pi/run", {"runId": "flood", "prompt": str(progress), "model": "flood"})
+    agent = wait_until_stalled(bridge)
+    written = int(progress.read_text() or 0) if progress.exists() else 0
+    assert written < 64 * 1024 * 1024, "backpressure must bound what the bridge buffers"
+    cancel = bridge.request("pi/cancel", {"runId": "flood"})
+    # Still not reading a single byte: the cancel must act anyway.
+    no_run_processes(
+        bridge, timeout=10, where=f"after a cancel while the client was not reading (agent {agent})"
+    )
+    bridge.resume_reading()
+    assert bridge.response(run)["error"]["code"] == -32800
+    assert bridge.response(cancel)["result"]["found"] is True
+    messages = bridge.run_messages("flood")
+    assert [m["seq"] for m in messages] == list(range(1, len(messages) + 1)), "every message, in order"
+    last = messages[-1]
+    assert last["type"] == "terminal.cancelled"
+    deltas = "".join(m["content"]["text"] for m in messages if m["type"] == "assistant")
+    assert last["content"]["text"] == deltas != ""
+    assert len(deltas) < 64 * 1024 * 1024, "the agent was stopped mid-flood, not drained into memory"

@@ -15,11 +15,11 @@ def bridge() -> Iterator[RawBridge]:
     raw = RawBridge()
     raw.initialize({"piCommand": fake_pi_command()})
     yield raw
-    raw.kill()
+    raw.close()
 
 
 def start_stubborn_run(bridge: RawBridge, run_id: str) -> int:
-    msg_id = bridge.client.request("pi/run", {"runId": run_id, "prompt": "x", "model": "stubborn"})
+    msg_id = bridge.request("pi/run", {"runId": run_id, "prompt": "x", "model": "stubborn"})
     bridge.message(run_id, "tool.update")
     assert tagged_processes(), "the run's processes are up"
     return msg_id
@@ -27,7 +27,7 @@ def start_stubborn_run(bridge: RawBridge, run_id: str) -> int:
 
 async def test_shutdown_stops_runs_before_answering(bridge: RawBridge) -> None:
     run_msg = start_stubborn_run(bridge, "s1")
-    shutdown = bridge.client.request("shutdown", None)
+    shutdown = bridge.request("shutdown", None)
     answer = bridge.response(shutdown, timeout=15)
     assert "error" not in answer
     assert tagged_processes() == [], "every run is stopped before shutdown answers"
@@ -36,7 +36,7 @@ async def test_shutdown_stops_runs_before_answering(bridge: RawBridge) -> None:
     assert run_answer["error"]["data"]["shutdown"]["survivors"] == []
     order = [m.get("id") for m in bridge.seen if "method" not in m]
     assert order.index(run_msg) < order.index(shutdown)
-    bridge.client.notify("exit", None)
+    bridge.notify("exit", None)
     assert bridge.wait_exit() == 0
     await assert_no_run_processes(timeout=1)
 
@@ -63,7 +63,7 @@ async def test_signal_to_the_bridge_mid_run_leaves_nothing(bridge: RawBridge, si
 
 async def test_exit_without_shutdown_still_stops_runs(bridge: RawBridge) -> None:
     start_stubborn_run(bridge, "x1")
-    bridge.client.notify("exit", None)
+    bridge.notify("exit", None)
     assert bridge.wait_exit(timeout=15) == 1, "exit without shutdown is exit code 1 (LSP)"
     await assert_no_run_processes(timeout=1)
 
@@ -72,7 +72,7 @@ async def test_missing_pi_is_a_terminal_failed_message_not_an_exception() -> Non
     raw = RawBridge(["--pi-command", "/nonexistent/pi --flag"])
     try:
         raw.initialize()
-        msg_id = raw.client.request("pi/run", {"runId": "m1", "prompt": "hi"})
+        msg_id = raw.request("pi/run", {"runId": "m1", "prompt": "hi"})
         answer = raw.response(msg_id)
         result = answer["result"]
         assert result["status"] == "failed"
@@ -80,10 +80,10 @@ async def test_missing_pi_is_a_terminal_failed_message_not_an_exception() -> Non
         assert "/nonexistent/pi" in result["error"]["message"]
         terminal = raw.message("m1", "terminal.failed")
         assert terminal["seq"] == 1
-        runs = raw.client.request("pi/runs", None)
+        runs = raw.request("pi/runs", None)
         assert raw.response(runs)["result"]["runs"] == []
     finally:
-        raw.kill()
+        raw.close()
 
 
 async def test_initialize_advertises_the_contract(bridge: RawBridge) -> None:

@@ -16,7 +16,7 @@ def one_slot() -> Iterator[RawBridge]:
     raw = RawBridge()
     raw.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 1, "warmPool": False})
     yield raw
-    raw.kill()
+    raw.close()
 
 
 def test_initialization_options_round_trip_and_drive_retry(tmp_path) -> None:
@@ -29,23 +29,23 @@ def test_initialization_options_round_trip_and_drive_retry(tmp_path) -> None:
         assert settings["maxConcurrentRuns"] == 8, "a bad option falls back to its default"
         warning = raw.wait_for(lambda m: m.get("method") == "window/logMessage")
         assert "maxConcurrentRuns" in warning["params"]["message"]
-        msg_id = raw.client.request("pi/run", {"prompt": str(tmp_path / "n"), "model": "always_500"})
+        msg_id = raw.request("pi/run", {"prompt": str(tmp_path / "n"), "model": "always_500"})
         assert raw.response(msg_id)["result"]["attempts"] == 2, "the server default applies to runs"
     finally:
-        raw.kill()
+        raw.close()
 
 
 def test_runs_beyond_the_limit_wait_in_line_and_are_told(one_slot: RawBridge) -> None:
-    first = one_slot.client.request("pi/run", {"runId": "first", "prompt": "x", "model": "slow"})
+    first = one_slot.request("pi/run", {"runId": "first", "prompt": "x", "model": "slow"})
     one_slot.message("first", "assistant")
-    second = one_slot.client.request("pi/run", {"runId": "second", "prompt": "x", "model": "text"})
+    second = one_slot.request("pi/run", {"runId": "second", "prompt": "x", "model": "text"})
     queued = one_slot.message("second", "run.queued")
     assert queued["content"] == {"position": 1, "limit": 1}
-    runs = one_slot.client.request("pi/runs", None)
+    runs = one_slot.request("pi/runs", None)
     listed = {r["runId"]: r for r in one_slot.response(runs)["result"]["runs"]}
     assert {k: r["state"] for k, r in listed.items()} == {"first": "running", "second": "queued"}
     assert listed["first"]["pid"] > 0 and "pid" not in listed["second"], "a live run shows its agent's pid"
-    one_slot.client.request("pi/cancel", {"runId": "first"})
+    one_slot.request("pi/cancel", {"runId": "first"})
     assert one_slot.response(first)["error"]["code"] == -32800
     assert one_slot.response(second)["result"]["status"] == "completed"
 
@@ -54,16 +54,16 @@ def test_fail_fast_when_queueing_is_off() -> None:
     raw = RawBridge()
     try:
         raw.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 1, "queueWhenBusy": False})
-        first = raw.client.request("pi/run", {"runId": "a", "prompt": "x", "model": "slow"})
+        first = raw.request("pi/run", {"runId": "a", "prompt": "x", "model": "slow"})
         raw.message("a", "assistant")
-        second = raw.client.request("pi/run", {"runId": "b", "prompt": "x", "model": "text"})
+        second = raw.request("pi/run", {"runId": "b", "prompt": "x", "model": "text"})
         result = raw.response(second)["result"]
         assert result["status"] == "failed" and result["error"]["kind"] == "busy"
         assert raw.message("b", "terminal.failed")["seq"] == 1
-        raw.client.request("pi/cancel", {"runId": "a"})
+        raw.request("pi/cancel", {"runId": "a"})
         assert raw.response(first)["error"]["code"] == -32800
     finally:
-        raw.kill()
+        raw.close()
 
 
 def test_each_option_maps_to_pi_flags_in_one_place() -> None:

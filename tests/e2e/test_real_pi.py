@@ -7,16 +7,10 @@ import time
 import pytest
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import ScriptedModelServer
-from tests.conftest import requires_pi
-from tests.harness import assert_stream_invariants, messages_of, request
+from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from tests.harness import assert_stream_invariants, messages_of, request, requires_pi
 
 pytestmark = [requires_pi, pytest.mark.realpi]
-
-TEXT = (
-    "Hello from the fake model. This reply is streamed in many small pieces so that a client can "
-    "observe message_update events one delta at a time. It ends here."
-)
 
 
 async def run(client: LanguageClient, **params: object) -> tuple[dict[str, object], list[dict[str, object]]]:
@@ -29,10 +23,10 @@ async def run(client: LanguageClient, **params: object) -> tuple[dict[str, objec
 async def test_text_deltas_concatenate_to_the_final_text(real_bridge: LanguageClient) -> None:
     result, messages = await run(real_bridge, model="text")
     assert result["status"] == "completed"
-    assert result["text"] == TEXT
+    assert result["text"] == TEXT_REPLY
     deltas = [m for m in messages if m["type"] == "assistant"]
     assert len(deltas) > 1, "text must stream as several deltas"
-    assert "".join(m["content"]["text"] for m in deltas) == TEXT
+    assert "".join(m["content"]["text"] for m in deltas) == TEXT_REPLY
     assert result["usage"]["totalTokens"] > 0
     assert messages[0]["type"] == "session.started"
     assert result["sessionId"] == messages[0]["content"]["sessionId"]

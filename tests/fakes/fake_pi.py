@@ -5,10 +5,21 @@ It speaks pi 1.6.0's `--mode json` format. The scenario is the `--model` flag (t
 the run's `model` through), so a test picks a fault with `{"model": "crash_tool"}`. Like real pi
 it reads the prompt from stdin to EOF first. State that must survive across attempts (retry
 tests) lives in the file named by FAKE_PI_STATE, or by the prompt when it is an absolute path.
+
+The fuzz, secrets and load suites use a few more scenarios:
+- `env`: answers with which of the variables named in the prompt (one per line) are set, with
+  each value's length and SHA-256, never the value itself;
+- `digest`: answers with the length and SHA-256 of the prompt bytes it read on stdin;
+- `flood-N` / `flood-N-S`: streams N numbered deltas (`d0000001;`, padded to S chars) as fast as
+  it can write, then ends;
+- `sleep`: starts an answer, then sleeps (a run to cancel);
+- `stderr-env`: prints nothing on stdout and exits 1, naming on stderr (as pi would) the variables
+  of the prompt that are set, never their values.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -17,6 +28,8 @@ import sys
 import time
 
 SESSION_ID = "01fa4e00-0000-7000-8000-000000000001"
+#: The answer of the `text` scenario (tests import it rather than copy it).
+TEXT = "Hello from the fake pi. It streams a few deltas."
 
 
 def emit(event: dict[str, object]) -> None:
@@ -123,6 +136,60 @@ def double_fork_daemon() -> None:
         os._exit(0)
 
 
+def reply(text: str, pieces: list[str]) -> None:
+    """A whole answer streamed as `pieces`, written without a flush per line (as fast as a pipe takes it)."""
+    lines = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": SESSION_ID,
+            "timestamp": "2026-11-29T00:00:00Z",
+            "cwd": os.getcwd(),
+        }
+    ]
+    lines += [
+        {"type": "agent_start"},
+        {"type": "message_start", "message": {"role": "assistant", "content": []}},
+    ]
+    lines += [
+        {
+            "type": "message_update",
+            "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": piece},
+        }
+        for piece in pieces
+    ]
+    end = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "usage": usage(),
+        "stopReason": "stop",
+    }
+    lines += [{"type": "message_end", "message": end}, {"type": "agent_end", "messages": []}]
+    for line in lines:
+        sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def flood_piece(index: int, size: int = 9) -> str:
+    """The text of delta `index` of a flood (`size` chars): numbered, so any loss or reordering shows."""
+    head = f"d{index:07d};"
+    return head + "." * max(0, size - len(head))
+
+
+def env_report(prompt: str) -> list[str]:
+    """For each variable named in the prompt: absent, or present with its value's length and SHA-256."""
+    lines = []
+    for name in prompt.split():
+        value = os.environ.get(name)
+        if value is None:
+            lines.append(f"{name}=absent")
+        else:
+            lines.append(
+                f"{name}=present len={len(value)} sha256={hashlib.sha256(value.encode()).hexdigest()}"
+            )
+    return lines
+
+
 def bump_state() -> int:
     path = os.environ.get("FAKE_PI_STATE")
     if not path:
@@ -145,13 +212,14 @@ def main() -> int:
     if scenario == "usage_error":
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
-    prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+    prompt_bytes = sys.stdin.buffer.read()
+    prompt = prompt_bytes.decode("utf-8", "replace")
     if prompt.startswith("/") and scenario in ("flaky", "always_500", "flood"):
         os.environ.setdefault("FAKE_PI_STATE", prompt.strip())  # per-test attempt counter
     cwd = os.getcwd()
     if scenario == "text":
         start(cwd)
-        say("Hello from the fake pi. It streams a few deltas.")
+        say(TEXT)
         finish("")
     elif scenario == "echo":
         start(cwd)
@@ -334,6 +402,25 @@ def main() -> int:
         delta(text[10:])
         assistant_end(text)
         finish(text)
+    elif scenario == "env":
+        lines = env_report(prompt)
+        reply("\n".join(lines), [line + "\n" for line in lines[:-1]] + lines[-1:])
+    elif scenario == "digest":
+        text = f"len={len(prompt_bytes)} sha256={hashlib.sha256(prompt_bytes).hexdigest()}"
+        reply(text, [text])
+    elif scenario.startswith("flood-"):
+        count, _, size = scenario.removeprefix("flood-").partition("-")
+        pieces = [flood_piece(i, int(size or 9)) for i in range(int(count))]
+        reply("".join(pieces), pieces)
+    elif scenario == "sleep":
+        start(cwd)
+        assistant_start()
+        delta("sleeping")
+        time.sleep(300)
+    elif scenario == "stderr-env":
+        names = " ".join(name for name in prompt.split() if name in os.environ)
+        sys.stderr.write(f"fake pi: failing on purpose; these variables were set: {names}\n")
+        return 1
     else:
         sys.stderr.write(f"fake pi: unknown scenario {scenario}\n")
         return 2

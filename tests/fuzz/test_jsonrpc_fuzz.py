@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import string
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.rawclient import RawBridge, frame, no_run_processes
-from tests.harness import assert_stream_invariants, fake_pi_command
+from bridge.transport import frame
+from tests.fakes.fake_pi import TEXT as FAKE_PI_TEXT
+from tests.harness import RawBridge, assert_stream_invariants, fake_pi_command, no_run_processes
 
-FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
 OPTIONS = {"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "silenceTimeoutMs": 20000}
 INFLIGHT = "inflight-run"
 FUZZ = settings(
@@ -41,7 +40,7 @@ def good_run(bridge: RawBridge, **params: Any) -> dict[str, Any]:
     assert "result" in answer, answer
     result: dict[str, Any] = answer["result"]
     assert result["status"] == "completed", result
-    assert result["text"] == "Hello from the fake pi. It streams a few deltas."
+    assert result["text"] == FAKE_PI_TEXT
     assert_stream_invariants(bridge.run_messages(result["runId"]))
     return result
 
@@ -86,8 +85,7 @@ def live() -> Iterator[Live]:
         check_inflight_intact(state.bridge, state.inflight)
         assert state.bridge.shutdown() == 0
     finally:
-        state.bridge.stop()
-    no_run_processes(state.bridge)
+        state.bridge.close()
 
 
 @pytest.fixture
@@ -98,8 +96,7 @@ def fresh() -> Iterator[RawBridge]:
         bridge.initialize(OPTIONS)
         yield bridge
     finally:
-        bridge.stop()
-    no_run_processes(bridge)
+        bridge.close()
 
 
 def error_of(answer: dict[str, Any]) -> dict[str, Any]:
@@ -230,8 +227,7 @@ def test_random_bytes_never_kill_the_bridge(junk: bytes) -> None:
         good_run(bridge)
         assert bridge.shutdown() == 0
     finally:
-        bridge.stop()
-    no_run_processes(bridge)
+        bridge.close()
 
 
 def test_truncated_frame_then_end_of_input_stops_cleanly(fresh: RawBridge) -> None:
@@ -450,7 +446,7 @@ def test_duplicate_request_ids_are_each_answered_and_streams_stay_apart(live: Li
     bridge = live.bridge
     for run_id in ("dup-a", "dup-b"):
         bridge.request("pi/run", {"prompt": "hi", "model": "text", "runId": run_id}, msg_id="same-id")
-    bridge.wait_for(lambda: len(bridge.responses.get("same-id", [])) == 2, what="two answers to id same-id")
+    bridge.wait_until(lambda: len(bridge.responses.get("same-id", [])) == 2, what="two answers to id same-id")
     answers = bridge.responses["same-id"]
     assert sorted(a["result"]["runId"] for a in answers) == ["dup-a", "dup-b"]
     for run_id in ("dup-a", "dup-b"):
@@ -489,7 +485,7 @@ def test_50_mb_prompt_reaches_the_agent_intact(tmp_path: Path) -> None:
     prompt = ("0123456789abcdef\u2028\u00e9\U0001f600 " * (50 * 1024 * 1024 // 28))[: 50 * 1024 * 1024]
     bridge = RawBridge()
     try:
-        bridge.initialize({"piCommand": [sys.executable, str(FAKE_AGENT)]})
+        bridge.initialize({"piCommand": fake_pi_command()})
         answer = bridge.call("pi/run", {"prompt": prompt, "model": "digest"}, timeout=120)
         result = answer["result"]
         encoded = prompt.encode()
@@ -499,7 +495,7 @@ def test_50_mb_prompt_reaches_the_agent_intact(tmp_path: Path) -> None:
         assert good_run_digest.startswith("len=5 ")
         assert bridge.shutdown() == 0
     finally:
-        bridge.stop()
+        bridge.close()
 
 
 @pytest.mark.slow

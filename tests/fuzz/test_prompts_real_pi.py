@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import ScriptedModelServer
-from tests.conftest import requires_pi
-from tests.harness import assert_stream_invariants, messages_of, request
+from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from tests.harness import assert_stream_invariants, messages_of, request, requires_pi
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 
@@ -68,7 +67,4 @@ async def test_20_mb_prompt_completes_through_the_real_pi(
     result = await request(real_bridge, "pi/run", {"prompt": prompt, "provider": "fake", "model": "text"})
     assert scripted_model.last_user_text("text") == prompt.strip()
     assert result["status"] == "completed", result.get("error", {}).get("message")
-    assert (
-        result["text"]
-        == "Hello from the fake model. This reply is streamed in many small pieces so that a client can observe message_update events one delta at a time. It ends here."
-    )
+    assert result["text"] == TEXT_REPLY

@@ -1,7 +1,7 @@
 """Secrets pass through to the agent but never into logs, messages or errors; no network listener.
 
 A fake API key reaches the agent two ways (initializationOptions.env, and the bridge's own
-environment); tests/fuzz/fake_agent.py reports each one's presence, length and SHA-256 (never the
+environment); tests/fakes/fake_pi.py (scenario `env`) reports each one's presence, length and SHA-256 (never the
 value). The bridge runs with DEBUG logging to a --log-file and its stderr captured; neither, nor
 any frame it wrote, may hold a secret. piCommand comes only from the server's configuration.
 """
@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.fuzz.rawclient import RawBridge, no_run_processes
-from tests.harness import assert_stream_invariants
+from tests.harness import RawBridge, assert_stream_invariants, fake_pi_command
 
-FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
 SECRET_OPTIONS = "sk-test-SECRET-0ptions-9f3a7c1e5b2d4a6f8e0c"
 SECRET_PROCESS = "sk-ant-test-SECRET-pr0cess-1a2b3c4d5e6f7a8b"
 SECRETS = (SECRET_OPTIONS, SECRET_PROCESS)
@@ -35,23 +32,22 @@ def secret_bridge(tmp_path: Path) -> Iterator[tuple[RawBridge, Path, Path]]:
     log_file = tmp_path / "bridge.log"
     stderr_file = tmp_path / "bridge.stderr"
     bridge = RawBridge(
+        ["--log-level", "DEBUG"],
         {"PI_BRIDGE_LOG_LEVEL": "DEBUG", "ANTHROPIC_API_KEY": SECRET_PROCESS},
-        args=["--log-level", "DEBUG"],
         log_file=log_file,
         stderr_file=stderr_file,
     )
     try:
         bridge.initialize(
             {
-                "piCommand": [sys.executable, str(FAKE_AGENT)],
+                "piCommand": fake_pi_command(),
                 "env": {"OPENAI_API_KEY": SECRET_OPTIONS},
                 "retry": {"maxAttempts": "not a number"},  # a bad option: its warning must not leak
             }
         )
         yield bridge, log_file, stderr_file
     finally:
-        bridge.stop()
-    no_run_processes(bridge)
+        bridge.close()
 
 
 def test_api_keys_reach_the_agent_but_no_log_message_or_error(

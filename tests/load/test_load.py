@@ -8,8 +8,8 @@ them; docs/reliability.md records them). Peaks are sampled from /proc by a backg
 from __future__ import annotations
 
 import json
+import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,16 +19,47 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import requires_pi
-from tests.fuzz.rawclient import RawBridge, no_run_processes, peak_live_runs, proc_stats
-from tests.harness import assert_stream_invariants, fake_pi_command, run_processes_alive
-
-FAKE_AGENT = Path(__file__).resolve().parents[1] / "fuzz" / "fake_agent.py"
-REAL_TEXT = (
-    "Hello from the fake model. This reply is streamed in many small pieces so that a client can "
-    "observe message_update events one delta at a time. It ends here."
+from bridge.scripted_model import TEXT_REPLY
+from tests.fakes.fake_pi import TEXT as FAKE_TEXT
+from tests.harness import (
+    RawBridge,
+    assert_stream_invariants,
+    fake_pi_command,
+    requires_pi,
+    run_processes_alive,
 )
-FAKE_TEXT = "Hello from the fake pi. It streams a few deltas."
+
+
+def proc_stats(pid: int) -> dict[str, int]:
+    """RSS (kB), peak RSS (kB), threads and open fds of a process, read from /proc."""
+    stats: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key == "VmRSS":
+                stats["rss_kb"] = int(value.split()[0])
+            elif key == "VmHWM":
+                stats["peak_rss_kb"] = int(value.split()[0])
+            elif key == "Threads":
+                stats["threads"] = int(value)
+    stats["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return stats
+
+
+def peak_live_runs(bridges: list[RawBridge]) -> int:
+    """Most runs streaming at the same moment: first message seen, terminal not yet seen."""
+    edges: list[tuple[float, int]] = []
+    for bridge in bridges:
+        first: dict[str, float] = {}
+        for t, run_id, kind in bridge.arrivals:
+            first.setdefault(run_id, t)
+            if kind.startswith("terminal."):
+                edges += [(first[run_id], 1), (t, -1)]
+    live = peak = 0
+    for _, step in sorted(edges):
+        live += step
+        peak = max(peak, live)
+    return peak
 
 
 class Sampler:
@@ -73,8 +104,7 @@ def fake_bridge_raw() -> Iterator[RawBridge]:
         bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
         yield bridge
     finally:
-        bridge.stop()
-    no_run_processes(bridge)
+        bridge.close()
 
 
 # --------------------------------------------------------------------------- 50 concurrent runs
@@ -139,7 +169,7 @@ def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_ag
                 if how is None:
                     result = answer["result"]
                     assert result["status"] == "completed", result
-                    assert result["text"] == (REAL_TEXT if run_id.startswith("real") else FAKE_TEXT)
+                    assert result["text"] == (TEXT_REPLY if run_id.startswith("real") else FAKE_TEXT)
                     outcomes["completed"] += 1
                 else:
                     error = answer["error"]
@@ -164,9 +194,7 @@ def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_ag
         )
     finally:
         for bridge in bridges:
-            bridge.stop()
-    for bridge in bridges:
-        no_run_processes(bridge)
+            bridge.close()
 
 
 # --------------------------------------------------------------------------- 1,000 sequential runs
@@ -208,7 +236,7 @@ def test_client_that_stops_reading_for_10_s_gets_every_message_in_order() -> Non
     deltas, size = 12_000, 1000  # 12 MB of text: past the writer's 8 MB high-water mark
     bridge = RawBridge()
     try:
-        bridge.initialize({"piCommand": [sys.executable, str(FAKE_AGENT)], "maxConcurrentRuns": 64})
+        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
         other = bridge.request("pi/run", {"prompt": "x", "model": "sleep", "runId": "other"})
         bridge.wait_message("other", "assistant")
         other_pid = next(p.pid for p in psutil.Process(bridge.pid).children() if "sleep" in p.cmdline())
@@ -256,5 +284,4 @@ def test_client_that_stops_reading_for_10_s_gets_every_message_in_order() -> Non
         )
         assert bridge.shutdown() == 0
     finally:
-        bridge.stop()
-    no_run_processes(bridge)
+        bridge.close()

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+from tests.fakes.fake_pi import TEXT as FAKE_PI_TEXT
 from tests.harness import ROOT, bridge_env, fake_pi_command
 
 
@@ -26,5 +27,5 @@ def test_minimal_client_from_the_docs_runs_a_prompt(tmp_path) -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Hello from the fake pi. It streams a few deltas.")
+    assert done.stdout.startswith(FAKE_PI_TEXT)
     assert "'status': 'completed'" in done.stdout

@@ -67,11 +67,35 @@ def test_capture_maps_to_its_golden_stream(path: Path) -> None:
     if terminal["type"] == "terminal.completed":
         assert mapper.text == final_text_of(data), "deltas must concatenate to pi's final text"
     golden_path = GOLDEN / path.parent.name / (path.name.split(".")[0] + ".json")
-    compact = [[m["type"], m["content"]] for m in messages]
-    if os.environ.get("UPDATE_GOLDENS") == "1" or not golden_path.exists():
+    assert_matches_golden([[m["type"], m["content"]] for m in messages], golden_path)
+
+
+def assert_matches_golden(value: object, golden_path: Path) -> None:
+    """Compare with the golden file; UPDATE_GOLDENS=1 rewrites it instead. A missing golden is a
+    failure (a new capture must be looked at once, then approved with UPDATE_GOLDENS=1)."""
+    if os.environ.get("UPDATE_GOLDENS") == "1":
         golden_path.parent.mkdir(parents=True, exist_ok=True)
-        golden_path.write_text(json.dumps(compact, indent=1, ensure_ascii=False) + "\n")
-    assert compact == json.loads(golden_path.read_text())
+        golden_path.write_text(json.dumps(value, indent=1, ensure_ascii=False) + "\n")
+    assert golden_path.exists(), (
+        f"no golden {golden_path.name}: check the stream, then run with UPDATE_GOLDENS=1"
+    )
+    assert value == json.loads(golden_path.read_text())
+
+
+def test_a_missing_golden_fails_unless_update_goldens_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    golden = tmp_path / "1.6.0" / "new_capture.json"
+    monkeypatch.delenv("UPDATE_GOLDENS", raising=False)
+    with pytest.raises(AssertionError, match=r"no golden new_capture\.json"):
+        assert_matches_golden([["assistant", {"text": "hi"}]], golden)
+    assert not golden.exists(), "a failing comparison writes nothing"
+    monkeypatch.setenv("UPDATE_GOLDENS", "1")
+    assert_matches_golden([["assistant", {"text": "hi"}]], golden)
+    monkeypatch.delenv("UPDATE_GOLDENS")
+    assert_matches_golden([["assistant", {"text": "hi"}]], golden)
+    with pytest.raises(AssertionError):
+        assert_matches_golden([["assistant", {"text": "changed"}]], golden)
 
 
 @pytest.mark.parametrize("version", ["0.73.1", "1.6.0"])

@@ -24,6 +24,8 @@ from bridge.scripted_model import (
     ANTHROPIC_TEXT,
     ANTHROPIC_THOUGHT,
     DROP_TEXT,
+    FILE_TOOL_CALLS,
+    FILE_TOOL_PREAMBLE,
     LENGTH_TEXT,
     SCENARIOS,
     TEXT_REPLY,
@@ -37,6 +39,7 @@ from bridge.scripted_model import (
     tool_answer_text,
     write_pi_agent_dir,
 )
+from tests.harness import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 10.0
@@ -245,6 +248,26 @@ def test_tool_scenarios_call_bash_then_answer(server: ScriptedModelServer, model
     assert tool_calls(second) == []
     assert "".join(deltas(second, "content")) == tool_answer_text(model, "hi\n")
     assert finish_reasons(second) == ["stop"]
+
+
+@pytest.mark.parametrize("model", sorted(FILE_TOOL_CALLS))
+def test_file_tool_scenarios_call_pi_s_edit_and_write_then_answer(
+    server: ScriptedModelServer, model: str
+) -> None:
+    name, expected = FILE_TOOL_CALLS[model]
+    chunks = openai_chunks(chat(server, model).body)
+    assert "".join(deltas(chunks, "content")) == FILE_TOOL_PREAMBLE
+    calls = tool_calls(chunks)
+    assert calls[0]["function"]["name"] == name == model
+    assert json.loads("".join(tc["function"].get("arguments", "") for tc in calls)) == expected
+    assert finish_reasons(chunks) == ["tool_calls"]
+    answered = tool_result_messages("tool", "Successfully wrote to f")
+    second = openai_chunks(chat(server, model, messages=answered).body)
+    assert "".join(deltas(second, "content")) == "The tool said: Successfully wrote to f Done."
+
+    events = anthropic_events(post(server, anthropic_body(model), path="/v1/messages").body)
+    blocks = [d["content_block"] for n, d in events if n == "content_block_start"]
+    assert [b["type"] for b in blocks] == ["text", "tool_use"] and blocks[1]["name"] == name
 
 
 def test_tool_answers_follow_the_captures() -> None:
@@ -633,12 +656,12 @@ def pi_events(stdout: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.split(b"\n") if line.strip()]
 
 
+@requires_pi
 @pytest.mark.realpi
 @pytest.mark.parametrize("scenario", ["text", "thinking", "tool", "unicode"])
 def test_real_pi_against_the_server(tmp_path: pathlib.Path, scenario: str) -> None:
     pi = find_pi()
-    if pi is None:
-        pytest.skip("pi is not installed")
+    assert pi is not None, "pi is not installed"
     agent = tmp_path / "agent"
     work = tmp_path / "work"
     work.mkdir()

@@ -393,7 +393,8 @@ test('Cancel in the progress notification stops a slow run and keeps its partial
 }));
 
 test('pi: Ask About Selection… sends the selected lines, and pi: Show Bridge Log shows the runs', { timeout: 3 * UI_TIMEOUT }, () => step('selection-log', async () => {
-  await setModel('text');
+  // The `echo` model answers with the prompt it was sent, so the card shows what reached the model.
+  await setModel('echo');
   await page.click('.explorer-folders-view .monaco-list-row[aria-label*="hello.py"]');
   await page.waitForSelector('.editor-instance .monaco-editor .view-line', { visible: true, timeout: UI_TIMEOUT });
   await page.click('.editor-instance .monaco-editor .view-lines');
@@ -404,7 +405,9 @@ test('pi: Ask About Selection… sends the selected lines, and pi: Show Bridge L
   await answerInputBox('Ask pi about the selection', 'What does this print?');
   const frame = await viewFrame();
   const card = await waitForRun(frame, 'What does this print?', "status === 'completed'", 'the selection run');
-  assert.ok(card.assistant.trim().length > 0);
+  assert.ok(card.assistant.includes('ECHO:What does this print?'), `the question reached the model: ${card.assistant}`);
+  assert.ok(card.assistant.includes('hello.py'), `the file's name reached the model: ${card.assistant}`);
+  assert.ok(card.assistant.includes('print("hello")'), `the selected lines reached the model: ${card.assistant}`);
 
   await runCommand('pi: Show Bridge Log');
   // The output channel is a read-only editor in the panel (spaces render as U+00A0); it logs each

@@ -1,0 +1,122 @@
+"""The test harness itself: no test approves itself, and no teardown hides a failure."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from pytest_lsp import LanguageClient
+
+from tests.harness import ROOT, TEST_TAG_ENV, RawBridge, pi_requirement, run_processes
+
+
+def test_requires_pi_fails_instead_of_skipping_when_pi_is_required() -> None:
+    skip_if = lambda mark: mark.mark.args[0]  # noqa: E731 (the skipif condition)
+    assert skip_if(pi_requirement(found=False, required=True)) is False, "required: the test runs (and fails)"
+    assert skip_if(pi_requirement(found=False, required=False)) is True
+    assert skip_if(pi_requirement(found=True, required=False)) is False
+
+
+def test_no_test_skips_itself_for_a_missing_pi_instead_of_using_requires_pi() -> None:
+    """A hand-written `pytest.skip` ignores PI_BRIDGE_REQUIRE_PI; tests/harness.py's `requires_pi` honours it."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path.name != Path(__file__).name
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "pytest.skip(" in line or "pytest.importorskip(" in line
+    ]
+    assert offenders == [], "use tests.harness.requires_pi"
+
+
+IGNORES_END_OF_INPUT = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "sys.stdin.close()\n"
+    "time.sleep(60)\n"
+)
+
+LEAVES_A_RUN_PROCESS = (
+    "import os, subprocess, sys\n"
+    "env = dict(os.environ, PI_BRIDGE_RUN_TOKEN='leaked')\n"
+    "subprocess.Popen(['sleep', '60'], env=env, start_new_session=True)\n"
+    "sys.stdin.buffer.read()\n"
+)
+
+
+def test_teardown_fails_when_the_bridge_does_not_exit_at_end_of_input() -> None:
+    bridge = RawBridge(command=[sys.executable, "-c", IGNORES_END_OF_INPUT])
+    with pytest.raises(AssertionError, match="did not exit within 1 s"):
+        bridge.close(timeout=1)
+    assert not bridge.alive(), "killed by its pid"
+
+
+def test_teardown_fails_when_a_process_of_a_run_outlives_the_bridge() -> None:
+    bridge = RawBridge(command=[sys.executable, "-c", LEAVES_A_RUN_PROCESS])
+    deadline = time.monotonic() + 10
+    while not run_processes(marker=bridge.marker) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the fake bridge says nothing: poll /proc for its run process
+    left = run_processes(marker=bridge.marker)
+    assert left, "the fake bridge started its run process"
+    with pytest.raises(AssertionError, match="still alive"):
+        bridge.close(timeout=5)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in left), "the leak was killed"
+
+
+LEAK_THEN_CLEAN = """
+import subprocess
+
+from tests.harness import bridge_env, tagged_processes
+
+
+def test_leaks() -> None:
+    subprocess.Popen(["sleep", "60"], env=bridge_env({"PI_BRIDGE_RUN_TOKEN": "x"}), start_new_session=True)
+
+
+def test_clean() -> None:
+    assert tagged_processes() == []
+"""
+
+
+def test_a_leak_fails_the_test_that_left_it_not_the_next_one(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.conftest"]\n')
+    (tmp_path / "test_inner.py").write_text(LEAK_THEN_CLEAN)
+    inner = subprocess.run(  # noqa: PLW1510 (the outcome is read from the report)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = inner.stdout
+    assert re.search(r"^PASSED \S*test_inner.py::test_clean$", report, re.MULTILINE), report
+    assert re.search(r"^ERROR \S*test_inner.py::test_leaks", report, re.MULTILINE), report
+    assert "sleep 60" in report, "the failure names the leaked process"
+
+
+async def test_a_pytest_lsp_bridge_carries_the_tag_of_the_test_that_started_it(
+    fake_bridge: LanguageClient, leak_tag: str
+) -> None:
+    bridge = fake_bridge._server  # the bridge subprocess (pygls keeps it there)
+    assert bridge is not None
+    with open(f"/proc/{bridge.pid}/environ", "rb") as handle:
+        assert f"{TEST_TAG_ENV}={leak_tag}".encode() in handle.read().split(b"\0")
