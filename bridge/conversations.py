@@ -31,6 +31,7 @@ from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.pi.errors import classify_exit
 from bridge.pi.rpc import PiRpc, RpcError, latest_session_id, rpc_launch_spec, trim_session_file
+from bridge.pi.sessions import session_exists
 from bridge.process import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
 
 log = logging.getLogger(__name__)
@@ -384,7 +385,8 @@ class Conversations:
             key = live_key(command, options, env)
             try:
                 self._spare = await self._start(command, options, env, key, None)
-            except NoRpc:
+            except NoRpc as exc:
+                self.note_fallback(command, str(exc))
                 return
             except StartFailure as exc:
                 log.info("could not pre-spawn a live agent: %s", exc)
@@ -417,7 +419,14 @@ class Conversations:
         from dataclasses import replace
 
         launch_options = replace(options, session_id=session_id, continue_session=False)
-        spec: LaunchSpec = rpc_launch_spec(command, launch_options)
+        if session_id and not session_exists(session_id, False, options.cwd, env):
+            # pi had not written the session yet (its first prompt failed, was cancelled or pi
+            # died first): start it anew under the same id, so the conversation keeps its id.
+            spec: LaunchSpec = rpc_launch_spec(
+                command, replace(launch_options, session_id=None), new_session_id=session_id
+            )
+        else:
+            spec = rpc_launch_spec(command, launch_options)
         try:
             child = await spawn(spec.argv, spec.cwd, {**env, **spec.env})
         except SpawnError as exc:
@@ -465,7 +474,7 @@ class Conversations:
             signal_name = f"signal {-code}"
             code = None
         kind, retryable = classify_exit(code, signal_name, stderr)
-        if exc.kind == "closed" and self.supported is None and kind != "session":
+        if exc.kind == "closed" and self.supported is not True and kind != "session":
             raise NoRpc(f"it exited (code {code}) before answering") from exc
         if exc.kind == "timeout":
             message = f"the live pi did not answer: {exc}"
