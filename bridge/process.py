@@ -438,14 +438,16 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
     the agent does not. `grace` s after a SIGTERM before the SIGKILL. The receipt's survivors are
     checked, never assumed.
     """
+
+    def others() -> dict[int, psutil.Process]:
+        quick = _descendants_quick(child)
+        if quick is not None:
+            return quick
+        return {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
+
     with anyio.CancelScope(shield=True):
         started = time.monotonic()
-        quick = _descendants_quick(child)
-        if quick is not None and not quick:
-            reap_orphans()
-            elapsed = round((time.monotonic() - started) * 1000, 2)
-            return ShutdownReceipt(stage="exited", elapsed_ms=elapsed, pids=[], survivors=[])
-        seen = {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
+        seen = others()
         stage: ShutdownStage = "exited"
         if seen and grace > 0:
             stage = "interrupted"
@@ -461,8 +463,7 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
             stage = "killed"
             kill_deadline = time.monotonic() + KILL_WAIT_SECONDS
             while True:
-                more = {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
-                seen.update(more)
+                seen.update(others())
                 alive = _alive(seen.values())
                 if not alive or time.monotonic() >= kill_deadline:
                     break
