@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import crowd
+
 R = dict[str, Any]
 
 
@@ -211,6 +213,8 @@ def summary_lines(res: R) -> list[str]:
     out = ["", f"pi-bridge benchmarks ({res['command']}, {res['seconds']:.0f} s)"]
     for row in rows:
         out.append(f"{row[0]:<{width}}  {row[1]:<34} {row[2]:<34} {row[3]:<14} {row[5]}")
+    if res.get("crowd"):
+        out.extend(crowd.summary(res["crowd"]))
     return out
 
 
@@ -259,6 +263,9 @@ def render_markdown(res: R) -> str:
         "",
     ]
     lines += _method_sections(res, plan)
+    if res.get("crowd"):
+        lines += ["", "## Cancel with thousands of idle processes (`bench/crowd.py`)", "", "```"]
+        lines += [*crowd.summary(res["crowd"]), "```"]
     return "\n".join(lines) + "\n"
 
 
