@@ -218,6 +218,20 @@ def summary_lines(res: R) -> list[str]:
     return out
 
 
+def _kept_section(heading: str) -> list[str]:
+    """A section another command writes (bench.conversation), carried over from the current file."""
+    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    start = text.find(heading)
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + len(heading))
+    return [*text[start : end if end >= 0 else len(text)].rstrip("\n").split("\n"), ""]
+
+
 def render_markdown(res: R) -> str:
     """docs/benchmarks.md."""
     m = res["machine"]
@@ -433,6 +447,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
             )
             out.append("")
     out += _notes(res)
+    out += _kept_section("## 7. Live conversations")
     out += [
         "## Reproducing and profiling",
         "",

@@ -58,6 +58,9 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         "queue_when_busy": options.queue_when_busy,
         "warm_pool": options.warm_pool,
         "warm_pool_ttl_seconds": options.warm_pool_ttl_ms / 1000,
+        "engine": options.engine,
+        "max_live_sessions": options.max_live_sessions,
+        "session_idle_seconds": options.session_idle_ms / 1000,
     }
     if options.pi_command:
         changes["command"] = tuple(options.pi_command)

@@ -28,6 +28,8 @@ RUNS = "pi/runs"
 SESSIONS = "pi/sessions"
 SESSION = "pi/session"
 MESSAGE = "pi/message"
+STEER = "pi/steer"
+CLOSE_SESSION = "pi/closeSession"
 
 REQUEST_CANCELLED = -32800
 INVALID_PARAMS = -32602
@@ -49,6 +51,7 @@ MessageType = Literal[
     "terminal.cancelled",
     "run.retrying",
     "run.queued",
+    "run.steered",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -71,6 +74,7 @@ ErrorKind = Literal[
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
 ShutdownStage = Literal["exited", "interrupted", "killed"]
+Engine = Literal["rpc", "json"]
 Containment = Literal["cgroup", "tree"]
 
 
@@ -123,6 +127,23 @@ class CancelParams(WireModel):
     run_id: str = Field(pattern=RUN_ID_PATTERN)
 
 
+class SteerParams(WireModel):
+    """Params of `pi/steer`: a steering message for a running run of a live conversation."""
+
+    model_config = ConfigDict(strict=True)
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    message: str = Field(min_length=1)
+
+
+class CloseSessionParams(WireModel):
+    """Params of `pi/closeSession`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+
+
 class SessionsParams(WireModel):
     """Params of `pi/sessions`: the sessions of `cwd` (default: the workspace), newest first."""
 
@@ -151,6 +172,9 @@ class InitializationOptions(WireModel):
     warm_pool: bool = True
     warm_pool_ttl_ms: int = Field(300_000, ge=1_000, le=86_400_000)
     env: dict[str, str] | None = None
+    engine: Engine = "rpc"
+    max_live_sessions: int = Field(4, ge=1, le=256)
+    session_idle_ms: int = Field(600_000, ge=1_000, le=86_400_000)
 
 
 # --------------------------------------------------------------------------- message content
@@ -258,6 +282,16 @@ class ShutdownReceipt(WireModel):
     survivors: list[int]
     # How the run's processes were found: its own cgroup (nothing escapes it) or the tree search.
     containment: Containment = "tree"
+    agent_kept: bool = False
+
+
+class ContextUsage(WireModel):
+    """How full the conversation's context window is, as pi estimates it (tokens may be null
+    right after a compaction)."""
+
+    tokens: int | None
+    context_window: int
+    percent: float | None
 
 
 class TerminalCompletedContent(WireModel):
@@ -266,6 +300,8 @@ class TerminalCompletedContent(WireModel):
     text: str
     stop_reason: str
     usage: Usage | None = None
+    context_usage: ContextUsage | None = None
+    session_cost: float | None = None
 
 
 class TerminalFailedContent(WireModel):
@@ -295,6 +331,12 @@ class RunQueuedContent(WireModel):
 
     position: int
     limit: int
+
+
+class RunSteeredContent(WireModel):
+    """Content of run.steered: pi took this steering message into the conversation."""
+
+    text: str
 
 
 class _MessageBase(WireModel):
@@ -368,6 +410,11 @@ class RunQueuedMessage(_MessageBase):
     content: RunQueuedContent
 
 
+class RunSteeredMessage(_MessageBase):
+    type: Literal["run.steered"]
+    content: RunSteeredContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -381,7 +428,8 @@ PiMessage = Annotated[
     | TerminalFailedMessage
     | TerminalCancelledMessage
     | RunRetryingMessage
-    | RunQueuedMessage,
+    | RunQueuedMessage
+    | RunSteeredMessage,
     Field(discriminator="type"),
 ]
 
@@ -438,12 +486,38 @@ class RunInfo(WireModel):
     pid: int | None = None
 
 
+class LiveConversation(WireModel):
+    """One live conversation's pi in `pi/runs`."""
+
+    session_id: str | None
+    pid: int
+    busy: bool
+    cwd: str
+
+
 class RunsResult(WireModel):
-    """Result of `pi/runs`: live runs, plus the warm pool's idle agents and their memory."""
+    """Result of `pi/runs`: live runs, the warm pool's idle agents and their memory, and the
+    live conversations (their long-lived pi; the pre-spawned rpc pi counts as warm)."""
 
     runs: list[RunInfo]
     warm_pids: list[int] = Field(default_factory=list)
     warm_rss_bytes: int = 0
+    live: list[LiveConversation] = Field(default_factory=list)
+
+
+class SteerResult(WireModel):
+    """Result of `pi/steer`."""
+
+    run_id: str
+    accepted: bool
+    reason: str | None = None
+
+
+class CloseSessionResult(WireModel):
+    """Result of `pi/closeSession`: whether a live pi was stopped (the session file stays)."""
+
+    session_id: str
+    closed: bool
 
 
 class SessionSummary(WireModel):
@@ -534,13 +608,18 @@ class EffectiveSettings(WireModel):
     silence_timeout_ms: int | None
     warm_pool: bool
     warm_pool_ttl_ms: int
+    engine: Engine = "rpc"
+    max_live_sessions: int = 4
+    session_idle_ms: int = 600_000
 
 
 class ServerCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the initialize answer."""
 
     protocol_version: int = PROTOCOL_VERSION
-    methods: list[str] = Field(default_factory=lambda: [RUN, CANCEL, RUNS, SESSIONS, SESSION])
+    methods: list[str] = Field(
+        default_factory=lambda: [RUN, CANCEL, RUNS, SESSIONS, SESSION, STEER, CLOSE_SESSION]
+    )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
     settings: EffectiveSettings | None = None
@@ -549,11 +628,15 @@ class ServerCapabilities(WireModel):
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
+    "SteerParams": SteerParams,
+    "CloseSessionParams": CloseSessionParams,
     "InitializationOptions": InitializationOptions,
     "RunResult": RunResult,
     "CancelledRunData": CancelledRunData,
     "CancelResult": CancelResult,
     "RunsResult": RunsResult,
+    "SteerResult": SteerResult,
+    "CloseSessionResult": CloseSessionResult,
     "SessionsParams": SessionsParams,
     "SessionParams": SessionParams,
     "SessionsResult": SessionsResult,
@@ -577,8 +660,7 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
-        f"{SESSIONS}, {SESSION}; "
-        f"notification {MESSAGE}",
+        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}; notification {MESSAGE}",
         "$defs": dict(sorted(defs.items())),
     }
 

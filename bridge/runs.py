@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -34,10 +34,13 @@ from bridge.contract import (
     RunsResult,
     RunState,
     ShutdownReceipt,
+    SteerResult,
     Usage,
 )
+from bridge.conversations import Conversations, Lease
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
 from bridge.redact import Redactor
+from bridge.rpc_engine import RpcAttempt
 from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,9 @@ class BridgeConfig:
     env: dict[str, str] = field(default_factory=dict)
     warm_pool: bool = True
     warm_pool_ttl_seconds: float = 300.0
+    engine: Literal["rpc", "json"] = "rpc"
+    max_live_sessions: int = 4
+    session_idle_seconds: float = 600.0
 
 
 @dataclass(eq=False)
@@ -87,6 +93,12 @@ class Run:
     answer: RunResult | CancelledRunData | None = None
     cancel_receipt: ShutdownReceipt | None = None
     redactor: Redactor = field(default_factory=Redactor)
+    # Set while an rpc-engine attempt streams: hands pi a steering message (None = taken).
+    steerer: Callable[[str], Awaitable[str | None]] | None = None
+
+    def set_steerer(self, steerer: Callable[[str], Awaitable[str | None]] | None) -> None:
+        """The attempt streaming now can (or no longer can) take steering messages."""
+        self.steerer = steerer
 
     def set_state(self, state: RunState) -> None:
         """Move to a new lifecycle state, logged old -> new."""
@@ -156,6 +168,16 @@ class RunRegistry:
         self._closing = anyio.Event()
         self._stopping = False
         self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
+        self.conversations = Conversations(
+            adapter,
+            max_live=config.max_live_sessions,
+            idle_seconds=config.session_idle_seconds,
+            wait_writable=self._writable,
+        )
+
+    async def _writable(self) -> None:
+        if self._wait_writable is not None:
+            await self._wait_writable()
 
     def settings(self) -> EffectiveSettings:
         """The settings in force, as the initialize answer reports them."""
@@ -168,6 +190,9 @@ class RunRegistry:
             silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
             warm_pool=config.warm_pool,
             warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
+            engine=config.engine,
+            max_live_sessions=config.max_live_sessions,
+            session_idle_ms=int(config.session_idle_seconds * 1000),
         )
 
     def reconfigure(self, config: BridgeConfig) -> None:
@@ -176,16 +201,30 @@ class RunRegistry:
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
+        self.conversations.max_live = config.max_live_sessions
+        self.conversations.idle_seconds = config.session_idle_seconds
+
+    def prime_live(self, default_cwd: str) -> None:
+        """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""
+        config = self.config
+        if config.engine != "rpc" or not config.warm_pool:
+            return
+        options = RunOptions(
+            prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
+        )
+        self.conversations.prime(config.command, options, config.env)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             await tasks.start(self.pool.serve)
+            await tasks.start(self.conversations.serve)
             task_status.started()
             await self._closing.wait()
             await self.stop_all("the bridge is shutting down")
             await self.pool.close()
+            await self.conversations.close()
         self._tasks = None
 
     def close(self) -> None:
@@ -194,7 +233,7 @@ class RunRegistry:
 
     def is_live_session(self, session_id: str) -> bool:
         """Whether a conversation of this session has a live agent now (none in the json engine)."""
-        return False
+        return self.conversations.live_agent(session_id) is not None
 
     # ------------------------------------------------------------------ requests
 
@@ -243,12 +282,33 @@ class RunRegistry:
         return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
 
     def list(self) -> RunsResult:
-        """The live runs, and the idle pre-spawned agents of the warm pool."""
+        """The live runs, the idle pre-spawned agents and the live conversations."""
         return RunsResult(
             runs=[run.info() for run in self._runs.values()],
-            warm_pids=self.pool.warm_pids(),
-            warm_rss_bytes=self.pool.rss_bytes(),
+            warm_pids=[*self.pool.warm_pids(), *self.conversations.spare_pids()],
+            warm_rss_bytes=self.pool.rss_bytes() + self.conversations.rss_bytes(),
+            live=self.conversations.listing(),
         )
+
+    async def steer(self, run_id: str, message: str) -> SteerResult:
+        """Hand a steering message to a running run of a live conversation."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return SteerResult(run_id=run_id, accepted=False, reason="no such live run")
+        if run.cancel.cancelled:
+            return SteerResult(run_id=run_id, accepted=False, reason="the run is stopping")
+        if run.steerer is None:
+            reason = "the run is not streaming in a live conversation"
+            return SteerResult(run_id=run_id, accepted=False, reason=reason)
+        refused = await run.steerer(message)
+        return SteerResult(run_id=run_id, accepted=refused is None, reason=refused)
+
+    async def close_session(self, session_id: str) -> bool:
+        """Stop a conversation's live agent (cancelling its runs first); the file stays."""
+        for run in list(self._runs.values()):
+            if session_id in (run.session_id, run.options.session_id):
+                await self.cancel(run.run_id, "the conversation was closed")
+        return await self.conversations.close_session(session_id)
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
@@ -260,6 +320,7 @@ class RunRegistry:
             for run in runs:
                 await run.done.wait()
             await self.pool.close()
+            await self.conversations.close()
 
     # ------------------------------------------------------------------ driving a run
 
@@ -302,7 +363,36 @@ class RunRegistry:
             tasks.cancel_scope.cancel()
         return acquired
 
+    async def _lease(self, run: Run) -> Lease | None:
+        """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
+        if self.config.engine != "rpc" or self.conversations.supported is False:
+            return None
+        session_id = self.conversations.resolve_session(run.options, self.config.env)
+
+        def queued() -> None:
+            run.emit([Out("run.queued", {"position": 1, "limit": 1})])
+            log.info("run %s waits for the other run of session %s", run.run_id, session_id)
+
+        lease = await self.conversations.lease(session_id, run.cancel, queued)
+        return lease
+
     async def _drive_attempts(self, run: Run) -> None:
+        lease = await self._lease(run)
+        if lease is None and self.config.engine == "rpc" and run.cancel.cancelled:
+            receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+            run.cancel_receipt = receipt
+            run.emit(self.adapter.new_mapper(run.options).finish_cancelled(receipt))
+            run.answer = self._answer(run, AttemptOutcome("cancelled", "", shutdown=receipt))
+            return
+        try:
+            await self._drive_leased(run, lease)
+        finally:
+            if lease is not None:
+                self.conversations.release(lease)
+        if lease is not None and lease.used_rpc:
+            self.conversations.prime_again()
+
+    async def _drive_leased(self, run: Run, lease: Lease | None) -> None:
         policy = run.params.retry or self.config.retry
         got_slot = await self._acquire_slot(run)
         if not got_slot and not run.cancel.cancelled:
@@ -317,13 +407,14 @@ class RunRegistry:
             return
         self.pool.session_in_use(run.options.session_id)
         try:
-            outcome = await self._attempts(run, policy)
+            outcome = await self._attempts(run, policy, lease)
         finally:
             self.pool.session_released(run.options.session_id)
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
-        if outcome.status != "cancelled":  # a cancelled prompt is no sign of the next one
+        # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
+        if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
             self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
@@ -334,7 +425,39 @@ class RunRegistry:
         for launch in self.adapter.warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
-    async def _attempts(self, run: Run, policy: RetryPolicy) -> AttemptOutcome:
+    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
+        """The engine for this attempt: the conversation's live agent, or one process (json)."""
+        attempt = Attempt(
+            self.adapter,
+            self.config.command,
+            run.options,
+            run.emit,
+            run.cancel,
+            limits,
+            self._wait_writable,
+            self.config.env,
+            self.pool,
+            on_started=run.note_pid,
+        )
+        if lease is None or self.conversations.supported is False:
+            return attempt
+        return RpcAttempt(
+            self.conversations,
+            lease,
+            self.adapter,
+            self.config.command,
+            run.options,
+            run.emit,
+            run.cancel,
+            limits,
+            extra_env=self.config.env,
+            retrying=run.attempt > 1,
+            on_started=run.note_pid,
+            on_steerable=run.set_steerer,
+            fallback=attempt.run,
+        )
+
+    async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None
         limits = AttemptLimits(
             deadline=deadline,
@@ -343,18 +466,7 @@ class RunRegistry:
         )
         while True:
             run.set_state("starting")
-            attempt = Attempt(
-                self.adapter,
-                self.config.command,
-                run.options,
-                run.emit,
-                run.cancel,
-                limits,
-                self._wait_writable,
-                self.config.env,
-                self.pool,
-                on_started=run.note_pid,
-            )
+            attempt = self._new_attempt(run, limits, lease)
             run.set_state("running")
             outcome = await attempt.run()
             run.pid = outcome.pid

@@ -1,4 +1,5 @@
-"""The pygls server: thin handlers for pi/run, pi/cancel, pi/runs, pi/sessions, pi/session, the lifecycle.
+"""The pygls server: thin handlers for pi/run, pi/cancel, pi/runs, pi/sessions, pi/session,
+pi/steer, pi/closeSession and the lifecycle.
 
 Handlers validate params and call the run registry (runs.py); nothing else lives here. Lifecycle:
 `shutdown` stops every run before it answers; `exit`, end of stdin and SIGTERM/SIGINT/SIGHUP all
@@ -144,6 +145,10 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
             if path and os.path.isdir(path):
                 ls.default_cwd = path
 
+    @server.feature(types.INITIALIZED)
+    def on_initialized(ls: BridgeServer, params: Any) -> None:
+        ls.registry.prime_live(ls.default_cwd)
+
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
         await ls.registry.stop_all("the client asked the bridge to shut down")
@@ -185,6 +190,20 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
         params = parse_params(contract.CancelParams, raw)
         result = await ls.registry.cancel(params.run_id)
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.STEER)
+    async def pi_steer(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SteerParams, raw)
+        result = await ls.registry.steer(params.run_id, params.message)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.CLOSE_SESSION)
+    async def pi_close_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CloseSessionParams, raw)
+        closed = await ls.registry.close_session(params.session_id)
+        return contract.CloseSessionResult(session_id=params.session_id, closed=closed).model_dump(
+            mode="json", by_alias=True
+        )
 
     @server.feature(contract.RUNS)
     def pi_runs(ls: BridgeServer, raw: Any) -> dict[str, Any]:

@@ -280,9 +280,11 @@ def run_processes_alive(pids: list[int]) -> list[int]:
 
 
 async def warm_pids(client: LanguageClient) -> set[int]:
-    """The bridge's idle warm-pool agents and their descendants: alive on purpose, not of any run."""
+    """The bridge's idle warm-pool agents and live conversations' pis, with their descendants:
+    alive on purpose, not of any run."""
     pids: set[int] = set()
-    for pid in (await request(client, "pi/runs", None))["warmPids"]:
+    runs = await request(client, "pi/runs", None)
+    for pid in [*runs["warmPids"], *(entry["pid"] for entry in runs.get("live", []))]:
         try:
             pids |= {pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))}
         except psutil.Error:

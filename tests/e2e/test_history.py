@@ -51,7 +51,8 @@ async def test_history_of_a_two_run_conversation_matches_what_was_streamed(
     listing = await request(real_bridge, "pi/sessions", {"cwd": cwd})
     (summary,) = listing["sessions"]
     assert summary["sessionId"] == session_id and summary["cwd"] == cwd
-    assert summary["title"] == "Run echo hi please" and summary["live"] is False
+    # the rpc engine (the default) keeps the conversation's pi live after its runs
+    assert summary["title"] == "Run echo hi please" and summary["live"] is True
     # system, and per run: user, assistant, (tool result, assistant)
     assert summary["messageCount"] == 7
     assert summary["createdAt"] <= summary["updatedAt"]

@@ -1,4 +1,4 @@
-"""The warm pool: a pre-spawned pi with the next run's exact launch; same messages as cold."""
+"""The json engine's warm pool: a pre-spawned pi with the next run's exact launch; same messages as cold."""
 
 from __future__ import annotations
 
@@ -51,13 +51,23 @@ def shape(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return out
 
 
-async def test_warm_run_produces_the_same_messages_as_cold(real_bridge: LanguageClient, tmp_path) -> None:
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
+)
+async def json_bridge(lsp_client: LanguageClient, pi_agent_dir) -> Any:
+    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "engine": "json"})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_warm_run_produces_the_same_messages_as_cold(json_bridge: LanguageClient, tmp_path) -> None:
     params = {"prompt": "Say hello", "provider": "fake", "model": "tool", "cwd": str(tmp_path)}
-    cold = await request(real_bridge, "pi/run", {**params, "runId": "cold"})
-    warm_before = await wait_warm(real_bridge, 2)
-    warm = await request(real_bridge, "pi/run", {**params, "runId": "warm"})
+    cold = await request(json_bridge, "pi/run", {**params, "runId": "cold"})
+    warm_before = await wait_warm(json_bridge, 2)
+    warm = await request(json_bridge, "pi/run", {**params, "runId": "warm"})
     assert cold["text"] == warm["text"]
-    by_run = messages_of(real_bridge).by_run
+    by_run = messages_of(json_bridge).by_run
     assert shape(by_run["cold"]) == shape(by_run["warm"])
     assert by_run["cold"][0]["content"]["sessionId"] != by_run["warm"][0]["content"]["sessionId"]
     used = [
@@ -66,22 +76,25 @@ async def test_warm_run_produces_the_same_messages_as_cold(real_bridge: Language
     assert used, "the second run took a warm agent"
 
 
-async def test_next_turn_of_the_session_uses_a_warm_resume(real_bridge: LanguageClient, tmp_path) -> None:
+async def test_next_turn_of_the_session_uses_a_warm_resume(json_bridge: LanguageClient, tmp_path) -> None:
     params = {"prompt": "Say hello", "provider": "fake", "model": "text", "cwd": str(tmp_path)}
-    first = await request(real_bridge, "pi/run", params)
-    await wait_warm(real_bridge, 2)
+    first = await request(json_bridge, "pi/run", params)
+    await wait_warm(json_bridge, 2)
     second = await request(
-        real_bridge, "pi/run", {**params, "sessionId": first["sessionId"], "runId": "turn2"}
+        json_bridge, "pi/run", {**params, "sessionId": first["sessionId"], "runId": "turn2"}
     )
     assert second["sessionId"] == first["sessionId"]
-    assert messages_of(real_bridge).by_run["turn2"][0]["type"] == "session.resumed"
+    assert messages_of(json_bridge).by_run["turn2"][0]["type"] == "session.resumed"
 
 
 @pytest_lsp.fixture(
     config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
 )
 async def short_ttl_bridge(lsp_client: LanguageClient, pi_agent_dir) -> Any:
-    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPoolTtlMs": 1000})
+    await initialize(
+        lsp_client,
+        {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPoolTtlMs": 1000, "engine": "json"},
+    )
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()
@@ -108,7 +121,9 @@ async def test_entries_expire_and_are_stopped(short_ttl_bridge: LanguageClient, 
     config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
 )
 async def cold_bridge(lsp_client: LanguageClient, pi_agent_dir) -> Any:
-    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPool": False})
+    await initialize(
+        lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPool": False, "engine": "json"}
+    )
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()

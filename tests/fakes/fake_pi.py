@@ -206,6 +206,9 @@ def bump_state() -> int:
 def main() -> int:
     argv = sys.argv[1:]
     scenario = argv[argv.index("--model") + 1] if "--model" in argv else "text"
+    if "rpc" in argv:  # like a pi without --mode rpc: refuse at once (the bridge falls back to json)
+        sys.stderr.write("Error: unknown mode 'rpc'\n")
+        return 1
     if scenario == "usage_error":
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1

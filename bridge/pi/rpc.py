@@ -1,0 +1,338 @@
+"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process.
+
+pi reads JSONL commands on stdin and writes `response` records (carrying the command's `id`)
+and the same events as `--mode json` on stdout, split on LF only (pi-facts.md, "--mode rpc").
+The client matches answers to commands by id with a bounded wait, hands every other line, in
+the batches it was read in, to whoever listens (the attempt streaming now), and notices when
+pi closes its output. It never retries and never interprets events: the attempt's mapper does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import orjson
+
+from bridge.agent import LaunchSpec, RunOptions
+from bridge.pi.command import BASE_ENV
+from bridge.pi.sessions import cwd_folder, sessions_root
+from bridge.process import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK: Final = 256 * 1024
+# pi answers every command but `abort` and `prompt`'s run at once (measured: < 5 ms; the first
+# command of a fresh pi waits for its start-up, ~0.2-0.5 s). Past this, pi is not answering.
+COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+_RESPONSE_MARK: Final = b'"type":"response"'
+
+Lines = Callable[[list[bytes]], None]
+# What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
+RUN_END_LINE: Final = b'{"type":"agent_end"}'
+_TYPE_KEY: Final = b'"type":'
+_KINDS: Final = (
+    (b'"agent_settled"', "settled"),
+    (b'"agent_end"', "run_end"),
+    (b'"message_end"', "message_end"),
+)
+
+
+def event_kind(line: bytes) -> str | None:
+    """The events the rpc engine reads itself: "settled" (pi will not go on by itself), "run_end"
+    (one low-level run ended; steering may follow), "user_message" (a user message taken into the
+    run: the prompt, then steers); None for every other line (they go to the mapper)."""
+    head = line[:48]
+    if _TYPE_KEY not in head.replace(b" ", b""):
+        return None
+    for needle, kind in _KINDS:
+        if needle in head:
+            if kind != "message_end":
+                return kind
+            return "user_message" if _role_of(line) == "user" else None
+    return None
+
+
+def _role_of(line: bytes) -> str | None:
+    if b'"user"' not in line[:96]:  # pi prints the role first: no need to parse an answer
+        return None
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    message = event.get("message") if isinstance(event, dict) else None
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def user_text(line: bytes) -> str | None:
+    """The text of a user message event."""
+    try:
+        content = orjson.loads(line)["message"]["content"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return "".join(
+        part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+class RpcError(Exception):
+    """A command pi refused (success false), did not answer in time, or could not take (closed)."""
+
+    def __init__(self, command: str, reason: str, *, kind: str) -> None:
+        super().__init__(f"pi's `{command}` command {reason}")
+        self.command = command
+        self.kind = kind  # "refused" | "timeout" | "closed"
+
+
+def rpc_launch_spec(
+    command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+) -> LaunchSpec:
+    """The launch of a live pi for a conversation: rpc mode, its tools, cwd and session.
+
+    Provider, model and thinking are set with commands between prompts, so they are not part of
+    what makes two live pis interchangeable; the session to resume is (`--session`).
+    """
+    flags = ["--mode", "rpc"]
+    if options.provider:
+        flags += ["--provider", options.provider]
+    if options.model:
+        flags += ["--model", options.model]
+    if options.thinking:
+        flags += ["--thinking", options.thinking]
+    if options.tools is not None:
+        flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
+    if options.session_id:
+        flags += ["--session", options.session_id]
+    elif new_session_id:
+        flags += ["--session-id", new_session_id]
+    return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
+
+
+def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
+    """The id of the newest session of `cwd` (what `--continue` would open), from the file names."""
+    root, flat = sessions_root({**os.environ, **env})
+    folder = root if flat else root / cwd_folder(cwd)
+    if not folder.is_dir():
+        return None
+    names = sorted(path.name for path in folder.glob("*_*.jsonl"))
+    if not names:
+        return None
+    return names[-1].rsplit(".", 1)[0].split("_", 1)[1]
+
+
+def session_file_size(path: str | None) -> int | None:
+    """The size of a session file now (None when pi has not written it yet)."""
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def trim_session_file(path: str, size: int | None) -> None:
+    """Cut a session file back to `size` bytes (its state before a failed prompt).
+
+    pi appends entries, so the bytes before `size` are exactly the conversation before the
+    prompt; a file pi had not written yet keeps only its header line (the session itself).
+    """
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except OSError:
+        return
+    if size is None:
+        header_end = data.find(b"\n")
+        size = header_end + 1 if header_end >= 0 else 0
+    if size < len(data):
+        with open(file, "r+b") as handle:
+            handle.truncate(size)
+
+
+class PiRpc:
+    """The client side of one `pi --mode rpc` process."""
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.child = child
+        self.stderr = TailBuffer()
+        self.closed = anyio.Event()
+        self.listener: Lines | None = None
+        self.framer = LineFramer(max_line_bytes)
+        self.garbage = 0
+        self._wait_writable = wait_writable
+        self._next_id = 0
+        self._waiting: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._write_lock = anyio.Lock()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read pi's stdout and stderr until its stdout closes."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._pump_stderr)
+            task_status.started()
+            try:
+                await self._pump_stdout()
+            finally:
+                self.closed.set()
+                for event, _ in self._waiting.values():
+                    event.set()
+                tasks.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ commands
+
+    async def request(
+        self, command: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Send one command and wait (bounded) for its answer; its `data` ({} if none).
+
+        Raises RpcError when pi refuses it, does not answer within `timeout` s, or is gone.
+        """
+        name = str(command.get("type"))
+        if self.closed.is_set():
+            raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
+        self._next_id += 1
+        command_id = f"b{self._next_id}"
+        done = anyio.Event()
+        answer: list[dict[str, Any]] = []
+        self._waiting[command_id] = (done, answer)
+        try:
+            await self._write({**command, "id": command_id}, name)
+            with anyio.move_on_after(timeout):
+                await done.wait()
+        finally:
+            self._waiting.pop(command_id, None)
+        if not answer:
+            if self.closed.is_set():
+                raise RpcError(name, "got no answer: pi closed its output", kind="closed")
+            raise RpcError(name, f"got no answer within {timeout:g} s", kind="timeout")
+        response = answer[0]
+        if response.get("success") is not True:
+            raise RpcError(name, f"was refused: {response.get('error') or 'no reason given'}", kind="refused")
+        data = response.get("data")
+        return data if isinstance(data, dict) else {}
+
+    async def _write(self, command: dict[str, Any], name: str) -> None:
+        stdin = self.child.process.stdin
+        if stdin is None:
+            raise RpcError(name, "could not be sent: pi has no stdin", kind="closed")
+        async with self._write_lock:
+            try:
+                await stdin.send(orjson.dumps(command) + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
+
+    async def close_stdin(self) -> None:
+        """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
+        stdin = self.child.process.stdin
+        if stdin is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await stdin.aclose()
+                except (anyio.BrokenResourceError, OSError):
+                    pass
+
+    async def prepare(self) -> dict[str, Any]:
+        """Configure a freshly started pi (single attempt: no retries of its own) and return its
+        state; the first answer also proves it speaks rpc."""
+        await self.request({"type": "set_auto_retry", "enabled": False})
+        return await self.request({"type": "get_state"})
+
+    async def set_model(self, provider: str, model: str) -> None:
+        """Switch the model for the next prompt (no respawn)."""
+        await self.request({"type": "set_model", "provider": provider, "modelId": model})
+
+    async def set_thinking(self, level: str) -> None:
+        """Set the thinking level for the next prompt."""
+        await self.request({"type": "set_thinking_level", "level": level})
+
+    async def prompt(self, text: str) -> None:
+        """Start a run with this prompt (answered at once; the run streams as events)."""
+        await self.request({"type": "prompt", "message": text})
+
+    async def steer(self, text: str) -> None:
+        """Queue a steering message for the running run."""
+        await self.request({"type": "steer", "message": text})
+
+    async def abort(self, timeout: float) -> None:
+        """Abort the run; pi answers once it has settled."""
+        await self.request({"type": "abort"}, timeout)
+
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """get_session_stats: tokens, cost, contextUsage."""
+        return await self.request({"type": "get_session_stats"}, timeout)
+
+    # ------------------------------------------------------------------ reading
+
+    async def _pump_stderr(self) -> None:
+        stream = self.child.process.stderr
+        if stream is None:
+            return
+        try:
+            async for chunk in stream:
+                self.stderr.write(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    async def _pump_stdout(self) -> None:
+        stream = self.child.process.stdout
+        if stream is None:
+            return
+        framer = self.framer
+        while True:
+            if self._wait_writable is not None and self.listener is not None:
+                await self._wait_writable()
+            try:
+                chunk = await stream.receive(READ_CHUNK)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                break
+            self._dispatch(framer.feed(chunk))
+        last = framer.finish()
+        if last:
+            self._dispatch([last])
+
+    def _dispatch(self, lines: list[bytes]) -> None:
+        events: list[bytes] = []
+        for line in lines:
+            if not line:
+                continue
+            if (_RESPONSE_MARK in line[:64] or line.startswith(b'{"id"')) and self._answer(line):
+                continue
+            events.append(line)
+        if events:
+            listener = self.listener
+            if listener is not None:
+                listener(events)
+            else:
+                self.garbage += sum(1 for line in events if not line.startswith(b"{"))
+
+    def _answer(self, line: bytes) -> bool:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(record, dict) or record.get("type") != "response":
+            return False
+        waiting = self._waiting.get(str(record.get("id")))
+        if waiting is None:
+            if record.get("success") is not True:
+                log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
+            return True
+        event, answer = waiting
+        answer.append(record)
+        event.set()
+        return True

@@ -1,0 +1,463 @@
+"""The rpc engine: one attempt is one prompt to the conversation's live agent.
+
+The attempt produces what a json-engine attempt produces (the same mapper reads the same event
+lines) and exactly one terminal message, however it ends:
+- the agent settles (`agent_settled`): its terminal, with the conversation's contextUsage and
+  sessionCost from `get_session_stats`; whatever the run's tools left behind is swept;
+- cancel: the agent's own `abort`, up to 2 s for it to settle, else the whole tree, agent
+  included, is killed; either way every other process of the tree is gone before the terminal
+  (`agentKept` says whether the agent serves the next prompt);
+- the agent dies or closes its output: terminal.failed kind `process`, retryable, stderr tail;
+  the next run resumes the conversation from its file;
+- deadline or silence: the tree is killed, as in the json engine.
+An agent command that does not speak rpc makes the attempt run in the json engine instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Literal
+
+import anyio
+import orjson
+import psutil
+
+from bridge.agent import AgentAdapter, Out, RunOptions
+from bridge.cancel import CancelToken
+from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
+from bridge.diff_capture import DiffCapture
+from bridge.pi.rpc import RUN_END_LINE, RpcError, event_kind, session_file_size, user_text
+from bridge.process import shutdown_tree, stop_descendants, wait_exit
+from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
+
+log = logging.getLogger(__name__)
+
+ABORT_GRACE_SECONDS: Final = 2.0
+EXIT_AFTER_EOF_SECONDS: Final = 3.0
+STATS_TIMEOUT_SECONDS: Final = 2.0
+
+Emit = Callable[[list[Out]], None]
+Reason = Literal["settled", "cancel", "closed", "deadline", "silence"]
+
+
+class _NotTaken(Exception):
+    """The agent was gone before it accepted the prompt."""
+
+
+class RpcAttempt:
+    """One prompt of a conversation, from checkout of its live agent to the terminal message."""
+
+    def __init__(
+        self,
+        conversations: Conversations,
+        lease: Lease,
+        adapter: AgentAdapter,
+        command: tuple[str, ...],
+        options: RunOptions,
+        emit: Emit,
+        cancel: CancelToken,
+        limits: AttemptLimits,
+        *,
+        extra_env: Mapping[str, str] | None = None,
+        retrying: bool = False,
+        on_started: Callable[[int], None] | None = None,
+        on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None,
+        fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
+    ) -> None:
+        self.conversations = conversations
+        self.lease = lease
+        self.adapter = adapter
+        self.command = command
+        self.options = options
+        self.limits = limits
+        self.cancel = cancel
+        self.extra_env = dict(extra_env or {})
+        self.retrying = retrying
+        self.mapper = adapter.new_mapper(options)
+        self.diffs = DiffCapture(adapter.file_change_watch(options.cwd))
+        self._emit = emit
+        self._on_started = on_started
+        self._on_steerable = on_steerable
+        self._fallback = fallback
+        self._reason: Reason | None = None
+        self._stop = anyio.Event()
+        self._user_messages = 0
+        self._session_sent = False
+        self._last_output = time.monotonic()
+        self.agent: LiveAgent | None = None
+        self.shutdown: ShutdownReceipt | None = None
+
+    def _send(self, outs: list[Out]) -> None:
+        if outs:
+            self._emit(coalesce(self.diffs.observe(outs)))
+
+    def _set(self, reason: Reason) -> None:
+        if self._reason is None:
+            self._reason = reason
+            self._stop.set()
+
+    async def run(self) -> AttemptOutcome:
+        """Run the attempt to its end; never raises for anything the agent does."""
+        if self.cancel.cancelled:
+            return self._cancelled_before_start()
+        # An agent that died before it took the prompt (killed while idle a moment ago) is
+        # replaced once by one resuming the session: the prompt never reached it.
+        for last_try in (False, True):
+            try:
+                agent = await self.conversations.checkout(
+                    self.command, self.options, self.extra_env, self.lease, retrying=self.retrying
+                )
+            except NoRpc as exc:
+                self.conversations.note_fallback(self.command, str(exc))
+                if self._fallback is not None:
+                    return await self._fallback()
+                error = ErrorInfo(kind="usage", message=f"pi does not speak rpc: {exc}", retryable=False)
+                return self._failed(error)
+            except StartFailure as exc:
+                return self._failed(exc.error)
+            self.agent = agent
+            if self._on_started is not None:
+                self._on_started(agent.pid)
+            not_taken = False
+            try:
+                return await self._prompt(agent, last_try)
+            except _NotTaken:
+                not_taken = True
+                log.info("live pi %d was gone before it took the prompt; resuming the session", agent.pid)
+                await self.conversations.invalidate(agent)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    agent.rpc.listener = None
+                    if self._on_steerable is not None:
+                        self._on_steerable(None)
+                    if self.mapper.last_terminal is None and not not_taken:
+                        self._send(
+                            self.mapper.finish_failed(
+                                ErrorInfo(
+                                    kind="internal", message="the attempt ended unexpectedly", retryable=True
+                                )
+                            )
+                        )
+        raise AssertionError("unreachable")
+
+    async def _prompt(self, agent: LiveAgent, last_try: bool) -> AttemptOutcome:
+        if not self._session_sent:
+            self._session_sent = True
+            options = dataclasses.replace(self.options, resumed=agent.history)
+            self.mapper = self.adapter.new_mapper(options)
+            session = {"type": "session", "id": agent.session_id, "cwd": agent.cwd}
+            self._send(self.mapper.feed(orjson.dumps(session)))
+        if agent.session_file:
+            self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
+        agent.rpc.listener = self._on_lines
+        try:
+            await agent.configure(self.options)
+            await agent.rpc.prompt(self.options.prompt)
+        except RpcError as exc:
+            if exc.kind == "closed" and not last_try:
+                raise _NotTaken from exc
+            return await self._command_failed(agent, exc)
+        if self._on_steerable is not None:
+            self._on_steerable(self.steer)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._watch_cancel)
+                tasks.start_soon(self._watch_closed, agent)
+                tasks.start_soon(self._watchdog)
+                await self._stop.wait()
+                tasks.cancel_scope.cancel()
+        finally:
+            if self._on_steerable is not None:
+                self._on_steerable(None)
+            with anyio.CancelScope(shield=True):
+                await self._conclude(agent)
+        return self._outcome()
+
+    async def steer(self, text: str) -> str | None:
+        """Hand pi a steering message; None when it took it, else why not."""
+        agent = self.agent
+        if agent is None or self._reason is not None:
+            return "the run is not streaming"
+        try:
+            await agent.rpc.steer(text)
+        except RpcError as exc:
+            return str(exc)
+        return None
+
+    # ------------------------------------------------------------------ the stream
+
+    def _on_lines(self, lines: list[bytes]) -> None:
+        self._last_output = time.monotonic()
+        if self._reason is not None and self._reason != "cancel":
+            return
+        outs: list[Out] = []
+        mapper = self.mapper
+        for line in lines:
+            kind = event_kind(line)
+            if kind == "settled":
+                self._set("settled")
+                continue
+            if kind == "run_end":
+                # Not the end yet: steering or queued work may follow until pi has settled.
+                continue
+            if kind == "user_message":
+                outs.extend(self._on_user_message(line))
+                continue
+            self.diffs.note_line(line)
+            outs.extend(mapper.feed(line))
+        for description in self._oversized():
+            mapper.note_invalid(description)
+        if self._reason == "cancel":
+            # pi's abort closes the running tool as an error: to the editor it was cancelled.
+            for out in outs:
+                if out.type == "tool.failed":
+                    out.content["cancelled"] = True
+        self._send(outs)
+
+    def _oversized(self) -> list[str]:
+        framer = self.agent.rpc.framer if self.agent else None
+        if framer is None or not framer.oversized:
+            return []
+        found = list(framer.oversized)
+        framer.oversized.clear()
+        framer.oversized_heads.clear()
+        return found
+
+    def _on_user_message(self, line: bytes) -> list[Out]:
+        """The prompt itself, then any steering message pi took into the run."""
+        self._user_messages += 1
+        if self._user_messages == 1:
+            return []
+        text = user_text(line)
+        return [] if text is None else [Out("run.steered", {"text": text})]
+
+    async def _watch_cancel(self) -> None:
+        await self.cancel.wait()
+        self._set("cancel")
+
+    async def _watch_closed(self, agent: LiveAgent) -> None:
+        async with anyio.create_task_group() as tasks:
+
+            async def exited() -> None:
+                await agent.child.process.wait()
+                # Let pi's last lines arrive before concluding.
+                with anyio.move_on_after(0.5):
+                    await agent.rpc.closed.wait()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(exited)
+            await agent.rpc.closed.wait()
+            tasks.cancel_scope.cancel()
+        self._set("closed")
+
+    async def _watchdog(self) -> None:
+        deadline = self.limits.deadline
+        silence = self.limits.silence_seconds
+        if deadline is None and silence is None:
+            return
+        while True:
+            now = time.monotonic()
+            waits: list[float] = []
+            if deadline is not None:
+                if now >= deadline:
+                    self._set("deadline")
+                    return
+                waits.append(deadline - now)
+            if silence is not None:
+                quiet_until = self._last_output + silence
+                if now >= quiet_until:
+                    self._set("silence")
+                    return
+                waits.append(quiet_until - now)
+            await anyio.sleep(min(waits))
+
+    # ------------------------------------------------------------------ concluding
+
+    async def _conclude(self, agent: LiveAgent) -> None:
+        reason = self._reason
+        if reason == "settled":
+            outs = self.mapper.feed(RUN_END_LINE)
+            await self._add_stats(agent, outs)
+            self._send(outs)
+            await self._sweep(agent)
+            return
+        if reason == "cancel":
+            await self._cancel(agent)
+            return
+        if reason == "closed":
+            await self._died(agent)
+            return
+        receipt = await self._kill(agent)
+        self.shutdown = receipt
+        if reason == "deadline":
+            message = f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped"
+            self._send(self.mapper.finish_failed(ErrorInfo(kind="timeout", message=message, retryable=False)))
+        else:
+            silence = self.limits.silence_seconds or 0
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message=f"pi printed nothing for {silence:g} s and was stopped",
+                        retryable=True,
+                        stderr=agent.rpc.stderr.text() or None,
+                    )
+                )
+            )
+
+    async def _add_stats(self, agent: LiveAgent, outs: list[Out]) -> None:
+        terminal = next((out for out in outs if out.type == "terminal.completed"), None)
+        if terminal is None:
+            return
+        try:
+            stats = await agent.rpc.stats(STATS_TIMEOUT_SECONDS)
+        except RpcError as exc:
+            log.info("no session stats: %s", exc)
+            return
+        usage = stats.get("contextUsage")
+        if isinstance(usage, dict) and isinstance(usage.get("contextWindow"), int):
+            terminal.content["contextUsage"] = {
+                "tokens": _number(usage.get("tokens"), int),
+                "contextWindow": usage["contextWindow"],
+                "percent": _number(usage.get("percent"), float),
+            }
+        cost = _number(stats.get("cost"), float)
+        if cost is not None:
+            terminal.content["sessionCost"] = cost
+
+    async def _sweep(self, agent: LiveAgent) -> None:
+        """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
+        receipt = await stop_descendants(agent.child)
+        if receipt.pids:
+            log.warning(
+                "the run left %d processes under pi %d; killed %s", len(receipt.pids), agent.pid, receipt.pids
+            )
+
+    async def _cancel(self, agent: LiveAgent) -> None:
+        started = time.monotonic()
+        kept = False
+        # The run's processes under pi now (its children: cheap to find), so the receipt lists
+        # what the run had started even when pi's abort stops it before the sweep looks. A
+        # kept pi is not among them: it is the conversation's, and alive on purpose.
+        before = set(tree_pids(agent.pid))
+        if agent.alive:
+            try:
+                await agent.rpc.abort(ABORT_GRACE_SECONDS)
+                kept = agent.alive
+            except RpcError as exc:
+                log.info("pi did not settle after abort: %s", exc)
+        if kept:
+            receipt = await stop_descendants(agent.child)
+            if receipt.survivors:
+                kept = False
+        if kept:
+            receipt = receipt.model_copy(
+                update={
+                    "stage": "interrupted",
+                    "agent_kept": True,
+                    "pids": sorted(before | set(receipt.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        else:
+            killed = await self._kill(agent)
+            receipt = killed.model_copy(
+                update={
+                    "stage": "killed",
+                    "pids": sorted(before | set(killed.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+
+    async def _kill(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stage 3: the whole tree, agent included; the conversation resumes from its file."""
+        receipt = await shutdown_tree(agent.child, signal.SIGKILL, grace=0.0)
+        await self.conversations.invalidate(agent)
+        return receipt
+
+    async def _died(self, agent: LiveAgent) -> None:
+        exited = await wait_exit(agent.child, EXIT_AFTER_EOF_SECONDS)
+        stderr = agent.rpc.stderr.text()
+        if not exited:
+            self.shutdown = await self._kill(agent)
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message="pi closed its output but kept running; it was stopped",
+                        retryable=True,
+                        stderr=stderr or None,
+                    )
+                )
+            )
+            return
+        await self.conversations.invalidate(agent)
+        code = agent.child.returncode
+        signal_name: str | None = None
+        if code is not None and code < 0:
+            try:
+                signal_name = signal.Signals(-code).name
+            except ValueError:
+                signal_name = f"signal {-code}"
+            code = None
+        outs = self.mapper.finish_exited(code, signal_name, stderr)
+        self._send(outs)
+
+    async def _command_failed(self, agent: LiveAgent, exc: RpcError) -> AttemptOutcome:
+        if exc.kind == "closed":
+            self._reason = "closed"
+            await self._died(agent)
+            return self._outcome()
+        if exc.kind == "timeout":
+            self.shutdown = await self._kill(agent)
+            error = ErrorInfo(
+                kind="stalled",
+                message=f"{exc}; pi was stopped",
+                retryable=True,
+                stderr=agent.rpc.stderr.text() or None,
+            )
+        else:
+            model_refused = exc.command == "set_model"
+            error = ErrorInfo(
+                kind="model_not_found" if model_refused else "busy",
+                message=str(exc),
+                retryable=not model_refused,
+            )
+        self._send(self.mapper.finish_failed(error))
+        return self._outcome()
+
+    # ------------------------------------------------------------------ outcome
+
+    def _failed(self, error: ErrorInfo) -> AttemptOutcome:
+        self._send(self.mapper.finish_failed(error))
+        return self._outcome()
+
+    def _cancelled_before_start(self) -> AttemptOutcome:
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+        self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    def _outcome(self) -> AttemptOutcome:
+        return outcome_of(self.mapper, self.shutdown, self.agent.pid if self.agent else None)
+
+
+def tree_pids(pid: int) -> list[int]:
+    """The live descendants of `pid` (empty if it is gone)."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)

@@ -1,0 +1,277 @@
+"""Live conversations with the real pi (the rpc engine): turns, cancel, kills, retry, steering."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from pytest_lsp import LanguageClient
+
+from bridge.scripted_model import ScriptedModelServer
+from tests.conftest import requires_pi
+from tests.harness import (
+    answer_or_error,
+    assert_stream_invariants,
+    messages_of,
+    request,
+    start_request,
+    wait_for_run_process,
+)
+
+pytestmark = [requires_pi, pytest.mark.realpi]
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The user messages' texts of one model request, in order."""
+    texts: list[str] = []
+    for message in body.get("messages", []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        texts.append(str(content))
+    return texts
+
+
+def requests_with(model: ScriptedModelServer, marker: str) -> list[dict[str, Any]]:
+    """The recorded model requests whose last user message contains `marker`."""
+    return [r for r in model.requests if r["body"] and marker in (user_texts(r["body"]) or [""])[-1]]
+
+
+async def turn(
+    client: LanguageClient, prompt: str, **params: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = await request(
+        client, "pi/run", {"prompt": prompt, "provider": "fake", "model": "echo", **params}
+    )
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
+
+
+async def live_pid(client: LanguageClient, session_id: str) -> int:
+    live = (await request(client, "pi/runs", None))["live"]
+    pids = [entry["pid"] for entry in live if entry["sessionId"] == session_id]
+    assert pids, f"session {session_id} has no live pi: {live}"
+    return int(pids[0])
+
+
+async def wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        assert time.monotonic() < deadline, f"pid {pid} still alive"
+        await asyncio.sleep(0.02)
+
+
+async def test_third_turn_request_holds_turns_one_and_two_once_each(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, messages = await turn(real_bridge, f"one-{tag}", cwd=str(tmp_path))
+    assert messages[0]["type"] == "session.started"
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    second, messages = await turn(real_bridge, f"two-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert messages[0]["type"] == "session.resumed" and second["sessionId"] == sid
+    third, _ = await turn(real_bridge, f"three-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert third["text"] == f"ECHO:three-{tag}"
+    assert await live_pid(real_bridge, sid) == pid, "one live pi served all three turns"
+    [request_three] = requests_with(scripted_model, f"three-{tag}")
+    assert user_texts(request_three["body"]) == [f"one-{tag}", f"two-{tag}", f"three-{tag}"]
+    terminal = messages_of(real_bridge).by_run[third["runId"]][-1]
+    usage = terminal["content"]["contextUsage"]
+    assert usage["contextWindow"] > 0 and usage["tokens"] > 0 and usage["percent"] > 0
+    assert "sessionCost" in terminal["content"]
+
+
+async def test_follow_up_after_a_cancel_mid_tool_keeps_the_live_pi(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"start-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    run_id = f"cancel-{tag}"
+    _, task = start_request(
+        real_bridge,
+        "pi/run",
+        {
+            "runId": run_id,
+            "prompt": "go",
+            "provider": "fake",
+            "model": "toolslow",
+            "cwd": str(tmp_path),
+            "sessionId": sid,
+        },
+    )
+    await messages_of(real_bridge).wait_type(run_id, "tool.update")
+    sleeper = await wait_for_run_process("sleep 30")
+    cancelled = await request(real_bridge, "pi/cancel", {"runId": run_id})
+    receipt = cancelled["shutdown"]
+    assert receipt["survivors"] == [] and receipt["agentKept"] is True
+    assert not psutil.pid_exists(sleeper.pid) or sleeper.status() == psutil.STATUS_ZOMBIE
+    _, error = await answer_or_error(task)
+    assert error is not None and error.data["status"] == "cancelled"
+    assert_stream_invariants(messages_of(real_bridge).by_run[run_id])
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["text"] == f"ECHO:after-{tag}"
+    assert await live_pid(real_bridge, sid) == pid
+
+
+async def test_follow_up_after_pi_was_killed_between_turns_resumes_the_file(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    os.kill(pid, signal.SIGKILL)
+    await wait_gone(pid)
+    after, messages = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid
+    assert messages[0]["type"] == "session.resumed"
+    [seen] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
+    assert await live_pid(real_bridge, sid) != pid
+
+
+async def test_pi_killed_mid_run_fails_retryable_then_the_next_turn_resumes(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    run_id = f"killed-{tag}"
+    _, task = start_request(
+        real_bridge,
+        "pi/run",
+        {
+            "runId": run_id,
+            "prompt": "go",
+            "provider": "fake",
+            "model": "toolslow",
+            "cwd": str(tmp_path),
+            "sessionId": sid,
+        },
+    )
+    await messages_of(real_bridge).wait_type(run_id, "tool.update")
+    os.kill(pid, signal.SIGKILL)
+    result, _ = await answer_or_error(task)
+    assert result["status"] == "failed"
+    assert result["error"]["kind"] == "process" and result["error"]["retryable"] is True
+    messages = messages_of(real_bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert any(m["type"] == "tool.failed" for m in messages), "the open tool was closed"
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid
+    [seen] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(seen["body"])[0] == f"before-{tag}"
+
+
+async def test_retry_inside_a_conversation_shows_the_model_the_prompt_once(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    result = await request(
+        real_bridge,
+        "pi/run",
+        {
+            "prompt": f"flaky-{tag}",
+            "provider": "fake",
+            "model": "err500",
+            "cwd": str(tmp_path),
+            "sessionId": sid,
+            "retry": {"maxAttempts": 2, "initialDelayMs": 0},
+        },
+    )
+    assert result["status"] == "failed" and result["attempts"] == 2
+    failed = requests_with(scripted_model, f"flaky-{tag}")
+    assert len(failed) == 2, "one HTTP request per attempt: pi never retried on its own"
+    for seen in failed:
+        assert user_texts(seen["body"]) == [f"before-{tag}", f"flaky-{tag}"]
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [seen] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(seen["body"]).count(f"flaky-{tag}") <= 1
+
+
+async def test_a_steer_mid_run_is_taken_in_and_the_run_ends(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    run_id = f"steered-{tag}"
+    _, task = start_request(
+        real_bridge,
+        "pi/run",
+        {"runId": run_id, "prompt": f"go-{tag}", "provider": "fake", "model": "tool", "cwd": str(tmp_path)},
+    )
+    await messages_of(real_bridge).wait_type(run_id, "tool.call")
+    answer = await request(real_bridge, "pi/steer", {"runId": run_id, "message": f"steer-{tag}"})
+    assert answer == {"runId": run_id, "accepted": True}
+    result, _ = await answer_or_error(task)
+    assert result["status"] == "completed"
+    messages = messages_of(real_bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    steered = [m for m in messages if m["type"] == "run.steered"]
+    assert [m["content"]["text"] for m in steered] == [f"steer-{tag}"]
+    assert any(f"steer-{tag}" in (user_texts(r["body"]) or [""])[-1] for r in scripted_model.requests)
+    late = await request(real_bridge, "pi/steer", {"runId": run_id, "message": "too late"})
+    assert late["accepted"] is False and late["reason"]
+
+
+async def test_close_session_stops_the_live_pi_and_a_later_run_resumes(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {
+        "sessionId": sid,
+        "closed": True,
+    }
+    await wait_gone(pid)
+    assert await request(real_bridge, "pi/closeSession", {"sessionId": sid}) == {
+        "sessionId": sid,
+        "closed": False,
+    }
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [seen] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
+
+
+async def test_retry_of_a_new_conversation_s_first_prompt_keeps_its_id_and_shows_it_once(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    result = await request(
+        real_bridge,
+        "pi/run",
+        {
+            "prompt": f"first-{tag}",
+            "provider": "fake",
+            "model": "err500",
+            "cwd": str(tmp_path),
+            "retry": {"maxAttempts": 2, "initialDelayMs": 0},
+        },
+    )
+    assert result["status"] == "failed" and result["attempts"] == 2
+    for seen in requests_with(scripted_model, f"first-{tag}"):
+        assert user_texts(seen["body"]) == [f"first-{tag}"]
+    sid = result["sessionId"]
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid

@@ -1,0 +1,193 @@
+"""The rpc engine against tests/fakes/fake_rpc_pi.py: faults a live pi can have but real pi
+cannot be made to produce on demand. Each test ends with nothing of any run left."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.conftest import BRIDGE
+from tests.harness import (
+    ROOT,
+    answer_or_error,
+    assert_no_run_processes,
+    assert_stream_invariants,
+    bridge_env,
+    initialize,
+    make_client,
+    messages_of,
+    request,
+    run_processes_alive,
+    start_request,
+)
+
+FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=BRIDGE,
+        client_factory=make_client,
+        server_env=bridge_env({"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"}),
+    )
+)
+async def rpc_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """A bridge whose live pi is the fake rpc pi (no spare: each conversation spawns with its
+    scenario as --model)."""
+    await initialize(lsp_client, {"piCommand": FAKE_RPC_PI, "warmPool": False})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def run(
+    client: LanguageClient, model: str, **params: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = await request(client, "pi/run", {"prompt": "hi", "model": model, **params})
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
+
+
+async def cancel_mid_run(client: LanguageClient, run_id: str, model: str, kind: str) -> dict[str, Any]:
+    _, task = start_request(client, "pi/run", {"runId": run_id, "prompt": "hi", "model": model})
+    await messages_of(client).wait_type(run_id, kind)
+    answer = await request(client, "pi/cancel", {"runId": run_id})
+    _, error = await answer_or_error(task)
+    assert error is not None and error.data["status"] == "cancelled"
+    assert_stream_invariants(messages_of(client).by_run[run_id])
+    receipt: dict[str, Any] = answer["shutdown"]
+    assert receipt["survivors"] == []
+    return receipt
+
+
+async def test_a_text_turn_completes_with_context_usage_and_session_cost(rpc_bridge: LanguageClient) -> None:
+    result, messages = await run(rpc_bridge, "text")
+    assert result["status"] == "completed" and result["text"] == "Hello from the fake rpc pi."
+    terminal = messages[-1]["content"]
+    assert terminal["contextUsage"] == {"tokens": 8, "contextWindow": 1000, "percent": 0.8}
+    assert terminal["sessionCost"] == 0.25
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+async def test_pi_ignoring_abort_is_killed_at_stage_three(rpc_bridge: LanguageClient) -> None:
+    receipt = await cancel_mid_run(rpc_bridge, "deaf", "ignore_abort", "assistant")
+    assert receipt["stage"] == "killed" and receipt["agentKept"] is False
+    assert 2000 <= receipt["elapsedMs"] < 7500, "2 s for pi to settle after abort, then the kill"
+    assert run_processes_alive(receipt["pids"]) == []
+    assert (await request(rpc_bridge, "pi/runs", None))["live"] == []
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+async def test_daemons_left_by_a_tool_after_abort_are_killed_and_pi_is_kept(
+    rpc_bridge: LanguageClient,
+) -> None:
+    receipt = await cancel_mid_run(rpc_bridge, "daemons", "daemons", "tool.update")
+    assert receipt["agentKept"] is True
+    assert len(receipt["pids"]) >= 2, f"the setsid child and the double-forked daemon: {receipt['pids']}"
+    assert run_processes_alive(receipt["pids"]) == []
+    live = (await request(rpc_bridge, "pi/runs", None))["live"]
+    assert len(live) == 1, "the conversation's pi serves the next prompt"
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+async def test_garbage_between_events_never_breaks_the_run(rpc_bridge: LanguageClient) -> None:
+    result, _ = await run(rpc_bridge, "garbage")
+    assert result["status"] == "completed" and result["text"] == "Hello from the fake rpc pi."
+
+
+async def test_a_pi_that_never_answers_fails_clearly_after_a_bounded_wait(rpc_bridge: LanguageClient) -> None:
+    await run(rpc_bridge, "text")  # rpc support is known from here on
+    result, _ = await run(rpc_bridge, "mute")
+    assert result["status"] == "failed"
+    assert result["error"]["kind"] == "stalled" and result["error"]["retryable"] is True
+    assert "did not answer" in result["error"]["message"] or "no answer" in result["error"]["message"]
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+async def test_a_pi_that_exits_at_start_fails_with_its_stderr(rpc_bridge: LanguageClient) -> None:
+    await run(rpc_bridge, "text")
+    result, _ = await run(rpc_bridge, "exit_at_start")
+    assert result["status"] == "failed"
+    assert "exiting at start on purpose" in result["error"]["message"]
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+async def test_a_steer_is_taken_in_as_run_steered(rpc_bridge: LanguageClient) -> None:
+    run_id = "steer-me"
+    _, task = start_request(rpc_bridge, "pi/run", {"runId": run_id, "prompt": "hi", "model": "slow"})
+    await messages_of(rpc_bridge).wait_type(run_id, "assistant")
+    answer = await request(rpc_bridge, "pi/steer", {"runId": run_id, "message": "turn left"})
+    assert answer == {"runId": run_id, "accepted": True}
+    steered = await messages_of(rpc_bridge).wait_type(run_id, "run.steered")
+    assert steered["content"] == {"text": "turn left"}
+    await request(rpc_bridge, "pi/cancel", {"runId": run_id})
+    await answer_or_error(task)
+    assert_stream_invariants(messages_of(rpc_bridge).by_run[run_id])
+    unknown = await request(rpc_bridge, "pi/steer", {"runId": "nope", "message": "x"})
+    assert unknown["accepted"] is False and unknown["reason"]
+
+
+async def test_a_second_run_of_a_busy_conversation_waits_then_runs(rpc_bridge: LanguageClient) -> None:
+    first, _ = await run(rpc_bridge, "text")
+    sid = first["sessionId"]
+    _, slow = start_request(
+        rpc_bridge, "pi/run", {"runId": "busy", "prompt": "a", "model": "slow", "sessionId": sid}
+    )
+    await messages_of(rpc_bridge).wait_type("busy", "assistant")
+    _, queued = start_request(
+        rpc_bridge, "pi/run", {"runId": "next", "prompt": "b", "model": "text", "sessionId": sid}
+    )
+    await messages_of(rpc_bridge).wait_type("next", "run.queued")
+    await request(rpc_bridge, "pi/cancel", {"runId": "busy"})
+    await answer_or_error(slow)
+    result, _ = await answer_or_error(queued)
+    assert result["status"] == "completed" and result["sessionId"] == sid
+    assert_stream_invariants(messages_of(rpc_bridge).by_run["next"])
+
+
+async def test_an_agent_without_rpc_falls_back_to_json(fake_bridge: LanguageClient) -> None:
+    result = await request(fake_bridge, "pi/run", {"prompt": "hi", "model": "text"})
+    assert result["status"] == "completed"
+    assert result["text"] == "Hello from the fake pi. It streams a few deltas."
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
+)
+async def small_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """One live conversation at most, closed after 1 s idle."""
+    await initialize(
+        lsp_client, {"piCommand": FAKE_RPC_PI, "warmPool": False, "maxLiveSessions": 1, "sessionIdleMs": 1000}
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def live_sessions(client: LanguageClient) -> list[str]:
+    return [entry["sessionId"] for entry in (await request(client, "pi/runs", None))["live"]]
+
+
+async def test_beyond_max_live_sessions_the_idle_one_closes_then_idle_ones_close_on_time(
+    small_bridge: LanguageClient,
+) -> None:
+    first, _ = await run(small_bridge, "text")
+    second, _ = await run(small_bridge, "text")
+    assert first["sessionId"] != second["sessionId"]
+    deadline = time.monotonic() + 10
+    while await live_sessions(small_bridge) != [second["sessionId"]]:
+        assert time.monotonic() < deadline, "the least recently used idle conversation was not closed"
+        await asyncio.sleep(0.05)
+    while await live_sessions(small_bridge):
+        assert time.monotonic() < deadline, "an idle conversation was not closed after sessionIdleMs"
+        await asyncio.sleep(0.1)
+    await assert_no_run_processes(client=small_bridge)
+    again, _ = await run(small_bridge, "text", sessionId=first["sessionId"])
+    assert again["status"] == "completed" and again["sessionId"] == first["sessionId"]

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""A stand-in for `pi --mode rpc` that produces, on demand, the faults real pi cannot be made to.
+
+It behaves the way pi 1.6.0 does in rpc mode (pi-facts.md): JSONL commands on stdin, each
+answered by a `response` with the command's id; `prompt` is answered at once and the run streams
+json-mode events ending with `agent_end` then `agent_settled`; `abort` is answered after the run
+settled; `steer` is taken in as a user message before the next step. The scenario is the model
+(`--model` at start, or `set_model` later):
+- text: a short streamed answer;
+- slow: streams a word every 50 ms for a long time (for cancels and steers);
+- ignore_abort: streams like slow, never answers `abort` and ignores SIGTERM;
+- daemons: its tool leaves a double-forked daemon and a setsid child behind, even after abort;
+- garbage: prints lines that are not JSON between its events;
+- mute: never answers any command;
+- exit_at_start: exits with an error before reading anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+SESSION_ID = str(uuid.uuid4())
+_out = threading.Lock()
+_state: dict[str, object] = {"scenario": "text", "steers": [], "abort": threading.Event(), "running": False}
+
+
+def emit(event: dict[str, object]) -> None:
+    with _out:
+        sys.stdout.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+
+def raw(text: str) -> None:
+    with _out:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def respond(command: dict[str, object], data: object = None, *, ok: bool = True, error: str = "") -> None:
+    record: dict[str, object] = {"type": "response", "command": command.get("type"), "success": ok}
+    if "id" in command:
+        record = {"id": command["id"], **record}
+    if data is not None:
+        record["data"] = data
+    if not ok:
+        record["error"] = error
+    emit(record)
+
+
+def usage() -> dict[str, object]:
+    return {"input": 3, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 8, "cost": {"total": 0}}
+
+
+def user(text: str) -> None:
+    message = {"role": "user", "content": [{"type": "text", "text": text}]}
+    emit({"type": "message_start", "message": message})
+    emit({"type": "message_end", "message": message})
+
+
+def delta(text: str) -> None:
+    emit({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": text}})
+
+
+def assistant_end(text: str, stop: str = "stop") -> None:
+    content = [{"type": "text", "text": text}] if text else []
+    emit(
+        {
+            "type": "message_end",
+            "message": {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop},
+        }
+    )
+
+
+def settle(aborted: bool) -> None:
+    emit({"type": "turn_end", "message": {"role": "assistant"}, "toolResults": []})
+    emit({"type": "agent_end", "messages": []})
+    emit({"type": "agent_settled", "aborted": aborted})
+
+
+def take_steers() -> None:
+    steers: list[str] = _state["steers"]  # type: ignore[assignment]
+    while steers:
+        user(steers.pop(0))
+
+
+def leave_daemons() -> None:
+    code = "import time; time.sleep(300)"
+    subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdin=subprocess.DEVNULL)
+    # double fork: the grandchild is orphaned at once
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os.setsid()
+            os.execv(sys.executable, [sys.executable, "-c", code])
+        os._exit(0)
+
+
+def run(prompt: str, abort: threading.Event) -> None:
+    scenario = str(_state["scenario"])
+    emit({"type": "agent_start"})
+    emit({"type": "turn_start"})
+    user(prompt)
+    emit({"type": "message_start", "message": {"role": "assistant", "content": []}})
+    text: list[str] = []
+    aborted = False
+    if scenario == "daemons":
+        emit(
+            {
+                "type": "tool_execution_start",
+                "toolCallId": "t1",
+                "toolName": "bash",
+                "args": {"command": "daemons"},
+            }
+        )
+        leave_daemons()
+        emit(
+            {
+                "type": "tool_execution_update",
+                "toolCallId": "t1",
+                "toolName": "bash",
+                "partialResult": {"content": [{"type": "text", "text": "started"}]},
+            }
+        )
+        abort.wait(60)
+        result = {"content": [{"type": "text", "text": "aborted"}]}
+        emit(
+            {
+                "type": "tool_execution_end",
+                "toolCallId": "t1",
+                "toolName": "bash",
+                "result": result,
+                "isError": True,
+            }
+        )
+        aborted = True
+    elif scenario in ("slow", "ignore_abort"):
+        for index in range(2000):
+            if abort.is_set() and scenario == "slow":
+                aborted = True
+                break
+            piece = f"word{index} "
+            text.append(piece)
+            delta(piece)
+            time.sleep(0.05)
+            take_steers()
+    else:
+        for piece in ("Hello ", "from ", "the ", "fake ", "rpc ", "pi."):
+            if scenario == "garbage":
+                raw("this is not json\n")
+            text.append(piece)
+            delta(piece)
+        take_steers()
+    assistant_end("".join(text), "aborted" if aborted else "stop")
+    settle(aborted)
+    _state["running"] = False
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    global SESSION_ID
+    if "--model" in argv:
+        _state["scenario"] = argv[argv.index("--model") + 1]
+    for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id
+        if flag in argv:
+            SESSION_ID = argv[argv.index(flag) + 1]
+    if _state["scenario"] == "exit_at_start":
+        sys.stderr.write("fake rpc pi: exiting at start on purpose\n")
+        return 3
+    if _state["scenario"] == "ignore_abort":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    worker: threading.Thread | None = None
+    abort = threading.Event()
+    for line in sys.stdin:
+        try:
+            command = json.loads(line)
+        except json.JSONDecodeError as exc:
+            emit(
+                {
+                    "type": "response",
+                    "command": "parse",
+                    "success": False,
+                    "error": f"Failed to parse command: {exc}",
+                }
+            )
+            continue
+        kind = command.get("type")
+        if _state["scenario"] == "mute":
+            continue
+        if kind == "set_model":
+            _state["scenario"] = command.get("modelId", "text")
+            if _state["scenario"] == "ignore_abort":
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            respond(command, {"id": command.get("modelId"), "provider": command.get("provider")})
+        elif kind == "get_state":
+            state = {
+                "sessionId": SESSION_ID,
+                "messageCount": 0,
+                "isStreaming": bool(_state["running"]),
+                "model": {"provider": "fake-rpc", "id": _state["scenario"]},
+            }
+            respond(command, state)
+        elif kind == "get_session_stats":
+            respond(
+                command,
+                {
+                    "sessionId": SESSION_ID,
+                    "cost": 0.25,
+                    "contextUsage": {"tokens": 8, "contextWindow": 1000, "percent": 0.8},
+                },
+            )
+        elif kind == "prompt":
+            if _state["running"]:
+                respond(command, ok=False, error="Agent is already processing.")
+                continue
+            _state["running"] = True
+            abort = threading.Event()
+            respond(command, {"disposition": "started"})
+            worker = threading.Thread(target=run, args=(str(command.get("message", "")), abort), daemon=True)
+            worker.start()
+        elif kind == "steer":
+            _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
+            respond(command, {"disposition": "queued"})
+        elif kind == "abort":
+            if _state["scenario"] == "ignore_abort":
+                continue
+            abort.set()
+            if worker is not None:
+                worker.join(10)
+            respond(command)
+        else:
+            respond(command)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
