@@ -497,7 +497,9 @@ test(':PiLog opens the bridge log; the help file has a tag per command', functio
   )
   vim.cmd('helptags ' .. vim.fn.fnameescape(doc))
   local tags = table.concat(vim.fn.readfile(doc .. '/tags'), '\n')
-  for _, name in ipairs({ 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog' }) do
+  local commands = { 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog', 'PiChat', 'PiSend' }
+  vim.list_extend(commands, { 'PiSteer', 'PiStop', 'PiNew', 'PiSessions', 'PiDiff', 'PiModel' })
+  for _, name in ipairs(commands) do
     truthy(vim.fn.exists(':' .. name) == 2, 'no command ' .. name)
     truthy(tags:find('\n?:' .. name .. '\t'), 'no help tag :' .. name)
   end
@@ -810,6 +812,10 @@ test(
     eq(original, vim.fn.readfile(file), 'revert wrote the old text back')
     mapping(after, 'q')()
     eq(tabs, #vim.api.nvim_list_tabpages(), 'q closed the diff tab')
+    local left = vim.api.nvim_buf_call(after, function()
+      return vim.fn.maparg('q', 'n')
+    end)
+    eq('', left, "the file's buffer keeps no key of the diff")
     vim.cmd('cd ' .. vim.fn.fnameescape(root))
   end
 )

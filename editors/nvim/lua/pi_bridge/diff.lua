@@ -64,6 +64,12 @@ function M.open(diff, keys)
   vim.wo[before_win].winbar = banner
   vim.wo[after_win].winbar = banner
   local function close()
+    -- the after buffer is the user's file: take the diff's keys off it again
+    for _, lhs in ipairs({ keys.close, keys.revert }) do
+      if lhs and api.nvim_buf_is_valid(after) then
+        pcall(vim.keymap.del, 'n', lhs, { buffer = after })
+      end
+    end
     if api.nvim_tabpage_is_valid(tab) and #api.nvim_list_tabpages() > 1 then
       api.nvim_set_current_tabpage(tab)
       vim.cmd('diffoff!')
