@@ -167,7 +167,7 @@ function M.open(layout, keys, actions)
     vim.cmd('belowright ' .. PROMPT_HEIGHT .. 'split')
     api.nvim_win_set_buf(0, prompt_buf)
     vim.wo.winfixheight = true
-    vim.wo.winbar = ' pi ▸ prompt · '
+    vim.wo.winbar = ' prompt: '
       .. table.concat(
         vim.tbl_filter(function(s)
           return s ~= ''

@@ -49,20 +49,20 @@ function M.open(diff, keys)
       vim.cmd('diffthis')
     end)
   end
-  local hint = {}
-  hint[#hint + 1] = ']c/[c hunks'
+  local hint = { ']c/[c hunks' }
   if keys.revert then
-    hint[#hint + 1] = keys.revert .. ' revert the file to before'
+    hint[#hint + 1] = keys.revert .. ' revert'
   end
   if keys.close then
     hint[#hint + 1] = keys.close .. ' close'
   end
-  local banner = '%#PiBridgeBanner# pi diff · before │ after: '
-    .. vim.fn.fnamemodify(diff.path, ':~:.')
+  local name = vim.fn.fnamemodify(diff.path, ':~:.')
+  vim.wo[before_win].winbar = '%#PiBridgeBanner# pi diff · before · '
+    .. table.concat(hint, ' · ')
+  vim.wo[after_win].winbar = '%#PiBridgeBanner# after: '
+    .. name
     .. ' · '
     .. table.concat(hint, ' · ')
-  vim.wo[before_win].winbar = banner
-  vim.wo[after_win].winbar = banner
   local function close()
     -- the after buffer is the user's file: take the diff's keys off it again
     for _, lhs in ipairs({ keys.close, keys.revert }) do

@@ -134,6 +134,7 @@ local function set_window_options(win)
   api.nvim_set_option_value('foldenable', true, wo)
   api.nvim_set_option_value('wrap', true, wo)
   api.nvim_set_option_value('linebreak', true, wo)
+  api.nvim_set_option_value('fillchars', 'fold: ', wo)
 end
 M.set_window_options = set_window_options
 
