@@ -36,6 +36,15 @@ command('PiLog', function()
   require('pi_bridge').open_log()
 end, { nargs = 0, desc = "Open the pi-bridge log (the bridge's stderr)" })
 
+command('PiBridgeInstall', function()
+  local ok, result = pcall(require('pi_bridge.install').build)
+  if ok then
+    vim.notify('pi_bridge: bridge installed: ' .. result, vim.log.levels.INFO)
+  else
+    vim.notify(tostring(result), vim.log.levels.ERROR)
+  end
+end, { nargs = 0, desc = "Install the bridge into the plugin's venv (the lazy.nvim build step)" })
+
 -- The chat: one conversation that follow-ups continue.
 local function chat()
   return require('pi_bridge.chat')
