@@ -13,8 +13,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge import __version__
+
+if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
+    from bridge.agent import AgentAdapter
 
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
@@ -33,13 +37,12 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 
 
 @contextlib.contextmanager
-def scripted_model_env() -> Iterator[dict[str, str]]:
-    """Start the built-in scripted model and a throwaway pi agent dir pointing at it."""
-    from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
+    """Start the built-in scripted model and a throwaway agent configuration pointing at it."""
+    from bridge.scripted_model import ScriptedModelServer
 
-    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as agent_dir, ScriptedModelServer() as model:
-        write_pi_agent_dir(Path(agent_dir), model.base_url, provider=SCRIPTED_PROVIDER)
-        yield {"PI_CODING_AGENT_DIR": agent_dir}
+    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as workdir, ScriptedModelServer() as model:
+        yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -49,18 +52,19 @@ def serve_main(args: argparse.Namespace) -> int:
     from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
+    adapter = PiAgent()
     config = BridgeConfig(command=command_from(args.pi_command))
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
-            env = stack.enter_context(scripted_model_env())
+            env = stack.enter_context(scripted_model_env(adapter))
             config = BridgeConfig(
                 command=config.command,
                 default_provider=SCRIPTED_PROVIDER,
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
-        server = create_server(PiAgent(), config, strict=strict)
+        server = create_server(adapter, config, strict=strict)
         return run_stdio(server)
 
 
