@@ -803,6 +803,18 @@ test(
     local lines, row = line_with(chat_view.thread(), '⚙ edit: notes.txt')
     truthy(lines[row]:find('+1 -1', 1, true), 'the edit line counts +/-: ' .. lines[row])
     local win = chat_view.thread_win()
+    local fold = vim.api.nvim_win_call(win, function()
+      return vim.fn.foldtextresult(row)
+    end)
+    truthy(vim.startswith(fold, '✓ edit: notes.txt +1 -1'), 'fold text with ✓: ' .. fold)
+    for group, link in pairs(chat_view.highlights) do
+      local hl = vim.api.nvim_get_hl(0, { name = group })
+      eq(link, hl.link, 'highlight ' .. group .. ' links')
+      vim.api.nvim_set_hl(0, group, { fg = '#123456' }) -- a colour scheme's own colour …
+      chat_view.define_highlights()
+      eq(nil, vim.api.nvim_get_hl(0, { name = group }).link, group .. ' is a default link only')
+      vim.api.nvim_set_hl(0, group, { link = link })
+    end
     vim.api.nvim_set_current_win(win)
     vim.api.nvim_win_set_cursor(win, { row, 0 })
     local tabs = #vim.api.nvim_list_tabpages()
