@@ -598,6 +598,33 @@ local function stub_select(pick)
 end
 
 test(
+  'setup() keys: a remap merges over the defaults, false unmaps, an unknown name is refused',
+  function()
+    local notes, real = {}, vim.notify
+    vim.notify = function(msg)
+      notes[#notes + 1] = msg
+    end
+    local ok, err = pcall(function()
+      pi_bridge.setup(vim.tbl_extend('force', options, { keys = { send = '<C-g>', stop = false } }))
+      local keys = pi_bridge.config().keys
+      eq('<C-g>', keys.send, 'remapped send')
+      eq(false, keys.stop, 'unmapped stop')
+      eq('<C-s>', keys.send_insert, 'the other keys keep their default')
+      eq({}, notes, 'no warning for valid keys')
+      pi_bridge.setup(vim.tbl_extend('force', options, { keys = { sned = 'x' } }))
+      truthy(
+        notes[1] and notes[1]:find('keys', 1, true),
+        'a warning names keys: ' .. vim.inspect(notes)
+      )
+      eq('<CR>', pi_bridge.config().keys.send, 'defaults after a bad keys table')
+    end)
+    vim.notify = real
+    pi_bridge.setup(options)
+    truthy(ok, tostring(err))
+  end
+)
+
+test(
   ':PiChat: a follow-up continues the conversation, the second model request holds the first turn',
   function()
     vim.cmd('cd ' .. vim.fn.fnameescape(project))
@@ -837,7 +864,11 @@ test(
       vim.fn.resolve(vim.api.nvim_buf_get_name(after)),
       'the after is the file'
     )
-    mapping(after, 'gR')()
+    local notify = vim.notify
+    vim.notify = function() end -- headless prints it without ending the line
+    local reverted, revert_err = pcall(mapping(after, 'gR'))
+    vim.notify = notify
+    truthy(reverted, tostring(revert_err))
     eq(original, vim.fn.readfile(file), 'revert wrote the old text back')
     mapping(after, 'q')()
     eq(tabs, #vim.api.nvim_list_tabpages(), 'q closed the diff tab')
