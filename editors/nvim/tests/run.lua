@@ -562,6 +562,10 @@ end
 
 --- Type `text` into the prompt area and press the send key there (normal mode), as a user does.
 local function type_and_send(text)
+  if not chat_view.prompt() then -- a test run alone (PI_BRIDGE_TEST_FILTER)
+    vim.cmd('cd ' .. vim.fn.fnameescape(project))
+    vim.cmd('PiChat')
+  end
   local prompt = truthy(chat_view.prompt(), 'no prompt area')
   local win = truthy(vim.fn.win_findbuf(prompt)[1], 'the prompt area is not shown')
   vim.api.nvim_set_current_win(win)
