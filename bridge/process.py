@@ -261,6 +261,9 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
     """
     token = uuid.uuid4().hex
     full_env = {**os.environ, **env, RUN_TOKEN_ENV: token}
+    # exec would refuse it with a ValueError deep inside; every engine gets the same clear SpawnError.
+    if any("\0" in part for part in (*argv, cwd, *env.keys(), *env.values())):
+        raise SpawnError("the command line, working directory or environment holds a NUL byte")
     chosen = await anyio.to_thread.run_sync(containment.hierarchy)
     group: RunCgroup | None = None
     launch = list(argv)

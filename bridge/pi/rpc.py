@@ -25,6 +25,12 @@ from bridge.pi.sessions import cwd_folder, sessions_root
 from bridge.process import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
 
 log = logging.getLogger(__name__)
+# What JavaScript's String.prototype.trim() removes (pi trims its json-mode prompt with it):
+# Python's str.strip() would also take \x1c-\x1f and \x85, which pi keeps.
+JS_WHITESPACE: Final = (
+    " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
 
 READ_CHUNK: Final = 256 * 1024
 # pi answers every command but `abort` and `prompt`'s run at once (measured: < 5 ms; the first
@@ -261,8 +267,11 @@ class PiRpc:
         await self.request({"type": "set_thinking_level", "level": level})
 
     async def prompt(self, text: str) -> None:
-        """Start a run with this prompt (answered at once; the run streams as events)."""
-        await self.request({"type": "prompt", "message": text})
+        """Start a run with this prompt (answered at once; the run streams as events).
+
+        Trimmed as pi's json mode trims its stdin prompt, so both engines send the model the same text.
+        """
+        await self.request({"type": "prompt", "message": text.strip(JS_WHITESPACE)})
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""
