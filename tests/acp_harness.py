@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -108,3 +110,88 @@ async def prompt(conn: ClientSideConnection, session_id: str, text: str, timeout
     """Send one text prompt and wait for its answer."""
     blocks: list[Any] = [schema.TextContentBlock(type="text", text=text)]
     return await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=blocks), timeout)
+
+
+class RawAcp:
+    """`pi-bridge acp` driven frame by frame (for hostile input): every stdout line is kept, and
+    must be a JSON-RPC frame."""
+
+    def __init__(self, pi_agent_dir: Path, cwd: Path) -> None:
+        env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir)})
+        self.proc = subprocess.Popen(
+            [*BRIDGE, "acp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            bufsize=0,
+        )
+        self.frames: list[dict[str, Any]] = []
+        self.not_frames: list[bytes] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 1000
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                frame = None
+            with self._cond:
+                if isinstance(frame, dict) and frame.get("jsonrpc") == "2.0":
+                    self.frames.append(frame)
+                else:
+                    self.not_frames.append(line)
+                self._cond.notify_all()
+
+    def send_line(self, data: bytes) -> None:
+        """Write one line (a newline is added)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+
+    def send(self, payload: Any) -> None:
+        """Write one JSON frame."""
+        self.send_line(json.dumps(payload).encode())
+
+    def request(self, method: str, params: Any = None) -> dict[str, Any]:
+        """Send a request and wait for the frame answering it."""
+        self._next_id += 1
+        msg_id = self._next_id
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            payload["params"] = params
+        self.send(payload)
+        return self.wait(lambda f: f.get("id") == msg_id and "method" not in f)
+
+    def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = WAIT) -> dict[str, Any]:
+        """The first frame matching `predicate` (waits for it)."""
+        found: list[dict[str, Any]] = []
+
+        def ready() -> bool:
+            found[:] = [f for f in self.frames if predicate(f)][:1]
+            return bool(found) or self.proc.poll() is not None
+
+        with self._cond:
+            self._cond.wait_for(ready, timeout)
+        if not found:
+            raise AssertionError(f"no matching frame within {timeout} s (exit code {self.proc.poll()})")
+        return found[0]
+
+    def null_id_errors(self) -> list[dict[str, Any]]:
+        """Error answers to frames that had no usable id."""
+        with self._cond:
+            return [f for f in self.frames if f.get("id") is None and "error" in f]
+
+    def close(self) -> int:
+        """Close stdin and wait for the exit code (killed by pid if it hangs)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
