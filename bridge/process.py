@@ -45,6 +45,7 @@ MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _PR_SET_CHILD_SUBREAPER: Final = 36
 
 _spawned_pids: set[int] = set()
+_subreaper = False
 
 
 class SpawnError(Exception):
@@ -58,7 +59,9 @@ def become_subreaper() -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         result: int = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        return result == 0
+        global _subreaper
+        _subreaper = result == 0
+        return _subreaper
     except (OSError, AttributeError):
         return False
 
@@ -397,6 +400,37 @@ class TailBuffer:
         return b"".join(self._chunks)[-self.limit :].decode("utf-8", "replace")
 
 
+def _holds_token(proc: psutil.Process, token: str) -> bool:
+    try:
+        with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+            return f"{RUN_TOKEN_ENV}={token}".encode() in handle.read()
+    except OSError:
+        return False
+
+
+def _descendants_quick(child: ChildProcess) -> dict[int, psutil.Process] | None:
+    """The child's live descendants without a /proc-wide scan, or None when that cannot be complete.
+
+    As a child subreaper the bridge adopts every orphan of its trees (setsid and double-forked ones
+    included): the child's descendants plus the adopted orphans holding its token are all of them.
+    """
+    if not _subreaper:
+        return None
+    found: dict[int, psutil.Process] = {}
+    try:
+        for proc in psutil.Process(child.pid).children(recursive=True):
+            found[proc.pid] = proc
+        for orphan in psutil.Process(os.getpid()).children(recursive=False):
+            if orphan.pid in _spawned_pids or not _holds_token(orphan, child.token):
+                continue
+            found[orphan.pid] = orphan
+            for proc in orphan.children(recursive=True):
+                found[proc.pid] = proc
+    except psutil.Error:
+        return None
+    return {pid: proc for pid, proc in found.items() if pid != child.pid and _is_alive(proc)}
+
+
 async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> ShutdownReceipt:
     """Kill every process of the child's tree except the child itself; wait up to 5 s for them.
 
@@ -406,6 +440,11 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
     """
     with anyio.CancelScope(shield=True):
         started = time.monotonic()
+        quick = _descendants_quick(child)
+        if quick is not None and not quick:
+            reap_orphans()
+            elapsed = round((time.monotonic() - started) * 1000, 2)
+            return ShutdownReceipt(stage="exited", elapsed_ms=elapsed, pids=[], survivors=[])
         seen = {pid: proc for pid, proc in snapshot_tree(child).items() if pid != child.pid}
         stage: ShutdownStage = "exited"
         if seen and grace > 0:
