@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 # a core for ~0.4 s, which a run streaming meanwhile would feel.
 SPARE_PRIME_DELAY_SECONDS: Final = 0.5
 REAP_INTERVAL_SECONDS: Final = 1.0
+# After a conversation is opened ahead of its first prompt (ACP's session/new), the next spare
+# waits this long: that first prompt usually comes within seconds.
+OPENED_SPARE_PRIME_DELAY_SECONDS: Final = 3.0
 # A run never waits longer for a starting spare than a spawn of its own would take.
 SPARE_WAIT_SECONDS: Final = 5.0
 
@@ -329,8 +332,12 @@ class Conversations:
             await self.stop(agent)
             agent = None
         if agent is None and options.session_id is None:
+            await self._await_spare(key)
             agent = self._take_spare(key)
-            self.prime_again()
+            if self._spare_launch is not None:
+                # the next spare serves a next new conversation, rarer than this one's first
+                # prompt, which a Node start-up meanwhile would slow down
+                self.prime(*self._spare_launch, delay=OPENED_SPARE_PRIME_DELAY_SECONDS)
         if agent is None:
             agent = await self._start(command, options, env, key, options.session_id)
         if agent.session_id is None:
