@@ -245,6 +245,11 @@ def render_markdown(res: R) -> str:
         "",
     ]
     lines += _method_sections(res, plan)
+    acp_section = (
+        Path(__file__).resolve().parents[1] / "docs" / "benchmarks-acp.md"
+    )  # written by `python -m bench.acp_side --write`
+    if acp_section.exists():
+        lines += ["", acp_section.read_text().rstrip()]
     return "\n".join(lines) + "\n"
 
 

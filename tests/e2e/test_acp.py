@@ -292,3 +292,20 @@ async def test_acp_end_of_input_or_sigterm_mid_prompt_leaves_nothing(
         assert await asyncio.wait_for(process.wait(), WAIT) == 0
         running.cancel()
     no_run_processes(timeout=3, where=f"after {how} mid-prompt")
+
+
+async def test_acp_pi_steer_extension_hands_the_running_prompt_a_message(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path, "toolslow")
+        idle = await conn.ext_method("pi/steer", {"sessionId": session_id, "message": "too early"})
+        assert idle == {"accepted": False, "reason": "no prompt of this session is running"}
+        running = asyncio.ensure_future(prompt(conn, session_id, "sleep"))
+        await recorder.wait_for(lambda u: u.session_update == "tool_call")
+        steered = await asyncio.wait_for(
+            conn.ext_method("pi/steer", {"sessionId": session_id, "message": "stop sleeping"}), WAIT
+        )
+        assert steered["accepted"] is True, steered
+        await conn.cancel(session_id=session_id)
+        assert (await asyncio.wait_for(running, WAIT)).stop_reason == "cancelled"
