@@ -72,9 +72,15 @@ def text_of(updates: list[Update], kind: str = "agent_message_chunk") -> str:
 
 @contextlib.asynccontextmanager
 async def acp_bridge(
-    pi_agent_dir: Path, cwd: Path, *, args: tuple[str, ...] = (), log: Path | None = None
+    pi_agent_dir: Path,
+    cwd: Path,
+    *,
+    args: tuple[str, ...] = (),
+    top_args: tuple[str, ...] = (),
+    log: Path | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
-    """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized."""
+    """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
+    `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`)."""
     env = bridge_env(
         {"PI_CODING_AGENT_DIR": str(pi_agent_dir), **({"PI_BRIDGE_LOG_FILE": str(log)} if log else {})}
     )
@@ -83,6 +89,7 @@ async def acp_bridge(
         cast(Any, recorder),
         BRIDGE[0],
         *BRIDGE[1:],
+        *top_args,
         "acp",
         *args,
         env=env,

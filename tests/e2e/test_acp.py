@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from bridge.scripted_model import (
     ScriptedModelServer,
 )
 from tests.acp_harness import AcpRecorder, acp_bridge, new_session, prompt, text_of
-from tests.harness import WAIT, no_run_processes, requires_pi, run_processes
+from tests.harness import ROOT, WAIT, no_run_processes, requires_pi, run_processes
+
+FAKE_RPC_PI = ROOT / "tests" / "fakes" / "fake_rpc_pi.py"
 
 pytestmark = [requires_pi]
 
@@ -309,3 +312,31 @@ async def test_acp_pi_steer_extension_hands_the_running_prompt_a_message(
         assert steered["accepted"] is True, steered
         await conn.cancel(session_id=session_id)
         assert (await asyncio.wait_for(running, WAIT)).stop_reason == "cancelled"
+
+
+async def test_acp_a_pi_killed_mid_prompt_answers_an_error_and_the_session_goes_on(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, bridge):
+        session_id = await new_session(conn, tmp_path, "toolslow")
+        running = asyncio.ensure_future(prompt(conn, session_id, "sleep"))
+        await recorder.wait_for(lambda u: u.session_update == "tool_call")
+        sleeper = (await _sleep_processes())[0]
+        pi = next(p for p in sleeper.parents() if p.ppid() == bridge.pid)  # the session's live pi
+        pi.kill()
+        with pytest.raises(RequestError) as failure:
+            await asyncio.wait_for(running, WAIT)
+        assert failure.value.code == -32000
+        assert isinstance(failure.value.data, dict) and failure.value.data["kind"] == "process"
+        assert failure.value.data["retryable"] is True
+        await conn.set_config_option(config_id="model", session_id=session_id, value="fake/text")
+        assert (await prompt(conn, session_id, "again")).stop_reason == "end_turn"
+
+
+async def test_acp_lines_pi_prints_that_are_not_events_never_become_chunks(tmp_path: Path) -> None:
+    fake = f"{sys.executable} {FAKE_RPC_PI} --model garbage"
+    async with acp_bridge(tmp_path, tmp_path, top_args=("--pi-command", fake)) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path)
+        answer = await prompt(conn, session_id, "hello")
+        assert answer.stop_reason == "end_turn"
+        assert text_of(recorder.of(session_id)) == "Hello from the fake rpc pi.", "no line of garbage in it"
