@@ -266,6 +266,11 @@ def render_markdown(res: R) -> str:
     if res.get("crowd"):
         lines += ["", "## Cancel with thousands of idle processes (`bench/crowd.py`)", "", "```"]
         lines += [*crowd.summary(res["crowd"]), "```"]
+    acp_section = (
+        Path(__file__).resolve().parents[1] / "docs" / "benchmarks-acp.md"
+    )  # written by `python -m bench.acp_side --write`
+    if acp_section.exists():
+        lines += ["", acp_section.read_text().rstrip()]
     return "\n".join(lines) + "\n"
 
 

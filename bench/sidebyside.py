@@ -12,6 +12,7 @@ then the adapter's own CPU (not its children) over the whole sequence, and its p
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ ACP_INIT = {
 }
 # The start of the scripted model's replies (`text` and `long-N`): the first chunk holding model text.
 ANSWER_STARTS = ("Hello", "w0")
+# A version banner ("pi v1.6.0") sent as an answer chunk.
+BANNER = re.compile(r"\s*pi v\d")
 
 
 @dataclass
@@ -49,6 +52,9 @@ class Sequence:
     cpu_after_ready: float = 0.0
     peak_rss_kb: int = 0
     banner_first: bool = False
+    session_new: float = 0.0
+    banner_chunks: int = 0
+    registry_calls: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -127,15 +133,26 @@ def _set_model(client: AcpClient, session: str, scenario: str) -> None:
         raise RuntimeError(f"pi-acp could not switch to {scenario}: {answer['error']}")
 
 
-def acp_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause: float = 2.0) -> Sequence:
-    """The sequence on pi-acp, through its own long-lived `pi --mode rpc`."""
+def acp_sequence(
+    model: ModelEnv,
+    *,
+    long_scenario: str = "long-20000",
+    pause: float = 2.0,
+    argv: list[str] | None = None,
+    registry: str = DEAD_REGISTRY,
+) -> Sequence:
+    """The sequence on an ACP agent (default pi-acp; `argv` e.g. `pi-bridge acp`), each through
+    its own long-lived `pi --mode rpc`. `registry`: the npm registry URL the agent is given."""
     seq = Sequence()
-    env = {**base_env(), **model.pi_env(), "npm_config_registry": DEAD_REGISTRY}
-    client = AcpClient(["node", str(PI_ACP)], env=env, cwd=str(model.workdir))
+    env = {**base_env(), **model.pi_env(), "npm_config_registry": registry}
+    client = AcpClient(argv or ["node", str(PI_ACP)], env=env, cwd=str(model.workdir))
     tree: list[Any] = []
     try:
         _, ready, _ = client.call("initialize", ACP_INIT)
-        _, _, new = client.call("session/new", {"cwd": str(model.workdir), "mcpServers": []})
+        new_sent, new_answered, new = client.call(
+            "session/new", {"cwd": str(model.workdir), "mcpServers": []}
+        )
+        seq.session_new = new_answered - new_sent
         session = new["result"]["sessionId"]
         seq.spawn_to_ready = ready - client.spawned_at
         cpu_ready = procs.cpu_seconds(client.pid)
@@ -174,6 +191,12 @@ def acp_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause: f
         seq.cpu = procs.cpu_seconds(client.pid)
         seq.cpu_after_ready = seq.cpu - cpu_ready
         seq.peak_rss_kb = procs.status_kb(client.pid, "VmHWM")
+        seq.banner_chunks = sum(
+            1
+            for _, u in client.updates
+            if u.get("sessionUpdate") == "agent_message_chunk"
+            and BANNER.match(str((u.get("content") or {}).get("text", "")))
+        )
     finally:
         everything = procs.descendants(client.pid)
         client.close()

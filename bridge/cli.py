@@ -68,6 +68,30 @@ def serve_main(args: argparse.Namespace) -> int:
         return run_stdio(server)
 
 
+def acp_main(args: argparse.Namespace) -> int:
+    """Serve the Agent Client Protocol (v1) on stdio."""
+    from bridge.acp_front import run_acp
+    from bridge.config import command_from
+    from bridge.contract import RetryPolicy
+    from bridge.pi import PiAgent
+    from bridge.runs import BridgeConfig
+
+    adapter = PiAgent()
+    retry = RetryPolicy(max_attempts=args.retry_attempts)
+    config = BridgeConfig(command=command_from(args.pi_command), retry=retry)
+    with contextlib.ExitStack() as stack:
+        if args.scripted_model:
+            env = stack.enter_context(scripted_model_env(adapter))
+            config = BridgeConfig(
+                command=config.command,
+                retry=retry,
+                default_provider=SCRIPTED_PROVIDER,
+                default_model=SCRIPTED_DEFAULT_MODEL,
+                env=env,
+            )
+        return run_acp(adapter, config)
+
+
 def demo_main(args: argparse.Namespace) -> int:
     """Run one prompt through a real bridge and a real pi against the scripted model; print it."""
     from bridge.demo import run_demo
@@ -100,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", help="serve JSON-RPC on stdio (the default)")
+    acp = sub.add_parser("acp", help="serve the Agent Client Protocol (ACP v1) on stdio")
+    acp.add_argument("--retry-attempts", type=int, default=1, choices=range(1, 11), metavar="1..10")
     demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
     demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")
     demo.add_argument(
@@ -116,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level, args.log_file)
     if args.command == "demo":
         return demo_main(args)
+    if args.command == "acp":
+        return acp_main(args)
     if args.command == "doctor":
         return doctor_main(args)
     return serve_main(args)

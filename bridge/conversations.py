@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 # a core for ~0.4 s, which a run streaming meanwhile would feel.
 SPARE_PRIME_DELAY_SECONDS: Final = 0.5
 REAP_INTERVAL_SECONDS: Final = 1.0
+# After a conversation is opened ahead of its first prompt (ACP's session/new), the next spare
+# waits this long: that first prompt usually comes within seconds.
+OPENED_SPARE_PRIME_DELAY_SECONDS: Final = 3.0
 # A run never waits longer for a starting spare than a spawn of its own would take.
 SPARE_WAIT_SECONDS: Final = 5.0
 
@@ -113,6 +116,27 @@ class LiveAgent:
         if options.thinking and options.thinking != self.thinking:
             await self.rpc.set_thinking(options.thinking)
             self.thinking = options.thinking
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """One model pi can run: its provider, id and display name."""
+
+    provider: str
+    model_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedConversation:
+    """A conversation opened ahead of its first prompt: its id and what its agent can run."""
+
+    session_id: str
+    provider: str | None
+    model: str | None
+    thinking: str | None
+    models: tuple[ModelChoice, ...]
+    thinking_levels: tuple[str, ...]
 
 
 @dataclass(eq=False)
@@ -294,6 +318,59 @@ class Conversations:
             self.bind(lease, agent.session_id)
         await self._evict_beyond_limit()
         return agent
+
+    async def open(
+        self, command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]
+    ) -> OpenedConversation:
+        """A live agent for a conversation before its first prompt, so its id is known at once.
+
+        `options.session_id` set: the conversation resumes that session (its live agent if it has
+        one); unset: a new conversation, on the spare when it fits (no spawn). Raises NoRpc or
+        StartFailure.
+        """
+        key = live_key(command, options, env)
+        agent = self._live.get(options.session_id) if options.session_id else None
+        if agent is not None and (not agent.alive or agent.key != key):
+            self._forget(agent)
+            await self.stop(agent)
+            agent = None
+        if agent is None and options.session_id is None:
+            await self._await_spare(key)
+            agent = self._take_spare(key)
+            if self._spare_launch is not None:
+                # the next spare serves a next new conversation, rarer than this one's first
+                # prompt, which a Node start-up meanwhile would slow down
+                self.prime(*self._spare_launch, delay=OPENED_SPARE_PRIME_DELAY_SECONDS)
+        if agent is None:
+            agent = await self._start(command, options, env, key, options.session_id)
+        if agent.session_id is None:
+            await self.stop(agent)
+            raise StartFailure(
+                ErrorInfo(kind="session", message="the live pi did not report a session id", retryable=True)
+            )
+        agent.last_used = time.monotonic()
+        self._live[agent.session_id] = agent
+        await self._evict_beyond_limit()
+        try:
+            models = await agent.rpc.available_models()
+            levels = await agent.rpc.thinking_levels()
+            thinking = (await agent.rpc.request({"type": "get_state"})).get("thinkingLevel")
+        except RpcError as exc:
+            log.info("live agent pid %d: could not list its models: %s", agent.pid, exc)
+            models, levels, thinking = [], [], None
+        choices = tuple(
+            ModelChoice(str(m.get("provider")), str(m.get("id")), str(m.get("name") or m.get("id")))
+            for m in models
+            if m.get("provider") and m.get("id")
+        )
+        return OpenedConversation(
+            session_id=agent.session_id,
+            provider=agent.provider,
+            model=agent.model,
+            thinking=thinking if isinstance(thinking, str) else agent.thinking,
+            models=choices,
+            thinking_levels=tuple(levels),
+        )
 
     def checkin(self, agent: LiveAgent) -> None:
         """An attempt is done with the agent; it stays for the conversation's next prompt."""

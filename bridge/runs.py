@@ -37,7 +37,7 @@ from bridge.contract import (
     SteerResult,
     Usage,
 )
-from bridge.conversations import Conversations, Lease
+from bridge.conversations import Conversations, Lease, OpenedConversation
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
 from bridge.redact import Redactor
 from bridge.rpc_engine import RpcAttempt
@@ -213,6 +213,20 @@ class RunRegistry:
             prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
         )
         self.conversations.prime(config.command, options, config.env)
+
+    async def open_conversation(self, cwd: str, session_id: str | None = None) -> OpenedConversation:
+        """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
+        the pre-spawned agent, or `session_id` resumed. Raises StartFailure or NoRpc."""
+        config = self.config
+        options = RunOptions(
+            prompt="",
+            cwd=cwd,
+            provider=config.default_provider,
+            model=config.default_model,
+            session_id=session_id,
+            resumed=session_id is not None,
+        )
+        return await self.conversations.open(config.command, options, config.env)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""

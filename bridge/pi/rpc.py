@@ -266,6 +266,16 @@ class PiRpc:
         """Set the thinking level for the next prompt."""
         await self.request({"type": "set_thinking_level", "level": level})
 
+    async def available_models(self) -> list[dict[str, Any]]:
+        """get_available_models: every configured model (provider, id, name, reasoning, ...)."""
+        models = (await self.request({"type": "get_available_models"})).get("models")
+        return [model for model in models if isinstance(model, dict)] if isinstance(models, list) else []
+
+    async def thinking_levels(self) -> list[str]:
+        """get_available_thinking_levels: the levels the current model supports (["off"] if none)."""
+        levels = (await self.request({"type": "get_available_thinking_levels"})).get("levels")
+        return [level for level in levels if isinstance(level, str)] if isinstance(levels, list) else []
+
     async def prompt(self, text: str) -> None:
         """Start a run with this prompt (answered at once; the run streams as events).
 

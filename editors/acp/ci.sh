@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# CI hook of the ACP front: `pi-bridge acp` end to end through the official ACP TypeScript SDK
+# client (editors/acp/test/), against the real pi and the scripted model.
+# Env: PI_BRIDGE_PYTHON (venv python able to run `-m bridge`), PATH with Node 22 and pi first.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
+cd "$here"
+npm ci --no-audit --no-fund --loglevel=error
+timeout 600 node --test test/acp.test.mjs

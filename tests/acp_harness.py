@@ -1,0 +1,204 @@
+"""Driving `pi-bridge acp` through the official Python SDK's client side (`acp.spawn_agent_process`).
+
+`AcpRecorder` is the ACP client: it records every session/update and refuses what an editor would
+have to do for the agent (files, terminals, permissions): the bridge must never ask for those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, cast
+
+from acp import RequestError, schema, spawn_agent_process
+from acp.client.connection import ClientSideConnection
+
+from tests.harness import BRIDGE, WAIT, bridge_env
+
+Update = Any
+
+
+class AcpRecorder:
+    """An ACP client that records session/updates per session and lets tests wait on them."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, Update]] = []
+        self._changed = asyncio.Event()
+
+    async def session_update(self, session_id: str, update: Update, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self._changed.set()
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("session/request_permission")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Any) -> None:
+        return None
+
+    def of(self, session_id: str) -> list[Update]:
+        """The updates of one session, in arrival order."""
+        return [update for sid, update in self.updates if sid == session_id]
+
+    def clear(self) -> None:
+        """Forget what was recorded."""
+        self.updates.clear()
+
+    async def wait_for(self, predicate: Callable[[Update], bool], timeout: float = WAIT) -> Update:
+        """The first recorded update matching `predicate` (waits for it)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                for _, update in self.updates:
+                    if predicate(update):
+                        return update
+                self._changed.clear()
+                await self._changed.wait()
+
+
+def text_of(updates: list[Update], kind: str = "agent_message_chunk") -> str:
+    """The text of every update of this kind, joined."""
+    return "".join(u.content.text for u in updates if u.session_update == kind)
+
+
+@contextlib.asynccontextmanager
+async def acp_bridge(
+    pi_agent_dir: Path,
+    cwd: Path,
+    *,
+    args: tuple[str, ...] = (),
+    top_args: tuple[str, ...] = (),
+    log: Path | None = None,
+) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
+    """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
+    `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`)."""
+    env = bridge_env(
+        {"PI_CODING_AGENT_DIR": str(pi_agent_dir), **({"PI_BRIDGE_LOG_FILE": str(log)} if log else {})}
+    )
+    recorder = AcpRecorder()
+    async with spawn_agent_process(
+        cast(Any, recorder),
+        BRIDGE[0],
+        *BRIDGE[1:],
+        *top_args,
+        "acp",
+        *args,
+        env=env,
+        cwd=cwd,
+        transport_kwargs={"stderr": subprocess.DEVNULL},
+        use_unstable_protocol=True,
+    ) as (conn, process):
+        answer = await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+        assert answer.protocol_version == 1
+        yield conn, recorder, process
+
+
+async def new_session(conn: ClientSideConnection, cwd: Path, model: str | None = None) -> str:
+    """A new session in `cwd`, on scripted scenario `model` (e.g. "tool") when given."""
+    session = await asyncio.wait_for(conn.new_session(cwd=str(cwd), mcp_servers=[]), WAIT)
+    if model is not None:
+        await asyncio.wait_for(
+            conn.set_config_option(config_id="model", session_id=session.session_id, value=f"fake/{model}"),
+            WAIT,
+        )
+    return session.session_id
+
+
+async def prompt(conn: ClientSideConnection, session_id: str, text: str, timeout: float = WAIT) -> Any:
+    """Send one text prompt and wait for its answer."""
+    blocks: list[Any] = [schema.TextContentBlock(type="text", text=text)]
+    return await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=blocks), timeout)
+
+
+class RawAcp:
+    """`pi-bridge acp` driven frame by frame (for hostile input): every stdout line is kept, and
+    must be a JSON-RPC frame."""
+
+    def __init__(self, pi_agent_dir: Path, cwd: Path) -> None:
+        env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir)})
+        self.proc = subprocess.Popen(
+            [*BRIDGE, "acp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            bufsize=0,
+        )
+        self.frames: list[dict[str, Any]] = []
+        self.not_frames: list[bytes] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 1000
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                frame = None
+            with self._cond:
+                if isinstance(frame, dict) and frame.get("jsonrpc") == "2.0":
+                    self.frames.append(frame)
+                else:
+                    self.not_frames.append(line)
+                self._cond.notify_all()
+
+    def send_line(self, data: bytes) -> None:
+        """Write one line (a newline is added)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+
+    def send(self, payload: Any) -> None:
+        """Write one JSON frame."""
+        self.send_line(json.dumps(payload).encode())
+
+    def request(self, method: str, params: Any = None) -> dict[str, Any]:
+        """Send a request and wait for the frame answering it."""
+        self._next_id += 1
+        msg_id = self._next_id
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            payload["params"] = params
+        self.send(payload)
+        return self.wait(lambda f: f.get("id") == msg_id and "method" not in f)
+
+    def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = WAIT) -> dict[str, Any]:
+        """The first frame matching `predicate` (waits for it)."""
+        found: list[dict[str, Any]] = []
+
+        def ready() -> bool:
+            found[:] = [f for f in self.frames if predicate(f)][:1]
+            return bool(found) or self.proc.poll() is not None
+
+        with self._cond:
+            self._cond.wait_for(ready, timeout)
+        if not found:
+            raise AssertionError(f"no matching frame within {timeout} s (exit code {self.proc.poll()})")
+        return found[0]
+
+    def null_id_errors(self) -> list[dict[str, Any]]:
+        """Error answers to frames that had no usable id."""
+        with self._cond:
+            return [f for f in self.frames if f.get("id") is None and "error" in f]
+
+    def close(self) -> int:
+        """Close stdin and wait for the exit code (killed by pid if it hangs)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
