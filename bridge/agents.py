@@ -12,13 +12,10 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final
 
 from bridge.agent import AgentAdapter
 from bridge.contract import AgentInfo
-
-if TYPE_CHECKING:
-    from bridge.claude.command import PermissionMode
 
 DEFAULT_AGENT: Final = "pi"
 _PACKAGE_SEARCH_DEPTH: Final = 6
@@ -31,13 +28,12 @@ def _pi(settings: Mapping[str, Any]) -> AgentAdapter:
 
 
 def _claude(settings: Mapping[str, Any]) -> AgentAdapter:
-    from bridge.claude import PERMISSION_MODES, ClaudeAgent
+    from bridge.claude import ClaudeAgent
 
-    mode = settings.get("permission_mode") or "acceptEdits"
-    if mode not in PERMISSION_MODES:
-        raise UnknownAgentError(f"permissionMode {mode!r}: not one of {', '.join(sorted(PERMISSION_MODES))}")
-    allowed = tuple(settings.get("allowed_tools") or ())
-    return ClaudeAgent(cast("PermissionMode", mode), allowed)
+    try:
+        return ClaudeAgent.from_settings(settings.get("permission_mode"), settings.get("allowed_tools") or ())
+    except ValueError as exc:
+        raise UnknownAgentError(str(exc)) from None
 
 
 FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {"pi": _pi, "claude": _claude}

@@ -21,7 +21,8 @@ warm pool is not used for it (`supports_warm_start` False).
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from bridge.agent import LaunchSpec, RunOptions
 from bridge.claude import sessions
@@ -47,6 +48,14 @@ class ClaudeAgent:
     ) -> None:
         self.permission_mode: PermissionMode = permission_mode
         self.allowed_tools = allowed_tools
+
+    @classmethod
+    def from_settings(cls, permission_mode: str | None, allowed_tools: Sequence[str]) -> ClaudeAgent:
+        """The adapter for the server's settings; raises ValueError for an unknown permission mode."""
+        mode = permission_mode or DEFAULT_PERMISSION_MODE
+        if mode not in PERMISSION_MODES:
+            raise ValueError(f"permissionMode {mode!r}: not one of {', '.join(sorted(PERMISSION_MODES))}")
+        return cls(cast("PermissionMode", mode), tuple(allowed_tools))
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """Claude Code's command line, environment and stdin for one attempt."""
