@@ -9,6 +9,7 @@ without a terminal event, cancel, deadline, silence, stdout closed while the pro
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 READ_CHUNK: Final = 256 * 1024
 # pi exits 0.3-0.5 s after its last event; past this, a process whose stdout closed is stuck.
 EXIT_AFTER_EOF_SECONDS: Final = 3.0
+# After the agent itself exited: how long its stdout may stay open (a helper holding the pipe)
+# before what is left of its tree is stopped.
+DRAIN_AFTER_EXIT_SECONDS: Final = 1.0
 DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 
 Emit = Callable[[list[Out]], None]
@@ -167,6 +171,7 @@ class Attempt:
                 tasks.start_soon(self._pump_stdout, child)
                 tasks.start_soon(self._watch_cancel)
                 tasks.start_soon(self._watchdog)
+                tasks.start_soon(self._watch_exit, child)
                 await self._stop.event.wait()
                 with anyio.CancelScope(shield=True):
                     await self._conclude(child)
@@ -330,6 +335,23 @@ class Attempt:
                     self._send(self.mapper.feed(b'{"type":"agent_end"}'))
             self._framer.oversized.clear()
             self._framer.oversized_heads.clear()
+
+    async def _watch_exit(self, child: ChildProcess) -> None:
+        """The agent's own exit ends the attempt, even while a helper it left keeps stdout open.
+
+        The helper is stopped, so the pipe closes and the reader delivers the rest at the
+        client's pace (a slow editor loses nothing). Only if something outside the run's
+        containment still holds the pipe does the attempt end without that end of stream.
+        """
+        await wait_exit(child, math.inf)
+        with anyio.move_on_after(DRAIN_AFTER_EXIT_SECONDS):
+            await self._stdout_done.wait()
+        if self._stdout_done.is_set():
+            return
+        await sweep_leftovers(child)
+        with anyio.move_on_after(EXIT_AFTER_EOF_SECONDS):
+            await self._stdout_done.wait()
+        self._stop.set("eof")
 
     async def _watch_cancel(self) -> None:
         await self.cancel.wait()

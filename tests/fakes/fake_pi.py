@@ -394,6 +394,39 @@ def main() -> int:
         subprocess.Popen(["sleep", "300"], start_new_session=True)
         say("I left something running.")
         finish("")
+    elif scenario == "escape_tool":
+        # A tool whose grandchild clears its environment (no run token), starts its own session
+        # and double-forks: neither a walk from pi nor the token finds it. Its pid goes to the
+        # file named by the prompt.
+        pidfile = prompt.strip()
+        start(cwd)
+        say("Escaping now.")
+        tool_start("call_e", "escape")
+        inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
+        subprocess.run(["sh", "-c", f"(env -i setsid sh -c '{inner}' &)"], check=True)
+        while not os.path.exists(pidfile):
+            time.sleep(0.01)
+        emit(
+            {
+                "type": "tool_execution_update",
+                "toolCallId": "call_e",
+                "toolName": "bash",
+                "args": {},
+                "partialResult": {"content": [{"type": "text", "text": "escaped\n"}]},
+            }
+        )
+        while True:
+            time.sleep(0.2)
+    elif scenario == "helper_keeps_stdout":
+        # Ends properly and exits 0, while a helper it started keeps the stdout pipe open. The
+        # helper's pid goes to the file named by the prompt.
+        start(cwd)
+        say("Done, but my helper lingers.")
+        finish("")
+        helper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(prompt.strip(), "w") as handle:
+            handle.write(str(helper.pid))
+        return 0
     elif scenario == "unicode":
         start(cwd)
         text = 'line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 "q" \\b'

@@ -224,6 +224,9 @@ export function applyMessage(record: RunRecord, msg: PiMessage): void {
         text: `waiting for a free run slot (position ${msg.content.position}, limit ${msg.content.limit})`,
       });
       break;
+    case 'run.steered':
+      record.items.push({ kind: 'notice', attempt, level: 'info', text: `steered: ${msg.content.text}` });
+      break;
     default: {
       const unknown: never = msg;
       void unknown;
