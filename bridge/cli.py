@@ -13,8 +13,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bridge import __version__
+
+if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
+    from bridge.agent import AgentAdapter
 
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
@@ -33,34 +37,38 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 
 
 @contextlib.contextmanager
-def scripted_model_env() -> Iterator[dict[str, str]]:
-    """Start the built-in scripted model and a throwaway pi agent dir pointing at it."""
-    from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
+    """Start the built-in scripted model and a throwaway agent configuration pointing at it."""
+    from bridge.scripted_model import ScriptedModelServer
 
-    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as agent_dir, ScriptedModelServer() as model:
-        write_pi_agent_dir(Path(agent_dir), model.base_url, provider=SCRIPTED_PROVIDER)
-        yield {"PI_CODING_AGENT_DIR": agent_dir}
+    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as workdir, ScriptedModelServer() as model:
+        yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
 
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
+    from bridge.agents import build_adapter
     from bridge.config import command_from
     from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
-    config = BridgeConfig(command=command_from(args.pi_command))
+    adapter = PiAgent()
+    config = BridgeConfig(command=command_from(args.pi_command), default_agent=args.agent)
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
-            env = stack.enter_context(scripted_model_env())
+            env = stack.enter_context(scripted_model_env(adapter))
+            if args.agent and args.agent != adapter.name:
+                env = {**env, **stack.enter_context(scripted_model_env(build_adapter(args.agent)))}
             config = BridgeConfig(
                 command=config.command,
                 default_provider=SCRIPTED_PROVIDER,
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
+                default_agent=args.agent,
             )
-        server = create_server(PiAgent(), config, strict=strict)
+        server = create_server(adapter, config, strict=strict)
         return run_stdio(server)
 
 
@@ -92,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PI_BRIDGE_SCRIPTED_MODEL") == "1",
         help="serve against the built-in scripted model (no API key, offline; or PI_BRIDGE_SCRIPTED_MODEL=1)",
     )
+    from bridge.agents import add_agent_argument
+
+    add_agent_argument(parser)
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
     sub = parser.add_subparsers(dest="command")

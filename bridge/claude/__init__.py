@@ -15,16 +15,17 @@ descendants are found by the bridge's tree walk and subreaper, not by process gr
 
 Claude Code does not speak pi's rpc mode: every attempt is one process (`supports_rpc` False).
 Nor can it be pre-spawned: with nothing on stdin it gives up waiting after a few seconds, so the
-warm pool is not used for it (`supports_warm_start` False).
+warm pool is not used for it (`warm_launches` is empty).
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import cast
 
-from bridge.agent import LaunchSpec, RunOptions
+from bridge.agent import LaunchSpec, RunOptions, WarmLaunch
 from bridge.claude import sessions
 from bridge.claude.command import DEFAULT_PERMISSION_MODE, PERMISSION_MODES, PermissionMode, launch_spec
 from bridge.claude.file_changes import ClaudeFileChangeWatch
@@ -41,7 +42,6 @@ class ClaudeAgent:
     default_command: tuple[str, ...] = ("claude",)
     interrupt_signal = signal.SIGINT
     supports_rpc = False
-    supports_warm_start = False
 
     def __init__(
         self, permission_mode: PermissionMode = DEFAULT_PERMISSION_MODE, allowed_tools: tuple[str, ...] = ()
@@ -92,3 +92,20 @@ class ClaudeAgent:
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One Claude Code session's history."""
         return sessions.read_session(session_id, env)
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """Nothing: Claude Code started before its prompt gives up on the empty stdin after 3 s."""
+        return []
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """Claude Code pointed at the Anthropic-compatible model at `base_url` (its `/v1` is the
+        OpenAI-style root; Claude Code appends `/v1/messages` itself), its state in `workdir`."""
+        config = workdir / "claude-config"
+        config.mkdir(parents=True, exist_ok=True)
+        return {
+            "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "scripted-model",
+            "CLAUDE_CONFIG_DIR": str(config),
+        }

@@ -127,6 +127,23 @@ class ClaudeEventMapper:
         if len(self._invalid) < MAX_INVALID_SAMPLES:
             self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        self.note_invalid(description)
+        # The `result` line repeats the whole answer: with a huge one it is the line over the
+        # bound. Its end-of-run meaning must survive (its usage is lost with the rest).
+        if head.startswith(b'{"type":"result"') and self._last_terminal is None:
+            if b'"is_error":false' in head:
+                out = self._close_open("Claude Code ended the run with the tool still open", cancelled=False)
+                return self._terminal(
+                    out, Out("terminal.completed", {"text": self.text, "stopReason": "stop"})
+                )
+            self._wants_stop = True
+            error = ErrorInfo(
+                kind="model", message="Claude Code's result line was over the bound", retryable=False
+            )
+            return self.finish_failed(error)
+        return []
+
     def feed(self, line: bytes) -> list[Out]:
         try:
             event = orjson.loads(line)
