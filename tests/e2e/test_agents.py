@@ -225,6 +225,24 @@ async def test_cancel_mid_tool_stops_the_whole_tree_with_a_receipt(
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+async def test_cancel_mid_stream_keeps_the_text_already_streamed(bridge: LanguageClient, agent: str) -> None:
+    run_id = f"cancel-stream-{agent}"
+    task = asyncio.ensure_future(
+        request(bridge, "pi/run", run_params(agent, "slow", runId=run_id, prompt="go"))
+    )
+    await messages_of(bridge).wait_type(run_id, "assistant")
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    with pytest.raises(Exception) as raised:
+        await task
+    data = raised.value.data  # type: ignore[attr-defined]
+    assert data["status"] == "cancelled" and data["text"], "text already streamed is kept"
+    assert answer["shutdown"]["survivors"] == []
+    messages = messages_of(bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert messages[-1]["type"] == "terminal.cancelled"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
 async def test_a_follow_up_in_the_same_conversation_sees_the_first_turn(
     bridge: LanguageClient, agent: str, scripted_model: ScriptedModelServer
 ) -> None:
