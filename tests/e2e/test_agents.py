@@ -137,6 +137,18 @@ async def test_a_tool_call_is_opened_and_closed_with_its_output(bridge: Language
 
 
 @pytest.mark.parametrize("agent", AGENTS)
+async def test_a_failing_or_denied_tool_is_tool_failed_and_the_run_goes_on(
+    bridge: LanguageClient, agent: str
+) -> None:
+    # pi runs it and it exits 3; Claude Code under acceptEdits denies its `exit 3` part.
+    result, messages = await run(bridge, agent, "toolfail")
+    failed = [m for m in messages if m["type"] == "tool.failed"]
+    assert len(failed) == 1 and failed[0]["content"]["error"]
+    assert "cancelled" not in failed[0]["content"]
+    assert result["status"] == "completed"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
 async def test_an_edit_carries_its_diff(bridge: LanguageClient, agent: str, tmp_path: Path) -> None:
     target = tmp_path / EDIT_FILE
     target.write_text(EDIT_ORIGINAL)
