@@ -152,6 +152,9 @@ class Conversations:
         self._spare_spawning = False
         self._spare_launch: tuple[tuple[str, ...], RunOptions, dict[str, str]] | None = None
         self._locks: dict[str, anyio.Lock] = {}
+        # Sessions a live agent of this bridge opened: only those may be started anew under
+        # their id when pi never wrote them (any other unknown id is the client's error).
+        self._opened: set[str] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
 
     # ------------------------------------------------------------------ lifetime
@@ -419,7 +422,7 @@ class Conversations:
         from dataclasses import replace
 
         launch_options = replace(options, session_id=session_id, continue_session=False)
-        if session_id and not session_exists(session_id, False, options.cwd, env):
+        if session_id in self._opened and not session_exists(session_id, False, options.cwd, env):
             # pi had not written the session yet (its first prompt failed, was cancelled or pi
             # died first): start it anew under the same id, so the conversation keeps its id.
             spec: LaunchSpec = rpc_launch_spec(
@@ -451,6 +454,8 @@ class Conversations:
         self.supported = True
         sid = state.get("sessionId")
         agent.session_id = sid if isinstance(sid, str) else session_id
+        if agent.session_id:
+            self._opened.add(agent.session_id)
         path = state.get("sessionFile")
         agent.session_file = path if isinstance(path, str) else None
         model = state.get("model")

@@ -523,8 +523,9 @@ class RunRegistry:
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
+        # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
         if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
-            self._prime_next(run)  # a cancelled prompt is no sign of the next one
+            self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
         """Pre-spawn what the run's agent says the next prompt most likely needs."""
