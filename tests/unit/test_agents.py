@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from bridge import agents
 from bridge.agent import RunOptions
 from bridge.config import resolve_config
 from bridge.runs import BridgeConfig
+from tests.harness import ROOT
 
 
 def test_every_known_agent_builds_with_pi_first() -> None:
@@ -63,3 +65,23 @@ def test_the_version_comes_from_the_npm_package_whose_bin_the_command_is(tmp_pat
 
 def _options() -> RunOptions:
     return RunOptions(prompt="p", cwd="/")
+
+
+# Claude Code's events, environment, flags and file layout; the adapter index (agents.py) names
+# the package, and the scripted model, a model server, reads both agents' tool schemas.
+CLAUDE_SPECIFIC = re.compile(
+    r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.claude|projects/'
+)
+CLAUDE_ALLOWED = {"agents.py", "scripted_model.py"}
+
+
+def test_no_claude_event_env_flag_or_layout_outside_its_package() -> None:
+    offenders = []
+    for path in sorted((ROOT / "bridge").rglob("*.py")):
+        relative = path.relative_to(ROOT / "bridge")
+        if relative.parts[0] == "claude" or str(relative) in CLAUDE_ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if CLAUDE_SPECIFIC.search(line.split("#", 1)[0]):
+                offenders.append(f"bridge/{relative}:{number}: {line.strip()}")
+    assert offenders == []
