@@ -1,4 +1,4 @@
-"""The seam between the agent-neutral bridge and one agent CLI (pi today).
+"""The seam between the agent-neutral bridge and one agent CLI (pi, Claude Code; see bridge/agents.py).
 
 Everything the bridge needs to know about an agent is behind `AgentAdapter`: how to build its
 command line, how to read its output (an `EventMapper`), which signal interrupts it gracefully and
@@ -177,6 +177,10 @@ class AgentAdapter(Protocol):
 
     name: str
     interrupt_signal: signal.Signals
+    #: How to run it when nothing configures its command (its executable on PATH).
+    default_command: tuple[str, ...]
+    #: Whether it speaks a live rpc mode (the rpc engine); if not, every attempt is one process.
+    supports_rpc: bool
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """Build the command line, environment and stdin for one attempt."""

@@ -47,22 +47,26 @@ def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
+    from bridge.agents import build_adapter
     from bridge.config import command_from
     from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
     adapter = PiAgent()
-    config = BridgeConfig(command=command_from(args.pi_command))
+    config = BridgeConfig(command=command_from(args.pi_command), default_agent=args.agent)
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
             env = stack.enter_context(scripted_model_env(adapter))
+            if args.agent and args.agent != adapter.name:
+                env = {**env, **stack.enter_context(scripted_model_env(build_adapter(args.agent)))}
             config = BridgeConfig(
                 command=config.command,
                 default_provider=SCRIPTED_PROVIDER,
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
+                default_agent=args.agent,
             )
         server = create_server(adapter, config, strict=strict)
         return run_stdio(server)
@@ -120,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PI_BRIDGE_SCRIPTED_MODEL") == "1",
         help="serve against the built-in scripted model (no API key, offline; or PI_BRIDGE_SCRIPTED_MODEL=1)",
     )
+    from bridge.agents import add_agent_argument
+
+    add_agent_argument(parser)
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
     sub = parser.add_subparsers(dest="command")

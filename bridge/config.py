@@ -70,4 +70,15 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         changes["silence_seconds"] = options.silence_timeout_ms / 1000
     if options.env:
         changes["env"] = {**base.env, **options.env}
+    if options.agents:
+        agents = {name: tuple(argv) for name, argv in options.agents.items() if argv and all(argv)}
+        for name in sorted(set(options.agents) - set(agents)):
+            warnings.append(f"initializationOptions.agents.{name}: an empty command; using the default")
+        changes["agents"] = {**base.agents, **agents}
+    if options.default_agent:
+        changes["default_agent"] = options.default_agent
+    if options.permission_mode:
+        changes["permission_mode"] = options.permission_mode
+    if options.allowed_tools is not None:
+        changes["allowed_tools"] = tuple(options.allowed_tools)
     return dataclasses.replace(base, **changes), warnings

@@ -117,6 +117,9 @@ class RunParams(WireModel):
     retry: RetryPolicy | None = None
     live_thoughts: bool = False
     deadline_ms: int | None = Field(None, ge=1, le=86_400_000)
+    # Which agent CLI runs the prompt (initialize lists them); default: the session's agent, else
+    # `defaultAgent`, else "pi".
+    agent: str | None = Field(None, min_length=1, max_length=64)
 
 
 class CancelParams(WireModel):
@@ -175,6 +178,12 @@ class InitializationOptions(WireModel):
     engine: Engine = "rpc"
     max_live_sessions: int = Field(4, ge=1, le=256)
     session_idle_ms: int = Field(600_000, ge=1_000, le=86_400_000)
+    # Agent name -> its command (argv); "pi" defaults to piCommand, every other to its name on PATH.
+    agents: dict[str, list[str]] | None = None
+    default_agent: str | None = Field(None, min_length=1, max_length=64)
+    # For agents with a permission system (see README "Agents"); others ignore them.
+    permission_mode: str | None = Field(None, min_length=1, max_length=64)
+    allowed_tools: list[str] | None = None
 
 
 # --------------------------------------------------------------------------- message content
@@ -530,6 +539,16 @@ class SessionSummary(WireModel):
     updated_at: str
     message_count: int
     live: bool = False
+    agent: str | None = None
+
+
+class AgentInfo(WireModel):
+    """One agent CLI the bridge can run: its command, whether it is found, its version."""
+
+    name: str
+    command: list[str]
+    found: bool
+    version: str | None = None
 
 
 class SessionsResult(WireModel):
@@ -589,6 +608,7 @@ class SessionHistory(WireModel):
     title: str
     turns: list[HistoryTurn]
     omitted_turns: int | None = None
+    agent: str | None = None
 
 
 class SessionNotFound(WireModel):
@@ -623,6 +643,8 @@ class ServerCapabilities(WireModel):
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
     settings: EffectiveSettings | None = None
+    agents: list[AgentInfo] | None = None
+    default_agent: str | None = None
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {

@@ -20,9 +20,11 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
+from bridge import agents
 from bridge.agent import AgentAdapter, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import (
+    AgentInfo,
     CancelledRunData,
     CancelResult,
     EffectiveSettings,
@@ -55,6 +57,10 @@ class DuplicateRunError(ValueError):
     """A run with this id is live already."""
 
 
+class AgentChoiceError(ValueError):
+    """The run names an agent that is unknown, or not the one its session belongs to."""
+
+
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     """Server-wide settings, from the command line and initializationOptions."""
@@ -72,6 +78,11 @@ class BridgeConfig:
     engine: Literal["rpc", "json"] = "rpc"
     max_live_sessions: int = 4
     session_idle_seconds: float = 600.0
+    # Agent name -> command; the server's own adapter runs `command` unless named here.
+    agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    default_agent: str | None = None
+    permission_mode: str | None = None
+    allowed_tools: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)
@@ -95,6 +106,9 @@ class Run:
     redactor: Redactor = field(default_factory=Redactor)
     # Set while an rpc-engine attempt streams: hands pi a steering message (None = taken).
     steerer: Callable[[str], Awaitable[str | None]] | None = None
+    # The agent CLI that runs this run, and how it is started.
+    adapter: AgentAdapter | None = None
+    command: tuple[str, ...] = ()
 
     def set_steerer(self, steerer: Callable[[str], Awaitable[str | None]] | None) -> None:
         """The attempt streaming now can (or no longer can) take steering messages."""
@@ -161,6 +175,9 @@ class RunRegistry:
         self.adapter = adapter
         self.config = config
         self._sink = sink
+        self._adapters: dict[str, AgentAdapter] = {adapter.name: adapter}
+        # The agent of each session a run has used (a conversation stays with its agent).
+        self._session_agents: dict[str, str] = {}
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -195,6 +212,83 @@ class RunRegistry:
             session_idle_ms=int(config.session_idle_seconds * 1000),
         )
 
+    # ------------------------------------------------------------------ agents
+
+    def adapter_named(self, name: str) -> AgentAdapter:
+        """The adapter of agent `name` (built once); raises AgentChoiceError for an unknown one."""
+        adapter = self._adapters.get(name)
+        if adapter is None:
+            settings = {
+                "permission_mode": self.config.permission_mode,
+                "allowed_tools": self.config.allowed_tools,
+            }
+            try:
+                adapter = agents.build_adapter(name, settings)
+            except agents.UnknownAgentError as exc:
+                raise AgentChoiceError(str(exc)) from None
+            self._adapters[name] = adapter
+        return adapter
+
+    def command_of(self, adapter: AgentAdapter) -> tuple[str, ...]:
+        """How to start an agent: initializationOptions.agents, else the server's command for its
+        own adapter, else the agent's executable on PATH."""
+        configured = self.config.agents.get(adapter.name)
+        if configured:
+            return configured
+        if adapter is self.adapter:
+            return self.config.command
+        return agents.default_command(adapter)
+
+    def agent_names(self) -> list[str]:
+        """Every agent a run can name: the known ones and any configured."""
+        names = [self.adapter.name, *agents.agent_names(), *self.config.agents]
+        return list(dict.fromkeys(names))
+
+    def agents_info(self) -> list[AgentInfo]:
+        """Each known agent with its command, whether it is found and its version (initialize)."""
+        found: list[AgentInfo] = []
+        for name in self.agent_names():
+            try:
+                adapter = self.adapter_named(name)
+            except AgentChoiceError:
+                continue
+            found.append(agents.probe(name, self.command_of(adapter), self.config.env))
+        return found
+
+    def history_adapters(self) -> list[AgentAdapter]:
+        """The adapters whose stored sessions pi/sessions and pi/session read: every known agent."""
+        adapters: list[AgentAdapter] = []
+        for name in self.agent_names():
+            try:
+                adapters.append(self.adapter_named(name))
+            except AgentChoiceError:
+                continue
+        return adapters
+
+    def default_agent(self) -> str:
+        """The agent of a run that names none and resumes no known session."""
+        return self.config.default_agent or self.adapter.name
+
+    def _choose_agent(self, params: RunParams, cwd: str) -> AgentAdapter:
+        """The run's agent: the one it names, else its session's, else the default."""
+        session_agent: str | None = None
+        if params.session_id:
+            session_agent = self._session_agents.get(params.session_id)
+            if session_agent is None:
+                for name in self.agent_names():
+                    try:
+                        candidate = self.adapter_named(name)
+                    except AgentChoiceError:
+                        continue
+                    if candidate.session_exists(params.session_id, False, cwd, self.config.env):
+                        session_agent = name
+                        break
+        if params.agent and session_agent and params.agent != session_agent:
+            raise AgentChoiceError(
+                f"session {params.session_id!r} belongs to agent {session_agent!r}, not {params.agent!r}"
+            )
+        return self.adapter_named(params.agent or session_agent or self.default_agent())
+
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts)."""
         self.config = config
@@ -207,7 +301,9 @@ class RunRegistry:
     def prime_live(self, default_cwd: str) -> None:
         """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""
         config = self.config
-        if config.engine != "rpc" or not config.warm_pool:
+        if config.engine != "rpc" or not config.warm_pool or self.default_agent() != self.adapter.name:
+            return
+        if not self.adapter.supports_rpc:
             return
         options = RunOptions(
             prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
@@ -259,9 +355,8 @@ class RunRegistry:
         if run_id in self._runs:
             raise DuplicateRunError(f"runId {run_id!r} is already live")
         cwd = params.cwd or default_cwd
-        resumed = self.adapter.session_exists(
-            params.session_id, params.continue_session, cwd, self.config.env
-        )
+        adapter = self._choose_agent(params, cwd)
+        resumed = adapter.session_exists(params.session_id, params.continue_session, cwd, self.config.env)
         options = RunOptions(
             prompt=params.prompt,
             cwd=cwd,
@@ -280,6 +375,8 @@ class RunRegistry:
             options=options,
             sink=self._sink,
             redactor=Redactor(os.environ, self.config.env),
+            adapter=adapter,
+            command=self.command_of(adapter),
         )
         self._runs[run_id] = run
         self._tasks.start_soon(self._drive, run, name=f"run {run_id}")
@@ -338,6 +435,17 @@ class RunRegistry:
 
     # ------------------------------------------------------------------ driving a run
 
+    @staticmethod
+    def _adapter(run: Run) -> AgentAdapter:
+        assert run.adapter is not None, "start() chose the run's agent"
+        return run.adapter
+
+    def _uses_rpc(self, run: Run) -> bool:
+        """Whether the run goes through a live conversation (the rpc engine): only for agents
+        that speak an rpc mode; every other agent runs one process per attempt (json engine)."""
+        adapter = self._adapter(run)
+        return self.config.engine == "rpc" and adapter is self.adapter and adapter.supports_rpc
+
     async def _drive(self, run: Run) -> None:
         try:
             await self._drive_attempts(run)
@@ -348,6 +456,8 @@ class RunRegistry:
                 run_id=run.run_id, status="failed", text="", attempts=run.attempt, error=error
             )
         finally:
+            if run.session_id and run.adapter is not None:
+                self._session_agents[run.session_id] = run.adapter.name
             self._runs.pop(run.run_id, None)
             run.done.set()
 
@@ -379,7 +489,7 @@ class RunRegistry:
 
     async def _lease(self, run: Run) -> Lease | None:
         """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
-        if self.config.engine != "rpc" or self.conversations.supported is False:
+        if not self._uses_rpc(run) or self.conversations.supported is False:
             return None
         session_id = self.conversations.resolve_session(run.options, self.config.env)
 
@@ -392,10 +502,10 @@ class RunRegistry:
 
     async def _drive_attempts(self, run: Run) -> None:
         lease = await self._lease(run)
-        if lease is None and self.config.engine == "rpc" and run.cancel.cancelled:
+        if lease is None and self._uses_rpc(run) and run.cancel.cancelled:
             receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
             run.cancel_receipt = receipt
-            run.emit(self.adapter.new_mapper(run.options).finish_cancelled(receipt))
+            run.emit(self._adapter(run).new_mapper(run.options).finish_cancelled(receipt))
             run.answer = self._answer(run, AttemptOutcome("cancelled", "", shutdown=receipt))
             return
         try:
@@ -415,7 +525,7 @@ class RunRegistry:
                 message=f"{self.config.max_concurrent_runs} runs are live already and queueing is off",
                 retryable=True,
             )
-            mapper = self.adapter.new_mapper(run.options)
+            mapper = self._adapter(run).new_mapper(run.options)
             run.emit(mapper.finish_failed(busy))
             run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
             return
@@ -432,18 +542,19 @@ class RunRegistry:
             self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
-        """Pre-spawn what the agent says the next prompt most likely needs."""
+        """Pre-spawn what the run's agent says the next prompt most likely needs."""
         if self._closing.is_set() or self._stopping:
             return
-        command, env = self.config.command, self.config.env
-        for launch in self.adapter.warm_launches(command, run.options, run.session_id):
+        command, env = run.command, self.config.env
+        for launch in self._adapter(run).warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
     def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
         """The engine for this attempt: the conversation's live agent, or one process (json)."""
+        adapter = self._adapter(run)
         attempt = Attempt(
-            self.adapter,
-            self.config.command,
+            adapter,
+            run.command,
             run.options,
             run.emit,
             run.cancel,
@@ -458,8 +569,8 @@ class RunRegistry:
         return RpcAttempt(
             self.conversations,
             lease,
-            self.adapter,
-            self.config.command,
+            adapter,
+            run.command,
             run.options,
             run.emit,
             run.cancel,
@@ -512,7 +623,7 @@ class RunRegistry:
             if run.cancel.cancelled:
                 receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
                 run.cancel_receipt = receipt
-                mapper = self.adapter.new_mapper(run.options)
+                mapper = self._adapter(run).new_mapper(run.options)
                 run.emit(mapper.finish_cancelled(receipt))
                 return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
 

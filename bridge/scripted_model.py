@@ -4,8 +4,15 @@ The server speaks two wire formats, on 127.0.0.1 only:
 
 * OpenAI chat completions: ``POST <base>/v1/chat/completions`` with ``stream: true``;
   answered with SSE ``data: {chat.completion.chunk}`` lines and ``data: [DONE]``.
-* Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 adds ``?beta=true``);
-  answered with ``event: <name>`` / ``data: {...}`` SSE pairs.
+* Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 and Claude Code add ``?beta=true``);
+  answered with ``event: <name>`` / ``data: {...}`` SSE pairs; ``/v1/messages/count_tokens``
+  answers an estimate.
+
+Tool scenarios call the tools under the names and argument shapes the request offers: pi's
+``bash``/``edit``/``write`` (``path``), or Claude Code's ``Bash``/``Read``/``Edit``/``Write``
+(``file_path``). This module is the model server, not an agent: like a real model it reads
+the tool schemas it is offered, so it is the one place outside ``bridge/pi/`` and
+``bridge/claude/`` that knows both agents' tool names.
 
 The requested model id names a scenario (see :data:`SCENARIOS`): what the fake model
 says, whether it calls a tool, fails, drops the connection, stalls, and so on. Scenario
@@ -240,11 +247,24 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def last_user_text_of(body: dict[str, Any]) -> str | None:
-    """Text of the last user message carrying text (tool results are not user text)."""
+    """Text of the last user message carrying text (tool results are not user text).
+
+    Text blocks an agent adds as context before the prompt (Claude Code's `<system-reminder>`
+    blocks) are not the user's text.
+    """
     for message in reversed(_messages(body)):
         if message.get("role") != "user":
             continue
-        text = _content_text(message.get("content"))
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                block
+                for block in content
+                if not (
+                    isinstance(block, dict) and str(block.get("text", "")).startswith("<system-reminder>")
+                )
+            ]
+        text = _content_text(content)
         if text is not None:
             return text
     return None
@@ -278,6 +298,75 @@ def trailing_tool_result(body: dict[str, Any]) -> str | None:
         if found:
             return "\n".join(texts)
     return None
+
+
+def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, frozenset[str]]]:
+    """The tools a request offers: lower-cased name -> (name as offered, its argument names)."""
+    tools = body.get("tools")
+    found: dict[str, tuple[str, frozenset[str]]] = {}
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        spec: dict[str, Any] = function if isinstance(function, dict) else tool
+        name = spec.get("name")
+        schema = spec.get("input_schema") or spec.get("parameters") or {}
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(name, str):
+            found[name.lower()] = (name, frozenset(props) if isinstance(props, dict) else frozenset())
+    return found
+
+
+def offered_tool(body: dict[str, Any], name: str) -> str:
+    """`name` spelled as the request offers it (an agent may capitalize its tools), else as given."""
+    return offered_tools(body).get(name, (name, frozenset()))[0]
+
+
+def tool_results_count(body: dict[str, Any]) -> int:
+    """How many tool results the conversation holds since its last user text."""
+    count = 0
+    for message in reversed(_messages(body)):
+        content = message.get("content")
+        if message.get("role") == "tool":
+            count += 1
+        elif message.get("role") == "user":
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                count += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+            else:
+                break
+    return count
+
+
+def file_tool_calls(model: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The file tool calls of the `edit`/`write` scenario, in the schema the request offers.
+
+    pi's tools take `path` (FILE_TOOL_CALLS). Tools taking `file_path`/`old_string`/`new_string`
+    (Claude Code's Edit and Write) get those shapes; such an Edit refuses a file it has not read
+    in the conversation, so the scenario reads it first.
+    """
+    tools = offered_tools(body)
+    edit, write = tools.get("edit"), tools.get("write")
+    if model == "edit" and edit is not None and "file_path" in edit[1]:
+        read = tools.get("read", ("Read", frozenset()))[0]
+        path = _cwd_path(body, EDIT_FILE)
+        edit_args = {"file_path": path, "old_string": EDIT_OLD, "new_string": EDIT_NEW}
+        return [(read, {"file_path": path}), (edit[0], edit_args)]
+    if model == "write" and write is not None and "file_path" in write[1]:
+        return [(write[0], {"file_path": _cwd_path(body, WRITE_FILE), "content": WRITE_CONTENT})]
+    return [FILE_TOOL_CALLS[model]]
+
+
+_CWD_LINE: Final = re.compile(r"working directory: (/[^\n]*)", re.IGNORECASE)
+
+
+def _cwd_path(body: dict[str, Any], relative: str) -> str:
+    """`relative` under the working directory the request's system prompt names (else relative)."""
+    system = body.get("system")
+    text = _json(system) if not isinstance(system, str) else system
+    match = _CWD_LINE.search(text.replace("\\n", "\n"))
+    return f"{match.group(1).strip()}/{relative}" if match else relative
 
 
 # ------------------------------------------------------------------------------------
@@ -354,17 +443,21 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     if model in TOOL_COMMANDS:
         result = trailing_tool_result(body)
         if result is None:
+            bash = offered_tool(body, "bash")
             return Reply(
-                _text_pieces(TOOL_PREAMBLE) + _tool_call_pieces("bash", {"command": TOOL_COMMANDS[model]}),
+                _text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(bash, {"command": TOOL_COMMANDS[model]}),
                 "tool_calls",
             )
         return Reply(_text_pieces(tool_answer_text(model, result)))
     if model in FILE_TOOL_CALLS:
         result = trailing_tool_result(body)
-        if result is None:
-            name, arguments = FILE_TOOL_CALLS[model]
-            return Reply(_text_pieces(FILE_TOOL_PREAMBLE) + _tool_call_pieces(name, arguments), "tool_calls")
-        return Reply(_text_pieces(f"The tool said: {result.strip()} Done."))
+        calls = file_tool_calls(model, body)
+        done = tool_results_count(body)
+        if done < len(calls):
+            name, arguments = calls[done]
+            preamble = _text_pieces(FILE_TOOL_PREAMBLE) if done == 0 else []
+            return Reply(preamble + _tool_call_pieces(name, arguments), "tool_calls")
+        return Reply(_text_pieces(f"The tool said: {(result or '').strip()} Done."))
     if model == "unicode":
         return Reply([Piece("text", p) for p in UNICODE_PIECES])
     if model == "length":
@@ -747,6 +840,16 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         path = self.path.split("?", 1)[0].rstrip("/")
         api: Api
+        if path.endswith("/messages/count_tokens"):
+            counted = self._read_body()
+            try:
+                request = json.loads(counted.decode("utf-8")) if counted else {}
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                request = {}
+            request = request if isinstance(request, dict) else {}
+            owner._record(self.path, None, {})
+            self._send_json(200, {"input_tokens": _estimate_tokens(request)})
+            return
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages"):

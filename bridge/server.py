@@ -28,7 +28,7 @@ from bridge.agent import AgentAdapter
 from bridge.config import resolve_config
 from bridge.process import become_subreaper, reap_orphans
 from bridge.rpc_reader import read_frames
-from bridge.runs import BridgeConfig, DuplicateRunError, RunRegistry
+from bridge.runs import AgentChoiceError, BridgeConfig, DuplicateRunError, RunRegistry
 from bridge.transport import QueuedWriter, notification_frame
 from bridge.wire import dict_converter
 
@@ -72,9 +72,12 @@ class BridgeProtocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         result: types.InitializeResult = yield from super().lsp_initialize(params)
-        capabilities = contract.ServerCapabilities(settings=self._server.registry.settings()).model_dump(
-            mode="json", by_alias=True
-        )
+        registry = self._server.registry
+        capabilities = contract.ServerCapabilities(
+            settings=registry.settings(),
+            agents=registry.agents_info(),
+            default_agent=registry.default_agent(),
+        ).model_dump(mode="json", by_alias=True)
         result.capabilities.experimental = {"piBridge": capabilities}
         return result
 
@@ -167,6 +170,8 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
             run = ls.registry.start(params, ls.default_cwd)
         except DuplicateRunError as exc:
             raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
+        except AgentChoiceError as exc:
+            raise JsonRpcInvalidParams(message=f"agent: {exc}") from None
         task = asyncio.current_task()
         if task is not None:
             ls.run_requests.add(task)
@@ -216,14 +221,16 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
             raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path")
         cwd, registry = params.cwd or ls.default_cwd, ls.registry
         result = await history.list_sessions(
-            ls.adapter, cwd, params.limit, registry.config.env, registry.is_live_session
+            registry.history_adapters(), cwd, params.limit, registry.config.env, registry.is_live_session
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.SESSION)
     async def pi_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SessionParams, raw)
-        result = await history.read_session(ls.adapter, params.session_id, ls.registry.config.env)
+        result = await history.read_session(
+            ls.registry.history_adapters(), params.session_id, ls.registry.config.env
+        )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return server

@@ -2,12 +2,16 @@
 # Install everything pi-bridge needs to run and test, inside the checkout (idempotent):
 #   .venv/   Python 3.11+ virtualenv with pi-bridge (editable) and its test extras
 #   .tools/  Node 22 (the npm package `node@22`) and pi 1.6.0 from the npm registry
+#   .tools-claude/  Claude Code 2.1.197 from the npm registry (its native binary comes in the
+#            optional dependency @anthropic-ai/claude-code-linux-x64); a prefix of its own
+#            because .tools may be shared between checkouts
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PI_PACKAGE="${PI_PACKAGE:-@earendil-works/pi-coding-agent@1.6.0}"
 NODE_PACKAGE="${NODE_PACKAGE:-node@22}"
+CLAUDE_PACKAGE="${CLAUDE_PACKAGE:-@anthropic-ai/claude-code@2.1.197}"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -19,4 +23,9 @@ if [ ! -x .tools/node_modules/.bin/pi ] || [ ! -x .tools/node_modules/.bin/node 
   mkdir -p .tools
   npm install --prefix .tools --no-audit --no-fund --loglevel=error "$NODE_PACKAGE" "$PI_PACKAGE"
 fi
+if [ ! -x .tools-claude/node_modules/.bin/claude ]; then
+  mkdir -p .tools-claude
+  npm install --prefix .tools-claude --no-audit --no-fund --loglevel=error "$CLAUDE_PACKAGE"
+fi
+echo "setup: claude $(.tools-claude/node_modules/.bin/claude --version 2>&1 | tail -1)"
 echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"

@@ -83,6 +83,14 @@ def real_pi_available() -> bool:
 #: The one marker for tests that run the real pi: PI_BRIDGE_REQUIRE_PI=1 turns a skip into a failure.
 requires_pi = pi_requirement(real_pi_available(), os.environ.get("PI_BRIDGE_REQUIRE_PI") == "1")
 
+#: Claude Code as scripts/setup.sh installs it (a prefix of its own: .tools is shared).
+CLAUDE_BIN = ROOT / ".tools-claude" / "node_modules" / ".bin" / "claude"
+#: The marker for tests that run the real Claude Code; PI_BRIDGE_REQUIRE_PI=1 requires it too.
+requires_claude = pytest.mark.skipif(
+    not CLAUDE_BIN.exists() and os.environ.get("PI_BRIDGE_REQUIRE_PI") != "1",
+    reason="Claude Code is not installed in .tools-claude (run scripts/setup.sh)",
+)
+
 CGROUP_REQUIRED_ENV = "PI_BRIDGE_REQUIRE_CGROUP"
 
 

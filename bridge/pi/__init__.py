@@ -28,6 +28,8 @@ class PiAgent:
     # detached, in their own session) survive; on SIGTERM pi's own handler kills them first
     # (pi-facts.md, "Signals and the process tree").
     interrupt_signal = signal.SIGTERM
+    default_command: tuple[str, ...] = ("pi",)
+    supports_rpc = True
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """pi's command line, environment and stdin for one attempt."""

@@ -35,6 +35,7 @@ from bridge.scripted_model import (
     TOOL_PREAMBLE,
     UNICODE_REPLY,
     ScriptedModelServer,
+    last_user_text_of,
     long_reply_text,
     tool_answer_text,
     write_pi_agent_dir,
@@ -727,3 +728,70 @@ def test_real_pi_against_the_server(tmp_path: pathlib.Path, scenario: str) -> No
         assert len(finals) == 2 and finals[0]["stopReason"] == "toolUse"
     else:
         assert text == UNICODE_REPLY == streamed
+
+
+# ------------------------------------------------------------------ Claude Code's requests
+
+CLAUDE_TOOLS = [
+    {"name": "Bash", "input_schema": {"properties": {"command": {}, "timeout": {}}}},
+    {"name": "Read", "input_schema": {"properties": {"file_path": {}}}},
+    {"name": "Edit", "input_schema": {"properties": {"file_path": {}, "old_string": {}, "new_string": {}}}},
+    {"name": "Write", "input_schema": {"properties": {"file_path": {}, "content": {}}}},
+]
+
+
+def anthropic_tool_use(
+    server: ScriptedModelServer, model: str, messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    body = {"model": model, "stream": True, "tools": CLAUDE_TOOLS, "messages": messages,
+            "system": [{"type": "text", "text": "Primary working directory: /home/user/project\n"}]}  # fmt: skip
+    response = post(server, body, "/v1/messages?beta=true")
+    assert response.status == 200
+    events = [json.loads(d) for d in sse_data(response.body)]
+    start = next(
+        e for e in events if e["type"] == "content_block_start" and e["content_block"]["type"] == "tool_use"
+    )
+    arguments = "".join(
+        e["delta"]["partial_json"]
+        for e in events
+        if e["type"] == "content_block_delta" and e["index"] == start["index"]
+    )
+    return {"name": start["content_block"]["name"], "input": json.loads(arguments)}
+
+
+def test_tools_are_called_in_the_schema_the_request_offers(server: ScriptedModelServer) -> None:
+    prompt = [{"role": "user", "content": "go"}]
+    assert anthropic_tool_use(server, "tool", prompt) == {"name": "Bash", "input": {"command": "echo hi"}}
+    path = "/home/user/project/created/new.txt"
+    written = anthropic_tool_use(server, "write", prompt)
+    assert written == {"name": "Write", "input": {"file_path": path, "content": "first line\nsecond line\n"}}
+
+
+def test_an_edit_in_claude_codes_schema_reads_the_file_first(server: ScriptedModelServer) -> None:
+    prompt = [{"role": "user", "content": "go"}]
+    notes = "/home/user/project/notes.txt"
+    assert anthropic_tool_use(server, "edit", prompt) == {"name": "Read", "input": {"file_path": notes}}
+    after_read = [
+        *prompt,
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "line one"}]},
+    ]
+    edit = anthropic_tool_use(server, "edit", after_read)
+    assert edit == {
+        "name": "Edit",
+        "input": {"file_path": notes, "old_string": "line two", "new_string": "line 2, edited"},
+    }
+
+
+def test_count_tokens_answers_an_estimate(server: ScriptedModelServer) -> None:
+    body = {"model": "text", "messages": [{"role": "user", "content": "hello there"}]}
+    response = post(server, body, "/v1/messages/count_tokens?beta=true")
+    assert response.status == 200 and response.json()["input_tokens"] >= 1
+
+
+def test_context_an_agent_adds_before_the_prompt_is_not_the_users_text(server: ScriptedModelServer) -> None:
+    content = [
+        {"type": "text", "text": "<system-reminder>\ncontext\n</system-reminder>"},
+        {"type": "text", "text": "-p hi"},
+    ]
+    assert last_user_text_of({"messages": [{"role": "user", "content": content}]}) == "-p hi"

@@ -1,0 +1,87 @@
+"""Choosing the agent: the index of adapters, initializationOptions.agents, and the version probe."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bridge import agents
+from bridge.agent import RunOptions
+from bridge.config import resolve_config
+from bridge.runs import BridgeConfig
+from tests.harness import ROOT
+
+
+def test_every_known_agent_builds_with_pi_first() -> None:
+    assert agents.agent_names()[0] == "pi"
+    for name in agents.agent_names():
+        adapter = agents.build_adapter(name)
+        assert adapter.name == name and adapter.default_command
+
+
+def test_an_unknown_agent_or_permission_mode_is_a_clear_error() -> None:
+    with pytest.raises(agents.UnknownAgentError, match="unknown agent 'nope'; known: pi, claude"):
+        agents.build_adapter("nope")
+    with pytest.raises(agents.UnknownAgentError, match="permissionMode 'yolo'"):
+        agents.build_adapter("claude", {"permission_mode": "yolo"})
+
+
+def test_only_an_rpc_speaking_agent_goes_through_the_rpc_engine() -> None:
+    assert agents.build_adapter("pi").supports_rpc is True
+    assert agents.build_adapter("claude").supports_rpc is False
+    assert agents.build_adapter("claude").warm_launches(("claude",), _options(), None) == []
+
+
+def test_initialization_options_name_agents_and_warn_on_an_empty_command() -> None:
+    raw = {
+        "agents": {"claude": ["/opt/claude"], "pi": []},
+        "defaultAgent": "claude",
+        "allowedTools": ["Bash"],
+    }
+    config, warnings = resolve_config(BridgeConfig(), raw)
+    assert config.agents == {"claude": ("/opt/claude",)}
+    assert config.default_agent == "claude" and config.allowed_tools == ("Bash",)
+    assert warnings == ["initializationOptions.agents.pi: an empty command; using the default"]
+
+
+def test_the_version_comes_from_the_npm_package_whose_bin_the_command_is(tmp_path: Path) -> None:
+    package = tmp_path / "node_modules" / "tool"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"version": "9.9.9", "bin": {"tool": "bin/tool.js"}}))
+    script = package / "bin" / "tool.js"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    found = agents.probe("tool", (str(script),))
+    assert found.found is True and found.version == "9.9.9"
+    other = package / "bin" / "other.js"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    assert agents.probe("other", (str(other),)).version is None, "not the package's bin: no version"
+    assert agents.probe("missing", ("no-such-command-here",)).found is False
+
+
+def _options() -> RunOptions:
+    return RunOptions(prompt="p", cwd="/")
+
+
+# Claude Code's events, environment, flags and file layout; the adapter index (agents.py) names
+# the package, and the scripted model, a model server, reads both agents' tool schemas.
+CLAUDE_SPECIFIC = re.compile(
+    r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.claude|projects/'
+)
+CLAUDE_ALLOWED = {"agents.py", "scripted_model.py"}
+
+
+def test_no_claude_event_env_flag_or_layout_outside_its_package() -> None:
+    offenders = []
+    for path in sorted((ROOT / "bridge").rglob("*.py")):
+        relative = path.relative_to(ROOT / "bridge")
+        if relative.parts[0] == "claude" or str(relative) in CLAUDE_ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if CLAUDE_SPECIFIC.search(line.split("#", 1)[0]):
+                offenders.append(f"bridge/{relative}:{number}: {line.strip()}")
+    assert offenders == []
