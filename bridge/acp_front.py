@@ -303,7 +303,7 @@ class PiAcpAgent:
     ) -> schema.LoadSessionResponse:
         """Replay a stored session as updates, then keep it live for its next prompt."""
         cwd = self._cwd(cwd)
-        stored = await history.read_session(self.adapter, session_id, self.registry.config.env)
+        stored = await history.read_session([self.adapter], session_id, self.registry.config.env)
         if not isinstance(stored, SessionHistory):
             raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
         for update in history_updates(stored, stored.cwd or cwd):
@@ -320,7 +320,7 @@ class PiAcpAgent:
         """The stored sessions of `cwd` (default: where the bridge runs), newest first."""
         where = self._cwd(cwd) if cwd else self.default_cwd
         found = await history.list_sessions(
-            self.adapter, where, 1000, self.registry.config.env, self.registry.is_live_session
+            [self.adapter], where, 1000, self.registry.config.env, self.registry.is_live_session
         )
         return schema.ListSessionsResponse(
             sessions=[

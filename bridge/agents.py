@@ -7,7 +7,6 @@ the ACP front's `--agent NAME`) choose an agent with `build_adapter(name)`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -58,16 +57,6 @@ def build_adapter(name: str, settings: Mapping[str, Any] | None = None) -> Agent
     if factory is None:
         raise UnknownAgentError(f"unknown agent {name!r}; known: {', '.join(agent_names())}")
     return factory(settings or {})
-
-
-def add_agent_argument(parser: argparse.ArgumentParser) -> None:
-    """`--agent NAME` on a command line (the server's, the ACP front's): which agent runs prompts."""
-    parser.add_argument(
-        "--agent",
-        choices=agent_names(),
-        default=None,
-        help=f"the agent CLI that runs prompts (default: {DEFAULT_AGENT}; a run may name another)",
-    )
 
 
 def default_command(adapter: AgentAdapter) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from bridge import __version__
 if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
     from bridge.agent import AgentAdapter
 
+AGENT_HELP = "the agent CLI that runs prompts: pi (the default) or claude; a run may name another"
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
 
@@ -54,6 +55,10 @@ def serve_main(args: argparse.Namespace) -> int:
     from bridge.server import create_server, run_stdio
 
     adapter = PiAgent()
+    if args.agent:
+        chosen = _agent_or_exit(args.agent)
+        if chosen is None:
+            return 2
     config = BridgeConfig(command=command_from(args.pi_command), default_agent=args.agent)
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
@@ -72,6 +77,17 @@ def serve_main(args: argparse.Namespace) -> int:
         return run_stdio(server)
 
 
+def _agent_or_exit(name: str) -> AgentAdapter | None:
+    """The adapter named on the command line, or None after saying why there is none."""
+    from bridge.agents import UnknownAgentError, build_adapter
+
+    try:
+        return build_adapter(name)
+    except UnknownAgentError as exc:
+        print(f"pi-bridge: {exc}", file=sys.stderr)
+        return None
+
+
 def acp_main(args: argparse.Namespace) -> int:
     """Serve the Agent Client Protocol (v1) on stdio."""
     from bridge.acp_front import run_acp
@@ -80,6 +96,16 @@ def acp_main(args: argparse.Namespace) -> int:
     from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
 
+    chosen = _agent_or_exit(args.agent or PiAgent.name)
+    if chosen is None:
+        return 2
+    if not chosen.supports_rpc:
+        # session/new answers a session id before any prompt, from a live conversation's agent.
+        print(
+            f"pi-bridge acp: agent {chosen.name!r} has no live conversations yet; use --agent pi",
+            file=sys.stderr,
+        )
+        return 2
     adapter = PiAgent()
     retry = RetryPolicy(max_attempts=args.retry_attempts)
     config = BridgeConfig(command=command_from(args.pi_command), retry=retry)
@@ -124,14 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PI_BRIDGE_SCRIPTED_MODEL") == "1",
         help="serve against the built-in scripted model (no API key, offline; or PI_BRIDGE_SCRIPTED_MODEL=1)",
     )
-    from bridge.agents import add_agent_argument
-
-    add_agent_argument(parser)
+    # Not choices=: listing the agents imports the runtime, and `doctor` must run without it.
+    parser.add_argument("--agent", default=None, help=AGENT_HELP)
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", help="serve JSON-RPC on stdio (the default)")
     acp = sub.add_parser("acp", help="serve the Agent Client Protocol (ACP v1) on stdio")
+    acp.add_argument("--agent", default=argparse.SUPPRESS, help=AGENT_HELP)
     acp.add_argument("--retry-attempts", type=int, default=1, choices=range(1, 11), metavar="1..10")
     demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
     demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")

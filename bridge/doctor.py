@@ -34,6 +34,7 @@ RUNTIME_DEPENDENCIES: dict[str, str] = {
     "pydantic": "pydantic",
     "orjson": "orjson",
     "psutil": "psutil",
+    "agent-client-protocol": "acp",
 }
 PROBE_TIMEOUT_SECONDS = 30
 
