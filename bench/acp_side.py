@@ -142,7 +142,7 @@ def section(text: str, trials: int, load_before: float, load_after: float) -> st
     """The docs section: how it was run, the table, and why a figure is behind."""
     return "\n".join(
         [
-            "## 7. `pi-bridge acp` side by side with pi-acp 0.0.34",
+            "## 8. `pi-bridge acp` side by side with pi-acp 0.0.34",
             "",
             f"`python -m bench.acp_side --trials {trials} --write`: the same ACP client (bench/acp.py) and",
             "sequence on both, fresh adapter per trial, trials alternating; medians (min-max). Load average",
