@@ -81,6 +81,9 @@ export CODE_SERVER_DIR="$cs_dir"
 step "typecheck (tsc --noEmit)"
 npm run --silent typecheck
 
+step "lint (eslint, typescript-eslint)"
+npx eslint --max-warnings 0 .
+
 step "package the .vsix"
 npm run --silent package
 ls -l dist/pi-bridge.vsix

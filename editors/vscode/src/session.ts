@@ -269,7 +269,7 @@ function errorParts(err: unknown): { code: number; message: string; data: unknow
     const e = err as { code?: unknown; message?: unknown; data?: unknown };
     return {
       code: typeof e.code === 'number' ? e.code : 0,
-      message: typeof e.message === 'string' ? e.message : String(err),
+      message: typeof e.message === 'string' ? e.message : JSON.stringify(err),
       data: e.data,
     };
   }
