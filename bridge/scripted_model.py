@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
 
+#: GET path that answers the recorded requests (see ScriptedModelServer.request_summaries).
+REQUESTS_PATH: Final = "/_scripted/requests"
 #: Seconds between streamed pieces for ordinary scenarios, before ``delay_scale``.
 CHUNK_DELAY: Final = 0.005
 #: Seconds between pieces of ``slow`` (not scaled: cancel tests need a live stream).
@@ -119,6 +121,7 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
     "toolfail": "echo out; echo oops >&2; exit 3",
     "toolbig": "seq 1 100000",
     "toolslow": "sleep 30",
+    "toolwait": "sleep 3",
 }
 
 #: The file the ``edit`` scenario edits (relative to pi's cwd; the test creates it with
@@ -146,6 +149,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolfail": "calls bash with a command that writes stderr and exits 3, then answers",
     "toolbig": "calls bash `seq 1 100000` so pi truncates the output, then answers",
     "toolslow": "calls bash `sleep 30` (for cancelling mid-tool), then answers `done`",
+    "toolwait": "calls bash `sleep 3` (a window for steering from an editor's UI), then answers",
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
@@ -242,6 +246,17 @@ def last_user_text_of(body: dict[str, Any]) -> str | None:
         if text is not None:
             return text
     return None
+
+
+def user_texts_of(body: dict[str, Any]) -> list[str]:
+    """Texts of every user message carrying text, in order (the conversation so far)."""
+    texts = []
+    for message in _messages(body):
+        if message.get("role") == "user":
+            text = _content_text(message.get("content"))
+            if text is not None:
+                texts.append(text)
+    return texts
 
 
 def trailing_tool_result(body: dict[str, Any]) -> str | None:
@@ -721,6 +736,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path == REQUESTS_PATH:
+            self._send_json(200, {"requests": self.server.owner.request_summaries()})
+            return
         self.server.owner._record(self.path, None, {})
         if path.endswith("/models"):
             models = sorted(SCENARIOS)
@@ -909,6 +927,15 @@ class ScriptedModelServer:
         """Every request received, oldest first: path, model, body, n (per model), t."""
         with self._lock:
             return list(self._requests)
+
+    def request_summaries(self) -> list[dict[str, Any]]:
+        """Every model request so far as {model, n, userTexts}: what GET /_scripted/requests
+        answers, so a test in another process (an editor's) can see what reached the model."""
+        return [
+            {"model": r["model"], "n": r["n"], "userTexts": user_texts_of(r["body"])}
+            for r in self.requests
+            if r["model"]
+        ]
 
     def last_user_text(self, model: str | None = None) -> str | None:
         """Text of the last user message of the latest request (of ``model`` if given)."""

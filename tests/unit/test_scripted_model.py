@@ -714,3 +714,15 @@ def test_real_pi_against_the_server(tmp_path: pathlib.Path, scenario: str) -> No
         assert len(finals) == 2 and finals[0]["stopReason"] == "toolUse"
     else:
         assert text == UNICODE_REPLY == streamed
+
+
+def test_get_requests_answers_each_model_request_with_its_user_texts(server: ScriptedModelServer) -> None:
+    chat(server, "text", messages=[user("first"), {"role": "assistant", "content": "ok"}, user("second")])
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    conn.request("GET", "/_scripted/requests")
+    resp = conn.getresponse()
+    answer = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 200
+    assert answer == {"requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"]}]}
+    assert len(server.requests) == 1, "asking for the requests is not itself recorded"
