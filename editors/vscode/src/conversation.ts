@@ -311,6 +311,8 @@ export class Conversation {
     }
     turn.status = status;
     this.current = undefined;
+    // The status bar shows whether a run goes, beside the usage.
+    this.host.onUsage?.(this.usage);
     this.post('turnEnded', { turnId: turn.turnId, status, note: turn.note });
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();

@@ -549,6 +549,7 @@ test('pi: Ask About Selection adds a context chip, the chat prompt carries the s
 
 test('two turns in one conversation: the second model request holds the first turn, and the status bar shows the context used', { timeout: 3 * UI_TIMEOUT }, () => step('two-turns', async () => {
   await setModel('text');
+  await runCommand('View: Hide Panel');
   await runCommand('pi: New Conversation');
   const frame = await chatFrame();
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
@@ -643,4 +644,14 @@ test('after pi: Restart Bridge, pi: Open Conversation… shows an earlier conver
   assert.ok(request, 'the third prompt reached the model');
   assert.ok(request.includes(FIRST) && request.includes(SECOND), `the reopened conversation continued: ${JSON.stringify(request)}`);
   await screenshot('10-reopened-conversation.png');
+}));
+
+test('the current conversation survives a window reload', { timeout: 3 * UI_TIMEOUT }, () => step('reload', async () => {
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: text"]', { visible: true, timeout: UI_TIMEOUT });
+  const frame = await chatFrame();
+  // The webview kept only the session id; the extension host renders the rest from pi/session.
+  await waitForTurn(frame, FIRST, "status === 'completed' && assistant.length > 0", 'the first turn after the reload');
+  await waitForTurn(frame, `third question ${tag}`, "status === 'completed' && assistant.length > 0", 'the last turn after the reload');
+  await screenshot('11-after-reload.png');
 }));
