@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import crowd
+
 R = dict[str, Any]
 
 
@@ -211,7 +213,23 @@ def summary_lines(res: R) -> list[str]:
     out = ["", f"pi-bridge benchmarks ({res['command']}, {res['seconds']:.0f} s)"]
     for row in rows:
         out.append(f"{row[0]:<{width}}  {row[1]:<34} {row[2]:<34} {row[3]:<14} {row[5]}")
+    if res.get("crowd"):
+        out.extend(crowd.summary(res["crowd"]))
     return out
+
+
+def _kept_section(heading: str) -> list[str]:
+    """A section another command writes (bench.conversation), carried over from the current file."""
+    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    start = text.find(heading)
+    if start < 0:
+        return []
+    end = text.find("\n## ", start + len(heading))
+    return [*text[start : end if end >= 0 else len(text)].rstrip("\n").split("\n"), ""]
 
 
 def render_markdown(res: R) -> str:
@@ -245,6 +263,9 @@ def render_markdown(res: R) -> str:
         "",
     ]
     lines += _method_sections(res, plan)
+    if res.get("crowd"):
+        lines += ["", "## Cancel with thousands of idle processes (`bench/crowd.py`)", "", "```"]
+        lines += [*crowd.summary(res["crowd"]), "```"]
     return "\n".join(lines) + "\n"
 
 
@@ -426,6 +447,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
             )
             out.append("")
     out += _notes(res)
+    out += _kept_section("## 7. Live conversations")
     out += [
         "## Reproducing and profiling",
         "",

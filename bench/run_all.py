@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import realpi, sidebyside, streams, throughput
+from bench import crowd, realpi, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
 
@@ -264,6 +264,15 @@ def bench_side_by_side(plan: Plan, model: Any) -> dict[str, Any] | None:
     return out
 
 
+def bench_crowd(plan: Plan) -> dict[str, Any]:
+    """7: cancel and the event loop's responsiveness with thousands of idle processes present."""
+    procs = 3000 if plan.name == "full" else 300
+    results = crowd.run(procs, trials=5 if plan.name == "full" else 1)
+    for line in crowd.summary(results):
+        _log(line)
+    return results
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -275,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-docs", action="store_true", help="print the summary only")
     parser.add_argument(
-        "--only", nargs="*", default=None, help="run only these: throughput first cancel startup side"
+        "--only", nargs="*", default=None, help="run only these: throughput first cancel startup side crowd"
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -290,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         _log("rewrote docs/benchmarks.md and docs/benchmarks.png from bench/.cache/results-full.json")
         return 0
     plan = QUICK if args.quick else FULL
-    only = set(args.only) if args.only else {"throughput", "first", "cancel", "startup", "side"}
+    everything = {"throughput", "first", "cancel", "startup", "side", "crowd"}
+    only = set(args.only) if args.only else everything
     started = time.perf_counter()
     results: dict[str, Any] = {
         "plan": asdict(plan),
@@ -309,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         results["throughput"] = bench_throughput(plan)
     if "startup" in only:
         results["startup"] = bench_startup(plan)
+    if "crowd" in only:
+        results["crowd"] = bench_crowd(plan)
     if only & {"first", "cancel", "side"}:
         with scripted_model() as model:
             if "first" in only:
@@ -320,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = time.perf_counter() - started
     results["machine"]["load_after"] = os.getloadavg()[0]
     CACHE.mkdir(parents=True, exist_ok=True)
-    complete = only == {"throughput", "first", "cancel", "startup", "side"}
+    complete = only == everything
     name = f"results-{plan.name}.json" if complete else f"results-{plan.name}-partial.json"
     (CACHE / name).write_text(json.dumps(results, indent=1, default=str))
     from bench.report import render_chart, render_markdown, summary_lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from bridge.contract import (
@@ -103,6 +104,16 @@ class FileChangeWatch(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class WarmLaunch:
+    """A launch worth pre-spawning for the next prompt: its spec (without stdin), the session it
+    opens (None for a new one) and how long to wait before starting it."""
+
+    spec: LaunchSpec
+    session: str | None = None
+    delay: float = 0.0
+
+
 class EventMapper(Protocol):
     """Pure translation of an agent's stdout lines into contract messages.
 
@@ -141,6 +152,11 @@ class EventMapper(Protocol):
 
     def note_invalid(self, description: str) -> None:
         """Record a line that never reached `feed` (e.g. one over the length bound)."""
+        ...
+
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        """A line over the length bound, of which only `head` was kept: record it, and map what
+        its head alone says (e.g. that it is the agent's end-of-run event)."""
         ...
 
     def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
@@ -190,4 +206,15 @@ class AgentAdapter(Protocol):
 
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One stored session's turns, as a live run would have streamed them; blocking I/O."""
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """What to pre-spawn after a run with `options` ended (`session_created`: the session it
+        created, if any), for the prompt most likely to come next."""
+        ...
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """Configure the agent, in `workdir`, to use the OpenAI-compatible model at `base_url`
+        as `provider`; return the environment that makes it read that configuration."""
         ...

@@ -1,4 +1,4 @@
-"""Command line: `pi-bridge` serves JSON-RPC on stdio; `pi-bridge demo` shows one run end to end.
+"""Command line: `pi-bridge` serves JSON-RPC on stdio; `demo` shows one run end to end; `doctor` checks.
 
 Logging goes to stderr (or --log-file), never stdout: stdout belongs to JSON-RPC.
 """
@@ -13,9 +13,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bridge.config import command_from
-from bridge.runs import BridgeConfig
+from bridge import __version__
+
+if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
+    from bridge.agent import AgentAdapter
 
 SCRIPTED_PROVIDER = "fake"
 SCRIPTED_DEFAULT_MODEL = "text"
@@ -34,32 +37,34 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 
 
 @contextlib.contextmanager
-def scripted_model_env() -> Iterator[dict[str, str]]:
-    """Start the built-in scripted model and a throwaway pi agent dir pointing at it."""
-    from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
+    """Start the built-in scripted model and a throwaway agent configuration pointing at it."""
+    from bridge.scripted_model import ScriptedModelServer
 
-    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as agent_dir, ScriptedModelServer() as model:
-        write_pi_agent_dir(Path(agent_dir), model.base_url, provider=SCRIPTED_PROVIDER)
-        yield {"PI_CODING_AGENT_DIR": agent_dir}
+    with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as workdir, ScriptedModelServer() as model:
+        yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
 
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
+    from bridge.config import command_from
     from bridge.pi import PiAgent
+    from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
+    adapter = PiAgent()
     config = BridgeConfig(command=command_from(args.pi_command))
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
-            env = stack.enter_context(scripted_model_env())
+            env = stack.enter_context(scripted_model_env(adapter))
             config = BridgeConfig(
                 command=config.command,
                 default_provider=SCRIPTED_PROVIDER,
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
-        server = create_server(PiAgent(), config, strict=strict)
+        server = create_server(adapter, config, strict=strict)
         return run_stdio(server)
 
 
@@ -70,16 +75,26 @@ def demo_main(args: argparse.Namespace) -> int:
     return run_demo(args.prompt, model=args.model, pi_command=args.pi_command)
 
 
+def doctor_main(args: argparse.Namespace) -> int:
+    """Check Python, the bridge's dependencies, Node, pi and its models; report the fixes."""
+    from bridge.doctor import doctor_main as run_doctor
+
+    return run_doctor(args.pi_command, args.scripted_model, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `pi-bridge`."""
     parser = argparse.ArgumentParser(
         prog="pi-bridge", description="Drive the pi coding agent from editors over JSON-RPC (stdio)."
     )
+    parser.add_argument("--version", action="version", version=f"pi-bridge {__version__}")
     parser.add_argument("--pi-command", help="how to run pi, shell-style (split, never run through a shell)")
     parser.add_argument(
         "--scripted-model",
         action="store_true",
-        help="serve against the built-in scripted model (no API key, offline)",
+        # The variable lets an editor's bundled bridge try the scripted model without a setting.
+        default=os.environ.get("PI_BRIDGE_SCRIPTED_MODEL") == "1",
+        help="serve against the built-in scripted model (no API key, offline; or PI_BRIDGE_SCRIPTED_MODEL=1)",
     )
     parser.add_argument("--log-level", default=os.environ.get("PI_BRIDGE_LOG_LEVEL", "WARNING"))
     parser.add_argument("--log-file", default=os.environ.get("PI_BRIDGE_LOG_FILE"))
@@ -90,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--model", default="tool", help="scripted scenario: text, thinking, tool, unicode, err500, ..."
     )
+    doctor = sub.add_parser("doctor", help="check that a run could work here and how to fix what is missing")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -99,4 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level, args.log_file)
     if args.command == "demo":
         return demo_main(args)
+    if args.command == "doctor":
+        return doctor_main(args)
     return serve_main(args)

@@ -75,6 +75,7 @@ RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
 ShutdownStage = Literal["exited", "interrupted", "killed"]
 Engine = Literal["rpc", "json"]
+Containment = Literal["cgroup", "tree"]
 
 
 class WireModel(BaseModel):
@@ -279,6 +280,8 @@ class ShutdownReceipt(WireModel):
     elapsed_ms: float
     pids: list[int]
     survivors: list[int]
+    # How the run's processes were found: its own cgroup (nothing escapes it) or the tree search.
+    containment: Containment = "tree"
     agent_kept: bool = False
 
 

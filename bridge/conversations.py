@@ -31,6 +31,7 @@ from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.pi.errors import classify_exit
 from bridge.pi.rpc import PiRpc, RpcError, latest_session_id, rpc_launch_spec, trim_session_file
+from bridge.pi.sessions import session_exists
 from bridge.process import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 # a core for ~0.4 s, which a run streaming meanwhile would feel.
 SPARE_PRIME_DELAY_SECONDS: Final = 0.5
 REAP_INTERVAL_SECONDS: Final = 1.0
+# A run never waits longer for a starting spare than a spawn of its own would take.
+SPARE_WAIT_SECONDS: Final = 5.0
 
 LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]]]
 
@@ -83,6 +86,7 @@ class LiveAgent:
     busy: bool = False
     last_used: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope | None = None
+    stopped: ShutdownReceipt | None = None
 
     @property
     def pid(self) -> int:
@@ -144,8 +148,13 @@ class Conversations:
         self._orphans: list[LiveAgent] = []  # busy with a brand-new conversation, id not known yet
         self._spare: LiveAgent | None = None
         self._spare_pending = False
+        self._spare_ready = anyio.Event()
+        self._spare_spawning = False
         self._spare_launch: tuple[tuple[str, ...], RunOptions, dict[str, str]] | None = None
         self._locks: dict[str, anyio.Lock] = {}
+        # Sessions a live agent of this bridge opened: only those may be started anew under
+        # their id when pi never wrote them (any other unknown id is the client's error).
+        self._opened: set[str] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
 
     # ------------------------------------------------------------------ lifetime
@@ -272,6 +281,7 @@ class Conversations:
             log.info("session %s cut back before the retried prompt", session_id)
         lease.trim = None
         if agent is None and session_id is None:
+            await self._await_spare(key)
             agent = self._take_spare(key)
         if agent is None:
             agent = await self._start(command, options, env, key, session_id)
@@ -358,22 +368,34 @@ class Conversations:
             command, options, env = self._spare_launch
             self.prime(command, options, env, delay=SPARE_PRIME_DELAY_SECONDS)
 
+    async def _await_spare(self, key: LiveKey) -> None:
+        """A spare like this run needs is starting: waiting for it is never slower than a spawn."""
+        launch = self._spare_launch
+        if not self._spare_spawning or launch is None or live_key(*launch) != key:
+            return
+        with anyio.move_on_after(SPARE_WAIT_SECONDS):
+            await self._spare_ready.wait()
+
     async def _prime_spare(self, delay: float) -> None:
+        self._spare_ready = anyio.Event()
         try:
             if delay:
                 await anyio.sleep(delay)
             if self._spare_launch is None or self._spare is not None:
                 return
+            self._spare_spawning = True
             command, options, env = self._spare_launch
             key = live_key(command, options, env)
             try:
                 self._spare = await self._start(command, options, env, key, None)
-            except NoRpc:
+            except NoRpc as exc:
+                self.note_fallback(command, str(exc))
                 return
             except StartFailure as exc:
                 log.info("could not pre-spawn a live agent: %s", exc)
         finally:
-            self._spare_pending = False
+            self._spare_pending = self._spare_spawning = False
+            self._spare_ready.set()
 
     def _take_spare(self, key: LiveKey) -> LiveAgent | None:
         spare = self._spare
@@ -400,7 +422,14 @@ class Conversations:
         from dataclasses import replace
 
         launch_options = replace(options, session_id=session_id, continue_session=False)
-        spec: LaunchSpec = rpc_launch_spec(command, launch_options)
+        if session_id in self._opened and not session_exists(session_id, False, options.cwd, env):
+            # pi had not written the session yet (its first prompt failed, was cancelled or pi
+            # died first): start it anew under the same id, so the conversation keeps its id.
+            spec: LaunchSpec = rpc_launch_spec(
+                command, replace(launch_options, session_id=None), new_session_id=session_id
+            )
+        else:
+            spec = rpc_launch_spec(command, launch_options)
         try:
             child = await spawn(spec.argv, spec.cwd, {**env, **spec.env})
         except SpawnError as exc:
@@ -425,6 +454,8 @@ class Conversations:
         self.supported = True
         sid = state.get("sessionId")
         agent.session_id = sid if isinstance(sid, str) else session_id
+        if agent.session_id:
+            self._opened.add(agent.session_id)
         path = state.get("sessionFile")
         agent.session_file = path if isinstance(path, str) else None
         model = state.get("model")
@@ -448,7 +479,7 @@ class Conversations:
             signal_name = f"signal {-code}"
             code = None
         kind, retryable = classify_exit(code, signal_name, stderr)
-        if exc.kind == "closed" and self.supported is None and kind != "session":
+        if exc.kind == "closed" and self.supported is not True and kind != "session":
             raise NoRpc(f"it exited (code {code}) before answering") from exc
         if exc.kind == "timeout":
             message = f"the live pi did not answer: {exc}"
@@ -483,8 +514,11 @@ class Conversations:
     async def stop(self, agent: LiveAgent) -> ShutdownReceipt:
         """Three-stage stop of the agent's whole tree: stdin EOF and SIGTERM, 2 s, then kill."""
         with anyio.CancelScope(shield=True):
+            if agent.stopped is not None:
+                return agent.stopped
             await agent.rpc.close_stdin()
             receipt = await shutdown_tree(agent.child)
+            agent.stopped = receipt
             forget(agent.child)
             if agent.scope is not None:
                 agent.scope.cancel()

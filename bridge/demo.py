@@ -13,6 +13,7 @@ import shlex
 import sys
 from typing import IO, Any
 
+from bridge.contract import RUN
 from bridge.stdio_client import StdioClient
 
 _COLORS = {
@@ -72,7 +73,7 @@ def run_demo(prompt: str, *, model: str = "tool", pi_command: str | None = None)
         )
         client.notify("initialized", {})
         out.write(f"# prompt: {prompt!r} (scripted model scenario {model!r}; argv {shlex.join(argv)})\n\n")
-        run = client.request("pi/run", {"prompt": prompt, "model": model})
+        run = client.request(RUN, {"prompt": prompt, "model": model})
         response = client.wait_for(run, lambda message: _print_message(message, out))
     finally:
         code = client.close()

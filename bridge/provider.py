@@ -9,6 +9,7 @@ without a terminal event, cancel, deadline, silence, stdout closed while the pro
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 READ_CHUNK: Final = 256 * 1024
 # pi exits 0.3-0.5 s after its last event; past this, a process whose stdout closed is stuck.
 EXIT_AFTER_EOF_SECONDS: Final = 3.0
+# After the agent itself exited: how long its stdout may stay open (a helper holding the pipe)
+# before what is left of its tree is stopped.
+DRAIN_AFTER_EXIT_SECONDS: Final = 1.0
 DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 
 Emit = Callable[[list[Out]], None]
@@ -71,14 +75,22 @@ class AttemptOutcome:
 
 
 def coalesce(outs: list[Out]) -> list[Out]:
-    """Merge adjacent assistant deltas read in one chunk into one message (fewer frames, same text)."""
+    """Fewer frames, same meaning, for the messages read in one chunk: adjacent assistant deltas
+    become one message, and of a tool's cumulative updates only the last one is kept (each
+    repeats the whole output so far: sending all of them is quadratic in bytes)."""
     if len(outs) < 2:
         return outs
+    last_update: dict[str, int] = {}
+    for index, out in enumerate(outs):
+        if out.type == "tool.update":
+            last_update[out.content["toolCallId"]] = index
     merged: list[Out] = []
     run: list[str] = []  # texts of the current run of adjacent deltas, joined once (linear)
-    for out in outs:
+    for index, out in enumerate(outs):
         if out.type == "assistant":
             run.append(out.content["text"])
+            continue
+        if out.type == "tool.update" and last_update[out.content["toolCallId"]] != index:
             continue
         if run:
             merged.append(Out("assistant", {"text": "".join(run)}))
@@ -134,6 +146,9 @@ class Attempt:
         self._stderr = TailBuffer()
         self._framer = LineFramer(limits.max_line_bytes)
         self._last_output = time.monotonic()
+        # While the bridge waits for the client to take its output it reads nothing, so the
+        # agent blocks on its pipe: that quiet is the client's, never the agent's silence.
+        self._blocked_on_client = False
         self._stdout_done = anyio.Event()
         self.child: ChildProcess | None = None
         self.shutdown: ShutdownReceipt | None = None
@@ -154,12 +169,14 @@ class Attempt:
         if self.child is None:
             try:
                 self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
-            except SpawnError as exc:
+            except (SpawnError, ValueError) as exc:  # ValueError: a NUL byte in argv, cwd or env
                 self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
                 return self._outcome()
         child = self.child
         if self._on_started is not None:
             self._on_started(child.pid)
+        if self.cancel.cancelled:
+            return await self._finish_cancelled_at_start(child)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._feed_stdin, child, spec.stdin)
@@ -167,6 +184,7 @@ class Attempt:
                 tasks.start_soon(self._pump_stdout, child)
                 tasks.start_soon(self._watch_cancel)
                 tasks.start_soon(self._watchdog)
+                tasks.start_soon(self._watch_exit, child)
                 await self._stop.event.wait()
                 with anyio.CancelScope(shield=True):
                     await self._conclude(child)
@@ -189,7 +207,11 @@ class Attempt:
         """Stop what must be stopped for the reason the attempt ended; send its terminal message."""
         reason = self._stop.reason
         if reason == "eof":
-            exited = await wait_exit(child, EXIT_AFTER_EOF_SECONDS)
+            exited = await self._exit_unless_cancelled(child, EXIT_AFTER_EOF_SECONDS)
+            if exited is None:
+                self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(self.mapper.finish_cancelled(self.shutdown))
+                return
             if not exited:
                 self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
                 self._send(
@@ -235,6 +257,33 @@ class Attempt:
             )
         else:  # "agent": the mapper already sent the terminal (e.g. pi started its own retry)
             self._finish_exited(child)
+
+    async def _exit_unless_cancelled(self, child: ChildProcess, timeout: float) -> bool | None:
+        """Wait for the agent to exit: True if it did, False on timeout, None if cancelled first."""
+        ended: list[bool | None] = []
+        async with anyio.create_task_group() as tasks:
+
+            async def exit_of_agent() -> None:
+                ended.append(await wait_exit(child, timeout))
+                tasks.cancel_scope.cancel()
+
+            async def cancel_of_run() -> None:
+                await self.cancel.wait()
+                ended.append(None)
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(exit_of_agent)
+            tasks.start_soon(cancel_of_run)
+        return ended[0]
+
+    async def _finish_cancelled_at_start(self, child: ChildProcess) -> AttemptOutcome:
+        """The cancel came while the agent was starting: stop it before it ever gets the prompt."""
+        try:
+            self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+        finally:
+            forget(child)
+        self._send(self.mapper.finish_cancelled(self.shutdown))
+        return self._outcome()
 
     def _finish_exited(self, child: ChildProcess) -> None:
         code = child.returncode
@@ -296,7 +345,7 @@ class Attempt:
         try:
             while True:
                 if self._wait_writable is not None:
-                    await self._wait_writable()
+                    await self._wait_for_client(self._wait_writable)
                 try:
                     chunk = await stream.receive(READ_CHUNK)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -320,16 +369,38 @@ class Attempt:
             self._stdout_done.set()
             self._stop.set("eof")
 
+    async def _wait_for_client(self, wait_writable: Callable[[], Awaitable[None]]) -> None:
+        """Wait until the client takes more output; the silence clock restarts afterwards."""
+        self._blocked_on_client = True
+        try:
+            await wait_writable()
+        finally:
+            self._blocked_on_client = False
+            self._last_output = max(self._last_output, time.monotonic())
+
     def _flush_oversized(self) -> None:
         if self._framer.oversized:
             for description, head in zip(self._framer.oversized, self._framer.oversized_heads, strict=True):
-                self.mapper.note_invalid(description)
-                # pi's agent_end repeats every message of the run, the prompt included: with a
-                # big prompt it is the line over the bound. Its end-of-run meaning must survive.
-                if head.startswith(b'{"type":"agent_end"'):
-                    self._send(self.mapper.feed(b'{"type":"agent_end"}'))
+                self._send(self.mapper.feed_oversized(description, head))
             self._framer.oversized.clear()
             self._framer.oversized_heads.clear()
+
+    async def _watch_exit(self, child: ChildProcess) -> None:
+        """The agent's own exit ends the attempt, even while a helper it left keeps stdout open.
+
+        The helper is stopped, so the pipe closes and the reader delivers the rest at the
+        client's pace (a slow editor loses nothing). Only if something outside the run's
+        containment still holds the pipe does the attempt end without that end of stream.
+        """
+        await wait_exit(child, math.inf)
+        with anyio.move_on_after(DRAIN_AFTER_EXIT_SECONDS):
+            await self._stdout_done.wait()
+        if self._stdout_done.is_set():
+            return
+        await sweep_leftovers(child)
+        with anyio.move_on_after(EXIT_AFTER_EOF_SECONDS):
+            await self._stdout_done.wait()
+        self._stop.set("eof")
 
     async def _watch_cancel(self) -> None:
         await self.cancel.wait()
@@ -349,7 +420,9 @@ class Attempt:
                     self._stop.set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None:
+            if silence is not None and self._blocked_on_client:
+                waits.append(silence)
+            elif silence is not None:
                 quiet_until = self._last_output + silence
                 if now >= quiet_until:
                     self._stop.set("silence")

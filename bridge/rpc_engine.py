@@ -31,7 +31,7 @@ from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
 from bridge.diff_capture import DiffCapture
-from bridge.pi.rpc import RpcError, session_file_size
+from bridge.pi.rpc import RUN_END_LINE, RpcError, event_kind, session_file_size, user_text
 from bridge.process import shutdown_tree, stop_descendants, wait_exit
 from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
 
@@ -43,32 +43,6 @@ STATS_TIMEOUT_SECONDS: Final = 2.0
 
 Emit = Callable[[list[Out]], None]
 Reason = Literal["settled", "cancel", "closed", "deadline", "silence"]
-
-_TYPE_KEY: Final = b'"type":'
-# The events the engine itself reads; every other line goes to the mapper unparsed here.
-_ENGINE_KINDS: Final = (b'"agent_settled"', b'"agent_end"', b'"message_end"')
-
-
-def _kind_of(line: bytes) -> str | None:
-    """Which of the engine's events a line is, from its head (pi prints `type` first)."""
-    head = line[:48]
-    if _TYPE_KEY not in head.replace(b" ", b""):
-        return None
-    for kind in _ENGINE_KINDS:
-        if kind in head:
-            return kind.strip(b'"').decode()
-    return None
-
-
-def _is_user_message(line: bytes) -> bool:
-    if b'"user"' not in line[:96]:  # pi prints the role first: no need to parse an answer
-        return False
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    message = event.get("message") if isinstance(event, dict) else None
-    return isinstance(message, dict) and message.get("role") == "user"
 
 
 class _NotTaken(Exception):
@@ -224,14 +198,14 @@ class RpcAttempt:
         outs: list[Out] = []
         mapper = self.mapper
         for line in lines:
-            kind = _kind_of(line)
-            if kind == "agent_settled":
+            kind = event_kind(line)
+            if kind == "settled":
                 self._set("settled")
                 continue
-            if kind == "agent_end":
-                # Not the end yet: steering or queued work may follow until agent_settled.
+            if kind == "run_end":
+                # Not the end yet: steering or queued work may follow until pi has settled.
                 continue
-            if kind == "message_end" and _is_user_message(line):
+            if kind == "user_message":
                 outs.extend(self._on_user_message(line))
                 continue
             self.diffs.note_line(line)
@@ -259,21 +233,8 @@ class RpcAttempt:
         self._user_messages += 1
         if self._user_messages == 1:
             return []
-        try:
-            event = orjson.loads(line)
-            content = event["message"]["content"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return []
-        text = (
-            content
-            if isinstance(content, str)
-            else "".join(
-                part.get("text", "")
-                for part in content
-                if isinstance(part, dict) and part.get("type") == "text"
-            )
-        )
-        return [Out("run.steered", {"text": text})]
+        text = user_text(line)
+        return [] if text is None else [Out("run.steered", {"text": text})]
 
     async def _watch_cancel(self) -> None:
         await self.cancel.wait()
@@ -320,7 +281,7 @@ class RpcAttempt:
     async def _conclude(self, agent: LiveAgent) -> None:
         reason = self._reason
         if reason == "settled":
-            outs = self.mapper.feed(b'{"type":"agent_end"}')
+            outs = self.mapper.feed(RUN_END_LINE)
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)

@@ -8,7 +8,6 @@ One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forge
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import random
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 # The second pre-spawn (the session follow-up) waits until the user is likely idle: loading a
 # Node runtime takes a core for 0.3-0.5 s, and a run that starts meanwhile streams slower (seen
 # as +20 ms to its first message). A run that starts first drops it (WarmPool.yield_to_run).
-FOLLOW_UP_PRIME_DELAY_SECONDS = 3.0
 Sink = Callable[[list[dict[str, Any]]], None]
 
 
@@ -168,6 +166,7 @@ class RunRegistry:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self._closing = anyio.Event()
+        self._stopping = False
         self.pool = WarmPool(enabled=config.warm_pool, ttl=config.warm_pool_ttl_seconds)
         self.conversations = Conversations(
             adapter,
@@ -313,6 +312,7 @@ class RunRegistry:
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
+        self._stopping = True  # nothing is pre-spawned for a bridge on its way out
         runs = list(self._runs.values())
         for run in runs:
             run.cancel.cancel(reason)
@@ -405,28 +405,25 @@ class RunRegistry:
             run.emit(mapper.finish_failed(busy))
             run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
             return
+        self.pool.session_in_use(run.options.session_id)
         try:
             outcome = await self._attempts(run, policy, lease)
         finally:
+            self.pool.session_released(run.options.session_id)
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
-        if lease is None or not lease.used_rpc:
+        # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
+        if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
             self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
-        """Pre-spawn the agent the next prompt most likely needs: the same launch, and the same
-        launch resuming the session this run created (an editor's next turn of a conversation)."""
-        if self._closing.is_set() or run.options.continue_session:
+        """Pre-spawn what the agent says the next prompt most likely needs."""
+        if self._closing.is_set() or self._stopping:
             return
         command, env = self.config.command, self.config.env
-        self.pool.prime(self.adapter.launch_spec(command, run.options), env, run.options.session_id)
-        if run.options.session_id is None and run.session_id:
-            # Staggered: two Node start-ups at once on a small machine slow both, and whatever
-            # run comes next.
-            follow_up = dataclasses.replace(run.options, session_id=run.session_id, resumed=True)
-            spec = self.adapter.launch_spec(command, follow_up)
-            self.pool.prime(spec, env, run.session_id, delay=FOLLOW_UP_PRIME_DELAY_SECONDS)
+        for launch in self.adapter.warm_launches(command, run.options, run.session_id):
+            self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
     def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
         """The engine for this attempt: the conversation's live agent, or one process (json)."""
@@ -474,11 +471,14 @@ class RunRegistry:
             outcome = await attempt.run()
             run.pid = outcome.pid
             run.session_id = outcome.session_id or run.session_id
+            if outcome.status == "failed" and run.cancel.cancelled:
+                # The cancel came as the attempt was failing: the user asked for a stop, and got one.
+                outcome = self._cancelled_after_failure(run, outcome)
             if outcome.status == "cancelled":
                 run.cancel_receipt = outcome.shutdown
             if outcome.status != "failed" or outcome.error is None or not outcome.error.retryable:
                 return outcome
-            if run.attempt >= policy.max_attempts or run.cancel.cancelled:
+            if run.attempt >= policy.max_attempts:
                 return outcome
             delay_ms = backoff_delay(policy, run.attempt)
             if deadline is not None and time.monotonic() + delay_ms / 1000 >= deadline:
@@ -501,6 +501,16 @@ class RunRegistry:
                 mapper = self.adapter.new_mapper(run.options)
                 run.emit(mapper.finish_cancelled(receipt))
                 return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
+
+    @staticmethod
+    def _cancelled_after_failure(run: Run, failed: AttemptOutcome) -> AttemptOutcome:
+        """A failed attempt's outcome as the cancel's: its stop's receipt, or that it had exited."""
+        receipt = failed.shutdown or ShutdownReceipt(
+            stage="exited", elapsed_ms=0.0, pids=[failed.pid] if failed.pid else [], survivors=[]
+        )
+        return AttemptOutcome(
+            "cancelled", failed.text, shutdown=receipt, session_id=run.session_id, pid=failed.pid
+        )
 
     def _answer(self, run: Run, outcome: AttemptOutcome) -> RunResult | CancelledRunData:
         if outcome.status == "cancelled":

@@ -122,6 +122,9 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
     "toolbig": "seq 1 100000",
     "toolslow": "sleep 30",
     "toolwait": "sleep 3",
+    # A grandchild with no environment, its own session and a double fork: only containment finds it.
+    "toolescape": "(env -i setsid sh -c 'echo $$ > escaped.pid.tmp && mv escaped.pid.tmp escaped.pid"
+    " && exec sleep 300' &)",
 }
 
 #: The file the ``edit`` scenario edits (relative to pi's cwd; the test creates it with
@@ -152,6 +155,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolwait": "calls bash `sleep 3` (a window for steering from an editor's UI), then answers",
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
+    "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",

@@ -6,17 +6,21 @@ process is the very process a cold run would start, only earlier, so a run's mes
 same either way. Rules:
 - an entry is used only by a run whose argv, cwd and environment are identical;
 - entries expire (pi captures the date and its settings at start), and are re-checked alive;
-- after a run ends the pool primes one entry like it, for the next prompt; a run that names a
-  session is primed only after the previous run of that session ended, and any idle entry for a
-  session is dropped when another run of that session starts;
-- `--continue` runs are never primed: which session is "latest" may change before the next run;
-- every entry is stopped through the same three-stage shutdown as a run.
+- after a run ends the pool primes what the adapter names for the next prompt (never after a
+  cancelled run, nor once the bridge is stopping); an entry keeps its launch, never the prompt;
+- a session is primed only while no run of it is live: an agent opened while another run writes
+  the session would hand the next run a stale copy; idle entries for a session are dropped when a
+  run of it starts, and a pre-spawn that was on its way then is stopped when it arrives;
+- every failure to pre-spawn is logged and forgotten: the pool never takes the bridge down;
+- every entry is stopped through the same three-stage shutdown as a run, however its wait ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -26,7 +30,7 @@ import anyio.abc
 import psutil
 
 from bridge.agent import LaunchSpec
-from bridge.process import ChildProcess, SpawnError, forget, shutdown_tree, spawn
+from bridge.process import ChildProcess, forget, shutdown_tree, spawn
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,9 @@ class WarmPool:
         self._pending: set[PoolKey] = set()
         self._waiting: set[anyio.CancelScope] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._live_sessions: Counter[str] = Counter()
+        self._session_epochs: Counter[str] = Counter()
         self.hits = 0
         self.misses = 0
 
@@ -107,22 +114,41 @@ class WarmPool:
         """A run of `session` starts: idle entries for it would open a stale copy; drop them."""
         if not session:
             return
+        self._session_epochs[session] += 1  # a pre-spawn for it still on its way is stale too
         for entry in [e for e in self._entries if e.session == session]:
             self._entries.remove(entry)
             self._retire(entry)
+
+    def session_in_use(self, session: str | None) -> None:
+        """A run of `session` is live: nothing is primed for it until every such run ended."""
+        if session:
+            self._live_sessions[session] += 1
+            self.forget_session(session)
+
+    def session_released(self, session: str | None) -> None:
+        """A run of `session` ended (call before priming for it)."""
+        if session:
+            self._live_sessions[session] -= 1
+            if self._live_sessions[session] <= 0:
+                del self._live_sessions[session]
 
     def prime(
         self, spec: LaunchSpec, extra_env: Mapping[str, str], session: str | None, *, delay: float = 0.0
     ) -> None:
         """Start one idle agent like `spec` in the background (after `delay` s), unless one is
-        there or on its way already."""
-        if not self.enabled or self._tasks is None:
+        there or on its way already, or a run of `session` is live."""
+        if not self.enabled or self._tasks is None or self._closed:
+            return
+        if session and self._live_sessions[session]:
             return
         key = pool_key(spec, extra_env)
         if key in self._pending or any(entry.key == key for entry in self._entries):
             return
         self._pending.add(key)
-        self._tasks.start_soon(self._spawn, spec, dict(extra_env), key, session, delay)
+        # Only the launch is kept: the spec's stdin is the last prompt (up to the frame limit).
+        launch = dataclasses.replace(spec, stdin=b"")
+        epoch = self._session_epochs[session] if session else 0
+        self._tasks.start_soon(self._spawn, launch, dict(extra_env), key, session, epoch, delay)
 
     def warm_pids(self) -> list[int]:
         """Pids of the idle entries (for pi/runs and memory accounting)."""
@@ -142,6 +168,7 @@ class WarmPool:
 
     async def close(self) -> None:
         """Stop every idle entry (three-stage, shielded), then end the pool's tasks."""
+        self._closed = True
         with anyio.CancelScope(shield=True):
             entries, self._entries = self._entries, []
             for entry in entries:
@@ -151,7 +178,13 @@ class WarmPool:
             self._tasks = None
 
     async def _spawn(
-        self, spec: LaunchSpec, extra_env: dict[str, str], key: PoolKey, session: str | None, delay: float
+        self,
+        spec: LaunchSpec,
+        extra_env: dict[str, str],
+        key: PoolKey,
+        session: str | None,
+        epoch: int,
+        delay: float,
     ) -> None:
         try:
             if delay:
@@ -159,25 +192,40 @@ class WarmPool:
                     self._waiting.add(waiting)
                     await anyio.sleep(delay)
                 self._waiting.discard(waiting)
-                if waiting.cancel_called:
+                if waiting.cancel_called or self._closed:
                     return
             child = await spawn(spec.argv, spec.cwd, {**extra_env, **spec.env})
-        except SpawnError as exc:
-            log.info("warm pool: could not pre-spawn: %s", exc)
+        except Exception as exc:  # a pre-spawn is an optimisation: it never takes the bridge down
+            log.warning("warm pool: could not pre-spawn: %s", exc)
             return
         finally:
             self._pending.discard(key)
         entry = WarmEntry(key=key, child=child, session=session)
-        self._entries.append(entry)
-        while len(self._entries) > self.max_entries:
-            self._retire(self._entries.pop(0))
-        # Expire on time even when no run comes to look; `take` ends this wait early.
-        with anyio.move_on_after(self.ttl) as idle:
-            entry.idle = idle
-            await child.process.wait()
-        if entry in self._entries:
-            self._entries.remove(entry)
-            await self._stop(entry)
+        try:
+            if self._closed or (
+                session and (self._live_sessions[session] or self._session_epochs[session] != epoch)
+            ):
+                return  # the pool closed, or a run of the session started, while it was spawning
+            self._entries.append(entry)
+            while len(self._entries) > self.max_entries:
+                self._retire(self._entries.pop(0))
+            # Expire on time even when no run comes to look; `take` ends this wait early.
+            with anyio.move_on_after(self.ttl) as idle:
+                entry.idle = idle
+                await child.process.wait()
+        finally:
+            # However the wait ended (expiry, death, the pool's tasks cancelled at close), an
+            # entry nobody took is stopped here; a taken one is the run's now.
+            if entry.idle is None or entry in self._entries:
+                if entry in self._entries:
+                    self._entries.remove(entry)
+                await self._stop(entry)
+
+    def _stale(self, session: str | None, epoch: int) -> bool:
+        """Whether a run of `session` is live, or started since a pre-spawn for it was asked."""
+        if not session:
+            return False
+        return self._live_sessions[session] > 0 or self._session_epochs[session] != epoch
 
     def _fresh(self, entry: WarmEntry) -> bool:
         return (

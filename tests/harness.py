@@ -83,6 +83,19 @@ def real_pi_available() -> bool:
 #: The one marker for tests that run the real pi: PI_BRIDGE_REQUIRE_PI=1 turns a skip into a failure.
 requires_pi = pi_requirement(real_pi_available(), os.environ.get("PI_BRIDGE_REQUIRE_PI") == "1")
 
+CGROUP_REQUIRED_ENV = "PI_BRIDGE_REQUIRE_CGROUP"
+
+
+def skip_without_cgroup(reason: str) -> None:
+    """Skip a test that needs a writable cgroup hierarchy, or fail it when CI requires one.
+
+    The only skip for a missing capability outside `requires_pi`: CI sets PI_BRIDGE_REQUIRE_CGROUP=1
+    so that the cgroup mode can never pass by skipping there.
+    """
+    if os.environ.get(CGROUP_REQUIRED_ENV) == "1":
+        pytest.fail(f"{reason}, and {CGROUP_REQUIRED_ENV}=1")
+    pytest.skip(f"{reason} (set {CGROUP_REQUIRED_ENV}=1 to make this fail)")
+
 
 def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a bridge under test: the current test's tag, pi on PATH, strict contract checks."""

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
 
-from bridge.agent import LaunchSpec, RunOptions
+from bridge.agent import LaunchSpec, RunOptions, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 from bridge.pi import session_files
 from bridge.pi.command import launch_spec
 from bridge.pi.file_changes import PiFileChangeWatch
 from bridge.pi.mapper import PiEventMapper
-from bridge.pi.sessions import session_exists
+from bridge.pi.sessions import AGENT_DIR_ENV, session_exists
+
+# Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
+FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
 
 
 class PiAgent:
@@ -58,3 +64,26 @@ class PiAgent:
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One pi session's history, read from its session file."""
         return session_files.read_session(session_id, env)
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """The same launch again, and the same launch resuming the session this run created
+        (an editor's next turn of a conversation). `--continue` is never primed: which session
+        is "latest" may change before the next run."""
+        if options.continue_session:
+            return []
+        again = dataclasses.replace(launch_spec(command, options), stdin=b"")
+        launches = [WarmLaunch(again, options.session_id)]
+        if options.session_id is None and session_created:
+            follow_up = dataclasses.replace(options, session_id=session_created, resumed=True)
+            spec = dataclasses.replace(launch_spec(command, follow_up), stdin=b"")
+            launches.append(WarmLaunch(spec, session_created, FOLLOW_UP_PRIME_DELAY_SECONDS))
+        return launches
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """A pi agent dir in `workdir` whose `provider` is the model at `base_url`."""
+        from bridge.scripted_model import write_pi_agent_dir
+
+        write_pi_agent_dir(workdir, base_url, provider=provider)
+        return {AGENT_DIR_ENV: str(workdir)}

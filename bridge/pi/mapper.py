@@ -47,6 +47,18 @@ _IGNORED_EVENTS: Final = frozenset(
 )
 
 
+# Cheap dispatch: pi prints `{"type":"<event>",...` first; the head says what a line is.
+_TYPE_HEAD: Final = b'{"type":"'
+_MAX_TYPE_BYTES: Final = 40
+_IGNORED_EVENT_HEADS: Final = frozenset(kind.encode() for kind in _IGNORED_EVENTS)
+_HANDLED_HEADS: Final = frozenset(
+    {b"session", b"message_start", b"message_update", b"message_end", b"tool_execution_start",
+     b"tool_execution_update", b"tool_execution_end", b"agent_end", b"auto_retry_start", b"turn_end"}
+)  # fmt: skip
+_MESSAGE_ROLE_HEAD: Final = b',"message":{"role":"'
+_ASSISTANT_ROLE_HEAD: Final = b',"message":{"role":"assistant"'
+
+
 def _text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
     """Concatenate the `key` of every part of `part_type` in a pi content list."""
     if isinstance(content, str):
@@ -224,7 +236,18 @@ class PiEventMapper:
         if len(self._invalid) < MAX_INVALID_SAMPLES:
             self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        self.note_invalid(description)
+        # agent_end repeats every message of the run, the prompt included: with a big prompt it
+        # is the line over the bound. Its end-of-run meaning must survive.
+        if head.startswith(b'{"type":"agent_end"') and self._last_terminal is None:
+            return self._on_agent_end({})
+        return []
+
     def feed(self, line: bytes) -> list[Out]:
+        skipped = self._without_parsing(line)
+        if skipped is not None:
+            return skipped
         if len(line) > _FAST_PATH_MIN_BYTES and self._last_terminal is None:
             update = _scan_update(line)
             if update is not None:
@@ -251,6 +274,34 @@ class PiEventMapper:
             if self.unknown_events[str(kind)] == 1:
                 log.info("pi event of unknown type %r ignored", kind)
         return []
+
+    def _without_parsing(self, line: bytes) -> list[Out] | None:
+        """Map a line from its head alone when the rest is never read (None: parse it).
+
+        agent_end and turn_end repeat the run's messages (agent_end can be 64 MB), and a tool's
+        output comes again in its result message: none of it is read, so none of it is decoded.
+        """
+        if not line.startswith(_TYPE_HEAD):
+            return None
+        end = line.find(b'"', len(_TYPE_HEAD), len(_TYPE_HEAD) + _MAX_TYPE_BYTES)
+        if end < 0 or line[end + 1 : end + 2] not in (b",", b"}"):
+            return None
+        kind = line[len(_TYPE_HEAD) : end]
+        if kind in _IGNORED_EVENT_HEADS:
+            return []
+        if self._last_terminal is not None:
+            return [] if kind in _HANDLED_HEADS else None
+        if kind == b"agent_end":
+            return self._on_agent_end({})
+        if kind == b"turn_end":
+            return self._on_turn_end({})
+        if kind in (b"message_start", b"message_end"):
+            role_at = end + 1
+            if line.startswith(_MESSAGE_ROLE_HEAD, role_at) and not line.startswith(
+                _ASSISTANT_ROLE_HEAD, role_at
+            ):
+                return []  # the user's, the system's or a tool result's message: never read
+        return None
 
     def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
         if self._last_terminal is not None:

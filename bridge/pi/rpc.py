@@ -33,6 +33,56 @@ COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIM
 _RESPONSE_MARK: Final = b'"type":"response"'
 
 Lines = Callable[[list[bytes]], None]
+# What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
+RUN_END_LINE: Final = b'{"type":"agent_end"}'
+_TYPE_KEY: Final = b'"type":'
+_KINDS: Final = (
+    (b'"agent_settled"', "settled"),
+    (b'"agent_end"', "run_end"),
+    (b'"message_end"', "message_end"),
+)
+
+
+def event_kind(line: bytes) -> str | None:
+    """The events the rpc engine reads itself: "settled" (pi will not go on by itself), "run_end"
+    (one low-level run ended; steering may follow), "user_message" (a user message taken into the
+    run: the prompt, then steers); None for every other line (they go to the mapper)."""
+    head = line[:48]
+    if _TYPE_KEY not in head.replace(b" ", b""):
+        return None
+    for needle, kind in _KINDS:
+        if needle in head:
+            if kind != "message_end":
+                return kind
+            return "user_message" if _role_of(line) == "user" else None
+    return None
+
+
+def _role_of(line: bytes) -> str | None:
+    if b'"user"' not in line[:96]:  # pi prints the role first: no need to parse an answer
+        return None
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    message = event.get("message") if isinstance(event, dict) else None
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def user_text(line: bytes) -> str | None:
+    """The text of a user message event."""
+    try:
+        content = orjson.loads(line)["message"]["content"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return "".join(
+        part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+    )
 
 
 class RpcError(Exception):

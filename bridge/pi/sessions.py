@@ -12,6 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
+
+# pi reads its settings, models and sessions from this dir (default ~/.pi/agent).
+AGENT_DIR_ENV: Final = "PI_CODING_AGENT_DIR"
 
 
 def sessions_root(env: Mapping[str, str]) -> tuple[Path, bool]:
@@ -19,7 +23,7 @@ def sessions_root(env: Mapping[str, str]) -> tuple[Path, bool]:
     flat = env.get("PI_CODING_AGENT_SESSION_DIR")
     if flat:
         return Path(flat).expanduser(), True
-    agent_dir = env.get("PI_CODING_AGENT_DIR") or str(Path.home() / ".pi" / "agent")
+    agent_dir = env.get(AGENT_DIR_ENV) or str(Path.home() / ".pi" / "agent")
     return Path(agent_dir).expanduser() / "sessions", False
 
 

@@ -76,6 +76,13 @@ if [ ! -f "$cs_prefix/.ready" ]; then
     { echo "spdlog did not build" >&2; exit 1; }
   touch "$cs_prefix/.ready"
 fi
+# The terminal (the Install pi notification opens one) needs node-pty's native module; its
+# post-install step fails without network (node-gyp via npx) after the module itself is built.
+pty="$cs_dir/lib/vscode/node_modules/node-pty"
+if [ ! -f "$pty/build/Release/pty.node" ]; then
+  (cd "$pty" && PATH="$(dirname "$node20"):$PATH" npm rebuild --loglevel=silent >/dev/null 2>&1) || true
+  [ -f "$pty/build/Release/pty.node" ] || { echo "node-pty did not build" >&2; exit 1; }
+fi
 export CODE_SERVER_DIR="$cs_dir"
 
 step "typecheck (tsc --noEmit)"
@@ -84,17 +91,18 @@ npm run --silent typecheck
 step "lint (eslint, typescript-eslint)"
 npx eslint --max-warnings 0 .
 
-step "package the .vsix"
+step "package the platform .vsix (linux-x64, the bridge and its Python libraries bundled)"
+export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
 npm run --silent package
-ls -l dist/pi-bridge.vsix
+ls -l dist/pi-bridge-linux-x64.vsix
 
 step "unit tests, and tests against the real bridge with real pi and with the fake pi (node --test)"
 npx tsc -p tsconfig.test.json
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
-node --test --test-reporter=spec out/test/unit.test.js out/test/bridge.test.js out/test/fake-pi.test.js
+node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js
 
 step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"
-export PI_BRIDGE_VSIX="$here/dist/pi-bridge.vsix"
+export PI_BRIDGE_VSIX="$here/dist/pi-bridge-linux-x64.vsix"
 node --test --test-reporter=spec out/test/e2e/vscode.e2e.test.mjs
 echo "screenshots: $repo/artifacts/vscode/"
 

@@ -85,3 +85,34 @@ def test_cancel_acts_while_the_client_is_not_reading(bridge: RawBridge, tmp_path
     deltas = "".join(m["content"]["text"] for m in messages if m["type"] == "assistant")
     assert last["content"]["text"] == deltas != ""
     assert len(deltas) < 64 * 1024 * 1024, "the agent was stopped mid-flood, not drained into memory"
+
+
+def test_time_blocked_on_a_slow_client_is_not_agent_silence(tmp_path: Path) -> None:
+    """A client slower than the agent must not get the run killed as `stalled` by silenceTimeoutMs:
+    the agent is silent only because the bridge stopped reading it."""
+    silence_s = 0.5
+    raw = RawBridge()
+    try:
+        raw.initialize(
+            {
+                "piCommand": fake_pi_command(),
+                "warmPool": False,
+                "silenceTimeoutMs": int(silence_s * 1000),
+                "env": {"FAKE_PI_FLOOD_BYTES": str(24 * 1024 * 1024)},
+            }
+        )
+        progress = tmp_path / "progress"
+        raw.pause_reading()
+        run = raw.request("pi/run", {"runId": "slow-reader", "prompt": str(progress), "model": "flood"})
+        agent = wait_until_stalled(raw)
+        # The agent stays blocked on its pipe for three silence limits: time that must not count.
+        held_until = time.monotonic() + 3 * silence_s
+        while time.monotonic() < held_until:
+            assert blocked_writing_a_pipe(agent), "the agent must stay blocked while the client does not read"
+            time.sleep(0.05)  # polling a kernel state: no event tells that another process is blocked
+        raw.resume_reading()
+        result = raw.response(run)["result"]
+        assert result["status"] == "completed", result.get("error")
+        assert result["attempts"] == 1
+    finally:
+        raw.close()

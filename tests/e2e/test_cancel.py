@@ -181,3 +181,48 @@ async def test_twenty_concurrent_runs_with_random_cancels(real_bridge: LanguageC
             assert result["status"] == "completed", result
     assert (await request(real_bridge, "pi/runs", None))["runs"] == []
     await assert_no_run_processes(client=real_bridge)
+
+
+async def test_cancel_while_waiting_for_exit_after_end_of_output_answers_cancelled(
+    fake_bridge: LanguageClient,
+) -> None:
+    """The agent closed its stdout but lives on: the bridge waits a few seconds for it to exit.
+    A cancel in that wait is acted on at once, not ignored until the wait ends."""
+    run_id = "cancel-after-eof"
+    _, task = start_request(fake_bridge, "pi/run", {"runId": run_id, "prompt": "x", "model": "close_stdout"})
+    await messages_of(fake_bridge).wait_until(
+        lambda: (
+            "".join(
+                m["content"]["text"]
+                for m in messages_of(fake_bridge).by_run[run_id]
+                if m["type"] == "assistant"
+            )
+            == "Closing my output now."
+        )
+    )
+    cancel_answer = await request(fake_bridge, "pi/cancel", {"runId": run_id})
+    result, error = await answer_or_error(task)
+    assert result is None, f"the run answered {result} instead of cancelled"
+    data = check_cancelled(error, run_id)
+    assert cancel_answer["shutdown"] == data["shutdown"]
+    assert messages_of(fake_bridge).by_run[run_id][-1]["type"] == "terminal.cancelled"
+
+
+async def test_cancel_after_a_retryable_failure_answers_cancelled_with_a_receipt(
+    fake_bridge: LanguageClient,
+) -> None:
+    """The attempt failed (retryable) and is still being stopped when the cancel arrives: the run
+    answers cancelled with the receipt of that stop, and is not retried."""
+    run_id = "cancel-after-failure"
+    params = {"runId": run_id, "prompt": "x", "model": "fail_then_linger", "retry": {"maxAttempts": 3}}
+    _, task = start_request(fake_bridge, "pi/run", params)
+    failed = await messages_of(fake_bridge).wait_type(run_id, "terminal.failed")
+    assert failed["content"]["error"]["retryable"] is True
+    cancel_answer = await request(fake_bridge, "pi/cancel", {"runId": run_id})
+    result, error = await answer_or_error(task)
+    assert result is None, f"the run answered {result} instead of cancelled"
+    data = check_cancelled(error, run_id)
+    assert data["attempts"] == 1
+    assert data["shutdown"]["pids"], "the receipt lists the stopped agent"
+    assert cancel_answer["shutdown"] == data["shutdown"]
+    assert all(m["type"] != "run.retrying" for m in messages_of(fake_bridge).by_run[run_id])

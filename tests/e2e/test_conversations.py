@@ -252,3 +252,26 @@ async def test_close_session_stops_the_live_pi_and_a_later_run_resumes(
     after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
     [seen] = requests_with(scripted_model, f"after-{tag}")
     assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
+
+
+async def test_retry_of_a_new_conversation_s_first_prompt_keeps_its_id_and_shows_it_once(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    result = await request(
+        real_bridge,
+        "pi/run",
+        {
+            "prompt": f"first-{tag}",
+            "provider": "fake",
+            "model": "err500",
+            "cwd": str(tmp_path),
+            "retry": {"maxAttempts": 2, "initialDelayMs": 0},
+        },
+    )
+    assert result["status"] == "failed" and result["attempts"] == 2
+    for seen in requests_with(scripted_model, f"first-{tag}"):
+        assert user_texts(seen["body"]) == [f"first-{tag}"]
+    sid = result["sessionId"]
+    after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid

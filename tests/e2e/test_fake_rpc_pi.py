@@ -3,7 +3,9 @@ cannot be made to produce on demand. Each test ends with nothing of any run left
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -154,3 +156,38 @@ async def test_an_agent_without_rpc_falls_back_to_json(fake_bridge: LanguageClie
     result = await request(fake_bridge, "pi/run", {"prompt": "hi", "model": "text"})
     assert result["status"] == "completed"
     assert result["text"] == "Hello from the fake pi. It streams a few deltas."
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
+)
+async def small_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """One live conversation at most, closed after 1 s idle."""
+    await initialize(
+        lsp_client, {"piCommand": FAKE_RPC_PI, "warmPool": False, "maxLiveSessions": 1, "sessionIdleMs": 1000}
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def live_sessions(client: LanguageClient) -> list[str]:
+    return [entry["sessionId"] for entry in (await request(client, "pi/runs", None))["live"]]
+
+
+async def test_beyond_max_live_sessions_the_idle_one_closes_then_idle_ones_close_on_time(
+    small_bridge: LanguageClient,
+) -> None:
+    first, _ = await run(small_bridge, "text")
+    second, _ = await run(small_bridge, "text")
+    assert first["sessionId"] != second["sessionId"]
+    deadline = time.monotonic() + 10
+    while await live_sessions(small_bridge) != [second["sessionId"]]:
+        assert time.monotonic() < deadline, "the least recently used idle conversation was not closed"
+        await asyncio.sleep(0.05)
+    while await live_sessions(small_bridge):
+        assert time.monotonic() < deadline, "an idle conversation was not closed after sessionIdleMs"
+        await asyncio.sleep(0.1)
+    await assert_no_run_processes(client=small_bridge)
+    again, _ = await run(small_bridge, "text", sessionId=first["sessionId"])
+    assert again["status"] == "completed" and again["sessionId"] == first["sessionId"]

@@ -212,8 +212,14 @@ def main() -> int:
     if scenario == "usage_error":
         sys.stderr.write("Error: Unknown option --bogus\n")
         return 1
+    if scenario in ("slow_to_stop", "linger"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped only by SIGKILL, after the grace
     prompt_bytes = sys.stdin.buffer.read()
     prompt = prompt_bytes.decode("utf-8", "replace")
+    record = os.environ.get("FAKE_PI_PROMPT_LOG")
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(prompt) + "\n")
     if prompt.startswith("/") and scenario in ("flaky", "always_500", "flood"):
         os.environ.setdefault("FAKE_PI_STATE", prompt.strip())  # per-test attempt counter
     cwd = os.getcwd()
@@ -366,7 +372,8 @@ def main() -> int:
         chunk = "x" * 4000 + " "
         written = 0
         progress = os.environ.get("FAKE_PI_STATE")
-        while written < 256 * 1024 * 1024:
+        limit = int(os.environ.get("FAKE_PI_FLOOD_BYTES", str(256 * 1024 * 1024)))
+        while written < limit:
             delta(chunk)
             written += len(chunk)
             if progress and written % (100 * len(chunk)) == 0:
@@ -374,6 +381,26 @@ def main() -> int:
                     handle.write(str(written))
         assistant_end("")
         finish("")
+    elif scenario == "fail_then_linger":
+        # A retryable model error, then slow to die: SIGTERM is ignored, so stopping takes the grace.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        start(cwd)
+        assistant_start()
+        assistant_end("", stop="error", error="503 service unavailable")
+        finish("")
+        time.sleep(300)
+    elif scenario == "slow_to_stop":
+        start(cwd)
+        say("Took my time.")
+        finish("")
+    elif scenario == "linger":
+        # Ends its output, never exits by itself; stopped only by SIGKILL (after the grace).
+        start(cwd)
+        say("Done, but staying.")
+        finish("")
+        sys.stdout.flush()
+        os.close(1)
+        time.sleep(300)
     elif scenario == "silent":
         start(cwd)
         time.sleep(300)
@@ -394,6 +421,39 @@ def main() -> int:
         subprocess.Popen(["sleep", "300"], start_new_session=True)
         say("I left something running.")
         finish("")
+    elif scenario == "escape_tool":
+        # A tool whose grandchild clears its environment (no run token), starts its own session
+        # and double-forks: neither a walk from pi nor the token finds it. Its pid goes to the
+        # file named by the prompt.
+        pidfile = prompt.strip()
+        start(cwd)
+        say("Escaping now.")
+        tool_start("call_e", "escape")
+        inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
+        subprocess.run(["sh", "-c", f"(env -i setsid sh -c '{inner}' &)"], check=True)
+        while not os.path.exists(pidfile):
+            time.sleep(0.01)
+        emit(
+            {
+                "type": "tool_execution_update",
+                "toolCallId": "call_e",
+                "toolName": "bash",
+                "args": {},
+                "partialResult": {"content": [{"type": "text", "text": "escaped\n"}]},
+            }
+        )
+        while True:
+            time.sleep(0.2)
+    elif scenario == "helper_keeps_stdout":
+        # Ends properly and exits 0, while a helper it started keeps the stdout pipe open. The
+        # helper's pid goes to the file named by the prompt.
+        start(cwd)
+        say("Done, but my helper lingers.")
+        finish("")
+        helper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(prompt.strip(), "w") as handle:
+            handle.write(str(helper.pid))
+        return 0
     elif scenario == "unicode":
         start(cwd)
         text = 'line\u2028sep\u2029para\u0085next 😀 漢字 e\u0301 "q" \\b'

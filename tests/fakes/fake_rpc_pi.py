@@ -163,8 +163,12 @@ def run(prompt: str, abort: threading.Event) -> None:
 
 def main() -> int:
     argv = sys.argv[1:]
+    global SESSION_ID
     if "--model" in argv:
         _state["scenario"] = argv[argv.index("--model") + 1]
+    for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id
+        if flag in argv:
+            SESSION_ID = argv[argv.index(flag) + 1]
     if _state["scenario"] == "exit_at_start":
         sys.stderr.write("fake rpc pi: exiting at start on purpose\n")
         return 3

@@ -35,3 +35,12 @@ end, {
 command('PiLog', function()
   require('pi_bridge').open_log()
 end, { nargs = 0, desc = "Open the pi-bridge log (the bridge's stderr)" })
+
+command('PiBridgeInstall', function()
+  local ok, result = pcall(require('pi_bridge.install').build)
+  if ok then
+    vim.notify('pi_bridge: bridge installed: ' .. result, vim.log.levels.INFO)
+  else
+    vim.notify(tostring(result), vim.log.levels.ERROR)
+  end
+end, { nargs = 0, desc = "Install the bridge into the plugin's venv (the lazy.nvim build step)" })

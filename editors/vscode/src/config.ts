@@ -19,7 +19,8 @@ export interface Settings {
 }
 
 export const DEFAULT_SETTINGS: Settings = {
-  bridgeCommand: 'pi-bridge',
+  // Empty: the bridge bundled in the extension, run by the chosen Python (install.ts).
+  bridgeCommand: '',
   bridgeArgs: [],
   bridgeEnv: {},
   piCommand: [],
@@ -64,7 +65,7 @@ export function readSettings(get: (key: string) => unknown, warn: (message: stri
   const str = (v: unknown): string | undefined => (typeof v === 'string' ? v.trim() : undefined);
   const d = DEFAULT_SETTINGS;
   return {
-    bridgeCommand: pick('bridge.command', (v) => (str(v) ? str(v) : undefined), d.bridgeCommand),
+    bridgeCommand: pick('bridge.command', str, d.bridgeCommand),
     bridgeArgs: pick('bridge.args', stringList, d.bridgeArgs),
     bridgeEnv: pick('bridge.env', stringMap, d.bridgeEnv),
     piCommand: pick('pi.command', stringList, d.piCommand),
@@ -86,7 +87,33 @@ export interface BridgeLaunch {
   initializationOptions: InitializationOptions;
 }
 
-/** How to start the bridge. */
+/**
+ * How to start the bridge bundled in the extension: `python -m bridge` with the bundled libraries
+ * of that Python's version as the only addition to its path. PYTHONSAFEPATH keeps a `bridge`
+ * folder in the workspace from shadowing the bundled one; user site-packages are left out.
+ */
+export function bundledLaunch(
+  settings: Settings,
+  baseEnv: NodeJS.ProcessEnv,
+  python: string,
+  libs: string,
+): BridgeLaunch {
+  const launch = bridgeLaunch({ ...settings, bridgeCommand: python }, baseEnv);
+  Object.assign(launch.env, { PYTHONPATH: libs, PYTHONSAFEPATH: '1', PYTHONNOUSERSITE: '1' });
+  return { ...launch, args: ['-m', 'bridge', ...settings.bridgeArgs] };
+}
+
+/** `launch` asking the bridge's doctor instead of serving: `<command> <args> [--pi-command …] doctor --json`. */
+export function doctorArgs(launch: BridgeLaunch): string[] {
+  const args = launch.args.at(-1) === 'serve' ? launch.args.slice(0, -1) : [...launch.args];
+  const piCommand = launch.initializationOptions.piCommand;
+  if (piCommand) {
+    args.push('--pi-command', piCommand.map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' '));
+  }
+  return [...args, 'doctor', '--json'];
+}
+
+/** How to start the bridge as piBridge.bridge.command says. */
 export function bridgeLaunch(settings: Settings, baseEnv: NodeJS.ProcessEnv): BridgeLaunch {
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(baseEnv)) {

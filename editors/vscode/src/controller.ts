@@ -12,8 +12,9 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Chat } from './chat';
-import { bridgeLaunch, readSettings, RESTART_KEYS, runParams, type Settings } from './config';
+import { readSettings, RESTART_KEYS, runParams, type Settings } from './config';
 import { usageLabel, type ConversationUsage } from './conversation';
+import { checkInstallation, resolveBridgeLaunch } from './install';
 import { promptTitle } from './prompts';
 import { newRunId, PROTOCOL_VERSION } from './protocol';
 import { statusLine } from './render';
@@ -73,10 +74,25 @@ export class Controller implements vscode.Disposable {
       vscode.commands.registerCommand('piBridge.clear', () => this.view.clear()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
+      vscode.commands.registerCommand('piBridge.checkInstallation', () => this.checkInstallation(true)),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
     );
     this.updateStatus();
     this.status.show();
+    // A missing Python or pi is reported at activation, before the first prompt.
+    void this.checkInstallation(false);
+  }
+
+  /** Ask the bridge's doctor (pi: Check Installation shows its report in the log). */
+  private async checkInstallation(show: boolean): Promise<void> {
+    try {
+      await checkInstallation(await resolveBridgeLaunch(this.settings(), this.context.extensionPath, this.log), this.log);
+    } catch {
+      // resolveBridgeLaunch has told the user
+    }
+    if (show) {
+      this.log.show(true);
+    }
   }
 
   private settings(): Settings {
@@ -99,7 +115,8 @@ export class Controller implements vscode.Disposable {
 
   private async start(): Promise<Session> {
     await this.stopClient();
-    const launch = bridgeLaunch(this.settings(), process.env);
+    const launch = await resolveBridgeLaunch(this.settings(), this.context.extensionPath, this.log);
+    void checkInstallation(launch, this.log);
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,

@@ -133,7 +133,7 @@ test('settings default, reject bad values with a warning, and build params', () 
   assert.deepEqual(launch.initializationOptions, { piCommand: ['/opt/pi'] });
   assert.equal(launch.env['PATH'], '/bin');
   assert.deepEqual(runParams(s, 'hi', 'id1', '/w'), { prompt: 'hi', runId: 'id1', cwd: '/w', model: 'slow' });
-  assert.equal(readSettings(() => undefined).bridgeCommand, 'pi-bridge');
+  assert.equal(readSettings(() => undefined).bridgeCommand, '', 'empty: the bundled bridge');
 });
 
 test('prompts fence code safely', () => {

@@ -1,4 +1,5 @@
---- `:checkhealth pi_bridge`: Neovim, Python, the bridge (started and asked to initialize), pi.
+--- `:checkhealth pi_bridge`: Neovim, the plugin's venv, the bridge (started and asked to
+--- initialize), then `pi-bridge doctor --json`: Python, its dependencies, Node, pi, models, keys.
 local protocol = require('pi_bridge.protocol')
 
 local M = {}
@@ -6,59 +7,6 @@ local M = {}
 local health = vim.health
 
 local TIMEOUT_MS = 15000
-
---- Run argv and return ok, first line of output (stdout, else stderr).
-local function probe(argv, env, cwd)
-  local ok, obj = pcall(function()
-    return vim.system(argv, { text = true, env = env, cwd = cwd }):wait(TIMEOUT_MS)
-  end)
-  if not ok then
-    return false, tostring(obj)
-  end
-  local out = vim.trim(obj.stdout or '')
-  if out == '' then
-    out = vim.trim(obj.stderr or '')
-  end
-  return obj.code == 0, (vim.split(out, '\n', { plain = true })[1] or '')
-end
-
---- Split a shell-style command string (quotes and backslashes; no expansion), as the bridge does.
---- @param s string
---- @return string[]
-local function shell_split(s)
-  local args, cur, quote, has = {}, {}, nil, false
-  local i = 1
-  while i <= #s do
-    local ch = s:sub(i, i)
-    if quote then
-      if ch == quote then
-        quote = nil
-      elseif ch == '\\' and quote == '"' and i < #s then
-        i = i + 1
-        cur[#cur + 1] = s:sub(i, i)
-      else
-        cur[#cur + 1] = ch
-      end
-    elseif ch == "'" or ch == '"' then
-      quote, has = ch, true
-    elseif ch == '\\' and i < #s then
-      i = i + 1
-      cur[#cur + 1], has = s:sub(i, i), true
-    elseif ch:match('%s') then
-      if has then
-        args[#args + 1] = table.concat(cur)
-        cur, has = {}, false
-      end
-    else
-      cur[#cur + 1], has = ch, true
-    end
-    i = i + 1
-  end
-  if has then
-    args[#args + 1] = table.concat(cur)
-  end
-  return args
-end
 
 --- PATH lookups honour cmd_env.PATH when it is set, as the bridge's process will.
 local function exepath(name, env)
@@ -75,50 +23,14 @@ local function exepath(name, env)
   return nil
 end
 
-local function python_of(cmd, env)
-  local exe = exepath(cmd[1], env)
-  if not exe then
-    return nil
-  end
-  if vim.fs.basename(exe):match('^python') then
-    return exe
-  end
-  local first = (vim.fn.readfile(exe, '', 1)[1] or '')
-  local interp = first:match('^#!%s*(%S+)')
-  if interp and vim.fs.basename(interp):match('^python') then
-    return interp
-  end
-  if interp and vim.fs.basename(interp) == 'env' then
-    local name = first:match('^#!%s*%S+%s+(%S+)')
-    return name and exepath(name, env)
-  end
-  return nil
-end
-
-local function check_python(cfg, env)
-  local python = python_of(cfg.cmd, cfg.cmd_env)
-  if not python then
-    health.info('could not tell which Python runs ' .. cfg.cmd[1])
-    return
-  end
-  local ok, out = probe({ python, '--version' }, env)
-  local major, minor = out:match('Python (%d+)%.(%d+)')
-  if not ok or not major then
-    health.error(('%s --version failed: %s'):format(python, out))
-  elseif tonumber(major) < 3 or (tonumber(major) == 3 and tonumber(minor) < 11) then
-    health.error(('%s is %s; the bridge needs Python >= 3.11'):format(python, out))
-  else
-    health.ok(('%s (%s)'):format(out, python))
-  end
-end
-
 --- Start the bridge as configured, initialize it, read its capabilities, shut it down.
 local function check_bridge(cfg)
   local exe = exepath(cfg.cmd[1], cfg.cmd_env)
   if not exe then
     health.error(('bridge command %q not found'):format(cfg.cmd[1]), {
-      'pip install the bridge (it provides the `pi-bridge` script),',
-      "or point setup{ cmd = { '/path/to/python', '-m', 'bridge' } } at it",
+      require('pi_bridge.install').build_command()
+        .. "   (installs the bridge into the plugin's venv)",
+      "or point setup{ cmd = { '/path/to/python', '-m', 'bridge' } } at an installed bridge",
     })
     return
   end
@@ -204,33 +116,89 @@ local function check_bridge(cfg)
   end
 end
 
-local function check_pi(cfg, env)
-  local argv, from
-  if type(cfg.pi_command) == 'table' then
-    argv, from = vim.deepcopy(cfg.pi_command), 'setup{ pi_command }'
-  elseif type(cfg.pi_command) == 'string' then
-    argv, from = shell_split(cfg.pi_command), 'setup{ pi_command }'
-  elseif (cfg.cmd_env or {}).PI_BRIDGE_PI_COMMAND or vim.env.PI_BRIDGE_PI_COMMAND then
-    argv = shell_split((cfg.cmd_env or {}).PI_BRIDGE_PI_COMMAND or vim.env.PI_BRIDGE_PI_COMMAND)
-    from = '$PI_BRIDGE_PI_COMMAND'
+--- Which bridge runs: the plugin's venv (the build step), else `pi-bridge` on PATH, else the fix.
+local function check_install(cfg)
+  local install = require('pi_bridge.install')
+  local python, version, problem = install.find_python()
+  if python then
+    health.ok(('%s (%s) for the build step'):format(version, python))
   else
-    argv, from = { 'pi' }, 'PATH'
+    health.warn(
+      problem,
+      { 'install Python >= 3.11 with venv, e.g. `sudo apt install python3 python3-venv`' }
+    )
   end
-  local exe = argv[1] and exepath(argv[1], cfg.cmd_env)
-  if not exe then
-    health.error(('pi not found (%s from %s)'):format(tostring(argv[1]), from), {
-      'npm install -g @earendil-works/pi-coding-agent (needs Node >= 20)',
-      'or set setup{ pi_command = ... }',
-    })
+  if cfg.cmd[1] == install.venv_bridge() then
+    health.ok("the plugin's venv: " .. install.venv())
+  elseif cfg.cmd[1] == 'pi-bridge' and not exepath('pi-bridge', cfg.cmd_env) then
+    health.error(
+      ("no bridge: the plugin's venv %s is missing and pi-bridge is not on PATH"):format(
+        install.venv()
+      ),
+      {
+        install.build_command()
+          .. "   (the lazy.nvim build step; it installs the bridge from the plugin's checkout)",
+      }
+    )
+  else
+    health.info(
+      ('the venv %s is not used: cmd is %s'):format(install.venv(), table.concat(cfg.cmd, ' '))
+    )
+  end
+end
+
+local function shell_quote(arg)
+  return "'" .. arg:gsub("'", "'\\''") .. "'"
+end
+
+--- `<cmd> doctor --json`: the bridge's own checks (Python, its dependencies, Node, pi and its
+--- version, pi's models, key variable names), each with its fix.
+local function check_doctor(cfg)
+  if not exepath(cfg.cmd[1], cfg.cmd_env) then
+    health.info('skipped: the bridge command is not found (see above)')
     return
   end
-  argv[1] = exe
-  argv[#argv + 1] = '--version'
-  local ok, out = probe(argv, env)
-  if ok and out ~= '' then
-    health.ok(('pi %s (%s, from %s)'):format(out, exe, from))
-  else
-    health.error(('%s failed: %s'):format(table.concat(argv, ' '), out))
+  local argv = vim.deepcopy(cfg.cmd)
+  if argv[#argv] == 'serve' then
+    argv[#argv] = nil
+  end
+  if type(cfg.pi_command) == 'table' then
+    vim.list_extend(
+      argv,
+      { '--pi-command', table.concat(vim.tbl_map(shell_quote, cfg.pi_command), ' ') }
+    )
+  end
+  vim.list_extend(argv, { 'doctor', '--json' })
+  local env = require('pi_bridge.client').cmd_env(cfg)
+  local ok, obj = pcall(function()
+    return vim.system(argv, { text = true, env = env, cwd = cfg.cmd_cwd }):wait(60000)
+  end)
+  local report = ok
+    and obj.stdout
+    and pcall(vim.json.decode, obj.stdout)
+    and vim.json.decode(obj.stdout)
+  if type(report) ~= 'table' or type(report.checks) ~= 'table' then
+    health.error(
+      ('`%s` gave no report: %s'):format(
+        table.concat(argv, ' '),
+        ok and vim.trim((obj.stderr or '') .. ' ' .. (obj.stdout or '')) or tostring(obj)
+      ),
+      { require('pi_bridge.install').build_command() }
+    )
+    return
+  end
+  for _, check in ipairs(report.checks) do
+    local line = ('%s: %s'):format(check.label, check.summary)
+    local advice = type(check.fix) == 'string' and { check.fix } or nil
+    if check.status == 'ok' then
+      health.ok(line)
+    elseif check.status == 'warn' then
+      health.warn(line, advice)
+    elseif check.status == 'fail' then
+      health.error(line, advice)
+    else
+      health.info(line)
+    end
   end
 end
 
@@ -242,16 +210,15 @@ function M.check()
     health.error('Neovim >= 0.10 is required')
   end
   local cfg = require('pi_bridge').config()
-  local env = cfg.cmd_env -- vim.system adds these to the inherited environment
 
-  health.start('pi_bridge: Python')
-  check_python(cfg, env)
+  health.start('pi_bridge: install')
+  check_install(cfg)
 
   health.start('pi_bridge: bridge')
   check_bridge(cfg)
 
-  health.start('pi_bridge: pi')
-  check_pi(cfg, env)
+  health.start('pi_bridge: pi-bridge doctor (Python, dependencies, Node, pi, models, keys)')
+  check_doctor(cfg)
 end
 
 return M

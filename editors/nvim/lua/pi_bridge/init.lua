@@ -152,13 +152,16 @@ function M.setup(opts)
   config = cfg
 end
 
---- The configuration in force (the defaults if setup() was never called).
+--- The configuration in force (the defaults if setup() was never called). A `cmd` starting with
+--- `pi-bridge` runs the plugin's own venv once the build step made it (pi_bridge.install).
 --- @return pi_bridge.Config
 function M.config()
   if not config then
     M.setup({})
   end
-  return config --[[@as pi_bridge.Config]]
+  local cfg = vim.deepcopy(config) --[[@as pi_bridge.Config]]
+  cfg.cmd = require('pi_bridge.install').resolve_cmd(cfg.cmd)
+  return cfg
 end
 
 local run_counter = 0

@@ -32,6 +32,7 @@ M.types = {
   TERMINAL_CANCELLED = 'terminal.cancelled',
   RUN_RETRYING = 'run.retrying',
   RUN_QUEUED = 'run.queued',
+  RUN_STEERED = 'run.steered',
 }
 
 --- Run status that each terminal message ends an attempt with.

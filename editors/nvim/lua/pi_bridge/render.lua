@@ -292,6 +292,9 @@ function M.message(run, msg)
       end
     elseif t == T.RUN_QUEUED then
       append(buf, { ('⏸ waiting for a free run slot (position %d, limit %d)'):format(c.position, c.limit) })
+    elseif t == T.RUN_STEERED then
+      view.text_open, view.thought_open = false, false
+      append(buf, { ('➜ steered: %s'):format(c.text or '') })
     elseif t == T.RUN_RETRYING then
       view.text_open, view.thought_open = false, false
       append(buf, {

@@ -1,15 +1,18 @@
 /**
  * End to end in a real VS Code: code-server 4.100.3 (VS Code OSS 1.100.3, on Node 20) with the
- * extension installed from the .vsix, driven through headless Chromium by puppeteer-core, against
- * the real bridge and real pi with the scripted model run as its own process, so the test can read
- * the requests that reached the model. Runs a prompt from the Command Palette and sees its streamed
- * answer in the Runs view, cancels a slow run from the progress notification; then converses in the
- * chat view: two turns, a steer, Stop, Open Diff, the status bar's context figure, and reopening a
- * conversation after pi: Restart Bridge. Screenshots go to artifacts/vscode/ at the repo root.
+ * platform .vsix installed into a clean user-data dir and a clean $HOME, no pi-bridge on PATH: the
+ * extension runs its bundled bridge on python3 from PATH. The only settings point pi at the
+ * scripted model, run by the test as its own process so it can read the requests that reached the
+ * model. Runs a prompt from the Command Palette and sees its streamed answer in the Runs view,
+ * cancels a slow run from the progress notification; converses in the chat view (a context chip,
+ * two turns, the status bar's context figure, a steer, Stop, Open Diff, reopening a conversation
+ * after pi: Restart Bridge, a window reload); then takes pi off the bridge's PATH and follows the
+ * Install pi notification to a terminal running the npm command, then takes python3 away and sees
+ * the notification that names what is missing. Screenshots go to artifacts/vscode/ at the repo root.
  */
 import assert from 'node:assert/strict';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -17,7 +20,6 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
 import {
-  bridgePath,
   bridgePython,
   isAlive,
   processesMatching,
@@ -33,7 +35,7 @@ const codeServerDir =
   process.env['CODE_SERVER_DIR'] ?? join(extensionDir, '.cache/code-server-4.100.3/node_modules/code-server');
 const node20 = process.env['CODE_SERVER_NODE'] ?? '/usr/bin/node';
 const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
-const vsix = process.env['PI_BRIDGE_VSIX'] ?? join(extensionDir, 'dist/pi-bridge.vsix');
+const vsix = process.env['PI_BRIDGE_VSIX'] ?? join(extensionDir, 'dist/pi-bridge-linux-x64.vsix');
 const artifacts = join(repoRoot, 'artifacts/vscode');
 
 const UI_TIMEOUT = 60_000;
@@ -50,6 +52,39 @@ const SCRIPTED_REQUESTS_PATH = '/_scripted/requests';
 const EDIT_ORIGINAL = 'line one\nline two\nline three\n';
 let browser: Browser;
 let page: Page;
+
+let userPath: string;
+
+/** The environment of code-server (and so of the extension and its bridge): nothing of the checkout. */
+function userEnv(home: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const key of ['LANG', 'LC_ALL', 'TMPDIR', 'USER', 'LOGNAME', 'SHELL', 'TERM']) {
+    if (process.env[key] !== undefined) {
+      env[key] = process.env[key];
+    }
+  }
+  return { ...env, HOME: home, PATH: userPath, PI_BRIDGE_SCRIPTED_MODEL: '1', [TEST_TAG_VAR]: testTag };
+}
+
+/** The extension's log (its LogOutputChannel's file under the user-data dir), '' before it exists. */
+function extensionLog(): string {
+  const found: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(path);
+      } else if (/pi-bridge\.log$/.test(entry.name)) {
+        found.push(path);
+      }
+    }
+  };
+  const logs = join(tmp, 'user-data/logs');
+  if (existsSync(logs)) {
+    walk(logs);
+  }
+  return found.map((path) => readFileSync(path, 'utf8')).join('\n');
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -186,6 +221,27 @@ before(async () => {
     assert.ok(existsSync(path), `${what} at ${path} (run ci.sh to install and build)`);
   }
   tmp = mkdtempSync(join(tmpdir(), 'pi-bridge-vscode-e2e-'));
+  // The machine of a new user: Node 22 and pi, a python3 without the bridge, a stub npm that
+  // records what it was asked to do, and the system's own directories; nothing else.
+  const bin = join(tmp, 'bin');
+  mkdirSync(bin);
+  const tools = join(repoRoot, '.tools/node_modules/.bin');
+  symlinkSync(join(tools, 'node'), join(bin, 'node'));
+  symlinkSync(join(tools, 'pi'), join(bin, 'pi'));
+  const basePython = execFileSync(bridgePython(), ['-c', 'import sys; print(sys._base_executable)'], {
+    encoding: 'utf8',
+  }).trim();
+  symlinkSync(basePython, join(bin, 'python3'));
+  writeFileSync(join(bin, 'npm'), `#!/bin/sh\necho "$@" >> ${join(tmp, 'npm-calls')}\n`, { mode: 0o755 });
+  userPath = [bin, '/usr/bin', '/bin'].join(':');
+  for (const dir of userPath.split(':')) {
+    assert.ok(!existsSync(join(dir, 'pi-bridge')), `no pi-bridge on PATH (${dir})`);
+  }
+  const home = join(tmp, 'home');
+  mkdirSync(home);
+  // VS Code takes the extension host's environment from a login shell, whose /etc/profile resets
+  // PATH: a user's ~/.profile is where Node and pi get onto it.
+  writeFileSync(join(home, '.profile'), `export PATH="${bin}:$PATH"\n`);
   const userData = join(tmp, 'user-data');
   const extensions = join(tmp, 'extensions');
   const workspace = join(tmp, 'workspace');
@@ -215,9 +271,9 @@ before(async () => {
     join(userData, 'User/settings.json'),
     JSON.stringify(
       {
-        'piBridge.bridge.command': bridgePython(),
-        'piBridge.bridge.args': ['-m', 'bridge'],
-        'piBridge.bridge.env': { PYTHONPATH: repoRoot, PATH: bridgePath(), PI_CODING_AGENT_DIR: agentDir },
+        // pi against the test's own scripted model (not the bridge's built-in one): provider `fake`
+        // of the agent dir the scripted model wrote.
+        'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: agentDir },
         'piBridge.pi.provider': 'fake',
         'piBridge.pi.model': 'text',
         'piBridge.trace.server': 'messages',
@@ -241,6 +297,7 @@ before(async () => {
   const installed = execFileSync(node20, [entry, ...common, '--install-extension', vsix], {
     encoding: 'utf8',
     timeout: 120_000,
+    env: userEnv(home),
   });
   assert.match(installed, /successfully installed/i, installed);
 
@@ -260,7 +317,7 @@ before(async () => {
       '--disable-getting-started-override',
       workspace,
     ],
-    { env: { ...process.env, [TEST_TAG_VAR]: testTag }, stdio: ['ignore', 'pipe', 'pipe'] },
+    { env: userEnv(home), stdio: ['ignore', 'pipe', 'pipe'] },
   );
   codeServerExit = new Promise((r) => codeServer.on('exit', (code) => r(code)));
   const listening = new Promise<void>((resolveListening) => {
@@ -328,6 +385,9 @@ test('pi: Ask… streams the answer into the view', { timeout: 3 * UI_TIMEOUT },
   assert.match(card.text, /completed · stop: \w+/);
   assert.match(card.text, /\d+ tokens/);
   await screenshot('01-completed-run.png');
+  const log = extensionLog();
+  assert.match(log, /bundled bridge on Python 3\.\d+: python3 \(from PATH\)/, log);
+  assert.match(log, new RegExp(`doctor: ok pi: [\\d.]+ \\(${join(tmp, 'bin/pi')}, from PATH\\)`), log);
 }));
 
 /** Drag the sash above the panel up, so the pi view has room for several runs. */
@@ -654,4 +714,76 @@ test('the current conversation survives a window reload', { timeout: 3 * UI_TIME
   await waitForTurn(frame, FIRST, "status === 'completed' && assistant.length > 0", 'the first turn after the reload');
   await waitForTurn(frame, `third question ${tag}`, "status === 'completed' && assistant.length > 0", 'the last turn after the reload');
   await screenshot('11-after-reload.png');
+  // The next tests reload without pi or Python: start them without a conversation to restore.
+  await runCommand('pi: New Conversation');
+  await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
+}));
+
+test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
+  // The activation check has logged one report per bridge start already: wait for one more.
+  const reports = (): number => extensionLog().split('doctor: ok pi models:').length - 1;
+  const before = reports();
+  await runCommand('pi: Check Installation');
+  await waitUntilAsync(() => Promise.resolve(reports() > before), UI_TIMEOUT, 'a new doctor report in the log');
+  await page.waitForFunction(
+    `[...document.querySelectorAll('.part.panel .view-lines')].some((el) => /doctor:.ok.pi.models:/.test(el.textContent))`,
+    { timeout: UI_TIMEOUT },
+  );
+}));
+
+test('with pi gone from PATH, a notification offers Install pi, which runs the npm command in a terminal', { timeout: 3 * UI_TIMEOUT }, () => step('install-pi', async () => {
+  // Only setting of the whole test: the bridge's PATH without pi. A reload of the window
+  // activates the extension again with it, as when a user opens VS Code on a machine without pi.
+  const withoutPi = userPath.split(':').filter((dir) => !existsSync(join(dir, 'pi'))).join(':');
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: withoutPi } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  const install = await page.waitForSelector('.notification-toast .monaco-button::-p-text(Install pi)', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  assert.ok(install);
+  const toast = await page.$eval('.notification-toast', (el) => el.textContent ?? '');
+  assert.match(toast, /pi is not installed/);
+  assert.match(toast, /Open Docs/);
+  await screenshot('04-install-pi-notification.png');
+  // Toasts re-render as others arrive (the chat view's restore after the reload may add one):
+  // click the button found at that moment.
+  await waitUntilAsync(async () => {
+    const button = await page.$('.notification-toast .monaco-button::-p-text(Install pi)');
+    return button !== null && (await button.click().then(() => true, () => false));
+  }, UI_TIMEOUT, 'a click on Install pi');
+  await waitUntilAsync(
+    () => Promise.resolve(existsSync(join(tmp, 'npm-calls')) && readFileSync(join(tmp, 'npm-calls'), 'utf8').includes('install')),
+    UI_TIMEOUT,
+    'the terminal to run npm',
+  );
+  assert.equal(readFileSync(join(tmp, 'npm-calls'), 'utf8').trim(), 'install -g @earendil-works/pi-coding-agent@latest');
+  await page.waitForSelector('.terminal-tabs-entry[aria-label*="Install pi"], .single-terminal-tab[aria-label*="Install pi"], [aria-label*="Install pi"]', {
+    timeout: UI_TIMEOUT,
+  });
+  await screenshot('05-install-pi-terminal.png');
+}));
+
+test('without a Python >= 3.11 on the bridge PATH, a notification says so and names the setting', { timeout: 3 * UI_TIMEOUT }, () => step('no-python', async () => {
+  const noPython = join(tmp, 'bin-without-python');
+  mkdirSync(noPython);
+  for (const name of ['node', 'pi']) {
+    symlinkSync(join(tmp, 'bin', name), join(noPython, name));
+  }
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: noPython } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  const toast = await page.waitForSelector('.notification-toast ::-p-text(needs Python 3.11 or newer)', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  assert.ok(toast);
+  const text = await page.$eval('.notification-toast', (el) => el.textContent ?? '');
+  assert.match(text, /python3 \(PATH\) is not found or does not run/);
+  assert.match(text, /piBridge\.bridge\.command/);
+  await page.waitForSelector('.notification-toast .monaco-button::-p-text(Open Settings)', { visible: true });
+  await screenshot('06-no-python-notification.png');
 }));

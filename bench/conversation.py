@@ -1,0 +1,280 @@
+"""The rpc engine (live conversations) against raw `pi --mode rpc` and the json engine, one invocation.
+
+    python -m bench.conversation [--trials N]
+
+Per trial, each on a fresh process with the real pi 1.6.0 and the scripted model on loopback:
+- bridge, rpc engine (an editor's defaults, rootUri = the workspace): initialize → the spare pi is
+  ready; first prompt → first `assistant`; then N consecutive prompts of the same conversation →
+  first `assistant` and → answered; cancel mid-tool (bash `sleep 30`) → answered, with the sleep
+  verified gone; the RSS of the idle live pi;
+- raw `pi --mode rpc` driven directly (the floor): spawn → first answer; first prompt → first
+  text delta; consecutive prompts → first text delta and → agent_settled; abort mid-tool →
+  answered;
+- bridge, json engine with its warm pool: consecutive prompts of the same session → first
+  `assistant` and → answered.
+Medians are printed as one JSON object; docs/benchmarks.md quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import procs
+from bench.common import base_env, bridge_argv, median, ms
+from bench.lsp import LspClient
+from bench.model import PROVIDER, ModelEnv, scripted_model
+from bench.realpi import _wait_for_process
+
+PROMPT = "Say hello"
+
+
+def _start(model: ModelEnv, engine: str) -> LspClient:
+    client = LspClient(bridge_argv(), env=base_env(), cwd=str(model.workdir))
+    msg_id, _ = client.request(
+        "initialize",
+        {
+            "processId": None,
+            "rootUri": model.workdir.as_uri(),
+            "capabilities": {},
+            "initializationOptions": {"piCommand": ["pi"], "env": model.pi_env(), "engine": engine},
+        },
+    )
+    client.wait_response(msg_id, 60)
+    client.notify("initialized", {})
+    return client
+
+
+def _runs(client: LspClient) -> dict[str, Any]:
+    msg_id, _ = client.request("pi/runs", None)
+    result: dict[str, Any] = client.wait_response(msg_id, 30)[1].get("result") or {}
+    return result
+
+
+def _wait_spare(client: LspClient, timeout: float = 30.0) -> float:
+    started = time.perf_counter()
+    while not _runs(client).get("warmPids"):
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError("no spare pi within 30 s")
+        time.sleep(0.01)
+    return time.perf_counter()
+
+
+def _prompt(
+    client: LspClient, model: ModelEnv, run_id: str, scenario: str, session: str | None
+) -> tuple[float, float, dict[str, Any]]:
+    params: dict[str, Any] = {
+        "prompt": PROMPT,
+        "cwd": str(model.workdir),
+        "provider": PROVIDER,
+        "model": scenario,
+        "runId": run_id,
+    }
+    if session:
+        params["sessionId"] = session
+    start = len(client.messages)
+    msg_id, sent = client.request("pi/run", params)
+    _, first, _ = client.wait_message(
+        lambda m: m["params"]["runId"] == run_id and m["params"]["type"] == "assistant", start, 60
+    )
+    answered, answer = client.wait_response(msg_id, 60)
+    return first - sent, answered - sent, answer.get("result") or {}
+
+
+def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, Any]:
+    """One bridge's figures (seconds, bytes)."""
+    out: dict[str, Any] = {}
+    client = _start(model, engine)
+    try:
+        ready = client.responses[1][0]
+        if engine == "rpc":
+            out["initialize_to_spare_ready"] = _wait_spare(client) - ready
+        first, total, result = _prompt(client, model, "c-1", "text", None)
+        out["first_prompt_first"], out["first_prompt_total"] = first, total
+        session = result["sessionId"]
+        firsts, totals = [], []
+        for index in range(consecutive):
+            time.sleep(0.3 if engine == "rpc" else 2.0)  # the json engine's warm resume needs time to load
+            first, total, _ = _prompt(client, model, f"c-{index + 2}", "text", session)
+            firsts.append(first)
+            totals.append(total)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        if engine == "rpc":
+            live = _runs(client)["live"]
+            out["idle_live_pi_rss"] = procs.status_kb(live[0]["pid"], "VmRSS") * 1024 if live else 0
+            start = len(client.messages)
+            params = {
+                "prompt": PROMPT,
+                "cwd": str(model.workdir),
+                "provider": PROVIDER,
+                "model": "toolslow",
+                "runId": "c-tool",
+                "sessionId": session,
+            }
+            run_msg, _ = client.request("pi/run", params)
+            client.wait_message(
+                lambda m: m["params"]["runId"] == "c-tool" and m["params"]["type"] == "tool.call", start, 60
+            )
+            _wait_for_process(client.pid, "sleep 30")
+            tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
+            _, sent = client.request("pi/cancel", {"runId": "c-tool"})
+            answered, _ = client.wait_response(run_msg, 30)
+            out["cancel_mid_tool"] = answered - sent
+            out["left_after_cancel"] = len(procs.still_alive(tree))
+    finally:
+        client.close()
+    return out
+
+
+class RawRpc:
+    """`pi --mode rpc` driven directly: the floor of a live conversation."""
+
+    def __init__(self, model: ModelEnv) -> None:
+        self.spawned = time.perf_counter()
+        self.proc = subprocess.Popen(
+            ["pi", "--mode", "rpc", "--provider", PROVIDER, "--model", "text"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=str(model.workdir),
+            env={**base_env(), **model.pi_env()},
+        )
+        self.lines: list[tuple[float, dict[str, Any]]] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            now = time.perf_counter()
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            with self._cond:
+                self.lines.append((now, record))
+                self._cond.notify_all()
+
+    def send(self, command: dict[str, Any]) -> float:
+        assert self.proc.stdin is not None
+        sent = time.perf_counter()
+        self.proc.stdin.write((json.dumps(command) + "\n").encode())
+        self.proc.stdin.flush()
+        return sent
+
+    def wait(self, predicate: Any, start: int, timeout: float = 60) -> float:
+        deadline = time.perf_counter() + timeout
+        with self._cond:
+            while True:
+                for at, record in self.lines[start:]:
+                    if predicate(record):
+                        return at
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise TimeoutError("raw pi did not answer")
+                self._cond.wait(left)
+
+    def prompt(self, message: str) -> tuple[float, float]:
+        start = len(self.lines)
+        sent = self.send({"type": "prompt", "message": message})
+        first = self.wait(
+            lambda r: (
+                r.get("type") == "message_update"
+                and (r.get("assistantMessageEvent") or {}).get("type") == "text_delta"
+            ),
+            start,
+        )
+        settled = self.wait(lambda r: r.get("type") == "agent_settled", start)
+        return first - sent, settled - sent
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
+    """Raw pi's figures (seconds)."""
+    out: dict[str, Any] = {}
+    raw = RawRpc(model)
+    try:
+        raw.send({"id": "r1", "type": "set_auto_retry", "enabled": False})
+        out["spawn_to_ready"] = raw.wait(lambda r: r.get("id") == "r1", 0) - raw.spawned
+        out["first_prompt_first"], out["first_prompt_total"] = raw.prompt(PROMPT)
+        firsts, totals = [], []
+        for _ in range(consecutive):
+            time.sleep(0.3)
+            first, total = raw.prompt(PROMPT)
+            firsts.append(first)
+            totals.append(total)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        start = len(raw.lines)
+        raw.send({"id": "m", "type": "set_model", "provider": PROVIDER, "modelId": "toolslow"})
+        raw.wait(lambda r: r.get("id") == "m", start)
+        start = len(raw.lines)
+        raw.send({"type": "prompt", "message": PROMPT})
+        raw.wait(lambda r: r.get("type") == "tool_execution_update", start)
+        _wait_for_process(raw.proc.pid, "sleep 30")
+        start = len(raw.lines)
+        sent = raw.send({"id": "a", "type": "abort"})
+        out["abort_mid_tool"] = raw.wait(lambda r: r.get("id") == "a", start) - sent
+    finally:
+        raw.close()
+    return out
+
+
+def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = trials[0].keys()
+    return {key: median([float(t[key]) for t in trials]) for key in keys}
+
+
+def run(trials: int, consecutive: int = 5) -> dict[str, Any]:
+    """Every figure's median over `trials`, alternating the three subjects."""
+    rpc, raw, json_engine = [], [], []
+    with scripted_model() as model:
+        for _ in range(trials):
+            rpc.append(bridge_trial(model, "rpc", consecutive))
+            raw.append(raw_trial(model, consecutive))
+            json_engine.append(bridge_trial(model, "json", consecutive))
+    results = {"rpc": _medians(rpc), "raw": _medians(raw), "json": _medians(json_engine)}
+    return results
+
+
+def _pretty(results: dict[str, Any]) -> dict[str, Any]:
+    pretty: dict[str, Any] = {}
+    for subject, figures in results.items():
+        pretty[subject] = {
+            key: (
+                round(value / 1e6, 1)
+                if key.endswith("rss")
+                else value
+                if key.startswith("left")
+                else round(ms(value), 2)
+            )
+            for key, value in figures.items()
+        }
+    return pretty
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.conversation", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="also write the raw medians (JSON) here")
+    args = parser.parse_args()
+    results = run(args.trials)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    print(json.dumps(_pretty(results), indent=2))
+
+
+if __name__ == "__main__":
+    main()

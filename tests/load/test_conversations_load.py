@@ -1,0 +1,158 @@
+"""Load on the rpc engine: 20 conversations x 5 turns at once with random cancels and steers, and
+500 turns in one conversation with the bridge's RSS, fds and threads flat.
+
+Each test prints one `LOAD ...` line with what it measured (pytest -s). Every wait has a timeout;
+processes are ended by pid; each test ends with no process of any run left.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import RawBridge, assert_stream_invariants, requires_pi, run_processes_alive
+from tests.load.test_load import proc_stats
+
+
+def report(name: str, **figures: Any) -> None:
+    print(f"\nLOAD {name}: {json.dumps(figures)}")
+
+
+@requires_pi
+@pytest.mark.realpi
+@pytest.mark.slow
+def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    rng = random.Random(20261201)
+    bridge = RawBridge()
+    failures: list[str] = []
+    outcomes: dict[str, int] = {"completed": 0, "cancelled": 0, "failed": 0, "steered": 0}
+    lock = threading.Lock()
+    started = time.monotonic()
+    try:
+        bridge.initialize(
+            {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 32, "maxLiveSessions": 8}
+        )
+
+        def conversation(index: int, seed: int) -> None:
+            local = random.Random(seed)
+            session_id: str | None = None
+            for number in range(5):
+                run_id = f"c{index}-t{number}"
+                model = local.choice(["echo", "echo", "slow", "tool"])
+                params: dict[str, Any] = {
+                    "runId": run_id,
+                    "prompt": f"conversation {index} turn {number}",
+                    "provider": "fake",
+                    "model": model,
+                    "cwd": str(tmp_path),
+                }
+                if session_id:
+                    params["sessionId"] = session_id
+                msg_id = bridge.request("pi/run", params)
+                action = local.random()
+                if model != "echo" and action < 0.7:
+                    bridge.wait_message(run_id, "assistant", timeout=120)
+                    if action < 0.35:
+                        steer = bridge.call("pi/steer", {"runId": run_id, "message": f"steer {index}"})
+                        if steer["result"]["accepted"]:
+                            with lock:
+                                outcomes["steered"] += 1
+                    else:
+                        bridge.call("pi/cancel", {"runId": run_id}, timeout=60)
+                answer = bridge.response(msg_id, timeout=180)
+                messages = bridge.run_messages(run_id)
+                try:
+                    assert_stream_invariants(messages)
+                except AssertionError as exc:
+                    failures.append(f"{run_id}: {exc}")
+                if "error" in answer:
+                    data = answer["error"]["data"]
+                    status = data["status"]
+                    if data["shutdown"]["survivors"] or run_processes_alive(
+                        [p for p in data["shutdown"]["pids"] if not data["shutdown"]["agentKept"]]
+                    ):
+                        failures.append(f"{run_id}: processes survived the cancel")
+                else:
+                    status = answer["result"]["status"]
+                    data = answer["result"]
+                with lock:
+                    outcomes[status] += 1
+                session_id = data.get("sessionId") or session_id
+
+        threads = [
+            threading.Thread(target=conversation, args=(i, rng.randrange(1 << 30)), daemon=True)
+            for i in range(20)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(600)
+        assert not any(thread.is_alive() for thread in threads), "a conversation did not finish"
+        assert not failures, failures
+        assert sum(outcomes[k] for k in ("completed", "cancelled", "failed")) == 100
+        report(
+            "20 conversations x 5 turns (real pi, rpc engine)",
+            wall_s=round(time.monotonic() - started, 1),
+            **outcomes,
+            bridge=proc_stats(bridge.pid),
+        )
+    finally:
+        bridge.close()
+
+
+@requires_pi
+@pytest.mark.realpi
+@pytest.mark.slow
+def test_500_turns_in_one_conversation_keep_memory_fds_and_threads_flat(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}})
+        marks: dict[int, dict[str, int]] = {}
+        session_id: str | None = None
+        live_pids: set[int] = set()
+        started = time.monotonic()
+        for index in range(1, 501):
+            params: dict[str, Any] = {
+                "prompt": f"turn {index}",
+                "provider": "fake",
+                "model": "text",
+                "cwd": str(tmp_path),
+            }
+            if session_id:
+                params["sessionId"] = session_id
+            result = bridge.call("pi/run", params, timeout=60)["result"]
+            assert result["status"] == "completed", result
+            session_id = result["sessionId"]
+            if index % 100 == 0:
+                assert_stream_invariants(bridge.run_messages(result["runId"]))
+                live_pids |= {entry["pid"] for entry in bridge.call("pi/runs", {})["result"]["live"]}
+            if index in (100, 500):
+                marks[index] = proc_stats(bridge.pid)
+        elapsed = time.monotonic() - started
+        after_100, after_500 = marks[100], marks[500]
+        report(
+            "500 turns in one conversation (real pi, rpc engine)",
+            wall_s=round(elapsed, 1),
+            turns_per_s=round(500 / elapsed, 1),
+            live_pis=len(live_pids),
+            after_100=after_100,
+            after_500=after_500,
+        )
+        assert len(live_pids) == 1, "one live pi served every turn"
+        assert after_500["rss_kb"] - after_100["rss_kb"] < 8 * 1024, (
+            "RSS grew by more than 8 MB over 400 turns"
+        )
+        assert after_500["fds"] <= after_100["fds"] + 2, "file descriptors leak"
+        assert after_500["threads"] <= after_100["threads"] + 2, "threads leak"
+    finally:
+        bridge.close()

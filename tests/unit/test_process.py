@@ -1,0 +1,220 @@
+"""bridge/process.py on real processes: stop_descendants, pid reuse, the loop during a stuck scan.
+
+These drive the module in-process (no bridge) because what they check is inside it: which pids a
+scan walks from, and whether the event loop keeps running while a scan is slow. Each test runs in
+both containment modes where the mode matters; cgroup mode is skipped where cgroups are not
+writable unless PI_BRIDGE_REQUIRE_CGROUP=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from bridge import containment, process
+from tests import harness
+
+MODES = ["cgroup", "cgroup-v1", "tree"]
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Pin the containment mode for spawns made in this test ("cgroup-v1": the v1 freezer path)."""
+    chosen: str = request.param
+    if chosen.startswith("cgroup"):
+        found = containment.hierarchy()
+        if chosen == "cgroup-v1":
+            v1 = [h for h in containment._candidates() if h.flavor == "v1" and containment._works(h)]
+            if not v1:
+                harness.skip_without_cgroup("no writable cgroup v1 freezer here")
+            found = v1[0]
+        if found is None:
+            harness.skip_without_cgroup("no writable cgroup hierarchy here")
+        monkeypatch.setattr(containment, "_chosen", [found])
+    else:
+        monkeypatch.setattr(containment, "_chosen", [None])
+    yield chosen.split("-", maxsplit=1)[0]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def children_of(pid: int, count: int, timeout: float = 10.0) -> list[int]:
+    """Wait until `pid` has `count` live children; their pids."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kids = [p.pid for p in psutil.Process(pid).children() if alive(p.pid)]
+        if len(kids) >= count:
+            return kids
+        assert time.monotonic() < deadline, f"pid {pid} never had {count} children"
+        time.sleep(0.01)
+
+
+def kill_quietly(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_path: Any) -> None:
+    child = await process.spawn(("sh", "-c", "sleep 300 & sleep 300 & read line"), str(tmp_path), {})
+    kids = children_of(child.pid, 2)
+    try:
+        receipt = await process.stop_descendants(child)
+        assert receipt.containment == mode
+        assert receipt.stage == "killed"
+        assert set(kids) <= set(receipt.pids) and child.pid not in receipt.pids
+        assert receipt.survivors == []
+        assert not any(alive(pid) for pid in kids)
+        assert child.returncode is None and alive(child.pid), "the agent itself must be spared"
+        again = await process.stop_descendants(child)
+        assert again.stage == "exited" and again.pids == [] and again.survivors == []
+    finally:
+        final = await process.shutdown_tree(child)
+        process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
+        kill_quietly(kids)
+    assert final.survivors == []
+
+
+async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
+    mode: str, tmp_path: Any
+) -> None:
+    agent = await process.spawn(("sleep", "0.3"), str(tmp_path), {})
+    assert await process.wait_exit(agent, 10)
+    # Stand-in for a reused pid: an unrelated process (with a child) now answers to the agent's pid.
+    stranger = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+    grandchild = children_of(stranger.pid, 1)
+
+    @dataclasses.dataclass
+    class Reaped:
+        pid: int
+        returncode: int | None = 0
+
+        def send_signal(self, signum: int) -> None:
+            raise AssertionError("a reaped agent must not be signalled")
+
+    reused = dataclasses.replace(agent, process=Reaped(stranger.pid))
+    try:
+        receipt = await process.shutdown_tree(reused)
+        assert alive(stranger.pid) and all(alive(pid) for pid in grandchild), (
+            f"the stranger holding the reused pid was killed: {receipt}"
+        )
+        assert stranger.pid not in receipt.pids
+        assert agent.handle is not None and agent.handle.pid == agent.pid, "identity is taken at spawn"
+    finally:
+        process.forget(agent)
+        await agent.process.aclose()  # its pipes, before the test's loop closes
+        kill_quietly([stranger.pid, *grandchild])
+        stranger.wait(5)
+
+
+async def test_event_loop_keeps_running_while_a_scan_is_stuck_reading_environ(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A process in D state blocks the read of its /proc/<pid>/environ: simulated, 1 s per read."""
+    monkeypatch.setattr(containment, "_chosen", [None])  # tree mode: the one that reads environ
+    child = await process.spawn(("sh", "-c", "sleep 300; :"), str(tmp_path), {})
+    (stuck,) = children_of(child.pid, 1)
+    real_open = builtins.open
+
+    def slow_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == f"/proc/{stuck}/environ":
+            time.sleep(1.0)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", slow_open)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        receipt = await asyncio.wait_for(process.shutdown_tree(child), 60)
+    finally:
+        done.set()
+        await ticker
+        monkeypatch.setattr(builtins, "open", real_open)
+        process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
+        kill_quietly([stuck])
+    assert receipt.survivors == [] and not alive(stuck)
+    assert stuck in receipt.pids
+    assert max(gaps) < 0.5, f"the event loop stalled {max(gaps):.2f} s while a scan read a stuck environ"
+
+
+async def test_stop_right_after_spawn_stops_the_agent_and_removes_its_cgroup(
+    mode: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm-pool pre-spawn stopped at shutdown: the agent may not have entered its cgroup yet.
+
+    A loaded machine is simulated by a shim that waits 0.3 s before it enters the cgroup.
+    """
+    monkeypatch.setattr(containment, "_SHIM_SCRIPT", "sleep 0.3; " + containment._SHIM_SCRIPT)
+    leftovers: list[int] = []
+    for _ in range(3):
+        child = await process.spawn(("sleep", "300"), str(tmp_path), {})
+        receipt = await process.shutdown_tree(child)
+        if alive(child.pid):
+            leftovers.append(child.pid)
+        assert child.pid in receipt.pids, f"the agent was not found right after its spawn: {receipt}"
+        assert receipt.survivors == []
+        process.forget(child)
+        await child.process.aclose()  # its pipes, before the test's loop closes
+        if child.cgroup is not None:
+            deadline = time.monotonic() + 5
+            while child.cgroup.dirs[0].exists():
+                process.reap_orphans()  # retries the removal put off while the agent was dying
+                assert time.monotonic() < deadline, f"the run's cgroup was left behind: {child.cgroup.dirs}"
+                await asyncio.sleep(0.01)
+    kill_quietly(leftovers)
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("mode", ["cgroup", "cgroup-v1"], indirect=True)
+async def test_cgroup_catches_a_grandchild_that_clears_its_env_and_double_forks(
+    mode: str, tmp_path: Any
+) -> None:
+    """Both cgroup flavors (v2 cgroup.kill, v1 freeze-kill-thaw). Tree mode needs the bridge's
+    subreaper (this test runner is none): tests/e2e/test_containment.py covers it."""
+    pidfile = tmp_path / "escaped.pid"
+    inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
+    child = await process.spawn(
+        ("sh", "-c", f"(env -i setsid sh -c '{inner}' &); read line"), str(tmp_path), {}
+    )
+    deadline = time.monotonic() + 10
+    while not pidfile.exists():
+        assert time.monotonic() < deadline, "the escape never ran"
+        await asyncio.sleep(0.01)
+    escaped = int(pidfile.read_text())
+    try:
+        receipt = await process.shutdown_tree(child)
+        assert receipt.containment == "cgroup"
+        assert escaped in receipt.pids and receipt.survivors == []
+        assert not alive(escaped)
+    finally:
+        process.forget(child)
+        await child.process.aclose()
+        kill_quietly([escaped])
