@@ -195,7 +195,7 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
     """pi is where the server would look for it, starts, and is at least the tested version.
 
     `pi --version` writes auth.json and a sessions folder into its agent dir: it runs with a
-    throwaway PI_CODING_AGENT_DIR so the doctor never writes into the user's.
+    throwaway agent dir (AGENT_DIR_ENV) so the doctor never writes into the user's.
     """
     from bridge.pi.requirements import (
         AGENT_DIR_ENV,
@@ -254,7 +254,7 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
 
 
 def user_agent_dir(environ: Mapping[str, str]) -> Path:
-    """pi's agent dir for this environment: PI_CODING_AGENT_DIR, else ~/.pi/agent."""
+    """pi's agent dir for this environment: its AGENT_DIR_ENV variable, else its default dir."""
     from bridge.pi.requirements import AGENT_DIR_ENV, DEFAULT_AGENT_DIR
 
     configured = environ.get(AGENT_DIR_ENV)

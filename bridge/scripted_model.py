@@ -121,7 +121,7 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
     "toolfail": "echo out; echo oops >&2; exit 3",
     "toolbig": "seq 1 100000",
     "toolslow": "sleep 30",
-    "toolwait": "sleep 3",
+    "toolsteer": "sleep 2",
     # A grandchild with no environment, its own session and a double fork: only containment finds it.
     "toolescape": "(env -i setsid sh -c 'echo $$ > escaped.pid.tmp && mv escaped.pid.tmp escaped.pid"
     " && exec sleep 300' &)",
@@ -152,7 +152,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolfail": "calls bash with a command that writes stderr and exits 3, then answers",
     "toolbig": "calls bash `seq 1 100000` so pi truncates the output, then answers",
     "toolslow": "calls bash `sleep 30` (for cancelling mid-tool), then answers `done`",
-    "toolwait": "calls bash `sleep 3` (a window for steering from an editor's UI), then answers",
+    "toolsteer": "calls bash `sleep 2` (a window for a steer to land mid-tool), then answers",
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
@@ -838,10 +838,19 @@ class ScriptedModelServer:
     """Context manager; serves in a background thread on 127.0.0.1:port (0 = pick free).
 
     ``delay_scale`` multiplies the small per-piece delays (0 = as fast as possible); the
-    ``slow`` and ``hang`` scenarios keep their real-time durations.
+    ``slow`` and ``hang`` scenarios keep their real-time durations. ``record_path``: also append
+    every recorded request to this file as one JSON line, for clients in another process (the
+    editor tests) that cannot read :attr:`requests`.
     """
 
-    def __init__(self, host: str = LOOPBACK, port: int = 0, *, delay_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        host: str = LOOPBACK,
+        port: int = 0,
+        *,
+        delay_scale: float = 1.0,
+        record_path: pathlib.Path | None = None,
+    ) -> None:
         if host != LOOPBACK:
             raise ValueError(f"ScriptedModelServer only binds {LOOPBACK}, not {host!r}")
         if delay_scale < 0:
@@ -849,6 +858,7 @@ class ScriptedModelServer:
         self._host = host
         self._port = port
         self.delay_scale = delay_scale
+        self._record_path = record_path
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self._counts: dict[str, int] = {}
@@ -964,7 +974,11 @@ class ScriptedModelServer:
             key = model or ""
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
-            self._requests.append({"path": path, "model": model, "body": body, "n": n, "t": time.time()})
+            entry = {"path": path, "model": model, "body": body, "n": n, "t": time.time()}
+            self._requests.append(entry)
+            if self._record_path is not None:
+                with self._record_path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(entry, ensure_ascii=False) + "\n")
             if model == "flaky":
                 self._flaky += 1
                 return self._flaky
@@ -1071,6 +1085,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="multiply per-piece delays (default 1)",
     )
+    parser.add_argument(
+        "--record",
+        type=pathlib.Path,
+        help="append every request (path, model, body, n, t) to this file as a JSON line",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -1085,7 +1104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with ScriptedModelServer(port=args.port, delay_scale=args.delay_scale) as server:
+    with ScriptedModelServer(port=args.port, delay_scale=args.delay_scale, record_path=args.record) as server:
         if args.agent_dir is not None:
             write_pi_agent_dir(
                 args.agent_dir,

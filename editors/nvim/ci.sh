@@ -25,6 +25,11 @@ trap 'rm -rf "$out"' EXIT
 status=0
 echo "== Neovim plugin tests"
 timeout 600 "$here/tests/run.sh" 2>&1 | tee "$out/nvim.log" || status=1
+if command -v tmux >/dev/null 2>&1; then
+  # The README's screenshots (artifacts/nvim/); not a test: a failure here fails nothing.
+  echo "== Neovim chat screenshot"
+  timeout 300 "$here/tests/screenshot.sh" || echo "screenshot not taken"
+fi
 echo "== Vim 9 LSP channel test"
 timeout 600 "$repo/editors/vim/ci.sh" 2>&1 | tee "$out/vim.log" || status=1
 

@@ -6,7 +6,9 @@
 " Node 22 and pi first (<repo>/.tools/node_modules/.bin is prepended when present).
 " A `text` run with the bridge's scripted model: the assistant deltas, concatenated, must equal
 " terminal.completed's text and the pi/run result. Then a `slow` run is cancelled with
-" $/cancelRequest and must answer -32800 with data.status "cancelled". Prints `N passed, M failed`.
+" $/cancelRequest and must answer -32800 with data.status "cancelled". Then the client of
+" pi_bridge.vim: a second :PiRun continues the first one's conversation, :PiNew starts over.
+" Prints `N passed, M failed`.
 
 let s:repo = fnamemodify(expand('<sfile>:p'), ':h:h:h')
 let s:python = empty($PI_BRIDGE_PYTHON) ? s:repo . '/.venv/bin/python' : $PI_BRIDGE_PYTHON
@@ -128,8 +130,47 @@ func s:Main() abort
   endif
 endfunc
 
+" The client in pi_bridge.vim: :PiRun after a run continues its conversation, :PiNew starts over.
+func s:Conversation() abort
+  let g:pi_bridge_cmd = [s:python, '-m', 'bridge', '--scripted-model']
+  let g:pi_params = #{model: 'echo'}
+  if isdirectory(s:repo . '/.tools/node_modules/.bin')
+    let $PATH = s:repo . '/.tools/node_modules/.bin:' . $PATH
+  endif
+  execute 'source ' . fnameescape(s:repo . '/editors/vim/pi_bridge.vim')
+  let s:st = PiBridgeState()
+  let tag = localtime() . '-' . getpid()
+  let turns = ['one-' . tag, 'two-' . tag, 'three-' . tag]
+  let ids = []
+  for prompt in turns[0:1]
+    execute 'PiRun ' . prompt
+    call add(ids, s:st.last)
+    call s:Check(s:WaitFor('s:st.runs[s:st.last].done', 90000), ':PiRun ' . prompt . ' answered')
+  endfor
+  let first = s:st.runs[ids[0]]
+  let second = s:st.runs[ids[1]]
+  let sid = get(get(first.answer, 'result', {}), 'sessionId', '')
+  call s:Check(!empty(sid), 'the first run has a session')
+  call s:Eq(0, has_key(first.params, 'sessionId'), 'the first :PiRun starts a conversation')
+  call s:Eq(sid, get(second.params, 'sessionId', ''), 'the second :PiRun continues it')
+  call s:Eq(sid, get(get(second.answer, 'result', {}), 'sessionId', ''), 'in the same session')
+  call s:Check(index(getbufline(second.buf, 1, '$'), 'ECHO:' . turns[1]) >= 0, 'the answer is in its buffer')
+  let history = get(PiBridgeRequest('pi/session', #{sessionId: sid}), 'result', {})
+  call s:Eq(turns[0:1], map(copy(get(history, 'turns', [])), 'v:val.prompt'), 'the session holds both turns')
+  PiNew
+  execute 'PiRun ' . turns[2]
+  let third = s:st.runs[s:st.last]
+  call s:Check(s:WaitFor('s:st.runs[s:st.last].done', 90000), ':PiRun after :PiNew answered')
+  call s:Eq(0, has_key(third.params, 'sessionId'), ':PiNew: the next :PiRun starts a new conversation')
+  let sid3 = get(get(third.answer, 'result', {}), 'sessionId', '')
+  call s:Check(!empty(sid3) && sid3 !=# sid, 'a new session after :PiNew')
+  call PiBridgeStop()
+  call s:Check(s:WaitFor('job_status(s:st.job) !=# "run"', 15000), 'the client bridge exited')
+endfunc
+
 try
   call s:Main()
+  call s:Conversation()
 catch
   let s:failed += 1
   call s:Out('FAIL exception: ' . v:exception . ' at ' . v:throwpoint)

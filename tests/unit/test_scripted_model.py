@@ -395,6 +395,19 @@ def test_requests_are_recorded(server: ScriptedModelServer) -> None:
     assert server.requests[0]["n"] == 1
 
 
+def test_record_path_gets_every_request_as_a_json_line(tmp_path: pathlib.Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    with ScriptedModelServer(record_path=record) as srv:
+        chat(srv, "echo")
+        chat(srv, "text", messages=[user("first"), user("second")])
+    lines = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    assert [(r["model"], r["n"], r["path"]) for r in lines] == [
+        ("echo", 1, "/v1/chat/completions"),
+        ("text", 1, "/v1/chat/completions"),
+    ]
+    assert lines[1]["body"]["messages"] == [user("first"), user("second")]
+
+
 def test_bad_requests(server: ScriptedModelServer) -> None:
     assert post(server, b"not json").status == 400
     assert post(server, b"[1, 2]").status == 400

@@ -44,3 +44,44 @@ command('PiBridgeInstall', function()
     vim.notify(tostring(result), vim.log.levels.ERROR)
   end
 end, { nargs = 0, desc = "Install the bridge into the plugin's venv (the lazy.nvim build step)" })
+
+-- The chat: one conversation that follow-ups continue.
+local function chat()
+  return require('pi_bridge.chat')
+end
+
+command('PiChat', function()
+  chat().open()
+end, { nargs = 0, desc = 'Open the pi chat (thread + prompt area)' })
+
+command(
+  'PiSend',
+  function(o)
+    chat().send(o.args ~= '' and o.args or nil)
+  end,
+  { nargs = '*', desc = 'Send the prompt (or the arguments) to the chat; steers while a run goes' }
+)
+
+command('PiSteer', function(o)
+  chat().steer(o.args)
+end, { nargs = '+', desc = "Steer the chat's running run" })
+
+command('PiStop', function()
+  chat().stop()
+end, { nargs = 0, desc = "Stop the chat's run (the partial answer stays)" })
+
+command('PiNew', function()
+  chat().new()
+end, { nargs = 0, desc = 'Start a new conversation' })
+
+command('PiSessions', function()
+  chat().pick_session()
+end, { nargs = 0, desc = "Pick one of this directory's pi sessions and continue it" })
+
+command('PiDiff', function()
+  chat().diff_at_cursor()
+end, { nargs = 0, desc = 'Diff of the edit on the cursor line of the chat' })
+
+command('PiModel', function()
+  chat().pick_model()
+end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts' })

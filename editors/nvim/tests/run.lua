@@ -22,14 +22,43 @@ local tmp = vim.fn.tempname()
 vim.fn.mkdir(tmp, 'p')
 local log_file = tmp .. '/bridge.log'
 
+-- The scripted model runs beside the bridge (not inside it, as with --scripted-model) so that the
+-- tests can read the model requests it records: what pi sent the model, turn by turn.
+local agent_dir = tmp .. '/agent'
+local requests_file = tmp .. '/model-requests.jsonl'
+local model_ready = ''
+local model_server = vim.system({
+  python,
+  '-m',
+  'bridge.scripted_model',
+  '--agent-dir',
+  agent_dir,
+  '--record',
+  requests_file,
+}, {
+  cwd = root,
+  stdout = function(_, data)
+    model_ready = model_ready .. (data or '')
+  end,
+})
+if not vim.wait(30000, function()
+  return model_ready:find('\n') ~= nil
+end, 20) then
+  io.stdout:write('the scripted model did not start\n')
+  os.exit(1)
+end
+env.PI_CODING_AGENT_DIR = agent_dir
+
 local pi_bridge = require('pi_bridge')
 local handlers = require('pi_bridge.handlers')
 local options = {
-  cmd = { python, '-m', 'bridge', '--scripted-model' },
+  cmd = { python, '-m', 'bridge' },
   cmd_cwd = root,
   cmd_env = env,
   log_file = log_file,
   view = 'split',
+  provider = 'fake',
+  model = 'text',
 }
 pi_bridge.setup(options)
 
@@ -67,6 +96,19 @@ end
 
 local function buffer_text(buf)
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, true), '\n')
+end
+
+--- The lines of `buf` and the (last) line number holding `needle`; fails when none does.
+local function line_with(buf, needle)
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true)
+  local row
+  for i, l in ipairs(lines) do
+    if l:find(needle, 1, true) then
+      row = i
+    end
+  end
+  truthy(row, 'no line with ' .. needle .. ':\n' .. table.concat(lines, '\n'))
+  return lines, row
 end
 
 local function messages_of(run, type_)
@@ -148,6 +190,59 @@ local function alive(pid, start)
   return st ~= nil and st.start == start and st.state ~= 'Z' and st.state ~= 'X'
 end
 
+--- The process tree of the run whose tool runs `command`: the bridge's child above it (pi) and
+--- everything under it, with start times (pid reuse) and names.
+local function run_tree(nvim_pid, command)
+  local tool_pid
+  wait_for('`' .. command .. '` to run', 20000, function()
+    for _, pid in ipairs(descendants(nvim_pid)) do
+      if cmdline(pid):match('^%S*' .. command .. '$') then
+        tool_pid = pid
+        return true
+      end
+    end
+  end)
+  local chain, pid = {}, tool_pid
+  while pid and pid ~= nvim_pid do
+    table.insert(chain, 1, pid)
+    pid = (proc_stat(pid) or {}).ppid
+  end
+  truthy(
+    pid == nvim_pid and #chain >= 3,
+    command .. ' is not under the bridge: ' .. vim.inspect(chain)
+  )
+  local root = chain[2] -- chain[1] is the bridge
+  local pids = { root }
+  vim.list_extend(pids, descendants(root))
+  local starts, names = {}, {}
+  for _, p in ipairs(pids) do
+    starts[p] = (proc_stat(p) or {}).start
+    names[p] = ('%d(%s)'):format(p, vim.fs.basename(vim.split(cmdline(p), ' ')[1]))
+  end
+  return { root = root, pids = pids, starts = starts, names = names }
+end
+
+--- After a cancel: no process of the tree is alive and each is in the receipt, except the
+--- conversation's pi itself when the receipt says it was kept (rpc engine: it serves the next turn).
+local function check_stopped(tree, receipt)
+  eq({}, receipt.survivors, 'survivors in the receipt')
+  local survivors = {}
+  for _, p in ipairs(tree.pids) do
+    if p == tree.root and receipt.agentKept then
+      truthy(alive(p, tree.starts[p]), 'the kept pi is alive')
+    else
+      if alive(p, tree.starts[p]) then
+        survivors[#survivors + 1] = tree.names[p] .. ' ' .. cmdline(p)
+      end
+      truthy(
+        vim.tbl_contains(receipt.pids, p),
+        ('%s missing from the receipt %s'):format(tree.names[p], vim.inspect(receipt.pids))
+      )
+    end
+  end
+  eq({}, survivors, 'processes of the run still alive')
+end
+
 -- ------------------------------------------------------------------ tests
 
 local tests = {}
@@ -190,7 +285,7 @@ test('protocol.lua mirrors the committed schema', function()
   table.sort(mirrored)
   eq(from_schema, mirrored, 'message types')
   eq(defs.RunParams.properties.thinking.anyOf[1].enum, protocol.THINKING_LEVELS, 'thinking levels')
-  for _, method in ipairs({ protocol.RUN, protocol.CANCEL, protocol.RUNS, protocol.MESSAGE }) do
+  for _, method in ipairs(vim.list_extend({ protocol.MESSAGE }, protocol.METHODS)) do
     truthy(schema.description:find(method, 1, true), method .. ' not in the schema description')
   end
   truthy(
@@ -232,7 +327,7 @@ test(':PiRun streams a text answer into the buffer', function()
   -- what the running bridge advertises matches the mirror too
   local caps = require('pi_bridge.client').get().server_capabilities.experimental.piBridge
   local protocol = require('pi_bridge.protocol')
-  eq({ protocol.RUN, protocol.CANCEL, protocol.RUNS }, caps.methods, 'advertised methods')
+  eq(protocol.METHODS, caps.methods, 'advertised methods')
   eq({ protocol.MESSAGE }, caps.notifications, 'advertised notifications')
   local advertised, mirrored = vim.deepcopy(caps.messageTypes), vim.tbl_values(protocol.types)
   table.sort(advertised)
@@ -247,14 +342,7 @@ test('a tool call is one folded line with its status and output', function()
   eq('completed', run.status, 'status')
   check_seq(run)
   eq(1, #messages_of(run, 'tool.call'), 'tool.call count')
-  local lines = vim.api.nvim_buf_get_lines(run.buf, 0, -1, true)
-  local row
-  for i, l in ipairs(lines) do
-    if l:find('⚙ bash: echo hi', 1, true) then
-      row = i
-    end
-  end
-  truthy(row, 'no tool line:\n' .. table.concat(lines, '\n'))
+  local lines, row = line_with(run.buf, '⚙ bash: echo hi')
   truthy(lines[row]:find('[done]', 1, true), 'tool status: ' .. lines[row])
   eq('  │ hi', lines[row + 1], 'tool output line')
   local win = truthy(vim.fn.win_findbuf(run.buf)[1], 'run buffer not shown')
@@ -334,30 +422,7 @@ test(':PiCancel mid-tool ends the run as cancelled and leaves no process', funct
     return #messages_of(run, 'tool.call') > 0 or run.done
   end)
   truthy(not run.done, 'run ended before its tool: ' .. run.status)
-  local sleep_pid
-  wait_for('`sleep 30` to run', 20000, function()
-    for _, pid in ipairs(descendants(nvim_pid)) do
-      if cmdline(pid):match('^%S*sleep 30$') then
-        sleep_pid = pid
-        return true
-      end
-    end
-  end)
-  -- The run's tree: the bridge's child above `sleep 30`, and everything under it.
-  local chain, pid = {}, sleep_pid
-  while pid and pid ~= nvim_pid do
-    table.insert(chain, 1, pid)
-    pid = (proc_stat(pid) or {}).ppid
-  end
-  truthy(pid == nvim_pid and #chain >= 3, 'sleep is not under the bridge: ' .. vim.inspect(chain))
-  local run_root = chain[2] -- chain[1] is the bridge
-  local tree = { run_root }
-  vim.list_extend(tree, descendants(run_root))
-  local starts, names = {}, {}
-  for _, p in ipairs(tree) do
-    starts[p] = (proc_stat(p) or {}).start
-    names[p] = ('%d(%s)'):format(p, vim.fs.basename(vim.split(cmdline(p), ' ')[1]))
-  end
+  local tree = run_tree(nvim_pid, 'sleep 30')
 
   local t0 = vim.uv.hrtime()
   vim.cmd('PiCancel')
@@ -373,18 +438,7 @@ test(':PiCancel mid-tool ends the run as cancelled and leaves no process', funct
   truthy(elapsed_ms < 15000, ('cancel took %d ms'):format(elapsed_ms))
   eq(true, run.cancel_result.found, 'pi/cancel found the run')
   local receipt = truthy(run.shutdown, 'no shutdown receipt')
-  eq({}, receipt.survivors, 'survivors in the receipt')
-  local survivors = {}
-  for _, p in ipairs(tree) do
-    if alive(p, starts[p]) then
-      survivors[#survivors + 1] = names[p] .. ' ' .. cmdline(p)
-    end
-    truthy(
-      vim.tbl_contains(receipt.pids, p),
-      ('%s missing from the receipt %s'):format(names[p], vim.inspect(receipt.pids))
-    )
-  end
-  eq({}, survivors, 'processes of the run still alive')
+  check_stopped(tree, receipt)
   local tool_done = messages_of(run, 'tool.completed')[1] or messages_of(run, 'tool.failed')[1]
   eq(true, tool_done and tool_done.content.cancelled, 'the tool is closed as cancelled')
   local text = buffer_text(run.buf)
@@ -394,7 +448,7 @@ test(':PiCancel mid-tool ends the run as cancelled and leaves no process', funct
   say(
     ('    cancel took %d ms; run tree %s; receipt: stage %s, pids %s'):format(
       elapsed_ms,
-      table.concat(vim.tbl_values(names), ' '),
+      table.concat(vim.tbl_values(tree.names), ' '),
       receipt.stage,
       table.concat(receipt.pids, ',')
     )
@@ -450,15 +504,395 @@ test(':PiLog opens the bridge log; the help file has a tag per command', functio
   )
   vim.cmd('helptags ' .. vim.fn.fnameescape(doc))
   local tags = table.concat(vim.fn.readfile(doc .. '/tags'), '\n')
-  for _, name in ipairs({ 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog', 'PiBridgeInstall' }) do
+  local commands = { 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog', 'PiBridgeInstall' }
+  vim.list_extend(commands, { 'PiChat', 'PiSend' })
+  vim.list_extend(commands, { 'PiSteer', 'PiStop', 'PiNew', 'PiSessions', 'PiDiff', 'PiModel' })
+  for _, name in ipairs(commands) do
     truthy(vim.fn.exists(':' .. name) == 2, 'no command ' .. name)
     truthy(tags:find('\n?:' .. name .. '\t'), 'no help tag :' .. name)
   end
 end)
 
+-- ------------------------------------------------------------------ the chat
+
+local chat = require('pi_bridge.chat')
+local chat_view = require('pi_bridge.chat_view')
+local project = tmp .. '/project'
+vim.fn.mkdir(project, 'p')
+local tag = tostring(vim.uv.hrtime() % 1000000)
+
+--- The model requests the scripted model recorded, oldest first.
+local function model_requests()
+  if vim.fn.filereadable(requests_file) == 0 then
+    return {}
+  end
+  return vim.tbl_map(vim.json.decode, vim.fn.readfile(requests_file))
+end
+
+--- The texts of one request's messages of `role`, in order.
+local function texts_of(body, role)
+  local out = {}
+  for _, m in ipairs(body.messages or {}) do
+    if m.role == role then
+      local c = m.content
+      if type(c) == 'table' then
+        c = table.concat(vim.tbl_map(function(part)
+          return type(part) == 'table' and part.text or ''
+        end, c))
+      end
+      out[#out + 1] = tostring(c or '')
+    end
+  end
+  return out
+end
+
+--- The one model request whose last user message is `text`.
+local function request_ending_with(text)
+  local found = vim.tbl_filter(function(r)
+    local users = r.body and texts_of(r.body, 'user') or {}
+    return users[#users] == text
+  end, model_requests())
+  eq(1, #found, 'model requests ending with ' .. text)
+  return found[1]
+end
+
+local function thread_text()
+  return buffer_text(truthy(chat_view.thread(), 'no chat thread'))
+end
+
+--- Type `text` into the prompt area and press the send key there (normal mode), as a user does.
+local function type_and_send(text)
+  if not chat_view.prompt() then -- a test run alone (PI_BRIDGE_TEST_FILTER)
+    vim.cmd('cd ' .. vim.fn.fnameescape(project))
+    vim.cmd('PiChat')
+  end
+  local prompt = truthy(chat_view.prompt(), 'no prompt area')
+  local win = truthy(vim.fn.win_findbuf(prompt)[1], 'the prompt area is not shown')
+  vim.api.nvim_set_current_win(win)
+  vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { text })
+  vim.api.nvim_feedkeys(vim.keycode('<CR>'), 'x', false)
+end
+
+--- The callback of a buffer-local normal-mode mapping.
+local function mapping(buf, lhs)
+  local m = vim.api.nvim_buf_call(buf, function()
+    return vim.fn.maparg(lhs, 'n', false, true)
+  end)
+  return truthy(m.callback, 'no mapping ' .. lhs)
+end
+
+local function chat_run_done(timeout_ms)
+  local run = truthy(chat.state().run, 'no chat run')
+  wait_done(run, timeout_ms)
+  return run
+end
+
+--- vim.ui.select answering with the item `pick(items, labels)` returns; the labels are kept.
+local function stub_select(pick)
+  local shown = {}
+  local real = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    local labels = vim.tbl_map(opts.format_item or tostring, items)
+    shown[#shown + 1] = { prompt = opts.prompt, labels = labels }
+    on_choice(pick(items, labels, opts))
+  end
+  return shown, function()
+    vim.ui.select = real
+  end
+end
+
+test(
+  'setup() keys: a remap merges over the defaults, false unmaps, an unknown name is refused',
+  function()
+    local notes, real = {}, vim.notify
+    vim.notify = function(msg)
+      notes[#notes + 1] = msg
+    end
+    local ok, err = pcall(function()
+      pi_bridge.setup(vim.tbl_extend('force', options, { keys = { send = '<C-g>', stop = false } }))
+      local keys = pi_bridge.config().keys
+      eq('<C-g>', keys.send, 'remapped send')
+      eq(false, keys.stop, 'unmapped stop')
+      eq('<C-s>', keys.send_insert, 'the other keys keep their default')
+      eq({}, notes, 'no warning for valid keys')
+      pi_bridge.setup(vim.tbl_extend('force', options, { keys = { sned = 'x' } }))
+      truthy(
+        notes[1] and notes[1]:find('keys', 1, true),
+        'a warning names keys: ' .. vim.inspect(notes)
+      )
+      eq('<CR>', pi_bridge.config().keys.send, 'defaults after a bad keys table')
+    end)
+    vim.notify = real
+    pi_bridge.setup(options)
+    truthy(ok, tostring(err))
+  end
+)
+
+test(
+  ':PiChat: a follow-up continues the conversation, the second model request holds the first turn',
+  function()
+    vim.cmd('cd ' .. vim.fn.fnameescape(project))
+    local events = {}
+    vim.api.nvim_create_autocmd('User', {
+      pattern = { 'PiBridgeRunStarted', 'PiBridgeRunFinished' },
+      callback = function(ev)
+        events[#events + 1] = ev.match
+      end,
+    })
+    vim.cmd('PiChat')
+    local thread, prompt =
+      truthy(chat_view.thread(), 'thread'), truthy(chat_view.prompt(), 'prompt')
+    eq('nofile', vim.bo[thread].buftype, 'buftype of the thread')
+    eq('markdown', vim.bo[thread].filetype, 'filetype of the thread')
+    eq(prompt, vim.api.nvim_get_current_buf(), 'the cursor is in the prompt area')
+    -- :PiModel picks the echo scenario for the next prompts
+    local shown, restore = stub_select(function(items)
+      return vim.tbl_contains(items, 'fake/echo') and 'fake/echo' or 'low'
+    end)
+    pi_bridge.setup(vim.tbl_extend('force', options, { models = { 'fake/text', 'fake/echo' } }))
+    local ok, err = pcall(vim.cmd, 'PiModel')
+    restore()
+    truthy(ok, tostring(err))
+    eq(2, #shown, 'model and thinking pickers')
+    eq('echo', chat.state().model, 'picked model')
+    eq('low', chat.state().thinking, 'picked thinking level')
+
+    local first, second = 'first-' .. tag, 'second-' .. tag
+    type_and_send(first)
+    local run1 = chat_run_done()
+    eq('completed', run1.status, 'first turn')
+    eq({ '' }, vim.api.nvim_buf_get_lines(prompt, 0, -1, true), 'the prompt area is emptied')
+    local sid = truthy(chat.state().session_id, 'no session id after the first turn')
+    truthy(chat.status():find('fake/echo', 1, true), 'status names the model: ' .. chat.status())
+    truthy(chat.status():find('idle', 1, true), 'status says idle: ' .. chat.status())
+    truthy(chat.status():find('ctx %d+%%'), 'status shows the context: ' .. chat.status())
+    eq(chat.status(), pi_bridge.status(), "pi_bridge.status() is the chat's")
+
+    vim.cmd('PiSend ' .. second)
+    local run2 = chat_run_done()
+    eq('completed', run2.status, 'second turn')
+    truthy(run2 ~= run1, 'a second run')
+    eq(sid, run2.params.sessionId, 'the follow-up names the session')
+    eq(sid, chat.state().session_id, 'the same conversation')
+    local seen = request_ending_with(second).body
+    eq({ first, second }, texts_of(seen, 'user'), "the second request's user messages")
+    truthy(
+      vim.tbl_contains(texts_of(seen, 'assistant'), 'ECHO:' .. first),
+      'the second request holds the first answer: ' .. vim.inspect(texts_of(seen, 'assistant'))
+    )
+    local lines = vim.api.nvim_buf_get_lines(thread, 0, -1, true)
+    local you, pi = {}, {}
+    for i, l in ipairs(lines) do
+      if l == '## You' then
+        you[#you + 1] = i
+      elseif l == '## pi' then
+        pi[#pi + 1] = i
+      end
+    end
+    eq(2, #you, '## You headers')
+    eq(2, #pi, '## pi headers')
+    -- the first text line under a `## pi`: a turn sent right after the previous one ended may
+    -- first wait for the bridge to finish that one (a `⏸ waiting …` notice, run.queued)
+    local function answer_under(row)
+      for i = row + 1, #lines do
+        if lines[i] ~= '' and not vim.startswith(lines[i], '⏸') then
+          return lines[i]
+        end
+      end
+    end
+    eq(first, lines[you[1] + 2], 'first prompt under ## You')
+    eq('ECHO:' .. first, answer_under(pi[1]), 'first answer under ## pi')
+    eq('ECHO:' .. second, answer_under(pi[2]), 'second answer under ## pi')
+    -- ]] and [[ jump between the turns
+    local win = truthy(chat_view.thread_win(), 'thread window')
+    vim.api.nvim_set_current_win(win)
+    vim.api.nvim_win_set_cursor(win, { 1, 0 })
+    local hops = {}
+    for _ = 1, 4 do
+      vim.api.nvim_feedkeys(']]', 'x', false)
+      hops[#hops + 1] = vim.api.nvim_win_get_cursor(win)[1]
+    end
+    eq({ you[1], pi[1], you[2], pi[2] }, hops, ']] visits each header')
+    vim.api.nvim_feedkeys('[[', 'x', false)
+    eq(you[2], vim.api.nvim_win_get_cursor(win)[1], '[[ goes back one header')
+    eq(
+      { 'PiBridgeRunStarted', 'PiBridgeRunFinished', 'PiBridgeRunStarted', 'PiBridgeRunFinished' },
+      events,
+      'autocmds'
+    )
+  end
+)
+
+test(
+  ':PiSessions lists "(… ago) title", renders the history and continues that conversation',
+  function()
+    local sid = truthy(chat.state().session_id, 'no conversation from the previous test')
+    local first, second, third = 'first-' .. tag, 'second-' .. tag, 'third-' .. tag
+    vim.cmd('PiNew')
+    eq(nil, chat.state().session_id, ':PiNew forgets the session')
+    truthy(not thread_text():find(first, 1, true), ':PiNew empties the thread')
+    local shown, restore = stub_select(function(items)
+      for _, s in ipairs(items) do
+        if s.sessionId == sid then
+          return s
+        end
+      end
+    end)
+    local done
+    local ok, err = pcall(function()
+      chat.pick_session(function(picked)
+        done = picked
+      end)
+      wait_for('the session to be opened', 20000, function()
+        return done ~= nil
+      end)
+    end)
+    restore()
+    truthy(ok, tostring(err))
+    eq(true, done, 'the session was opened')
+    local labels = shown[1].labels
+    truthy(
+      vim.tbl_contains(labels, '(just now) ' .. first)
+        or vim.tbl_contains(labels, '(1 min ago) ' .. first),
+      'an entry "(just now) title": ' .. vim.inspect(labels)
+    )
+    eq(sid, chat.state().session_id, 'the picked conversation')
+    local text = thread_text()
+    for _, s in ipairs({ first, 'ECHO:' .. first, second, 'ECHO:' .. second }) do
+      truthy(text:find(s, 1, true), 'history lacks ' .. s .. ':\n' .. text)
+    end
+    vim.cmd('PiSend ' .. third)
+    local run = chat_run_done()
+    eq('completed', run.status, 'the resumed turn')
+    eq(sid, run.session_id, 'the resumed turn is in the same session')
+    eq(
+      { first, second, third },
+      texts_of(request_ending_with(third).body, 'user'),
+      'the model saw every turn'
+    )
+  end
+)
+
+test('a send while the chat runs steers it; run.steered shows in the thread', function()
+  chat.state().model = 'toolsteer'
+  type_and_send('go-' .. tag)
+  local run = truthy(chat.state().run, 'no run')
+  wait_for('the tool call', 60000, function()
+    return #messages_of(run, 'tool.call') > 0 or run.done
+  end)
+  truthy(not run.done, 'the run ended before its tool: ' .. run.status)
+  truthy(chat.status():find('running', 1, true), 'status says running: ' .. chat.status())
+  local steer = 'steer-' .. tag
+  type_and_send(steer) -- <CR> while the run goes: a steer, not a new turn
+  eq(run, chat.state().run, 'no new run')
+  wait_done(run, 60000)
+  eq('completed', run.status, 'the steered run')
+  eq({ steer }, run.steered, 'run.steered')
+  truthy(
+    thread_text():find('➜ steered: ' .. steer, 1, true),
+    'the thread shows the steer:\n' .. thread_text()
+  )
+  local steered = vim.tbl_filter(function(r)
+    return r.body and vim.tbl_contains(texts_of(r.body, 'user'), steer)
+  end, model_requests())
+  truthy(#steered > 0, 'the model got the steer')
+end)
+
+test('<C-c> in the chat stops the run; the partial text stays, no process is left', function()
+  chat.state().model = 'toolslow'
+  type_and_send('slow-' .. tag)
+  local run = truthy(chat.state().run, 'no run')
+  wait_for('the tool call', 60000, function()
+    return #messages_of(run, 'tool.call') > 0 or run.done
+  end)
+  local tree = run_tree(vim.fn.getpid(), 'sleep 30')
+  mapping(chat_view.prompt(), '<C-c>')()
+  wait_done(run, 20000)
+  eq('cancelled', run.status, 'status')
+  wait_for('the pi/cancel answer', 20000, function()
+    return run.cancel_result ~= nil
+  end)
+  check_stopped(tree, truthy(run.shutdown, 'no shutdown receipt'))
+  local text = thread_text()
+  truthy(text:find('Let me run that command.', 1, true), 'the partial text stays:\n' .. text)
+  truthy(text:find('── cancelled', 1, true), 'the thread says cancelled:\n' .. text)
+  truthy(chat.status():find('idle', 1, true), 'idle after the stop: ' .. chat.status())
+end)
+
+test(
+  ':PiDiff on an edit line shows the before and after in diff mode; revert restores the file',
+  function()
+    local original = { 'line one', 'line two', 'line three' }
+    local edited = { 'line one', 'line 2, edited', 'line three' }
+    local file = project .. '/notes.txt'
+    vim.fn.writefile(original, file)
+    chat.state().model = 'edit'
+    type_and_send('edit-' .. tag)
+    local run = chat_run_done()
+    eq('completed', run.status, 'the edit run')
+    eq(edited, vim.fn.readfile(file), 'pi edited the file')
+    local lines, row = line_with(chat_view.thread(), '⚙ edit: notes.txt')
+    truthy(lines[row]:find('+1 -1', 1, true), 'the edit line counts +/-: ' .. lines[row])
+    local win = chat_view.thread_win()
+    local fold = vim.api.nvim_win_call(win, function()
+      return vim.fn.foldtextresult(row)
+    end)
+    truthy(vim.startswith(fold, '✓ edit: notes.txt +1 -1'), 'fold text with ✓: ' .. fold)
+    for group, link in pairs(chat_view.highlights) do
+      local hl = vim.api.nvim_get_hl(0, { name = group })
+      eq(link, hl.link, 'highlight ' .. group .. ' links')
+      vim.api.nvim_set_hl(0, group, { fg = '#123456' }) -- a colour scheme's own colour …
+      chat_view.define_highlights()
+      eq(nil, vim.api.nvim_get_hl(0, { name = group }).link, group .. ' is a default link only')
+      vim.api.nvim_set_hl(0, group, { link = link })
+    end
+    vim.api.nvim_set_current_win(win)
+    vim.api.nvim_win_set_cursor(win, { row, 0 })
+    local tabs = #vim.api.nvim_list_tabpages()
+    vim.cmd('PiDiff')
+    eq(tabs + 1, #vim.api.nvim_list_tabpages(), 'a diff tab')
+    local wins = vim.api.nvim_tabpage_list_wins(0)
+    eq(2, #wins, 'two windows')
+    local before, after = vim.api.nvim_win_get_buf(wins[1]), vim.api.nvim_win_get_buf(wins[2])
+    for _, w in ipairs(wins) do
+      eq(true, vim.wo[w].diff, 'diff mode')
+      truthy(
+        vim.wo[w].winbar:find(']c/[c', 1, true),
+        'the banner lists the keys: ' .. vim.wo[w].winbar
+      )
+    end
+    eq(original, vim.api.nvim_buf_get_lines(before, 0, -1, true), 'before')
+    eq(edited, vim.api.nvim_buf_get_lines(after, 0, -1, true), 'after')
+    eq(
+      vim.fn.resolve(file),
+      vim.fn.resolve(vim.api.nvim_buf_get_name(after)),
+      'the after is the file'
+    )
+    local notify = vim.notify
+    vim.notify = function() end -- headless prints it without ending the line
+    local reverted, revert_err = pcall(mapping(after, 'gR'))
+    vim.notify = notify
+    truthy(reverted, tostring(revert_err))
+    eq(original, vim.fn.readfile(file), 'revert wrote the old text back')
+    mapping(after, 'q')()
+    eq(tabs, #vim.api.nvim_list_tabpages(), 'q closed the diff tab')
+    local left = vim.api.nvim_buf_call(after, function()
+      return vim.fn.maparg('q', 'n')
+    end)
+    eq('', left, "the file's buffer keeps no key of the diff")
+    vim.cmd('cd ' .. vim.fn.fnameescape(root))
+  end
+)
+
 test('stopping the client leaves no process of the bridge', function()
   local nvim_pid = vim.fn.getpid()
-  local before = descendants(nvim_pid)
+  local model = { [model_server.pid] = true } -- the scripted model is the tests', not the bridge's
+  for _, p in ipairs(descendants(model_server.pid)) do
+    model[p] = true
+  end
+  local before = vim.tbl_filter(function(p)
+    return not model[p]
+  end, descendants(nvim_pid))
   truthy(#before > 0, 'the bridge is not running')
   local starts = {}
   for _, p in ipairs(before) do
@@ -581,4 +1015,6 @@ if (failed > 0 or os.getenv('PI_BRIDGE_TEST_SHOW_LOG')) and vim.fn.filereadable(
 end
 say(('%d passed, %d failed'):format(passed, failed))
 require('pi_bridge.client').stop(true)
+model_server:kill(15)
+model_server:wait(5000)
 os.exit(failed == 0 and passed > 0 and 0 or 1)

@@ -28,6 +28,10 @@ local M = {}
 --- @field cancel_result table? the pi/cancel answer
 --- @field usage table?
 --- @field buf integer? the run's buffer
+--- @field sink table? the view drawing the run instead of its own pi:// buffer (the chat); it has
+---   the functions of render.lua that handlers call: message, status, error, finish
+--- @field context_usage table? contextUsage of terminal.completed: tokens, contextWindow, percent
+--- @field steered string[] steering messages pi took in (run.steered)
 
 --- @type table<string, pi_bridge.Run>
 local runs = {}
@@ -63,11 +67,21 @@ function M.latest()
   return runs[order[#order]]
 end
 
---- Register a run about to be sent and open its view.
+local function view_of(run)
+  return run.sink or render
+end
+
+local function fire(pattern, data)
+  vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
+end
+
+--- Register a run about to be sent and open its view: its own pi:// buffer shown as `view`, or,
+--- given a `sink`, the sink's buffer (the chat's), which `sink.open(run)` prepares.
 --- @param params table
 --- @param view string
+--- @param sink table?
 --- @return pi_bridge.Run
-function M.start_run(params, view)
+function M.start_run(params, view, sink)
   local run = {
     id = params.runId,
     params = params,
@@ -77,10 +91,17 @@ function M.start_run(params, view)
     seq = 0,
     text = '',
     messages = {},
+    steered = {},
+    sink = sink,
   }
   runs[run.id] = run
   order[#order + 1] = run.id
-  render.open(run, view)
+  if sink then
+    sink.open(run)
+  else
+    render.open(run, view)
+  end
+  fire('PiBridgeRunStarted', { runId = run.id })
   return run
 end
 
@@ -93,12 +114,10 @@ local function finish(run, status)
   if status == 'cancelled' then
     require('pi_bridge.client').forget_request(run.request_id)
   end
-  render.finish(run)
-  vim.api.nvim_exec_autocmds('User', {
-    pattern = 'PiBridgeRunDone',
-    modeline = false,
-    data = { runId = run.id, status = status },
-  })
+  view_of(run).finish(run)
+  local data = { runId = run.id, status = status }
+  fire('PiBridgeRunDone', data) -- the older name, kept for existing configs
+  fire('PiBridgeRunFinished', data)
 end
 
 --- Handler of the `pi/message` notification (vim.lsp handler signature).
@@ -130,6 +149,7 @@ function M.on_message(_, msg, _)
     run.text = run.text .. (content.text or '')
   elseif t == T.TERMINAL_COMPLETED then
     run.usage = content.usage
+    run.context_usage = content.contextUsage or run.context_usage
   elseif t == T.TERMINAL_FAILED then
     run.error = content.error
   elseif t == T.TERMINAL_CANCELLED then
@@ -139,9 +159,11 @@ function M.on_message(_, msg, _)
     run.status = 'retrying'
   elseif t == T.RUN_QUEUED then
     run.status = 'queued'
+  elseif t == T.RUN_STEERED then
+    run.steered[#run.steered + 1] = content.text
   end
 
-  render.message(run, msg)
+  view_of(run).message(run, msg)
   local status = protocol.terminal_status[t]
   if status then
     finish(run, status)
@@ -160,7 +182,7 @@ function M.on_run_response(run, err, result)
     end
     run.error = err
     if not run.done then
-      render.error(run, err.message or vim.inspect(err))
+      view_of(run).error(run, err.message or vim.inspect(err))
     end
     finish(run, 'error')
     return
@@ -176,7 +198,7 @@ end
 function M.cancelling(run)
   if not run.done then
     run.status = 'cancelling'
-    render.status(run)
+    view_of(run).status(run)
   end
 end
 
@@ -198,7 +220,7 @@ function M.on_exit(code, signal)
       kind = 'process',
       message = ('the bridge exited (code %s, signal %s)'):format(code, signal),
     }
-    render.error(run, run.error.message)
+    view_of(run).error(run, run.error.message)
     finish(run, 'failed')
   end
 end

@@ -98,6 +98,7 @@ local function check_bridge(cfg)
           pib.protocolVersion
         )
       )
+      M.check_conversation_methods(pib.methods)
     end
   end
   local down = false
@@ -199,6 +200,22 @@ local function check_doctor(cfg)
     else
       health.info(line)
     end
+  end
+end
+
+--- The chat (:PiChat, :PiSessions, steering) needs the conversation methods.
+--- @param methods string[]?
+function M.check_conversation_methods(methods)
+  local missing = vim.tbl_filter(function(m)
+    return not vim.tbl_contains(methods or {}, m)
+  end, protocol.CONVERSATION_METHODS)
+  if #missing == 0 then
+    health.ok('conversations: ' .. table.concat(protocol.CONVERSATION_METHODS, ', '))
+  else
+    health.warn(
+      'the bridge lacks ' .. table.concat(missing, ', ') .. ': :PiChat cannot steer or resume',
+      { 'update pi-bridge' }
+    )
   end
 end
 

@@ -30,6 +30,24 @@ end
 --- @field view 'split'|'vsplit'|'float'|'none' Where a run is shown.
 --- @field log_file string|false The bridge logs here ($PI_BRIDGE_LOG_FILE; false: to its stderr,
 ---   which vim.lsp writes to its own log).
+--- @field chat_layout 'split'|'vsplit' Where :PiChat opens the chat.
+--- @field models string[] "provider/model" entries :PiModel offers (besides typing one).
+--- @field sessions_limit integer How many sessions :PiSessions lists.
+--- @field keys pi_bridge.Keys Keys of the chat and the diff; a key set to false is not mapped.
+
+--- @class pi_bridge.Keys
+--- @field send string|string[]|false normal mode, chat and prompt: send (steers while a run goes)
+--- @field send_insert string|string[]|false insert mode, prompt: send
+--- @field stop string|string[]|false normal mode, chat and prompt: stop the run
+--- @field stop_insert string|string[]|false insert mode, prompt: stop the run
+--- @field steer string|string[]|false normal mode: steer the run with the prompt
+--- @field model string|string[]|false normal mode: :PiModel
+--- @field new string|string[]|false normal mode: :PiNew
+--- @field next_turn string|string[]|false normal mode, chat: next turn
+--- @field prev_turn string|string[]|false normal mode, chat: previous turn
+--- @field diff string|string[]|false normal mode, chat: :PiDiff on an edit line
+--- @field diff_revert string|false in the diff: write the file's old text back
+--- @field diff_close string|false in the diff: close its tab
 
 --- @type pi_bridge.Config
 local defaults = {
@@ -45,6 +63,23 @@ local defaults = {
   init_options = {},
   view = 'split',
   log_file = default_log_file(),
+  chat_layout = 'vsplit',
+  models = {},
+  sessions_limit = 50,
+  keys = {
+    send = '<CR>',
+    send_insert = '<C-s>',
+    stop = { 'q', '<C-c>' },
+    stop_insert = '<C-c>',
+    steer = 'gs',
+    model = 'ga',
+    new = 'gn',
+    next_turn = ']]',
+    prev_turn = '[[',
+    diff = 'gd',
+    diff_revert = 'gR',
+    diff_close = 'q',
+  },
 }
 
 local function list_of_strings(v)
@@ -57,6 +92,11 @@ local function list_of_strings(v)
     end
   end
   return #v == vim.tbl_count(v)
+end
+
+--- A key option: a key, a non-empty list of keys, or false (not mapped).
+local function key_spec(v)
+  return v == false or (type(v) == 'string' and v ~= '') or (list_of_strings(v) and #v > 0)
 end
 
 local function one_of(values)
@@ -109,6 +149,30 @@ local schema = {
     false,
     'path or false',
   },
+  chat_layout = { one_of({ 'split', 'vsplit' }), false, 'split|vsplit' },
+  models = { list_of_strings, false, 'list of "provider/model" strings' },
+  sessions_limit = {
+    function(v)
+      return type(v) == 'number' and v >= 1 and v <= 1000 and v == math.floor(v)
+    end,
+    false,
+    'integer 1..1000',
+  },
+  keys = {
+    function(v)
+      if type(v) ~= 'table' then
+        return false
+      end
+      for name, lhs in pairs(v) do
+        if defaults.keys[name] == nil or not key_spec(lhs) then
+          return false
+        end
+      end
+      return true
+    end,
+    false,
+    'table of known key names (see :help pi_bridge-keys) to a key, a list of keys or false',
+  },
 }
 
 --- vim.validate's signature changed in 0.11 (the table form is deprecated there).
@@ -136,7 +200,9 @@ function M.setup(opts)
       problems[#problems + 1] = ('unknown option %q'):format(tostring(key))
     else
       local ok, err = pcall(validate, key, value, spec)
-      if ok then
+      if ok and key == 'keys' then
+        cfg.keys = vim.tbl_extend('force', cfg.keys, vim.deepcopy(value))
+      elseif ok then
         cfg[key] = vim.deepcopy(value)
       else
         problems[#problems + 1] = tostring(err):gsub('^.-:%d+: ', '')
@@ -171,7 +237,24 @@ local function new_run_id()
   return ('nvim-%d-%d-%d'):format(vim.fn.getpid(), os.time(), run_counter)
 end
 
---- Start a run. `overrides` may set any pi/run param (camelCase) for this run only.
+--- Send pi/run with `params` (a runId is added when absent); `sink` draws it instead of a pi://
+--- buffer (see handlers.start_run).
+--- @param params table
+--- @param sink table?
+--- @return string run_id
+function M.start(params, sink)
+  params.runId = params.runId or new_run_id()
+  local run = require('pi_bridge.handlers').start_run(params, M.config().view, sink)
+  require('pi_bridge.client').request(protocol.RUN, params, function(err, result)
+    require('pi_bridge.handlers').on_run_response(run, err, result)
+  end, function(request_id)
+    run.request_id = request_id
+  end)
+  return params.runId
+end
+
+--- Start a one-shot run in its own pi:// buffer. `overrides` may set any pi/run param (camelCase)
+--- for this run only.
 --- @param prompt string
 --- @param overrides table?
 --- @return string? run_id
@@ -192,13 +275,15 @@ function M.run(prompt, overrides)
     liveThoughts = cfg.live_thoughts or nil,
   }
   params = vim.tbl_extend('force', params, overrides or {})
-  local run = require('pi_bridge.handlers').start_run(params, cfg.view)
-  require('pi_bridge.client').request(protocol.RUN, params, function(err, result)
-    require('pi_bridge.handlers').on_run_response(run, err, result)
-  end, function(request_id)
-    run.request_id = request_id
-  end)
-  return params.runId
+  return M.start(params)
+end
+
+--- The statusline text of the chat: model, running or idle, context % (for lualine:
+--- `sections = { lualine_x = { require('pi_bridge').status } }`; refresh on the
+--- `User PiBridgeRunStarted` / `PiBridgeRunFinished` autocmds).
+--- @return string
+function M.status()
+  return require('pi_bridge.chat').status()
 end
 
 --- Ask about lines line1..line2 of the current buffer; `instruction` defaults to an explanation.

@@ -11,6 +11,16 @@ M.RUN = 'pi/run'
 M.CANCEL = 'pi/cancel'
 M.RUNS = 'pi/runs'
 M.MESSAGE = 'pi/message'
+M.SESSIONS = 'pi/sessions'
+M.SESSION = 'pi/session'
+M.STEER = 'pi/steer'
+M.CLOSE_SESSION = 'pi/closeSession'
+
+--- Every request method of the contract, in the order the bridge advertises them.
+M.METHODS = { M.RUN, M.CANCEL, M.RUNS, M.SESSIONS, M.SESSION, M.STEER, M.CLOSE_SESSION }
+
+--- What the chat needs beyond one-shot runs (checked by :checkhealth).
+M.CONVERSATION_METHODS = { M.SESSIONS, M.SESSION, M.STEER }
 
 M.REQUEST_CANCELLED = -32800
 M.INVALID_PARAMS = -32602

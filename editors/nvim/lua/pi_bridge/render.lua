@@ -27,7 +27,8 @@ local BODY = '  │ '
 --- @class pi_bridge.View
 --- @field text_open boolean the last line is assistant text that the next delta continues
 --- @field thought_open boolean the last block is a live thought that the next fragment continues
---- @field tools table<string, {mark: integer, name: string, summary: string, lines: integer}>
+--- @field tools table<string, {mark: integer, name: string, summary: string, lines: integer, status: string, diff: table?}>
+--- @field header boolean? false: no run header on line 1 (the chat buffer holds many runs)
 
 --- @type table<integer, pi_bridge.View>
 local views = {}
@@ -35,6 +36,9 @@ local views = {}
 --- @type integer?
 local run_win
 
+--- Run `fn` with `buf` modifiable (views are not modifiable by the user).
+--- @param buf integer
+--- @param fn function
 local function with_modifiable(buf, fn)
   vim.bo[buf].modifiable = true
   local ok, err = pcall(fn)
@@ -43,6 +47,7 @@ local function with_modifiable(buf, fn)
     error(err)
   end
 end
+M.with_modifiable = with_modifiable
 
 --- Windows showing `buf` whose cursor sits on its last line: they follow the stream.
 local function followers(buf)
@@ -104,10 +109,18 @@ function M.foldexpr(lnum)
   return '0'
 end
 
---- `foldtext` of run buffers: the fold's first line and how many lines it hides.
+--- Icons of the fold text by a tool line's status.
+local ICONS = { done = '✓', failed = '✗', cancelled = '✗', running = '…' }
+
+--- `foldtext` of run buffers: the fold's first line (a tool's with ✓/✗ for its status) and how
+--- many lines it hides.
 --- @return string
 function M.foldtext()
   local line = vim.fn.getline(vim.v.foldstart)
+  local status = vim.startswith(line, TOOL) and line:match('%[(%a+)%]$')
+  if status and ICONS[status] then
+    line = ICONS[status] .. line:sub(#TOOL)
+  end
   local hidden = vim.v.foldend - vim.v.foldstart
   return hidden > 0 and ('%s  (+%d lines)'):format(line, hidden) or line
 end
@@ -121,6 +134,44 @@ local function set_window_options(win)
   api.nvim_set_option_value('foldenable', true, wo)
   api.nvim_set_option_value('wrap', true, wo)
   api.nvim_set_option_value('linebreak', true, wo)
+  api.nvim_set_option_value('fillchars', 'fold: ', wo)
+end
+M.set_window_options = set_window_options
+
+--- Make `buf` a view that runs stream into without a header line of their own (the chat).
+--- @param buf integer
+function M.attach(buf)
+  views[buf] = { text_open = false, thought_open = false, tools = {}, header = false }
+end
+
+--- The next message starts a new block (a new turn was written into the buffer by its owner).
+--- @param buf integer
+function M.break_stream(buf)
+  local view = views[buf]
+  if view then
+    view.text_open, view.thought_open = false, false
+  end
+end
+
+--- The tool drawn at 1-based line `lnum` of `buf` (its line or its folded output), if any.
+--- @param buf integer
+--- @param lnum integer
+--- @return table? tool {name, summary, status, diff?}
+function M.tool_at(buf, lnum)
+  local view = views[buf]
+  if not view then
+    return nil
+  end
+  while lnum > 1 and vim.startswith(api.nvim_buf_get_lines(buf, lnum - 1, lnum, true)[1], BODY) do
+    lnum = lnum - 1
+  end
+  for _, tool in pairs(view.tools) do
+    local pos = api.nvim_buf_get_extmark_by_id(buf, ns_tool, tool.mark, {})
+    if pos[1] == lnum - 1 then
+      return tool
+    end
+  end
+  return nil
 end
 
 local function open_window(buf, view)
@@ -186,7 +237,7 @@ end
 --- Rewrite the header with the run's status.
 --- @param run pi_bridge.Run
 function M.status(run)
-  if not valid(run) then
+  if not valid(run) or views[run.buf].header == false then
     return
   end
   with_modifiable(run.buf, function()
@@ -222,7 +273,22 @@ local function tool_summary(name, arguments)
 end
 
 local function tool_line(tool, status)
+  tool.status = status
   return ('%s  [%s]'):format(tool.summary, status)
+end
+
+--- `+N -M` of a diff (changed lines), or nil without both texts.
+local function diff_counts(diff)
+  if type(diff) ~= 'table' or type(diff.newText) ~= 'string' then
+    return nil
+  end
+  local old = type(diff.oldText) == 'string' and diff.oldText or ''
+  local added, removed = 0, 0
+  local hunks = vim.diff(old, diff.newText, { result_type = 'indices' }) --[[@as integer[][] ]]
+  for _, h in ipairs(hunks) do
+    removed, added = removed + h[2], added + h[4]
+  end
+  return ('+%d -%d'):format(added, removed)
 end
 
 --- Replace the tool's status and folded output in place.
@@ -288,10 +354,20 @@ function M.message(run, msg)
           or c.cancelled and 'cancelled'
           or t == T.TOOL_COMPLETED and 'done'
           or 'failed'
+        if t == T.TOOL_COMPLETED and type(c.diff) == 'table' then
+          tool.diff = c.diff
+          local counts = diff_counts(c.diff)
+          if counts then
+            tool.summary = tool.summary .. ' ' .. counts
+          end
+        end
         update_tool(buf, tool, status, t == T.TOOL_FAILED and c.error or c.output)
       end
     elseif t == T.RUN_QUEUED then
-      append(buf, { ('⏸ waiting for a free run slot (position %d, limit %d)'):format(c.position, c.limit) })
+      append(
+        buf,
+        { ('⏸ waiting for a free run slot (position %d, limit %d)'):format(c.position, c.limit) }
+      )
     elseif t == T.RUN_STEERED then
       view.text_open, view.thought_open = false, false
       append(buf, { ('➜ steered: %s'):format(c.text or '') })
@@ -306,7 +382,9 @@ function M.message(run, msg)
         append(buf, { '', ('✗ %s: %s'):format(c.error.kind, c.error.message) })
       end
     end
-    api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+    if view.header ~= false then
+      api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+    end
   end)
   follow(buf, follow_wins)
 end
@@ -345,7 +423,9 @@ function M.finish(run)
     )
   end
   with_modifiable(buf, function()
-    api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+    if views[buf].header ~= false then
+      api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
+    end
     append(buf, { '', table.concat(parts, ' · ') })
   end)
   views[buf].text_open = false

@@ -632,7 +632,7 @@ test('two turns in one conversation: the second model request holds the first tu
 }));
 
 test('a message sent while a run goes steers it, and pi takes it in', { timeout: 3 * UI_TIMEOUT }, () => step('steer', async () => {
-  await setModel('toolwait');
+  await setModel('toolsteer');
   const frame = await chatFrame();
   const prompt = `run the slow tool ${tag}`;
   const steer = `and then say it is steered ${tag}`;

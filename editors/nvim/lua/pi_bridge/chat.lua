@@ -1,0 +1,389 @@
+--- The conversation behind :PiChat: which pi session it continues, its current run, the model and
+--- thinking level of the next prompt, and the requests that send, steer, stop, list and resume.
+---
+--- Drawing is chat_view.lua's (the windows) and render.lua's (each run's messages).
+local protocol = require('pi_bridge.protocol')
+local view = require('pi_bridge.chat_view')
+
+local T = protocol.types
+
+local M = {}
+
+--- @class pi_bridge.Conversation
+--- @field session_id string? the pi session follow-ups continue (nil: the next prompt starts one)
+--- @field run pi_bridge.Run? the latest run of the conversation
+--- @field provider string? picked with :PiModel, applied from the next prompt
+--- @field model string?
+--- @field thinking string?
+--- @field context_usage table? contextUsage of the latest completed run
+--- @field title string?
+local state = {}
+
+--- The conversation's state (read-only for callers; tests inspect it).
+--- @return pi_bridge.Conversation
+function M.state()
+  return state
+end
+
+local function cfg()
+  return require('pi_bridge').config()
+end
+
+local function running()
+  return state.run ~= nil and not state.run.done
+end
+
+--- Is a run of the conversation going?
+--- @return boolean
+function M.running()
+  return running()
+end
+
+--- The sink handlers.lua draws the chat's runs with: render.lua on the thread buffer, plus the
+--- conversation's bookkeeping.
+local sink = setmetatable({
+  open = function(run)
+    run.buf = view.thread()
+    view.begin_turn(run.params.prompt)
+  end,
+  message = function(run, msg)
+    local c = msg.content or {}
+    if (msg.type == T.SESSION_STARTED or msg.type == T.SESSION_RESUMED) and c.sessionId then
+      state.session_id = c.sessionId
+    elseif msg.type == T.TERMINAL_COMPLETED and c.contextUsage then
+      state.context_usage = c.contextUsage
+    end
+    require('pi_bridge.render').message(run, msg)
+  end,
+  finish = function(run)
+    state.session_id = state.session_id or run.session_id
+    require('pi_bridge.render').finish(run)
+    vim.cmd.redrawstatus({ bang = true })
+  end,
+}, { __index = require('pi_bridge.render') })
+
+local actions -- the functions chat_view maps keys to (set below)
+
+--- Open the chat (the thread and the prompt area) and focus the prompt.
+function M.open()
+  view.open(cfg().chat_layout, cfg().keys, actions)
+end
+
+local function run_params(prompt)
+  local c = cfg()
+  return {
+    prompt = prompt,
+    cwd = vim.fn.getcwd(),
+    sessionId = state.session_id,
+    provider = state.provider or c.provider,
+    model = state.model or c.model,
+    thinking = state.thinking or c.thinking,
+    tools = c.tools,
+    liveThoughts = c.live_thoughts or nil,
+  }
+end
+
+--- Send `text` (default: the prompt area's): a new turn of the conversation, or, while a run goes,
+--- a steering message for it.
+--- @param text string?
+--- @return string? run_id of a new turn
+function M.send(text)
+  M.open()
+  text = text or view.take_prompt()
+  if vim.trim(text) == '' then
+    vim.notify('pi_bridge: the prompt is empty', vim.log.levels.INFO)
+    return nil
+  end
+  if running() then
+    M.steer(text)
+    return nil
+  end
+  local run_id = require('pi_bridge').start(run_params(text), sink)
+  state.run = require('pi_bridge.handlers').get(run_id)
+  return run_id
+end
+
+--- Steer the running run with `text` (pi takes it in after its current tool calls); shown in the
+--- thread when `run.steered` arrives.
+--- @param text string?
+function M.steer(text)
+  text = text or view.take_prompt()
+  if vim.trim(text) == '' then
+    vim.notify('pi_bridge: the steering message is empty', vim.log.levels.INFO)
+    return
+  end
+  if not running() then
+    vim.notify('pi_bridge: no run to steer; sending it as a prompt', vim.log.levels.INFO)
+    M.send(text)
+    return
+  end
+  local run = state.run --[[@as pi_bridge.Run]]
+  require('pi_bridge.client').request(
+    protocol.STEER,
+    { runId = run.id, message = text },
+    function(err, result)
+      if err or not (result and result.accepted) then
+        local why = err and err.message or (result and result.reason) or 'refused'
+        vim.notify('pi_bridge: steer not taken: ' .. why, vim.log.levels.WARN)
+      end
+    end
+  )
+end
+
+--- Stop the running run (pi/cancel; its partial text stays in the thread).
+function M.stop()
+  if not running() then
+    vim.notify('pi_bridge: no run to stop', vim.log.levels.INFO)
+    return
+  end
+  require('pi_bridge').cancel((state.run --[[@as pi_bridge.Run]]).id)
+end
+
+--- Start over: the next prompt starts a new pi session.
+function M.new()
+  if running() then
+    M.stop()
+  end
+  state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
+  if view.thread() then
+    view.clear()
+  end
+end
+
+--- Seconds since the epoch of an ISO-8601 UTC timestamp ("2026-12-01T10:04:05.578Z"), or nil.
+--- @param iso string?
+--- @return integer?
+function M.parse_time(iso)
+  local y, mo, d, h, mi, s = tostring(iso):match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)')
+  if not y then
+    return nil
+  end
+  local t = { year = y, month = mo, day = d, hour = h, min = mi, sec = s, isdst = false }
+  local local_epoch = os.time(t --[[@as osdate]])
+  -- os.time reads the table as local time: shift by the zone's offset at that moment.
+  local utc_as_local = os.time(os.date('!*t', local_epoch) --[[@as osdate]])
+  return local_epoch + (local_epoch - utc_as_local)
+end
+
+--- "(2 h ago)" for a timestamp, relative to `now` (default: the clock).
+--- @param iso string?
+--- @param now integer?
+--- @return string
+function M.ago(iso, now)
+  local t = M.parse_time(iso)
+  if not t then
+    return '(?)'
+  end
+  local secs = math.max(0, (now or os.time()) - t)
+  if secs < 60 then
+    return '(just now)'
+  elseif secs < 3600 then
+    return ('(%d min ago)'):format(math.floor(secs / 60))
+  elseif secs < 86400 then
+    return ('(%d h ago)'):format(math.floor(secs / 3600))
+  end
+  return ('(%d d ago)'):format(math.floor(secs / 86400))
+end
+
+--- One vim.ui.select entry of a pi/sessions session.
+--- @param session table
+--- @return string
+function M.session_label(session)
+  return ('%s %s'):format(
+    M.ago(session.updatedAt or session.createdAt),
+    session.title or session.sessionId
+  )
+end
+
+--- Draw a pi/session answer into the (cleared) thread: each turn's prompt and its messages, drawn
+--- the way a live run's are.
+--- @param answer table
+local function draw_history(answer)
+  view.clear(answer.title)
+  local buf = view.thread() --[[@as integer]]
+  local render = require('pi_bridge.render')
+  if (answer.omittedTurns or 0) > 0 then
+    view.note(('… %d older turns not shown'):format(answer.omittedTurns))
+  end
+  for i, turn in ipairs(answer.turns or {}) do
+    local run = { id = ('history-%d'):format(i), buf = buf, params = { prompt = turn.prompt } }
+    view.begin_turn(turn.prompt or '')
+    for _, msg in ipairs(turn.messages or {}) do
+      render.message(run, msg)
+    end
+  end
+  view.note('── resumed: the next prompt continues this conversation')
+end
+
+--- Continue session `session_id`: its history is drawn, the next prompt goes to it.
+--- @param session_id string
+--- @param on_done fun(ok: boolean)?
+function M.resume(session_id, on_done)
+  if running() then
+    M.stop()
+  end
+  require('pi_bridge.client').request(
+    protocol.SESSION,
+    { sessionId = session_id },
+    function(err, answer)
+      if err or not (answer and answer.found) then
+        vim.notify(
+          'pi_bridge: cannot open session '
+            .. session_id
+            .. ': '
+            .. (err and err.message or 'not found'),
+          vim.log.levels.WARN
+        )
+        if on_done then
+          on_done(false)
+        end
+        return
+      end
+      M.open()
+      state.session_id, state.run, state.context_usage = answer.sessionId, nil, nil
+      state.title = answer.title
+      draw_history(answer)
+      if on_done then
+        on_done(true)
+      end
+    end
+  )
+end
+
+--- :PiSessions: pick one of this directory's sessions (vim.ui.select, so Telescope, fzf-lua and
+--- snacks pickers work) and continue it.
+--- @param on_done fun(ok: boolean)?
+function M.pick_session(on_done)
+  local params = { cwd = vim.fn.getcwd(), limit = cfg().sessions_limit }
+  require('pi_bridge.client').request(protocol.SESSIONS, params, function(err, answer)
+    local sessions = answer and answer.sessions or {}
+    if err or #sessions == 0 then
+      vim.notify(
+        'pi_bridge: ' .. (err and err.message or 'no pi sessions in ' .. params.cwd),
+        vim.log.levels.INFO
+      )
+      if on_done then
+        on_done(false)
+      end
+      return
+    end
+    vim.ui.select(sessions, {
+      prompt = 'pi: open conversation',
+      kind = 'pi_bridge.session',
+      format_item = M.session_label,
+    }, function(choice)
+      if not choice then
+        if on_done then
+          on_done(false)
+        end
+        return
+      end
+      M.resume(choice.sessionId, on_done)
+    end)
+  end)
+end
+
+--- :PiModel: pick "provider/model" (from setup's `models`, or typed), then the thinking level;
+--- both apply from the next prompt on.
+--- @param on_done fun()?
+function M.pick_model(on_done)
+  local other = 'other…'
+  local items = vim.deepcopy(cfg().models)
+  items[#items + 1] = other
+  local function pick_thinking()
+    local levels = vim.list_extend({ 'default' }, vim.deepcopy(protocol.THINKING_LEVELS))
+    vim.ui.select(
+      levels,
+      { prompt = 'pi: thinking level', kind = 'pi_bridge.thinking' },
+      function(level)
+        if level then
+          state.thinking = level ~= 'default' and level or nil
+        end
+        vim.cmd.redrawstatus({ bang = true })
+        if on_done then
+          on_done()
+        end
+      end
+    )
+  end
+  local function apply(choice)
+    if choice and vim.trim(choice) ~= '' then
+      local provider, model = choice:match('^([^/]+)/(.+)$')
+      state.provider, state.model = provider, model or vim.trim(choice)
+    end
+    pick_thinking()
+  end
+  vim.ui.select(
+    items,
+    { prompt = 'pi: model (provider/model)', kind = 'pi_bridge.model' },
+    function(choice)
+      if choice == other then
+        vim.ui.input({ prompt = 'provider/model: ' }, apply)
+      else
+        apply(choice)
+      end
+    end
+  )
+end
+
+--- :PiDiff: the diff of the edit (or write) on the cursor's line of the thread.
+--- @return table? what diff.open returns
+function M.diff_at_cursor()
+  local buf = view.thread()
+  local win = vim.api.nvim_get_current_win()
+  if not buf or vim.api.nvim_win_get_buf(win) ~= buf then
+    vim.notify('pi_bridge: :PiDiff works on an edit line of the chat', vim.log.levels.INFO)
+    return nil
+  end
+  local tool = require('pi_bridge.render').tool_at(buf, vim.api.nvim_win_get_cursor(win)[1])
+  if not tool or not tool.diff then
+    vim.notify('pi_bridge: no edit on this line', vim.log.levels.INFO)
+    return nil
+  end
+  local keys = cfg().keys
+  return require('pi_bridge.diff').open(
+    tool.diff,
+    { revert = keys.diff_revert, close = keys.diff_close }
+  )
+end
+
+--- The statusline text: model, running or idle, context %. Empty before the first chat.
+--- @return string
+function M.status()
+  local c = cfg()
+  local model = state.model or c.model
+  local provider = state.provider or c.provider
+  local parts = { 'pi' }
+  if model then
+    parts[#parts + 1] = provider and (provider .. '/' .. model) or model
+  end
+  local thinking = state.thinking or c.thinking
+  if thinking then
+    parts[#parts + 1] = 'thinking ' .. thinking
+  end
+  parts[#parts + 1] = running() and 'running' or 'idle'
+  local usage = state.context_usage
+  if usage and type(usage.percent) == 'number' then
+    parts[#parts + 1] = ('ctx %d%%'):format(math.floor(usage.percent + 0.5))
+  end
+  return table.concat(parts, ' · ')
+end
+
+actions = {
+  send = function()
+    M.send()
+  end,
+  steer = function()
+    M.steer()
+  end,
+  stop = M.stop,
+  model = function()
+    M.pick_model()
+  end,
+  new = M.new,
+  diff = function()
+    M.diff_at_cursor()
+  end,
+}
+
+return M
