@@ -589,7 +589,7 @@ test('pi: Ask About Selection adds a context chip, the chat prompt carries the s
   await runCommand('pi: Ask About Selection');
   const frame = await chatFrame();
   await chatWait(frame, `[...document.querySelectorAll('#chips .chip')].some((c) => c.textContent.startsWith('hello.py:1'))`);
-  await screenshot('04-chat-context-chip.png');
+  await screenshot('chat-1-context-chip.png');
   await sendInChat(frame, 'What does this print?');
   const turn = await waitForTurn(frame, 'What does this print?', "status === 'completed'", 'the selection turn');
   assert.ok(turn.assistant.includes('ECHO:What does this print?'), `the question reached the model: ${turn.assistant}`);
@@ -628,7 +628,7 @@ test('two turns in one conversation: the second model request holds the first tu
   assert.ok(status);
   const label = await status.evaluate((el) => el.textContent ?? '');
   assert.match(label, /pi: fake\/text · ctx \d+\.\d%/, `the status bar shows context and cost: ${label}`);
-  await screenshot('05-chat-two-turns.png');
+  await screenshot('chat-2-two-turns.png');
 }));
 
 test('a message sent while a run goes steers it, and pi takes it in', { timeout: 3 * UI_TIMEOUT }, () => step('steer', async () => {
@@ -645,7 +645,7 @@ test('a message sent while a run goes steers it, and pi takes it in', { timeout:
   const requests = await requestsEndingWith(steer);
   assert.ok(requests.length > 0, 'the steering message reached the model in the same conversation');
   assert.ok(requests[0]!.includes(FIRST), 'in the same conversation');
-  await screenshot('06-chat-steered.png');
+  await screenshot('chat-3-steered.png');
 }));
 
 test('Stop ends a streaming run and its partial text stays', { timeout: 3 * UI_TIMEOUT }, () => step('stop', async () => {
@@ -655,7 +655,7 @@ test('Stop ends a streaming run and its partial text stays', { timeout: 3 * UI_T
   await sendInChat(frame, prompt);
   const streaming = await waitForTurn(frame, prompt, "status === 'running' && assistant.split(' ').length >= 8", 'streamed text');
   await chatWait(frame, `!!document.querySelector('#send[data-action="stop"][aria-label="Stop the run"]')`);
-  await screenshot('07-chat-streaming.png');
+  await screenshot('chat-4-streaming.png');
   await chatClick(frame, '#send[data-action="stop"]');
   const stopped = await waitForTurn(frame, prompt, "status === 'cancelled'", 'the stopped turn');
   assert.ok(stopped.assistant.startsWith(streaming.assistant.trim().slice(0, 30)), `partial text kept: ${stopped.assistant}`);
@@ -684,7 +684,7 @@ test('Open Diff on an edit shows the file before and after the edit', { timeout:
      })()`,
     { timeout: UI_TIMEOUT },
   );
-  await screenshot('08-chat-open-diff.png');
+  await screenshot('chat-5-open-diff.png');
 }));
 
 test('after pi: Restart Bridge, pi: Open Conversation… shows an earlier conversation and continues it', { timeout: 4 * UI_TIMEOUT }, () => step('reopen', async () => {
@@ -692,7 +692,7 @@ test('after pi: Restart Bridge, pi: Open Conversation… shows an earlier conver
   await runCommand('pi: Restart Bridge');
   await runCommand('pi: Open Conversation…');
   await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${FIRST}"]`, { visible: true, timeout: UI_TIMEOUT });
-  await screenshot('09-open-conversation.png');
+  await screenshot('chat-6-open-conversation.png');
   await page.click(`.quick-input-list .monaco-list-row[aria-label*="${FIRST}"]`);
   const frame = await chatFrame();
   await waitForTurn(frame, FIRST, "status === 'completed' && assistant.length > 0", 'the first turn from history');
@@ -703,7 +703,7 @@ test('after pi: Restart Bridge, pi: Open Conversation… shows an earlier conver
   const [request] = await requestsEndingWith(third);
   assert.ok(request, 'the third prompt reached the model');
   assert.ok(request.includes(FIRST) && request.includes(SECOND), `the reopened conversation continued: ${JSON.stringify(request)}`);
-  await screenshot('10-reopened-conversation.png');
+  await screenshot('chat-7-reopened-conversation.png');
 }));
 
 test('the current conversation survives a window reload', { timeout: 3 * UI_TIMEOUT }, () => step('reload', async () => {
@@ -713,7 +713,7 @@ test('the current conversation survives a window reload', { timeout: 3 * UI_TIME
   // The webview kept only the session id; the extension host renders the rest from pi/session.
   await waitForTurn(frame, FIRST, "status === 'completed' && assistant.length > 0", 'the first turn after the reload');
   await waitForTurn(frame, `third question ${tag}`, "status === 'completed' && assistant.length > 0", 'the last turn after the reload');
-  await screenshot('11-after-reload.png');
+  await screenshot('chat-8-after-reload.png');
   // The next tests reload without pi or Python: start them without a conversation to restore.
   await runCommand('pi: New Conversation');
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
