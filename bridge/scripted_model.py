@@ -76,6 +76,8 @@ log = logging.getLogger(__name__)
 
 LOOPBACK: Final = "127.0.0.1"
 
+#: GET path that answers the recorded requests (see ScriptedModelServer.request_summaries).
+REQUESTS_PATH: Final = "/_scripted/requests"
 #: Seconds between streamed pieces for ordinary scenarios, before ``delay_scale``.
 CHUNK_DELAY: Final = 0.005
 #: Seconds between pieces of ``slow`` (not scaled: cancel tests need a live stream).
@@ -268,6 +270,17 @@ def last_user_text_of(body: dict[str, Any]) -> str | None:
         if text is not None:
             return text
     return None
+
+
+def user_texts_of(body: dict[str, Any]) -> list[str]:
+    """Texts of every user message carrying text, in order (the conversation so far)."""
+    texts = []
+    for message in _messages(body):
+        if message.get("role") == "user":
+            text = _content_text(message.get("content"))
+            if text is not None:
+                texts.append(text)
+    return texts
 
 
 def trailing_tool_result(body: dict[str, Any]) -> str | None:
@@ -820,6 +833,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path == REQUESTS_PATH:
+            self._send_json(200, {"requests": self.server.owner.request_summaries()})
+            return
         self.server.owner._record(self.path, None, {})
         if path.endswith("/models"):
             models = sorted(SCENARIOS)
@@ -1028,6 +1044,15 @@ class ScriptedModelServer:
         """Every request received, oldest first: path, model, body, n (per model), t."""
         with self._lock:
             return list(self._requests)
+
+    def request_summaries(self) -> list[dict[str, Any]]:
+        """Every model request so far as {model, n, userTexts}: what GET /_scripted/requests
+        answers, so a test in another process (an editor's) can see what reached the model."""
+        return [
+            {"model": r["model"], "n": r["n"], "userTexts": user_texts_of(r["body"])}
+            for r in self.requests
+            if r["model"]
+        ]
 
     def last_user_text(self, model: str | None = None) -> str | None:
         """Text of the last user message of the latest request (of ``model`` if given)."""

@@ -88,6 +88,9 @@ export CODE_SERVER_DIR="$cs_dir"
 step "typecheck (tsc --noEmit)"
 npm run --silent typecheck
 
+step "lint (eslint, typescript-eslint)"
+npx eslint --max-warnings 0 .
+
 step "package the platform .vsix (linux-x64, the bridge and its Python libraries bundled)"
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
 npm run --silent package

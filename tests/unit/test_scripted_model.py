@@ -795,3 +795,15 @@ def test_context_an_agent_adds_before_the_prompt_is_not_the_users_text(server: S
         {"type": "text", "text": "-p hi"},
     ]
     assert last_user_text_of({"messages": [{"role": "user", "content": content}]}) == "-p hi"
+
+
+def test_get_requests_answers_each_model_request_with_its_user_texts(server: ScriptedModelServer) -> None:
+    chat(server, "text", messages=[user("first"), {"role": "assistant", "content": "ok"}, user("second")])
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    conn.request("GET", "/_scripted/requests")
+    resp = conn.getresponse()
+    answer = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 200
+    assert answer == {"requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"]}]}
+    assert len(server.requests) == 1, "asking for the requests is not itself recorded"

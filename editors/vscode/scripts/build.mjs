@@ -1,4 +1,5 @@
-// Bundles the extension (src/extension.ts and everything it imports, vscode excluded) into dist/.
+// Bundles the extension (src/extension.ts and everything it imports, vscode excluded) into dist/,
+// and the chat webview's script (src/webview/main.ts, for the browser) into dist/webview.js.
 import { build } from 'esbuild';
 
 const production = process.argv.includes('--production');
@@ -10,6 +11,17 @@ await build({
   format: 'cjs',
   platform: 'node',
   target: 'node20',
+  sourcemap: !production,
+  minify: production,
+  logLevel: 'warning',
+});
+await build({
+  entryPoints: ['src/webview/main.ts'],
+  bundle: true,
+  outfile: 'dist/webview.js',
+  format: 'iife',
+  platform: 'browser',
+  target: 'es2022',
   sourcemap: !production,
   minify: production,
   logLevel: 'warning',

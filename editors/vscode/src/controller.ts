@@ -11,9 +11,11 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
+import { Chat } from './chat';
 import { readSettings, RESTART_KEYS, runParams, type Settings } from './config';
+import { usageLabel, type ConversationUsage } from './conversation';
 import { checkInstallation, resolveBridgeLaunch } from './install';
-import { filePrompt, promptTitle, selectionPrompt } from './prompts';
+import { promptTitle } from './prompts';
 import { newRunId, PROTOCOL_VERSION } from './protocol';
 import { statusLine } from './render';
 import { Session, type RunRecord } from './session';
@@ -35,6 +37,8 @@ export class Controller implements vscode.Disposable {
   private readonly log: vscode.LogOutputChannel;
   private readonly view: RunsView;
   private readonly status: vscode.StatusBarItem;
+  private readonly chat: Chat;
+  private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly context: vscode.ExtensionContext) {
@@ -42,15 +46,29 @@ export class Controller implements vscode.Disposable {
     this.view = new RunsView(context.extensionUri);
     this.status = vscode.window.createStatusBarItem('piBridge.status', vscode.StatusBarAlignment.Right, 100);
     this.status.name = 'pi';
-    this.status.command = 'piBridge.setModel';
+    this.status.command = 'piBridge.pickModel';
+    this.chat = new Chat(context.extensionUri, {
+      session: () => this.ensureSession(),
+      runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
+      cwd: defaultCwd,
+      log: this.log,
+      onUsage: (usage) => {
+        this.usage = usage;
+        this.updateStatus();
+      },
+    });
     this.disposables.push(
+      this.chat,
       this.log,
       this.view,
       this.status,
       vscode.window.registerWebviewViewProvider(RunsView.viewId, this.view),
       vscode.commands.registerCommand('piBridge.ask', (prompt?: unknown) => this.ask(prompt)),
-      vscode.commands.registerCommand('piBridge.askSelection', () => this.askSelection()),
-      vscode.commands.registerCommand('piBridge.askFile', (uri?: unknown) => this.askFile(uri)),
+      // Context for the chat's next prompt (the one-shot askSelection/askFile stay for pi: Ask…).
+      vscode.commands.registerCommand('piBridge.askSelection', () => this.chat.addContext('selection')),
+      vscode.commands.registerCommand('piBridge.askFile', (uri?: unknown) =>
+        this.chat.addContext('file', uri instanceof vscode.Uri ? uri : undefined),
+      ),
       vscode.commands.registerCommand('piBridge.cancel', () => this.cancelCurrent()),
       vscode.commands.registerCommand('piBridge.setModel', () => this.setModel()),
       vscode.commands.registerCommand('piBridge.clear', () => this.view.clear()),
@@ -169,7 +187,11 @@ export class Controller implements vscode.Disposable {
   }
 
   private onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
-    if (e.affectsConfiguration('piBridge.pi.model') || e.affectsConfiguration('piBridge.pi.provider')) {
+    if (
+      e.affectsConfiguration('piBridge.pi.model') ||
+      e.affectsConfiguration('piBridge.pi.provider') ||
+      e.affectsConfiguration('piBridge.pi.thinking')
+    ) {
       this.updateStatus();
     }
     if (!this.client || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
@@ -263,57 +285,6 @@ export class Controller implements vscode.Disposable {
     return this.run(text, promptTitle(text), undefined);
   }
 
-  private async askSelection(): Promise<RunRecord | undefined> {
-    const editor = vscode.window.activeTextEditor;
-    if (!editor || editor.selection.isEmpty) {
-      void vscode.window.showInformationMessage('pi: select some text first.');
-      return undefined;
-    }
-    const question = await vscode.window.showInputBox({
-      title: 'Ask pi about the selection',
-      placeHolder: 'e.g. explain this, or: find the bug',
-      ignoreFocusOut: true,
-    });
-    if (!question?.trim()) {
-      return undefined;
-    }
-    const doc = editor.document;
-    const sel = editor.selection;
-    const prompt = selectionPrompt({
-      question,
-      path: vscode.workspace.asRelativePath(doc.uri),
-      languageId: doc.languageId,
-      startLine: sel.start.line + 1,
-      endLine: sel.end.line + 1,
-      text: doc.getText(sel),
-    });
-    return this.run(prompt, promptTitle(question), cwdFor(doc.uri));
-  }
-
-  private async askFile(arg?: unknown): Promise<RunRecord | undefined> {
-    const uri = arg instanceof vscode.Uri ? arg : vscode.window.activeTextEditor?.document.uri;
-    if (!uri) {
-      void vscode.window.showInformationMessage('pi: open a file first.');
-      return undefined;
-    }
-    const question = await vscode.window.showInputBox({
-      title: `Ask pi about ${vscode.workspace.asRelativePath(uri)}`,
-      placeHolder: 'e.g. summarize this file',
-      ignoreFocusOut: true,
-    });
-    if (!question?.trim()) {
-      return undefined;
-    }
-    const doc = await vscode.workspace.openTextDocument(uri);
-    const prompt = filePrompt({
-      question,
-      path: vscode.workspace.asRelativePath(uri),
-      languageId: doc.languageId,
-      text: doc.getText(),
-    });
-    return this.run(prompt, promptTitle(question), cwdFor(uri));
-  }
-
   /** Cancel the newest live run, through the same token as the notification's Cancel button. */
   private cancelCurrent(): void {
     const runs = [...this.live.values()];
@@ -350,8 +321,15 @@ export class Controller implements vscode.Disposable {
     const running = this.live.size;
     const state = this.client ? State[this.client.state].toLowerCase() : 'not started';
     void vscode.commands.executeCommand('setContext', RUNNING_CONTEXT, running > 0);
-    this.status.text = running > 0 ? `$(sync~spin) pi: ${model}` : `$(hubot) pi: ${model}`;
-    this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live. Click to set the model.`;
+    const busy = running > 0 || this.chat.conversation.running;
+    const thinking = settings.thinking ? ` · thinking: ${settings.thinking}` : '';
+    const usage = usageLabel(this.usage);
+    this.status.text = `${busy ? '$(sync~spin)' : '$(hubot)'} pi: ${model}${thinking}${usage ? ` · ${usage}` : ''}`;
+    const window = this.usage.contextUsage;
+    const context = window
+      ? ` Context: ${window.tokens ?? '?'} of ${window.contextWindow} tokens.`
+      : '';
+    this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live.${context} Click to pick the model or thinking level.`;
     this.status.accessibilityInformation = { label: `pi model: ${settings.model || 'default'}` };
   }
 
@@ -377,9 +355,4 @@ function progressLine(record: RunRecord): string {
 function defaultCwd(): string | undefined {
   const folder = vscode.workspace.workspaceFolders?.[0];
   return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
-}
-
-function cwdFor(uri: vscode.Uri): string | undefined {
-  const folder = vscode.workspace.getWorkspaceFolder(uri);
-  return folder?.uri.scheme === 'file' ? folder.uri.fsPath : defaultCwd();
 }

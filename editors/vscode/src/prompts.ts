@@ -20,13 +20,13 @@ export interface SelectionContext {
   text: string;
 }
 
-export function selectionPrompt(ctx: SelectionContext): string {
+function selectionBlock(ctx: Omit<SelectionContext, 'question'>): string {
   const f = fence(ctx.text);
-  return (
-    `${ctx.question}\n\n` +
-    `This is about lines ${ctx.startLine}-${ctx.endLine} of ${ctx.path}:\n\n` +
-    `${f}${ctx.languageId}\n${ctx.text}\n${f}\n`
-  );
+  return `This is about lines ${ctx.startLine}-${ctx.endLine} of ${ctx.path}:\n\n${f}${ctx.languageId}\n${ctx.text}\n${f}\n`;
+}
+
+export function selectionPrompt(ctx: SelectionContext): string {
+  return `${ctx.question}\n\n${selectionBlock(ctx)}`;
 }
 
 export interface FileContext {
@@ -36,12 +36,33 @@ export interface FileContext {
   text: string;
 }
 
-export function filePrompt(ctx: FileContext): string {
+function fileBlock(ctx: Omit<FileContext, 'question'>): string {
   if (ctx.text.length > MAX_INLINE_CHARS) {
-    return `${ctx.question}\n\nThis is about the file ${ctx.path} (${ctx.text.length} characters; read it as needed).\n`;
+    return `This is about the file ${ctx.path} (${ctx.text.length} characters; read it as needed).\n`;
   }
   const f = fence(ctx.text);
-  return `${ctx.question}\n\nThis is about the file ${ctx.path}:\n\n${f}${ctx.languageId}\n${ctx.text}\n${f}\n`;
+  return `This is about the file ${ctx.path}:\n\n${f}${ctx.languageId}\n${ctx.text}\n${f}\n`;
+}
+
+export function filePrompt(ctx: FileContext): string {
+  return `${ctx.question}\n\n${fileBlock(ctx)}`;
+}
+
+/** A selection or a file attached to the next prompt of a conversation (a chip in the chat view). */
+export type ContextData =
+  | ({ kind: 'selection' } & Omit<SelectionContext, 'question'>)
+  | ({ kind: 'file' } & Omit<FileContext, 'question'>);
+export type ContextChip = ContextData & { id: string };
+
+/** The chip's short label: `hello.py:1-3` or `hello.py`. */
+export function chipLabel(chip: ContextData): string {
+  return chip.kind === 'selection' ? `${chip.path}:${chip.startLine}-${chip.endLine}` : chip.path;
+}
+
+/** The prompt for `question` with every chip's context after it, in the order they were added. */
+export function contextPrompt(question: string, chips: readonly ContextData[]): string {
+  const blocks = chips.map((chip) => (chip.kind === 'selection' ? selectionBlock(chip) : fileBlock(chip)));
+  return blocks.length === 0 ? question : `${question}\n\n${blocks.join('\n')}`;
 }
 
 /** A short one-line title for a prompt (the progress notification and the run's card). */

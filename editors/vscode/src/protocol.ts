@@ -6,7 +6,10 @@ export type {
   CancelParams,
   CancelResult,
   CancelledRunData,
+  ContextUsage,
   ErrorInfo,
+  FileDiff,
+  HistoryTurn,
   InitializationOptions,
   PiMessage,
   RunInfo,
@@ -14,7 +17,12 @@ export type {
   RunResult,
   RunsResult,
   ServerCapabilities,
+  SessionHistory,
+  SessionNotFound,
+  SessionSummary,
+  SessionsResult,
   ShutdownReceipt,
+  SteerResult,
   Usage,
 } from './generated/protocol';
 
@@ -25,6 +33,9 @@ export const Methods = {
   run: 'pi/run',
   cancel: 'pi/cancel',
   runs: 'pi/runs',
+  steer: 'pi/steer',
+  sessions: 'pi/sessions',
+  session: 'pi/session',
   message: 'pi/message',
 } as const;
 
@@ -41,6 +52,12 @@ export type PiMessageType = PiMessage['type'];
 
 /** Narrow a pi/message to one type, e.g. `messageOf(msg, 'assistant')`. */
 export type MessageOf<T extends PiMessageType> = Extract<PiMessage, { type: T }>;
+
+/**
+ * A message without its run envelope (`runId`, `attempt`, `seq`): what a live `pi/message` carries
+ * and what a turn of `pi/session` holds, so one renderer shows both.
+ */
+export type ContractEntry = { [T in PiMessageType]: { type: T; content: MessageOf<T>['content'] } }[PiMessageType];
 
 const RUN_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 let runCounter = 0;

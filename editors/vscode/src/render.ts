@@ -120,7 +120,9 @@ export function statusLine(record: RunRecord): string {
     const { stage, elapsedMs, pids, survivors } = record.shutdown;
     const ended = `${pids.length} process${pids.length === 1 ? '' : 'es'} ended (${pids.join(', ')})`;
     const left = survivors.length ? `, SURVIVORS ${survivors.join(', ')}` : '';
-    parts.push(`stopped (${stage}) in ${Math.round(elapsedMs)} ms · ${pids.length ? ended : 'nothing was running'}${left}`);
+    // The rpc engine aborts the turn and keeps the conversation's pi for its next prompt.
+    const kept = record.shutdown.agentKept ? ' · pi kept for the conversation' : '';
+    parts.push(`stopped (${stage}) in ${Math.round(elapsedMs)} ms · ${pids.length ? ended : 'nothing was running'}${left}${kept}`);
   }
   if (record.usage) {
     parts.push(formatUsage(record.usage));

@@ -216,6 +216,9 @@ export function applyMessage(record: RunRecord, msg: PiMessage): void {
         text: `retrying (attempt ${msg.content.attempt}) in ${Math.round(msg.content.delayMs)} ms: ${msg.content.reason}`,
       });
       break;
+    case 'run.steered':
+      record.items.push({ kind: 'notice', attempt, level: 'info', text: `steered: ${msg.content.text}` });
+      break;
     case 'run.queued':
       record.items.push({
         kind: 'notice',
@@ -223,9 +226,6 @@ export function applyMessage(record: RunRecord, msg: PiMessage): void {
         level: 'info',
         text: `waiting for a free run slot (position ${msg.content.position}, limit ${msg.content.limit})`,
       });
-      break;
-    case 'run.steered':
-      record.items.push({ kind: 'notice', attempt, level: 'info', text: `steered: ${msg.content.text}` });
       break;
     default: {
       const unknown: never = msg;
@@ -272,7 +272,7 @@ function errorParts(err: unknown): { code: number; message: string; data: unknow
     const e = err as { code?: unknown; message?: unknown; data?: unknown };
     return {
       code: typeof e.code === 'number' ? e.code : 0,
-      message: typeof e.message === 'string' ? e.message : String(err),
+      message: typeof e.message === 'string' ? e.message : JSON.stringify(err),
       data: e.data,
     };
   }
@@ -284,11 +284,16 @@ export interface RunOptions {
   title?: string;
   /** Called after every change of the record (each notification, and the final state). */
   onUpdate?: (record: RunRecord) => void;
+  /** Called with each pi/message of the run as it arrives, after it is folded into the record. */
+  onMessage?: (msg: PiMessage) => void;
 }
 
 /** Runs pi through one bridge connection and keeps the records of its live runs. */
 export class Session implements Disposable {
-  private readonly live = new Map<string, { record: RunRecord; onUpdate?: (r: RunRecord) => void }>();
+  private readonly live = new Map<
+    string,
+    { record: RunRecord; onUpdate?: (r: RunRecord) => void; onMessage?: (msg: PiMessage) => void }
+  >();
   private readonly subscription: Disposable;
 
   constructor(
@@ -310,7 +315,7 @@ export class Session implements Disposable {
   async run(params: RunParams, options: RunOptions = {}): Promise<RunRecord> {
     const runId = params.runId ?? newRunId();
     const record = newRunRecord(runId, params.prompt, options.title);
-    const entry = { record, onUpdate: options.onUpdate };
+    const entry = { record, onUpdate: options.onUpdate, onMessage: options.onMessage };
     this.live.set(runId, entry);
     entry.onUpdate?.(record);
     try {
@@ -350,7 +355,13 @@ export class Session implements Disposable {
       return;
     }
     applyMessage(entry.record, params);
+    entry.onMessage?.(params);
     entry.onUpdate?.(entry.record);
+  }
+
+  /** Any other request of the contract (pi/cancel, pi/steer, pi/sessions, pi/session) on this connection. */
+  request<R>(method: string, params: unknown): Promise<R> {
+    return this.connection.sendRequest<R>(method, params);
   }
 
   dispose(): void {

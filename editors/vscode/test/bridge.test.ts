@@ -17,6 +17,8 @@ import {
   type RunResult,
   type RunsResult,
 } from '../src/protocol';
+import type { HostMessage } from '../src/chatProtocol';
+import { Conversation } from '../src/conversation';
 import { Session, type RunRecord } from '../src/session';
 import { isAlive, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness';
 
@@ -161,7 +163,9 @@ test('cancel through a CancellationTokenSource rejects with -32800 and keeps the
   assert.ok(terminal?.type === 'terminal.cancelled');
   const shutdown = data.shutdown ?? terminal.content.shutdown;
   assert.deepEqual(shutdown.survivors, []);
-  assert.ok(shutdown.pids.length > 0, 'the receipt names the run processes');
+  // The rpc engine aborts the turn and keeps the conversation's pi (agentKept); otherwise the
+  // receipt names the run's processes, and all of them are gone.
+  assert.ok(shutdown.agentKept === true || shutdown.pids.length > 0, 'the receipt names the run processes');
   assertGone(shutdown.pids);
   assert.ok(elapsed < 15_000, `cancel answered in ${elapsed} ms`);
 });
@@ -249,4 +253,32 @@ test('invalid params answer -32602 naming the field', { timeout: RUN_TIMEOUT }, 
   } finally {
     session.dispose();
   }
+});
+
+test('Conversation: the second turn continues the first one\'s session, and open() replays both from pi/session', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const posted: HostMessage[] = [];
+  const session = new Session(bridge.rpc);
+  const host = {
+    session: () => Promise.resolve(session),
+    runParams: (prompt: string, runId: string) => ({ prompt, runId, model: 'text' }),
+    post: (m: HostMessage) => posted.push(m),
+  };
+  const conversation = new Conversation(host);
+  await conversation.send('first turn of the conversation');
+  const first = conversation.sessionId;
+  assert.ok(first, 'the first turn got a session');
+  await conversation.send('second turn of the conversation');
+  assert.equal(conversation.sessionId, first, 'the second turn continued the same session');
+  const ended = posted.filter((m) => m.type === 'turnEnded').map((m) => m.type === 'turnEnded' && m.payload.status);
+  assert.deepEqual(ended, ['completed', 'completed']);
+  const usage = conversation.lastUsage.contextUsage;
+  assert.ok(usage && usage.contextWindow > 0, `terminal.completed carried the context usage: ${JSON.stringify(usage)}`);
+
+  const replayed: HostMessage[] = [];
+  const reopened = new Conversation({ ...host, post: (m: HostMessage) => replayed.push(m) });
+  assert.equal(await reopened.open(first), true);
+  const prompts = replayed.flatMap((m) => (m.type === 'turn' ? [m.payload.prompt] : []));
+  assert.deepEqual(prompts, ['first turn of the conversation', 'second turn of the conversation']);
+  assert.ok(replayed.some((m) => m.type === 'entry' && m.payload.entry.type === 'assistant'), 'the answers are replayed');
+  session.dispose();
 });

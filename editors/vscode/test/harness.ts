@@ -137,8 +137,8 @@ export async function startBridge(options: BridgeOptions = {}): Promise<Bridge> 
   });
   const exited = new Promise<number | null>((resolveExit) => proc.on('exit', (code) => resolveExit(code)));
   const connection = createMessageConnection(
-    new StreamMessageReader(proc.stdout!),
-    new StreamMessageWriter(proc.stdin!),
+    new StreamMessageReader(proc.stdout),
+    new StreamMessageWriter(proc.stdin),
   );
   const messages = new Messages();
   const subscribers = new Set<(params: unknown) => void>();

@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
 import { bridgeLaunch, readSettings, runParams } from '../src/config';
-import { filePrompt, promptTitle, selectionPrompt } from '../src/prompts';
+import { editStat, relativeTime, usageLabel } from '../src/conversation';
+import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/protocol';
 import { renderRun, statusLine } from '../src/render';
 import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/session';
@@ -141,4 +142,37 @@ test('prompts fence code safely', () => {
   assert.match(p, /````markdown\nx ``` y\n````/);
   assert.match(filePrompt({ question: 'q', path: 'big.txt', languageId: 'plaintext', text: 'a'.repeat(200_000) }), /read it as needed/);
   assert.equal(promptTitle('  a\n b  '), 'a b');
+});
+
+test('editStat counts the lines between the common head and tail; a new file is all added', () => {
+  assert.deepEqual(editStat('line one\nline two\nline three\n', 'line one\nline 2, edited\nline three\n'), { added: 1, removed: 1 });
+  assert.deepEqual(editStat(null, 'first line\nsecond line\n'), { added: 3, removed: 0 });
+  assert.deepEqual(editStat('a\nb\n', 'a\nb\n'), { added: 0, removed: 0 });
+  assert.deepEqual(editStat('a\nb\nc', 'a\nc'), { added: 0, removed: 1 });
+});
+
+test('relativeTime and usageLabel say how long ago and how much context', () => {
+  const now = Date.parse('2026-12-01T12:00:00Z');
+  assert.equal(relativeTime('2026-12-01T11:59:30Z', now), 'just now');
+  assert.equal(relativeTime('2026-12-01T11:55:00Z', now), '5 min ago');
+  assert.equal(relativeTime('2026-12-01T09:00:00Z', now), '3 h ago');
+  assert.equal(relativeTime('2026-11-30T11:00:00Z', now), 'yesterday');
+  assert.equal(relativeTime('2026-11-20T11:00:00Z', now), '11 days ago');
+  assert.equal(usageLabel({ contextUsage: null, sessionCost: null }), '');
+  assert.equal(
+    usageLabel({ contextUsage: { tokens: 640, contextWindow: 128000, percent: 0.5 }, sessionCost: 0.0123 }),
+    'ctx 0.5% · $0.0123',
+  );
+});
+
+test('contextPrompt puts every chip after the question; chipLabel names the lines', () => {
+  const selection = { kind: 'selection' as const, path: 'hello.py', languageId: 'python', startLine: 1, endLine: 2, text: 'print(1)' };
+  const file = { kind: 'file' as const, path: 'notes.txt', languageId: 'plaintext', text: 'n' };
+  assert.equal(chipLabel(selection), 'hello.py:1-2');
+  assert.equal(chipLabel(file), 'notes.txt');
+  assert.equal(contextPrompt('Why?', []), 'Why?');
+  const prompt = contextPrompt('Why?', [selection, file]);
+  assert.ok(prompt.startsWith('Why?\n\nThis is about lines 1-2 of hello.py:'), prompt);
+  assert.ok(prompt.includes('This is about the file notes.txt:'), prompt);
+  assert.equal(contextPrompt('Why?', [selection]), selectionPrompt({ question: 'Why?', ...selection }));
 });

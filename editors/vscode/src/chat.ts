@@ -1,0 +1,340 @@
+/**
+ * The chat in VS Code: the webview view that renders the current Conversation (conversation.ts),
+ * its commands (New Conversation, Open Conversation…, Review Changes of This Run, context chips,
+ * the model/thinking picker) and the before-texts of edits, served on our own URI scheme for
+ * `vscode.diff` / `vscode.changes`. The extension host is the source of truth: a (re)loaded
+ * webview says "ready" with the sessionId its state kept, and gets the whole conversation again.
+ */
+import { randomUUID } from 'node:crypto';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { HostMessage, ViewMessage } from './chatProtocol';
+import { THINKING_LEVELS } from './config';
+import { Conversation, relativeTime, type ConversationUsage } from './conversation';
+import { Methods, type RunParams, type SessionsResult } from './protocol';
+import type { Session } from './session';
+
+export const BEFORE_SCHEME = 'pi-bridge-before';
+
+export interface ChatDeps {
+  session(): Promise<Session>;
+  runParams(prompt: string, runId: string): RunParams;
+  cwd(): string | undefined;
+  log: vscode.LogOutputChannel;
+  onUsage(usage: ConversationUsage): void;
+}
+
+export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
+  static readonly viewId = 'piBridge.chat';
+
+  conversation: Conversation;
+  private view: vscode.WebviewView | undefined;
+  private ready = false;
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Before-texts served for diffs, by URI query (kept for the window's life, like the thread). */
+  private readonly before = new Map<string, string>();
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly deps: ChatDeps,
+  ) {
+    this.conversation = this.newConversationObject();
+    this.disposables.push(
+      vscode.window.registerWebviewViewProvider(Chat.viewId, this),
+      vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, this),
+      vscode.commands.registerCommand('piBridge.newConversation', () => this.newConversation()),
+      vscode.commands.registerCommand('piBridge.openConversation', () => this.openConversation()),
+      vscode.commands.registerCommand('piBridge.reviewChanges', () => this.reviewChanges()),
+      vscode.commands.registerCommand('piBridge.pickModel', () => this.pickModelOrThinking()),
+      vscode.commands.registerCommand('piBridge.toggleQueue', () =>
+        this.conversation.setQueueMode(!this.conversation.queueMode),
+      ),
+      vscode.commands.registerCommand('piBridge.send', (text: unknown) =>
+        typeof text === 'string' ? this.conversation.send(text) : undefined,
+      ),
+    );
+  }
+
+  private newConversationObject(): Conversation {
+    return new Conversation({
+      session: () => this.deps.session(),
+      runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
+      post: (message) => this.post(message),
+      onUsage: (usage) => this.deps.onUsage(usage),
+      log: (message) => this.deps.log.warn(message),
+    });
+  }
+
+  // ------------------------------------------------------------------ webview
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    this.ready = false;
+    const roots = [vscode.Uri.joinPath(this.extensionUri, 'media'), vscode.Uri.joinPath(this.extensionUri, 'dist')];
+    view.webview.options = { enableScripts: true, localResourceRoots: roots };
+    view.webview.html = this.html(view.webview);
+    this.disposables.push(
+      view.webview.onDidReceiveMessage((msg: ViewMessage) => this.onViewMessage(msg)),
+      view.onDidDispose(() => {
+        this.view = undefined;
+        this.ready = false;
+      }),
+    );
+  }
+
+  private post(message: HostMessage): void {
+    if (this.view && this.ready) {
+      void this.view.webview.postMessage(message);
+    }
+  }
+
+  async reveal(focusInput = false): Promise<void> {
+    if (this.view) {
+      this.view.show(!focusInput);
+    } else {
+      await vscode.commands.executeCommand(`${Chat.viewId}.focus`);
+    }
+  }
+
+  private onViewMessage(msg: ViewMessage): void {
+    switch (msg.type) {
+      case 'ready':
+        this.ready = true;
+        void this.restore(msg.payload.sessionId);
+        break;
+      case 'send':
+        void this.conversation.send(msg.payload.text, msg.payload.queue);
+        break;
+      case 'stop':
+        void this.conversation.stop();
+        break;
+      case 'setQueueMode':
+        this.conversation.setQueueMode(msg.payload.queueMode);
+        break;
+      case 'removeChip':
+        this.conversation.removeChip(msg.payload.id);
+        break;
+      case 'removeQueued':
+        this.conversation.removeQueued(msg.payload.index);
+        break;
+      case 'openDiff':
+        void this.openDiff(msg.payload.turnId, msg.payload.toolCallId);
+        break;
+      case 'openFile':
+        void this.openFile(msg.payload.path, msg.payload.line);
+        break;
+      default: {
+        const unknown: never = msg;
+        void unknown;
+      }
+    }
+  }
+
+  /** A fresh webview: show this window's conversation, or after a reload the one its state kept. */
+  private async restore(sessionId: string | null): Promise<void> {
+    const conversation = this.conversation;
+    if (sessionId && conversation.sessionId === null && !conversation.running && conversation.isEmpty) {
+      try {
+        if (await conversation.open(sessionId)) {
+          return;
+        }
+      } catch (err) {
+        this.deps.log.warn(`could not restore conversation ${sessionId}: ${String(err)}`);
+      }
+    }
+    conversation.replay();
+  }
+
+  private html(webview: vscode.Webview): string {
+    const nonce = randomUUID().replace(/-/g, '');
+    const css = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'media', 'chat.css'));
+    const js = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview.js'));
+    return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; img-src ${webview.cspSource} https: data:; script-src 'nonce-${nonce}';">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${css.toString()}">
+<title>pi chat</title>
+</head>
+<body>
+<div id="empty">Ask pi anything below. Enter sends, Shift+Enter adds a line. <b>pi: Ask About Selection</b> adds context.</div>
+<main id="thread" aria-label="Conversation"></main>
+<div id="live" class="visually-hidden" aria-live="polite" role="status"></div>
+<footer id="composer">
+  <ul id="queued" aria-label="Queued messages"></ul>
+  <div id="chips" class="chips" aria-label="Context for the next prompt"></div>
+  <textarea id="prompt" rows="3" aria-label="Message to pi"></textarea>
+  <div class="buttons">
+    <button id="queue-toggle" aria-pressed="false" aria-label="Queue messages instead of steering (Alt+Enter queues one)" title="While a run goes: queue messages instead of steering it">Queue</button>
+    <button id="send" aria-label="Send">Send</button>
+  </div>
+</footer>
+<script nonce="${nonce}" src="${js.toString()}"></script>
+</body>
+</html>`;
+  }
+
+  // ------------------------------------------------------------------ commands
+
+  async newConversation(): Promise<void> {
+    this.conversation = this.newConversationObject();
+    this.deps.onUsage(this.conversation.lastUsage);
+    await this.reveal(true);
+    this.conversation.replay();
+  }
+
+  async openConversation(): Promise<void> {
+    let sessions: SessionsResult;
+    try {
+      const session = await this.deps.session();
+      const cwd = this.deps.cwd();
+      sessions = await session.request<SessionsResult>(Methods.sessions, cwd ? { cwd } : {});
+    } catch (err) {
+      void vscode.window.showErrorMessage(`pi: could not list conversations: ${String(err)}`);
+      return;
+    }
+    const now = Date.now();
+    const picked = await vscode.window.showQuickPick(
+      sessions.sessions.map((s) => ({
+        label: s.title || '(untitled)',
+        description: relativeTime(s.updatedAt, now),
+        detail: `${s.messageCount} messages · ${new Date(s.updatedAt).toLocaleString()}`,
+        sessionId: s.sessionId,
+      })),
+      { title: 'Open Conversation', placeHolder: 'Pick a pi conversation of this workspace', matchOnDetail: true },
+    );
+    if (!picked) {
+      return;
+    }
+    const conversation = this.newConversationObject();
+    this.conversation = conversation;
+    this.deps.onUsage(conversation.lastUsage);
+    await this.reveal(true);
+    if (!(await conversation.open(picked.sessionId))) {
+      void vscode.window.showErrorMessage(`pi: conversation ${picked.sessionId} was not found`);
+    }
+  }
+
+  /** Add the editor's selection (or the given/active file) as a context chip of the next prompt. */
+  async addContext(kind: 'selection' | 'file', uri?: vscode.Uri): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (kind === 'selection') {
+      if (!editor || editor.selection.isEmpty) {
+        void vscode.window.showInformationMessage('pi: select some text first.');
+        return;
+      }
+      const doc = editor.document;
+      const sel = editor.selection;
+      this.conversation.addChip({
+        kind: 'selection',
+        path: vscode.workspace.asRelativePath(doc.uri),
+        languageId: doc.languageId,
+        startLine: sel.start.line + 1,
+        endLine: sel.end.line + 1,
+        text: doc.getText(sel),
+      });
+    } else {
+      const target = uri ?? editor?.document.uri;
+      if (!target) {
+        void vscode.window.showInformationMessage('pi: open a file first.');
+        return;
+      }
+      const doc = await vscode.workspace.openTextDocument(target);
+      this.conversation.addChip({
+        kind: 'file',
+        path: vscode.workspace.asRelativePath(target),
+        languageId: doc.languageId,
+        text: doc.getText(),
+      });
+    }
+    await this.reveal(true);
+  }
+
+  private beforeUri(filePath: string, text: string | null | undefined, key: string): vscode.Uri {
+    this.before.set(key, text ?? '');
+    return vscode.Uri.from({ scheme: BEFORE_SCHEME, path: filePath, query: key });
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.before.get(uri.query) ?? '';
+  }
+
+  async openDiff(turnId: string, toolCallId: string): Promise<void> {
+    const diff = this.conversation.diff(turnId, toolCallId);
+    if (!diff) {
+      void vscode.window.showInformationMessage('pi: this edit has no diff (it is from an earlier session).');
+      return;
+    }
+    if (diff.oldText === undefined) {
+      void vscode.window.showInformationMessage(`pi: the text of ${diff.path} before this edit was not captured.`);
+      return;
+    }
+    const file = vscode.Uri.file(diff.path);
+    const before = this.beforeUri(diff.path, diff.oldText, `${turnId}/${toolCallId}`);
+    await vscode.commands.executeCommand('vscode.diff', before, file, `${path.basename(diff.path)} (pi)`, {
+      preserveFocus: true,
+      selection: new vscode.Range((diff.line ?? 1) - 1, 0, (diff.line ?? 1) - 1, 0),
+    });
+  }
+
+  async openFile(filePath: string, line: number): Promise<void> {
+    const position = new vscode.Position(Math.max(0, line - 1), 0);
+    await vscode.window.showTextDocument(vscode.Uri.file(filePath), {
+      selection: new vscode.Range(position, position),
+      preserveFocus: true,
+    });
+  }
+
+  async reviewChanges(): Promise<void> {
+    const run = this.conversation.runChanges();
+    if (!run) {
+      void vscode.window.showInformationMessage('pi: no run of this conversation changed a file.');
+      return;
+    }
+    const triples = run.changes.map((change) => {
+      const file = vscode.Uri.file(change.path);
+      return [file, this.beforeUri(change.path, change.oldText, `${run.turnId}/run/${change.path}`), file];
+    });
+    await vscode.commands.executeCommand('vscode.changes', 'pi: changes of this run', triples);
+  }
+
+  /** The status bar's click: pick the model or the thinking level for the next prompts. */
+  async pickModelOrThinking(): Promise<void> {
+    const config = vscode.workspace.getConfiguration('piBridge');
+    const model = config.get<string>('pi.model') || 'default';
+    const thinking = config.get<string>('pi.thinking') || 'default';
+    const choice = await vscode.window.showQuickPick(
+      [
+        { label: '$(hubot) Model…', description: model, what: 'model' as const },
+        { label: '$(lightbulb) Thinking Level…', description: thinking, what: 'thinking' as const },
+      ],
+      { title: 'pi: model and thinking (apply from the next prompt)' },
+    );
+    if (choice?.what === 'model') {
+      await vscode.commands.executeCommand('piBridge.setModel');
+    } else if (choice?.what === 'thinking') {
+      const level = await vscode.window.showQuickPick(
+        [{ label: 'default', value: '' }, ...THINKING_LEVELS.map((l) => ({ label: l, value: l }))],
+        { title: 'pi thinking level' },
+      );
+      if (level) {
+        await config.update('pi.thinking', level.value, targetOf(config, 'pi.thinking'));
+      }
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) {
+      d.dispose();
+    }
+  }
+}
+
+/** Where a setting lives: the workspace if it is set there, else the user settings. */
+export function targetOf(config: vscode.WorkspaceConfiguration, key: string): vscode.ConfigurationTarget {
+  return config.inspect(key)?.workspaceValue !== undefined
+    ? vscode.ConfigurationTarget.Workspace
+    : vscode.ConfigurationTarget.Global;
+}

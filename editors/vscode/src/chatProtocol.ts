@@ -1,0 +1,71 @@
+/**
+ * The one typed map of messages between the extension host and the chat webview (no `vscode`, no
+ * DOM): each side posts `Envelope<…>` values and switches on `type`, so a renamed message or a
+ * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
+ * contract's own types generated from docs/protocol.schema.json.
+ */
+import type { ContractEntry } from './protocol';
+
+/** A context chip: a selection or a file that goes with the next prompt. */
+export interface ChipView {
+  id: string;
+  label: string;
+  tooltip: string;
+}
+
+export type TurnStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'error';
+
+/** What the input area shows; one table in the webview maps it to buttons. */
+export interface InputState {
+  running: boolean;
+  /** A second send while running is queued instead of steering. */
+  queueMode: boolean;
+  queued: string[];
+  chips: ChipView[];
+}
+
+/** Line counts of one edit, computed by the host so file texts never reach the webview. */
+export interface EditStat {
+  added: number;
+  removed: number;
+}
+
+export interface HostToView {
+  /** Forget the thread: a new or another conversation follows. */
+  reset: { sessionId: string | null; title: string | null; omittedTurns: number };
+  /** A turn starts: the user's prompt. `chips` are the labels of the context sent with it. */
+  turn: { turnId: string; prompt: string; chips: string[]; live: boolean };
+  /** One contract message of a turn (live or from history); diffs arrive without their texts. */
+  entry: { turnId: string; entry: ContractEntry; stat: EditStat | null };
+  /** A live turn ended (or never started: `note` says why). */
+  turnEnded: { turnId: string; status: TurnStatus; note: string | null };
+  input: InputState;
+  /** The conversation got its pi session id (the webview keeps it in its state for a reload). */
+  session: { sessionId: string };
+  /** A short sentence for the aria-live region. */
+  announce: { text: string };
+  /** Put text into the input (e.g. a recalled prompt). */
+  fill: { text: string };
+}
+
+export interface ViewToHost {
+  /** The webview is loaded; `sessionId` is what its saved state held (null: none). */
+  ready: { sessionId: string | null };
+  send: { text: string; queue: boolean };
+  stop: Record<string, never>;
+  setQueueMode: { queueMode: boolean };
+  removeChip: { id: string };
+  removeQueued: { index: number };
+  openDiff: { turnId: string; toolCallId: string };
+  openFile: { path: string; line: number };
+}
+
+/** A message of map `M`: `{type, payload}` with the payload of that type. */
+export type Envelope<M> = { [K in keyof M]: { type: K; payload: M[K] } }[keyof M];
+export type HostMessage = Envelope<HostToView>;
+export type ViewMessage = Envelope<ViewToHost>;
+
+/** Build one message of `M` (keeps the payload checked against its type). */
+export function envelope<M, K extends keyof M>(type: K, payload: M[K]): { type: K; payload: M[K] } {
+  return { type, payload };
+}

@@ -1,0 +1,433 @@
+/**
+ * One conversation with pi, without the `vscode` module: its turns (live ones from pi/run's
+ * pi/message stream, earlier ones from pi/session), sending (a new turn, or while a run goes a
+ * steer or a queued message), stopping, context chips for the next prompt, the diffs of its edits
+ * and the latest context usage. Everything the chat view shows is posted as typed host→view
+ * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
+ */
+import {
+  envelope,
+  type EditStat,
+  type HostMessage,
+  type HostToView,
+  type InputState,
+  type TurnStatus,
+} from './chatProtocol';
+import { chipLabel, contextPrompt, promptTitle, type ContextChip, type ContextData } from './prompts';
+import {
+  Methods,
+  newRunId,
+  type CancelResult,
+  type ContractEntry,
+  type ContextUsage,
+  type FileDiff,
+  type PiMessage,
+  type RunParams,
+  type SessionHistory,
+  type SessionNotFound,
+  type SteerResult,
+} from './protocol';
+import type { Session } from './session';
+
+/** What a conversation needs from its surroundings (the extension, or a test). */
+export interface ConversationHost {
+  /** The session on a running bridge (starting it if needed). */
+  session(): Promise<Session>;
+  /** pi/run params for `prompt` from the current settings (model, thinking, cwd). */
+  runParams(prompt: string, runId: string): RunParams;
+  /** Deliver a message to the chat view. */
+  post(message: HostMessage): void;
+  /** Context usage or cost changed (the status bar shows them). */
+  onUsage?(usage: ConversationUsage): void;
+  log?(message: string): void;
+}
+
+export interface ConversationUsage {
+  contextUsage: ContextUsage | null;
+  sessionCost: number | null;
+}
+
+interface TurnRecord {
+  turnId: string;
+  prompt: string;
+  chips: string[];
+  live: boolean;
+  entries: HostToView['entry'][];
+  status: TurnStatus;
+  note: string | null;
+}
+
+/** A file one run changed: its text before the run's first edit and after its last. */
+export interface RunChange {
+  path: string;
+  oldText: string | null | undefined;
+  newText: string | null | undefined;
+}
+
+/** Added and removed lines between two texts: the lines between their common head and tail. */
+export function editStat(oldText: string | null | undefined, newText: string | null | undefined): EditStat {
+  const before = oldText ? oldText.split('\n') : [];
+  const after = newText ? newText.split('\n') : [];
+  let head = 0;
+  while (head < before.length && head < after.length && before[head] === after[head]) {
+    head += 1;
+  }
+  let tail = 0;
+  while (
+    tail < before.length - head &&
+    tail < after.length - head &&
+    before[before.length - 1 - tail] === after[after.length - 1 - tail]
+  ) {
+    tail += 1;
+  }
+  return { added: after.length - head - tail, removed: before.length - head - tail };
+}
+
+/** "just now", "5 min ago", "3 h ago", "2 days ago" for an ISO time, as of `now` (ms). */
+export function relativeTime(iso: string, now: number): string {
+  const seconds = Math.max(0, (now - Date.parse(iso)) / 1000);
+  if (!Number.isFinite(seconds) || seconds < 60) {
+    return 'just now';
+  }
+  if (seconds < 3600) {
+    return `${Math.floor(seconds / 60)} min ago`;
+  }
+  if (seconds < 86_400) {
+    return `${Math.floor(seconds / 3600)} h ago`;
+  }
+  const days = Math.floor(seconds / 86_400);
+  return days === 1 ? 'yesterday' : `${days} days ago`;
+}
+
+/** The status bar's context figure: `ctx 12.3% · $0.0042` (empty before the first answer). */
+export function usageLabel(usage: ConversationUsage): string {
+  const parts: string[] = [];
+  const percent = usage.contextUsage?.percent;
+  if (typeof percent === 'number') {
+    parts.push(`ctx ${percent.toFixed(1)}%`);
+  }
+  if (typeof usage.sessionCost === 'number') {
+    parts.push(`$${usage.sessionCost.toFixed(4)}`);
+  }
+  return parts.join(' · ');
+}
+
+/** The message as the view gets it: a diff keeps its path and line, its texts stay in the host. */
+function forView(entry: ContractEntry): ContractEntry {
+  if (entry.type === 'tool.completed' && entry.content.diff) {
+    const { path, line } = entry.content.diff;
+    return { type: entry.type, content: { ...entry.content, diff: { path, line: line ?? null } } };
+  }
+  return entry;
+}
+
+export class Conversation {
+  sessionId: string | null = null;
+  title: string | null = null;
+  queueMode = false;
+  private omittedTurns = 0;
+  private readonly turns: TurnRecord[] = [];
+  private readonly diffs = new Map<string, FileDiff>();
+  private current: { runId: string; turn: TurnRecord } | undefined;
+  private readonly queue: string[] = [];
+  private chips: ContextChip[] = [];
+  private chipCounter = 0;
+  private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
+
+  constructor(private readonly host: ConversationHost) {}
+
+  get running(): boolean {
+    return this.current !== undefined;
+  }
+
+  get runId(): string | undefined {
+    return this.current?.runId;
+  }
+
+  /** No turn yet (a fresh conversation). */
+  get isEmpty(): boolean {
+    return this.turns.length === 0;
+  }
+
+  get lastUsage(): ConversationUsage {
+    return this.usage;
+  }
+
+  private post<K extends keyof HostToView>(type: K, payload: HostToView[K]): void {
+    this.host.post(envelope<HostToView, K>(type, payload) as HostMessage);
+  }
+
+  private inputState(): InputState {
+    return {
+      running: this.running,
+      queueMode: this.queueMode,
+      queued: [...this.queue],
+      chips: this.chips.map((chip) => ({
+        id: chip.id,
+        label: chipLabel(chip),
+        tooltip: chip.kind === 'selection' ? `lines ${chip.startLine}-${chip.endLine} of ${chip.path}` : chip.path,
+      })),
+    };
+  }
+
+  private postInput(): void {
+    this.post('input', this.inputState());
+  }
+
+  /** Post the whole conversation again (a webview that was just created or reloaded). */
+  replay(): void {
+    this.post('reset', { sessionId: this.sessionId, title: this.title, omittedTurns: this.omittedTurns });
+    for (const turn of this.turns) {
+      this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: turn.live });
+      for (const entry of turn.entries) {
+        this.post('entry', entry);
+      }
+      if (turn.status !== 'running') {
+        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, note: turn.note });
+      }
+    }
+    if (this.sessionId) {
+      this.post('session', { sessionId: this.sessionId });
+    }
+    this.postInput();
+  }
+
+  addChip(chip: ContextData): void {
+    this.chipCounter += 1;
+    this.chips.push({ ...chip, id: `chip-${this.chipCounter}` });
+    this.postInput();
+  }
+
+  removeChip(id: string): void {
+    this.chips = this.chips.filter((chip) => chip.id !== id);
+    this.postInput();
+  }
+
+  removeQueued(index: number): void {
+    this.queue.splice(index, 1);
+    this.postInput();
+  }
+
+  setQueueMode(queueMode: boolean): void {
+    this.queueMode = queueMode;
+    this.postInput();
+  }
+
+  /**
+   * Send `text`: a new turn when idle; while a run goes, a steer (pi/steer), or with `queue` (or
+   * queue mode on) a message that is sent as the next turn once the run ends.
+   */
+  async send(text: string, queue = false): Promise<void> {
+    const message = text.trim();
+    if (!message) {
+      return;
+    }
+    if (!this.current) {
+      await this.startTurn(message);
+      return;
+    }
+    if (queue || this.queueMode) {
+      this.queue.push(message);
+      this.postInput();
+      return;
+    }
+    await this.steer(message);
+  }
+
+  private async steer(message: string): Promise<void> {
+    const current = this.current;
+    if (!current) {
+      return;
+    }
+    let reason = 'the bridge did not answer';
+    try {
+      const session = await this.host.session();
+      const answer = await session.request<SteerResult>(Methods.steer, { runId: current.runId, message });
+      if (answer.accepted) {
+        this.post('announce', { text: 'steering message sent' });
+        return;
+      }
+      reason = answer.reason ?? 'not accepted';
+    } catch (err) {
+      reason = err instanceof Error ? err.message : String(err);
+    }
+    // A run that can no longer take a steer (it is ending) gets the message as its next turn.
+    this.queue.push(message);
+    this.post('announce', { text: `queued: the run could not be steered (${reason})` });
+    this.postInput();
+  }
+
+  /** Stop the running turn (the three-stage cancel); its partial text stays. */
+  async stop(): Promise<void> {
+    const current = this.current;
+    if (!current) {
+      return;
+    }
+    try {
+      const session = await this.host.session();
+      await session.request<CancelResult>(Methods.cancel, { runId: current.runId });
+    } catch (err) {
+      this.host.log?.(`pi/cancel ${current.runId}: ${String(err)}`);
+    }
+  }
+
+  private async startTurn(question: string): Promise<void> {
+    const chips = this.chips;
+    this.chips = [];
+    const runId = newRunId('chat');
+    const turn: TurnRecord = {
+      turnId: runId,
+      prompt: question,
+      chips: chips.map(chipLabel),
+      live: true,
+      entries: [],
+      status: 'running',
+      note: null,
+    };
+    this.turns.push(turn);
+    this.title ??= promptTitle(question);
+    this.current = { runId, turn };
+    this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: true });
+    this.postInput();
+    let status: TurnStatus = 'error';
+    try {
+      const session = await this.host.session();
+      const params: RunParams = this.host.runParams(contextPrompt(question, chips), runId);
+      if (this.sessionId) {
+        params.sessionId = this.sessionId;
+      }
+      const record = await session.run(params, { title: turn.prompt, onMessage: (m) => this.onMessage(turn, m) });
+      status = record.status;
+      if (record.sessionId) {
+        this.adoptSession(record.sessionId);
+      }
+      if (record.error) {
+        turn.note = `${record.error.kind}: ${record.error.message}`;
+      } else if (record.rpcError) {
+        turn.note = `error ${record.rpcError.code}: ${record.rpcError.message}`;
+      }
+    } catch (err) {
+      turn.note = err instanceof Error ? err.message : String(err);
+    }
+    turn.status = status;
+    this.current = undefined;
+    // The status bar shows whether a run goes, beside the usage.
+    this.host.onUsage?.(this.usage);
+    this.post('turnEnded', { turnId: turn.turnId, status, note: turn.note });
+    this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
+    this.postInput();
+    const next = status === 'completed' ? this.queue.shift() : undefined;
+    if (next !== undefined) {
+      await this.startTurn(next);
+    }
+  }
+
+  private adoptSession(sessionId: string): void {
+    if (this.sessionId !== sessionId) {
+      this.sessionId = sessionId;
+      this.post('session', { sessionId });
+    }
+  }
+
+  private onMessage(turn: TurnRecord, msg: PiMessage): void {
+    const entry = { type: msg.type, content: msg.content } as ContractEntry;
+    switch (entry.type) {
+      case 'session.started':
+      case 'session.resumed':
+        this.adoptSession(entry.content.sessionId);
+        return;
+      case 'tool.update':
+        // Cumulative output: the view replaces the tool's output.
+        break;
+      case 'terminal.completed':
+        this.usage = {
+          contextUsage: entry.content.contextUsage ?? this.usage.contextUsage,
+          sessionCost: entry.content.sessionCost ?? this.usage.sessionCost,
+        };
+        this.host.onUsage?.(this.usage);
+        break;
+      default:
+        break;
+    }
+    this.addEntry(turn, entry);
+  }
+
+  private addEntry(turn: TurnRecord, entry: ContractEntry): void {
+    let stat: EditStat | null = null;
+    if (entry.type === 'tool.completed' && entry.content.diff) {
+      const diff = entry.content.diff;
+      this.diffs.set(`${turn.turnId}/${entry.content.toolCallId}`, diff);
+      stat = diff.oldText === undefined && diff.newText === undefined ? null : editStat(diff.oldText, diff.newText);
+    }
+    const payload: HostToView['entry'] = { turnId: turn.turnId, entry: forView(entry), stat };
+    if (entry.type === 'tool.update') {
+      // Keep only the latest cumulative output of a tool for a replay.
+      const id = entry.content.toolCallId;
+      const at = turn.entries.findIndex((e) => e.entry.type === 'tool.update' && e.entry.content.toolCallId === id);
+      if (at >= 0) {
+        turn.entries.splice(at, 1);
+      }
+    }
+    turn.entries.push(payload);
+    this.post('entry', payload);
+  }
+
+  /** Show an earlier session: its turns from pi/session; the next prompt continues it. */
+  async open(sessionId: string): Promise<boolean> {
+    const session = await this.host.session();
+    const history = await session.request<SessionHistory | SessionNotFound>(Methods.session, { sessionId });
+    if (history.found === false || !('turns' in history)) {
+      return false;
+    }
+    this.sessionId = history.sessionId;
+    this.title = history.title;
+    this.omittedTurns = history.omittedTurns ?? 0;
+    this.turns.length = 0;
+    this.diffs.clear();
+    history.turns.forEach((past, index) => {
+      const turn: TurnRecord = {
+        turnId: `${history.sessionId}:${index}`,
+        prompt: past.prompt,
+        chips: [],
+        live: false,
+        entries: [],
+        status: 'completed',
+        note: null,
+      };
+      this.turns.push(turn);
+      for (const entry of past.messages) {
+        turn.entries.push({ turnId: turn.turnId, entry: entry, stat: null });
+      }
+    });
+    this.replay();
+    return true;
+  }
+
+  /** The full diff of an edit shown in turn `turnId`. */
+  diff(turnId: string, toolCallId: string): FileDiff | undefined {
+    return this.diffs.get(`${turnId}/${toolCallId}`);
+  }
+
+  /** Every file the newest turn with edits changed (that turn is "this run"). */
+  runChanges(): { turnId: string; changes: RunChange[] } | undefined {
+    for (let i = this.turns.length - 1; i >= 0; i--) {
+      const turn = this.turns[i]!;
+      const byPath = new Map<string, RunChange>();
+      for (const { entry } of turn.entries) {
+        if (entry.type !== 'tool.completed' || !entry.content.diff) {
+          continue;
+        }
+        const diff = this.diffs.get(`${turn.turnId}/${entry.content.toolCallId}`);
+        if (!diff) {
+          continue;
+        }
+        const seen = byPath.get(diff.path);
+        byPath.set(diff.path, { path: diff.path, oldText: seen ? seen.oldText : diff.oldText, newText: diff.newText });
+      }
+      if (byPath.size > 0) {
+        return { turnId: turn.turnId, changes: [...byPath.values()] };
+      }
+    }
+    return undefined;
+  }
+}
