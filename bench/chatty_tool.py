@@ -54,7 +54,7 @@ def main() -> int:
         argv = [PYTHON, str(BENCH / "replay_agent.py"), str(stream)]
         client = LspClient(bridge_argv(), env=base_env(), cwd=str(ROOT), keep_messages=False)
         try:
-            client.initialize({"piCommand": argv, "warmPool": False})
+            client.initialize({"piCommand": argv, "warmPool": False, "engine": "json"})
             cpu0 = procs.cpu_seconds(client.pid)
             msg_id, sent = client.request("pi/run", {"prompt": "build", "cwd": tmp})
             answered, answer = client.wait_response(msg_id, timeout=600)

@@ -191,7 +191,7 @@ def measure(root: Path, containment: str | None, label: str, trials: int) -> Mod
     # cwd is the measured code's root: `python -m` puts it first on sys.path.
     client = LspClient([PYTHON, "-m", "bridge"], env=_env(root, containment), cwd=str(root))
     try:
-        client.initialize({"piCommand": [PYTHON, "-c", AGENT], "warmPool": False})
+        client.initialize({"piCommand": [PYTHON, "-c", AGENT], "warmPool": False, "engine": "json"})
         idle = idle_round_trips(client, 2.5)
         results = [cancel_trial(client, f"crowd-{index}") for index in range(trials)]
     finally:

@@ -54,7 +54,7 @@ def profile_replay(fmt: str, count: int) -> list[str]:
         return ["py-spy is not installed (pip install py-spy)"]
     client = LspClient(bridge_argv(), env=base_env(), cwd=str(ROOT), keep_messages=False)
     try:
-        client.initialize({"piCommand": replay_argv(stream)})
+        client.initialize({"piCommand": replay_argv(stream), "engine": "json"})
         # Attach (py-spy writes its own messages to stdout, which belongs to JSON-RPC here).
         argv = [
             spy,

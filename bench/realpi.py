@@ -111,11 +111,20 @@ def _wait_for_process(root_pid: int, needle: str, timeout: float = 10.0) -> bool
     return False
 
 
+def _agents_kept(client: LspClient) -> set[int]:
+    """The pis the bridge keeps on purpose (live conversations, spares, the warm pool): not leftovers."""
+    runs_msg, _ = client.request("pi/runs", {})
+    _, answer = client.wait_response(runs_msg, 30)
+    result = answer.get("result") or {}
+    return {int(pid) for pid in result.get("warmPids", [])} | {int(c["pid"]) for c in result.get("live", [])}
+
+
 def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
     """Cancel `trials` runs: kind "stream" (pi, `slow`), "tool" (pi, `sleep 30`), "stubborn"."""
     options: dict[str, Any] = {"warmPool": False}
     if kind == "stubborn":
         options["piCommand"] = [PYTHON, str(BENCH / "stubborn_agent.py")]
+        options["engine"] = "json"  # it stands in for a one-shot pi; it speaks no rpc
     client = start_bridge(model, options)
     scenario = {"stream": "slow", "tool": "toolslow", "stubborn": "text"}[kind]
     results: list[CancelTrial] = []
@@ -140,7 +149,11 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
             cancel_answered, cancel_answer = client.wait_response(cancel_msg, 30)
             error = answer.get("error") or {}
             receipt = (cancel_answer.get("result") or {}).get("shutdown") or {}
-            left = procs.still_alive(tree) + procs.descendants(client.pid)
+            left = [
+                proc
+                for proc in procs.still_alive(tree) + procs.descendants(client.pid)
+                if proc.pid not in _agents_kept(client)
+            ]
             results.append(
                 CancelTrial(
                     latency=answered - sent,

@@ -41,7 +41,7 @@ def bridge_trial(stream: Stream, *, extra_env: dict[str, str] | None = None) -> 
     env = {**base_env(), **(extra_env or {})}
     client = LspClient(bridge_argv(), env=env, cwd=str(ROOT), keep_messages=False)
     try:
-        client.initialize({"piCommand": replay_argv(stream)})
+        client.initialize({"piCommand": replay_argv(stream), "engine": "json"})
         with tempfile.TemporaryDirectory(prefix="pi-bridge-bench-") as cwd:
             start_rss = procs.status_kb(client.pid, "VmRSS")
             cpu0 = procs.cpu_seconds(client.pid)
