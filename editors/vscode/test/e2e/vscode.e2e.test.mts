@@ -385,9 +385,15 @@ test('pi: Ask… streams the answer into the view', { timeout: 3 * UI_TIMEOUT },
   assert.match(card.text, /completed · stop: \w+/);
   assert.match(card.text, /\d+ tokens/);
   await screenshot('01-completed-run.png');
+  // The doctor runs beside the bridge's start: its report may land after the first run.
+  const doctorLine = new RegExp(`doctor: ok pi: [\\d.]+ \\(${join(tmp, 'bin/pi')}, from PATH\\)`);
+  const deadline = Date.now() + UI_TIMEOUT;
+  while (!doctorLine.test(extensionLog()) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100)); // polling a log file: no event tells it grew
+  }
   const log = extensionLog();
   assert.match(log, /bundled bridge on Python 3\.\d+: python3 \(from PATH\)/, log);
-  assert.match(log, new RegExp(`doctor: ok pi: [\\d.]+ \\(${join(tmp, 'bin/pi')}, from PATH\\)`), log);
+  assert.match(log, doctorLine, log);
 }));
 
 /** Drag the sash above the panel up, so the pi view has room for several runs. */
@@ -521,9 +527,17 @@ async function chatClick(frame: Frame, selector: string): Promise<void> {
 /** Type `text` into the chat's input and press Enter (Alt+Enter with `queue`). */
 async function sendInChat(frame: Frame, text: string): Promise<void> {
   await chatWait(frame, "!!document.getElementById('prompt')");
-  await frame.evaluate("document.getElementById('prompt').focus()");
-  await page.keyboard.type(text);
-  await chatWait(frame, `document.getElementById('prompt').value === ${JSON.stringify(text)}`);
+  // Focus can still be moving (a closing quick pick, a reloaded view): keys typed then land
+  // elsewhere, so the input is checked and the typing redone, a bounded number of times.
+  for (let attempt = 1; ; attempt++) {
+    await frame.evaluate("document.getElementById('prompt').value = ''; document.getElementById('prompt').focus()");
+    await page.keyboard.type(text);
+    const typed = await frame
+      .waitForFunction(`document.getElementById('prompt').value === ${JSON.stringify(text)}`, { timeout: 5000 })
+      .then(() => true, () => false);
+    if (typed) break;
+    assert.ok(attempt < 3, `the chat input never received ${JSON.stringify(text)}: focus was elsewhere`);
+  }
   await page.keyboard.press('Enter');
   await chatWait(frame, "document.getElementById('prompt').value === ''");
 }
