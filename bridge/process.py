@@ -62,8 +62,8 @@ POLL_SECONDS: Final = 0.01
 _STATUS_POLL_SECONDS: Final = 0.002
 # Without a pidfd (not Linux), the exit is seen by polling the status the child watcher records.
 _EXIT_POLL_SECONDS: Final = 0.02
-# pi's agent_end line repeats the whole conversation, prompt included: a 50 MB prompt makes a
-# 50 MB line. Longer lines are dropped as diagnostics so memory stays bounded per run.
+# An agent's end-of-run event may repeat the whole conversation, prompt included: a 50 MB prompt
+# makes a 50 MB line. Longer lines are dropped as diagnostics so memory stays bounded per run.
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _TOKEN_PREFIX: Final = f"{RUN_TOKEN_ENV}=".encode()
