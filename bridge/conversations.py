@@ -90,6 +90,8 @@ class LiveAgent:
     last_used: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope | None = None
     stopped: ShutdownReceipt | None = None
+    # Two stops of one agent (a shutdown sweep and its own cancelled start) share one shutdown.
+    stop_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     @property
     def pid(self) -> int:
@@ -170,6 +172,7 @@ class Conversations:
         self._fallback_logged = False
         self._live: dict[str, LiveAgent] = {}
         self._orphans: list[LiveAgent] = []  # busy with a brand-new conversation, id not known yet
+        self._starting: set[LiveAgent] = set()  # spawned, not yet answering: no one else holds them
         self._spare: LiveAgent | None = None
         self._spare_pending = False
         self._spare_ready = anyio.Event()
@@ -193,20 +196,25 @@ class Conversations:
                 await self._reap_idle()
 
     async def close(self) -> None:
-        """Stop every live agent (three-stage, shielded), then end the registry's tasks."""
+        """End the registry's tasks, then stop every live agent (three-stage, shielded)."""
         with anyio.CancelScope(shield=True):
-            agents = [*self._live.values(), *self._orphans]
-            if self._spare is not None:
-                agents.append(self._spare)
-            self._live.clear()
-            self._orphans.clear()
-            self._spare = None
             self._spare_launch = None
-            for agent in agents:
-                await self.stop(agent)
-        if self._tasks is not None:
-            self._tasks.cancel_scope.cancel()
-            self._tasks = None
+            # Tasks first: an agent still starting (a spare) then stops itself instead of landing
+            # after the sweep below.
+            if self._tasks is not None:
+                self._tasks.cancel_scope.cancel()
+                self._tasks = None
+            while agents := [
+                *self._live.values(),
+                *self._orphans,
+                *([self._spare] if self._spare else []),
+                *(a for a in self._starting if a.stopped is None),
+            ]:
+                self._live.clear()
+                self._orphans.clear()
+                self._spare = None
+                for agent in agents:
+                    await self.stop(agent)
 
     def note_fallback(self, command: tuple[str, ...], reason: str) -> None:
         """The command does not speak rpc: every later run uses the json engine (logged once)."""
@@ -523,11 +531,19 @@ class Conversations:
         )
         assert self._tasks is not None, "the conversation registry is not serving"
         self._tasks.start_soon(self._watch, agent)
+        self._starting.add(agent)
         try:
             state = await agent.rpc.prepare()
         except RpcError as exc:
             await self._start_failed(agent, command, exc)
             raise AssertionError("unreachable") from exc
+        except BaseException:
+            # Cancelled while pi started (a spare primed just as the bridge stops): nobody holds
+            # this agent yet, so stop it here or it outlives the bridge.
+            await self.stop(agent)
+            raise
+        finally:
+            self._starting.discard(agent)
         self.supported = True
         sid = state.get("sessionId")
         agent.session_id = sid if isinstance(sid, str) else session_id
@@ -591,14 +607,15 @@ class Conversations:
     async def stop(self, agent: LiveAgent) -> ShutdownReceipt:
         """Three-stage stop of the agent's whole tree: stdin EOF and SIGTERM, 2 s, then kill."""
         with anyio.CancelScope(shield=True):
-            if agent.stopped is not None:
-                return agent.stopped
-            await agent.rpc.close_stdin()
-            receipt = await shutdown_tree(agent.child)
-            agent.stopped = receipt
-            forget(agent.child)
-            if agent.scope is not None:
-                agent.scope.cancel()
+            async with agent.stop_lock:
+                if agent.stopped is not None:
+                    return agent.stopped
+                await agent.rpc.close_stdin()
+                receipt = await shutdown_tree(agent.child)
+                agent.stopped = receipt
+                forget(agent.child)
+                if agent.scope is not None:
+                    agent.scope.cancel()
         return receipt
 
     async def _reap_idle(self) -> None:

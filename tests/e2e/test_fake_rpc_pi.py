@@ -15,6 +15,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from tests.conftest import BRIDGE
 from tests.harness import (
     ROOT,
+    RawBridge,
     answer_or_error,
     assert_no_run_processes,
     assert_stream_invariants,
@@ -25,6 +26,8 @@ from tests.harness import (
     request,
     run_processes_alive,
     start_request,
+    tagged_processes,
+    wait_for_run_process,
 )
 
 FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
@@ -191,3 +194,19 @@ async def test_beyond_max_live_sessions_the_idle_one_closes_then_idle_ones_close
     await assert_no_run_processes(client=small_bridge)
     again, _ = await run(small_bridge, "text", sessionId=first["sessionId"])
     assert again["status"] == "completed" and again["sessionId"] == first["sessionId"]
+
+
+async def test_a_shutdown_while_the_spare_is_still_starting_leaves_no_process() -> None:
+    """The spare (pre-spawned at `initialized`) has not answered its first command when the
+    client shuts the bridge down: the agent being started is stopped too, before the answer."""
+    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "30"})
+    try:
+        bridge.initialize({"piCommand": FAKE_RPC_PI, "env": {"FAKE_RPC_PI_SCENARIO": "mute"}})
+        await wait_for_run_process("fake_rpc_pi.py")
+        answer = bridge.response(bridge.request("shutdown", None), timeout=15)
+        assert "error" not in answer
+        assert tagged_processes() == [], "the starting spare is stopped before shutdown answers"
+        bridge.notify("exit", None)
+        assert bridge.wait_exit() == 0
+    finally:
+        bridge.close()

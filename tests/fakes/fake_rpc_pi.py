@@ -13,6 +13,7 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - garbage: prints lines that are not JSON between its events;
 - mute: never answers any command;
 - exit_at_start: exits with an error before reading anything.
+Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text).
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ def run(prompt: str, abort: threading.Event) -> None:
 def main() -> int:
     argv = sys.argv[1:]
     global SESSION_ID
+    # The scenario of an agent started without --model (a bridge's spare), for start-up faults.
+    _state["scenario"] = os.environ.get("FAKE_RPC_PI_SCENARIO", "text")
     if "--model" in argv:
         _state["scenario"] = argv[argv.index("--model") + 1]
     for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id

@@ -104,8 +104,28 @@ async function step<T>(name: string, body: () => Promise<T>): Promise<T> {
   } catch (err) {
     failed = true;
     await screenshot(`failed-${name}.png`).catch(() => undefined);
+    // CI keeps only the output: say there what the chat showed and what the bridge logged.
+    console.log(`--- ${name} failed; the chat showed:\n${await chatText()}`);
+    console.log(`--- the extension's log (with the bridge's stderr), last lines:\n${extensionLog().split('\n').slice(-120).join('\n')}`);
     throw err;
   }
+}
+
+/** The text of the chat webview's thread, or why it could not be read. */
+async function chatText(): Promise<string> {
+  for (const frame of page.frames()) {
+    try {
+      const text = (await frame.evaluate(
+        "document.getElementById('thread') ? document.getElementById('thread').innerText : null",
+      )) as string | null;
+      if (text !== null) {
+        return text.slice(-4000);
+      }
+    } catch {
+      // A frame that navigated away while we looked.
+    }
+  }
+  return '(no chat view)';
 }
 
 async function screenshot(name: string): Promise<string> {
