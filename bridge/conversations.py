@@ -239,8 +239,10 @@ class Conversations:
         if session_id is None:
             return Lease(session_id=None)
         lock = self._locks.setdefault(session_id, anyio.Lock())
-        if lock.locked():
-            on_wait()
+        if not lock.locked():  # the usual case: nobody to wait for, no waiter task needed
+            lock.acquire_nowait()
+            return Lease(session_id=session_id, lock=lock)
+        on_wait()
         acquired = False
         async with anyio.create_task_group() as tasks:
 

@@ -401,7 +401,19 @@ def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
 
 
 async def _scan(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
+    if child.cgroup is not None:
+        # A few small kernel files (cgroup.procs, then each member's stat): microseconds, less
+        # than a hop to a worker thread; only the tree mode's pass over all of /proc is slow.
+        return scan_contained(child, seen)
     return await anyio.to_thread.run_sync(scan_contained, child, dict(seen))
+
+
+async def contained_besides(child: ChildProcess) -> list[int]:
+    """The live processes contained with `child` (its cgroup, else its tree and token holders),
+    `child` itself left out: what a run of a long-lived agent has started and not yet ended."""
+    found = await _scan(child, {})
+    found.pop(child.pid, None)
+    return sorted(found)
 
 
 def _kill(child: ChildProcess, alive: Mapping[int, int], spare: int | None) -> None:

@@ -18,17 +18,29 @@ MASK: Final = "[redacted]"
 
 
 class Redactor:
-    """Replaces the values of secret-looking environment variables with a mask."""
+    """Replaces the values of secret-looking environment variables with a mask.
+
+    The pattern is built on first use: every run gets a redactor, few ever report an error.
+    """
 
     def __init__(self, *envs: Mapping[str, str]) -> None:
-        values: set[str] = set()
-        for env in envs or (os.environ,):
-            for name, value in env.items():
-                if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LENGTH:
-                    values.add(value)
-        # Longest first, so a secret that contains another is masked whole.
-        ordered = sorted(values, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._envs = envs or (os.environ,)
+        self._built = False
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def _pattern(self) -> re.Pattern[str] | None:
+        if not self._built:
+            values: set[str] = set()
+            for env in self._envs:
+                for name, value in env.items():
+                    if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_LENGTH:
+                        values.add(value)
+            # Longest first, so a secret that contains another is masked whole.
+            ordered = sorted(values, key=len, reverse=True)
+            self._compiled = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+            self._built = True
+        return self._compiled
 
     def text(self, value: str) -> str:
         """The text with every secret masked."""

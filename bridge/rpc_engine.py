@@ -24,7 +24,6 @@ from typing import Any, Final, Literal
 
 import anyio
 import orjson
-import psutil
 
 from bridge.agent import AgentAdapter, Out, RunOptions
 from bridge.cancel import CancelToken
@@ -32,7 +31,7 @@ from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
 from bridge.diff_capture import DiffCapture
 from bridge.pi.rpc import RUN_END_LINE, RpcError, event_kind, session_file_size, user_text
-from bridge.process import shutdown_tree, stop_descendants, wait_exit
+from bridge.process import contained_besides, shutdown_tree, stop_descendants, wait_exit
 from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
 
 log = logging.getLogger(__name__)
@@ -88,6 +87,7 @@ class RpcAttempt:
         self._stop = anyio.Event()
         self._user_messages = 0
         self._session_sent = False
+        self._session_line = b""
         self._last_output = time.monotonic()
         self.agent: LiveAgent | None = None
         self.shutdown: ShutdownReceipt | None = None
@@ -147,20 +147,21 @@ class RpcAttempt:
 
     async def _prompt(self, agent: LiveAgent, last_try: bool) -> AttemptOutcome:
         if not self._session_sent:
-            self._session_sent = True
             options = dataclasses.replace(self.options, resumed=agent.history)
             self.mapper = self.adapter.new_mapper(options)
-            session = {"type": "session", "id": agent.session_id, "cwd": agent.cwd}
-            self._send(self.mapper.feed(orjson.dumps(session)))
+            self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
         if agent.session_file:
             self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
         agent.rpc.listener = self._on_lines
         try:
             await agent.configure(self.options)
-            await agent.rpc.prompt(self.options.prompt)
+            # The session message goes out once the prompt is on its way to pi, not before it:
+            # the client's first message costs the prompt nothing.
+            await agent.rpc.prompt(self.options.prompt, on_sent=self._announce_session)
         except RpcError as exc:
             if exc.kind == "closed" and not last_try:
                 raise _NotTaken from exc
+            self._announce_session()
             return await self._command_failed(agent, exc)
         if self._on_steerable is not None:
             self._on_steerable(self.steer)
@@ -191,8 +192,15 @@ class RpcAttempt:
 
     # ------------------------------------------------------------------ the stream
 
+    def _announce_session(self) -> None:
+        """The run's session message, once, ahead of everything the agent then prints."""
+        if not self._session_sent and self._session_line:
+            self._session_sent = True
+            self._send(self.mapper.feed(self._session_line))
+
     def _on_lines(self, lines: list[bytes]) -> None:
         self._last_output = time.monotonic()
+        self._announce_session()
         if self._reason is not None and self._reason != "cancel":
             return
         outs: list[Out] = []
@@ -344,7 +352,7 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
-        before = set(tree_pids(agent.pid))
+        before = set(await contained_besides(agent.child))
         if agent.alive:
             try:
                 await agent.rpc.abort(ABORT_GRACE_SECONDS)
@@ -447,14 +455,6 @@ class RpcAttempt:
 
     def _outcome(self) -> AttemptOutcome:
         return outcome_of(self.mapper, self.shutdown, self.agent.pid if self.agent else None)
-
-
-def tree_pids(pid: int) -> list[int]:
-    """The live descendants of `pid` (empty if it is gone)."""
-    try:
-        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 def _number(value: Any, kind: type[int] | type[float]) -> Any:

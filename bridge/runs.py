@@ -356,7 +356,11 @@ class RunRegistry:
             raise DuplicateRunError(f"runId {run_id!r} is already live")
         cwd = params.cwd or default_cwd
         adapter = self._choose_agent(params, cwd)
-        resumed = adapter.session_exists(params.session_id, params.continue_session, cwd, self.config.env)
+        # A live conversation's agent knows whether it has history (the rpc engine asks it): no
+        # look through the session files on the hot path of a follow-up prompt.
+        session_id = params.session_id
+        live = session_id is not None and self.conversations.live_agent(session_id) is not None
+        resumed = live or adapter.session_exists(session_id, params.continue_session, cwd, self.config.env)
         options = RunOptions(
             prompt=params.prompt,
             cwd=cwd,
@@ -463,17 +467,16 @@ class RunRegistry:
 
     async def _acquire_slot(self, run: Run) -> bool:
         """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
-        if not self.config.queue_when_busy:
-            try:
-                self._slots.acquire_nowait()
-                return True
-            except anyio.WouldBlock:
+        try:
+            self._slots.acquire_nowait()
+            return True
+        except anyio.WouldBlock:
+            if not self.config.queue_when_busy:
                 return False
-        if self._slots.value == 0:
-            # Tell the client why nothing happens yet; position counts this run (1 = next).
-            position = sum(1 for other in self._runs.values() if other.state == "queued")
-            run.emit([Out("run.queued", {"position": position, "limit": self.config.max_concurrent_runs})])
-            log.info("run %s waits in line at position %d", run.run_id, position)
+        # Tell the client why nothing happens yet; position counts this run (1 = next).
+        position = sum(1 for other in self._runs.values() if other.state == "queued")
+        run.emit([Out("run.queued", {"position": position, "limit": self.config.max_concurrent_runs})])
+        log.info("run %s waits in line at position %d", run.run_id, position)
         acquired = False
         async with anyio.create_task_group() as tasks:
 
@@ -552,20 +555,23 @@ class RunRegistry:
     def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
         """The engine for this attempt: the conversation's live agent, or one process (json)."""
         adapter = self._adapter(run)
-        attempt = Attempt(
-            adapter,
-            run.command,
-            run.options,
-            run.emit,
-            run.cancel,
-            limits,
-            self._wait_writable,
-            self.config.env,
-            self.pool,
-            on_started=run.note_pid,
-        )
+
+        def json_attempt() -> Attempt:
+            return Attempt(
+                adapter,
+                run.command,
+                run.options,
+                run.emit,
+                run.cancel,
+                limits,
+                self._wait_writable,
+                self.config.env,
+                self.pool,
+                on_started=run.note_pid,
+            )
+
         if lease is None or self.conversations.supported is False:
-            return attempt
+            return json_attempt()
         return RpcAttempt(
             self.conversations,
             lease,
@@ -579,7 +585,7 @@ class RunRegistry:
             retrying=run.attempt > 1,
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
-            fallback=attempt.run,
+            fallback=lambda: json_attempt().run(),
         )
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:

@@ -202,9 +202,14 @@ class PiRpc:
     # ------------------------------------------------------------------ commands
 
     async def request(
-        self, command: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+        self,
+        command: dict[str, Any],
+        timeout: float = COMMAND_TIMEOUT_SECONDS,
+        *,
+        on_sent: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Send one command and wait (bounded) for its answer; its `data` ({} if none).
+        `on_sent` is called once the command is written, before its answer is awaited.
 
         Raises RpcError when pi refuses it, does not answer within `timeout` s, or is gone.
         """
@@ -218,6 +223,8 @@ class PiRpc:
         self._waiting[command_id] = (done, answer)
         try:
             await self._write({**command, "id": command_id}, name)
+            if on_sent is not None:
+                on_sent()
             with anyio.move_on_after(timeout):
                 await done.wait()
         finally:
@@ -276,12 +283,12 @@ class PiRpc:
         levels = (await self.request({"type": "get_available_thinking_levels"})).get("levels")
         return [level for level in levels if isinstance(level, str)] if isinstance(levels, list) else []
 
-    async def prompt(self, text: str) -> None:
+    async def prompt(self, text: str, *, on_sent: Callable[[], None] | None = None) -> None:
         """Start a run with this prompt (answered at once; the run streams as events).
 
         Trimmed as pi's json mode trims its stdin prompt, so both engines send the model the same text.
         """
-        await self.request({"type": "prompt", "message": text.strip(JS_WHITESPACE)})
+        await self.request({"type": "prompt", "message": text.strip(JS_WHITESPACE)}, on_sent=on_sent)
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""
