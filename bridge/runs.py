@@ -533,6 +533,8 @@ class RunRegistry:
             run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
             return
         self.pool.session_in_use(run.options.session_id)
+        if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
+            self.pool.forget_session(run.options.session_id)
         try:
             outcome = await self._attempts(run, policy, lease)
         finally:

@@ -120,10 +120,14 @@ class WarmPool:
             self._retire(entry)
 
     def session_in_use(self, session: str | None) -> None:
-        """A run of `session` is live: nothing is primed for it until every such run ended."""
+        """A run of `session` is live: nothing is primed for it until every such run ended.
+
+        An idle entry for it stays, for this run's attempt to `take`; the attempt then drops the
+        rest (`forget_session`). Pre-spawns still on their way are stale already.
+        """
         if session:
             self._live_sessions[session] += 1
-            self.forget_session(session)
+            self._session_epochs[session] += 1
 
     def session_released(self, session: str | None) -> None:
         """A run of `session` ended (call before priming for it)."""

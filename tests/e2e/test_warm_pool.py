@@ -13,6 +13,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import BRIDGE, requires_pi
 from tests.harness import (
+    answer_or_error,
     assert_no_run_processes,
     bridge_env,
     initialize,
@@ -20,6 +21,7 @@ from tests.harness import (
     messages_of,
     request,
     run_processes_alive,
+    start_request,
 )
 
 pytestmark = [requires_pi, pytest.mark.realpi]
@@ -79,12 +81,18 @@ async def test_warm_run_produces_the_same_messages_as_cold(json_bridge: Language
 async def test_next_turn_of_the_session_uses_a_warm_resume(json_bridge: LanguageClient, tmp_path) -> None:
     params = {"prompt": "Say hello", "provider": "fake", "model": "text", "cwd": str(tmp_path)}
     first = await request(json_bridge, "pi/run", params)
-    await wait_warm(json_bridge, 2)
-    second = await request(
+    warm = await wait_warm(json_bridge, 2)
+    _, task = start_request(
         json_bridge, "pi/run", {**params, "sessionId": first["sessionId"], "runId": "turn2"}
     )
+    # The run's pi, while it runs (the scripted model paces the answer over ~150 ms).
+    await messages_of(json_bridge).wait_type("turn2", "session.resumed")
+    live = {run["runId"]: run for run in (await request(json_bridge, "pi/runs", None))["runs"]}
+    second, error = await answer_or_error(task)
+    assert error is None, error
     assert second["sessionId"] == first["sessionId"]
     assert messages_of(json_bridge).by_run["turn2"][0]["type"] == "session.resumed"
+    assert live["turn2"]["pid"] in warm, "the follow-up ran on the pi pre-spawned to resume its session"
 
 
 @pytest_lsp.fixture(
