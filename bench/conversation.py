@@ -11,7 +11,14 @@ Per trial, each on a fresh process with the real pi 1.6.0 and the scripted model
   text delta; consecutive prompts → first text delta and → agent_settled; abort mid-tool →
   answered;
 - bridge, json engine with its warm pool: consecutive prompts of the same session → first
-  `assistant` and → answered.
+  `assistant` and → answered;
+- pi-acp 0.0.34 (installed into bench/.cache on first use), through the same ACP client as
+  bench/acp_side.py: initialize and session/new → first prompt → first answer chunk; the same
+  consecutive prompts of its session; cancel mid-tool → the prompt answered `cancelled`, with
+  the sleep verified gone.
+Each subject's first prompt is sent after the same pause once it is ready to take one (the
+bridge: its spare pi is up; raw pi: it answered its first command; pi-acp: session/new
+answered), as a user types a first question into a chat that has just opened.
 Medians are printed as one JSON object; docs/benchmarks.md quotes them.
 """
 
@@ -26,12 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import procs
-from bench.common import base_env, bridge_argv, median, ms
+from bench.acp import AcpClient
+from bench.common import PI_ACP, base_env, bridge_argv, median, ms
 from bench.lsp import LspClient
-from bench.model import PROVIDER, ModelEnv, scripted_model
+from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
 from bench.realpi import _wait_for_process
+from bench.sidebyside import ACP_INIT, _acp_prompt, _set_model
 
 PROMPT = "Say hello"
+# Between "ready to take a first prompt" and that prompt, for every subject alike.
+FIRST_PROMPT_PAUSE = 1.0
 
 
 def _start(model: ModelEnv, engine: str) -> LspClient:
@@ -94,6 +105,7 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
         ready = client.responses[1][0]
         if engine == "rpc":
             out["initialize_to_spare_ready"] = _wait_spare(client) - ready
+        time.sleep(FIRST_PROMPT_PAUSE)
         first, total, result = _prompt(client, model, "c-1", "text", None)
         out["first_prompt_first"], out["first_prompt_total"] = first, total
         session = result["sessionId"]
@@ -209,6 +221,7 @@ def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
     try:
         raw.send({"id": "r1", "type": "set_auto_retry", "enabled": False})
         out["spawn_to_ready"] = raw.wait(lambda r: r.get("id") == "r1", 0) - raw.spawned
+        time.sleep(FIRST_PROMPT_PAUSE)
         out["first_prompt_first"], out["first_prompt_total"] = raw.prompt(PROMPT)
         firsts, totals = [], []
         for _ in range(consecutive):
@@ -232,6 +245,49 @@ def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
     return out
 
 
+def pi_acp_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
+    """pi-acp's figures (seconds): the same prompts through its own long-lived pi."""
+    out: dict[str, Any] = {}
+    env = {**base_env(), **model.pi_env(), "npm_config_registry": DEAD_REGISTRY}
+    client = AcpClient(["node", str(PI_ACP)], env=env, cwd=str(model.workdir))
+    tree: list[Any] = []
+    try:
+        client.call("initialize", ACP_INIT)
+        sent, answered, new = client.call("session/new", {"cwd": str(model.workdir), "mcpServers": []})
+        out["session_new"] = answered - sent
+        session = new["result"]["sessionId"]
+        time.sleep(FIRST_PROMPT_PAUSE)
+        sent, first, answered, _ = _acp_prompt(client, session, PROMPT)
+        out["first_prompt_first"], out["first_prompt_total"] = first - sent, answered - sent
+        firsts, totals = [], []
+        for _ in range(consecutive):
+            time.sleep(0.3)
+            sent, first, answered, _ = _acp_prompt(client, session, PROMPT)
+            firsts.append(first - sent)
+            totals.append(answered - sent)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        _set_model(client, session, "toolslow")
+        start = len(client.updates)
+        msg_id, _ = client.request(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": PROMPT}]}
+        )
+        client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
+        _wait_for_process(client.pid, "sleep 30")
+        tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
+        sent = client.notify("session/cancel", {"sessionId": session})
+        answered, answer = client.wait_response(msg_id, 30)
+        if (answer.get("result") or {}).get("stopReason") != "cancelled":
+            raise RuntimeError(f"pi-acp did not answer the cancel as cancelled: {answer}")
+        out["cancel_mid_tool"] = answered - sent
+        out["left_after_cancel"] = len(procs.still_alive(tree))
+    finally:
+        everything = procs.descendants(client.pid)
+        client.close()
+        for proc in procs.still_alive(everything + tree):
+            proc.kill()
+    return out
+
+
 def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
     keys = trials[0].keys()
     return {key: median([float(t[key]) for t in trials]) for key in keys}
@@ -239,13 +295,20 @@ def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(trials: int, consecutive: int = 5) -> dict[str, Any]:
     """Every figure's median over `trials`, alternating the three subjects."""
-    rpc, raw, json_engine = [], [], []
+    from bench.run_all import ensure_pi_acp
+
+    with_pi_acp = ensure_pi_acp()
+    rpc, raw, json_engine, pi_acp = [], [], [], []
     with scripted_model() as model:
         for _ in range(trials):
             rpc.append(bridge_trial(model, "rpc", consecutive))
             raw.append(raw_trial(model, consecutive))
+            if with_pi_acp:
+                pi_acp.append(pi_acp_trial(model, consecutive))
             json_engine.append(bridge_trial(model, "json", consecutive))
     results = {"rpc": _medians(rpc), "raw": _medians(raw), "json": _medians(json_engine)}
+    if pi_acp:
+        results["pi_acp"] = _medians(pi_acp)
     return results
 
 
