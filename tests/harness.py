@@ -413,6 +413,9 @@ class RawBridge:
         self._cond = threading.Condition()
         self._reading = threading.Event()
         self._reading.set()
+        # Set while the reader thread waits for resume_reading: a pause takes effect only after
+        # the frame being read when it came (a frame can be megabytes).
+        self.reader_parked = threading.Event()
         self._write_lock = threading.Lock()
         self._next_id = 0
         self._reader = threading.Thread(target=self._read_loop, name="raw-bridge-reader", daemon=True)
@@ -488,7 +491,10 @@ class RawBridge:
         assert stdout is not None
         try:
             while True:
-                self._reading.wait()
+                if not self._reading.is_set():
+                    self.reader_parked.set()
+                    self._reading.wait()
+                    self.reader_parked.clear()
                 message = read_frame(stdout)
                 if message is None:
                     break
