@@ -1,6 +1,12 @@
-"""Outbound transport: a writer thread owns stdout so a client that stops reading never blocks the loop.
+"""Outbound transport: a client that stops reading never blocks the loop, and a reading one waits
+for no thread.
 
-Backpressure policy (loses nothing): every frame is queued in order and written by one thread.
+A frame goes straight to stdout from the loop (a non-blocking write) while nothing is queued;
+what a full pipe does not take is queued, in order, for one writer thread that waits for room.
+Only a pipe or socket of our own is made non-blocking: a terminal, or a pipe that stderr shares
+(`2>&1`), would pass the flag on to others, so those always go through the thread.
+
+Backpressure policy (loses nothing): frames leave in order, straight or through the queue.
 When the bytes waiting to be written pass a high-water mark, runs stop reading their agent's
 stdout (`wait_writable`), so the agent itself blocks on its pipe: memory stays bounded by the
 mark plus one read, nothing is dropped, and the loop stays free to act on cancels, which need no
@@ -13,6 +19,8 @@ import asyncio
 import logging
 import os
 import queue
+import select
+import stat
 import threading
 from typing import Any, BinaryIO, Final
 
@@ -34,11 +42,38 @@ def notification_frame(method: str, params: Any) -> bytes:
     return frame(orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
 
 
-class QueuedWriter:
-    """pygls-compatible writer (`write`, `close`) backed by a queue and one writer thread."""
+def own_pipe(fd: int) -> bool:
+    """Whether `fd` is a pipe or socket that stderr does not share (safe to make non-blocking)."""
+    try:
+        out = os.fstat(fd)
+    except OSError:
+        return False
+    if not (stat.S_ISFIFO(out.st_mode) or stat.S_ISSOCK(out.st_mode)):
+        return False
+    try:
+        err = os.fstat(2)
+    except OSError:
+        return True
+    return (err.st_dev, err.st_ino) != (out.st_dev, out.st_ino)
 
-    def __init__(self, stream: BinaryIO, *, high_water: int = HIGH_WATER, low_water: int = LOW_WATER) -> None:
+
+class QueuedWriter:
+    """pygls-compatible writer (`write`, `close`): straight to the fd while nothing waits, else
+    through a queue and one writer thread."""
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        *,
+        high_water: int = HIGH_WATER,
+        low_water: int = LOW_WATER,
+        direct: bool | None = None,
+    ) -> None:
         self._fd = stream.fileno()
+        self._direct = own_pipe(self._fd) if direct is None else direct
+        if self._direct:
+            os.set_blocking(self._fd, False)
+        self._closed = False
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
         self._lock = threading.Lock()
@@ -59,9 +94,22 @@ class QueuedWriter:
         self._loop = loop
 
     def write(self, data: bytes) -> None:
-        """Queue one framed message; never blocks."""
-        if self.broken:
+        """Write one framed message, or queue what the pipe does not take now; never blocks."""
+        if self.broken or self._closed:
             return
+        if self._direct and self._pending == 0:
+            # Nothing queued means the thread is idle: writing here keeps the order.
+            try:
+                written = os.write(self._fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                self._client_gone(exc)
+                return
+            self.bytes_written += written
+            if written == len(data):
+                return
+            data = data[written:]
         with self._lock:
             self._pending += len(data)
             over = self._pending > self._high
@@ -86,26 +134,39 @@ class QueuedWriter:
         return self._drained.wait(timeout)
 
     def close(self) -> None:
-        """Stop the writer thread once the queue is written."""
+        """Stop the writer thread once the queue is written (stdout is left blocking again)."""
+        self._closed = True
         self._queue.put(None)
+
+    def _client_gone(self, exc: OSError) -> None:
+        # The client closed its end: nothing more can be delivered; runs go on to their
+        # cleanup, which must not depend on the client.
+        self.broken = True
+        log.warning("client stopped reading (%s); dropping further output", exc)
 
     def _run(self) -> None:
         while True:
             data = self._queue.get()
             if data is None:
+                if self._direct:
+                    try:
+                        os.set_blocking(self._fd, True)
+                    except OSError:
+                        pass
                 return
             if not self.broken:
                 try:
                     view = memoryview(data)
                     while view:
-                        written = os.write(self._fd, view)
+                        try:
+                            written = os.write(self._fd, view)
+                        except BlockingIOError:
+                            select.select([], [self._fd], [])  # a full pipe: wait for room
+                            continue
                         view = view[written:]
                     self.bytes_written += len(data)
                 except OSError as exc:
-                    # The client closed its end: nothing more can be delivered; runs go on to
-                    # their cleanup, which must not depend on the client.
-                    self.broken = True
-                    log.warning("client stopped reading (%s); dropping further output", exc)
+                    self._client_gone(exc)
             with self._lock:
                 self._pending -= len(data)
                 pending = self._pending
