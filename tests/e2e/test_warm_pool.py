@@ -39,8 +39,9 @@ async def wait_warm(client: LanguageClient, count: int = 1, timeout: float = 20)
 
 
 def shape(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    """A run's messages without what differs between any two runs by nature: ids, usage, and
-    where the text was split into deltas (that depends on pipe timing; the text does not)."""
+    """A run's messages without what differs between any two runs by nature: ids, usage, where
+    the text was split into deltas, and how many cumulative tool.updates came before the last
+    (both depend on pipe timing; the text and the final output do not)."""
     out: list[tuple[str, Any]] = []
     for message in messages:
         content = {
@@ -48,6 +49,8 @@ def shape(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         }
         if message["type"] == "assistant" and out and out[-1][0] == "assistant":
             out[-1] = ("assistant", {"text": out[-1][1]["text"] + content["text"]})
+        elif message["type"] == "tool.update" and out and out[-1][0] == "tool.update":
+            out[-1] = ("tool.update", content)  # cumulative: the last one holds all of it
         else:
             out.append((message["type"], content))
     return out
