@@ -96,19 +96,13 @@ def acp_main(args: argparse.Namespace) -> int:
     from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
 
-    chosen = _agent_or_exit(args.agent or PiAgent.name)
-    if chosen is None:
+    adapter = _agent_or_exit(args.agent or PiAgent.name)
+    if adapter is None:
         return 2
-    if not chosen.supports_rpc:
-        # session/new answers a session id before any prompt, from a live conversation's agent.
-        print(
-            f"pi-bridge acp: agent {chosen.name!r} has no live conversations yet; use --agent pi",
-            file=sys.stderr,
-        )
-        return 2
-    adapter = PiAgent()
     retry = RetryPolicy(max_attempts=args.retry_attempts)
-    config = BridgeConfig(command=command_from(args.pi_command), retry=retry)
+    # --pi-command is pi's; any other agent runs its executable on PATH.
+    command = command_from(args.pi_command) if adapter.name == PiAgent.name else adapter.default_command
+    config = BridgeConfig(command=command, retry=retry)
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
             env = stack.enter_context(scripted_model_env(adapter))
