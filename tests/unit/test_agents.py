@@ -98,3 +98,10 @@ def test_a_session_the_bridge_named_starts_under_its_id_until_stored_then_resume
         "--resume",
         "0f6c",
     ]
+
+
+def test_starting_a_session_that_exists_already_is_a_session_error_not_retried() -> None:
+    from bridge.claude.errors import classify_exit
+
+    stderr = "Error: Session ID 9d308467-a902-4e03-90e8-7485da355b06 is already in use.\n"
+    assert classify_exit(1, stderr) == ("session", False)
