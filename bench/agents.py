@@ -2,6 +2,7 @@
 against its own raw CLI as the floor, measured in the same invocation against the scripted model.
 
     python -m bench.agents [--trials N] [--deltas N] [--agents pi,claude]
+    (also run by `python -m bench`, section 9 of docs/benchmarks.md; `--quick`: 1 trial, 2 000 deltas)
 
 - first message: `pi/run` sent -> first `assistant` message, vs the raw CLI spawned with the
   same launch (argv, env, prompt on stdin) -> its first text-delta line on stdout.
@@ -25,6 +26,7 @@ from bench.lsp import LspClient
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge import agents
 from bridge.agent import RunOptions
+from bridge.scripted_model import LONG_DEFAULT
 
 CLAUDE_BIN = ROOT / ".tools-claude" / "node_modules" / ".bin" / "claude"
 PROMPT = "Say hello"
@@ -103,7 +105,8 @@ def measure(agent: str, model: ModelEnv, env: dict[str, str], trials: int, delta
     client.initialize(
         {"agents": {agent: list(command_of(agent))}, "env": agent_env(model, Path(env["CLAUDE_CONFIG_DIR"]))}
     )
-    scenario = f"long-{deltas}"
+    # pi runs only the models its configuration lists: `long` and a few `long-N`
+    scenario = "long" if deltas == LONG_DEFAULT else f"long-{deltas}"
     try:
         bridge_run(client, agent, model, "text", f"{agent}-warmup")
         raw_run(agent, model, "text", env)
@@ -128,22 +131,28 @@ def measure(agent: str, model: ModelEnv, env: dict[str, str], trials: int, delta
     }
 
 
+def run(trials: int, deltas: int, names: list[str]) -> list[dict[str, Any]]:
+    """Each named agent's figures (Claude Code skipped, with a line, when not installed)."""
+    results = []
+    with scripted_model() as model:
+        claude_dir = model.workdir.parent / "claude-config"
+        claude_dir.mkdir(exist_ok=True)
+        env = {**base_env(), **agent_env(model, claude_dir)}
+        for agent in names:
+            if agent == "claude" and not CLAUDE_BIN.exists():
+                print("claude: not installed in .tools-claude, skipped")
+                continue
+            results.append(measure(agent, model, env, trials, deltas))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.agents", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--agents", default="pi,claude")
     args = parser.parse_args(argv)
-    results = []
-    with scripted_model() as model:
-        claude_dir = model.workdir.parent / "claude-config"
-        claude_dir.mkdir(exist_ok=True)
-        env = {**base_env(), **agent_env(model, claude_dir)}
-        for agent in args.agents.split(","):
-            if agent == "claude" and not CLAUDE_BIN.exists():
-                print("claude: not installed in .tools-claude, skipped")
-                continue
-            results.append(measure(agent, model, env, args.trials, args.deltas))
+    results = run(args.trials, args.deltas, args.agents.split(","))
     for result in results:
         print(json.dumps(result))
     print(

@@ -218,6 +218,55 @@ def summary_lines(res: R) -> list[str]:
     return out
 
 
+AGENTS_COMMAND = "python -m bench.agents --trials 5 --deltas 20000"
+
+
+def agents_section(entries: list[dict[str, Any]], command: str = AGENTS_COMMAND) -> list[str]:
+    """Section 9: each agent through the bridge against its own raw CLI (bench/agents.py)."""
+    if not entries:
+        return []
+    trials, deltas = entries[0]["trials"], entries[0]["deltas"]
+    rows = []
+    for e in entries:
+        name = "Claude Code" if e["agent"] == "claude" else e["agent"]
+        first, long_run, rate = e["firstMessageMs"], e["longRunMs"], e["deltasPerSecond"]
+        rows.append(
+            [
+                name,
+                f"{first['bridge']:.0f} ms",
+                f"{first['rawCli']:.0f} ms",
+                f"x{e['ratioFirstMessage']:.2f}",
+                f"{long_run['bridge'] / 1000:.2f} s ({rate['bridge']:,.0f}/s)",
+                f"{long_run['rawCli'] / 1000:.2f} s ({rate['rawCli']:,.0f}/s)",
+                f"x{e['ratioLongRun']:.2f}",
+            ]
+        )
+    return [
+        "## 9. Per agent: each agent CLI against its own raw CLI",
+        "",
+        f"`{command}` (also part of `python -m bench`; `--quick` runs 1 trial of 2 000 deltas). "
+        f"Medians of {trials} trials after one unmeasured run each. The floor is the agent's CLI "
+        "spawned with exactly the launch the bridge uses (argv, environment, prompt on stdin), in "
+        "the same invocation: first message = request sent → first `assistant` message (raw: its "
+        f"first text-delta line); throughput = the `long-{deltas}` scenario, request sent → answer "
+        "(raw: spawn → exit).",
+        "",
+        *_table(
+            rows,
+            [
+                "agent",
+                "first message, bridge",
+                "raw CLI",
+                "ratio",
+                f"{deltas:,} deltas, bridge",
+                "raw CLI",
+                "ratio",
+            ],
+        ),
+        "",
+    ]
+
+
 def _kept_section(heading: str) -> list[str]:
     """A section another command writes (bench.conversation), carried over from the current file."""
     path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -453,6 +502,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
             out.append("")
     out += _notes(res)
     out += _kept_section("## 7. Live conversations")
+    out += agents_section(res.get("agents")) if res.get("agents") else _kept_section("## 9. Per agent")
     out += [
         "## Reproducing and profiling",
         "",

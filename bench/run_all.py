@@ -24,9 +24,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import crowd, realpi, sidebyside, streams, throughput
+from bench import agents, crowd, realpi, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
+from bridge.scripted_model import LONG_DEFAULT
 
 DOCS = ROOT / "docs"
 # Seconds between two prompts in the first-message benchmark, both modes alike: pi exits ~0.4 s
@@ -51,10 +52,15 @@ class Plan:
     long_scenario: str
     pause: float
     raw_cancel_trials: int
+    # Per agent (bench/agents.py): trials, and the deltas of its throughput scenario.
+    agents_trials: int = 5
+    agents_deltas: int = 20_000
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
-QUICK = Plan("quick", 10_000, 1_500, 2, 2, 2, 1, 2, 1, "long", 1.0, 1)
+QUICK = Plan(
+    "quick", 10_000, 1_500, 2, 2, 2, 1, 2, 1, "long", 1.0, 1, agents_trials=1, agents_deltas=LONG_DEFAULT
+)
 
 
 def _log(message: str) -> None:
@@ -284,7 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-docs", action="store_true", help="print the summary only")
     parser.add_argument(
-        "--only", nargs="*", default=None, help="run only these: throughput first cancel startup side crowd"
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only these: throughput first cancel startup side crowd agents",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -299,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         _log("rewrote docs/benchmarks.md and docs/benchmarks.png from bench/.cache/results-full.json")
         return 0
     plan = QUICK if args.quick else FULL
-    everything = {"throughput", "first", "cancel", "startup", "side", "crowd"}
+    everything = {"throughput", "first", "cancel", "startup", "side", "crowd", "agents"}
     only = set(args.only) if args.only else everything
     started = time.perf_counter()
     results: dict[str, Any] = {
@@ -329,6 +338,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["cancel"] = bench_cancel(plan, model)
             if "side" in only:
                 results["side_by_side"] = bench_side_by_side(plan, model)
+    if "agents" in only:
+        results["agents"] = agents.run(plan.agents_trials, plan.agents_deltas, ["pi", "claude"])
+        for entry in results["agents"]:
+            _log(
+                f"agent {entry['agent']}: first message {entry['firstMessageMs']['bridge']:.0f} ms vs raw "
+                f"{entry['firstMessageMs']['rawCli']:.0f} ms; {entry['deltas']} deltas "
+                f"{entry['longRunMs']['bridge']:.0f} ms vs raw {entry['longRunMs']['rawCli']:.0f} ms"
+            )
     results["seconds"] = time.perf_counter() - started
     results["machine"]["load_after"] = os.getloadavg()[0]
     CACHE.mkdir(parents=True, exist_ok=True)

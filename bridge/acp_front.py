@@ -276,7 +276,7 @@ class PiAcpAgent:
             ) from None
         except NoRpc as exc:
             raise RequestError(
-                RUN_FAILED, f"pi does not speak --mode rpc: {exc}", {"kind": "spawn"}
+                RUN_FAILED, f"the agent does not speak its live (rpc) mode: {exc}", {"kind": "spawn"}
             ) from None
 
     def _remember(self, cwd: str, opened: OpenedConversation) -> AcpSession:

@@ -50,6 +50,9 @@ class RunOptions:
     continue_session: bool = False
     live_thoughts: bool = False
     resumed: bool = False
+    # `session_id` names a conversation the bridge opened ahead of its first prompt (ACP's
+    # session/new) that the agent has not stored yet: the attempt starts the session under that id.
+    new_session: bool = False
 
 
 @dataclass(frozen=True, slots=True)

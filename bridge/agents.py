@@ -12,10 +12,13 @@ import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from bridge.agent import AgentAdapter
 from bridge.contract import AgentInfo
+
+if TYPE_CHECKING:
+    from bridge.doctor import Check
 
 DEFAULT_AGENT: Final = "pi"
 _PACKAGE_SEARCH_DEPTH: Final = 6
@@ -37,6 +40,28 @@ def _claude(settings: Mapping[str, Any]) -> AgentAdapter:
 
 
 FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {"pi": _pi, "claude": _claude}
+
+
+def _pi_doctor(
+    command: tuple[str, ...], source: str, environ: Mapping[str, str], scripted_model: bool
+) -> list[Check]:
+    from bridge.pi import doctor
+
+    return doctor.checks(command, source, environ, scripted_model)
+
+
+#: Each agent's own `pi-bridge doctor` checks (its runtime, command, version, configuration).
+DOCTORS: Final[dict[str, Callable[[tuple[str, ...], str, Mapping[str, str], bool], list[Check]]]] = {
+    "pi": _pi_doctor
+}
+
+
+def doctor_checks(
+    name: str, command: tuple[str, ...], source: str, environ: Mapping[str, str], scripted_model: bool
+) -> list[Check]:
+    """Agent `name`'s doctor checks of `command` (found through `source`); none if it has none."""
+    doctor = DOCTORS.get(name)
+    return doctor(command, source, environ, scripted_model) if doctor else []
 
 
 class UnknownAgentError(ValueError):

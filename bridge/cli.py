@@ -48,13 +48,12 @@ def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
 
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
-    from bridge.agents import build_adapter
+    from bridge.agents import DEFAULT_AGENT, build_adapter
     from bridge.config import command_from
-    from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
     from bridge.server import create_server, run_stdio
 
-    adapter = PiAgent()
+    adapter = build_adapter(DEFAULT_AGENT)
     if args.agent:
         chosen = _agent_or_exit(args.agent)
         if chosen is None:
@@ -91,24 +90,18 @@ def _agent_or_exit(name: str) -> AgentAdapter | None:
 def acp_main(args: argparse.Namespace) -> int:
     """Serve the Agent Client Protocol (v1) on stdio."""
     from bridge.acp_front import run_acp
+    from bridge.agents import DEFAULT_AGENT
     from bridge.config import command_from
     from bridge.contract import RetryPolicy
-    from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
 
-    chosen = _agent_or_exit(args.agent or PiAgent.name)
-    if chosen is None:
+    adapter = _agent_or_exit(args.agent or DEFAULT_AGENT)
+    if adapter is None:
         return 2
-    if not chosen.supports_rpc:
-        # session/new answers a session id before any prompt, from a live conversation's agent.
-        print(
-            f"pi-bridge acp: agent {chosen.name!r} has no live conversations yet; use --agent pi",
-            file=sys.stderr,
-        )
-        return 2
-    adapter = PiAgent()
     retry = RetryPolicy(max_attempts=args.retry_attempts)
-    config = BridgeConfig(command=command_from(args.pi_command), retry=retry)
+    # --pi-command is pi's; any other agent runs its executable on PATH.
+    command = command_from(args.pi_command) if adapter.name == DEFAULT_AGENT else adapter.default_command
+    config = BridgeConfig(command=command, retry=retry)
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
             env = stack.enter_context(scripted_model_env(adapter))

@@ -1,4 +1,4 @@
-"""The conversation registry: sessionId -> the live agent (a long-lived `--mode rpc` pi) serving it.
+"""The conversation registry: sessionId -> the live agent (a long-lived pi in its rpc mode) serving it.
 
 Like a connection pool: a run leases its conversation (a second run of a busy conversation waits
 in line), checks the live agent out for each attempt, and returns or invalidates it. Rules:
@@ -50,7 +50,7 @@ LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[st
 
 
 class NoRpc(Exception):
-    """The agent command does not speak `--mode rpc` (it exited before answering)."""
+    """The agent command does not speak its rpc mode (it exited before answering)."""
 
 
 class StartFailure(Exception):
@@ -222,7 +222,7 @@ class Conversations:
         if not self._fallback_logged:
             self._fallback_logged = True
             log.warning(
-                "%s does not speak --mode rpc (%s); running each prompt in --mode json instead",
+                "%s does not speak its rpc mode (%s); running each prompt on the json engine instead",
                 " ".join(command),
                 reason,
             )

@@ -43,6 +43,7 @@ from bridge.conversations import Conversations, Lease, OpenedConversation
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
 from bridge.redact import Redactor
 from bridge.rpc_engine import RpcAttempt
+from bridge.stored_conversations import StoredConversations
 from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,8 @@ class RunRegistry:
             idle_seconds=config.session_idle_seconds,
             wait_writable=self._writable,
         )
+        # The conversations of agents with no live mode (their sessions, resumed per prompt).
+        self.stored = StoredConversations()
 
     async def _writable(self) -> None:
         if self._wait_writable is not None:
@@ -312,8 +315,13 @@ class RunRegistry:
 
     async def open_conversation(self, cwd: str, session_id: str | None = None) -> OpenedConversation:
         """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
-        the pre-spawned agent, or `session_id` resumed. Raises StartFailure or NoRpc."""
+        the pre-spawned agent, or `session_id` resumed. Raises StartFailure or NoRpc.
+        An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         config = self.config
+        if not self.adapter.supports_rpc:
+            opened = self.stored.open(session_id, config.default_provider, config.default_model)
+            self._session_agents[opened.session_id] = self.adapter.name
+            return opened
         options = RunOptions(
             prompt="",
             cwd=cwd,
@@ -373,6 +381,7 @@ class RunRegistry:
             live_thoughts=params.live_thoughts,
             resumed=resumed,
         )
+        options = self.stored.options_for(adapter, options, self.config.env)
         run = Run(
             run_id=run_id,
             params=params,
@@ -599,6 +608,8 @@ class RunRegistry:
         )
         while True:
             run.set_state("starting")
+            if run.attempt > 1:  # the first attempt may have stored the session it was to start
+                run.options = self.stored.options_for(self._adapter(run), run.options, self.config.env)
             attempt = self._new_attempt(run, limits, lease)
             run.set_state("running")
             outcome = await attempt.run()

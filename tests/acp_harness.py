@@ -65,6 +65,15 @@ class AcpRecorder:
                 await self._changed.wait()
 
 
+def retry_notes(updates: list[Update]) -> list[int]:
+    """The attempts announced by the bridge's retry notes (message chunks with `_meta.piBridge`)."""
+    return [
+        u.field_meta["piBridge"]["retrying"]["attempt"]
+        for u in updates
+        if u.session_update == "agent_message_chunk" and u.field_meta
+    ]
+
+
 def text_of(updates: list[Update], kind: str = "agent_message_chunk") -> str:
     """The text of every update of this kind, joined."""
     return "".join(u.content.text for u in updates if u.session_update == kind)
@@ -78,11 +87,17 @@ async def acp_bridge(
     args: tuple[str, ...] = (),
     top_args: tuple[str, ...] = (),
     log: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
     """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
-    `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`)."""
+    `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`); `extra_env`
+    (e.g. another agent's configuration) is added to the bridge's environment."""
     env = bridge_env(
-        {"PI_CODING_AGENT_DIR": str(pi_agent_dir), **({"PI_BRIDGE_LOG_FILE": str(log)} if log else {})}
+        {
+            "PI_CODING_AGENT_DIR": str(pi_agent_dir),
+            **({"PI_BRIDGE_LOG_FILE": str(log)} if log else {}),
+            **(extra_env or {}),
+        }
     )
     recorder = AcpRecorder()
     async with spawn_agent_process(

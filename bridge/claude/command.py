@@ -37,6 +37,8 @@ def claude_flags(
 
     `provider` and `thinking` have no Claude Code flag: the endpoint comes from the environment
     (ANTHROPIC_BASE_URL), and thinking is the model's. `tools` restricts the built-in tools.
+    A session the bridge named before Claude Code stored it starts with `--session-id` (which
+    fails, "already in use", once the session exists); every stored one is `--resume`d.
     """
     flags = [*BASE_FLAGS, "--permission-mode", permission_mode]
     if options.model:
@@ -45,7 +47,9 @@ def claude_flags(
         flags += ["--tools", ",".join(options.tools)]
     if allowed_tools:
         flags += ["--allowedTools", ",".join(allowed_tools)]
-    if options.session_id:
+    if options.session_id and options.new_session and not options.resumed:
+        flags += ["--session-id", options.session_id]
+    elif options.session_id:
         flags += ["--resume", options.session_id]
     elif options.continue_session:
         flags += ["--continue"]

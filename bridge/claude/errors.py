@@ -12,7 +12,7 @@ import re
 from typing import Final
 
 from bridge.contract import ErrorKind
-from bridge.pi.errors import RETRYABLE_KINDS, classify_model_error
+from bridge.model_errors import RETRYABLE_KINDS, classify_model_error
 
 _API_ERROR: Final = re.compile(r"^\s*API Error:\s*", re.IGNORECASE)
 _USAGE_WORDS: Final = ("unknown option", "error: option", "invalid value", "argument", "allowed choices")
@@ -38,6 +38,9 @@ def classify_exit(exit_code: int | None, stderr: str) -> tuple[ErrorKind, bool]:
     """Return (kind, retryable) for a Claude Code that ended without a `result` line."""
     lowered = stderr.lower()
     if "no conversation found" in lowered or ("session" in lowered and "not found" in lowered):
+        return "session", False
+    # --session-id of a session that exists already: starting it again cannot help
+    if "session id" in lowered and "already in use" in lowered:
         return "session", False
     if exit_code == 1 and any(word in lowered for word in _USAGE_WORDS):
         return "usage", False

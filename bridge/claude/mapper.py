@@ -8,7 +8,7 @@ The stream (claude-facts.md, measured with 2.1.197):
   tool call (its input whole), text and thinking blocks reconcile what was streamed.
 - `user` carries the `tool_result` blocks: the tool's end (`is_error` marks a failure).
 - `system/api_retry`: Claude Code is about to retry on its own; one attempt stays one attempt,
-  so the attempt ends failed and retryable here (as pi's auto_retry_start does).
+  so the attempt ends failed and retryable here (as the pi adapter does with pi's own retry event).
 - `result` ends the run. The trap: a failed model request says `subtype: "success"` AND
   `is_error: true`; `is_error` decides. `error_during_execution` is also what an interrupt
   (SIGINT) prints: it is held back, so a cancel in progress still ends as cancelled.

@@ -144,7 +144,7 @@ def test_doctor_without_python_dependencies_names_each_and_the_pip_command(
     for name in RUNTIME_DEPENDENCIES:
         assert name in deps
     assert f"fix: {python} -m pip install " in deps
-    assert _line(report, "Node").startswith("skip")
+    assert _line(report, "agent").startswith("skip"), "the agent's own checks need the dependencies"
     code, checks = machine.doctor_json(python=python)
     assert code == 1
     assert checks["dependencies"]["data"]["missing"] == list(RUNTIME_DEPENDENCIES)

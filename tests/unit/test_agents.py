@@ -85,3 +85,23 @@ def test_no_claude_event_env_flag_or_layout_outside_its_package() -> None:
             if CLAUDE_SPECIFIC.search(line.split("#", 1)[0]):
                 offenders.append(f"bridge/{relative}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_a_session_the_bridge_named_starts_under_its_id_until_stored_then_resumes() -> None:
+    from bridge.claude.command import claude_flags
+
+    named = RunOptions(prompt="p", cwd="/tmp", session_id="0f6c", new_session=True)
+    assert claude_flags(named, "acceptEdits")[-2:] == ["--session-id", "0f6c"]
+    stored = RunOptions(prompt="p", cwd="/tmp", session_id="0f6c", new_session=True, resumed=True)
+    assert claude_flags(stored, "acceptEdits")[-2:] == ["--resume", "0f6c"]
+    assert claude_flags(RunOptions(prompt="p", cwd="/tmp", session_id="0f6c"), "acceptEdits")[-2:] == [
+        "--resume",
+        "0f6c",
+    ]
+
+
+def test_starting_a_session_that_exists_already_is_a_session_error_not_retried() -> None:
+    from bridge.claude.errors import classify_exit
+
+    stderr = "Error: Session ID 9d308467-a902-4e03-90e8-7485da355b06 is already in use.\n"
+    assert classify_exit(1, stderr) == ("session", False)

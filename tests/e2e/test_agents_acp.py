@@ -1,0 +1,151 @@
+"""`pi-bridge acp --agent claude` end to end: the ACP front over the real Claude Code 2.1.197
+against the scripted model's Anthropic endpoint, through the official SDK's client.
+
+Claude Code has no live mode, so an ACP session is a conversation of per-prompt processes: its id
+is minted at session/new, the first prompt starts the Claude Code session under it and each later
+prompt resumes it. The scenario is the model id; Claude Code takes it from ANTHROPIC_MODEL, one
+bridge per scenario (Claude Code lists no models to choose from).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from tests.acp_harness import acp_bridge, new_session, prompt, retry_notes, text_of
+from tests.harness import (
+    CLAUDE_BIN,
+    PI_BIN,
+    WAIT,
+    assert_no_run_processes,
+    requires_claude,
+    run_processes,
+    wait_for_run_process,
+)
+
+pytestmark = [requires_claude, pytest.mark.realpi]
+
+
+def _claude_env(model: ScriptedModelServer, config_dir: Path, scenario: str) -> dict[str, str]:
+    """Claude Code on PATH, pointed at the scripted model's scenario, its state in `config_dir`."""
+    return {
+        "PATH": os.pathsep.join([str(CLAUDE_BIN.parent), str(PI_BIN), os.environ.get("PATH", "")]),
+        "ANTHROPIC_BASE_URL": model.base_url.removesuffix("/v1"),
+        "ANTHROPIC_API_KEY": "scripted-model-key",
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "ANTHROPIC_MODEL": scenario,
+    }
+
+
+def _claude_acp(
+    pi_agent_dir: Path, model: ScriptedModelServer, tmp_path: Path, scenario: str, *args: str
+) -> Any:
+    """`pi-bridge acp --agent claude ARGS` with Claude Code on scripted scenario `scenario`."""
+    config_dir = tmp_path / "claude-config"
+    config_dir.mkdir(exist_ok=True)
+    return acp_bridge(
+        pi_agent_dir,
+        _workdir(tmp_path),
+        args=("--agent", "claude", *args),
+        extra_env=_claude_env(model, config_dir, scenario),
+    )
+
+
+def _workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return work
+
+
+def _requests_of(model: ScriptedModelServer, scenario: str) -> list[dict[str, Any]]:
+    return [r for r in model.requests if r["model"] == scenario]
+
+
+async def test_acp_claude_streams_the_answer_and_names_the_session_claude_stored(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "text") as (conn, recorder, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        assert uuid.UUID(session_id), "Claude Code names sessions by UUID"
+        answer = await prompt(conn, session_id, "Say hello")
+        updates = recorder.of(session_id)
+        chunks = [u for u in updates if u.session_update == "agent_message_chunk"]
+        assert answer.stop_reason == "end_turn"
+        assert len(chunks) > 3, "the answer streams in pieces"
+        assert text_of(updates) == TEXT_REPLY
+        listed = await asyncio.wait_for(conn.list_sessions(cwd=str(_workdir(tmp_path))), WAIT)
+        assert session_id in [s.session_id for s in listed.sessions], "the session is Claude Code's own"
+    await assert_no_run_processes()
+
+
+async def test_acp_claude_bash_tool_is_a_tool_call_completed_with_its_output(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "tool") as (conn, recorder, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        answer = await prompt(conn, session_id, "Run echo hi")
+        assert answer.stop_reason == "end_turn"
+        tool_updates = [
+            u for u in recorder.of(session_id) if u.session_update in ("tool_call", "tool_call_update")
+        ]
+        assert tool_updates and tool_updates[0].session_update == "tool_call"
+        assert {u.tool_call_id for u in tool_updates} == {tool_updates[0].tool_call_id}
+        assert tool_updates[-1].status == "completed"
+        assert tool_updates[-1].content[0].content.text.strip() == "hi"
+        assert "hi" in text_of(recorder.of(session_id))
+
+
+async def test_acp_claude_cancel_mid_tool_answers_cancelled_after_the_tree_is_gone(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "toolslow") as (conn, recorder, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        running = asyncio.ensure_future(prompt(conn, session_id, "sleep"))
+        await recorder.wait_for(lambda u: u.session_update == "tool_call")
+        sleeper = await wait_for_run_process("sleep 30")
+        await conn.cancel(session_id=session_id)
+        answer = await asyncio.wait_for(running, WAIT)
+        assert answer.stop_reason == "cancelled"
+        assert not (sleeper.is_running() and sleeper.status() != psutil.STATUS_ZOMBIE), (
+            "the tool's sleep is gone when the prompt answers cancelled"
+        )
+        assert run_processes() == [], "nothing of the cancelled prompt is left"
+
+
+async def test_acp_claude_second_prompt_resumes_the_session_and_the_model_sees_the_first(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    marker = f"first prompt {os.urandom(4).hex()}"
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        first = await prompt(conn, session_id, marker)
+        assert first.stop_reason == "end_turn"
+        assert text_of(recorder.of(session_id)) == f"ECHO:{marker}"
+        recorder.clear()
+        second = await prompt(conn, session_id, "and now?")
+        assert second.stop_reason == "end_turn"
+        assert text_of(recorder.of(session_id)) == "ECHO:and now?"
+        seen = str(_requests_of(scripted_model, "echo")[-1]["body"]["messages"])
+        assert marker in seen and "and now?" in seen, "the model saw both prompts"
+
+
+async def test_acp_claude_retry_is_visible_and_resumes_the_session_its_first_attempt_stored(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    scripted_model.reset()
+    bridge = _claude_acp(pi_agent_dir, scripted_model, tmp_path, "flaky", "--retry-attempts", "3")
+    async with bridge as (conn, recorder, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        answer = await prompt(conn, session_id, "eventually")
+        assert (answer.stop_reason, answer.field_meta["piBridge"]["attempts"]) == ("end_turn", 3)
+        assert retry_notes(recorder.of(session_id)) == [2, 3], "each retry is announced"
+        assert len(_requests_of(scripted_model, "flaky")) == 3, "each attempt reached the model once"
+        listed = await asyncio.wait_for(conn.list_sessions(cwd=str(_workdir(tmp_path))), WAIT)
+        assert [s.session_id for s in listed.sessions] == [session_id], "one session, resumed by the retries"
