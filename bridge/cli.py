@@ -89,23 +89,30 @@ def _agent_or_exit(name: str) -> AgentAdapter | None:
 
 
 def acp_main(args: argparse.Namespace) -> int:
-    """Serve the Agent Client Protocol (v1) on stdio."""
-    from bridge.acp_front import run_acp
+    """Serve the Agent Client Protocol (v1) on stdio.
+
+    stdin is read from here on, before the runtime is imported: a plain `initialize` is answered
+    while the rest loads (bridge/acp_stdin.py)."""
+    if args.agent is not None:  # an agent named on the command line is checked before serving
+        chosen = _agent_or_exit(args.agent)
+        if chosen is None:
+            return 2
+        if not chosen.supports_rpc:
+            # session/new answers a session id before any prompt, from a live conversation's agent.
+            print(
+                f"pi-bridge acp: agent {chosen.name!r} has no live conversations yet; use --agent pi",
+                file=sys.stderr,
+            )
+            return 2
+    from bridge.acp_stdin import FirstFrame
+
+    first = FirstFrame.start()
+    from bridge.acp_serve import run_acp
     from bridge.config import command_from
     from bridge.contract import RetryPolicy
     from bridge.pi import PiAgent
     from bridge.runs import BridgeConfig
 
-    chosen = _agent_or_exit(args.agent or PiAgent.name)
-    if chosen is None:
-        return 2
-    if not chosen.supports_rpc:
-        # session/new answers a session id before any prompt, from a live conversation's agent.
-        print(
-            f"pi-bridge acp: agent {chosen.name!r} has no live conversations yet; use --agent pi",
-            file=sys.stderr,
-        )
-        return 2
     adapter = PiAgent()
     retry = RetryPolicy(max_attempts=args.retry_attempts)
     config = BridgeConfig(command=command_from(args.pi_command), retry=retry)
@@ -119,7 +126,7 @@ def acp_main(args: argparse.Namespace) -> int:
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
-        return run_acp(adapter, config)
+        return run_acp(first, adapter, config)
 
 
 def demo_main(args: argparse.Namespace) -> int:
