@@ -29,6 +29,7 @@ from bridge.acp_mapping import (
     THOUGHT_OPTION,
     PromptMapper,
     Update,
+    WireUpdate,
     config_options,
     history_updates,
     model_value,
@@ -87,7 +88,7 @@ class PiAcpAgent:
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
-        self._outbox: asyncio.Queue[tuple[str, Update] | asyncio.Event] = asyncio.Queue()
+        self._outbox: asyncio.Queue[tuple[str, Update | WireUpdate] | asyncio.Event] = asyncio.Queue()
         self.conn: Connection | None = None
 
     # ------------------------------------------------------------------ the outgoing stream
@@ -112,14 +113,13 @@ class PiAcpAgent:
             session_id, update = item
             await self._send_update(session_id, update)
 
-    async def _send_update(self, session_id: str, update: Update) -> None:
+    async def _send_update(self, session_id: str, update: Update | WireUpdate) -> None:
         if self.conn is None:
             return
-        note = schema.SessionNotification(session_id=session_id, update=update)
+        if not isinstance(update, dict):
+            update = update.model_dump(mode="json", by_alias=True, exclude_none=True)
         try:
-            await self.conn.send_notification(
-                "session/update", note.model_dump(mode="json", by_alias=True, exclude_none=True)
-            )
+            await self.conn.send_notification("session/update", {"sessionId": session_id, "update": update})
         except (ConnectionError, OSError) as exc:
             log.info("session/update not sent: %s", exc)
 
