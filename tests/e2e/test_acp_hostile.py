@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from acp import schema
 
 from tests.acp_harness import RawAcp
-from tests.harness import no_run_processes, requires_pi
+from tests.harness import WAIT, no_run_processes, requires_pi
 
 pytestmark = [requires_pi]
 
@@ -99,6 +102,24 @@ def test_acp_a_first_initialize_split_across_writes_is_answered(pi_agent_dir: Pa
         _still_serving(bridge, tmp_path)
     finally:
         assert bridge.close() == 0
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_acp_eof_or_sigterm_as_pi_starts_while_the_sdk_loads_leaves_nothing(
+    pi_agent_dir: Path, tmp_path: Path, how: str
+) -> None:
+    bridge = RawAcp(pi_agent_dir, tmp_path)
+    assert bridge.request("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    deadline = time.monotonic() + WAIT
+    while not psutil.Process(bridge.proc.pid).children():  # the pre-spawned pi, started first
+        assert time.monotonic() < deadline, "no pi was pre-spawned"
+        time.sleep(0.01)
+    if how == "eof":
+        assert bridge.close() == 0
+    else:
+        bridge.proc.send_signal(signal.SIGTERM)
+        assert bridge.proc.wait(WAIT) == 0
+    no_run_processes(timeout=3, where=f"after {how} as pi started")
 
 
 def test_acp_non_json_and_non_request_frames_get_parse_and_invalid_request_errors(
