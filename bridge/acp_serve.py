@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import orjson
+from pydantic import BaseModel
 
+from bridge import contract
 from bridge.acp_stdin import FirstFrame
 from bridge.agent import AgentAdapter
 from bridge.process import become_subreaper, reap_orphans
@@ -214,9 +216,14 @@ class _LateSink:
 def _load_front(registry: RunRegistry) -> Any:
     """The SDK and the ACP agent (worker thread: the event loop keeps serving pi meanwhile).
 
-    Every agent's adapter is built here too: a session's first prompt asks each agent whether the
-    session is its own, and building one imports its package."""
+    What the first prompt would otherwise do is done here too, while pi boots: the wire
+    contract's validators are built (its models defer that to first use, some ms on the first
+    prompt's path), and every agent's adapter (a session's first prompt asks each agent whether
+    the session is its own, and building one imports its package)."""
     front = importlib.import_module("bridge.acp_front")
+    for model in vars(contract).values():
+        if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == contract.__name__:
+            model.model_rebuild()
     for name in registry.agent_names():
         try:
             registry.adapter_named(name)
