@@ -157,22 +157,31 @@ def section(text: str, trials: int, load_before: float, load_after: float) -> st
 
 
 REASONS = """
-Where `pi-bridge acp` is behind, and why (the machine was loaded: load average 6-8 on 2 cores,
-other engineers' tests running, so the spreads are wide):
-- spawn → initialize: the interpreter and the imports. The official SDK's `acp.schema` (pydantic
-  models of the whole protocol) alone takes ~0.8 s to import here (`python -X importtime -c
-  "import bridge.acp_front"`); pi-acp is one Node script. In exchange the bridge starts pi before
-  `session/new`, which answers 4x sooner, so spawn → first answer chunk is ahead.
-- first prompt → first chunk / answered: the first prompt of a pi that started a moment ago;
-  pi-acp's pi started at its slow `session/new`, ~2 s earlier, and had warmed up meanwhile.
-- second prompt → first chunk (40 against 18 ms; 21-88 ms): per-prompt work of the shared core
-  (run registry, conversation lease, model check, session-file stat, diff-capture watch) and one
-  SDK model serialized per update; raw pi answers a prompt's first delta in ~5-10 ms.
-- cancel mid-tool (97 against 16 ms; 19-178 ms): both send pi's `abort`; pi-acp answers on abort's
-  reply, the bridge waits for pi to settle and sweeps the run's descendants, checking /proc that
-  every process of the run is gone before it answers `cancelled`.
-Ahead: `session/new` (no `pi --version`, no `npm view`), cold first chunk, the long answer, CPU,
-RSS, no banner chunk, no registry connection.
+How the start-up is ordered (bridge/acp_stdin.py, bridge/acp_serve.py): a thread with only the
+standard library loaded answers a plain first `initialize` by hand (the same dict the SDK path
+validates, checked against the SDK's schema in tests), the run registry starts and pre-spawns pi,
+then the SDK (whose `acp.schema` alone imports in ~0.5-0.8 s) loads in a worker thread while pi
+boots; `session/new` waits for both, and is still ahead of pi-acp's (no `pi --version`, no
+`npm view`).
+
+Where `pi-bridge acp` is behind or level, and why (per-step times from perf_counter traces of one
+bridge on this machine; pi's own share is the same on both sides):
+- first and second prompt: level within the spread. Of a second prompt's ~15 ms, pi takes ~13
+  (its `prompt` answer ~4 ms, its first delta ~11 ms after the prompt). The bridge adds ~1.1 ms in
+  the shared core before the prompt is written to pi (`RunRegistry.start` ~0.4 ms: session-file
+  stat and the secrets `Redactor`; `_drive` to `RpcAttempt.run` ~0.4 ms: lease, slot, attempt set-up;
+  `Conversations.checkout` ~0.15 ms: `LiveAgent.alive` reads /proc) and ~0.3 ms in the ACP front
+  (request validation, the update's queue hop and write). A first prompt also sends
+  `set_thinking_level` (~1-3 ms: the live agent does not record the level `get_state` reported,
+  so `LiveAgent.configure` sets it again). A prompt's answer waits for `get_session_stats` (~1.5-5
+  ms, for `usage_update`) and the tree sweep (~1.5 ms).
+- cancel mid-tool: pi's `abort` takes ~7-9 ms here, about pi-acp's whole figure; pi-acp answers
+  on abort's reply. The bridge adds ~4 ms in the shared core to prove the run's processes are
+  gone before it answers `cancelled`: `RpcAttempt._cancel` lists the tree (`tree_pids`, ~2-2.6 ms)
+  before it sends `abort`, then `stop_descendants` checks /proc (~1.5 ms); the run's teardown and
+  the answer take ~1 ms more.
+Ahead: spawn → initialize, `session/new`, cold first chunk, the long answer (live text chunks are
+built as the dict the SDK's model serializes to), CPU, RSS, no banner chunk, no registry connection.
 """
 
 
