@@ -109,7 +109,10 @@ class StdioTransport:
                 done.set_result(None)
 
         def finished() -> None:
-            loop.call_soon_threadsafe(resolve)
+            try:
+                loop.call_soon_threadsafe(resolve)
+            except RuntimeError:  # the loop closed first (the bridge is exiting)
+                pass
 
         first.when_done(finished)
         await done

@@ -37,6 +37,8 @@ _RESERVED_META: Final = frozenset(
     {"self", "protocol_version", "client_capabilities", "client_info", "piBridge"}
 )
 _READ_CHUNK: Final = 1 << 16
+# An initialize is a few hundred bytes; a longer first line is the SDK path's to parse (once).
+_MAX_PLAIN_BYTES: Final = 1 << 16
 
 
 def initialize_result(protocol_version: int) -> dict[str, Any]:
@@ -55,6 +57,8 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
 
 def plain_initialize(line: bytes) -> dict[str, Any] | None:
     """The answer frame to `line` if it is a plain `initialize` request, else None."""
+    if len(line) > _MAX_PLAIN_BYTES:
+        return None
     try:
         message = json.loads(line)
     except ValueError:

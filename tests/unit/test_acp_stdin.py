@@ -45,6 +45,7 @@ NOT_PLAIN: list[Any] = [
     {"protocolVersion": 1, "_meta": "text"},
     {"protocolVersion": 1, "clientCapabilities": "all"},
     {"protocolVersion": 1, "clientInfo": ["zed"]},
+    {"protocolVersion": 1, "clientInfo": {"name": "x" * 70000, "version": "1"}},  # too long to be plain
     [1],
     None,
 ]
