@@ -165,16 +165,19 @@ boots; `session/new` waits for both, and is still ahead of pi-acp's (no `pi --ve
 `npm view`).
 
 Where `pi-bridge acp` is behind or level, and why (per-step times from perf_counter traces of one
-bridge on this machine; pi's own share is the same on both sides):
-- first and second prompt: level within the spread. Of a second prompt's ~15 ms, pi takes ~13
-  (its `prompt` answer ~4 ms, its first delta ~11 ms after the prompt). The bridge adds ~1.1 ms in
-  the shared core before the prompt is written to pi (`RunRegistry.start` ~0.4 ms: session-file
-  stat and the secrets `Redactor`; `_drive` to `RpcAttempt.run` ~0.4 ms: lease, slot, attempt set-up;
-  `Conversations.checkout` ~0.15 ms: `LiveAgent.alive` reads /proc) and ~0.3 ms in the ACP front
-  (request validation, the update's queue hop and write). A first prompt also sends
-  `set_thinking_level` (~1-3 ms: the live agent does not record the level `get_state` reported,
-  so `LiveAgent.configure` sets it again). A prompt's answer waits for `get_session_stats` (~1.5-5
-  ms, for `usage_update`) and the tree sweep (~1.5 ms).
+bridge on this machine, the client's clock and the bridge's being the same monotonic clock; pi's
+own share is the same on both sides):
+- first prompt: level. A first prompt also sends `set_thinking_level` (~1-3 ms: the live agent
+  does not record the level `get_state` reported, so `LiveAgent.configure` sets it again).
+- second prompt → first chunk: behind by ~1.5-3.5 ms on a quiet machine. Of ~15 ms, pi takes
+  ~13 (its `prompt` answer ~4.5 ms, its first text delta ~13 ms after the prompt is written). The
+  bridge adds ~1.2-1.9 ms in the shared core before the prompt is written to pi
+  (`RunRegistry.start` ~0.5-0.7 ms: the session-file lookup and the secrets `Redactor`; `_drive` to
+  `RpcAttempt.run` ~0.4-0.65 ms: lease, slot, attempt set-up; `Conversations.checkout` ~0.2 ms:
+  `LiveAgent.alive` reads /proc) and ~0.5 ms in the ACP front (stdin wake-up and frame parse
+  ~0.25 ms, the SDK's dispatch and request validation ~0.15 ms, the update's queue hop and write
+  ~0.1 ms). A prompt's answer also waits for `get_session_stats` (~1.5-5 ms, for `usage_update`)
+  and the tree sweep (~1.5 ms); the totals are level all the same.
 - cancel mid-tool: pi's `abort` takes ~7-9 ms here, about pi-acp's whole figure; pi-acp answers
   on abort's reply. The bridge adds ~4 ms in the shared core to prove the run's processes are
   gone before it answers `cancelled`: `RpcAttempt._cancel` lists the tree (`tree_pids`, ~2-2.6 ms)
