@@ -157,22 +157,34 @@ def section(text: str, trials: int, load_before: float, load_after: float) -> st
 
 
 REASONS = """
-Where `pi-bridge acp` is behind, and why (the machine was loaded: load average 6-8 on 2 cores,
-other engineers' tests running, so the spreads are wide):
-- spawn → initialize: the interpreter and the imports. The official SDK's `acp.schema` (pydantic
-  models of the whole protocol) alone takes ~0.8 s to import here (`python -X importtime -c
-  "import bridge.acp_front"`); pi-acp is one Node script. In exchange the bridge starts pi before
-  `session/new`, which answers 4x sooner, so spawn → first answer chunk is ahead.
-- first prompt → first chunk / answered: the first prompt of a pi that started a moment ago;
-  pi-acp's pi started at its slow `session/new`, ~2 s earlier, and had warmed up meanwhile.
-- second prompt → first chunk (40 against 18 ms; 21-88 ms): per-prompt work of the shared core
-  (run registry, conversation lease, model check, session-file stat, diff-capture watch) and one
-  SDK model serialized per update; raw pi answers a prompt's first delta in ~5-10 ms.
-- cancel mid-tool (97 against 16 ms; 19-178 ms): both send pi's `abort`; pi-acp answers on abort's
-  reply, the bridge waits for pi to settle and sweeps the run's descendants, checking /proc that
-  every process of the run is gone before it answers `cancelled`.
-Ahead: `session/new` (no `pi --version`, no `npm view`), cold first chunk, the long answer, CPU,
-RSS, no banner chunk, no registry connection.
+How the start-up is ordered (bridge/acp_stdin.py, bridge/acp_serve.py): a thread with only the
+standard library loaded answers a plain first `initialize` by hand (the same dict the SDK path
+validates, checked against the SDK's schema in tests), the run registry starts and pre-spawns pi,
+then the SDK (whose `acp.schema` alone imports in ~0.5-0.8 s) loads in a worker thread while pi
+boots; `session/new` waits for both, and is still ahead of pi-acp's (no `pi --version`, no
+`npm view`).
+
+Where `pi-bridge acp` is behind or level, and why (per-step times from perf_counter traces of one
+bridge on this machine, the client's clock and the bridge's being the same monotonic clock; pi's
+own share is the same on both sides):
+- first prompt: level. A first prompt also sends `set_thinking_level` (~1-3 ms: the live agent
+  does not record the level `get_state` reported, so `LiveAgent.configure` sets it again).
+- second prompt → first chunk: behind by ~1.5-3.5 ms on a quiet machine. Of ~15 ms, pi takes
+  ~13 (its `prompt` answer ~4.5 ms, its first text delta ~13 ms after the prompt is written). The
+  bridge adds ~1.2-1.9 ms in the shared core before the prompt is written to pi
+  (`RunRegistry.start` ~0.5-0.7 ms: the session-file lookup and the secrets `Redactor`; `_drive` to
+  `RpcAttempt.run` ~0.4-0.65 ms: lease, slot, attempt set-up; `Conversations.checkout` ~0.2 ms:
+  `LiveAgent.alive` reads /proc) and ~0.5 ms in the ACP front (stdin wake-up and frame parse
+  ~0.25 ms, the SDK's dispatch and request validation ~0.15 ms, the update's queue hop and write
+  ~0.1 ms). A prompt's answer also waits for `get_session_stats` (~1.5-5 ms, for `usage_update`)
+  and the tree sweep (~1.5 ms); the totals are level all the same.
+- cancel mid-tool: pi's `abort` takes ~7-9 ms here, about pi-acp's whole figure; pi-acp answers
+  on abort's reply. The bridge adds ~4 ms in the shared core to prove the run's processes are
+  gone before it answers `cancelled`: `RpcAttempt._cancel` lists the tree (`tree_pids`, ~2-2.6 ms)
+  before it sends `abort`, then `stop_descendants` checks /proc (~1.5 ms); the run's teardown and
+  the answer take ~1 ms more.
+Ahead: spawn → initialize, `session/new`, cold first chunk, the long answer (live text chunks are
+built as the dict the SDK's model serializes to), CPU, RSS, no banner chunk, no registry connection.
 """
 
 

@@ -1,13 +1,11 @@
-"""`pi-bridge acp`: the Agent Client Protocol (v1) front, over the same run registry as the LSP front.
+"""`pi-bridge acp`'s ACP agent: handlers for every ACP method, over the same run registry as the LSP front.
 
 The protocol layer is the official SDK (`agent-client-protocol`): its schema models, its
 JSON-RPC `Connection` and its agent router. Written here, where the SDK falls short:
-- `_StdioTransport`: the SDK's stdio transport drops a non-JSON line with a log line; ACP clients
-  get a JSON-RPC parse error (-32700) or invalid request (-32600) instead, and stdout carries
-  nothing but frames;
 - `_dispatch`: wrong params answer -32602 with one readable line per field (the SDK puts raw
-  pydantic errors in `data`), and `session/cancel` sent as a request gets an answer;
-- lifecycle: end of input and SIGTERM/SIGINT/SIGHUP stop every run (three-stage) before exit.
+  pydantic errors in `data`), and `session/cancel` sent as a request gets an answer.
+The process around it (stdio frames, start-up order, shutdown) is bridge/acp_serve.py; a plain
+first `initialize` is answered before this module is even imported (bridge/acp_stdin.py).
 Handlers are thin: they validate, call the registry, and map (bridge/acp_mapping.py).
 """
 
@@ -16,25 +14,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import orjson
-from acp import PROTOCOL_VERSION, RequestError, schema
+from acp import RequestError, schema
 from acp.agent.router import build_agent_router
 from acp.connection import Connection
-from acp.stdio import stdio_streams
 from pydantic import ValidationError
 
-from bridge import __version__, history
+from bridge import history
 from bridge.acp_mapping import (
     MODEL_OPTION,
     THOUGHT_OPTION,
     PromptMapper,
     Update,
+    WireUpdate,
     config_options,
     history_updates,
     model_value,
@@ -42,101 +37,20 @@ from bridge.acp_mapping import (
     prompt_usage,
     stop_reason_of,
 )
-from bridge.agent import AgentAdapter
+from bridge.acp_stdin import initialize_result
 from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
 from bridge.conversations import NoRpc, OpenedConversation, StartFailure
-from bridge.process import become_subreaper, reap_orphans
-from bridge.runs import BridgeConfig, Run, RunRegistry
+from bridge.runs import Run, RunRegistry
+
+if TYPE_CHECKING:
+    from bridge.acp_serve import StdioTransport
 
 log = logging.getLogger(__name__)
 
-AGENT_NAME: Final = "pi-bridge"
 # A failed run answers this JSON-RPC error code (server-defined range), its data says why.
 RUN_FAILED: Final = -32000
-MAX_LINE_BYTES: Final = 50 * 1024 * 1024
-
-
-def _error_frame(code: int, message: str, msg_id: Any = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-
-
-class _StdioTransport:
-    """Newline-delimited JSON-RPC on stdin/stdout that answers malformed frames itself."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self.closed = False
-
-    async def send(self, message: dict[str, Any]) -> None:
-        if self.closed:
-            raise ConnectionError("stdout is closed")
-        self._writer.write(orjson.dumps(message) + b"\n")
-        await self._writer.drain()
-
-    async def receive(self) -> dict[str, Any] | None:
-        while True:
-            line = await self._read_line()
-            if line is None:
-                return None
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                message = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                await self._answer(_error_frame(-32700, f"parse error: not JSON ({exc})"))
-                continue
-            problem = _frame_problem(message)
-            if problem is None:
-                return message  # type: ignore[no-any-return]
-            msg_id = message.get("id") if isinstance(message, dict) else None
-            if not isinstance(msg_id, (str, int)) or isinstance(msg_id, bool):
-                msg_id = None
-            await self._answer(_error_frame(-32600, f"invalid request: {problem}", msg_id))
-
-    async def _read_line(self) -> bytes | None:
-        chunks: list[bytes] = []
-        while True:
-            try:
-                chunks.append(await self._reader.readuntil(b"\n"))
-                return b"".join(chunks)
-            except asyncio.LimitOverrunError as exc:
-                chunks.append(await self._reader.readexactly(exc.consumed))
-            except asyncio.IncompleteReadError as exc:
-                chunks.append(exc.partial)
-                data = b"".join(chunks)
-                return data or None
-
-    async def _answer(self, frame: dict[str, Any]) -> None:
-        try:
-            await self.send(frame)
-        except (ConnectionError, OSError):
-            pass
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-def _frame_problem(message: Any) -> str | None:
-    """Why a parsed frame is not a JSON-RPC 2.0 request, notification or response (None: it is)."""
-    if not isinstance(message, dict):
-        return f"a frame must be a JSON object, not {type(message).__name__}"
-    if message.get("jsonrpc") != "2.0":
-        return 'the frame must have "jsonrpc": "2.0"'
-    msg_id = message.get("id")
-    if "id" in message and (isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, type(None)))):
-        return "id must be a string, a number or null"
-    if "method" in message:
-        if not isinstance(message["method"], str) or not message["method"]:
-            return "method must be a non-empty string"
-        params = message.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
-            return "params must be an object or an array"
-        return None
-    if "id" in message and ("result" in message or "error" in message):
-        return None
-    return "the frame is neither a request, a notification nor a response"
+# The levels a run's `thinking` takes (RunParams); pi may offer others, they are not passed on.
+THINKING_LEVELS: Final = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 
 def _invalid_params(exc: ValidationError) -> RequestError:
@@ -167,20 +81,19 @@ class AcpSession:
 class PiAcpAgent:
     """The ACP agent: handlers for every ACP method the bridge serves."""
 
-    def __init__(self, adapter: AgentAdapter, config: BridgeConfig, *, default_cwd: str) -> None:
-        self.adapter = adapter
-        self.config = config
+    def __init__(self, registry: RunRegistry, *, default_cwd: str) -> None:
+        self.adapter = registry.adapter
         self.default_cwd = default_cwd
-        self.registry = RunRegistry(adapter, config, self._on_messages)
+        self.registry = registry
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
-        self._outbox: asyncio.Queue[tuple[str, Update] | asyncio.Event] = asyncio.Queue()
+        self._outbox: asyncio.Queue[tuple[str, Update | WireUpdate] | asyncio.Event] = asyncio.Queue()
         self.conn: Connection | None = None
 
     # ------------------------------------------------------------------ the outgoing stream
 
-    def _on_messages(self, payloads: list[dict[str, Any]]) -> None:
+    def on_messages(self, payloads: list[dict[str, Any]]) -> None:
         """The registry's sink: each run's pi/messages, as session/updates of its session."""
         for payload in payloads:
             entry = self._prompts.get(payload.get("runId", ""))
@@ -200,21 +113,26 @@ class PiAcpAgent:
             session_id, update = item
             await self._send_update(session_id, update)
 
-    async def _send_update(self, session_id: str, update: Update) -> None:
+    async def _send_update(self, session_id: str, update: Update | WireUpdate) -> None:
         if self.conn is None:
             return
-        note = schema.SessionNotification(session_id=session_id, update=update)
+        if not isinstance(update, dict):
+            update = update.model_dump(mode="json", by_alias=True, exclude_none=True)
         try:
-            await self.conn.send_notification(
-                "session/update", note.model_dump(mode="json", by_alias=True, exclude_none=True)
-            )
+            await self.conn.send_notification("session/update", {"sessionId": session_id, "update": update})
         except (ConnectionError, OSError) as exc:
             log.info("session/update not sent: %s", exc)
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Wait until every update queued so far is sent."""
         mark = asyncio.Event()
         self._outbox.put_nowait(mark)
         await mark.wait()
+
+    async def close(self) -> None:
+        """Close the connection (its handlers' tasks end)."""
+        if self.conn is not None:
+            await self.conn.close()
 
     # ------------------------------------------------------------------ lifecycle methods
 
@@ -234,22 +152,8 @@ class PiAcpAgent:
                 self.retry = RetryPolicy.model_validate(retry)
             except ValidationError as exc:
                 raise _invalid_params(exc) from None
-        return schema.InitializeResponse(
-            protocol_version=min(protocol_version, PROTOCOL_VERSION),
-            agent_capabilities=schema.AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=schema.PromptCapabilities(
-                    embedded_context=True, image=False, audio=False
-                ),
-                session_capabilities=schema.SessionCapabilities(
-                    list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()
-                ),
-            ),
-            agent_info=schema.Implementation(
-                name=AGENT_NAME, title="pi (via pi-bridge)", version=__version__
-            ),
-            auth_methods=[],
-        )
+        # The same answer as a plain initialize gets by hand before the SDK is loaded.
+        return schema.InitializeResponse.model_validate(initialize_result(protocol_version))
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         """No auth methods: pi's own configuration carries the keys."""
@@ -308,7 +212,7 @@ class PiAcpAgent:
             raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
         for update in history_updates(stored, stored.cwd or cwd):
             self._outbox.put_nowait((session_id, update))
-        await self._flush()
+        await self.flush()
         session = self.sessions.get(session_id)
         if session is None:
             session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
@@ -388,9 +292,7 @@ class PiAcpAgent:
             session_id=session_id,
             provider=provider or None,
             model=model or None,
-            thinking=session.thinking
-            if session.thinking in ("off", "minimal", "low", "medium", "high", "xhigh")
-            else None,  # type: ignore[arg-type]
+            thinking=session.thinking if session.thinking in THINKING_LEVELS else None,  # type: ignore[arg-type]
             live_thoughts=True,
             retry=self.retry,
         )
@@ -406,7 +308,7 @@ class PiAcpAgent:
                     with anyio.CancelScope(shield=True):
                         await run.done.wait()
                     raise
-            await self._flush()
+            await self.flush()
         finally:
             self._prompts.pop(run.run_id, None)
             if run in session.runs:
@@ -492,53 +394,8 @@ def _dispatcher(agent: PiAcpAgent) -> Any:
     return dispatch
 
 
-async def serve_acp(agent: PiAcpAgent) -> int:
-    """Serve ACP on this process's stdin/stdout until end of input or a signal; stop runs first."""
-    loop = asyncio.get_running_loop()
-    reader, writer = await stdio_streams(limit=MAX_LINE_BYTES)
-    sys.stdout = sys.stderr  # stdout belongs to the protocol: a stray print must not corrupt it
-    transport = _StdioTransport(reader, writer)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, stop.set)
-    subreaper = become_subreaper()
-    log.info("pi-bridge acp serving on stdio (pid %d, subreaper=%s)", os.getpid(), subreaper)
+def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
+    """The SDK's connection serving `agent` over `transport` (run it with `main_loop`)."""
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn
-    try:
-        async with anyio.create_task_group() as tasks:
-            await tasks.start(agent.registry.serve)
-            agent.registry.prime_live(agent.default_cwd)
-            tasks.start_soon(agent.pump)
-            tasks.start_soon(_reap_periodically)
-
-            async def read_until_eof() -> None:
-                await conn.main_loop()
-                stop.set()
-
-            tasks.start_soon(read_until_eof)
-            await stop.wait()
-            agent.registry.close()
-            with anyio.CancelScope(shield=True):
-                await agent.registry.stop_all("the ACP connection ended")
-                with anyio.move_on_after(2.0):
-                    await agent._flush()
-                await conn.close()
-            tasks.cancel_scope.cancel()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(signum)
-        reap_orphans()
-    return 0
-
-
-async def _reap_periodically() -> None:
-    """Adopted orphans (we are a subreaper) must be reaped or they linger as zombies."""
-    while True:
-        await anyio.sleep(1.0)
-        reap_orphans()
-
-
-def run_acp(adapter: AgentAdapter, config: BridgeConfig) -> int:
-    """Serve ACP on stdio; returns the exit code."""
-    return asyncio.run(serve_acp(PiAcpAgent(adapter, config, default_cwd=os.getcwd())))
+    return conn

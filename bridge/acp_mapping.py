@@ -1,7 +1,9 @@
 """ACP v1 mapping: the bridge's pi/message stream, history and options as ACP schema models.
 
 Pure functions and one small state machine per prompt; nothing here does I/O. The models are the
-official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates.
+official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates, but for one:
+a live text chunk (`text_chunk`), which a long answer sends thousands of, is built as the dict the
+SDK's model serializes to (a tenth of the cost); tests/unit/test_acp_mapping.py checks the two agree.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ Update = (
     | schema.ToolCallProgress
     | schema.UsageUpdate
 )
+# An update already in its wire form (camelCase keys, no nulls), sent as is.
+WireUpdate = dict[str, Any]
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
@@ -51,6 +55,12 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
 def text_block(text: str) -> schema.TextContentBlock:
     """A text content block."""
     return schema.TextContentBlock(type="text", text=text)
+
+
+def text_chunk(kind: Literal["agent_message_chunk", "agent_thought_chunk"], text: str) -> WireUpdate:
+    """A live answer or thought chunk, as `schema.AgentMessageChunk` / `AgentThoughtChunk` with a
+    text block serialize."""
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
 
 
 def stop_reason_of(pi_stop_reason: str | None) -> StopReason:
@@ -175,23 +185,15 @@ class PromptMapper:
         self.terminal: dict[str, Any] | None = None
         self._in_progress: set[str] = set()
 
-    def feed(self, payload: dict[str, Any]) -> list[Update]:
+    def feed(self, payload: dict[str, Any]) -> list[Update | WireUpdate]:
         """The updates for one pi/message (none for lifecycle messages ACP has no place for)."""
         kind = payload.get("type")
         content = payload.get("content") or {}
         if kind == "assistant":
             self.text += content["text"]
-            return [
-                schema.AgentMessageChunk(
-                    session_update="agent_message_chunk", content=text_block(content["text"])
-                )
-            ]
+            return [text_chunk("agent_message_chunk", content["text"])]
         if kind == "assistant.thought":
-            return [
-                schema.AgentThoughtChunk(
-                    session_update="agent_thought_chunk", content=text_block(content["text"])
-                )
-            ]
+            return [text_chunk("agent_thought_chunk", content["text"])]
         if kind == "tool.call":
             return [tool_call_start(content["toolCallId"], content["name"], content["arguments"], self.cwd)]
         if kind == "tool.update":

@@ -88,14 +88,25 @@ def _agent_or_exit(name: str) -> AgentAdapter | None:
 
 
 def acp_main(args: argparse.Namespace) -> int:
-    """Serve the Agent Client Protocol (v1) on stdio."""
-    from bridge.acp_front import run_acp
+    """Serve the Agent Client Protocol (v1) on stdio.
+
+    stdin is read from here on, before the runtime is imported: a plain `initialize` is answered
+    while the rest loads (bridge/acp_stdin.py)."""
+    chosen = None
+    if args.agent is not None:  # an agent named on the command line is checked before serving
+        chosen = _agent_or_exit(args.agent)
+        if chosen is None:
+            return 2
+    from bridge.acp_stdin import FirstFrame
+
+    first = FirstFrame.start()
+    from bridge.acp_serve import run_acp
     from bridge.agents import DEFAULT_AGENT
     from bridge.config import command_from
     from bridge.contract import RetryPolicy
     from bridge.runs import BridgeConfig
 
-    adapter = _agent_or_exit(args.agent or DEFAULT_AGENT)
+    adapter = chosen or _agent_or_exit(DEFAULT_AGENT)
     if adapter is None:
         return 2
     retry = RetryPolicy(max_attempts=args.retry_attempts)
@@ -112,7 +123,7 @@ def acp_main(args: argparse.Namespace) -> int:
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
-        return run_acp(adapter, config)
+        return run_acp(first, adapter, config)
 
 
 def demo_main(args: argparse.Namespace) -> int:

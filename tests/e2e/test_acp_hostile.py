@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
+from acp import schema
 
 from tests.acp_harness import RawAcp
-from tests.harness import no_run_processes, requires_pi
+from tests.harness import WAIT, no_run_processes, requires_pi
 
 pytestmark = [requires_pi]
 
@@ -37,6 +41,85 @@ def _error(frame: dict[str, Any]) -> dict[str, Any]:
 
 def _still_serving(bridge: RawAcp, cwd: Path) -> None:
     assert "sessions" in bridge.request("session/list", {"cwd": str(cwd)})["result"]
+
+
+def test_acp_first_initialize_answered_by_hand_equals_the_sdk_answer(raw_acp: RawAcp) -> None:
+    # raw_acp's own initialize was the first frame (answered before the SDK loads); this one is
+    # the SDK's (only the first frame is answered by hand)
+    by_hand = next(f for f in raw_acp.frames if f.get("id") == 1001)
+    by_sdk = raw_acp.request("initialize", {"protocolVersion": 1})
+    assert by_hand == {**by_sdk, "id": 1001}
+    schema.InitializeResponse.model_validate(by_hand["result"])
+    newer = raw_acp.request("initialize", {"protocolVersion": 9, "clientInfo": {"name": "x", "version": "1"}})
+    assert newer["result"] == by_sdk["result"], "the agent answers the version it speaks"
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}', "result"),
+        (b"not json", -32700),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "x"}}',
+            "result",
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1,'
+            b' "_meta": {"piBridge": {"retry": {"maxAttempts": 0}}}}}',
+            -32602,
+        ),
+    ],
+)
+def test_acp_a_first_frame_that_is_no_plain_initialize_is_the_sdk_path_s_and_serving_goes_on(
+    pi_agent_dir: Path, tmp_path: Path, first: bytes, expected: str | int
+) -> None:
+    bridge = RawAcp(pi_agent_dir, tmp_path)
+    try:
+        bridge.send_line(first)
+        frame = bridge.wait(lambda f: "method" not in f)
+        if expected == "result":
+            assert "result" in frame and frame["id"] == 1, frame
+        else:
+            assert _error(frame)["code"] == expected
+        answer = bridge.request("initialize", {"protocolVersion": 1})
+        assert answer["result"]["agentInfo"]["name"] == "pi-bridge"
+        _still_serving(bridge, tmp_path)
+    finally:
+        assert bridge.close() == 0
+    assert bridge.not_frames == []
+
+
+def test_acp_a_first_initialize_split_across_writes_is_answered(pi_agent_dir: Path, tmp_path: Path) -> None:
+    bridge = RawAcp(pi_agent_dir, tmp_path)
+    try:
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
+        assert bridge.proc.stdin is not None
+        bridge.proc.stdin.write(line[:20].encode())
+        bridge.proc.stdin.write(line[20:].encode() + b"\n")
+        assert bridge.wait(lambda f: f.get("id") == 5)["result"]["protocolVersion"] == 1
+        _still_serving(bridge, tmp_path)
+    finally:
+        assert bridge.close() == 0
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_acp_eof_or_sigterm_as_pi_starts_while_the_sdk_loads_leaves_nothing(
+    pi_agent_dir: Path, tmp_path: Path, how: str
+) -> None:
+    bridge = RawAcp(pi_agent_dir, tmp_path)
+    assert bridge.request("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    deadline = time.monotonic() + WAIT
+    while not psutil.Process(bridge.proc.pid).children():  # the pre-spawned pi, started first
+        assert time.monotonic() < deadline, "no pi was pre-spawned"
+        time.sleep(0.01)
+    if how == "eof":
+        assert bridge.close() == 0
+    else:
+        bridge.proc.send_signal(signal.SIGTERM)
+        assert bridge.proc.wait(WAIT) == 0
+    no_run_processes(timeout=3, where=f"after {how} as pi started")
 
 
 def test_acp_non_json_and_non_request_frames_get_parse_and_invalid_request_errors(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from acp import schema
 
-from bridge.acp_mapping import PromptMapper, prompt_text, stop_reason_of, tool_kind, tool_title
+from bridge.acp_mapping import PromptMapper, prompt_text, stop_reason_of, text_chunk, tool_kind, tool_title
 
 
 def test_acp_prompt_quotes_embedded_files_with_their_path_and_names_links() -> None:
@@ -42,3 +45,58 @@ def test_acp_lifecycle_messages_become_no_update() -> None:
     mapper = PromptMapper("/w")
     for kind in ("session.started", "session.resumed", "run.queued"):
         assert mapper.feed({"type": kind, "content": {}}) == []
+
+
+def _as_the_sdk_sends(session_id: str, update: Any) -> dict[str, Any]:
+    """An update as a session/update's params, through the SDK's model."""
+    model = schema.SessionNotification.model_validate({"sessionId": session_id, "update": update})
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@pytest.mark.parametrize(
+    "text", ["Hello", "", " w0 w1\n", '\u00e9\u2028\U0001f600 \\ " \x00 </x>', "x" * 5000]
+)
+@pytest.mark.parametrize(
+    ("kind", "update"), [("assistant", "agent_message_chunk"), ("assistant.thought", "agent_thought_chunk")]
+)
+def test_acp_text_chunks_built_by_hand_are_what_the_sdk_model_sends(
+    kind: str, update: str, text: str
+) -> None:
+    wire = PromptMapper("/w").feed({"type": kind, "content": {"text": text}})
+    assert wire == [text_chunk(update, text)]  # type: ignore[arg-type]
+    assert _as_the_sdk_sends("s-1", wire[0]) == {"sessionId": "s-1", "update": wire[0]}
+    model = schema.AgentMessageChunk if update == "agent_message_chunk" else schema.AgentThoughtChunk
+    built = model(session_update=update, content=schema.TextContentBlock(type="text", text=text))  # type: ignore[arg-type]
+    assert built.model_dump(mode="json", by_alias=True, exclude_none=True) == wire[0]
+
+
+def test_acp_model_updates_serialize_alone_as_inside_their_notification() -> None:
+    mapper = PromptMapper("/w")
+    payloads = [
+        {"type": "tool.call", "content": {"toolCallId": "t1", "name": "edit", "arguments": {"path": "a.py"}}},
+        {"type": "tool.update", "content": {"toolCallId": "t1", "output": "partial"}},
+        {
+            "type": "tool.completed",
+            "content": {
+                "toolCallId": "t1",
+                "output": "ok",
+                "diff": {"path": "a.py", "oldText": "a", "newText": "b"},
+            },
+        },
+        {"type": "run.retrying", "content": {"attempt": 2, "delayMs": 10, "reason": "500"}},
+        {"type": "run.steered", "content": {"text": "also this"}},
+        {
+            "type": "terminal.completed",
+            "content": {"contextUsage": {"tokens": 5, "contextWindow": 100}, "sessionCost": 0.5},
+        },
+    ]
+    updates = [u for p in payloads for u in mapper.feed(p)]
+    assert len(updates) == len(payloads)
+    for update in updates:
+        assert not isinstance(update, dict)
+        note = schema.SessionNotification(session_id="s-1", update=update)
+        alone = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        assert note.model_dump(mode="json", by_alias=True, exclude_none=True) == {
+            "sessionId": "s-1",
+            "update": alone,
+        }
