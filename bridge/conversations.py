@@ -364,10 +364,9 @@ class Conversations:
         try:
             models = await agent.rpc.available_models()
             levels = await agent.rpc.thinking_levels()
-            thinking = (await agent.rpc.request({"type": "get_state"})).get("thinkingLevel")
         except RpcError as exc:
             log.info("live agent pid %d: could not list its models: %s", agent.pid, exc)
-            models, levels, thinking = [], [], None
+            models, levels = [], []
         choices = tuple(
             ModelChoice(str(m.get("provider")), str(m.get("id")), str(m.get("name") or m.get("id")))
             for m in models
@@ -377,7 +376,7 @@ class Conversations:
             session_id=agent.session_id,
             provider=agent.provider,
             model=agent.model,
-            thinking=thinking if isinstance(thinking, str) else agent.thinking,
+            thinking=agent.thinking,
             models=choices,
             thinking_levels=tuple(levels),
         )
@@ -558,6 +557,9 @@ class Conversations:
             provider, model_id = model.get("provider"), model.get("id")
             agent.provider = provider if isinstance(provider, str) else agent.provider
             agent.model = model_id if isinstance(model_id, str) else agent.model
+        level = state.get("thinkingLevel")
+        if isinstance(level, str):  # what pi runs now: a first prompt asking for it sends nothing
+            agent.thinking = level
         count = state.get("messageCount")
         agent.history = isinstance(count, int) and count > 0
         log.info("live agent pid %d up for session %s", child.pid, agent.session_id)

@@ -210,3 +210,27 @@ async def test_a_shutdown_while_the_spare_is_still_starting_leaves_no_process() 
         assert bridge.wait_exit() == 0
     finally:
         bridge.close()
+
+
+async def test_thinking_is_set_by_command_only_when_it_changes(tmp_path) -> None:
+    """pi reports its thinking level at start: a first prompt (on the spare, started with no
+    level) asking for that level sends nothing, a different one is one set_thinking_level, and
+    the next prompt at it sends nothing again."""
+    commands = tmp_path / "commands"
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": FAKE_RPC_PI, "env": {"FAKE_RPC_PI_COMMANDS": str(commands)}})
+        await wait_for_run_process("fake_rpc_pi.py")  # the spare
+        sent = []
+        session = None
+        for thinking in ("off", "high", "high"):
+            params = {"prompt": "hi", "model": "text", "thinking": thinking}
+            if session:
+                params["sessionId"] = session
+            answer = bridge.response(bridge.request("pi/run", params))
+            assert answer["result"]["status"] == "completed", answer
+            session = answer["result"]["sessionId"]
+            sent.append(commands.read_text().split().count("set_thinking_level"))
+        assert sent == [0, 1, 1], "set_thinking_level only for the change to high"
+    finally:
+        bridge.close()

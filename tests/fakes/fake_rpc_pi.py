@@ -13,7 +13,8 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - garbage: prints lines that are not JSON between its events;
 - mute: never answers any command;
 - exit_at_start: exits with an error before reading anything.
-Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text).
+Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
+$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file.
 """
 
 from __future__ import annotations
@@ -193,6 +194,9 @@ def main() -> int:
             )
             continue
         kind = command.get("type")
+        if os.environ.get("FAKE_RPC_PI_COMMANDS"):  # what the bridge sent, one type per line
+            with open(os.environ["FAKE_RPC_PI_COMMANDS"], "a") as log:
+                log.write(f"{kind}\n")
         if _state["scenario"] == "mute":
             continue
         if kind == "set_model":
@@ -206,8 +210,12 @@ def main() -> int:
                 "messageCount": 0,
                 "isStreaming": bool(_state["running"]),
                 "model": {"provider": "fake-rpc", "id": _state["scenario"]},
+                "thinkingLevel": _state.get("thinking", "off"),
             }
             respond(command, state)
+        elif kind == "set_thinking_level":
+            _state["thinking"] = command.get("level")
+            respond(command)
         elif kind == "get_session_stats":
             respond(
                 command,
