@@ -103,7 +103,10 @@ class LiveAgent:
         """Whether it can still take a prompt."""
         if self.child.returncode is not None or self.rpc.closed.is_set():
             return False
-        try:  # killed a moment ago: a zombie whose exit the event loop has not collected yet
+        exited = self.child.has_exited()  # killed a moment ago, its exit not collected yet
+        if exited is not None:
+            return not exited
+        try:  # no pidfd: a zombie is what such a process looks like in /proc
             return bool(psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE)
         except psutil.Error:
             return False

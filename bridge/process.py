@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import logging
 import os
+import select
 import shutil
 import signal
 import sys
@@ -229,6 +230,16 @@ class ChildProcess:
     def returncode(self) -> int | None:
         """The agent's exit code (negative: killed by that signal), or None while it runs."""
         return self.process.returncode
+
+    def has_exited(self) -> bool | None:
+        """Whether the process has ended, from its pidfd (one poll, no /proc read); None when
+        there is no pidfd to ask."""
+        if self.returncode is not None:
+            return True
+        if self.pidfd is None:
+            return None
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return bool(readable)
 
     @property
     def containment(self) -> Containment:

@@ -218,3 +218,21 @@ async def test_cgroup_catches_a_grandchild_that_clears_its_env_and_double_forks(
         process.forget(child)
         await child.process.aclose()
         kill_quietly([escaped])
+
+
+async def test_has_exited_tells_a_killed_agent_before_its_exit_is_collected(tmp_path: Any) -> None:
+    """A conversation's agent killed a moment ago is not alive, though the loop has not reaped it."""
+    child = await process.spawn(("sleep", "300"), str(tmp_path), {})
+    try:
+        assert child.has_exited() is False
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        # Blocking sleeps: the loop does not run, so it cannot collect the exit meanwhile.
+        while not child.has_exited():
+            assert time.monotonic() < deadline, "a killed process never showed as exited"
+            time.sleep(0.01)  # polling: the test checks the poll itself
+        assert child.returncode is None, "told from the pidfd, not from the collected exit"
+    finally:
+        await process.shutdown_tree(child)
+        process.forget(child)
+        await child.process.aclose()
