@@ -161,30 +161,26 @@ How the start-up is ordered (bridge/acp_stdin.py, bridge/acp_serve.py): a thread
 standard library loaded answers a plain first `initialize` by hand (the same dict the SDK path
 validates, checked against the SDK's schema in tests), the run registry starts and pre-spawns pi,
 then the SDK (whose `acp.schema` alone imports in ~0.5-0.8 s) loads in a worker thread while pi
-boots; `session/new` waits for both, and is still ahead of pi-acp's (no `pi --version`, no
-`npm view`).
+boots, and the wire validators and agent adapters are built there too; `session/new` waits for
+both, and is still ahead of pi-acp's (no `pi --version`, no `npm view`).
 
-Where `pi-bridge acp` is behind or level, and why (per-step times from perf_counter traces of one
-bridge on this machine, the client's clock and the bridge's being the same monotonic clock; pi's
-own share is the same on both sides):
-- first prompt: level. A first prompt also sends `set_thinking_level` (~1-3 ms: the live agent
-  does not record the level `get_state` reported, so `LiveAgent.configure` sets it again).
-- second prompt → first chunk: behind by ~1.5-3.5 ms on a quiet machine. Of ~15 ms, pi takes
-  ~13 (its `prompt` answer ~4.5 ms, its first text delta ~13 ms after the prompt is written). The
-  bridge adds ~1.2-1.9 ms in the shared core before the prompt is written to pi
-  (`RunRegistry.start` ~0.5-0.7 ms: the session-file lookup and the secrets `Redactor`; `_drive` to
-  `RpcAttempt.run` ~0.4-0.65 ms: lease, slot, attempt set-up; `Conversations.checkout` ~0.2 ms:
-  `LiveAgent.alive` reads /proc) and ~0.5 ms in the ACP front (stdin wake-up and frame parse
-  ~0.25 ms, the SDK's dispatch and request validation ~0.15 ms, the update's queue hop and write
-  ~0.1 ms). A prompt's answer also waits for `get_session_stats` (~1.5-5 ms, for `usage_update`)
-  and the tree sweep (~1.5 ms); the totals are level all the same.
-- cancel mid-tool: pi's `abort` takes ~7-9 ms here, about pi-acp's whole figure; pi-acp answers
-  on abort's reply. The bridge adds ~4 ms in the shared core to prove the run's processes are
-  gone before it answers `cancelled`: `RpcAttempt._cancel` lists the tree (`tree_pids`, ~2-2.6 ms)
-  before it sends `abort`, then `stop_descendants` checks /proc (~1.5 ms); the run's teardown and
-  the answer take ~1 ms more.
-Ahead: spawn → initialize, `session/new`, cold first chunk, the long answer (live text chunks are
-built as the dict the SDK's model serializes to), CPU, RSS, no banner chunk, no registry connection.
+Where `pi-bridge acp` is behind, and why (pi's own share is the same on both sides; the ranges of
+the two columns overlap on both figures, so these are within this machine's noise, but medians):
+- second prompt → first chunk: of ~15 ms, pi takes ~13 (its first text delta after the prompt is
+  written). The shared core now adds well under a millisecond before the prompt is written (no
+  session-file lookup for a live conversation, the secrets pattern built only for an error, no
+  waiter tasks for an uncontended lease or slot, liveness from the agent's pidfd, the session
+  message sent after the prompt); through the LSP front the same core is level with raw pi and
+  ahead of pi-acp (section 7). What is left is the ACP front's own path: the SDK's stdin reader
+  and dispatch with request validation (~0.4 ms) and its update queue (~0.1 ms).
+- cancel mid-tool: both wait for pi's `abort` (~6-9 ms here; pi-acp answers on its reply). The
+  bridge then proves the run's processes gone before it answers `cancelled`: the run's cgroup is
+  read before the abort and swept after it, inline (microseconds, no /proc walk, no thread hop).
+  The ~0.5 ms left has not been traced since; through the LSP front the same cancel is ahead of
+  pi-acp (section 7).
+Ahead: spawn → initialize, `session/new`, cold first chunk, first prompt, both totals, the long
+answer (live text chunks are built as the dict the SDK's model serializes to), CPU, RSS, no banner
+chunk, no registry connection.
 """
 
 
