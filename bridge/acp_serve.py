@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import orjson
+from pydantic import BaseModel
 
+from bridge import contract
 from bridge.acp_stdin import FirstFrame
 from bridge.agent import AgentAdapter
 from bridge.process import become_subreaper, reap_orphans
@@ -222,7 +224,14 @@ def _load_front(registry: RunRegistry) -> Any:
     prompt's path), and every agent's adapter (a session's first prompt asks each agent whether
     the session is its own, and building one imports its package)."""
     front = importlib.import_module("bridge.acp_front")
-    registry.prepare_first_prompt()
+    for model in vars(contract).values():
+        if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == contract.__name__:
+            model.model_rebuild()
+    for name in registry.agent_names():
+        try:
+            registry.adapter_named(name)
+        except Exception as exc:  # an agent that cannot be built is the prompt's to report
+            log.info("agent %s not built ahead: %s", name, exc)
     return front
 
 

@@ -694,11 +694,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def build_validators() -> None:
-    """Build every wire model's validator now (they defer it to first use, a few ms that would
-    otherwise land on a first prompt's path). Blocking, ~35 ms: call it off the event loop."""
-    for model in list(globals().values()):
-        if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == __name__:
-            model.model_rebuild()

@@ -38,7 +38,6 @@ from bridge.contract import (
     ShutdownReceipt,
     SteerResult,
     Usage,
-    build_validators,
 )
 from bridge.conversations import Conversations, Lease, OpenedConversation
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
@@ -242,17 +241,6 @@ class RunRegistry:
         if adapter is self.adapter:
             return self.config.command
         return agents.default_command(adapter)
-
-    def prepare_first_prompt(self) -> None:
-        """Do now what a first prompt would otherwise pay for (blocking; call it off the loop,
-        while the spare agent boots): the wire validators, and every agent's adapter (a session's
-        first prompt asks each whether the session is its own; building one imports its package)."""
-        build_validators()
-        for name in self.agent_names():
-            try:
-                self.adapter_named(name)
-            except Exception as exc:  # an agent that cannot be built is the prompt's to report
-                log.info("agent %s not built ahead: %s", name, exc)
 
     def agent_names(self) -> list[str]:
         """Every agent a run can name: the known ones and any configured."""

@@ -107,7 +107,6 @@ class BridgeServer(LanguageServer):
         self.stop_reason = ""
         self.default_cwd = os.getcwd()
         self.run_requests: set[asyncio.Task[Any]] = set()
-        self.warm_up: asyncio.Future[None] | None = None  # prepare_first_prompt, in a thread
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -152,8 +151,6 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: BridgeServer, params: Any) -> None:
         ls.registry.prime_live(ls.default_cwd)
-        # While the spare boots, in a worker thread: what the first pi/run would otherwise pay.
-        ls.warm_up = asyncio.get_running_loop().run_in_executor(None, ls.registry.prepare_first_prompt)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
