@@ -151,6 +151,7 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: BridgeServer, params: Any) -> None:
         ls.registry.prime_live(ls.default_cwd)
+        ls.registry.spawn_background(ls.registry.prepare_first_prompt)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
