@@ -78,18 +78,23 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
         second = timed_run(client, model, "text", "sbs-2")
         seq.second_prompt_first_chunk, seq.second_prompt_total = second.first, second.total
         start = len(client.messages)
+        before_tool = {p.pid for p in procs.descendants(client.pid)}
         run_msg, _ = client.request("pi/run", run_params(model, "toolslow", "sbs-tool"))
         client.wait_message(
             lambda m: m["params"]["runId"] == "sbs-tool" and m["params"]["type"] == "tool.call", start, 60
         )
         _wait_for_process(client.pid, "sleep 30")
         runs_msg, _ = client.request("pi/runs", None)
-        warm = set((client.wait_response(runs_msg, 30)[1].get("result") or {}).get("warmPids", []))
-        tree = [p for p in procs.descendants(client.pid) if p.pid not in warm]
+        runs = client.wait_response(runs_msg, 30)[1].get("result") or {}
+        # What the run started: not the agents alive on purpose.
+        tree = [p for p in procs.descendants(client.pid) if p.pid not in kept_pids(runs) | before_tool]
         _, sent = client.request("pi/cancel", {"runId": "sbs-tool"})
         answered, _ = client.wait_response(run_msg, 30)
         seq.cancel_mid_tool = answered - sent
-        seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)})
+        # A spare still starting at the first look is listed by now.
+        runs_msg, _ = client.request("pi/runs", None)
+        kept = kept_pids(client.wait_response(runs_msg, 30)[1].get("result") or {})
+        seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)} - kept)
         long = timed_run(client, model, long_scenario, "sbs-long", timeout=300)
         seq.long_first, seq.long_total, seq.long_chars = long.first, long.total, len(long.text)
         seq.cpu = procs.cpu_seconds(client.pid)
@@ -98,6 +103,12 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
     finally:
         client.close()
     return seq
+
+
+def kept_pids(runs: dict[str, Any]) -> set[int]:
+    """Agents alive on purpose (pi/runs): the pre-spawned ones, and each conversation's pi,
+    which the rpc engine keeps after a cancel (its receipt says agentKept)."""
+    return set(runs.get("warmPids", [])) | {entry["pid"] for entry in runs.get("live", [])}
 
 
 def _is_answer_chunk(update: dict[str, Any]) -> bool:
