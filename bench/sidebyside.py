@@ -86,8 +86,12 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
         _wait_for_process(client.pid, "sleep 30")
         runs_msg, _ = client.request("pi/runs", None)
         runs = client.wait_response(runs_msg, 30)[1].get("result") or {}
-        # What the run started: not the agents alive on purpose.
-        tree = [p for p in procs.descendants(client.pid) if p.pid not in kept_pids(runs) | before_tool]
+        # The tool's processes: not the agents alive on purpose, nor a spare still starting.
+        tree = [
+            p
+            for p in procs.descendants(client.pid)
+            if p.pid not in kept_pids(runs) | before_tool and "--mode rpc" not in procs.cmdline(p)
+        ]
         _, sent = client.request("pi/cancel", {"runId": "sbs-tool"})
         answered, _ = client.wait_response(run_msg, 30)
         seq.cancel_mid_tool = answered - sent
