@@ -83,14 +83,20 @@ let frame = 0;
 
 function paintSoon(block: { node: HTMLElement; source: string }): void {
   dirty.add(block);
-  frame ||= requestAnimationFrame(() => {
+  frame ||= requestAnimationFrame(paintNow);
+}
+
+/** Render every block changed since the last frame (a turn that ends shows its whole text). */
+function paintNow(): void {
+  if (frame) {
+    cancelAnimationFrame(frame);
     frame = 0;
-    for (const b of dirty) {
-      b.node.innerHTML = md.render(b.source);
-    }
-    dirty.clear();
-    follow();
-  });
+  }
+  for (const b of dirty) {
+    b.node.innerHTML = md.render(b.source);
+  }
+  dirty.clear();
+  follow();
 }
 
 let following = true;
@@ -304,6 +310,7 @@ function endTurn(p: HostToView['turnEnded']): void {
   if (!turn) {
     return;
   }
+  paintNow(); // the last deltas may still wait for a frame: the ended turn shows all of them
   turn.section.dataset.status = p.status;
   turn.status.textContent = [ENDED[p.status] ?? p.status, p.note ?? ''].filter(Boolean).join(': ');
   for (const card of turn.tools.values()) {
