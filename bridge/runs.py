@@ -8,6 +8,7 @@ One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forge
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -110,6 +111,8 @@ class Run:
     # The agent CLI that runs this run, and how it is started.
     adapter: AgentAdapter | None = None
     command: tuple[str, ...] = ()
+    # Called once the run has its answer, before `done` is set (the request's answer goes out).
+    on_done: Callable[[Run], None] | None = None
 
     def set_steerer(self, steerer: Callable[[str], Awaitable[str | None]] | None) -> None:
         """The attempt streaming now can (or no longer can) take steering messages."""
@@ -182,6 +185,10 @@ class RunRegistry:
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
+        # Each run's task. Not in the task group: spawning there costs a follow-up prompt ~0.1 ms
+        # before pi gets it, and a run is never stopped by cancelling its task anyway: its cancel
+        # token stops it, with a cleanup nothing interrupts (stop_all, when serving ends).
+        self._run_tasks: set[asyncio.Task[None]] = set()
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self._closing = anyio.Event()
         self._stopping = False
@@ -353,13 +360,14 @@ class RunRegistry:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
-            await tasks.start(self.pool.serve)
-            await tasks.start(self.conversations.serve)
-            task_status.started()
-            await self._closing.wait()
-            await self.stop_all("the bridge is shutting down")
-            await self.pool.close()
-            await self.conversations.close()
+            try:
+                await tasks.start(self.pool.serve)
+                await tasks.start(self.conversations.serve)
+                task_status.started()
+                await self._closing.wait()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.stop_all("the bridge is shutting down")
         self._tasks = None
 
     def close(self) -> None:
@@ -372,8 +380,9 @@ class RunRegistry:
 
     # ------------------------------------------------------------------ requests
 
-    def start(self, params: RunParams, default_cwd: str) -> Run:
-        """Register and start a run; raises DuplicateRunError for a live runId."""
+    def start(self, params: RunParams, default_cwd: str, on_done: Callable[[Run], None] | None = None) -> Run:
+        """Register and start a run; raises DuplicateRunError for a live runId. `on_done` is
+        called with the run once it has its answer, before waiters on `run.done` go on."""
         if self._tasks is None:
             raise RuntimeError("the run registry is not serving")
         run_id = params.run_id or f"run-{os.urandom(6).hex()}"
@@ -407,9 +416,12 @@ class RunRegistry:
             redactor=Redactor(os.environ, self.config.env),
             adapter=adapter,
             command=self.command_of(adapter),
+            on_done=on_done,
         )
         self._runs[run_id] = run
-        self._tasks.start_soon(self._drive, run, name=f"run {run_id}")
+        task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
+        self._run_tasks.add(task)
+        task.add_done_callback(self._run_tasks.discard)
         return run
 
     async def cancel(self, run_id: str, reason: str = "cancelled by the client") -> CancelResult:
@@ -489,6 +501,11 @@ class RunRegistry:
             if run.session_id and run.adapter is not None:
                 self._session_agents[run.session_id] = run.adapter.name
             self._runs.pop(run.run_id, None)
+            if run.on_done is not None:
+                try:
+                    run.on_done(run)
+                except Exception:  # an answer that cannot be sent must not keep the run open
+                    log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
 
     async def _acquire_slot(self, run: Run) -> bool:

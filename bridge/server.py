@@ -1,5 +1,5 @@
-"""The pygls server: thin handlers for pi/run, pi/cancel, pi/runs, pi/sessions, pi/session,
-pi/steer, pi/closeSession and the lifecycle.
+"""The pygls server: thin handlers for pi/cancel, pi/runs, pi/sessions, pi/session, pi/steer,
+pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/run_requests.py.
 
 Handlers validate params and call the run registry (runs.py); nothing else lives here. Lifecycle:
 `shutdown` stops every run before it answers; `exit`, end of stdin and SIGTERM/SIGINT/SIGHUP all
@@ -14,11 +14,10 @@ import os
 import signal
 import sys
 from collections.abc import Generator
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
 import anyio
 from lsprotocol import types
-from pydantic import BaseModel, ValidationError
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
@@ -26,15 +25,16 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from bridge import __version__, contract, history
 from bridge.agent import AgentAdapter
 from bridge.config import resolve_config
+from bridge.params import parse_params
 from bridge.process import become_subreaper, reap_orphans
 from bridge.rpc_reader import read_frames
-from bridge.runs import AgentChoiceError, BridgeConfig, DuplicateRunError, RunRegistry
+from bridge.run_requests import RunRequests
+from bridge.runs import BridgeConfig, RunRegistry
 from bridge.transport import QueuedWriter, notification_frame
 from bridge.wire import dict_converter
 
 log = logging.getLogger(__name__)
 
-Model = TypeVar("Model", bound=BaseModel)
 # Answers the protocol gives on purpose (bad params, a cancelled run): not server errors.
 EXPECTED_ERRORS = (JsonRpcInvalidParams, JsonRpcRequestCancelled)
 
@@ -47,21 +47,6 @@ class _ExpectedErrorFilter(logging.Filter):
 
 
 logging.getLogger("pygls.protocol.json_rpc").addFilter(_ExpectedErrorFilter())
-
-
-def parse_params(model: type[Model], raw: Any) -> Model:
-    """Validate raw params; a failure is InvalidParams naming each offending field."""
-    try:
-        return model.model_validate(raw if raw is not None else {})
-    except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(part) for part in error['loc']) or 'params'}: {error['msg']}"
-            for error in exc.errors()
-        ]
-        raise JsonRpcInvalidParams(
-            message="invalid params: " + "; ".join(problems),
-            data=[{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()],
-        ) from None
 
 
 class BridgeProtocol(LanguageServerProtocol):
@@ -106,7 +91,8 @@ class BridgeServer(LanguageServer):
         self.stop_requested: asyncio.Event | None = None
         self.stop_reason = ""
         self.default_cwd = os.getcwd()
-        self.run_requests: set[asyncio.Task[Any]] = set()
+        # pi/run is served from its frame (bridge/run_requests.py), not by a pygls handler.
+        self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -155,41 +141,8 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
+        # Every run's answer (-32800 with its data) is written as it ends: before this answer.
         await ls.registry.stop_all("the client asked the bridge to shut down")
-        # Let every pi/run answer (-32800 with its data) go out before the shutdown answer.
-        if ls.run_requests:
-            await asyncio.wait(set(ls.run_requests))
-
-    @server.feature(contract.RUN)
-    async def pi_run(ls: BridgeServer, raw: Any) -> dict[str, Any]:
-        params = parse_params(contract.RunParams, raw)
-        if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
-            raise JsonRpcInvalidParams(
-                message=f"cwd: {params.cwd!r} is not an absolute path of an existing directory"
-            )
-        try:
-            run = ls.registry.start(params, ls.default_cwd)
-        except DuplicateRunError as exc:
-            raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
-        except AgentChoiceError as exc:
-            raise JsonRpcInvalidParams(message=f"agent: {exc}") from None
-        task = asyncio.current_task()
-        if task is not None:
-            ls.run_requests.add(task)
-            task.add_done_callback(ls.run_requests.discard)
-        while not run.done.is_set():
-            try:
-                await run.done.wait()
-            except asyncio.CancelledError:
-                # $/cancelRequest: stop the run the same way as pi/cancel, then still answer with
-                # its data; a second cancel lands here again and changes nothing.
-                run.cancel.cancel("cancelled by $/cancelRequest")
-        answer = run.answer
-        assert answer is not None
-        body = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if isinstance(answer, contract.CancelledRunData):
-            raise JsonRpcRequestCancelled(message=f"run {run.run_id} was cancelled", data=body)
-        return body
 
     @server.feature(contract.CANCEL)
     async def pi_cancel(ls: BridgeServer, raw: Any) -> dict[str, Any]:
@@ -254,7 +207,9 @@ async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     try:
         async with anyio.create_task_group() as tasks:
             await tasks.start(server.registry.serve)
-            tasks.start_soon(read_frames, stdin, server.protocol, server.request_stop)
+            tasks.start_soon(
+                read_frames, stdin, server.protocol, server.request_stop, server.run_requests.handle
+            )
             tasks.start_soon(_reap_periodically)
             await server.stop_requested.wait()
             log.info("stopping: %s", server.stop_reason)

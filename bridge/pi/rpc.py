@@ -184,7 +184,8 @@ class PiRpc:
         self._wait_writable = wait_writable
         self._next_id = 0
         self._waiting: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
-        self._write_lock = anyio.Lock()
+        # fast_acquire: an uncontended write (every prompt) costs no trip through the loop.
+        self._write_lock = anyio.Lock(fast_acquire=True)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read pi's stdout and stderr until its stdout closes."""
