@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES: Final = 50 * 1024 * 1024
+# Past this many bytes waiting in stdout's buffer, frames wait their turn (`send` drains).
+WRITE_HIGH_WATER: Final = 1024 * 1024
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -132,6 +134,21 @@ class StdioTransport:
         protocol = _WriteProtocol()
         transport, _ = await loop.connect_write_pipe(lambda: protocol, stdout)
         return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
+
+    def send_now(self, message: dict[str, Any]) -> bool:
+        """Write a frame at once if stdout keeps up; False: it was not written (use `send`)."""
+        writer = self._writer
+        if self.closed:
+            return False
+        if isinstance(writer, asyncio.StreamWriter) and (
+            writer.transport.is_closing() or writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER
+        ):
+            return False
+        try:
+            writer.write(orjson.dumps(message) + b"\n")
+        except (ConnectionError, OSError, RuntimeError):
+            return False
+        return True
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.closed:
