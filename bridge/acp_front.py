@@ -137,7 +137,9 @@ class PiAcpAgent:
             log.info("session/update not sent: %s", exc)
 
     async def flush(self) -> None:
-        """Wait until every update queued so far is sent."""
+        """Wait until every update queued so far is sent (at once when none waits in line)."""
+        if self._outbox.empty() and not self._pump_sending:
+            return
         mark = asyncio.Event()
         self._outbox.put_nowait(mark)
         await mark.wait()
@@ -328,6 +330,17 @@ class PiAcpAgent:
                 session.runs.remove(run)
         return _prompt_answer(run)
 
+    def on_receive(self, message: dict[str, Any]) -> None:
+        """A frame as it is read: a session/cancel stops the session's prompts at once (the
+        SDK's dispatch of it comes a task later and then waits for the trees to be gone)."""
+        if message.get("method") != "session/cancel" or "id" in message:
+            return
+        params = message.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        for run in session.runs if session is not None else ():
+            run.cancel.cancel("cancelled by the client (session/cancel)")
+
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """session/cancel: every prompt of the session stops (three-stage); each answers
         `cancelled` once its process tree is gone."""
@@ -423,4 +436,5 @@ def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn
     agent.transport = transport
+    transport.on_receive = agent.on_receive
     return conn

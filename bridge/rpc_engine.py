@@ -30,7 +30,7 @@ from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
 from bridge.diff_capture import DiffCapture
-from bridge.pi.rpc import RUN_END_LINE, RpcError, event_kind, session_file_size, user_text
+from bridge.pi.rpc import RUN_END_LINE, PendingCommand, RpcError, event_kind, session_file_size, user_text
 from bridge.process import contained_besides, shutdown_tree, stop_descendants, wait_exit
 from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
 
@@ -91,6 +91,9 @@ class RpcAttempt:
         self._last_output = time.monotonic()
         self.agent: LiveAgent | None = None
         self.shutdown: ShutdownReceipt | None = None
+        # Set when the cancel came: what the run had started then, and pi's abort on its way.
+        self._before_abort: set[int] | None = None
+        self._abort: PendingCommand | None = None
 
     def _send(self, outs: list[Out]) -> None:
         if outs:
@@ -167,7 +170,7 @@ class RpcAttempt:
             self._on_steerable(self.steer)
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._watch_cancel)
+                tasks.start_soon(self._watch_cancel, agent)
                 tasks.start_soon(self._watch_closed, agent)
                 tasks.start_soon(self._watchdog)
                 await self._stop.wait()
@@ -244,8 +247,17 @@ class RpcAttempt:
         text = user_text(line)
         return [] if text is None else [Out("run.steered", {"text": text})]
 
-    async def _watch_cancel(self) -> None:
+    async def _watch_cancel(self, agent: LiveAgent) -> None:
         await self.cancel.wait()
+        # pi's abort goes out from the task the cancel woke, not after the attempt has wound
+        # its watchers down: the stop starts a few loop trips (~0.3 ms) sooner.
+        if self._reason is None:
+            self._before_abort = set(await contained_besides(agent.child))
+            if agent.alive:
+                try:
+                    self._abort = await agent.rpc.send_abort()
+                except RpcError as exc:
+                    log.info("pi's abort could not be sent: %s", exc)
         self._set("cancel")
 
     async def _watch_closed(self, agent: LiveAgent) -> None:
@@ -352,10 +364,15 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
-        before = set(await contained_besides(agent.child))
+        before = self._before_abort
+        if before is None:
+            before = set(await contained_besides(agent.child))
         if agent.alive:
             try:
-                await agent.rpc.abort(ABORT_GRACE_SECONDS)
+                if self._abort is not None:
+                    await agent.rpc.answer(self._abort, ABORT_GRACE_SECONDS)
+                else:
+                    await agent.rpc.abort(ABORT_GRACE_SECONDS)
                 kept = agent.alive
             except RpcError as exc:
                 log.info("pi did not settle after abort: %s", exc)

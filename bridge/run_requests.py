@@ -8,6 +8,8 @@ share of its latency). What pygls would do for the request, this does the same w
 - `$/cancelRequest` for it: the run is cancelled like pi/cancel, and the request is still
   answered, -32800 with the run's data;
 - after `shutdown`: left to pygls, which takes no more requests.
+A pi/cancel of a live run sets the run's cancel token here too, so the stop starts in the
+callback that read it; its answer (when the tree is gone) still comes from its pygls handler.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class RunRequests:
                 return False  # pygls refuses every request after shutdown
             self._start(message["id"], message.get("params"))
             return True
+        if method == contract.CANCEL:
+            self._cancel_now(message.get("params"))
+            return False  # answered by its handler once the run has ended
         if method == CANCEL_REQUEST:
             params = message.get("params")
             run = self._pending.get(params.get("id")) if isinstance(params, dict) else None
@@ -59,6 +64,15 @@ class RunRequests:
             run.cancel.cancel("cancelled by $/cancelRequest")
             return True
         return False
+
+    def _cancel_now(self, raw: Any) -> None:
+        try:
+            params = parse_params(contract.CancelParams, raw)
+        except JsonRpcException:
+            return  # its handler answers the error, and cancels nothing
+        run = self._registry.live_run(params.run_id)
+        if run is not None:
+            run.cancel.cancel("cancelled by the client")
 
     def _start(self, msg_id: Any, raw: Any) -> None:
         try:

@@ -424,6 +424,10 @@ class RunRegistry:
         task.add_done_callback(self._run_tasks.discard)
         return run
 
+    def live_run(self, run_id: str) -> Run | None:
+        """The live run of this id, if any."""
+        return self._runs.get(run_id)
+
     async def cancel(self, run_id: str, reason: str = "cancelled by the client") -> CancelResult:
         """Stop a run through the three-stage shutdown; answers when its process tree is gone."""
         run = self._runs.get(run_id)

@@ -165,6 +165,16 @@ def trim_session_file(path: str, size: int | None) -> None:
             handle.truncate(size)
 
 
+class PendingCommand:
+    """A command written to pi, and (once it came) pi's answer to it."""
+
+    def __init__(self, name: str, command_id: str) -> None:
+        self.name = name
+        self.command_id = command_id
+        self.answered = anyio.Event()
+        self.response: dict[str, Any] | None = None
+
+
 class PiRpc:
     """The client side of one `pi --mode rpc` process."""
 
@@ -183,7 +193,7 @@ class PiRpc:
         self.garbage = 0
         self._wait_writable = wait_writable
         self._next_id = 0
-        self._waiting: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._waiting: dict[str, PendingCommand] = {}
         # fast_acquire: an uncontended write (every prompt) costs no trip through the loop.
         self._write_lock = anyio.Lock(fast_acquire=True)
 
@@ -196,8 +206,8 @@ class PiRpc:
                 await self._pump_stdout()
             finally:
                 self.closed.set()
-                for event, _ in self._waiting.values():
-                    event.set()
+                for pending in self._waiting.values():
+                    pending.answered.set()
                 tasks.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ commands
@@ -214,27 +224,41 @@ class PiRpc:
 
         Raises RpcError when pi refuses it, does not answer within `timeout` s, or is gone.
         """
+        pending = await self.send(command)
+        if on_sent is not None:
+            on_sent()
+        return await self.answer(pending, timeout)
+
+    async def send(self, command: dict[str, Any]) -> PendingCommand:
+        """Write one command now; its answer is awaited with `answer`. Raises RpcError (closed)."""
         name = str(command.get("type"))
         if self.closed.is_set():
             raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
         self._next_id += 1
-        command_id = f"b{self._next_id}"
-        done = anyio.Event()
-        answer: list[dict[str, Any]] = []
-        self._waiting[command_id] = (done, answer)
+        pending = PendingCommand(name, f"b{self._next_id}")
+        self._waiting[pending.command_id] = pending
         try:
-            await self._write({**command, "id": command_id}, name)
-            if on_sent is not None:
-                on_sent()
+            await self._write({**command, "id": pending.command_id}, name)
+        except BaseException:
+            self._waiting.pop(pending.command_id, None)
+            raise
+        return pending
+
+    async def answer(
+        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
+        name = pending.name
+        try:
             with anyio.move_on_after(timeout):
-                await done.wait()
+                await pending.answered.wait()
         finally:
-            self._waiting.pop(command_id, None)
-        if not answer:
+            self._waiting.pop(pending.command_id, None)
+        if pending.response is None:
             if self.closed.is_set():
                 raise RpcError(name, "got no answer: pi closed its output", kind="closed")
             raise RpcError(name, f"got no answer within {timeout:g} s", kind="timeout")
-        response = answer[0]
+        response = pending.response
         if response.get("success") is not True:
             raise RpcError(name, f"was refused: {response.get('error') or 'no reason given'}", kind="refused")
         data = response.get("data")
@@ -299,6 +323,10 @@ class PiRpc:
         """Abort the run; pi answers once it has settled."""
         await self.request({"type": "abort"}, timeout)
 
+    async def send_abort(self) -> PendingCommand:
+        """Write `abort` now, its answer (pi has settled) awaited later with `answer`."""
+        return await self.send({"type": "abort"})
+
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
         """get_session_stats: tokens, cost, contextUsage."""
         return await self.request({"type": "get_session_stats"}, timeout)
@@ -354,12 +382,11 @@ class PiRpc:
             return False
         if not isinstance(record, dict) or record.get("type") != "response":
             return False
-        waiting = self._waiting.get(str(record.get("id")))
-        if waiting is None:
+        pending = self._waiting.pop(str(record.get("id")), None)
+        if pending is None:
             if record.get("success") is not True:
                 log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
             return True
-        event, answer = waiting
-        answer.append(record)
-        event.set()
+        pending.response = record
+        pending.answered.set()
         return True
