@@ -503,7 +503,7 @@ def _receipt(
     )
     if survivors:
         log.error("processes survived the shutdown of pid %d: %s", child.pid, receipt.survivors)
-    else:
+    elif log.isEnabledFor(logging.INFO):  # the dump is not free: every run's end comes here
         log.info("pid %d: processes stopped: %s", child.pid, receipt.model_dump_json())
     return receipt
 
@@ -578,22 +578,25 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
         started = time.monotonic()
         seen = await _scan(child, {})
         seen.pop(child.pid, None)
-        stage: ShutdownStage = "exited"
-        if seen:
-            stage = "interrupted"
-            if grace > 0:
-                for pid, start in seen.items():
-                    _signal_exact(pid, start, signal.SIGTERM)
-                deadline = time.monotonic() + grace
+        if not seen:
+            # Nothing besides the agent: that scan was the check, a second would only delay
+            # the run's answer. (What the agent killed may linger as our zombies: reaped.)
+            reap_orphans()
+            return _receipt(child, "exited", started, seen, [])
+        stage: ShutdownStage = "interrupted"
+        if grace > 0:
+            for pid, start in seen.items():
+                _signal_exact(pid, start, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            alive = await _scan(child, seen)
+            while alive.keys() - {child.pid} and time.monotonic() < deadline:
+                await anyio.sleep(POLL_SECONDS)
                 alive = await _scan(child, seen)
-                while alive.keys() - {child.pid} and time.monotonic() < deadline:
-                    await anyio.sleep(POLL_SECONDS)
-                    alive = await _scan(child, seen)
-            left = await _scan(child, seen)
-            left.pop(child.pid, None)
-            if left or grace <= 0:
-                stage = "killed"
-                await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid)
+        left = await _scan(child, seen)
+        left.pop(child.pid, None)
+        if left or grace <= 0:
+            stage = "killed"
+            await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid)
         reap_orphans()
         survivors = await _scan(child, seen)
         survivors.pop(child.pid, None)
