@@ -4,6 +4,9 @@ The protocol layer is the official SDK (`agent-client-protocol`): its schema mod
 JSON-RPC `Connection` and its agent router. Written here, where the SDK falls short:
 - `_dispatch`: wrong params answer -32602 with one readable line per field (the SDK puts raw
   pydantic errors in `data`), and `session/cancel` sent as a request gets an answer.
+- `direct`: a valid session/prompt is started as its frame is read, and a session/cancel stops
+  its prompts there (the SDK's receive loop, then a task per frame, then its router, cost a
+  prompt ~0.3 ms before pi had it); validated with the SDK's schema, answered as it would.
 The process around it (stdio frames, start-up order, shutdown) is bridge/acp_serve.py; a plain
 first `initialize` is answered before this module is even imported (bridge/acp_stdin.py).
 Handlers are thin: they validate, call the registry, and map (bridge/acp_mapping.py).
@@ -90,6 +93,9 @@ class PiAcpAgent:
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
         self._outbox: asyncio.Queue[tuple[str, Update | WireUpdate] | asyncio.Event] = asyncio.Queue()
         self._pump_sending = False
+        # Frames `direct` left to the SDK whose handler has not started yet.
+        self._sdk_pending = 0
+        self._served: set[asyncio.Task[None]] = set()
         self.conn: Connection | None = None
         self.transport: StdioTransport | None = None
 
@@ -145,7 +151,9 @@ class PiAcpAgent:
         await mark.wait()
 
     async def close(self) -> None:
-        """Close the connection (its handlers' tasks end)."""
+        """Close the connection (its handlers' tasks end, and the prompts served as read)."""
+        if self._served:
+            await asyncio.wait(set(self._served), timeout=2.0)
         if self.conn is not None:
             await self.conn.close()
 
@@ -297,6 +305,10 @@ class PiAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> schema.PromptResponse:
         """Run one prompt; a prompt sent while another of the session runs waits its turn."""
         session = self._session(session_id)
+        run = self._start_prompt(session, prompt)
+        return await self._finish_prompt(session, run)
+
+    def _start_prompt(self, session: AcpSession, prompt: list[Any]) -> Run:
         text = prompt_text(prompt)
         if not text.strip():
             raise RequestError(-32602, "invalid params: prompt: no text, resource or resource_link content")
@@ -304,7 +316,7 @@ class PiAcpAgent:
         params = RunParams(
             prompt=text,
             cwd=session.cwd,
-            session_id=session_id,
+            session_id=session.session_id,
             provider=provider or None,
             model=model or None,
             thinking=session.thinking if session.thinking in THINKING_LEVELS else None,  # type: ignore[arg-type]
@@ -312,8 +324,11 @@ class PiAcpAgent:
             retry=self.retry,
         )
         run = self.registry.start(params, session.cwd)
-        self._prompts[run.run_id] = (session_id, PromptMapper(session.cwd))
+        self._prompts[run.run_id] = (session.session_id, PromptMapper(session.cwd))
         session.runs.append(run)
+        return run
+
+    async def _finish_prompt(self, session: AcpSession, run: Run) -> schema.PromptResponse:
         try:
             while not run.done.is_set():
                 try:
@@ -330,16 +345,76 @@ class PiAcpAgent:
                 session.runs.remove(run)
         return _prompt_answer(run)
 
-    def on_receive(self, message: dict[str, Any]) -> None:
-        """A frame as it is read: a session/cancel stops the session's prompts at once (the
-        SDK's dispatch of it comes a task later and then waits for the trees to be gone)."""
-        if message.get("method") != "session/cancel" or "id" in message:
-            return
-        params = message.get("params")
+    # ------------------------------------------------------------------ served as read
+
+    def direct(self, message: dict[str, Any]) -> bool:
+        """A frame as it is read, before the SDK's dispatch (a task later, then its router).
+
+        - session/cancel stops the session's prompts at once; the SDK's dispatch of it then
+          waits for their trees to be gone.
+        - session/prompt starts its run here, validated with the SDK's own schema, and is
+          answered as the SDK's connection would (`_answer_prompt`): the prompt reaches pi a
+          task sooner. Only while every earlier frame is in its handler already, so frames
+          take effect in the order they came; anything invalid is left to the SDK path, which
+          answers it as always.
+        True when the frame was served here.
+        """
+        method = message.get("method")
+        if method == "session/cancel" and "id" not in message:
+            self._cancel_now(message.get("params"))
+        takes_prompt = method == "session/prompt" and "id" in message and self._sdk_pending == 0
+        if takes_prompt and self._serve_prompt(message):
+            return True
+        if method is not None:
+            self._sdk_pending += 1  # until its handler starts (`dispatched`)
+        return False
+
+    def dispatched(self) -> None:
+        """The SDK started handling a frame that `direct` left to it."""
+        self._sdk_pending = max(0, self._sdk_pending - 1)
+
+    def _cancel_now(self, params: Any) -> None:
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         for run in session.runs if session is not None else ():
             run.cancel.cancel("cancelled by the client (session/cancel)")
+
+    def _serve_prompt(self, message: dict[str, Any]) -> bool:
+        try:
+            request = schema.PromptRequest.model_validate(message.get("params"))
+        except ValidationError:
+            return False
+        session = self.sessions.get(request.session_id)
+        if session is None:
+            return False
+        try:
+            run = self._start_prompt(session, request.prompt)
+        except RequestError:
+            return False
+        task = asyncio.get_running_loop().create_task(self._answer_prompt(message["id"], session, run))
+        self._served.add(task)
+        task.add_done_callback(self._served.discard)
+        return True
+
+    async def _answer_prompt(self, msg_id: Any, session: AcpSession, run: Run) -> None:
+        """As the SDK's connection answers a request: the result as its model dumps it, a
+        RequestError as its error object, anything else as an internal error."""
+        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id}
+        try:
+            response = await self._finish_prompt(session, run)
+            payload["result"] = response.model_dump(
+                mode="json", by_alias=True, exclude_none=True, exclude_unset=True
+            )
+        except RequestError as exc:
+            payload["error"] = exc.to_error_obj()
+        except Exception as exc:  # the bridge never dies from a prompt
+            log.exception("prompt %s failed inside the bridge", run.run_id)
+            payload["error"] = RequestError.internal_error({"details": str(exc)}).to_error_obj()
+        if self.transport is not None:
+            try:
+                await self.transport.send(payload)
+            except (ConnectionError, OSError) as exc:
+                log.info("prompt answer not sent: %s", exc)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """session/cancel: every prompt of the session stops (three-stage); each answers
@@ -413,6 +488,7 @@ def _dispatcher(agent: PiAcpAgent) -> Any:
     router = build_agent_router(agent, use_unstable_protocol=True)  # type: ignore[arg-type]
 
     async def dispatch(method: str, params: Any, is_notification: bool) -> Any:
+        agent.dispatched()
         if params is not None and not isinstance(params, dict):
             raise RequestError(-32602, "invalid params: params must be an object")
         if method == "session/cancel" and not is_notification:
@@ -436,5 +512,5 @@ def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn
     agent.transport = transport
-    transport.on_receive = agent.on_receive
+    transport.direct = agent.direct
     return conn

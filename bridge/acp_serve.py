@@ -98,8 +98,9 @@ class StdioTransport:
         self._reader = reader
         self._writer = writer
         self.closed = False
-        # Sees each valid message as it is read, before the SDK dispatches it (a task later).
-        self.on_receive: Callable[[dict[str, Any]], None] | None = None
+        # Sees each valid message as it is read, before the SDK would dispatch it (a task
+        # later); True: it served the message itself, and the SDK never sees it.
+        self.direct: Callable[[dict[str, Any]], bool] | None = None
 
     @classmethod
     async def open(cls, first: FirstFrame) -> StdioTransport:
@@ -173,8 +174,8 @@ class StdioTransport:
                 continue
             problem = _frame_problem(message)
             if problem is None:
-                if self.on_receive is not None:
-                    self.on_receive(message)
+                if self.direct is not None and self.direct(message):
+                    continue
                 return message  # type: ignore[no-any-return]
             msg_id = message.get("id") if isinstance(message, dict) else None
             if not isinstance(msg_id, (str, int)) or isinstance(msg_id, bool):

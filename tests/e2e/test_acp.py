@@ -4,6 +4,7 @@ and the scripted model: streaming, thoughts, tools, diffs, errors, cancel, histo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from bridge.scripted_model import (
     TEXT_REPLY,
     ScriptedModelServer,
 )
-from tests.acp_harness import AcpRecorder, acp_bridge, new_session, prompt, text_of
+from tests.acp_harness import AcpRecorder, RawAcp, acp_bridge, new_session, prompt, text_of
 from tests.harness import ROOT, WAIT, no_run_processes, requires_pi, run_processes
 
 FAKE_RPC_PI = ROOT / "tests" / "fakes" / "fake_rpc_pi.py"
@@ -340,3 +341,43 @@ async def test_acp_lines_pi_prints_that_are_not_events_never_become_chunks(tmp_p
         answer = await prompt(conn, session_id, "hello")
         assert answer.stop_reason == "end_turn"
         assert text_of(recorder.of(session_id)) == "Hello from the fake rpc pi.", "no line of garbage in it"
+
+
+def test_acp_frames_sent_back_to_back_take_effect_in_the_order_they_came(
+    pi_agent_dir: Path, tmp_path: Path, scripted_model: ScriptedModelServer
+) -> None:
+    """A prompt written right behind a model change, in one write, runs on the new model: the
+    prompt served as its frame is read must not overtake a frame still on its way to its handler."""
+    raw = RawAcp(pi_agent_dir, tmp_path)
+    try:
+        assert raw.request("initialize", {"protocolVersion": 1})["result"]
+        session_id = raw.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"][
+            "sessionId"
+        ]
+        tag = os.urandom(4).hex()
+        frames = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/set_config_option",
+                "params": {"sessionId": session_id, "configId": "model", "value": "fake/echo"},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/prompt",
+                "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": f"order {tag}"}]},
+            },
+        ]
+        raw.send_line(b"\n".join(json.dumps(frame).encode() for frame in frames))
+        answer = raw.wait(lambda f: f.get("id") == 2 and "method" not in f)
+        assert answer.get("result", {}).get("stopReason") == "end_turn", answer
+        models = [
+            r["model"]
+            for r in scripted_model.requests
+            if r["body"] and any(tag in t for t in _user_texts(r["body"]))
+        ]
+        assert models == ["echo"], models
+    finally:
+        assert raw.close() == 0
+    no_run_processes(timeout=3, where="after the back-to-back frames")
