@@ -320,6 +320,8 @@ class Conversations:
         if agent is None and session_id is None:
             await self._await_spare(key)
             agent = self._take_spare(key)
+            if agent is None:
+                self._retarget_spare(command, options, env)
         if agent is None:
             agent = await self._start(command, options, env, key, session_id)
         agent.busy = True
@@ -350,6 +352,8 @@ class Conversations:
         if agent is None and options.session_id is None:
             await self._await_spare(key)
             agent = self._take_spare(key)
+            if agent is None:
+                self._retarget_spare(command, options, env)
             if self._spare_launch is not None:
                 # the next spare serves a next new conversation, rarer than this one's first
                 # prompt, which a Node start-up meanwhile would slow down
@@ -451,6 +455,22 @@ class Conversations:
         self._spare_pending = True
         self._tasks.start_soon(self._prime_spare, delay)
 
+    def _retarget_spare(self, command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> None:
+        """A new conversation the spare could not serve (another cwd, tools or agent command):
+        the next spare is primed like it, since the next new conversation most likely is too.
+        (Priming the old launch again would spawn a pi that the next run stops unused.)"""
+        if self._spare_launch is None:
+            return  # priming is off, or the registry is closing
+        spare_options = RunOptions(
+            prompt="",
+            cwd=options.cwd,
+            provider=options.provider,
+            model=options.model,
+            thinking=options.thinking,
+            tools=options.tools,
+        )
+        self._spare_launch = (command, spare_options, dict(env))
+
     def prime_again(self) -> None:
         """A run took the spare or ended: prime the next one like the last, after a short wait."""
         if self._spare_launch is not None:
@@ -467,6 +487,7 @@ class Conversations:
 
     async def _prime_spare(self, delay: float) -> None:
         self._spare_ready = anyio.Event()
+        retargeted = False
         try:
             if delay:
                 await anyio.sleep(delay)
@@ -476,15 +497,24 @@ class Conversations:
             command, options, env = self._spare_launch
             key = live_key(command, options, env)
             try:
-                self._spare = await self._start(command, options, env, key, None)
+                spare = await self._start(command, options, env, key, None)
             except NoRpc as exc:
                 self.note_fallback(command, str(exc))
                 return
             except StartFailure as exc:
                 log.info("could not pre-spawn a live agent: %s", exc)
+                return
+            retargeted = self._spare_launch is not None and live_key(*self._spare_launch) != key
+            if not retargeted:
+                self._spare = spare
+            elif self._tasks is not None:
+                # A new conversation elsewhere retargeted the spare while this one started.
+                self._tasks.start_soon(self.stop, spare)
         finally:
             self._spare_pending = self._spare_spawning = False
             self._spare_ready.set()
+        if retargeted:
+            self.prime_again()
 
     def _take_spare(self, key: LiveKey) -> LiveAgent | None:
         spare = self._spare

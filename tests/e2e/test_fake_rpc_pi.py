@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psutil
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -232,5 +233,33 @@ async def test_thinking_is_set_by_command_only_when_it_changes(tmp_path) -> None
             session = answer["result"]["sessionId"]
             sent.append(commands.read_text().split().count("set_thinking_level"))
         assert sent == [0, 1, 1], "set_thinking_level only for the change to high"
+    finally:
+        bridge.close()
+
+
+async def test_new_conversations_in_another_folder_get_the_next_spare_there(tmp_path) -> None:
+    """The first spare is primed for the editor's folder (rootUri). New conversations that run in
+    another folder must not cost a pi spawned for the old folder and stopped unused each time:
+    the next spare is primed where they run, and the next new conversation there takes it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": FAKE_RPC_PI})
+        params = {"prompt": "hi", "model": "text", "cwd": str(work)}
+        first = bridge.response(bridge.request("pi/run", params))
+        assert first["result"]["status"] == "completed", first
+        deadline = time.monotonic() + 20
+        spare = None
+        while spare is None:
+            assert time.monotonic() < deadline, "no spare primed in the folder the conversations run in"
+            warm = bridge.response(bridge.request("pi/runs", None))["result"]["warmPids"]
+            spare = next((pid for pid in warm if psutil.Process(pid).cwd() == str(work)), None)
+            await asyncio.sleep(0.05)
+        second = bridge.response(bridge.request("pi/run", params))
+        assert second["result"]["status"] == "completed", second
+        live = bridge.response(bridge.request("pi/runs", None))["result"]["live"]
+        pids = {entry["sessionId"]: entry["pid"] for entry in live}
+        assert pids[second["result"]["sessionId"]] == spare, "the second conversation took the spare"
     finally:
         bridge.close()
