@@ -103,21 +103,25 @@ class PiAcpAgent:
 
     def on_messages(self, payloads: list[dict[str, Any]]) -> None:
         """The registry's sink: each run's pi/messages, as session/updates of its session."""
+        updates: list[tuple[str, Update | WireUpdate]] = []
         for payload in payloads:
             entry = self._prompts.get(payload.get("runId", ""))
             if entry is None:
                 continue
             session_id, mapper = entry
-            for update in mapper.feed(payload):
-                self._send_or_queue(session_id, update)
+            updates.extend((session_id, update) for update in mapper.feed(payload))
+        if updates:
+            self._send_or_queue(updates)
 
-    def _send_or_queue(self, session_id: str, update: Update | WireUpdate) -> None:
-        """Straight to stdout while nothing waits ahead of it and stdout keeps up; else in line
-        for the pump. (Through the pump, each update cost a loop trip: ~0.2 ms a chunk.)"""
+    def _send_or_queue(self, updates: list[tuple[str, Update | WireUpdate]]) -> None:
+        """Straight to stdout, in one write, while nothing waits ahead of them and stdout keeps
+        up; else in line for the pump. (Through the pump, each update cost a loop trip: ~0.2 ms.)"""
         transport = self.transport
         in_line = self._pump_sending or not self._outbox.empty()
-        if transport is None or in_line or not transport.send_now(_notification(session_id, update)):
-            self._outbox.put_nowait((session_id, update))
+        frames = [] if transport is None or in_line else [_notification(s, u) for s, u in updates]
+        if transport is None or in_line or not transport.send_now(*frames):
+            for item in updates:
+                self._outbox.put_nowait(item)
 
     async def pump(self) -> None:
         """Send the queued session/updates in order (a prompt's answer waits for its own)."""

@@ -138,8 +138,9 @@ class StdioTransport:
         transport, _ = await loop.connect_write_pipe(lambda: protocol, stdout)
         return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
 
-    def send_now(self, message: dict[str, Any]) -> bool:
-        """Write a frame at once if stdout keeps up; False: it was not written (use `send`)."""
+    def send_now(self, *messages: dict[str, Any]) -> bool:
+        """Write these frames at once, in one write, if stdout keeps up; False: none was written
+        (use `send`)."""
         writer = self._writer
         if self.closed:
             return False
@@ -148,7 +149,7 @@ class StdioTransport:
         ):
             return False
         try:
-            writer.write(orjson.dumps(message) + b"\n")
+            writer.write(b"".join(orjson.dumps(message) + b"\n" for message in messages))
         except (ConnectionError, OSError, RuntimeError):
             return False
         return True

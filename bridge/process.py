@@ -580,8 +580,8 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
         seen.pop(child.pid, None)
         if not seen:
             # Nothing besides the agent: that scan was the check, a second would only delay
-            # the run's answer. (What the agent killed may linger as our zombies: reaped.)
-            reap_orphans()
+            # the run's answer. (What the agent killed may linger as our zombies, dead: the
+            # server's periodic reaping collects them, off the answer's path.)
             return _receipt(child, "exited", started, seen, [])
         stage: ShutdownStage = "interrupted"
         if grace > 0:
