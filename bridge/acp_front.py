@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -312,7 +313,9 @@ class PiAcpAgent:
         run = self._start_prompt(session, prompt)
         return await self._finish_prompt(session, run)
 
-    def _start_prompt(self, session: AcpSession, prompt: list[Any]) -> Run:
+    def _start_prompt(
+        self, session: AcpSession, prompt: list[Any], on_done: Callable[[Run], None] | None = None
+    ) -> Run:
         text = prompt_text(prompt)
         if not text.strip():
             raise RequestError(-32602, "invalid params: prompt: no text, resource or resource_link content")
@@ -327,7 +330,7 @@ class PiAcpAgent:
             live_thoughts=True,
             retry=self.retry,
         )
-        run = self.registry.start(params, session.cwd)
+        run = self.registry.start(params, session.cwd, on_done=on_done)
         self._prompts[run.run_id] = (session.session_id, PromptMapper(session.cwd))
         session.runs.append(run)
         return run
@@ -344,10 +347,13 @@ class PiAcpAgent:
                     raise
             await self.flush()
         finally:
-            self._prompts.pop(run.run_id, None)
-            if run in session.runs:
-                session.runs.remove(run)
+            self._forget_prompt(session, run)
         return _prompt_answer(run)
+
+    def _forget_prompt(self, session: AcpSession, run: Run) -> None:
+        self._prompts.pop(run.run_id, None)
+        if run in session.runs:
+            session.runs.remove(run)
 
     # ------------------------------------------------------------------ served as read
 
@@ -357,7 +363,7 @@ class PiAcpAgent:
         - session/cancel stops the session's prompts at once; the SDK's dispatch of it then
           waits for their trees to be gone.
         - session/prompt starts its run here, validated with the SDK's own schema, and is
-          answered as the SDK's connection would (`_answer_prompt`): the prompt reaches pi a
+          answered as the SDK's connection would (`_answer_of`): the prompt reaches pi a
           task sooner. Only while every earlier frame is in its handler already, so frames
           take effect in the order they came; anything invalid is left to the SDK path, which
           answers it as always.
@@ -391,22 +397,42 @@ class PiAcpAgent:
         session = self.sessions.get(request.session_id)
         if session is None:
             return False
+        msg_id = message["id"]
         try:
-            run = self._start_prompt(session, request.prompt)
+            self._start_prompt(
+                session, request.prompt, on_done=lambda run: self._prompt_done(msg_id, session, run)
+            )
         except RequestError:
             return False
-        task = asyncio.get_running_loop().create_task(self._answer_prompt(message["id"], session, run))
-        self._served.add(task)
-        task.add_done_callback(self._served.discard)
         return True
 
-    async def _answer_prompt(self, msg_id: Any, session: AcpSession, run: Run) -> None:
+    def _prompt_done(self, msg_id: Any, session: AcpSession, run: Run) -> None:
+        """A prompt served as read has ended: its answer goes out now, right behind its updates
+        when none waits in line (no task to wake first), else once they are sent."""
+        transport = self.transport
+        if transport is not None and not self._pump_sending and self._outbox.empty():
+            self._forget_prompt(session, run)
+            if transport.send_now(self._answer_of(msg_id, run)):
+                return
+        task = asyncio.get_running_loop().create_task(self._answer_later(msg_id, session, run))
+        self._served.add(task)
+        task.add_done_callback(self._served.discard)
+
+    async def _answer_later(self, msg_id: Any, session: AcpSession, run: Run) -> None:
+        await self.flush()
+        self._forget_prompt(session, run)
+        if self.transport is not None:
+            try:
+                await self.transport.send(self._answer_of(msg_id, run))
+            except (ConnectionError, OSError) as exc:
+                log.info("prompt answer not sent: %s", exc)
+
+    def _answer_of(self, msg_id: Any, run: Run) -> dict[str, Any]:
         """As the SDK's connection answers a request: the result as its model dumps it, a
         RequestError as its error object, anything else as an internal error."""
         payload: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id}
         try:
-            response = await self._finish_prompt(session, run)
-            payload["result"] = response.model_dump(
+            payload["result"] = _prompt_answer(run).model_dump(
                 mode="json", by_alias=True, exclude_none=True, exclude_unset=True
             )
         except RequestError as exc:
@@ -414,11 +440,7 @@ class PiAcpAgent:
         except Exception as exc:  # the bridge never dies from a prompt
             log.exception("prompt %s failed inside the bridge", run.run_id)
             payload["error"] = RequestError.internal_error({"details": str(exc)}).to_error_obj()
-        if self.transport is not None:
-            try:
-                await self.transport.send(payload)
-            except (ConnectionError, OSError) as exc:
-                log.info("prompt answer not sent: %s", exc)
+        return payload
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """session/cancel: every prompt of the session stops (three-stage); each answers
