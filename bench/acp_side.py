@@ -181,6 +181,15 @@ written to pi; pi's line read → update written) and timestamps in the bridge:
 pi's own share (prompt written → its first text delta, ~11-14 ms) is the same on both sides, and
 the ranges of the two columns overlap on the per-prompt figures: medians within this machine's
 noise, which is why they are taken over 9 trials.
+
+Behind: the cancel, by about 1 ms in most invocations (5 of the 6 run on 2026-12-01 after these
+changes: 7.05, 8.17, 8.35, 8.51 and 10.1 ms against pi-acp's 6.14, 7.2, 7.6, 7.0 and 8.83; ahead
+once, 7.6 against 8.14). Traced with timestamps in the bridge: frame read → cancel token 0.12-0.2
+ms, → `abort` written 0.35-0.6 ms (the cgroup listing for the receipt and one loop trip), pi's
+own abort 3-7 ms, then its reply → the proof that nothing but pi is left (one cgroup read and a
+process stat, 0.2-0.3 ms in place) → the answer written 0.2-0.25 ms later. pi-acp answers on pi's
+reply and checks nothing: it sends SIGTERM to its direct child only, and pi's tools' daemons are
+not its concern. The rest of the ~1 ms is the bridge's Python on that path.
 """
 
 

@@ -85,12 +85,17 @@ class LspClient(Inbox):
         return self.wait_indexed(self.messages, predicate, start, timeout)
 
     def initialize(
-        self, options: dict[str, Any] | None = None, timeout: float = 60.0
+        self, options: dict[str, Any] | None = None, timeout: float = 60.0, root_uri: str | None = None
     ) -> tuple[float, Message]:
         """initialize + initialized; return (time answered, answer)."""
         msg_id, _ = self.request(
             "initialize",
-            {"processId": os.getpid(), "rootUri": None, "capabilities": {}, "initializationOptions": options},
+            {
+                "processId": os.getpid(),
+                "rootUri": root_uri,
+                "capabilities": {},
+                "initializationOptions": options,
+            },
         )
         answered = self.wait_response(msg_id, timeout)
         self.notify("initialized", {})

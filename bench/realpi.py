@@ -17,22 +17,29 @@ from bench.model import PROVIDER, ModelEnv
 PROMPT = "Say hello"
 
 
-def start_bridge(model: ModelEnv, options: dict[str, Any] | None = None) -> LspClient:
-    """A bridge initialized to run the real pi against the scripted model."""
+def start_bridge(
+    model: ModelEnv, options: dict[str, Any] | None = None, *, workspace: bool = False
+) -> LspClient:
+    """A bridge initialized to run the real pi against the scripted model; `workspace`: with
+    rootUri = the runs' folder, as an editor opened on it starts it."""
     client = LspClient(bridge_argv(), env=base_env(), cwd=str(ROOT))
-    client.initialize({"piCommand": ["pi"], "env": model.pi_env(), **(options or {})})
+    root = model.workdir.as_uri() if workspace else None
+    client.initialize({"piCommand": ["pi"], "env": model.pi_env(), **(options or {})}, root_uri=root)
     return client
 
 
-def run_params(model: ModelEnv, scenario: str, run_id: str) -> dict[str, Any]:
-    """pi/run params for one scripted scenario."""
-    return {
+def run_params(model: ModelEnv, scenario: str, run_id: str, session: str | None = None) -> dict[str, Any]:
+    """pi/run params for one scripted scenario (`session`: a prompt of that conversation)."""
+    params = {
         "prompt": PROMPT,
         "cwd": str(model.workdir),
         "provider": PROVIDER,
         "model": scenario,
         "runId": run_id,
     }
+    if session:
+        params["sessionId"] = session
+    return params
 
 
 @dataclass
@@ -43,14 +50,20 @@ class RunTiming:
     total: float
     text: str
     first_event: float = 0.0
+    session_id: str | None = None
 
 
 def timed_run(
-    client: LspClient, model: ModelEnv, scenario: str, run_id: str, timeout: float = 120
+    client: LspClient,
+    model: ModelEnv,
+    scenario: str,
+    run_id: str,
+    timeout: float = 120,
+    session: str | None = None,
 ) -> RunTiming:
     """One pi/run, timed from the request to the first `assistant` message and to the answer."""
     start = len(client.messages)
-    msg_id, sent = client.request("pi/run", run_params(model, scenario, run_id))
+    msg_id, sent = client.request("pi/run", run_params(model, scenario, run_id, session))
     _, first_event, _ = client.wait_message(lambda m: m["params"]["runId"] == run_id, start, timeout)
     _, first, _ = client.wait_message(
         lambda m: m["params"]["runId"] == run_id and m["params"]["type"] == "assistant", start, timeout
@@ -59,7 +72,9 @@ def timed_run(
     result = answer.get("result") or {}
     if result.get("status") != "completed":
         raise RuntimeError(f"run {run_id} did not complete: {answer}")
-    return RunTiming(first - sent, answered - sent, result.get("text", ""), first_event - sent)
+    return RunTiming(
+        first - sent, answered - sent, result.get("text", ""), first_event - sent, result.get("sessionId")
+    )
 
 
 def first_message(
@@ -81,7 +96,11 @@ def first_message(
             runs_msg, _ = client.request("pi/runs", None)
             _, runs = client.wait_response(runs_msg, 30)
             listing = runs.get("result") or {}
-            pool_rss.append((int(listing.get("warmRssBytes", 0)), len(listing.get("warmPids", []))))
+            # The idle pre-spawned pis alone: warmRssBytes also counts the live conversations'
+            # pis, which each of these runs (a new conversation) leaves until they idle out.
+            warm_pids = listing.get("warmPids", [])
+            rss = sum(procs.status_kb(pid, "VmRSS") * 1024 for pid in warm_pids)
+            pool_rss.append((rss, len(warm_pids)))
             timings.append(timed_run(client, model, "text", f"ttfm-{warm}-{trial}"))
         return timings, pool_rss
     finally:

@@ -3,7 +3,8 @@
 Each trial starts a fresh adapter and plays the same sequence on both:
 1. spawn → initialize answered; for pi-acp also session/new (which spawns its long-lived pi);
 2. prompt "Say hello" (model `text`) → first answer chunk, → answered;
-3. after a pause (a user reading the answer), the same prompt again (same session for pi-acp);
+3. after a pause (a user reading the answer), the same prompt again in the same session (the
+   bridge: the same conversation, its sessionId; pi-acp: the same ACP session);
 4. model `toolslow` (bash `sleep 30`): cancel once `sleep` runs → prompt answered; processes left;
 5. model `long-20000` (100,000 characters in 20,000 deltas) → answered;
 then the adapter's own CPU (not its children) over the whole sequence, and its peak RSS (VmHWM).
@@ -20,6 +21,7 @@ from typing import Any
 from bench import procs
 from bench.acp import AcpClient
 from bench.common import PI_ACP, base_env
+from bench.lsp import LspClient
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv
 from bench.realpi import _wait_for_process, run_params, start_bridge, timed_run
 
@@ -59,14 +61,19 @@ class Sequence:
 
 
 def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause: float = 2.0) -> Sequence:
-    """The sequence on pi-bridge (default initializationOptions, as an editor would start it)."""
+    """The sequence on pi-bridge as an editor opened on the workspace runs it (default
+    initializationOptions, rootUri = the workspace): one conversation, its prompts carrying its
+    sessionId, as pi-acp's prompts carry their ACP session. Its first prompt comes once the
+    spare pi is up, as pi-acp's comes once `session/new` has its pi."""
     seq = Sequence()
-    client = start_bridge(model)
+    client = start_bridge(model, workspace=True)
     try:
         seq.spawn_to_ready = client.responses[1][0] - client.spawned_at
         cpu_ready = procs.cpu_seconds(client.pid)
+        _wait_for_spare(client)
         msg_start = len(client.messages)
         first = timed_run(client, model, "text", "sbs-1")
+        session = first.session_id
         seq.first_prompt_first_chunk, seq.first_prompt_total = first.first, first.total
         seq.spawn_to_first_chunk = client.messages[msg_start][0] - client.spawned_at
         # the first kept message of sbs-1 that is assistant text
@@ -75,11 +82,11 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
                 seq.spawn_to_first_chunk = arrived - client.spawned_at
                 break
         time.sleep(pause)
-        second = timed_run(client, model, "text", "sbs-2")
+        second = timed_run(client, model, "text", "sbs-2", session=session)
         seq.second_prompt_first_chunk, seq.second_prompt_total = second.first, second.total
         start = len(client.messages)
         before_tool = {p.pid for p in procs.descendants(client.pid)}
-        run_msg, _ = client.request("pi/run", run_params(model, "toolslow", "sbs-tool"))
+        run_msg, _ = client.request("pi/run", run_params(model, "toolslow", "sbs-tool", session))
         client.wait_message(
             lambda m: m["params"]["runId"] == "sbs-tool" and m["params"]["type"] == "tool.call", start, 60
         )
@@ -99,7 +106,7 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
         runs_msg, _ = client.request("pi/runs", None)
         kept = kept_pids(client.wait_response(runs_msg, 30)[1].get("result") or {})
         seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)} - kept)
-        long = timed_run(client, model, long_scenario, "sbs-long", timeout=300)
+        long = timed_run(client, model, long_scenario, "sbs-long", timeout=300, session=session)
         seq.long_first, seq.long_total, seq.long_chars = long.first, long.total, len(long.text)
         seq.cpu = procs.cpu_seconds(client.pid)
         seq.cpu_after_ready = seq.cpu - cpu_ready
@@ -107,6 +114,17 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
     finally:
         client.close()
     return seq
+
+
+def _wait_for_spare(client: LspClient, timeout: float = 30.0) -> None:
+    """Until pi/runs lists the spare pi (pre-spawned after `initialized`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id, _ = client.request("pi/runs", None)
+        if (client.wait_response(msg_id, 30)[1].get("result") or {}).get("warmPids"):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"no spare pi within {timeout:g} s")
 
 
 def kept_pids(runs: dict[str, Any]) -> set[int]:
