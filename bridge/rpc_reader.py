@@ -191,14 +191,6 @@ class InboxBudget:
 Direct = Callable[[dict[str, Any]], bool]
 
 
-def dispatch(body: bytes, protocol: JsonRPCProtocol, direct: Direct | None = None) -> bytes | None:
-    """Hand one frame body to the protocol; return an error frame to send if it is not valid."""
-    inbound = parse(body)
-    if inbound.reply is not None:
-        return inbound.reply
-    return dispatch_message(inbound.message, protocol, direct)
-
-
 def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None = None) -> bytes | None:
     """Hand one parsed message to `direct`, else the protocol; return an error frame to send if it
     is not valid."""

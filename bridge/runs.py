@@ -430,7 +430,7 @@ class RunRegistry:
 
     async def cancel(self, run_id: str, reason: str = "cancelled by the client") -> CancelResult:
         """Stop a run through the three-stage shutdown; answers when its process tree is gone."""
-        run = self._runs.get(run_id)
+        run = self.live_run(run_id)
         if run is None:
             return CancelResult(run_id=run_id, found=False)
         run.cancel.cancel(reason)
