@@ -360,8 +360,11 @@ class PiAcpAgent:
     def direct(self, message: dict[str, Any]) -> bool:
         """A frame as it is read, before the SDK's dispatch (a task later, then its router).
 
-        - session/cancel stops the session's prompts at once; the SDK's dispatch of it then
-          waits for their trees to be gone.
+        - session/cancel (a notification) stops the session's prompts at once. When every
+          earlier frame is in its handler already it is served whole here: the SDK's dispatch
+          of it (a task, its schema, its router) ran ahead of the task that writes pi's
+          `abort`, ~0.45 ms of the cancel. Else the SDK's dispatch sees to prompts that were
+          still waiting for it.
         - session/prompt starts its run here, validated with the SDK's own schema, and is
           answered as the SDK's connection would (`_answer_of`): the prompt reaches pi a
           task sooner. Only while every earlier frame is in its handler already, so frames
@@ -371,7 +374,9 @@ class PiAcpAgent:
         """
         method = message.get("method")
         if method == "session/cancel" and "id" not in message:
-            self._cancel_now(message.get("params"))
+            known = self._cancel_now(message.get("params"))
+            if known and self._sdk_pending == 0:
+                return True
         takes_prompt = method == "session/prompt" and "id" in message and self._sdk_pending == 0
         if takes_prompt and self._serve_prompt(message):
             return True
@@ -383,11 +388,18 @@ class PiAcpAgent:
         """The SDK started handling a frame that `direct` left to it."""
         self._sdk_pending = max(0, self._sdk_pending - 1)
 
-    def _cancel_now(self, params: Any) -> None:
+    def _cancel_now(self, params: Any) -> bool:
+        """Set the cancel tokens of the session's prompts; True when the session is known
+        (a notification then needs nothing more: its prompts answer when their trees are gone)."""
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-        for run in session.runs if session is not None else ():
+        if session is None:
+            return False
+        if not session.runs:
+            log.info("session/cancel for %s: no prompt is running", session_id)
+        for run in session.runs:
             run.cancel.cancel("cancelled by the client (session/cancel)")
+        return True
 
     def _serve_prompt(self, message: dict[str, Any]) -> bool:
         try:

@@ -350,26 +350,11 @@ def test_acp_frames_sent_back_to_back_take_effect_in_the_order_they_came(
     prompt served as its frame is read must not overtake a frame still on its way to its handler."""
     raw = RawAcp(pi_agent_dir, tmp_path)
     try:
-        assert raw.request("initialize", {"protocolVersion": 1})["result"]
-        session_id = raw.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"][
-            "sessionId"
-        ]
+        session_id = _raw_session(raw, tmp_path)
         tag = os.urandom(4).hex()
-        frames = [
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "session/set_config_option",
-                "params": {"sessionId": session_id, "configId": "model", "value": "fake/echo"},
-            },
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/prompt",
-                "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": f"order {tag}"}]},
-            },
-        ]
-        raw.send_line(b"\n".join(json.dumps(frame).encode() for frame in frames))
+        _send_together(
+            raw, [_model_change(session_id, "fake/echo", 1), _prompt_frame(session_id, f"order {tag}", 2)]
+        )
         answer = raw.wait(lambda f: f.get("id") == 2 and "method" not in f)
         assert answer.get("result", {}).get("stopReason") == "end_turn", answer
         models = [
@@ -381,3 +366,53 @@ def test_acp_frames_sent_back_to_back_take_effect_in_the_order_they_came(
     finally:
         assert raw.close() == 0
     no_run_processes(timeout=3, where="after the back-to-back frames")
+
+
+def test_acp_a_cancel_right_behind_a_prompt_still_on_its_way_to_its_handler_cancels_it(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """A cancel is served whole as its frame is read only when no earlier frame waits for its
+    handler: here the prompt ahead of it is still on its way (a model change is ahead of that),
+    and the cancel must reach it once it runs, not be spent on a session with nothing running."""
+    raw = RawAcp(pi_agent_dir, tmp_path)
+    try:
+        session_id = _raw_session(raw, tmp_path)
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        _send_together(
+            raw,
+            [_model_change(session_id, "fake/toolslow", 1), _prompt_frame(session_id, "sleep", 2), cancel],
+        )
+        answer = raw.wait(lambda f: f.get("id") == 2 and "method" not in f)
+        assert answer.get("result", {}).get("stopReason") == "cancelled", answer
+    finally:
+        assert raw.close() == 0
+    no_run_processes(timeout=3, where="after the prompt cancelled on its way")
+
+
+def _raw_session(raw: RawAcp, cwd: Path) -> str:
+    """Initialize and open a session over the raw connection; its id."""
+    assert raw.request("initialize", {"protocolVersion": 1})["result"]
+    return str(raw.request("session/new", {"cwd": str(cwd), "mcpServers": []})["result"]["sessionId"])
+
+
+def _model_change(session_id: str, model: str, msg_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "method": "session/set_config_option",
+        "params": {"sessionId": session_id, "configId": "model", "value": model},
+    }
+
+
+def _prompt_frame(session_id: str, text: str, msg_id: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "method": "session/prompt",
+        "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+    }
+
+
+def _send_together(raw: RawAcp, frames: list[dict[str, Any]]) -> None:
+    """The frames in one write: the bridge reads them in one callback."""
+    raw.send_line(b"\n".join(json.dumps(frame).encode() for frame in frames))
