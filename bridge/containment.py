@@ -63,6 +63,10 @@ class RunCgroup:
     hierarchy: Hierarchy
     dirs: tuple[Path, ...]
     removed: bool = field(default=False)
+    _procs_path: str = field(init=False, repr=False, default="")
+
+    def __post_init__(self) -> None:
+        self._procs_path = str(self.dirs[0] / "cgroup.procs")
 
     @property
     def procs_files(self) -> tuple[str, ...]:
@@ -75,11 +79,21 @@ class RunCgroup:
 
     def members(self) -> list[int]:
         """Every process in the cgroup now (zombies may still be listed on v1)."""
+        # os.read, not Path.read_text: after an idle spell (a cancel waits on pi for ms) the
+        # text layer's open costs ~0.2 ms more than the kernel's read.
         try:
-            text = (self.dirs[0] / "cgroup.procs").read_text()
+            fd = os.open(self._procs_path, os.O_RDONLY)
         except OSError:
             return []
-        return [int(line) for line in text.split()]
+        try:
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [int(line) for line in b"".join(chunks).split()]
 
     def kill_all(self) -> None:
         """One round of SIGKILL to every member; on v2 atomically, forks included."""

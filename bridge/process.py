@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import select
@@ -49,6 +50,7 @@ import psutil
 from bridge import containment
 from bridge.containment import RunCgroup
 from bridge.contract import Containment, ShutdownReceipt, ShutdownStage
+from bridge.stdin_pipe import StdinPipe
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +217,7 @@ class ChildProcess:
     process: anyio.abc.Process
     token: str
     argv: tuple[str, ...]
+    stdin: StdinPipe
     # Taken once at spawn, while the pid is certainly ours (unreaped): never rebuilt from a pid.
     handle: psutil.Process | None = None
     start_ticks: int = 0
@@ -284,10 +287,13 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         if group is not None:
             launch = list(group.wrap((program, *argv[1:])))
     _spawning[token] = _now_ticks()
+    # The bridge makes pi's stdin pipe itself: its writes then need no trip through the loop.
+    stdin_read, stdin_write = os.pipe()
+    process: anyio.abc.Process | None = None
     try:
         process = await anyio.open_process(
             launch,
-            stdin=-1,
+            stdin=stdin_read,
             stdout=-1,
             stderr=-1,
             cwd=cwd,
@@ -310,10 +316,17 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         _discard(group)
         raise
     finally:
+        os.close(stdin_read)
+        if process is None:
+            os.close(stdin_write)
         floor = _spawning.pop(token)
     pid = process.pid
     _spawned_pids.add(pid)
-    child = ChildProcess(process=process, token=token, argv=argv, start_ticks=floor, cgroup=group)
+    with anyio.CancelScope(shield=True):  # the child is ours now: it must not lose its stdin
+        stdin = await StdinPipe.open(stdin_write)
+    child = ChildProcess(
+        process=process, token=token, argv=argv, stdin=stdin, start_ticks=floor, cgroup=group
+    )
     with contextlib.suppress(psutil.Error):
         child.handle = psutil.Process(pid)
     stat = read_stat(pid)
@@ -333,6 +346,7 @@ def _discard(group: RunCgroup | None) -> None:
 def forget(child: ChildProcess) -> None:
     """Stop tracking a child whose exit status the event loop has collected; remove its cgroup."""
     _spawned_pids.discard(child.pid)
+    child.stdin.close_now()
     if child.pidfd is not None:
         with contextlib.suppress(OSError):
             os.close(child.pidfd)
@@ -358,8 +372,11 @@ def _remove_cgroups_at_exit() -> None:
 # --------------------------------------------------------------------------- what a run contains
 
 
-def scan_contained(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
-    """The live (non-zombie) processes contained with `child`, plus those of `seen` still alive.
+def scan_contained(
+    child: ChildProcess, seen: Mapping[int, int], *, besides_child: bool = False
+) -> dict[int, int]:
+    """The live (non-zombie) processes contained with `child`, plus those of `seen` still alive;
+    with `besides_child`, `child` itself left out.
 
     pid -> start time. Blocking (one pass over /proc in tree mode): call it off the event loop.
     """
@@ -369,11 +386,16 @@ def scan_contained(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, in
         # right after the spawn): it forks nothing until it has.
         own = [child.pid] if child.returncode is None else []
         for pid in {*child.cgroup.members(), *seen, *own}:
+            if besides_child and pid == child.pid:
+                continue  # not read at all: after an idle spell a /proc read costs ~0.1 ms
             stat = read_stat(pid)
             if stat is not None and not stat.zombie and seen.get(pid, stat.start) == stat.start:
                 found[pid] = stat.start
         return found
-    return _scan_tree(child, seen)
+    found = _scan_tree(child, seen)
+    if besides_child:
+        found.pop(child.pid, None)
+    return found
 
 
 def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
@@ -411,20 +433,22 @@ def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
     return {pid: start for pid, start in found.items() if not stats[pid].zombie}
 
 
-async def _scan(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
+async def _scan(
+    child: ChildProcess, seen: Mapping[int, int], *, besides_child: bool = False
+) -> dict[int, int]:
     if child.cgroup is not None:
         # A few small kernel files (cgroup.procs, then each member's stat): microseconds, less
         # than a hop to a worker thread; only the tree mode's pass over all of /proc is slow.
-        return scan_contained(child, seen)
-    return await anyio.to_thread.run_sync(scan_contained, child, dict(seen))
+        return scan_contained(child, seen, besides_child=besides_child)
+    return await anyio.to_thread.run_sync(
+        functools.partial(scan_contained, child, dict(seen), besides_child=besides_child)
+    )
 
 
 async def contained_besides(child: ChildProcess) -> list[int]:
     """The live processes contained with `child` (its cgroup, else its tree and token holders),
     `child` itself left out: what a run of a long-lived agent has started and not yet ended."""
-    found = await _scan(child, {})
-    found.pop(child.pid, None)
-    return sorted(found)
+    return sorted(await _scan(child, {}, besides_child=True))
 
 
 def _kill(child: ChildProcess, alive: Mapping[int, int], spare: int | None) -> None:
@@ -576,8 +600,7 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
     """
     with anyio.CancelScope(shield=True):
         started = time.monotonic()
-        seen = await _scan(child, {})
-        seen.pop(child.pid, None)
+        seen = await _scan(child, {}, besides_child=True)
         if not seen:
             # Nothing besides the agent: that scan was the check, a second would only delay
             # the run's answer. (What the agent killed may linger as our zombies, dead: the
@@ -588,20 +611,17 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
             for pid, start in seen.items():
                 _signal_exact(pid, start, signal.SIGTERM)
             deadline = time.monotonic() + grace
-            alive = await _scan(child, seen)
-            while alive.keys() - {child.pid} and time.monotonic() < deadline:
+            alive = await _scan(child, seen, besides_child=True)
+            while alive and time.monotonic() < deadline:
                 await anyio.sleep(POLL_SECONDS)
-                alive = await _scan(child, seen)
-        left = await _scan(child, seen)
-        left.pop(child.pid, None)
+                alive = await _scan(child, seen, besides_child=True)
+        left = await _scan(child, seen, besides_child=True)
         if left or grace <= 0:
             stage = "killed"
             await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid)
         reap_orphans()
-        survivors = await _scan(child, seen)
-        survivors.pop(child.pid, None)
+        survivors = await _scan(child, seen, besides_child=True)
         seen.update(survivors)
-        seen.pop(child.pid, None)
     return _receipt(child, stage, started, seen, list(survivors))
 
 

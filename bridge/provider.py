@@ -34,6 +34,7 @@ from bridge.process import (
     sweep_leftovers,
     wait_exit,
 )
+from bridge.stdin_pipe import StdinClosed
 from bridge.warm_pool import WarmPool
 
 log = logging.getLogger(__name__)
@@ -310,20 +311,16 @@ class Attempt:
     # ------------------------------------------------------------------ tasks
 
     async def _feed_stdin(self, child: ChildProcess, data: bytes) -> None:
-        stdin = child.process.stdin
-        if stdin is None:
-            return
+        stdin = child.stdin
         try:
             if data:
-                await stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                stdin.write_now(data)
+                await stdin.drain()
+        except (StdinClosed, OSError) as exc:
             log.info("pi did not take its whole stdin: %s", exc)
         finally:
             with anyio.CancelScope(shield=True):
-                try:
-                    await stdin.aclose()
-                except (anyio.BrokenResourceError, OSError):
-                    pass
+                await stdin.aclose()
 
     async def _pump_stderr(self, child: ChildProcess) -> None:
         stream = child.process.stderr

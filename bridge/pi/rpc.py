@@ -23,6 +23,7 @@ from bridge.agent import LaunchSpec, RunOptions
 from bridge.pi.command import BASE_ENV
 from bridge.pi.sessions import cwd_folder, sessions_root
 from bridge.process import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
+from bridge.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 # What JavaScript's String.prototype.trim() removes (pi trims its json-mode prompt with it):
@@ -194,8 +195,6 @@ class PiRpc:
         self._wait_writable = wait_writable
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
-        # fast_acquire: an uncontended write (every prompt) costs no trip through the loop.
-        self._write_lock = anyio.Lock(fast_acquire=True)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read pi's stdout and stderr until its stdout closes."""
@@ -231,17 +230,27 @@ class PiRpc:
 
     async def send(self, command: dict[str, Any]) -> PendingCommand:
         """Write one command now; its answer is awaited with `answer`. Raises RpcError (closed)."""
+        pending = self.send_now(command)
+        try:
+            await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        return pending
+
+    def send_now(self, command: dict[str, Any]) -> PendingCommand:
+        """`send` from a synchronous callback: the line is handed to pi's stdin before this
+        returns (anything the pipe cannot take yet follows as it drains)."""
         name = str(command.get("type"))
         if self.closed.is_set():
             raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
         self._next_id += 1
         pending = PendingCommand(name, f"b{self._next_id}")
-        self._waiting[pending.command_id] = pending
         try:
-            await self._write({**command, "id": pending.command_id}, name)
-        except BaseException:
-            self._waiting.pop(pending.command_id, None)
-            raise
+            self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+        except (StdinClosed, OSError) as exc:
+            raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
+        self._waiting[pending.command_id] = pending
         return pending
 
     async def answer(
@@ -264,25 +273,10 @@ class PiRpc:
         data = response.get("data")
         return data if isinstance(data, dict) else {}
 
-    async def _write(self, command: dict[str, Any], name: str) -> None:
-        stdin = self.child.process.stdin
-        if stdin is None:
-            raise RpcError(name, "could not be sent: pi has no stdin", kind="closed")
-        async with self._write_lock:
-            try:
-                await stdin.send(orjson.dumps(command) + b"\n")
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
-
     async def close_stdin(self) -> None:
         """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
-        stdin = self.child.process.stdin
-        if stdin is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await stdin.aclose()
-                except (anyio.BrokenResourceError, OSError):
-                    pass
+        with anyio.CancelScope(shield=True):
+            await self.child.stdin.aclose()
 
     async def prepare(self) -> dict[str, Any]:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
@@ -323,9 +317,10 @@ class PiRpc:
         """Abort the run; pi answers once it has settled."""
         await self.request({"type": "abort"}, timeout)
 
-    async def send_abort(self) -> PendingCommand:
-        """Write `abort` now, its answer (pi has settled) awaited later with `answer`."""
-        return await self.send({"type": "abort"})
+    def send_abort_now(self) -> PendingCommand:
+        """Write `abort` now (from a synchronous callback too); its answer (pi has settled) is
+        awaited later with `answer`."""
+        return self.send_now({"type": "abort"})
 
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
         """get_session_stats: tokens, cost, contextUsage."""

@@ -1,0 +1,115 @@
+"""The write end of an agent's stdin, owned by the bridge: a write goes out as it is made.
+
+anyio's process stdin takes one trip through the event loop after every `send`, even when the
+pipe took the bytes at once. Commands to a live pi (a prompt, an abort) are on the paths the
+client times, so the bridge makes the stdin pipe itself and writes through an asyncio pipe
+transport: `write_now` hands the bytes to the kernel from the caller (from a synchronous
+callback too: a cancel token's), and only what the pipe cannot take yet waits in the
+transport's buffer; `drain` waits only while that buffer is over its high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+CLOSE_WAIT_SECONDS = 2.0
+
+
+class StdinClosed(Exception):
+    """The agent's stdin is closed (we closed it, or the agent's end went away)."""
+
+
+class _PipeProtocol(asyncio.BaseProtocol):
+    """Flow control and loss of one write pipe."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.lost = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._wake()
+
+    async def resumed(self) -> None:
+        """Wait until writing may go on (or the pipe is gone)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class StdinPipe:
+    """A child's stdin: synchronous writes, backpressure on demand, an orderly close."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: _PipeProtocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._closing = False
+
+    @classmethod
+    async def open(cls, write_fd: int) -> StdinPipe:
+        """Wrap the write end of a pipe (the pipe now owns the fd)."""
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(write_fd, "wb", buffering=0)
+        try:
+            transport, protocol = await loop.connect_write_pipe(_PipeProtocol, pipe)
+        except BaseException:
+            pipe.close()
+            raise
+        return cls(transport, protocol)
+
+    @property
+    def closed(self) -> bool:
+        """Whether writes can no longer reach the agent."""
+        return self._closing or self._protocol.lost or self._transport.is_closing()
+
+    def write_now(self, data: bytes) -> None:
+        """Hand `data` to the pipe now (what it cannot take yet is sent as it drains), in order
+        with every earlier write. Raises StdinClosed when the agent's stdin is gone."""
+        if self.closed:
+            raise StdinClosed("the agent's stdin is closed")
+        self._transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while more than the high-water mark waits to be written. Raises StdinClosed
+        when the agent's stdin went away meanwhile."""
+        while self._protocol.paused and not self._protocol.lost:
+            await self._protocol.resumed()
+        if self._protocol.lost:
+            raise StdinClosed("the agent's stdin is closed")
+
+    async def aclose(self) -> None:
+        """EOF for the agent once what was written has gone out (bounded wait)."""
+        if not self._transport.is_closing():
+            self._closing = True
+            self._transport.close()
+        if not self._protocol.lost:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_WAIT_SECONDS):
+                    while not self._protocol.lost:
+                        await self._protocol.resumed()
+        if not self._protocol.lost:
+            # Still not taken: the agent reads no more. (Its loss is not yet reported, else
+            # this would report it twice.)
+            self._transport.abort()
+
+    def close_now(self) -> None:
+        """Drop the pipe at once (the agent is gone; whatever waited to be written is moot)."""
+        self._closing = True
+        if not self._transport.is_closing():  # a second abort would report the loss twice
+            self._transport.abort()
