@@ -37,6 +37,7 @@ from bridge.acp_mapping import (
     config_options,
     history_updates,
     model_value,
+    prompt_images,
     prompt_text,
     prompt_usage,
     stop_reason_of,
@@ -318,7 +319,15 @@ class PiAcpAgent:
     ) -> Run:
         text = prompt_text(prompt)
         if not text.strip():
-            raise RequestError(-32602, "invalid params: prompt: no text, resource or resource_link content")
+            raise RequestError(
+                -32602,
+                "invalid params: prompt: no text, resource or resource_link content"
+                " (an image goes with words)",
+            )
+        try:
+            images = prompt_images(prompt)
+        except ValueError as exc:
+            raise RequestError(-32602, f"invalid params: {exc}") from None
         provider, _, model = session.model.rpartition("/")
         params = RunParams(
             prompt=text,
@@ -329,6 +338,7 @@ class PiAcpAgent:
             thinking=session.thinking if session.thinking in THINKING_LEVELS else None,  # type: ignore[arg-type]
             live_thoughts=True,
             retry=self.retry,
+            images=images or None,
         )
         run = self.registry.start(params, session.cwd, on_done=on_done)
         self._prompts[run.run_id] = (session.session_id, PromptMapper(session.cwd))

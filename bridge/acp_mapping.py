@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 from acp import schema
+from pydantic import ValidationError
 
-from bridge.contract import SessionHistory
+from bridge.contract import MAX_IMAGES, PromptImage, SessionHistory
 from bridge.conversations import OpenedConversation
 
 Update = (
@@ -89,6 +90,25 @@ def prompt_text(blocks: Sequence[Any]) -> str:
         elif isinstance(block, schema.ResourceContentBlock):
             parts.append(f"[file: {_path_of(block.uri)}]")
     return "\n\n".join(part for part in parts if part)
+
+
+def prompt_images(blocks: Sequence[Any]) -> list[PromptImage]:
+    """The image blocks of an ACP prompt as the images of pi's prompt. Raises ValueError naming
+    the block that is not one (a type pi cannot take, data that is not base64, a link only)."""
+    images: list[PromptImage] = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, schema.ImageContentBlock):
+            continue
+        if not block.data:
+            raise ValueError(f"prompt[{index}]: an image must carry its data (a uri alone is not read)")
+        try:
+            images.append(PromptImage(mime_type=block.mime_type, data=block.data))  # type: ignore[arg-type]
+        except ValidationError as exc:
+            reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"prompt[{index}]: {reasons}") from None
+    if len(images) > MAX_IMAGES:
+        raise ValueError(f"prompt: {len(images)} images, at most {MAX_IMAGES} go with one prompt")
+    return images
 
 
 def _path_of(uri: str) -> str:

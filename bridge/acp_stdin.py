@@ -47,7 +47,7 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         "protocolVersion": min(protocol_version, ACP_PROTOCOL_VERSION),
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "sessionCapabilities": {"list": {}, "close": {}},
         },
         "authMethods": [],

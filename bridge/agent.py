@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from bridge.contract import (
     ErrorInfo,
+    PromptImage,
     SessionHistory,
     SessionNotFound,
     SessionSummary,
@@ -53,6 +54,7 @@ class RunOptions:
     # `session_id` names a conversation the bridge opened ahead of its first prompt (ACP's
     # session/new) that the agent has not stored yet: the attempt starts the session under that id.
     new_session: bool = False
+    images: tuple[PromptImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

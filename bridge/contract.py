@@ -10,12 +10,13 @@ a typo is an InvalidParams error naming the field instead of a silently ignored 
 
 from __future__ import annotations
 
+import binascii
 import functools
 import json
 import sys
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 
 PROTOCOL_VERSION = 1
@@ -100,6 +101,30 @@ class RetryPolicy(WireModel):
     max_delay_ms: int = Field(10_000, ge=0, le=600_000)
 
 
+ImageMimeType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+MAX_IMAGES: Final = 8
+MAX_IMAGE_BASE64_CHARS: Final = 16 * 1024 * 1024
+
+
+class PromptImage(WireModel):
+    """An image handed to the model with the prompt (a screenshot pasted into the chat)."""
+
+    model_config = ConfigDict(strict=True)
+
+    mime_type: ImageMimeType
+    # base64 (standard alphabet, padded), as the providers take it
+    data: str = Field(min_length=4, max_length=MAX_IMAGE_BASE64_CHARS)
+
+    @field_validator("data")
+    @classmethod
+    def _is_base64(cls, value: str) -> str:
+        try:
+            binascii.a2b_base64(value, strict_mode=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"not base64: {exc}") from None
+        return value
+
+
 class RunParams(WireModel):
     """Params of `pi/run`."""
 
@@ -120,6 +145,8 @@ class RunParams(WireModel):
     # Which agent CLI runs the prompt (initialize lists them); default: the session's agent, else
     # `defaultAgent`, else "pi".
     agent: str | None = Field(None, min_length=1, max_length=64)
+    # Images go with the prompt to a model that takes images (pi's rpc mode: a live conversation).
+    images: list[PromptImage] | None = Field(None, max_length=MAX_IMAGES)
 
 
 class CancelParams(WireModel):

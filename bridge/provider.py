@@ -160,9 +160,19 @@ class Attempt:
 
     async def run(self) -> AttemptOutcome:
         """Run the attempt to its end; never raises for anything the agent does."""
-        spec = self.adapter.launch_spec(self.command, self.options)
         if self.cancel.cancelled:
             return self._finish_cancelled_before_start()
+        if self.options.images:
+            # One process per prompt takes its prompt as text: the images would be lost unseen.
+            error = ErrorInfo(
+                kind="usage",
+                message=f"{self.adapter.name} takes images only in a live conversation (rpc mode); "
+                "this run would start one process per prompt, which cannot pass them",
+                retryable=False,
+            )
+            self._send(self.mapper.finish_failed(error))
+            return self._outcome()
+        spec = self.adapter.launch_spec(self.command, self.options)
         if self._pool is not None:
             self._pool.yield_to_run()
             self.child = self._pool.take(spec, self._extra_env)

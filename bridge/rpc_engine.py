@@ -160,7 +160,9 @@ class RpcAttempt:
             await agent.configure(self.options)
             # The session message goes out once the prompt is on its way to pi, not before it:
             # the client's first message costs the prompt nothing.
-            await agent.rpc.prompt(self.options.prompt, on_sent=self._announce_session)
+            await agent.rpc.prompt(
+                self.options.prompt, images=self.options.images, on_sent=self._announce_session
+            )
         except RpcError as exc:
             if exc.kind == "closed" and not last_try:
                 raise _NotTaken from exc

@@ -406,6 +406,7 @@ class RunRegistry:
             continue_session=params.continue_session,
             live_thoughts=params.live_thoughts,
             resumed=resumed,
+            images=tuple(params.images or ()),
         )
         options = self.stored.options_for(adapter, options, self.config.env)
         run = Run(

@@ -1113,7 +1113,7 @@ def write_pi_agent_dir(
     disable_pi_retry: bool = False,
 ) -> None:
     """Write models.json (provider `provider` with every scenario in SCENARIOS as a
-    model id, api openai-completions, apiKey "x", compat {supportsDeveloperRole:false,
+    model id taking text and images, api openai-completions, apiKey "x", compat {supportsDeveloperRole:false,
     supportsReasoningEffort:false}), plus an `anthropic` style provider named
     f"{provider}-anthropic" (api "anthropic-messages", baseUrl without /v1 as pi-facts
     says) for the thinking_anthropic scenario, and when disable_pi_retry is true a
@@ -1126,9 +1126,13 @@ def write_pi_agent_dir(
     """
     agent_dir = pathlib.Path(agent_dir)
     agent_dir.mkdir(parents=True, exist_ok=True)
-    openai_models = [{"id": model} for model in SCENARIOS]
+    # Every model takes images, so pi hands a prompt's images on and tests see them arrive.
+    both: list[str] = ["text", "image"]
+    openai_models = [{"id": model, "input": both} for model in SCENARIOS]
     anthropic_models: list[dict[str, Any]] = [
-        {"id": model, "reasoning": True} if model == "thinking_anthropic" else {"id": model}
+        {"id": model, "input": both, "reasoning": True}
+        if model == "thinking_anthropic"
+        else {"id": model, "input": both}
         for model in SCENARIOS
     ]
     config = {

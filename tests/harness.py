@@ -656,3 +656,19 @@ async def wait_for_run_process(fragment: str, timeout: float = WAIT) -> psutil.P
         if time.monotonic() > deadline:
             raise AssertionError(f"no run process matching {fragment!r} within {timeout} s")
         await asyncio.sleep(0.02)
+
+
+# A 1x1 PNG, base64: an image for a prompt.
+PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def image_urls(body: dict[str, Any]) -> list[str]:
+    """The image parts of a model request's user messages (OpenAI's chat format), as data URLs."""
+    urls: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            urls += [
+                p["image_url"]["url"] for p in content if isinstance(p, dict) and p.get("type") == "image_url"
+            ]
+    return urls

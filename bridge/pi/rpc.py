@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,6 +20,7 @@ import anyio.abc
 import orjson
 
 from bridge.agent import LaunchSpec, RunOptions
+from bridge.contract import PromptImage
 from bridge.pi.command import BASE_ENV
 from bridge.pi.sessions import cwd_folder, sessions_root
 from bridge.process import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
@@ -302,12 +303,24 @@ class PiRpc:
         levels = (await self.request({"type": "get_available_thinking_levels"})).get("levels")
         return [level for level in levels if isinstance(level, str)] if isinstance(levels, list) else []
 
-    async def prompt(self, text: str, *, on_sent: Callable[[], None] | None = None) -> None:
-        """Start a run with this prompt (answered at once; the run streams as events).
+    async def prompt(
+        self,
+        text: str,
+        *,
+        images: Sequence[PromptImage] = (),
+        on_sent: Callable[[], None] | None = None,
+    ) -> None:
+        """Start a run with this prompt and its images (answered at once; the run streams as
+        events).
 
         Trimmed as pi's json mode trims its stdin prompt, so both engines send the model the same text.
         """
-        await self.request({"type": "prompt", "message": text.strip(JS_WHITESPACE)}, on_sent=on_sent)
+        command: dict[str, Any] = {"type": "prompt", "message": text.strip(JS_WHITESPACE)}
+        if images:
+            command["images"] = [
+                {"type": "image", "data": image.data, "mimeType": image.mime_type} for image in images
+            ]
+        await self.request(command, on_sent=on_sent)
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""

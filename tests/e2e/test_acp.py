@@ -25,7 +25,7 @@ from bridge.scripted_model import (
     ScriptedModelServer,
 )
 from tests.acp_harness import AcpRecorder, RawAcp, acp_bridge, new_session, prompt, text_of
-from tests.harness import ROOT, WAIT, no_run_processes, requires_pi, run_processes
+from tests.harness import PIXEL_PNG, ROOT, WAIT, image_urls, no_run_processes, requires_pi, run_processes
 
 FAKE_RPC_PI = ROOT / "tests" / "fakes" / "fake_rpc_pi.py"
 
@@ -67,6 +67,40 @@ async def test_acp_streams_the_answer_as_message_chunks_with_no_banner(
         assert text_of(updates) == TEXT_REPLY, "nothing but the answer: no banner, no version line"
         usage = [u for u in updates if u.session_update == "usage_update"]
         assert usage and usage[-1].size > 0 and usage[-1].used > 0
+
+
+async def test_acp_an_image_in_the_prompt_reaches_the_model(
+    pi_agent_dir: Path, tmp_path: Path, scripted_model: ScriptedModelServer
+) -> None:
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, _, _):
+        initialized = await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+        assert initialized.agent_capabilities.prompt_capabilities.image is True
+        session_id = await new_session(conn, tmp_path, "echo")
+        tag = os.urandom(4).hex()
+        blocks: list[Any] = [
+            schema.TextContentBlock(type="text", text=f"what is in it {tag}"),
+            schema.ImageContentBlock(type="image", data=PIXEL_PNG, mime_type="image/png"),
+        ]
+        answer = await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=blocks), WAIT)
+        assert answer.stop_reason == "end_turn"
+        bodies = [r["body"] for r in scripted_model.requests if r["body"] and tag in str(r["body"])]
+        assert bodies, "the prompt reached the model"
+        assert image_urls(bodies[-1]) == [f"data:image/png;base64,{PIXEL_PNG}"], "with its image, as sent"
+
+
+async def test_acp_an_image_that_is_not_base64_is_an_invalid_params_error(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, _, _):
+        session_id = await new_session(conn, tmp_path, "echo")
+        blocks: list[Any] = [
+            schema.TextContentBlock(type="text", text="look"),
+            schema.ImageContentBlock(type="image", data="not base64!", mime_type="image/png"),
+        ]
+        with pytest.raises(RequestError) as refused:
+            await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=blocks), WAIT)
+        assert refused.value.code == -32602 and "prompt[1]" in str(refused.value), refused.value
+        assert (await prompt(conn, session_id, "still here")).stop_reason == "end_turn"
 
 
 async def test_acp_new_session_answers_pi_session_id_and_its_models(

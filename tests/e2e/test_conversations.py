@@ -6,18 +6,24 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import pytest_lsp
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
-from tests.conftest import requires_pi
+from tests.conftest import bridge_config, requires_pi
 from tests.harness import (
+    PIXEL_PNG,
     answer_or_error,
     assert_stream_invariants,
+    image_urls,
+    initialize,
     messages_of,
     request,
     start_request,
@@ -275,3 +281,50 @@ async def test_retry_of_a_new_conversation_s_first_prompt_keeps_its_id_and_shows
     sid = result["sessionId"]
     after, _ = await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
     assert after["status"] == "completed" and after["sessionId"] == sid
+
+
+async def test_an_image_goes_with_the_prompt_to_the_model_and_a_bad_one_is_named(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    image = {"mimeType": "image/png", "data": PIXEL_PNG}
+    result, _ = await turn(real_bridge, f"see-{tag}", cwd=str(tmp_path), images=[image])
+    assert result["status"] == "completed"
+    [seen] = requests_with(scripted_model, f"see-{tag}")
+    assert image_urls(seen["body"]) == [f"data:image/png;base64,{PIXEL_PNG}"], "the image, as sent"
+    for bad, field in (
+        ({"mimeType": "image/png", "data": "no base64!"}, "data"),
+        ({**image, "mimeType": "text/plain"}, "mimeType"),
+    ):
+        with pytest.raises(JsonRpcException) as refused:
+            await turn(real_bridge, "see", cwd=str(tmp_path), images=[bad])
+        assert refused.value.code == -32602 and f"images.0.{field}" in str(refused.value), refused.value
+
+
+@pytest_lsp.fixture(config=bridge_config())
+async def json_engine_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    """The real pi, one process per prompt (engine json)."""
+    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "engine": "json"})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+async def test_one_process_per_prompt_refuses_images_rather_than_drop_them(
+    json_engine_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    lsp_client = json_engine_bridge
+    result = await request(
+        lsp_client,
+        "pi/run",
+        {
+            "prompt": "see",
+            "provider": "fake",
+            "model": "echo",
+            "cwd": str(tmp_path),
+            "images": [{"mimeType": "image/png", "data": PIXEL_PNG}],
+        },
+    )
+    assert result["status"] == "failed" and result["error"]["kind"] == "usage", result
+    assert "images" in result["error"]["message"]
+    terminal = messages_of(lsp_client).by_run[result["runId"]][-1]
+    assert terminal["type"] == "terminal.failed"
