@@ -647,7 +647,7 @@ class Conversations:
             async with agent.stop_lock:
                 if agent.stopped is not None:
                     return agent.stopped
-                await agent.rpc.close_stdin()
+                agent.rpc.close_stdin()
                 receipt = await shutdown_tree(agent.child)
                 agent.stopped = receipt
                 forget(agent.child)

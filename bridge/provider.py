@@ -329,8 +329,7 @@ class Attempt:
         except (StdinClosed, OSError) as exc:
             log.info("pi did not take its whole stdin: %s", exc)
         finally:
-            with anyio.CancelScope(shield=True):
-                await stdin.aclose()
+            stdin.close()  # EOF once the prompt is out: pi's json mode reads it to the end
 
     async def _pump_stderr(self, child: ChildProcess) -> None:
         stream = child.process.stderr

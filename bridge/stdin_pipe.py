@@ -11,10 +11,7 @@ transport's buffer; `drain` waits only while that buffer is over its high-water 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-
-CLOSE_WAIT_SECONDS = 2.0
 
 
 class StdinClosed(Exception):
@@ -93,20 +90,17 @@ class StdinPipe:
         if self._protocol.lost:
             raise StdinClosed("the agent's stdin is closed")
 
-    async def aclose(self) -> None:
-        """EOF for the agent once what was written has gone out (bounded wait)."""
+    def close(self) -> None:
+        """EOF for the agent once what was written has gone out: the transport flushes the rest
+        on its own (and drops it if the agent goes away first)."""
+        self._closing = True
         if not self._transport.is_closing():
-            self._closing = True
             self._transport.close()
-        if not self._protocol.lost:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(CLOSE_WAIT_SECONDS):
-                    while not self._protocol.lost:
-                        await self._protocol.resumed()
-        if not self._protocol.lost:
-            # Still not taken: the agent reads no more. (Its loss is not yet reported, else
-            # this would report it twice.)
-            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        """Wait until the pipe is closed for good: flushed and closed, or its reader gone."""
+        while not self._protocol.lost:
+            await self._protocol.resumed()
 
     def close_now(self) -> None:
         """Drop the pipe at once (the agent is gone; whatever waited to be written is moot)."""

@@ -274,10 +274,9 @@ class PiRpc:
         data = response.get("data")
         return data if isinstance(data, dict) else {}
 
-    async def close_stdin(self) -> None:
+    def close_stdin(self) -> None:
         """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
-        with anyio.CancelScope(shield=True):
-            await self.child.stdin.aclose()
+        self.child.stdin.close()
 
     async def prepare(self) -> dict[str, Any]:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its

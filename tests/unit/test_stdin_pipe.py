@@ -34,7 +34,7 @@ async def test_a_write_is_in_the_pipe_before_write_now_returns() -> None:
         os.set_blocking(read_end, False)
         assert os.read(read_end, 100) == b'{"type":"abort"}\n', "no await was needed for the bytes to leave"
     finally:
-        await pipe.aclose()
+        pipe.close()
         os.close(read_end)
 
 
@@ -50,8 +50,9 @@ async def test_more_than_the_pipe_holds_arrives_whole_and_in_order_and_drain_wai
     reader.start()
     with anyio.fail_after(20):
         await pipe.drain()
-        await pipe.aclose()
+        pipe.close()  # EOF only after the rest is out
         await anyio.to_thread.run_sync(done.wait)
+        await pipe.wait_closed()
     os.close(read_end)
     assert bytes(received) == b"".join(lines)
 
@@ -60,21 +61,27 @@ async def test_a_pipe_whose_reader_is_gone_refuses_writes_instead_of_hanging() -
     read_end, write_end = os.pipe()
     pipe = await StdinPipe.open(write_end)
     os.close(read_end)
+    pipe.write_now(b"into the void\n")  # the kernel says EPIPE: the pipe closes itself
     with anyio.fail_after(5):
-        await pipe.aclose()
+        await pipe.wait_closed()
     assert pipe.closed
     with pytest.raises(StdinClosed):
         pipe.write_now(b"too late\n")
+    with pytest.raises(StdinClosed):
+        await pipe.drain()
 
 
 async def test_close_now_ends_the_pipe_at_once_and_twice_is_harmless() -> None:
     read_end, write_end = os.pipe()
     pipe = await StdinPipe.open(write_end)
+    pipe.write_now(b"moot\n")
     pipe.close_now()
     pipe.close_now()
+    pipe.close()
     with anyio.fail_after(5):
-        await pipe.aclose()
-    assert os.read(read_end, 10) == b"", "the agent sees EOF"
+        await pipe.wait_closed()
+    assert os.read(read_end, 10) == b"moot\n", "what was in the pipe already stays"
+    assert os.read(read_end, 10) == b"", "then the agent sees EOF"
     os.close(read_end)
 
 
