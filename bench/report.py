@@ -595,7 +595,7 @@ def _notes(res: R) -> list[str]:
                 f"- Cancel mid-tool: {_ms(b['cancel_mid_tool'])} against "
                 f"{_ms(a['cancel_mid_tool'])}. Both send the live pi an RPC `abort` and wait for its "
                 "reply; pi-acp answers then, the bridge once it has proven that every process of "
-                "the run is gone (its cgroup read before the abort and after it)."
+                "the run is gone (a read of its cgroup after pi's reply; section 7)."
             )
         if b["spawn_to_ready"] > a["spawn_to_ready"]:
             notes.append(
