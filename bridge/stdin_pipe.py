@@ -56,7 +56,6 @@ class StdinPipe:
     def __init__(self, transport: asyncio.WriteTransport, protocol: _PipeProtocol) -> None:
         self._transport = transport
         self._protocol = protocol
-        self._closing = False
 
     @classmethod
     async def open(cls, write_fd: int) -> StdinPipe:
@@ -73,7 +72,7 @@ class StdinPipe:
     @property
     def closed(self) -> bool:
         """Whether writes can no longer reach the agent."""
-        return self._closing or self._protocol.lost or self._transport.is_closing()
+        return self._protocol.lost or self._transport.is_closing()
 
     def write_now(self, data: bytes) -> None:
         """Hand `data` to the pipe now (what it cannot take yet is sent as it drains), in order
@@ -93,7 +92,6 @@ class StdinPipe:
     def close(self) -> None:
         """EOF for the agent once what was written has gone out: the transport flushes the rest
         on its own (and drops it if the agent goes away first)."""
-        self._closing = True
         if not self._transport.is_closing():
             self._transport.close()
 
@@ -104,6 +102,5 @@ class StdinPipe:
 
     def close_now(self) -> None:
         """Drop the pipe at once (the agent is gone; whatever waited to be written is moot)."""
-        self._closing = True
         if not self._transport.is_closing():  # a second abort would report the loss twice
             self._transport.abort()
