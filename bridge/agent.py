@@ -201,6 +201,12 @@ class AgentAdapter(Protocol):
         """Whether the run will resume an existing session (decided from the agent's files)."""
         ...
 
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """The full id of the stored session `session_id` names (the agent decides which forms
+        it takes: an id, a unique prefix, a path); None when none matches. Raises ValueError
+        when it names several. Blocking I/O."""
+        ...
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
         ...

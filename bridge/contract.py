@@ -363,10 +363,15 @@ class RunRetryingContent(WireModel):
 
 
 class RunQueuedContent(WireModel):
-    """Content of run.queued: the run waits for one of `limit` concurrency slots."""
+    """Content of run.queued: the run waits for one of `limit` slots.
+
+    `reason`: "runs" (the concurrency limit), "session" (another run of its conversation goes
+    on), "live" (every one of `limit` live agents is busy); absent means "runs".
+    """
 
     position: int
     limit: int
+    reason: Literal["runs", "session", "live"] | None = None
 
 
 class RunSteeredContent(WireModel):

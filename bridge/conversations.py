@@ -5,39 +5,46 @@ in line), checks the live agent out for each attempt, and returns or invalidates
 - a live agent serves one conversation; a change of tools, cwd, command or environment respawns
   it on the same session, a change of provider, model or thinking is a command, not a respawn;
 - a closed, evicted or crashed agent is replaced by one that resumes the session file;
-- idle agents close after `idle_seconds`; beyond `max_live`, the least recently used idle one
-  closes first;
+- at most `max_live` live agents at once (the spare aside). A conversation that needs one when
+  they are all busy waits for a slot, first come first served; when one is needed and none is
+  free, the least recently used idle agent is closed. A busy agent, or one checked out for a run
+  that has not prompted it yet, is never closed to make room;
+- idle agents close after `idle_seconds`;
 - after `initialized` one agent is pre-spawned with the server defaults (the spare), so the
-  first prompt of a new conversation costs no spawn; when it is taken the next one is primed in
-  the background. pi writes a session file only with the first prompt, so an unused spare
-  leaves no empty session behind;
-- every agent is stopped through the three-stage shutdown; nothing outlives `close`.
+  first prompt of a new conversation, or of a resumed one (pi's `switch_session`), costs no
+  spawn; when it is taken the next one is primed in the background. pi writes a session file
+  only with the first prompt, so an unused spare leaves no empty session behind;
+- every agent is stopped through the three-stage shutdown; nothing outlives `close`, not even
+  one whose start was under way when it began.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Final, Protocol
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import psutil
 
 from bridge.agent import LaunchSpec, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
-from bridge.pi.errors import classify_exit
+from bridge.pi.errors import classify_exit, lacks_rpc_mode
 from bridge.pi.rpc import PiRpc, RpcError, latest_session_id, rpc_launch_spec, trim_session_file
-from bridge.pi.sessions import session_exists
+from bridge.pi.sessions import session_exists, session_file
 from bridge.process import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
 
 log = logging.getLogger(__name__)
 
 # A spare is primed this long after the run that took the last one ended: a Node start-up takes
-# a core for ~0.4 s, which a run streaming meanwhile would feel.
+# a core for a while, which a run streaming meanwhile would feel.
 SPARE_PRIME_DELAY_SECONDS: Final = 0.5
 REAP_INTERVAL_SECONDS: Final = 1.0
 # After a conversation is opened ahead of its first prompt (ACP's session/new), the next spare
@@ -45,12 +52,15 @@ REAP_INTERVAL_SECONDS: Final = 1.0
 OPENED_SPARE_PRIME_DELAY_SECONDS: Final = 3.0
 # A run never waits longer for a starting spare than a spawn of its own would take.
 SPARE_WAIT_SECONDS: Final = 5.0
+# Sessions opened here whose file pi has not written yet: a bound, so a client opening session
+# after session never grows the set without end.
+MAX_OPENED_SESSIONS: Final = 4096
 
 LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]]]
 
 
 class NoRpc(Exception):
-    """The agent command does not speak its rpc mode (it exited before answering)."""
+    """The agent command does not speak its rpc mode (it said so, or never answered at all)."""
 
 
 class StartFailure(Exception):
@@ -61,15 +71,24 @@ class StartFailure(Exception):
         self.error = error
 
 
+class CheckoutCancelled(Exception):
+    """The run was cancelled while its live agent was being found, started or configured."""
+
+
 class Launcher(Protocol):
     """What the registry needs from the agent seam to run a live agent."""
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo: ...
 
 
+def canonical_cwd(cwd: str) -> str:
+    """One spelling per folder: no trailing slash, symlinks resolved (as the agent's getcwd sees it)."""
+    return os.path.realpath(cwd)
+
+
 def live_key(command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> LiveKey:
     """What must be identical for a live agent to take a run (anything else is a command)."""
-    return (command, options.cwd, options.tools, frozenset(env.items()))
+    return (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()))
 
 
 @dataclass(eq=False)
@@ -111,13 +130,29 @@ class LiveAgent:
         except psutil.Error:
             return False
 
+    def take_state(self, state: Mapping[str, object], fallback_session: str | None) -> None:
+        """What pi reports of itself (`get_state`): its session, model, thinking and history."""
+        sid = state.get("sessionId")
+        self.session_id = sid if isinstance(sid, str) else fallback_session
+        path = state.get("sessionFile")
+        self.session_file = path if isinstance(path, str) else None
+        model = state.get("model")
+        if isinstance(model, dict):  # what pi runs now; a run naming only a model keeps its provider
+            provider, model_id = model.get("provider"), model.get("id")
+            self.provider = provider if isinstance(provider, str) else self.provider
+            self.model = model_id if isinstance(model_id, str) else self.model
+        level = state.get("thinkingLevel")
+        if isinstance(level, str):  # what pi runs now: a first prompt asking for it sends nothing
+            self.thinking = level
+        count = state.get("messageCount")
+        self.history = isinstance(count, int) and count > 0
+
     async def configure(self, options: RunOptions) -> None:
         """Provider, model and thinking of this run, by command, only where they change."""
-        if options.model and (options.provider, options.model) != (self.provider, self.model):
-            provider = options.provider or self.provider
-            if provider:
-                await self.rpc.set_model(provider, options.model)
-                self.provider, self.model = provider, options.model
+        provider = options.provider or self.provider
+        if provider and options.model and (provider, options.model) != (self.provider, self.model):
+            await self.rpc.set_model(provider, options.model)
+            self.provider, self.model = provider, options.model
         if options.thinking and options.thinking != self.thinking:
             await self.rpc.set_thinking(options.thinking)
             self.thinking = options.thinking
@@ -154,6 +189,15 @@ class Lease:
     # (session file, its size before the last failed prompt): a retry cuts the file back to it
     trim: tuple[str, int | None] | None = None
     used_rpc: bool = False
+    # A live slot reserved for the agent this lease is starting (or restarting).
+    holds_slot: bool = False
+
+
+@dataclass(eq=False)
+class _SlotWaiter:
+    """A conversation waiting for a live slot, in line."""
+
+    granted: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Conversations:
@@ -174,18 +218,21 @@ class Conversations:
         self.supported: bool | None = None
         self._fallback_logged = False
         self._live: dict[str, LiveAgent] = {}
-        self._orphans: list[LiveAgent] = []  # busy with a brand-new conversation, id not known yet
         self._starting: set[LiveAgent] = set()  # spawned, not yet answering: no one else holds them
+        # Live slots reserved by leases whose agent is starting; with `_live`, never above max_live.
+        self._reserved = 0
+        self._slot_waiters: deque[_SlotWaiter] = deque()
         self._spare: LiveAgent | None = None
         self._spare_pending = False
         self._spare_ready = anyio.Event()
         self._spare_spawning = False
         self._spare_launch: tuple[tuple[str, ...], RunOptions, dict[str, str]] | None = None
         self._locks: dict[str, anyio.Lock] = {}
-        # Sessions a live agent of this bridge opened: only those may be started anew under
-        # their id when pi never wrote them (any other unknown id is the client's error).
-        self._opened: set[str] = set()
+        # Sessions a live agent of this bridge opened and pi may not have written yet: only those
+        # may be started anew under their id (any other unknown id is the client's error).
+        self._opened: OrderedDict[str, None] = OrderedDict()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._closing = False
 
     # ------------------------------------------------------------------ lifetime
 
@@ -201,6 +248,7 @@ class Conversations:
     async def close(self) -> None:
         """End the registry's tasks, then stop every live agent (three-stage, shielded)."""
         with anyio.CancelScope(shield=True):
+            self._closing = True
             self._spare_launch = None
             # Tasks first: an agent still starting (a spare) then stops itself instead of landing
             # after the sweep below.
@@ -209,12 +257,10 @@ class Conversations:
                 self._tasks = None
             while agents := [
                 *self._live.values(),
-                *self._orphans,
                 *([self._spare] if self._spare else []),
                 *(a for a in self._starting if a.stopped is None),
             ]:
                 self._live.clear()
-                self._orphans.clear()
                 self._spare = None
                 for agent in agents:
                     await self.stop(agent)
@@ -246,18 +292,7 @@ class Conversations:
             lock.acquire_nowait()
             return Lease(session_id=session_id, lock=lock)
         on_wait()
-        acquired = False
-        async with anyio.create_task_group() as tasks:
-
-            async def give_up_on_cancel() -> None:
-                await cancel.wait()
-                tasks.cancel_scope.cancel()
-
-            tasks.start_soon(give_up_on_cancel)
-            await lock.acquire()
-            acquired = True
-            tasks.cancel_scope.cancel()
-        if not acquired:
+        if not await _until(lock.acquire(), cancel):
             return None
         return Lease(session_id=session_id, lock=lock)
 
@@ -272,15 +307,102 @@ class Conversations:
             lease.lock = lock
 
     def release(self, lease: Lease) -> None:
-        """The run ended: the next run of the conversation may start."""
+        """The run ended: its agent goes back, its slot and the conversation's lock are freed."""
         if lease.live is not None and lease.live.busy:
             self.checkin(lease.live)
+        self._return_slot(lease)
         if lease.lock is not None and lease.lock.locked():
             lease.lock.release()
         if lease.session_id is not None:
             lock = self._locks.get(lease.session_id)
             if lock is not None and not lock.locked() and not lock.statistics().tasks_waiting:
                 del self._locks[lease.session_id]
+
+    # ------------------------------------------------------------------ live slots
+
+    def _slot_free(self) -> bool:
+        return len(self._live) + self._reserved < self.max_live
+
+    def _idle_victim(self) -> LiveAgent | None:
+        """The least recently used idle agent, the one to close when a slot is needed."""
+        idle = [agent for agent in self._live.values() if not agent.busy]
+        return min(idle, key=lambda agent: agent.last_used, default=None)
+
+    def _make_room(self) -> bool:
+        """Close the least recently used idle agent (in the background); False: none is idle."""
+        victim = self._idle_victim()
+        if victim is None:
+            return False
+        log.info(
+            "live agent of session %s closed to make room (%d live at most)", victim.session_id, self.max_live
+        )
+        self._drop(victim)
+        self._stop_later(victim)
+        return True
+
+    async def _reserve_slot(
+        self, lease: Lease, cancel: CancelToken | None, on_wait: Callable[[], None]
+    ) -> bool:
+        """A live slot for the agent `lease` is about to start; waits in line while every live
+        agent is busy. False when the run was cancelled first."""
+        if lease.holds_slot:
+            return True
+        if not self._slot_waiters and (self._slot_free() or self._make_room()):
+            self._reserved += 1
+            lease.holds_slot = True
+            return True
+        waiter = _SlotWaiter()
+        self._slot_waiters.append(waiter)
+        log.info("a conversation waits for a live slot (%d in line)", len(self._slot_waiters))
+        on_wait()
+        try:
+            granted = await _until(waiter.granted.wait(), cancel)
+        finally:
+            if waiter.granted.is_set():
+                lease.holds_slot = True  # granted: the slot is the lease's to return, whatever comes
+            else:
+                self._slot_waiters.remove(waiter)
+        if not granted:
+            self._return_slot(lease)
+            return False
+        return True
+
+    def _return_slot(self, lease: Lease) -> None:
+        if lease.holds_slot:
+            lease.holds_slot = False
+            self._reserved -= 1
+            self._grant_slots()
+
+    def _grant_slots(self) -> None:
+        """Hand free slots (closing idle agents where needed) to the waiters, oldest first."""
+        while self._slot_waiters and not self._closing and (self._slot_free() or self._make_room()):
+            waiter = self._slot_waiters.popleft()
+            self._reserved += 1
+            waiter.granted.set()
+
+    async def _enter(self, agent: LiveAgent, lease: Lease) -> None:
+        """A started agent takes its conversation's place, and the slot its lease reserved.
+
+        Another agent of the same session (one opened for it meanwhile) makes way when idle; a
+        busy one keeps its place, and this one is stopped (StartFailure)."""
+        assert agent.session_id is not None
+        previous = self._live.get(agent.session_id)
+        if previous is not None and previous is not agent:
+            if previous.busy:
+                await self.stop(agent)
+                raise StartFailure(
+                    ErrorInfo(
+                        kind="busy",
+                        message=f"session {agent.session_id} has a live agent serving another run",
+                        retryable=True,
+                    )
+                )
+            self._drop(previous)
+            self._stop_later(previous)
+        self._live[agent.session_id] = agent
+        if lease.holds_slot:
+            lease.holds_slot = False
+            self._reserved -= 1
 
     # ------------------------------------------------------------------ agents
 
@@ -292,6 +414,20 @@ class Conversations:
             return latest_session_id(options.cwd, env)
         return None
 
+    def known_session(self, session_id: str) -> str | None:
+        """The full id of a conversation of this registry that `session_id` names exactly or by a
+        unique prefix (one whose file pi may not have written yet); None if none does."""
+        if session_id in self._live or session_id in self._opened:
+            return session_id
+        found = {sid for sid in (*self._live, *self._opened) if sid.startswith(session_id)}
+        return found.pop() if len(found) == 1 else None
+
+    def _opened_add(self, session_id: str) -> None:
+        self._opened[session_id] = None
+        self._opened.move_to_end(session_id)
+        while len(self._opened) > MAX_OPENED_SESSIONS:
+            self._opened.popitem(last=False)
+
     async def checkout(
         self,
         command: tuple[str, ...],
@@ -300,38 +436,65 @@ class Conversations:
         lease: Lease,
         *,
         retrying: bool,
+        cancel: CancelToken | None = None,
+        on_wait: Callable[[], None] = lambda: None,
     ) -> LiveAgent:
         """The live agent for this attempt of the leased conversation, started if need be.
 
-        Raises NoRpc, or StartFailure with the attempt's error.
+        Raises NoRpc, StartFailure with the attempt's error, or CheckoutCancelled.
         """
         key = live_key(command, options, env)
         session_id = lease.session_id
         agent = self._live.get(session_id) if session_id else lease.live
+        if agent is not None and agent.busy and agent is not lease.live:
+            raise StartFailure(
+                ErrorInfo(
+                    kind="busy",
+                    message=f"the live agent of session {session_id} is serving another run",
+                    retryable=True,
+                )
+            )
         if agent is not None and (not agent.alive or agent.key != key or (retrying and lease.trim)):
-            self._forget(agent)
-            await self.stop(agent)
+            await self.invalidate(agent, keep_slot_for=lease)
             agent = None
         if agent is None and retrying and lease.trim is not None:
             path, size = lease.trim
-            trim_session_file(path, size)
+            await anyio.to_thread.run_sync(trim_session_file, path, size)
             log.info("session %s cut back before the retried prompt", session_id)
         lease.trim = None
-        if agent is None and session_id is None:
-            await self._await_spare(key)
-            agent = self._take_spare(key)
-            if agent is None:
-                self._retarget_spare(command, options, env)
         if agent is None:
-            agent = await self._start(command, options, env, key, session_id)
+            if not await self._reserve_slot(lease, cancel, on_wait):
+                raise CheckoutCancelled
+            agent = await self._spare_or_start(command, options, env, key, session_id)
+            await self._enter(agent, lease)
         agent.busy = True
         agent.last_used = time.monotonic()
         lease.live = agent
         lease.used_rpc = True
-        if agent.session_id and agent.session_id not in self._live:
-            self._live[agent.session_id] = agent
+        if agent.session_id:
             self.bind(lease, agent.session_id)
-        await self._evict_beyond_limit()
+        return agent
+
+    async def _spare_or_start(
+        self,
+        command: tuple[str, ...],
+        options: RunOptions,
+        env: Mapping[str, str],
+        key: LiveKey,
+        session_id: str | None,
+    ) -> LiveAgent:
+        """The spare, when it can serve this conversation, else a new agent; with a session id."""
+        await self._await_spare(key)
+        agent = await self._take_spare_for(key, session_id, env)
+        if agent is None:
+            if session_id is None:
+                self._retarget_spare(command, options, env)
+            agent = await self._start(command, options, env, key, session_id)
+        if agent.session_id is None:
+            await self.stop(agent)
+            raise StartFailure(
+                ErrorInfo(kind="session", message="the live pi did not report a session id", retryable=True)
+            )
         return agent
 
     async def open(
@@ -345,29 +508,22 @@ class Conversations:
         """
         key = live_key(command, options, env)
         agent = self._live.get(options.session_id) if options.session_id else None
-        if agent is not None and (not agent.alive or agent.key != key):
-            self._forget(agent)
-            await self.stop(agent)
+        if agent is not None and not agent.busy and (not agent.alive or agent.key != key):
+            await self.invalidate(agent)
             agent = None
-        if agent is None and options.session_id is None:
-            await self._await_spare(key)
-            agent = self._take_spare(key)
-            if agent is None:
-                self._retarget_spare(command, options, env)
-            if self._spare_launch is not None:
+        if agent is None:
+            slot = Lease(session_id=None)
+            await self._reserve_slot(slot, None, lambda: None)
+            try:
+                agent = await self._spare_or_start(command, options, env, key, options.session_id)
+                await self._enter(agent, slot)
+            finally:
+                self._return_slot(slot)
+            if options.session_id is None and self._spare_launch is not None:
                 # the next spare serves a next new conversation, rarer than this one's first
                 # prompt, which a Node start-up meanwhile would slow down
                 self.prime(*self._spare_launch, delay=OPENED_SPARE_PRIME_DELAY_SECONDS)
-        if agent is None:
-            agent = await self._start(command, options, env, key, options.session_id)
-        if agent.session_id is None:
-            await self.stop(agent)
-            raise StartFailure(
-                ErrorInfo(kind="session", message="the live pi did not report a session id", retryable=True)
-            )
         agent.last_used = time.monotonic()
-        self._live[agent.session_id] = agent
-        await self._evict_beyond_limit()
         try:
             models = await agent.rpc.available_models()
             levels = await agent.rpc.thinking_levels()
@@ -379,6 +535,7 @@ class Conversations:
             for m in models
             if m.get("provider") and m.get("id")
         )
+        assert agent.session_id is not None
         return OpenedConversation(
             session_id=agent.session_id,
             provider=agent.provider,
@@ -389,16 +546,26 @@ class Conversations:
         )
 
     def checkin(self, agent: LiveAgent) -> None:
-        """An attempt is done with the agent; it stays for the conversation's next prompt."""
+        """An attempt is done with the agent; it stays for the conversation's next prompt (or
+        makes room for a conversation waiting for a slot)."""
         agent.busy = False
         agent.last_used = time.monotonic()
         agent.history = True
-        if len(self._live) > self.max_live and self._tasks is not None:
-            self._tasks.start_soon(self._evict_beyond_limit)
+        sid, path = agent.session_id, agent.session_file
+        if sid is not None and sid in self._opened and path and os.path.exists(path):
+            del self._opened[sid]  # stored now: a restart resumes it like any other
+        self._grant_slots()
 
-    async def invalidate(self, agent: LiveAgent) -> None:
-        """The agent is gone or must go: forget it and stop its tree (idempotent)."""
-        self._forget(agent)
+    async def invalidate(self, agent: LiveAgent, *, keep_slot_for: Lease | None = None) -> None:
+        """The agent is gone or must go: forget it and stop its tree (idempotent). With
+        `keep_slot_for`, the lease keeps its slot for the agent that replaces this one."""
+        if keep_slot_for is not None and self._live.get(agent.session_id or "") is agent:
+            self._live.pop(agent.session_id or "")
+            if not keep_slot_for.holds_slot:
+                keep_slot_for.holds_slot = True
+                self._reserved += 1
+        else:
+            self._forget(agent)
         await self.stop(agent)
 
     async def close_session(self, session_id: str) -> bool:
@@ -427,10 +594,6 @@ class Conversations:
         """The pre-spawned agent, idle on purpose (listed with the warm pool's)."""
         return [self._spare.pid] if self._spare is not None and self._spare.alive else []
 
-    def live_session_ids(self) -> set[str]:
-        """Ids of the conversations with a live agent (pi/sessions' `live`)."""
-        return {sid for sid, agent in self._live.items() if agent.alive}
-
     def rss_bytes(self) -> int:
         """Resident memory of the spare and the idle live agents, with their descendants."""
         total = 0
@@ -449,6 +612,8 @@ class Conversations:
         self, command: tuple[str, ...], options: RunOptions, env: Mapping[str, str], *, delay: float = 0.0
     ) -> None:
         """Pre-spawn one agent for the next new conversation with these defaults (background)."""
+        if self._closing:
+            return
         self._spare_launch = (command, options, dict(env))
         if self._tasks is None or self.supported is False or self._spare is not None or self._spare_pending:
             return
@@ -507,26 +672,49 @@ class Conversations:
             retargeted = self._spare_launch is not None and live_key(*self._spare_launch) != key
             if not retargeted:
                 self._spare = spare
-            elif self._tasks is not None:
+            else:
                 # A new conversation elsewhere retargeted the spare while this one started.
-                self._tasks.start_soon(self.stop, spare)
+                self._stop_later(spare)
         finally:
             self._spare_pending = self._spare_spawning = False
             self._spare_ready.set()
         if retargeted:
             self.prime_again()
 
-    def _take_spare(self, key: LiveKey) -> LiveAgent | None:
+    async def _take_spare_for(
+        self, key: LiveKey, session_id: str | None, env: Mapping[str, str]
+    ) -> LiveAgent | None:
+        """The spare, if it fits: a new conversation takes it as it is; a resumed one whose
+        session pi has stored loads that session into it. None: it does not fit (it is stopped
+        when it cannot serve anyone any more)."""
         spare = self._spare
         if spare is None:
             return None
-        self._spare = None
-        if spare.key == key and spare.alive:
+        if spare.key != key or not spare.alive:
+            self._spare = None
+            self._stop_later(spare)
+            return None
+        if session_id is None:
+            self._spare = None
             log.info("live agent: took the spare (pid %d)", spare.pid)
             return spare
-        if self._tasks is not None:
-            self._tasks.start_soon(self.stop, spare)
-        return None
+        path = await anyio.to_thread.run_sync(session_file, session_id, canonical_cwd(spare.cwd), env)
+        if path is None or self._spare is not spare:
+            return None  # not stored yet (started anew under its id), or taken meanwhile
+        self._spare = None
+        try:
+            state = await spare.rpc.switch_session(path)
+        except RpcError as exc:
+            log.info("the spare could not load session %s: %s", session_id, exc)
+            self._stop_later(spare)
+            return None
+        spare.take_state(state, session_id)
+        if spare.session_id != session_id:
+            log.info("the spare loaded session %s as %s: not used", session_id, spare.session_id)
+            self._stop_later(spare)
+            return None
+        log.info("live agent: the spare (pid %d) took resumed session %s", spare.pid, session_id)
+        return spare
 
     # ------------------------------------------------------------------ starting and stopping
 
@@ -538,10 +726,15 @@ class Conversations:
         key: LiveKey,
         session_id: str | None,
     ) -> LiveAgent:
-        from dataclasses import replace
-
+        if self._closing or self._tasks is None:
+            raise StartFailure(
+                ErrorInfo(kind="internal", message="the bridge is shutting down", retryable=False)
+            )
         launch_options = replace(options, session_id=session_id, continue_session=False)
-        if session_id in self._opened and not session_exists(session_id, False, options.cwd, env):
+        stored = session_id is not None and await anyio.to_thread.run_sync(
+            session_exists, session_id, False, options.cwd, env
+        )
+        if session_id in self._opened and not stored:
             # pi had not written the session yet (its first prompt failed, was cancelled or pi
             # died first): start it anew under the same id, so the conversation keeps its id.
             spec: LaunchSpec = rpc_launch_spec(
@@ -563,38 +756,29 @@ class Conversations:
             model=options.model,
             thinking=options.thinking,
         )
-        assert self._tasks is not None, "the conversation registry is not serving"
-        self._tasks.start_soon(self._watch, agent)
         self._starting.add(agent)
         try:
+            if self._closing or self._tasks is None:
+                # close() began while it spawned: it is stopped here, since its sweep is over
+                raise StartFailure(
+                    ErrorInfo(kind="internal", message="the bridge is shutting down", retryable=False)
+                )
+            self._tasks.start_soon(self._watch, agent)
             state = await agent.rpc.prepare()
         except RpcError as exc:
             await self._start_failed(agent, command, exc)
             raise AssertionError("unreachable") from exc
         except BaseException:
-            # Cancelled while pi started (a spare primed just as the bridge stops): nobody holds
-            # this agent yet, so stop it here or it outlives the bridge.
+            # Cancelled while pi started (a spare primed just as the bridge stops, a run
+            # cancelled in its checkout): nobody holds this agent yet, so stop it here.
             await self.stop(agent)
             raise
         finally:
             self._starting.discard(agent)
         self.supported = True
-        sid = state.get("sessionId")
-        agent.session_id = sid if isinstance(sid, str) else session_id
-        if agent.session_id:
-            self._opened.add(agent.session_id)
-        path = state.get("sessionFile")
-        agent.session_file = path if isinstance(path, str) else None
-        model = state.get("model")
-        if isinstance(model, dict):  # what pi runs now; a run naming only a model keeps its provider
-            provider, model_id = model.get("provider"), model.get("id")
-            agent.provider = provider if isinstance(provider, str) else agent.provider
-            agent.model = model_id if isinstance(model_id, str) else agent.model
-        level = state.get("thinkingLevel")
-        if isinstance(level, str):  # what pi runs now: a first prompt asking for it sends nothing
-            agent.thinking = level
-        count = state.get("messageCount")
-        agent.history = isinstance(count, int) and count > 0
+        agent.take_state(state, session_id)
+        if agent.session_id and not stored:
+            self._opened_add(agent.session_id)
         log.info("live agent pid %d up for session %s", child.pid, agent.session_id)
         return agent
 
@@ -608,9 +792,12 @@ class Conversations:
         if code is not None and code < 0:
             signal_name = f"signal {-code}"
             code = None
+        if exc.kind == "closed" and lacks_rpc_mode(stderr):
+            raise NoRpc(f"it exited (code {code}) saying so: {' '.join(stderr.split())[-200:]}") from exc
+        if exc.kind == "timeout" and self.supported is not True and agent.rpc.lines_read == 0:
+            # Alive, silent, never answering: an agent that reads stdin for something else
+            raise NoRpc(f"it never answered its first command ({exc})") from exc
         kind, retryable = classify_exit(code, signal_name, stderr)
-        if exc.kind == "closed" and self.supported is not True and kind != "session":
-            raise NoRpc(f"it exited (code {code}) before answering") from exc
         if exc.kind == "timeout":
             message = f"the live pi did not answer: {exc}"
             raise StartFailure(
@@ -633,13 +820,24 @@ class Conversations:
                 self._forget(agent)
                 await self.stop(agent)
 
-    def _forget(self, agent: LiveAgent) -> None:
+    def _drop(self, agent: LiveAgent) -> None:
+        """Take the agent out of the registry without handing its slot on."""
         if agent.session_id and self._live.get(agent.session_id) is agent:
             del self._live[agent.session_id]
-        if agent in self._orphans:
-            self._orphans.remove(agent)
         if self._spare is agent:
             self._spare = None
+
+    def _forget(self, agent: LiveAgent) -> None:
+        """Take the agent out of the registry; a conversation waiting for a slot gets its own."""
+        self._drop(agent)
+        self._grant_slots()
+
+    def _stop_later(self, agent: LiveAgent) -> None:
+        """Stop an agent nobody holds, in the background (now, if the registry no longer serves)."""
+        if self._tasks is not None:
+            self._tasks.start_soon(self.stop, agent)
+        else:
+            self._starting.add(agent)  # close() stops what is left here
 
     async def stop(self, agent: LiveAgent) -> ShutdownReceipt:
         """Three-stage stop of the agent's whole tree: stdin EOF and SIGTERM, 2 s, then kill."""
@@ -667,15 +865,21 @@ class Conversations:
                 self._forget(agent)
                 await self.stop(agent)
 
-    async def _evict_beyond_limit(self) -> None:
-        idle = sorted((a for a in self._live.values() if not a.busy), key=lambda a: a.last_used)
-        while len(self._live) > self.max_live and idle:
-            agent = idle.pop(0)
-            log.info("live agent of session %s evicted (more than %d live)", agent.session_id, self.max_live)
-            self._forget(agent)
-            await self.stop(agent)
 
+async def _until(waiting: Awaitable[object], cancel: CancelToken | None) -> bool:
+    """Await `waiting` unless `cancel` fires first; True when it finished."""
+    if cancel is None:
+        await waiting
+        return True
+    finished = False
+    async with anyio.create_task_group() as tasks:
 
-def describe(agent: LiveAgent) -> dict[str, Any]:
-    """A log-friendly view of an agent."""
-    return {"pid": agent.pid, "session": agent.session_id, "busy": agent.busy}
+        async def give_up_on_cancel() -> None:
+            await cancel.wait()
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(give_up_on_cancel)
+        await waiting
+        finished = True
+        tasks.cancel_scope.cancel()
+    return finished

@@ -20,7 +20,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import anyio
 import orjson
@@ -28,7 +28,7 @@ import orjson
 from bridge.agent import AgentAdapter, Out, RunOptions
 from bridge.cancel import CancelToken
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.conversations import Conversations, Lease, LiveAgent, NoRpc, StartFailure
+from bridge.conversations import CheckoutCancelled, Conversations, Lease, LiveAgent, NoRpc, StartFailure
 from bridge.diff_capture import DiffCapture
 from bridge.pi.rpc import RUN_END_LINE, PendingCommand, RpcError, event_kind, session_file_size, user_text
 from bridge.process import contained_besides, shutdown_tree, stop_descendants, wait_exit
@@ -41,7 +41,8 @@ EXIT_AFTER_EOF_SECONDS: Final = 3.0
 STATS_TIMEOUT_SECONDS: Final = 2.0
 
 Emit = Callable[[list[Out]], None]
-Reason = Literal["settled", "cancel", "closed", "deadline", "silence"]
+Reason = Literal["settled", "cancel", "closed", "deadline", "silence", "refused"]
+T = TypeVar("T")
 
 
 class _NotTaken(Exception):
@@ -67,6 +68,7 @@ class RpcAttempt:
         on_started: Callable[[int], None] | None = None,
         on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None,
         fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
+        on_session: Callable[[str], None] | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -83,6 +85,7 @@ class RpcAttempt:
         self._on_started = on_started
         self._on_steerable = on_steerable
         self._fallback = fallback
+        self._on_session = on_session
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -91,9 +94,12 @@ class RpcAttempt:
         self._last_output = time.monotonic()
         self.agent: LiveAgent | None = None
         self.shutdown: ShutdownReceipt | None = None
-        # Set when the cancel came: what the run had started then, and pi's abort on its way.
-        self._before_abort: set[int] | None = None
+        # Set when the cancel came: pi's abort on its way.
         self._abort: PendingCommand | None = None
+        # The prompt's fate before its run streams: gone before pi read it, or refused.
+        self._not_taken = False
+        self._lines_seen = False
+        self._prompt_error: RpcError | None = None
 
     def _send(self, outs: list[Out]) -> None:
         if outs:
@@ -112,9 +118,19 @@ class RpcAttempt:
         # replaced once by one resuming the session: the prompt never reached it.
         for last_try in (False, True):
             try:
-                agent = await self.conversations.checkout(
-                    self.command, self.options, self.extra_env, self.lease, retrying=self.retrying
+                agent = await self._until_cancelled(
+                    self.conversations.checkout(
+                        self.command,
+                        self.options,
+                        self.extra_env,
+                        self.lease,
+                        retrying=self.retrying,
+                        cancel=self.cancel,
+                        on_wait=self._waits_for_live_slot,
+                    )
                 )
+            except CheckoutCancelled:
+                agent = None
             except NoRpc as exc:
                 self.conversations.note_fallback(self.command, str(exc))
                 if self._fallback is not None:
@@ -123,16 +139,22 @@ class RpcAttempt:
                 return self._failed(error)
             except StartFailure as exc:
                 return self._failed(exc.error)
+            if agent is None:
+                return self._cancelled_before_start()
             self.agent = agent
             if self._on_started is not None:
                 self._on_started(agent.pid)
+            if self._on_session is not None and agent.session_id:
+                self._on_session(agent.session_id)
             not_taken = False
+            self._reason, self._stop, self._abort = None, anyio.Event(), None
+            self._not_taken = self._lines_seen = False
             try:
                 return await self._prompt(agent, last_try)
             except _NotTaken:
                 not_taken = True
                 log.info("live pi %d was gone before it took the prompt; resuming the session", agent.pid)
-                await self.conversations.invalidate(agent)
+                await self.conversations.invalidate(agent, keep_slot_for=self.lease)
             finally:
                 with anyio.CancelScope(shield=True):
                     agent.rpc.listener = None
@@ -148,6 +170,24 @@ class RpcAttempt:
                         )
         raise AssertionError("unreachable")
 
+    async def _until_cancelled(self, work: Awaitable[T]) -> T:
+        """`work`, unless the run's cancel comes first (then CheckoutCancelled): the steps
+        before the prompt is written stop at once, and the prompt is never sent."""
+        with anyio.CancelScope() as scope:
+            take_back = self.cancel.on_cancel(scope.cancel)
+            if self.cancel.cancelled:
+                scope.cancel()
+            try:
+                return await work
+            finally:
+                take_back()
+        raise CheckoutCancelled
+
+    def _waits_for_live_slot(self) -> None:
+        self._send(
+            [Out("run.queued", {"position": 1, "limit": self.conversations.max_live, "reason": "live"})]
+        )
+
     async def _prompt(self, agent: LiveAgent, last_try: bool) -> AttemptOutcome:
         if not self._session_sent:
             options = dataclasses.replace(self.options, resumed=agent.history)
@@ -157,34 +197,61 @@ class RpcAttempt:
             self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
         agent.rpc.listener = self._on_lines
         try:
-            await agent.configure(self.options)
-            # The session message goes out once the prompt is on its way to pi, not before it:
-            # the client's first message costs the prompt nothing.
-            await agent.rpc.prompt(
-                self.options.prompt, images=self.options.images, on_sent=self._announce_session
-            )
+            await self._until_cancelled(agent.configure(self.options))
+        except CheckoutCancelled:
+            return self._cancelled_before_prompt()
         except RpcError as exc:
             if exc.kind == "closed" and not last_try:
                 raise _NotTaken from exc
             self._announce_session()
             return await self._command_failed(agent, exc)
-        if self._on_steerable is not None:
-            self._on_steerable(self.steer)
-        take_back = self.cancel.on_cancel(lambda: self._abort_now(agent))
+        try:
+            prompt = agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
+        except RpcError as exc:
+            if not last_try:
+                raise _NotTaken from exc
+            self._announce_session()
+            return await self._command_failed(agent, exc)
+        # From here on pi has the prompt (or will, as the pipe drains): a cancel is its `abort`.
+        # The session message goes out once the prompt is on its way to pi, not before it:
+        # the client's first message costs the prompt nothing.
+        self._announce_session()
+        take_back = self.cancel.on_cancel(lambda: self._cancel_now(agent))
+        if self.cancel.cancelled:
+            self._cancel_now(agent)
         try:
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._watch_cancel, agent)
+                tasks.start_soon(self._deliver, agent, prompt, last_try)
                 tasks.start_soon(self._watch_closed, agent)
                 tasks.start_soon(self._watchdog)
                 await self._stop.wait()
                 tasks.cancel_scope.cancel()
+            if self._not_taken:
+                raise _NotTaken
         finally:
             take_back()
             if self._on_steerable is not None:
                 self._on_steerable(None)
-            with anyio.CancelScope(shield=True):
-                await self._conclude(agent)
+            if not self._not_taken:
+                with anyio.CancelScope(shield=True):
+                    await self._conclude(agent)
         return self._outcome()
+
+    async def _deliver(self, agent: LiveAgent, prompt: PendingCommand, last_try: bool) -> None:
+        """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
+        not read it or one that is gone ends the attempt."""
+        try:
+            await agent.rpc.delivered(prompt)
+        except RpcError as exc:
+            if exc.kind == "closed" and not last_try and not self._lines_seen:
+                self._not_taken = True
+                self._set("closed")
+                return
+            self._prompt_error = exc
+            self._set("refused")
+            return
+        if self._on_steerable is not None and self._reason is None:
+            self._on_steerable(self.steer)
 
     async def steer(self, text: str) -> str | None:
         """Hand pi a steering message; None when it took it, else why not."""
@@ -207,6 +274,7 @@ class RpcAttempt:
 
     def _on_lines(self, lines: list[bytes]) -> None:
         self._last_output = time.monotonic()
+        self._lines_seen = True
         self._announce_session()
         if self._reason is not None and self._reason != "cancel":
             return
@@ -251,27 +319,18 @@ class RpcAttempt:
         text = user_text(line)
         return [] if text is None else [Out("run.steered", {"text": text})]
 
-    async def _watch_cancel(self, agent: LiveAgent) -> None:
-        await self.cancel.wait()
-        # pi's abort goes out from the task the cancel woke, not after the attempt has wound
-        # its watchers down: the stop starts a few loop trips (~0.3 ms) sooner.
-        if self._reason is None:
-            self._abort_now(agent)  # written already, as a rule, by the token's callback
-            # The run's processes for the receipt, listed once the abort is on its way: the
-            # cgroup read (~0.1-0.2 ms on v1) no longer delays it, and pi has yet to read,
-            # parse and act on the abort before any of them ends.
-            self._before_abort = set(await contained_besides(agent.child))
-        self._set("cancel")
-
-    def _abort_now(self, agent: LiveAgent) -> None:
-        """The cancel's first stage, once: pi's `abort`, written in the call that set the
-        token (no task to wake first), its answer awaited by `_cancel`."""
-        if self._abort is not None or self._reason is not None or not agent.alive:
+    def _cancel_now(self, agent: LiveAgent) -> None:
+        """The cancel's first stage, in the call that set the token (no task to wake first): pi's
+        `abort` is written, and the attempt's end is recorded as a cancel before anything else
+        can settle it (pi's own fast settle, a scan for the receipt)."""
+        if self._reason is not None:
             return
-        try:
-            self._abort = agent.rpc.send_abort_now()
-        except RpcError as exc:
-            log.info("pi's abort could not be sent: %s", exc)
+        if self._abort is None and agent.alive:
+            try:
+                self._abort = agent.rpc.send_abort_now()
+            except RpcError as exc:
+                log.info("pi's abort could not be sent: %s", exc)
+        self._set("cancel")
 
     async def _watch_closed(self, agent: LiveAgent) -> None:
         async with anyio.create_task_group() as tasks:
@@ -325,6 +384,10 @@ class RpcAttempt:
         if reason == "closed":
             await self._died(agent)
             return
+        if reason == "refused":
+            assert self._prompt_error is not None
+            await self._prompt_failed(agent, self._prompt_error)
+            return
         receipt = await self._kill(agent)
         self.shutdown = receipt
         if reason == "deadline":
@@ -377,9 +440,7 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
-        before = self._before_abort
-        if before is None:
-            before = set(await contained_besides(agent.child))
+        before = set(await contained_besides(agent.child))
         if agent.alive:
             try:
                 if self._abort is not None:
@@ -449,10 +510,16 @@ class RpcAttempt:
         self._send(outs)
 
     async def _command_failed(self, agent: LiveAgent, exc: RpcError) -> AttemptOutcome:
+        """A command before the prompt's run (configure, the prompt itself) failed."""
         if exc.kind == "closed":
             self._reason = "closed"
+        await self._prompt_failed(agent, exc)
+        return self._outcome()
+
+    async def _prompt_failed(self, agent: LiveAgent, exc: RpcError) -> None:
+        if exc.kind == "closed":
             await self._died(agent)
-            return self._outcome()
+            return
         if exc.kind == "timeout":
             self.shutdown = await self._kill(agent)
             error = ErrorInfo(
@@ -469,7 +536,6 @@ class RpcAttempt:
                 retryable=not model_refused,
             )
         self._send(self.mapper.finish_failed(error))
-        return self._outcome()
 
     # ------------------------------------------------------------------ outcome
 
@@ -480,6 +546,15 @@ class RpcAttempt:
     def _cancelled_before_start(self) -> AttemptOutcome:
         receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
         self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    def _cancelled_before_prompt(self) -> AttemptOutcome:
+        """Cancelled while its live agent was being configured: the prompt was never sent, and
+        the agent stays for the conversation."""
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[], agent_kept=True)
+        self.shutdown = receipt
+        self._announce_session()
         self._send(self.mapper.finish_cancelled(receipt))
         return self._outcome()
 

@@ -9,6 +9,7 @@ One task group, owned by `RunRegistry.serve`, holds every run: no fire-and-forge
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import random
@@ -143,6 +144,10 @@ class Run:
             )
         if batch:
             self.sink(batch)
+
+    def note_session(self, session_id: str) -> None:
+        """The run's conversation is known (a new one's id included): pi/closeSession finds it."""
+        self.session_id = session_id
 
     def note_pid(self, pid: int) -> None:
         """The attempt's agent process is up (pi/runs shows its pid while the run is live)."""
@@ -545,13 +550,37 @@ class RunRegistry:
         session_id = self.conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
-            run.emit([Out("run.queued", {"position": 1, "limit": 1})])
+            run.emit([Out("run.queued", {"position": 1, "limit": 1, "reason": "session"})])
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
         lease = await self.conversations.lease(session_id, run.cancel, queued)
         return lease
 
+    async def _resolve_session(self, run: Run) -> ErrorInfo | None:
+        """The run's sessionId as the full id of the session it names (a unique prefix, a file
+        path), so every table keyed by session (leases, live agents, the warm pool) sees one
+        conversation as one; an error when it names several."""
+        session_id = run.options.session_id
+        if session_id is None or self.conversations.live_agent(session_id) is not None:
+            return None
+        adapter = self._adapter(run)
+        full = self.conversations.known_session(session_id) if self._uses_rpc(run) else None
+        if full is None:
+            try:
+                full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
+            except ValueError as exc:
+                return ErrorInfo(kind="session", message=f"sessionId: {exc}", retryable=False)
+        if full is not None and full != session_id:
+            log.info("run %s: session %s is %s", run.run_id, session_id, full)
+            run.options = dataclasses.replace(run.options, session_id=full)
+        return None
+
     async def _drive_attempts(self, run: Run) -> None:
+        problem = await self._resolve_session(run)
+        if problem is not None:
+            run.emit(self._adapter(run).new_mapper(run.options).finish_failed(problem))
+            run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=problem)
+            return
         lease = await self._lease(run)
         if lease is None and self._uses_rpc(run) and run.cancel.cancelled:
             receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
@@ -636,6 +665,7 @@ class RunRegistry:
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
             fallback=lambda: json_attempt().run(),
+            on_session=run.note_session,
         )
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:

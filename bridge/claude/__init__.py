@@ -71,6 +71,10 @@ class ClaudeAgent:
         """Whether the run resumes a stored Claude Code session."""
         return sessions.session_exists(session_id, continue_session, cwd, env)
 
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """Claude Code names a session by its whole id only: that id, if it is stored."""
+        return session_id if sessions.find_session_file(session_id, env) is not None else None
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Claude Code that could not be started."""
         return ErrorInfo(

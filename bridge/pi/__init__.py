@@ -14,7 +14,7 @@ from bridge.pi import session_files
 from bridge.pi.command import launch_spec
 from bridge.pi.file_changes import PiFileChangeWatch
 from bridge.pi.mapper import PiEventMapper
-from bridge.pi.sessions import AGENT_DIR_ENV, session_exists
+from bridge.pi.sessions import AGENT_DIR_ENV, resolve_session_id, session_exists
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
 FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
@@ -44,6 +44,10 @@ class PiAgent:
     ) -> bool:
         """Whether the run resumes an existing pi session (its file existed before the run)."""
         return session_exists(session_id, continue_session, cwd, env)
+
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """The full id of the pi session named by an id, a unique prefix of one, or its file."""
+        return resolve_session_id(session_id, env)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a pi that could not be started."""

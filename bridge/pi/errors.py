@@ -8,14 +8,19 @@ words are read by the agent-neutral classifier (bridge/model_errors.py).
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from bridge.contract import ErrorKind
 from bridge.model_errors import RETRYABLE_KINDS, classify_model_error
 
-__all__ = ["RETRYABLE_KINDS", "classify_exit", "classify_model_error"]
+__all__ = ["RETRYABLE_KINDS", "classify_exit", "classify_model_error", "lacks_rpc_mode"]
 
 _USAGE_WORDS: Final = ("unknown option", "unknown provider", "unknown flag", "invalid value")
+# What a pi without `--mode rpc` says when asked for it (pi 1.6: `Invalid mode "x". Valid values: ...`).
+_NO_RPC_MODE: Final = re.compile(
+    r"(invalid|unknown|unsupported) (mode|value for --mode)|unknown option.*--mode"
+)
 
 
 def classify_exit(exit_code: int | None, signal_name: str | None, stderr: str) -> tuple[ErrorKind, bool]:
@@ -34,3 +39,8 @@ def classify_exit(exit_code: int | None, signal_name: str | None, stderr: str) -
     if exit_code == 1 and "model" in lowered and "not found" in lowered:
         return "model_not_found", False
     return "process", True
+
+
+def lacks_rpc_mode(stderr: str) -> bool:
+    """Whether pi's stderr says that it has no `--mode rpc` (not that this one start failed)."""
+    return _NO_RPC_MODE.search(stderr.lower()) is not None

@@ -193,6 +193,7 @@ class PiRpc:
         self.listener: Lines | None = None
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
+        self.lines_read = 0  # every stdout line, answers included: zero means pi never spoke
         self._wait_writable = wait_writable
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
@@ -224,19 +225,24 @@ class PiRpc:
 
         Raises RpcError when pi refuses it, does not answer within `timeout` s, or is gone.
         """
-        pending = await self.send(command)
+        pending = await self.send(command, timeout)
         if on_sent is not None:
             on_sent()
         return await self.answer(pending, timeout)
 
-    async def send(self, command: dict[str, Any]) -> PendingCommand:
-        """Write one command now; its answer is awaited with `answer`. Raises RpcError (closed)."""
+    async def send(self, command: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS) -> PendingCommand:
+        """Write one command now; its answer is awaited with `answer`. Raises RpcError: closed,
+        or timeout when pi has not read it within `timeout` s (a wedged pi, a big prompt)."""
         pending = self.send_now(command)
         try:
-            await self.child.stdin.drain()
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
         except StdinClosed as exc:
             self._waiting.pop(pending.command_id, None)
             raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
         return pending
 
     def send_now(self, command: dict[str, Any]) -> PendingCommand:
@@ -302,15 +308,9 @@ class PiRpc:
         levels = (await self.request({"type": "get_available_thinking_levels"})).get("levels")
         return [level for level in levels if isinstance(level, str)] if isinstance(levels, list) else []
 
-    async def prompt(
-        self,
-        text: str,
-        *,
-        images: Sequence[PromptImage] = (),
-        on_sent: Callable[[], None] | None = None,
-    ) -> None:
-        """Start a run with this prompt and its images (answered at once; the run streams as
-        events).
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
+        """Write a `prompt` now (its run streams as events); its acceptance is awaited with
+        `delivered`. Raises RpcError (closed).
 
         Trimmed as pi's json mode trims its stdin prompt, so both engines send the model the same text.
         """
@@ -319,7 +319,22 @@ class PiRpc:
             command["images"] = [
                 {"type": "image", "data": image.data, "mimeType": image.mime_type} for image in images
             ]
-        await self.request(command, on_sent=on_sent)
+        return self.send_now(command)
+
+    async def delivered(
+        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
+        try:
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        return await self.answer(pending, timeout)
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""
@@ -333,6 +348,15 @@ class PiRpc:
         """Write `abort` now (from a synchronous callback too); its answer (pi has settled) is
         awaited later with `answer`."""
         return self.send_now({"type": "abort"})
+
+    async def switch_session(self, session_file: str) -> dict[str, Any]:
+        """Load a stored session into this pi (a spare taking a resumed conversation); its state
+        afterwards, as `prepare` returns it. Raises RpcError when pi refuses or an extension
+        cancelled the switch."""
+        data = await self.request({"type": "switch_session", "sessionPath": session_file})
+        if data.get("cancelled") is True:
+            raise RpcError("switch_session", "was cancelled by an extension", kind="refused")
+        return await self.request({"type": "get_state"})
 
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
         """get_session_stats: tokens, cost, contextUsage."""
@@ -368,6 +392,7 @@ class PiRpc:
             self._dispatch([last])
 
     def _dispatch(self, lines: list[bytes]) -> None:
+        self.lines_read += len(lines)
         events: list[bytes] = []
         for line in lines:
             if not line:

@@ -12,9 +12,12 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - daemons: its tool leaves a double-forked daemon and a setsid child behind, even after abort;
 - garbage: prints lines that are not JSON between its events;
 - mute: never answers any command;
-- exit_at_start: exits with an error before reading anything.
+- exit_at_start: exits with an error before reading anything;
+- slow_start: waits $FAKE_RPC_PI_START_DELAY s (default 3) before it reads its first command;
+- wedged: answers the commands of its start-up, then never reads stdin again;
+- die: dies (exit 1) in the middle of its answer.
 Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
-$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file.
+$FAKE_RPC_PI_COMMANDS set, "<pid> <type>" of each command received is appended to that file.
 """
 
 from __future__ import annotations
@@ -149,8 +152,12 @@ def run(prompt: str, abort: threading.Event) -> None:
             piece = f"word{index} "
             text.append(piece)
             delta(piece)
-            time.sleep(0.05)
+            abort.wait(0.05)
             take_steers()
+    elif scenario == "die":
+        delta("about to die ")
+        sys.stdout.flush()
+        os._exit(1)
     else:
         for piece in ("Hello ", "from ", "the ", "fake ", "rpc ", "pi."):
             if scenario == "garbage":
@@ -178,6 +185,9 @@ def main() -> int:
         return 3
     if _state["scenario"] == "ignore_abort":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if _state["scenario"] == "slow_start":
+        time.sleep(float(os.environ.get("FAKE_RPC_PI_START_DELAY", "3")))
+        _state["scenario"] = "text"
     worker: threading.Thread | None = None
     abort = threading.Event()
     for line in sys.stdin:
@@ -196,7 +206,7 @@ def main() -> int:
         kind = command.get("type")
         if os.environ.get("FAKE_RPC_PI_COMMANDS"):  # what the bridge sent, one type per line
             with open(os.environ["FAKE_RPC_PI_COMMANDS"], "a") as log:
-                log.write(f"{kind}\n")
+                log.write(f"{os.getpid()} {kind}\n")
         if _state["scenario"] == "mute":
             continue
         if kind == "set_model":
@@ -213,6 +223,8 @@ def main() -> int:
                 "thinkingLevel": _state.get("thinking", "off"),
             }
             respond(command, state)
+            if _state["scenario"] == "wedged":
+                time.sleep(3600)  # alive, never reading stdin again: its pipe fills up
         elif kind == "set_thinking_level":
             _state["thinking"] = command.get("level")
             respond(command)
