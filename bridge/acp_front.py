@@ -45,7 +45,7 @@ from bridge.acp_mapping import (
 from bridge.acp_stdin import initialize_result
 from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
 from bridge.conversations import NoRpc, OpenedConversation, StartFailure
-from bridge.runs import Run, RunRegistry
+from bridge.runs import Run, RunRegistry, ShuttingDownError
 
 if TYPE_CHECKING:
     from bridge.acp_serve import StdioTransport
@@ -340,7 +340,10 @@ class PiAcpAgent:
             retry=self.retry,
             images=images or None,
         )
-        run = self.registry.start(params, session.cwd, on_done=on_done)
+        try:
+            run = self.registry.start(params, session.cwd, on_done=on_done)
+        except ShuttingDownError as exc:
+            raise RequestError(-32600, str(exc)) from None
         self._prompts[run.run_id] = (session.session_id, PromptMapper(session.cwd))
         session.runs.append(run)
         return run

@@ -73,6 +73,8 @@ class AttemptOutcome:
     shutdown: ShutdownReceipt | None = None
     session_id: str | None = None
     pid: int | None = None
+    # The attempt's agent lives on for the conversation (a live pi): it is no process of the run.
+    agent_kept: bool = False
 
 
 def coalesce(outs: list[Out]) -> list[Out]:
@@ -442,8 +444,16 @@ class Attempt:
         return outcome_of(self.mapper, self.shutdown, self.child.pid if self.child else None)
 
 
-def outcome_of(mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None) -> AttemptOutcome:
+def outcome_of(
+    mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None, *, agent_kept: bool = False
+) -> AttemptOutcome:
     """Read an attempt's outcome off the terminal message its mapper produced."""
+    outcome = _outcome_of(mapper, shutdown, pid)
+    outcome.agent_kept = agent_kept
+    return outcome
+
+
+def _outcome_of(mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None) -> AttemptOutcome:
     terminal = mapper.last_terminal
     assert terminal is not None, "every attempt ends with a terminal message"
     content = terminal.content

@@ -559,7 +559,9 @@ class RpcAttempt:
         return self._outcome()
 
     def _outcome(self) -> AttemptOutcome:
-        return outcome_of(self.mapper, self.shutdown, self.agent.pid if self.agent else None)
+        agent = self.agent
+        kept = agent is not None and agent.stopped is None and agent.alive
+        return outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)
 
 
 def _number(value: Any, kind: type[int] | type[float]) -> Any:

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.protocol import JsonRPCProtocol
 
 from bridge import contract
 from bridge.params import parse_params
-from bridge.runs import AgentChoiceError, DuplicateRunError, Run, RunRegistry
+from bridge.runs import AgentChoiceError, DuplicateRunError, Run, RunRegistry, ShuttingDownError
 from bridge.transport import frame
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,8 @@ class RunRequests:
                 raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
             except AgentChoiceError as exc:
                 raise JsonRpcInvalidParams(message=f"agent: {exc}") from None
+            except ShuttingDownError as exc:
+                raise JsonRpcInvalidRequest(message=str(exc)) from None
         except JsonRpcException as exc:
             self._send({"id": msg_id, "error": _error(exc.code, exc.message, exc.data)})
             return

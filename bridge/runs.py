@@ -14,10 +14,11 @@ import logging
 import os
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
@@ -54,10 +55,15 @@ log = logging.getLogger(__name__)
 # Node runtime takes a core for 0.3-0.5 s, and a run that starts meanwhile streams slower (seen
 # as +20 ms to its first message). A run that starts first drops it (WarmPool.yield_to_run).
 Sink = Callable[[list[dict[str, Any]]], None]
+MAX_REMEMBERED_SESSIONS: Final = 4096
 
 
 class DuplicateRunError(ValueError):
     """A run with this id is live already."""
+
+
+class ShuttingDownError(RuntimeError):
+    """The registry no longer serves: the bridge is on its way out."""
 
 
 class AgentChoiceError(ValueError):
@@ -186,7 +192,7 @@ class RunRegistry:
         self._sink = sink
         self._adapters: dict[str, AgentAdapter] = {adapter.name: adapter}
         # The agent of each session a run has used (a conversation stays with its agent).
-        self._session_agents: dict[str, str] = {}
+        self._session_agents: OrderedDict[str, str] = OrderedDict()
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -297,6 +303,13 @@ class RunRegistry:
                 continue
         return adapters
 
+    def _remember_agent(self, session_id: str, agent: str) -> None:
+        """Which agent owns a session (a cache: a forgotten one is asked of each agent again)."""
+        self._session_agents[session_id] = agent
+        self._session_agents.move_to_end(session_id)
+        while len(self._session_agents) > MAX_REMEMBERED_SESSIONS:
+            self._session_agents.popitem(last=False)
+
     def default_agent(self) -> str:
         """The agent of a run that names none and resumes no known session."""
         return self.config.default_agent or self.adapter.name
@@ -349,7 +362,7 @@ class RunRegistry:
         config = self.config
         if not self.adapter.supports_rpc:
             opened = self.stored.open(session_id, config.default_provider, config.default_model)
-            self._session_agents[opened.session_id] = self.adapter.name
+            self._remember_agent(opened.session_id, self.adapter.name)
             return opened
         options = RunOptions(
             prompt="",
@@ -388,8 +401,8 @@ class RunRegistry:
     def start(self, params: RunParams, default_cwd: str, on_done: Callable[[Run], None] | None = None) -> Run:
         """Register and start a run; raises DuplicateRunError for a live runId. `on_done` is
         called with the run once it has its answer, before waiters on `run.done` go on."""
-        if self._tasks is None:
-            raise RuntimeError("the run registry is not serving")
+        if self._tasks is None or self._stopping:
+            raise ShuttingDownError("the bridge is shutting down: no run starts")
         run_id = params.run_id or f"run-{os.urandom(6).hex()}"
         if run_id in self._runs:
             raise DuplicateRunError(f"runId {run_id!r} is already live")
@@ -475,13 +488,13 @@ class RunRegistry:
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
-        self._stopping = True  # nothing is pre-spawned for a bridge on its way out
-        runs = list(self._runs.values())
-        for run in runs:
-            run.cancel.cancel(reason)
+        self._stopping = True  # nothing is pre-spawned, and no run starts, on the way out
         with anyio.CancelScope(shield=True):
-            for run in runs:
-                await run.done.wait()
+            while runs := list(self._runs.values()):
+                for run in runs:
+                    run.cancel.cancel(reason)
+                for run in runs:
+                    await run.done.wait()
             await self.pool.close()
             await self.conversations.close()
 
@@ -509,7 +522,7 @@ class RunRegistry:
             )
         finally:
             if run.session_id and run.adapter is not None:
-                self._session_agents[run.session_id] = run.adapter.name
+                self._remember_agent(run.session_id, run.adapter.name)
             self._runs.pop(run.run_id, None)
             if run.on_done is not None:
                 try:
@@ -719,7 +732,11 @@ class RunRegistry:
     def _cancelled_after_failure(run: Run, failed: AttemptOutcome) -> AttemptOutcome:
         """A failed attempt's outcome as the cancel's: its stop's receipt, or that it had exited."""
         receipt = failed.shutdown or ShutdownReceipt(
-            stage="exited", elapsed_ms=0.0, pids=[failed.pid] if failed.pid else [], survivors=[]
+            stage="exited",
+            elapsed_ms=0.0,
+            pids=[failed.pid] if failed.pid and not failed.agent_kept else [],
+            survivors=[],
+            agent_kept=failed.agent_kept,
         )
         return AttemptOutcome(
             "cancelled", failed.text, shutdown=receipt, session_id=run.session_id, pid=failed.pid

@@ -20,6 +20,7 @@ from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import bridge_config, requires_pi
 from tests.harness import (
     PIXEL_PNG,
+    RawBridge,
     answer_or_error,
     assert_stream_invariants,
     image_urls,
@@ -328,3 +329,102 @@ async def test_one_process_per_prompt_refuses_images_rather_than_drop_them(
     assert "images" in result["error"]["message"]
     terminal = messages_of(lsp_client).by_run[result["runId"]][-1]
     assert terminal["type"] == "terminal.failed"
+
+
+async def test_a_session_id_prefix_continues_the_same_conversation_on_the_same_pi(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"one-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    second, _ = await turn(real_bridge, f"two-{tag}", cwd=str(tmp_path), sessionId=sid[:8])
+    assert second["sessionId"] == sid, "a prefix names the whole session"
+    assert await live_pid(real_bridge, sid) == pid, "the prefix run went to the conversation's live pi"
+    live = (await request(real_bridge, "pi/runs", None))["live"]
+    assert [entry["sessionId"] for entry in live].count(sid) == 1
+    third, _ = await turn(real_bridge, f"three-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [seen] = requests_with(scripted_model, f"three-{tag}")
+    assert user_texts(seen["body"]) == [f"one-{tag}", f"two-{tag}", f"three-{tag}"], "no turn was lost"
+
+
+async def test_close_session_during_a_new_conversation_s_first_run_cancels_it(
+    real_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    run_id = f"first-{os.urandom(4).hex()}"
+    _, task = start_request(
+        real_bridge,
+        "pi/run",
+        {"runId": run_id, "prompt": "hi", "provider": "fake", "model": "slow", "cwd": str(tmp_path)},
+    )
+    started = await messages_of(real_bridge).wait_type(run_id, "session.started")
+    sid = started["content"]["sessionId"]
+    await messages_of(real_bridge).wait_type(run_id, "assistant")
+    closed = await request(real_bridge, "pi/closeSession", {"sessionId": sid})
+    assert closed == {"sessionId": sid, "closed": True}
+    _, error = await answer_or_error(task)
+    assert error is not None and error.data["status"] == "cancelled", "the close cancelled the run"
+    assert error.data["attempts"] == 1, "a cancelled run is not retried"
+    messages = messages_of(real_bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert messages[-1]["type"] == "terminal.cancelled"
+    live = (await request(real_bridge, "pi/runs", None))["live"]
+    assert sid not in [entry["sessionId"] for entry in live], "the closed conversation has no pi"
+
+
+async def test_a_resumed_conversation_takes_the_spare(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    await request(real_bridge, "pi/closeSession", {"sessionId": sid})
+    deadline = time.monotonic() + 30
+    spare = None
+    while spare is None:  # the next spare, primed in the folder the conversations run in
+        assert time.monotonic() < deadline, "no spare primed in the conversation's folder"
+        warm = (await request(real_bridge, "pi/runs", None))["warmPids"]
+        spare = next((pid for pid in warm if psutil.Process(pid).cwd() == str(tmp_path)), None)
+        await asyncio.sleep(0.05)
+    await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert await live_pid(real_bridge, sid) == spare, "the spare took the resumed conversation"
+    [seen] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
+
+
+async def test_one_folder_spelled_three_ways_keeps_one_live_pi(
+    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(work)
+    tag = os.urandom(4).hex()
+    first, _ = await turn(real_bridge, f"a-{tag}", cwd=str(work))
+    sid = first["sessionId"]
+    pid = await live_pid(real_bridge, sid)
+    for index, cwd in enumerate((f"{work}/", str(link))):
+        result, _ = await turn(real_bridge, f"b{index}-{tag}", cwd=cwd, sessionId=sid)
+        assert result["status"] == "completed"
+        assert await live_pid(real_bridge, sid) == pid, f"{cwd!r} respawned the conversation's pi"
+    [seen] = requests_with(scripted_model, f"b1-{tag}")
+    assert user_texts(seen["body"]) == [f"a-{tag}", f"b0-{tag}", f"b1-{tag}"]
+
+
+async def test_a_start_that_fails_never_turns_live_conversations_off(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """A provider typo makes pi exit before it answers: that run fails, and the next one still
+    gets a live conversation (no spare here, so this start is the bridge's first)."""
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPool": False})
+        params = {"prompt": "hi", "provider": "nosuch", "model": "echo", "cwd": str(tmp_path)}
+        typo = bridge.call("pi/run", params)["result"]
+        assert typo["status"] == "failed" and typo["error"]["retryable"] is False, typo
+        good = bridge.call("pi/run", {**params, "provider": "fake"})["result"]
+        assert good["status"] == "completed", good
+        live = bridge.call("pi/runs", {})["result"]["live"]
+        assert good["sessionId"] in [entry["sessionId"] for entry in live], "the next run was live"
+    finally:
+        bridge.close()

@@ -7,6 +7,7 @@ Every fake pi appends "<pid> <command>" to a file, so the tests see which pi got
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections import defaultdict
@@ -212,3 +213,97 @@ def _pi_alive(bridge: RawBridge) -> bool:
     from tests.harness import run_processes
 
     return any("fake_rpc_pi" in " ".join(proc.cmdline()) for proc in run_processes(marker=bridge.marker))
+
+
+def test_an_agent_that_never_answers_its_rpc_mode_falls_back_to_one_process_per_prompt() -> None:
+    from tests.harness import fake_pi_command
+
+    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"})
+    try:
+        bridge.initialize({"piCommand": fake_pi_command(), "warmPool": False, "env": {"FAKE_PI_RPC": "hang"}})
+        for run_id in ("first", "second"):
+            answer = bridge.call("pi/run", {"runId": run_id, "prompt": "hi", "model": "text"}, timeout=WAIT)
+            assert answer["result"]["status"] == "completed", answer
+            assert answer["result"]["text"] == "Hello from the fake pi. It streams a few deltas."
+    finally:
+        bridge.close()
+
+
+def test_a_cancel_is_never_lost_to_pi_settling_at_once(tmp_path: Path) -> None:
+    """The fake settles the moment it reads the abort: the run still ends cancelled, with a
+    receipt that was checked and keeps the live pi out of the run's processes. (The tree
+    containment's scan of /proc is what the settle used to overtake.)"""
+    bridge = RawBridge(env={"PI_BRIDGE_CONTAINMENT": "tree"})
+    try:
+        bridge.initialize({"piCommand": FAKE_RPC_PI, "warmPool": False})
+        session = None
+        for index in range(6):
+            params: dict[str, Any] = {"runId": f"r{index}", "prompt": "hi", "model": "slow"}
+            if session:
+                params["sessionId"] = session
+            msg_id = bridge.request("pi/run", params)
+            bridge.wait_message(f"r{index}", "assistant")
+            receipt = bridge.call("pi/cancel", {"runId": f"r{index}"})["result"]["shutdown"]
+            answer = bridge.response(msg_id)
+            assert answer["error"]["data"]["status"] == "cancelled", answer
+            messages = bridge.run_messages(f"r{index}")
+            assert_stream_invariants(messages)
+            assert messages[-1]["type"] == "terminal.cancelled"
+            live = bridge.call("pi/runs", {})["result"]["live"]
+            session = answer["error"]["data"]["sessionId"]
+            [pid] = [entry["pid"] for entry in live if entry["sessionId"] == session]
+            assert receipt["agentKept"] is True and receipt["stage"] == "interrupted", receipt
+            assert pid not in receipt["pids"], "the kept pi is not a process of the run"
+    finally:
+        bridge.close()
+
+
+def test_an_ambiguous_session_prefix_fails_clearly(tmp_path: Path) -> None:
+    bridge = RawBridge()
+    agent_dir = tmp_path / "agent"
+    folder = agent_dir / "sessions" / "--somewhere--"
+    folder.mkdir(parents=True)
+    for sid in ("abc11111-0000", "abc22222-0000"):
+        (folder / f"2026-01-01T00-00-00-000Z_{sid}.jsonl").write_text(
+            json.dumps({"type": "session", "id": sid}) + "\n"
+        )
+    try:
+        bridge.initialize(
+            {"piCommand": FAKE_RPC_PI, "warmPool": False, "env": {"PI_CODING_AGENT_DIR": str(agent_dir)}}
+        )
+        answer = bridge.call("pi/run", {"prompt": "hi", "model": "text", "sessionId": "abc"})["result"]
+        assert answer["status"] == "failed" and answer["error"]["kind"] == "session", answer
+        assert "abc11111-0000" in answer["error"]["message"] and "abc22222-0000" in answer["error"]["message"]
+    finally:
+        bridge.close()
+
+
+def test_a_run_asked_for_while_the_bridge_stops_is_refused_and_starts_nothing(tmp_path: Path) -> None:
+    """SIGTERM while a run's pi ignores its stop (the stop takes the grace): a pi/run read
+    meanwhile must not start a pi that nobody would stop."""
+    import signal
+
+    commands = tmp_path / "commands"
+    log = tmp_path / "bridge.log"
+    bridge = RawBridge(log_file=log)
+    try:
+        bridge.initialize(
+            {"piCommand": FAKE_RPC_PI, "warmPool": False, "env": {"FAKE_RPC_PI_COMMANDS": str(commands)}}
+        )
+        stubborn = start(bridge, "stubborn", "ignore_abort")
+        bridge.wait_message("stubborn", "assistant")
+        bridge.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + WAIT
+        while "stopping: signal SIGTERM" not in log.read_text():  # the bridge's own word that it stops
+            assert time.monotonic() < deadline, "the bridge did not begin to stop"
+            time.sleep(0.01)
+        # The stubborn pi takes the whole grace to stop: this run is read while the bridge stops.
+        late = start(bridge, "late", "text")
+        answer = bridge.response(late)
+        assert answer["error"]["code"] == -32600 and "shutting down" in answer["error"]["message"], answer
+        assert bridge.response(stubborn)["error"]["data"]["status"] == "cancelled"
+        assert bridge.wait_exit() == 0
+    finally:
+        bridge.close()
+    prompts = [pid for pid, got in commands_by_pi(commands).items() if "prompt" in got]
+    assert len(prompts) == 1, "only the stubborn run's pi got a prompt"

@@ -15,6 +15,8 @@ The fuzz, secrets and load suites use a few more scenarios:
 - `sleep`: starts an answer, then sleeps (a run to cancel);
 - `stderr-env`: prints nothing on stdout and exits 1, naming on stderr (as pi would) the variables
   of the prompt that are set, never their values.
+Asked for `--mode rpc` it refuses at once, as a pi without that mode does; with FAKE_PI_RPC=hang
+it reads stdin to its end and says nothing, as an agent that takes the flag for something else.
 """
 
 from __future__ import annotations
@@ -206,6 +208,10 @@ def bump_state() -> int:
 def main() -> int:
     argv = sys.argv[1:]
     scenario = argv[argv.index("--model") + 1] if "--model" in argv else "text"
+    if "rpc" in argv and os.environ.get("FAKE_PI_RPC") == "hang":
+        # like an agent that takes `--mode rpc` for something else: it reads stdin, says nothing
+        sys.stdin.buffer.read()
+        return 0
     if "rpc" in argv:  # like a pi without --mode rpc: refuse at once (the bridge falls back to json)
         sys.stderr.write("Error: unknown mode 'rpc'\n")
         return 1
