@@ -106,6 +106,8 @@ class LiveAgent:
     model: str | None = None
     thinking: str | None = None
     busy: bool = False
+    # Attempts it has been checked out for (the log says what an agent closed to make room served).
+    checkouts: int = 0
     last_used: float = field(default_factory=time.monotonic)
     scope: anyio.CancelScope | None = None
     stopped: ShutdownReceipt | None = None
@@ -334,7 +336,11 @@ class Conversations:
         if victim is None:
             return False
         log.info(
-            "live agent of session %s closed to make room (%d live at most)", victim.session_id, self.max_live
+            "live agent pid %d of session %s (checked out %d times) closed to make room (%d live at most)",
+            victim.pid,
+            victim.session_id,
+            victim.checkouts,
+            self.max_live,
         )
         self._drop(victim)
         self._stop_later(victim)
@@ -468,6 +474,7 @@ class Conversations:
             agent = await self._spare_or_start(command, options, env, key, session_id)
             await self._enter(agent, lease)
         agent.busy = True
+        agent.checkouts += 1
         agent.last_used = time.monotonic()
         lease.live = agent
         lease.used_rpc = True

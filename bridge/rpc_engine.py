@@ -15,6 +15,7 @@ An agent command that does not speak rpc makes the attempt run in the json engin
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import signal
@@ -94,8 +95,9 @@ class RpcAttempt:
         self._last_output = time.monotonic()
         self.agent: LiveAgent | None = None
         self.shutdown: ShutdownReceipt | None = None
-        # Set when the cancel came: pi's abort on its way.
+        # Set when the cancel came: pi's abort on its way, and the run's processes then.
         self._abort: PendingCommand | None = None
+        self._before_abort: asyncio.Future[list[int]] | None = None
         # The prompt's fate before its run streams: gone before pi read it, or refused.
         self._not_taken = False
         self._lines_seen = False
@@ -330,6 +332,9 @@ class RpcAttempt:
                 self._abort = agent.rpc.send_abort_now()
             except RpcError as exc:
                 log.info("pi's abort could not be sent: %s", exc)
+        # What the run has started, listed for the receipt once the abort is on its way: pi has
+        # yet to read and act on it, and may well have ended them before the attempt concludes.
+        self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
         self._set("cancel")
 
     async def _watch_closed(self, agent: LiveAgent) -> None:
@@ -440,7 +445,12 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
-        before = set(await contained_besides(agent.child))
+        before: set[int] = set()
+        if self._before_abort is not None:
+            try:
+                before = set(await self._before_abort)
+            except Exception:  # a failed scan loses pids for the receipt, never the cancel
+                log.exception("the run's processes could not be listed for the receipt")
         if agent.alive:
             try:
                 if self._abort is not None:

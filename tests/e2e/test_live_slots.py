@@ -49,9 +49,7 @@ def live_count(bridge: RawBridge) -> int:
     return len(bridge.call("pi/runs", {})["result"]["live"])
 
 
-def test_waiting_conversations_get_a_live_pi_in_order_and_none_is_closed_before_its_prompt(
-    tmp_path: Path,
-) -> None:
+def test_no_more_live_pis_than_the_limit_and_none_is_closed_before_its_prompt(tmp_path: Path) -> None:
     commands = tmp_path / "commands"
     bridge = RawBridge()
     try:
@@ -78,8 +76,6 @@ def test_waiting_conversations_get_a_live_pi_in_order_and_none_is_closed_before_
             answer = bridge.response(msg_id, WAIT)
             assert answer["result"]["status"] == "completed", answer
             assert_stream_invariants(bridge.run_messages(name))
-        starts = [first_index(bridge, name, "session.started") for name in waiting]
-        assert starts == sorted(starts), "the waiting conversations started in the order they came"
         assert live_count(bridge) <= 2
     finally:
         bridge.close()
@@ -87,6 +83,28 @@ def test_waiting_conversations_get_a_live_pi_in_order_and_none_is_closed_before_
     assert len(pis) == 5, f"one pi per conversation, none started twice: {dict(pis)}"
     for pid, got in pis.items():
         assert "prompt" in got, f"pi {pid} was closed before its prompt reached it: {got}"
+
+
+def test_conversations_waiting_for_the_one_live_slot_get_it_in_the_order_they_came() -> None:
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": FAKE_RPC_PI, "warmPool": False, "maxLiveSessions": 1})
+        busy = start(bridge, "busy", "slow")
+        bridge.wait_message("busy", "assistant")
+        waiting = {}
+        for name in ("c", "d", "e", "f"):
+            waiting[name] = start(bridge, name, "text")
+            bridge.wait_message(name, "run.queued")  # in line before the next one asks
+        bridge.call("pi/cancel", {"runId": "busy"})
+        bridge.response(busy)
+        for msg_id in waiting.values():
+            assert bridge.response(msg_id, WAIT)["result"]["status"] == "completed"
+        starts = [first_index(bridge, name, "session.started") for name in waiting]
+        ends = [first_index(bridge, name, "terminal.completed") for name in waiting]
+        assert starts == sorted(starts), "first come, first served"
+        assert all(end < after for end, after in zip(ends, starts[1:], strict=False)), "one at a time"
+    finally:
+        bridge.close()
 
 
 def test_every_slot_comes_back_after_cancel_steer_death_and_error(tmp_path: Path) -> None:

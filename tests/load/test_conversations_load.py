@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from pathlib import Path
@@ -31,9 +32,11 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
     pi_agent_dir: Path, tmp_path: Path
 ) -> None:
     rng = random.Random(20261201)
-    bridge = RawBridge()
+    log_file = tmp_path / "bridge.log"
+    bridge = RawBridge(log_file=log_file)
     failures: list[str] = []
     outcomes: dict[str, int] = {"completed": 0, "cancelled": 0, "failed": 0, "steered": 0}
+    most_live = 0
     lock = threading.Lock()
     started = time.monotonic()
     try:
@@ -42,6 +45,7 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
         )
 
         def conversation(index: int, seed: int) -> None:
+            nonlocal most_live
             local = random.Random(seed)
             session_id: str | None = None
             for number in range(5):
@@ -83,8 +87,10 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
                 else:
                     status = answer["result"]["status"]
                     data = answer["result"]
+                live = len(bridge.call("pi/runs", {})["result"]["live"])
                 with lock:
                     outcomes[status] += 1
+                    most_live = max(most_live, live)
                 session_id = data.get("sessionId") or session_id
 
         threads = [
@@ -98,10 +104,15 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
         assert not any(thread.is_alive() for thread in threads), "a conversation did not finish"
         assert not failures, failures
         assert sum(outcomes[k] for k in ("completed", "cancelled", "failed")) == 100
+        assert most_live <= 8, f"{most_live} live pis under maxLiveSessions 8"
+        closed = re.findall(r"checked out (\d+) times\) closed to make room", log_file.read_text())
+        assert "0" not in closed, "a pi was closed to make room before its prompt reached it"
         report(
             "20 conversations x 5 turns (real pi, rpc engine)",
             wall_s=round(time.monotonic() - started, 1),
             **outcomes,
+            most_live=most_live,
+            closed_to_make_room=len(closed),
             bridge=proc_stats(bridge.pid),
         )
     finally:
