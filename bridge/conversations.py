@@ -406,6 +406,8 @@ class Conversations:
             self._drop(previous)
             self._stop_later(previous)
         self._live[agent.session_id] = agent
+        if not agent.history:  # a new session: pi writes it only with its first prompt
+            self._opened_add(agent.session_id)
         if lease.holds_slot:
             lease.holds_slot = False
             self._reserved -= 1
@@ -784,8 +786,6 @@ class Conversations:
             self._starting.discard(agent)
         self.supported = True
         agent.take_state(state, session_id)
-        if agent.session_id and not stored:
-            self._opened_add(agent.session_id)
         log.info("live agent pid %d up for session %s", child.pid, agent.session_id)
         return agent
 

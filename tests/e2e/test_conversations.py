@@ -338,7 +338,8 @@ async def test_a_session_id_prefix_continues_the_same_conversation_on_the_same_p
     first, _ = await turn(real_bridge, f"one-{tag}", cwd=str(tmp_path))
     sid = first["sessionId"]
     pid = await live_pid(real_bridge, sid)
-    second, _ = await turn(real_bridge, f"two-{tag}", cwd=str(tmp_path), sessionId=sid[:8])
+    # (the leading characters of pi's ids are a timestamp: sessions made together share them)
+    second, _ = await turn(real_bridge, f"two-{tag}", cwd=str(tmp_path), sessionId=sid[:-4])
     assert second["sessionId"] == sid, "a prefix names the whole session"
     assert await live_pid(real_bridge, sid) == pid, "the prefix run went to the conversation's live pi"
     live = (await request(real_bridge, "pi/runs", None))["live"]
