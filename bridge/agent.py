@@ -119,6 +119,22 @@ class WarmLaunch:
     delay: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class SessionCheckpoint:
+    """A stored session as it stood before a run's first attempt, for a retry to go back to.
+
+    A failed attempt leaves its prompt (and the model's error) in the session it resumed, so the
+    next attempt would show the model the prompt twice. `path` is the session's file then and
+    `size` its length: the agents append, so those bytes are the whole conversation before the
+    run. `path` None: the session was not stored yet (the run starts it, as `session_id` when the
+    run names it, else under the id its first attempt announces).
+    """
+
+    session_id: str | None
+    path: str | None = None
+    size: int = 0
+
+
 class EventMapper(Protocol):
     """Pure translation of an agent's stdout lines into contract messages.
 
@@ -205,6 +221,23 @@ class AgentAdapter(Protocol):
         """The full id of the stored session `session_id` names (the agent decides which forms
         it takes: an id, a unique prefix, a path); None when none matches. Raises ValueError
         when it names several. Blocking I/O."""
+        ...
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """Where the session the run continues stands before its first attempt (None: which file
+        the agent will open cannot be told, so no retry cuts one back); blocking I/O."""
+        ...
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """After a failed attempt (`announced`: the session it named), cut the session back to
+        `checkpoint`; the options of the next attempt, which then shows the model the conversation
+        as it was before the run and the prompt once. Blocking I/O."""
         ...
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:

@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from bridge import agents
-from bridge.agent import AgentAdapter, Out, RunOptions
+from bridge.agent import AgentAdapter, Out, RunOptions, SessionCheckpoint
 from bridge.cancel import CancelToken
 from bridge.contract import (
     AgentInfo,
@@ -622,13 +622,14 @@ class RunRegistry:
             run.emit(mapper.finish_failed(busy))
             run.answer = RunResult(run_id=run.run_id, status="failed", text="", attempts=1, error=busy)
             return
-        self.pool.session_in_use(run.options.session_id)
+        session = run.options.session_id  # a retry may name the session its first attempt started
+        self.pool.session_in_use(session)
         if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
-            self.pool.forget_session(run.options.session_id)
+            self.pool.forget_session(session)
         try:
             outcome = await self._attempts(run, policy, lease)
         finally:
-            self.pool.session_released(run.options.session_id)
+            self.pool.session_released(session)
             if got_slot:
                 self._slots.release()
         run.answer = self._answer(run, outcome)
@@ -688,10 +689,11 @@ class RunRegistry:
             deadline_ms=run.params.deadline_ms,
             silence_seconds=self.config.silence_seconds,
         )
+        checkpoint = await self._checkpoint(run, policy, lease)
         while True:
             run.set_state("starting")
-            if run.attempt > 1:  # the first attempt may have stored the session it was to start
-                run.options = self.stored.options_for(self._adapter(run), run.options, self.config.env)
+            if run.attempt > 1:
+                await self._rewind(run, checkpoint)
             attempt = self._new_attempt(run, limits, lease)
             run.set_state("running")
             outcome = await attempt.run()
@@ -727,6 +729,29 @@ class RunRegistry:
                 mapper = self._adapter(run).new_mapper(run.options)
                 run.emit(mapper.finish_cancelled(receipt))
                 return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
+
+    async def _checkpoint(
+        self, run: Run, policy: RetryPolicy, lease: Lease | None
+    ) -> SessionCheckpoint | None:
+        """Where the run's stored session stands before its first attempt, when a retry may have
+        to go back there: each json-engine attempt leaves its prompt in the session (the rpc
+        engine cuts its own back, Lease.trim)."""
+        if policy.max_attempts < 2 or (lease is not None and self.conversations.supported is not False):
+            return None
+        adapter = self._adapter(run)
+        return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)
+
+    async def _rewind(self, run: Run, checkpoint: SessionCheckpoint | None) -> None:
+        """Before a retried attempt: the session as it was before the run, so the model sees the
+        earlier turns and the prompt once."""
+        adapter = self._adapter(run)
+        if checkpoint is None:  # the first attempt may have stored the session it was to start
+            run.options = self.stored.options_for(adapter, run.options, self.config.env)
+            return
+        run.options = await anyio.to_thread.run_sync(
+            adapter.rewind_session, checkpoint, run.session_id, run.options, self.config.env
+        )
+        log.info("run %s: session %s cut back before attempt %d", run.run_id, run.session_id, run.attempt)
 
     @staticmethod
     def _cancelled_after_failure(run: Run, failed: AttemptOutcome) -> AttemptOutcome:

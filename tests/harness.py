@@ -672,3 +672,16 @@ def image_urls(body: dict[str, Any]) -> list[str]:
                 p["image_url"]["url"] for p in content if isinstance(p, dict) and p.get("type") == "image_url"
             ]
     return urls
+
+
+def times_seen(body: dict[str, Any], tag: str, *words: str) -> list[int]:
+    """How many times one model request's user messages hold each `word-tag` (an agent may join
+    several user messages in one)."""
+    texts: list[str] = []
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            parts = content if isinstance(content, list) else [{"text": content}]
+            texts += [str(part.get("text") or "") for part in parts if isinstance(part, dict)]
+    seen = "\n".join(texts)
+    return [seen.count(f"{word}-{tag}") for word in words]

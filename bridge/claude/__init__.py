@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
-from bridge.agent import LaunchSpec, RunOptions, WarmLaunch
+from bridge.agent import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.claude import sessions
 from bridge.claude.command import DEFAULT_PERMISSION_MODE, PERMISSION_MODES, PermissionMode, launch_spec
 from bridge.claude.file_changes import ClaudeFileChangeWatch
@@ -74,6 +74,20 @@ class ClaudeAgent:
     def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
         """Claude Code names a session by its whole id only: that id, if it is stored."""
         return session_id if sessions.find_session_file(session_id, env) is not None else None
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """The file of the session the run continues and its size, before the first attempt."""
+        return sessions.checkpoint(options, env)
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """Cut the session back to the checkpoint; a session the run started is started again."""
+        return sessions.rewind(checkpoint, announced, options, env)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Claude Code that could not be started."""

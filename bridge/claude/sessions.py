@@ -13,6 +13,7 @@ left out of the listing, texts are clipped and only the last `MAX_TURNS` turns a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ from typing import Any, Final
 import orjson
 from pydantic import ValidationError
 
+from bridge.agent import RunOptions, SessionCheckpoint
 from bridge.claude.mapper import text_of
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
@@ -71,6 +73,67 @@ def session_exists(session_id: str | None, continue_session: bool, cwd: str, env
         folder = config_dir(env) / "projects" / project_folder(cwd)
         return folder.is_dir() and any(folder.glob("*.jsonl"))
     return False
+
+
+def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+    """Where the session a run continues stands now: its file and size (`--continue`: the
+    newest file of the cwd's folder). An id Claude Code could not name a file by: None."""
+    session_id = options.session_id
+    if session_id:
+        if not _SESSION_ID.match(session_id):
+            return None
+        path = find_session_file(session_id, env)
+        return _checkpoint_of(path) if path is not None else SessionCheckpoint(session_id)
+    if options.continue_session:
+        folder = config_dir(env) / "projects" / project_folder(options.cwd)
+        files = []
+        for path in folder.glob("*.jsonl") if folder.is_dir() else []:
+            try:
+                files.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+        return _checkpoint_of(max(files)[1]) if files else SessionCheckpoint(None)
+    return SessionCheckpoint(None)
+
+
+def _checkpoint_of(path: Path) -> SessionCheckpoint | None:
+    try:
+        return SessionCheckpoint(path.stem, str(path), path.stat().st_size)
+    except OSError:
+        return None
+
+
+def rewind(
+    checkpoint: SessionCheckpoint, announced: str | None, options: RunOptions, env: Mapping[str, str]
+) -> RunOptions:
+    """Cut a session back to `checkpoint` after a failed attempt; the next attempt's options.
+
+    Measured (2.1.197): a failed turn appends its queue operations, the prompt, an assistant
+    "API Error" entry (`isApiErrorMessage`) and bookkeeping lines. `--resume` drops the error
+    entry but keeps the prompt, and joins it to the next prompt in one user message: each failed
+    attempt adds its prompt once more. Cut back to its size before the run, the file resumes as
+    the earlier turns alone. A session the run started is removed, and the next attempt starts
+    it again under its id (`--session-id`, which refuses an id whose file exists).
+    """
+    if checkpoint.path is not None:
+        try:
+            with open(checkpoint.path, "r+b") as handle:
+                if checkpoint.size < os.fstat(handle.fileno()).st_size:
+                    handle.truncate(checkpoint.size)
+        except OSError as exc:
+            log.info("Claude Code session %s not cut back: %s", checkpoint.session_id, exc)
+        return options
+    started = find_session_file(announced, env) if announced else None
+    if started is None:
+        return options
+    try:
+        started.unlink()
+    except OSError as exc:
+        log.info("Claude Code session %s not removed: %s", announced, exc)
+        return options
+    return dataclasses.replace(
+        options, session_id=announced, continue_session=False, resumed=False, new_session=True
+    )
 
 
 def _entries(path: Path) -> Iterator[dict[str, Any]]:

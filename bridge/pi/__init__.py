@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agent import LaunchSpec, RunOptions, WarmLaunch
+from bridge.agent import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 from bridge.pi import session_files
 from bridge.pi.command import launch_spec
 from bridge.pi.file_changes import PiFileChangeWatch
 from bridge.pi.mapper import PiEventMapper
+from bridge.pi.rpc import trim_session_file
 from bridge.pi.sessions import AGENT_DIR_ENV, resolve_session_id, session_exists
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
@@ -48,6 +49,31 @@ class PiAgent:
     def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
         """The full id of the pi session named by an id, a unique prefix of one, or its file."""
         return resolve_session_id(session_id, env)
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """The file of the session the run continues and its size, before the first attempt."""
+        return session_files.checkpoint(options, env)
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """Cut the session file back to the checkpoint (pi appends, so no earlier turn is touched).
+
+        A session the run started keeps its header line only, and the next attempt resumes it:
+        `--session` of an id pi has no file for fails ("No session found matching").
+        """
+        if checkpoint.path is not None:
+            trim_session_file(checkpoint.path, checkpoint.size)
+            return options
+        started = session_files.find_session_file(announced, env) if announced else None
+        if started is None:
+            return options  # nothing stored: the next attempt starts a session of its own
+        trim_session_file(str(started), None)
+        return dataclasses.replace(options, session_id=announced, continue_session=False, resumed=False)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a pi that could not be started."""

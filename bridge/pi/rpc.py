@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -154,17 +153,15 @@ def trim_session_file(path: str, size: int | None) -> None:
     pi appends entries, so the bytes before `size` are exactly the conversation before the
     prompt; a file pi had not written yet keeps only its header line (the session itself).
     """
-    file = Path(path)
     try:
-        data = file.read_bytes()
+        with open(path, "r+b") as handle:
+            if size is None:
+                header = handle.readline()
+                size = len(header) if header.endswith(b"\n") else 0
+            if size < os.fstat(handle.fileno()).st_size:
+                handle.truncate(size)
     except OSError:
         return
-    if size is None:
-        header_end = data.find(b"\n")
-        size = header_end + 1 if header_end >= 0 else 0
-    if size < len(data):
-        with open(file, "r+b") as handle:
-            handle.truncate(size)
 
 
 class PendingCommand:

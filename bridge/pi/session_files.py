@@ -28,6 +28,7 @@ from typing import IO, Any, Final
 import orjson
 from pydantic import ValidationError
 
+from bridge.agent import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 from bridge.pi.sessions import cwd_folder, sessions_root
 
@@ -256,6 +257,49 @@ def list_sessions(cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionS
             if len(sessions) >= limit:
                 break
     return sessions
+
+
+# ------------------------------------------------------------------------------------ retry
+
+
+def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+    """Where the session a run continues stands now: the file pi will open and its size.
+
+    pi opens `--session` as a path when it looks like one (relative to its cwd), else the session
+    whose id is or starts with it, looked for among the cwd's sessions first, and `--continue` the
+    newest of the cwd (by file name, as `latest_session_id`). A prefix that several files share
+    is pi's to resolve: None then.
+    """
+    root, flat = sessions_root({**os.environ, **env})
+    session_id = options.session_id
+    if session_id and ("/" in session_id or "\\" in session_id or session_id.endswith(".jsonl")):
+        path = Path(options.cwd, session_id)
+        return _checkpoint_of(path) if path.is_file() else None
+    if session_id:
+        pattern = f"*_{glob.escape(session_id)}*.jsonl"
+        local = [] if flat else sorted((root / cwd_folder(options.cwd)).glob(pattern))
+        matches = local or sorted(root.glob(pattern if flat else f"*/{pattern}"))
+        exact = [path for path in matches if path.stem.split("_", 1)[-1] == session_id]
+        found = exact or matches
+        if len(found) > 1:
+            return None
+        return _checkpoint_of(found[0]) if found else SessionCheckpoint(session_id)
+    if options.continue_session:
+        folder = root if flat else root / cwd_folder(options.cwd)
+        newest = sorted(folder.glob("*_*.jsonl"))[-1:] if folder.is_dir() else []
+        return _checkpoint_of(newest[0]) if newest else SessionCheckpoint(None)
+    return SessionCheckpoint(None)
+
+
+def _checkpoint_of(path: Path) -> SessionCheckpoint | None:
+    """A session file's id (from its header) and size; None if it is not a readable pi session."""
+    try:
+        with path.open("rb") as stream:
+            header = _read_header(stream)
+            size = os.fstat(stream.fileno()).st_size
+    except OSError:
+        return None
+    return SessionCheckpoint(header["id"], str(path), size) if header is not None else None
 
 
 # ------------------------------------------------------------------------------------ history

@@ -43,6 +43,7 @@ from tests.harness import (
     requires_claude,
     requires_pi,
     run_processes_alive,
+    times_seen,
     wait_for_run_process,
 )
 
@@ -267,6 +268,56 @@ async def test_a_follow_up_in_the_same_conversation_sees_the_first_turn(
     body = requests_of(scripted_model, "echo")[-1]["body"]
     seen = str(body["messages"])
     assert marker in seen and "and now?" in seen, "the model saw both turns"
+
+
+def bodies_of(model: ScriptedModelServer, scenario: str) -> list[dict[str, Any]]:
+    return [r["body"] for r in requests_of(model, scenario)]
+
+
+RETRY_THREE = {"maxAttempts": 3, "initialDelayMs": 0}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("scenario", ["err500", "flaky"])
+async def test_a_retried_prompt_of_a_conversation_is_seen_once_with_the_earlier_turn(
+    bridge: LanguageClient, agent: str, scenario: str, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, agent, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    scripted_model.reset()  # re-arms flaky: two failures, then an answer
+    result, _ = await run(
+        bridge, agent, scenario, prompt=f"retried-{tag}", cwd=str(tmp_path), sessionId=sid, retry=RETRY_THREE
+    )
+    assert (result["status"], result["attempts"]) == ("failed" if scenario == "err500" else "completed", 3)
+    assert result["sessionId"] == sid
+    seen = [times_seen(body, tag, "before", "retried") for body in bodies_of(scripted_model, scenario)]
+    assert seen == [[1, 1]] * 3, "one request per attempt: the earlier turn and the prompt, once each"
+    after, _ = await run(bridge, agent, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed"
+    [body] = bodies_of(scripted_model, "echo")
+    assert times_seen(body, tag, "before", "retried", "after") == [1, 1, 1]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_a_retried_first_prompt_stays_in_one_session_and_is_seen_once(
+    bridge: LanguageClient, agent: str, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    scripted_model.reset()
+    result, messages = await run(
+        bridge, agent, "flaky", prompt=f"first-{tag}", cwd=str(tmp_path), retry=RETRY_THREE
+    )
+    assert (result["status"], result["attempts"]) == ("completed", 3)
+    sid = result["sessionId"]
+    announced = {m["content"]["sessionId"] for m in messages if m["type"].startswith("session.")}
+    assert announced == {sid}, "every attempt in the session of the first"
+    assert [times_seen(body, tag, "first") for body in bodies_of(scripted_model, "flaky")] == [[1]] * 3
+    listed = await request(bridge, "pi/sessions", {"cwd": str(tmp_path)})
+    assert [s["sessionId"] for s in listed["sessions"]] == [sid], "no session left of a failed attempt"
+    await run(bridge, agent, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [body] = bodies_of(scripted_model, "echo")
+    assert times_seen(body, tag, "first", "after") == [1, 1]
 
 
 @requires_claude

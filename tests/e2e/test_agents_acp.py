@@ -27,6 +27,7 @@ from tests.harness import (
     assert_no_run_processes,
     requires_claude,
     run_processes,
+    times_seen,
     wait_for_run_process,
 )
 
@@ -136,7 +137,7 @@ async def test_acp_claude_second_prompt_resumes_the_session_and_the_model_sees_t
         assert marker in seen and "and now?" in seen, "the model saw both prompts"
 
 
-async def test_acp_claude_retry_is_visible_and_resumes_the_session_its_first_attempt_stored(
+async def test_acp_claude_retry_is_visible_and_stays_in_the_session_its_first_attempt_named(
     pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
 ) -> None:
     scripted_model.reset()
@@ -148,4 +149,25 @@ async def test_acp_claude_retry_is_visible_and_resumes_the_session_its_first_att
         assert retry_notes(recorder.of(session_id)) == [2, 3], "each retry is announced"
         assert len(_requests_of(scripted_model, "flaky")) == 3, "each attempt reached the model once"
         listed = await asyncio.wait_for(conn.list_sessions(cwd=str(_workdir(tmp_path))), WAIT)
-        assert [s.session_id for s in listed.sessions] == [session_id], "one session, resumed by the retries"
+        assert [s.session_id for s in listed.sessions] == [session_id], "one session, kept by the retries"
+
+
+async def test_acp_claude_a_retried_prompt_is_seen_once_with_the_turns_before_it(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    scripted_model.reset()  # flaky: two failures, then an answer
+    bridge = _claude_acp(pi_agent_dir, scripted_model, tmp_path, "flaky", "--retry-attempts", "3")
+    async with bridge as (conn, _, _):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        first = await prompt(conn, session_id, f"first-{tag}")
+        assert (first.stop_reason, first.field_meta["piBridge"]["attempts"]) == ("end_turn", 3)
+        seen = [times_seen(r["body"], tag, "first") for r in _requests_of(scripted_model, "flaky")]
+        assert seen == [[1]] * 3, "the session's first prompt, once in each attempt"
+        scripted_model.reset()
+        second = await prompt(conn, session_id, f"second-{tag}")
+        assert (second.stop_reason, second.field_meta["piBridge"]["attempts"]) == ("end_turn", 3)
+        seen = [times_seen(r["body"], tag, "first", "second") for r in _requests_of(scripted_model, "flaky")]
+        assert seen == [[1, 1]] * 3, "the earlier turn and the prompt, once in each attempt"
+        listed = await asyncio.wait_for(conn.list_sessions(cwd=str(_workdir(tmp_path))), WAIT)
+        assert [s.session_id for s in listed.sessions] == [session_id]

@@ -429,3 +429,52 @@ async def test_a_start_that_fails_never_turns_live_conversations_off(
         assert good["sessionId"] in [entry["sessionId"] for entry in live], "the next run was live"
     finally:
         bridge.close()
+
+
+RETRY_THREE = {"maxAttempts": 3, "initialDelayMs": 0}
+
+
+@pytest.mark.parametrize("scenario", ["err500", "flaky"])
+async def test_one_process_per_prompt_retry_shows_the_model_the_conversation_and_the_prompt_once(
+    json_engine_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, scenario: str
+) -> None:
+    client, tag = json_engine_bridge, os.urandom(4).hex()
+    first, _ = await turn(client, f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    scripted_model.reset()  # re-arms flaky: two failures, then an answer
+    result, messages = await turn(
+        client, f"retried-{tag}", model=scenario, cwd=str(tmp_path), sessionId=sid, retry=RETRY_THREE
+    )
+    assert (result["status"], result["attempts"]) == ("failed" if scenario == "err500" else "completed", 3)
+    assert result["sessionId"] == sid
+    assert {m["content"]["sessionId"] for m in messages if m["type"].startswith("session.")} == {sid}
+    seen = requests_with(scripted_model, f"retried-{tag}")
+    assert len(seen) == 3, "one model request per attempt"
+    for body in (r["body"] for r in seen):
+        assert user_texts(body) == [f"before-{tag}", f"retried-{tag}"], "the earlier turn, the prompt: once"
+    await turn(client, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [after] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(after["body"]) == [f"before-{tag}", f"retried-{tag}", f"after-{tag}"]
+
+
+@pytest.mark.parametrize("how", ["new", "continueSession"])
+async def test_one_process_per_prompt_retry_of_a_first_prompt_stays_in_one_session_that_shows_it_once(
+    json_engine_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, how: str
+) -> None:
+    client, tag = json_engine_bridge, os.urandom(4).hex()
+    extra = {"continueSession": True} if how == "continueSession" else {}
+    scripted_model.reset()
+    result, messages = await turn(
+        client, f"first-{tag}", model="flaky", cwd=str(tmp_path), retry=RETRY_THREE, **extra
+    )
+    assert (result["status"], result["attempts"]) == ("completed", 3)
+    sid = result["sessionId"]
+    announced = [m for m in messages if m["type"].startswith("session.")]
+    assert [(m["type"], m["content"]["sessionId"]) for m in announced] == [("session.started", sid)] * 3
+    seen = requests_with(scripted_model, f"first-{tag}")
+    assert [user_texts(r["body"]) for r in seen] == [[f"first-{tag}"]] * 3
+    listed = await request(client, "pi/sessions", {"cwd": str(tmp_path)})
+    assert [s["sessionId"] for s in listed["sessions"]] == [sid], "no session left of a failed attempt"
+    await turn(client, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    [after] = requests_with(scripted_model, f"after-{tag}")
+    assert user_texts(after["body"]) == [f"first-{tag}", f"after-{tag}"]

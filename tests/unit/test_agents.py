@@ -105,3 +105,32 @@ def test_starting_a_session_that_exists_already_is_a_session_error_not_retried()
 
     stderr = "Error: Session ID 9d308467-a902-4e03-90e8-7485da355b06 is already in use.\n"
     assert classify_exit(1, stderr) == ("session", False)
+
+
+def test_a_claude_retry_cuts_the_session_back_or_starts_the_one_the_run_started_again(tmp_path: Path) -> None:
+    from bridge.claude import ClaudeAgent
+    from bridge.claude.sessions import project_folder
+
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
+    folder = tmp_path / "projects" / project_folder("/work")
+    folder.mkdir(parents=True)
+    resumed = folder / "9d308467-a902-4e03-90e8-7485da355b06.jsonl"
+    resumed.write_bytes(b'{"type":"user","message":{"role":"user","content":"earlier"}}\n')
+    before = resumed.read_bytes()
+    claude = ClaudeAgent()
+    options = RunOptions(prompt="p", cwd="/work", session_id=resumed.stem, resumed=True)
+    checkpoint = claude.checkpoint_session(options, env)
+    assert checkpoint is not None and (checkpoint.path, checkpoint.size) == (str(resumed), len(before))
+    with resumed.open("ab") as stream:
+        stream.write(b'{"type":"user","message":{"role":"user","content":"the failed prompt"}}\n')
+    assert claude.rewind_session(checkpoint, resumed.stem, options, env) == options
+    assert resumed.read_bytes() == before
+
+    new = RunOptions(prompt="p", cwd="/work")
+    started = folder / "0c1e2b57-5a2c-4c2b-9a57-0e3f6f0b1c2d.jsonl"
+    checkpoint = claude.checkpoint_session(new, env)
+    started.write_bytes(b'{"type":"user","message":{"role":"user","content":"the failed prompt"}}\n')
+    retry = claude.rewind_session(checkpoint, started.stem, new, env)
+    assert not started.exists() and resumed.read_bytes() == before
+    assert (retry.session_id, retry.new_session, retry.resumed) == (started.stem, True, False)
+    assert claude.checkpoint_session(RunOptions(prompt="p", cwd="/work", session_id="../x"), env) is None

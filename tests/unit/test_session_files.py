@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from bridge.agent import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory
-from bridge.pi import session_files
+from bridge.pi import PiAgent, session_files
 from bridge.pi.session_files import NO_RESULT, list_sessions, read_session
 from bridge.pi.sessions import cwd_folder
 
@@ -338,3 +339,51 @@ def test_random_bytes_after_a_header_never_fail(agent_dir: Path) -> None:
         writer.raw('\n{"type":"message","id":"x","parentId":null,"message":{"role":"user","content":5}}\n')
         assert read_session("random", env_of(agent_dir)).found is True
         assert len(list_sessions(CWD, 50, env_of(agent_dir))) == 1
+
+
+# ------------------------------------------------------------------------------------ retry
+
+
+def test_a_retry_cuts_a_resumed_session_back_to_its_size_before_the_run(agent_dir: Path) -> None:
+    writer = SessionWriter(agent_dir, "01a2-resumed")
+    writer.one_turn("earlier", "answer")
+    before = writer.path.read_bytes()
+    options = RunOptions(prompt="p", cwd=CWD, session_id="01a2-resumed", resumed=True)
+    checkpoint = PiAgent().checkpoint_session(options, env_of(agent_dir))
+    assert checkpoint == SessionCheckpoint("01a2-resumed", str(writer.path), len(before))
+    writer.user("the failed prompt")
+    assert PiAgent().rewind_session(checkpoint, "01a2-resumed", options, env_of(agent_dir)) == options
+    assert writer.path.read_bytes() == before, "the earlier turns, byte for byte"
+    assert PiAgent().rewind_session(checkpoint, "01a2-resumed", options, env_of(agent_dir)) == options
+    assert writer.path.read_bytes() == before, "a file already cut back is left alone"
+
+
+def test_a_session_the_run_started_keeps_its_header_and_is_resumed_by_the_retry(agent_dir: Path) -> None:
+    options = RunOptions(prompt="p", cwd=CWD, continue_session=True)
+    checkpoint = PiAgent().checkpoint_session(options, env_of(agent_dir))
+    assert checkpoint == SessionCheckpoint(None)
+    writer = SessionWriter(agent_dir, "01a2-started")
+    header = writer.path.read_bytes()
+    writer.user("the failed prompt")
+    retry = PiAgent().rewind_session(checkpoint, "01a2-started", options, env_of(agent_dir))
+    assert writer.path.read_bytes() == header
+    assert (retry.session_id, retry.continue_session, retry.resumed) == ("01a2-started", False, False)
+
+
+def test_a_retry_checkpoints_only_the_file_pi_will_open(agent_dir: Path, tmp_path: Path) -> None:
+    env = env_of(agent_dir)
+    SessionWriter(agent_dir, "01a2-aaaa")
+    SessionWriter(agent_dir, "01a2-aaab", stamp="2026-01-02T10-00-00-000Z")
+    shared_prefix = PiAgent().checkpoint_session(RunOptions(prompt="p", cwd=CWD, session_id="01a2-aa"), env)
+    assert shared_prefix is None, "which of two matches pi opens is pi's to say"
+    unique = PiAgent().checkpoint_session(RunOptions(prompt="p", cwd=CWD, session_id="01a2-aaab"), env)
+    assert unique is not None and unique.session_id == "01a2-aaab"
+    newest = PiAgent().checkpoint_session(RunOptions(prompt="p", cwd=CWD, continue_session=True), env)
+    assert newest is not None and newest.session_id == "01a2-aaab"
+    (tmp_path / "not-a-session.jsonl").write_text("garbage\n")
+    foreign = RunOptions(prompt="p", cwd=str(tmp_path), session_id="not-a-session.jsonl")
+    assert PiAgent().checkpoint_session(foreign, env) is None
+    missing = PiAgent().checkpoint_session(RunOptions(prompt="p", cwd=CWD, session_id="01a2-none"), env)
+    assert missing == SessionCheckpoint("01a2-none")
+    options = RunOptions(prompt="p", cwd=CWD)
+    assert PiAgent().rewind_session(SessionCheckpoint(None), None, options, env) == options
