@@ -191,6 +191,9 @@ class PiRpc:
         self.stderr = TailBuffer()
         self.closed = anyio.Event()
         self.listener: Lines | None = None
+        # Awaited, like the client's backpressure, before each read while a listener is set:
+        # what the listener holds back (messages waiting for a diff's read) bounds what is read.
+        self.backlog: Callable[[], Awaitable[None]] | None = None
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
         self._wait_writable = wait_writable
@@ -356,8 +359,8 @@ class PiRpc:
             return
         framer = self.framer
         while True:
-            if self._wait_writable is not None and self.listener is not None:
-                await self._wait_writable()
+            if self.listener is not None:
+                await self._hold_back()
             try:
                 chunk = await stream.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -366,6 +369,14 @@ class PiRpc:
         last = framer.finish()
         if last:
             self._dispatch([last])
+
+    async def _hold_back(self) -> None:
+        """Wait while the client is behind or the listener holds messages back."""
+        if self._wait_writable is not None:
+            await self._wait_writable()
+        backlog = self.backlog
+        if backlog is not None:
+            await backlog()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         events: list[bytes] = []
