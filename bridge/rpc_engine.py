@@ -9,7 +9,8 @@ lines) and exactly one terminal message, however it ends:
   (`agentKept` says whether the agent serves the next prompt);
 - the agent dies or closes its output: terminal.failed kind `process`, retryable, stderr tail;
   the next run resumes the conversation from its file;
-- deadline or silence: the tree is killed, as in the json engine;
+- deadline or silence: the tree is killed, as in the json engine; time the bridge spends not
+  reading pi (the client is behind, or a diff's read holds messages back) is not pi's silence;
 - a bug in the bridge's handling of the run's output (mapping, diffing): terminal.failed kind
   `internal`, after the run is stopped as a cancel stops it (pi kept if it settles); the fault
   never reaches pi's reader, so the other conversations go on.
@@ -199,7 +200,7 @@ class RpcAttempt:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._watch_cancel, agent)
                 tasks.start_soon(self._watch_closed, agent)
-                tasks.start_soon(self._watchdog)
+                tasks.start_soon(self._watchdog, agent)
                 await self._stop.wait()
                 tasks.cancel_scope.cancel()
         finally:
@@ -323,11 +324,12 @@ class RpcAttempt:
             tasks.cancel_scope.cancel()
         self._set("closed")
 
-    async def _watchdog(self) -> None:
+    async def _watchdog(self, agent: LiveAgent) -> None:
         deadline = self.limits.deadline
         silence = self.limits.silence_seconds
         if deadline is None and silence is None:
             return
+        rpc = agent.rpc
         while True:
             now = time.monotonic()
             waits: list[float] = []
@@ -336,8 +338,10 @@ class RpcAttempt:
                     self._set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None:
-                quiet_until = self._last_output + silence
+            if silence is not None and rpc.holding_back:
+                waits.append(silence)  # the bridge is not reading pi: its quiet is not pi's
+            elif silence is not None:
+                quiet_until = max(self._last_output, rpc.reading_since) + silence
                 if now >= quiet_until:
                     self._set("silence")
                     return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -194,6 +195,10 @@ class PiRpc:
         # Awaited, like the client's backpressure, before each read while a listener is set:
         # what the listener holds back (messages waiting for a diff's read) bounds what is read.
         self.backlog: Callable[[], Awaitable[None]] | None = None
+        # While the bridge does not read pi (the client is behind, or the listener holds back),
+        # pi blocks on its pipe: that quiet is the bridge's, not pi's silence.
+        self.holding_back = False
+        self.reading_since = 0.0
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
         self._wait_writable = wait_writable
@@ -372,11 +377,16 @@ class PiRpc:
 
     async def _hold_back(self) -> None:
         """Wait while the client is behind or the listener holds messages back."""
-        if self._wait_writable is not None:
-            await self._wait_writable()
-        backlog = self.backlog
-        if backlog is not None:
-            await backlog()
+        self.holding_back = True
+        try:
+            if self._wait_writable is not None:
+                await self._wait_writable()
+            backlog = self.backlog
+            if backlog is not None:
+                await backlog()
+        finally:
+            self.holding_back = False
+            self.reading_since = time.monotonic()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         events: list[bytes] = []
