@@ -256,7 +256,8 @@ class ToolUpdateContent(WireModel):
 class FileDiff(WireModel):
     """A file a tool changed: its text before (None: the file is new) and after the tool ran.
 
-    Files over 1 MiB carry only `path` and `line`.
+    Files over 1 MiB carry only `path` and `line`, as does anything not read (not a regular
+    file, unreadable, or not read in time).
     """
 
     path: str

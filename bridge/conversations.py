@@ -818,10 +818,18 @@ class Conversations:
 
     async def _watch(self, agent: LiveAgent) -> None:
         """Read the agent's output; when it closes while idle, forget and stop it (a crash between
-        runs is noticed here; the conversation's next run resumes it from its file)."""
+        runs is noticed here; the conversation's next run resumes it from its file). A bug in
+        reading one agent stops that agent only: its run sees it close, the other conversations
+        and the registry go on."""
         with anyio.CancelScope() as scope:
             agent.scope = scope
-            await agent.rpc.serve()
+            try:
+                await agent.rpc.serve()
+            except Exception:
+                log.exception("the reader of live agent pid %d failed; the agent is stopped", agent.pid)
+                self._forget(agent)
+                await self.stop(agent)
+                return
             if not agent.busy:
                 log.warning("live agent pid %d of session %s closed its output", agent.pid, agent.session_id)
                 self._forget(agent)

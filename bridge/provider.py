@@ -3,7 +3,8 @@
 The provider never retries; retry belongs to the orchestration layer above it (runs.py), whose
 options reach this module without any retry field. Every way an attempt can end produces exactly
 one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
-without a terminal event, cancel, deadline, silence, stdout closed while the process lives on).
+without a terminal event, cancel, deadline, silence, stdout closed while the process lives on, a
+bug in the bridge's handling of the agent's output: kind `internal`, the process tree stopped).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ DRAIN_AFTER_EXIT_SECONDS: Final = 1.0
 DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 
 Emit = Callable[[list[Out]], None]
-StopReason = Literal["eof", "agent", "cancel", "deadline", "silence"]
+StopReason = Literal["eof", "agent", "cancel", "deadline", "silence", "internal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +140,10 @@ class Attempt:
         self.limits = limits
         self.cancel = cancel
         self.mapper: EventMapper = adapter.new_mapper(options)
-        self.diffs = DiffCapture(adapter.file_change_watch(options.cwd))
         self._emit = emit
+        self.diffs = DiffCapture(
+            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
+        )
         self._wait_writable = wait_writable
         self._extra_env = dict(extra_env or {})
         self._pool = pool
@@ -149,16 +152,33 @@ class Attempt:
         self._stderr = TailBuffer()
         self._framer = LineFramer(limits.max_line_bytes)
         self._last_output = time.monotonic()
-        # While the bridge waits for the client to take its output it reads nothing, so the
-        # agent blocks on its pipe: that quiet is the client's, never the agent's silence.
-        self._blocked_on_client = False
+        # While the bridge waits for the client to take its output (or for a diff's read that
+        # holds messages back) it reads nothing, so the agent blocks on its pipe: that quiet is
+        # the bridge's, never the agent's silence.
+        self._holding_back = False
         self._stdout_done = anyio.Event()
+        # A bug met while handling the agent's output: the attempt fails with it.
+        self._fault: ErrorInfo | None = None
         self.child: ChildProcess | None = None
         self.shutdown: ShutdownReceipt | None = None
 
     def _send(self, outs: list[Out]) -> None:
-        if outs:
-            self._emit(coalesce(self.diffs.observe(outs)))
+        self.diffs.send(outs)
+
+    def _emit_coalesced(self, outs: list[Out]) -> None:
+        self._emit(coalesce(outs))
+
+    def _fail_inside(self, exc: Exception) -> None:
+        """A bug in handling the agent's output: the attempt fails with it (once) and stops."""
+        if self._fault is None:
+            log.error("an attempt of %s failed inside the bridge", self.adapter.name, exc_info=exc)
+            self._fault = ErrorInfo(
+                kind="internal",
+                message=f"the bridge failed on {self.adapter.name}'s output: {type(exc).__name__}: "
+                f"{str(exc)[:200]}",
+                retryable=False,
+            )
+        self._stop.set("internal")
 
     async def run(self) -> AttemptOutcome:
         """Run the attempt to its end; never raises for anything the agent does."""
@@ -212,6 +232,7 @@ class Attempt:
                     )
                 )
                 forget(child)
+                await self.diffs.drained()  # the attempt ends once its messages are out
         return self._outcome()
 
     # ------------------------------------------------------------------ concluding
@@ -246,6 +267,9 @@ class Attempt:
         await self._drain_stdout()
         if reason == "cancel":
             self._send(self.mapper.finish_cancelled(self.shutdown))
+        elif reason == "internal":
+            assert self._fault is not None
+            self._send(self.mapper.finish_failed(self._fault))
         elif reason == "deadline":
             self._send(
                 self.mapper.finish_failed(
@@ -348,42 +372,57 @@ class Attempt:
         if stream is None:
             self._stop.set("eof")
             return
-        mapper = self.mapper
         framer = self._framer
         try:
             while True:
-                if self._wait_writable is not None:
-                    await self._wait_for_client(self._wait_writable)
+                if self._wait_writable is not None or self.diffs.holding:
+                    await self._hold_back()
                 try:
                     chunk = await stream.receive(READ_CHUNK)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     break
                 self._last_output = time.monotonic()
-                outs: list[Out] = []
-                for line in framer.feed(chunk):
-                    if line:
-                        self.diffs.note_line(line)
-                        outs.extend(mapper.feed(line))
-                self._flush_oversized()
-                self._send(outs)
-                if mapper.wants_stop:
+                self._take_lines(framer.feed(chunk))
+                if self.mapper.wants_stop:
                     self._stop.set("agent")
             last = framer.finish()
-            self._flush_oversized()
-            if last:
-                self.diffs.note_line(last)
-                self._send(mapper.feed(last))
+            self._take_lines([last] if last else [])
         finally:
             self._stdout_done.set()
             self._stop.set("eof")
 
-    async def _wait_for_client(self, wait_writable: Callable[[], Awaitable[None]]) -> None:
-        """Wait until the client takes more output; the silence clock restarts afterwards."""
-        self._blocked_on_client = True
+    def _take_lines(self, lines: list[bytes]) -> None:
+        """Map the agent's lines and send the messages; a bug here fails this attempt, and what
+        was mapped before it still goes out. After one, lines are read and dropped."""
+        if self._fault is not None:
+            self._framer.oversized.clear()
+            self._framer.oversized_heads.clear()
+            return
+        mapper = self.mapper
+        outs: list[Out] = []
         try:
-            await wait_writable()
+            for line in lines:
+                if line:
+                    self.diffs.note_line(line)
+                    outs.extend(mapper.feed(line))
+            self._flush_oversized()
+        except Exception as exc:
+            self._fail_inside(exc)
+        try:
+            self._send(outs)
+        except Exception as exc:
+            self._fail_inside(exc)
+
+    async def _hold_back(self) -> None:
+        """Wait until the client takes more output and no message waits for a diff's read; the
+        silence clock restarts afterwards."""
+        self._holding_back = True
+        try:
+            if self._wait_writable is not None:
+                await self._wait_writable()
+            await self.diffs.drained()
         finally:
-            self._blocked_on_client = False
+            self._holding_back = False
             self._last_output = max(self._last_output, time.monotonic())
 
     def _flush_oversized(self) -> None:
@@ -428,7 +467,7 @@ class Attempt:
                     self._stop.set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None and self._blocked_on_client:
+            if silence is not None and self._holding_back:
                 waits.append(silence)
             elif silence is not None:
                 quiet_until = self._last_output + silence

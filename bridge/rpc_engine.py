@@ -9,7 +9,11 @@ lines) and exactly one terminal message, however it ends:
   (`agentKept` says whether the agent serves the next prompt);
 - the agent dies or closes its output: terminal.failed kind `process`, retryable, stderr tail;
   the next run resumes the conversation from its file;
-- deadline or silence: the tree is killed, as in the json engine.
+- deadline or silence: the tree is killed, as in the json engine; time the bridge spends not
+  reading pi (the client is behind, or a diff's read holds messages back) is not pi's silence;
+- a bug in the bridge's handling of the run's output (mapping, diffing): terminal.failed kind
+  `internal`, after the run is stopped as a cancel stops it (pi kept if it settles); the fault
+  never reaches pi's reader, so the other conversations go on.
 An agent command that does not speak rpc makes the attempt run in the json engine instead.
 """
 
@@ -42,7 +46,7 @@ EXIT_AFTER_EOF_SECONDS: Final = 3.0
 STATS_TIMEOUT_SECONDS: Final = 2.0
 
 Emit = Callable[[list[Out]], None]
-Reason = Literal["settled", "cancel", "closed", "deadline", "silence", "refused"]
+Reason = Literal["settled", "cancel", "closed", "deadline", "silence", "refused", "internal"]
 T = TypeVar("T")
 
 
@@ -81,8 +85,10 @@ class RpcAttempt:
         self.extra_env = dict(extra_env or {})
         self.retrying = retrying
         self.mapper = adapter.new_mapper(options)
-        self.diffs = DiffCapture(adapter.file_change_watch(options.cwd))
         self._emit = emit
+        self.diffs = DiffCapture(
+            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
+        )
         self._on_started = on_started
         self._on_steerable = on_steerable
         self._fallback = fallback
@@ -102,10 +108,26 @@ class RpcAttempt:
         self._not_taken = False
         self._lines_seen = False
         self._prompt_error: RpcError | None = None
+        # A bug met while handling the run's output: the run fails with it.
+        self._fault: ErrorInfo | None = None
 
     def _send(self, outs: list[Out]) -> None:
-        if outs:
-            self._emit(coalesce(self.diffs.observe(outs)))
+        self.diffs.send(outs)
+
+    def _emit_coalesced(self, outs: list[Out]) -> None:
+        self._emit(coalesce(outs))
+
+    def _fail_inside(self, exc: Exception) -> None:
+        """A bug in handling this run's output: the run fails with it (once), nothing else does."""
+        if self._fault is None:
+            pid = self.agent.pid if self.agent else None
+            log.error("a run of live pi %s failed inside the bridge", pid, exc_info=exc)
+            self._fault = ErrorInfo(
+                kind="internal",
+                message=f"the bridge failed on pi's output: {type(exc).__name__}: {str(exc)[:200]}",
+                retryable=False,
+            )
+        self._set("internal")
 
     def _set(self, reason: Reason) -> None:
         if self._reason is None:
@@ -160,6 +182,7 @@ class RpcAttempt:
             finally:
                 with anyio.CancelScope(shield=True):
                     agent.rpc.listener = None
+                    agent.rpc.backlog = None
                     if self._on_steerable is not None:
                         self._on_steerable(None)
                     if self.mapper.last_terminal is None and not not_taken:
@@ -170,6 +193,7 @@ class RpcAttempt:
                                 )
                             )
                         )
+                    await self.diffs.drained()  # the attempt ends once its messages are out
         raise AssertionError("unreachable")
 
     async def _until_cancelled(self, work: Awaitable[T]) -> T:
@@ -198,6 +222,7 @@ class RpcAttempt:
         if agent.session_file:
             self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
         agent.rpc.listener = self._on_lines
+        agent.rpc.backlog = self.diffs.drained
         try:
             await self._until_cancelled(agent.configure(self.options))
         except CheckoutCancelled:
@@ -225,7 +250,7 @@ class RpcAttempt:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._deliver, agent, prompt, last_try)
                 tasks.start_soon(self._watch_closed, agent)
-                tasks.start_soon(self._watchdog)
+                tasks.start_soon(self._watchdog, agent)
                 await self._stop.wait()
                 tasks.cancel_scope.cancel()
             if self._not_taken:
@@ -275,28 +300,39 @@ class RpcAttempt:
             self._send(self.mapper.feed(self._session_line))
 
     def _on_lines(self, lines: list[bytes]) -> None:
+        """pi's event lines, in the batch they were read in (called by pi's reader: whatever goes
+        wrong here must end this run, never the reader every conversation depends on)."""
         self._last_output = time.monotonic()
         self._lines_seen = True
-        self._announce_session()
-        if self._reason is not None and self._reason != "cancel":
-            return
+        try:
+            self._announce_session()
+            if self._fault is not None or (self._reason is not None and self._reason != "cancel"):
+                return
+            self._map_lines(lines)
+        except Exception as exc:
+            self._fail_inside(exc)
+
+    def _map_lines(self, lines: list[bytes]) -> None:
         outs: list[Out] = []
         mapper = self.mapper
-        for line in lines:
-            kind = event_kind(line)
-            if kind == "settled":
-                self._set("settled")
-                continue
-            if kind == "run_end":
-                # Not the end yet: steering or queued work may follow until pi has settled.
-                continue
-            if kind == "user_message":
-                outs.extend(self._on_user_message(line))
-                continue
-            self.diffs.note_line(line)
-            outs.extend(mapper.feed(line))
-        for description in self._oversized():
-            mapper.note_invalid(description)
+        try:
+            for line in lines:
+                kind = event_kind(line)
+                if kind == "settled":
+                    self._set("settled")
+                    continue
+                if kind == "run_end":
+                    # Not the end yet: steering or queued work may follow until pi has settled.
+                    continue
+                if kind == "user_message":
+                    outs.extend(self._on_user_message(line))
+                    continue
+                self.diffs.note_line(line)
+                outs.extend(mapper.feed(line))
+            for description in self._oversized():
+                mapper.note_invalid(description)
+        except Exception as exc:
+            self._fail_inside(exc)  # and what was mapped before it still goes out
         if self._reason == "cancel":
             # pi's abort closes the running tool as an error: to the editor it was cancelled.
             for out in outs:
@@ -352,11 +388,12 @@ class RpcAttempt:
             tasks.cancel_scope.cancel()
         self._set("closed")
 
-    async def _watchdog(self) -> None:
+    async def _watchdog(self, agent: LiveAgent) -> None:
         deadline = self.limits.deadline
         silence = self.limits.silence_seconds
         if deadline is None and silence is None:
             return
+        rpc = agent.rpc
         while True:
             now = time.monotonic()
             waits: list[float] = []
@@ -365,8 +402,10 @@ class RpcAttempt:
                     self._set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None:
-                quiet_until = self._last_output + silence
+            if silence is not None and rpc.holding_back:
+                waits.append(silence)  # the bridge is not reading pi: its quiet is not pi's
+            elif silence is not None:
+                quiet_until = max(self._last_output, rpc.reading_since) + silence
                 if now >= quiet_until:
                     self._set("silence")
                     return
@@ -378,13 +417,24 @@ class RpcAttempt:
     async def _conclude(self, agent: LiveAgent) -> None:
         reason = self._reason
         if reason == "settled":
+            await self.diffs.drained()  # a diff that fails to compute fails the run, not completes it
+            if self._fault is not None:
+                reason = "internal"
+        if reason == "settled":
             outs = self.mapper.feed(RUN_END_LINE)
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)
             return
         if reason == "cancel":
-            await self._cancel(agent)
+            self.shutdown = await self._interrupt(agent)
+            self._send(self.mapper.finish_cancelled(self.shutdown))
+            return
+        if reason == "internal":
+            # pi itself is fine: its run is stopped as a cancel stops it, and it stays if it settles.
+            self.shutdown = await self._interrupt(agent)
+            assert self._fault is not None
+            self._send(self.mapper.finish_failed(self._fault))
             return
         if reason == "closed":
             await self._died(agent)
@@ -439,7 +489,8 @@ class RpcAttempt:
                 "the run left %d processes under pi %d; killed %s", len(receipt.pids), agent.pid, receipt.pids
             )
 
-    async def _cancel(self, agent: LiveAgent) -> None:
+    async def _interrupt(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stop the run: pi's abort, then whatever the run started; pi is kept if it settled."""
         started = time.monotonic()
         kept = False
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
@@ -482,8 +533,7 @@ class RpcAttempt:
                     "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
                 }
             )
-        self.shutdown = receipt
-        self._send(self.mapper.finish_cancelled(receipt))
+        return receipt
 
     async def _kill(self, agent: LiveAgent) -> ShutdownReceipt:
         """Stage 3: the whole tree, agent included; the conversation resumes from its file."""

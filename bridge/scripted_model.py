@@ -56,6 +56,7 @@ __all__ = [
     "EDIT_OLD",
     "EDIT_ORIGINAL",
     "FILE_TOOL_PREAMBLE",
+    "FLOOD_PIECES",
     "LENGTH_TEXT",
     "SCENARIOS",
     "TEXT_REPLY",
@@ -67,6 +68,7 @@ __all__ = [
     "WRITE_CONTENT",
     "WRITE_FILE",
     "ScriptedModelServer",
+    "flood_piece",
     "long_reply_text",
     "tool_answer_text",
     "write_pi_agent_dir",
@@ -90,6 +92,9 @@ HANG_SECONDS: Final = 60.0
 LONG_DEFAULT: Final = 2000
 #: Upper bound for ``long-N`` so a typo cannot make the server stream for hours.
 LONG_MAX: Final = 1_000_000
+#: ``flood``: this many deltas of FLOOD_PIECE_CHARS characters each, no delay (16 MB).
+FLOOD_PIECES: Final = 16_000
+FLOOD_PIECE_CHARS: Final = 1000
 #: How many ``flaky`` requests fail before it answers.
 FLAKY_FAILURES: Final = 2
 
@@ -150,6 +155,9 @@ FILE_TOOL_CALLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
     "edit": ("edit", {"path": EDIT_FILE, "edits": [{"oldText": EDIT_OLD, "newText": EDIT_NEW}]}),
     "write": ("write", {"path": WRITE_FILE, "content": WRITE_CONTENT}),
 }
+#: Scenarios that call pi's file tool on the path the prompt names (whatever it is: a FIFO, a
+#: device, a NUL byte), then answer slowly, like ``slow``, so the run stays live to be cancelled.
+PATH_TOOL_CALLS: Final[dict[str, str]] = {"writepath": "write", "editpath": "edit"}
 
 SCENARIOS: Final[dict[str, str]] = {
     "text": "streams a fixed English reply word by word",
@@ -162,6 +170,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolsteer": "calls bash `sleep 2` (a window for a steer to land mid-tool), then answers",
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
+    "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
+    "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
@@ -174,6 +184,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N`: N deltas",
     "long-20000": "20000 deltas of 5 characters each, no delay",
     "long-100000": "100000 deltas of 5 characters each, no delay",
+    "flood": f"{FLOOD_PIECES} deltas of {FLOOD_PIECE_CHARS} characters each, no delay (fills every pipe)",
     "echo": "replies `ECHO:` followed by the exact text of the last user message",
     "hang": "accepts the request, sends nothing for 60 s, then closes the connection",
 }
@@ -410,6 +421,12 @@ def _long_piece(i: int) -> str:
     return f"w{i % 1000:03d} "
 
 
+def flood_piece(i: int) -> str:
+    """Delta `i` of ``flood``: numbered, so a loss or a reordering shows."""
+    head = f"f{i:07d};"
+    return head + "." * (FLOOD_PIECE_CHARS - len(head))
+
+
 def tool_answer_text(model: str, tool_output: str) -> str:
     """The answer a tool scenario gives once the request carries the tool's result."""
     if model == "toolslow":
@@ -435,6 +452,13 @@ def _long_count(model: str) -> int | None:
         return None
     count = int(match.group(1))
     return count if 0 < count <= LONG_MAX else None
+
+
+def _slow_reply() -> Reply:
+    words = _words(TEXT_REPLY)
+    words[-1] += " "
+    pieces = [Piece("text", words[i % len(words)]) for i in range(SLOW_PIECES)]
+    return Reply(pieces, delay=SLOW_INTERVAL, scaled=False)
 
 
 def _error(status: int, message: str, kind: ErrorKind, *headers: tuple[str, str]) -> Reply:
@@ -471,6 +495,14 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
             preamble = _text_pieces(FILE_TOOL_PREAMBLE) if done == 0 else []
             return Reply(preamble + _tool_call_pieces(name, arguments), "tool_calls")
         return Reply(_text_pieces(f"The tool said: {(result or '').strip()} Done."))
+    if model in PATH_TOOL_CALLS:
+        if tool_results_count(body) == 0:
+            tool = PATH_TOOL_CALLS[model]
+            name, arguments = FILE_TOOL_CALLS[tool]
+            call = {**arguments, "path": last_user_text_of(body) or ""}
+            pieces = _text_pieces(FILE_TOOL_PREAMBLE) + _tool_call_pieces(offered_tool(body, name), call)
+            return Reply(pieces, "tool_calls")
+        return _slow_reply()
     if model == "unicode":
         return Reply([Piece("text", p) for p in UNICODE_PIECES])
     if model == "length":
@@ -488,15 +520,14 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     if model == "drop":
         return Reply(_text_pieces(DROP_TEXT), None)
     if model == "slow":
-        words = _words(TEXT_REPLY)
-        words[-1] += " "
-        pieces = [Piece("text", words[i % len(words)]) for i in range(SLOW_PIECES)]
-        return Reply(pieces, delay=SLOW_INTERVAL, scaled=False)
+        return _slow_reply()
     if model == "echo":
         text = "ECHO:" + (last_user_text_of(body) or "")
         return Reply([Piece("text", c) for c in _fixed_chunks(text, 16)])
     if model == "hang":
         return Reply(hang=HANG_SECONDS)
+    if model == "flood":
+        return Reply([Piece("text", flood_piece(i)) for i in range(FLOOD_PIECES)], delay=0.0)
     count = _long_count(model)
     if count is not None:
         return Reply([Piece("text", _long_piece(i)) for i in range(count)], delay=0.0)

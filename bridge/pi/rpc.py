@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -188,6 +189,13 @@ class PiRpc:
         self.stderr = TailBuffer()
         self.closed = anyio.Event()
         self.listener: Lines | None = None
+        # Awaited, like the client's backpressure, before each read while a listener is set:
+        # what the listener holds back (messages waiting for a diff's read) bounds what is read.
+        self.backlog: Callable[[], Awaitable[None]] | None = None
+        # While the bridge does not read pi (the client is behind, or the listener holds back),
+        # pi blocks on its pipe: that quiet is the bridge's, not pi's silence.
+        self.holding_back = False
+        self.reading_since = 0.0
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
         self.lines_read = 0  # every stdout line, answers included: zero means pi never spoke
@@ -377,8 +385,8 @@ class PiRpc:
             return
         framer = self.framer
         while True:
-            if self._wait_writable is not None and self.listener is not None:
-                await self._wait_writable()
+            if self.listener is not None:
+                await self._hold_back()
             try:
                 chunk = await stream.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -387,6 +395,19 @@ class PiRpc:
         last = framer.finish()
         if last:
             self._dispatch([last])
+
+    async def _hold_back(self) -> None:
+        """Wait while the client is behind or the listener holds messages back."""
+        self.holding_back = True
+        try:
+            if self._wait_writable is not None:
+                await self._wait_writable()
+            backlog = self.backlog
+            if backlog is not None:
+                await backlog()
+        finally:
+            self.holding_back = False
+            self.reading_since = time.monotonic()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)

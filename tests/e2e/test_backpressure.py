@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bridge.scripted_model import FLOOD_PIECES, flood_piece
 from bridge.transport import HIGH_WATER
-from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, run_processes
+from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, requires_pi, run_processes
 
 PAGE = 4096
 
@@ -133,5 +134,74 @@ def test_time_blocked_on_a_slow_client_is_not_agent_silence(tmp_path: Path) -> N
         result = raw.response(run)["result"]
         assert result["status"] == "completed", result.get("error")
         assert result["attempts"] == 1
+    finally:
+        raw.close()
+
+
+def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT) -> int:
+    """Wait for the state "our reader has stopped, and an agent's stdout pipe is full": the bridge
+    has stopped reading it. (Node does not block on a full pipe: it queues in its own memory, so
+    the agent's state is not the sign.) Returns the agent's pid."""
+    stdout = bridge.proc.stdout
+    assert stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for proc in run_processes(marker=bridge.marker):
+            try:
+                buffered, capacity = pipe_fill(f"/proc/{proc.pid}/fd/1")
+            except OSError:
+                continue
+            ours, our_capacity = pipe_fill(f"/proc/self/fd/{stdout.fileno()}")
+            if (
+                bridge.reader_parked.is_set()
+                and ours >= our_capacity - 4 * PAGE
+                and buffered >= capacity - 2 * PAGE
+            ):
+                return proc.pid
+        time.sleep(0.02)  # polling kernel states: no event tells that another process's pipe is full
+    raise AssertionError(f"no agent's output was held within {timeout} s: the bridge buffers without bound")
+
+
+@requires_pi
+def test_time_blocked_on_a_slow_client_is_not_the_live_pi_s_silence(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """The same rule for a conversation's live pi (the rpc engine): while the bridge waits for the
+    client it does not read pi, so pi's output waits in its pipe; silenceTimeoutMs must not count that."""
+    silence_s = 1.5
+    raw = RawBridge()
+    try:
+        raw.initialize(
+            {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "silenceTimeoutMs": int(silence_s * 1000)}
+        )
+        raw.pause_reading()
+        run = raw.request(
+            "pi/run",
+            {
+                "runId": "slow-reader-rpc",
+                "prompt": "go",
+                "provider": "fake",
+                "model": "flood",
+                "cwd": str(tmp_path),
+            },
+        )
+        pi = wait_until_output_held(raw)
+        # Held for two silence limits. The bridge still reads up to its high-water mark of
+        # frames, which is more of pi's bytes (each event line carries an envelope around its
+        # delta); the flood's 21 MB would all be written if nothing held pi back.
+        before = bytes_written(pi)
+        held_until = time.monotonic() + 2 * silence_s
+        while time.monotonic() < held_until:
+            try:
+                written = bytes_written(pi) - before
+            except FileNotFoundError:
+                raise AssertionError("pi was stopped while the client did not read") from None
+            assert written <= 2 * HIGH_WATER, f"pi wrote {written} bytes while the client did not read"
+            time.sleep(0.05)  # polling a kernel state: no event tells that another process is held
+        raw.resume_reading()
+        result = raw.response(run)["result"]
+        assert result["status"] == "completed", result.get("error")
+        assert result["attempts"] == 1
+        assert result["text"] == "".join(flood_piece(i) for i in range(FLOOD_PIECES)), "every delta, in order"
     finally:
         raw.close()

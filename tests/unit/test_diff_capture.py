@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from bridge import diff_capture
 from bridge.agent import Out
-from bridge.diff_capture import DiffCapture, first_changed_line
+from bridge.diff_capture import MAX_READS, DiffCapture, FileState, first_changed_line, read_now, read_state
 from bridge.pi.file_changes import PiFileChangeWatch, parse_unified_patch, resolve_tool_path
 
 # The shapes pi 1.6.0 prints (usage before assistantMessageEvent; details of edit as captured).
@@ -54,6 +59,23 @@ EDIT_ARGS = {"path": "notes.txt", "edits": [{"oldText": "line two", "newText": "
 EDIT_DETAILS = {"diff": "(display diff)", "patch": PATCH, "firstChangedLine": 2}
 
 
+class Capture:
+    """A DiffCapture that reads in the call: each test times its writes around the snapshot."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.sent: list[Out] = []
+        self.capture = DiffCapture(PiFileChangeWatch(str(cwd)), self.sent.extend, start_read=read_now)
+
+    def note_line(self, line: bytes) -> None:
+        self.capture.note_line(line)
+
+    def observe(self, outs: list[Out]) -> list[Out]:
+        """The messages as sent, each tool.completed with its diff."""
+        self.sent.clear()
+        self.capture.send(outs)
+        return list(self.sent)
+
+
 def completed(call_id: str, name: str) -> Out:
     return Out("tool.completed", {"toolCallId": call_id, "name": name, "output": "ok"})
 
@@ -63,7 +85,7 @@ def run_edit(
 ) -> dict[str, Any]:
     target = tmp_path / "notes.txt"
     target.write_text(BEFORE)
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     if edit_before_snapshot:
         target.write_text(AFTER)  # pi was faster than the bridge's read of its stdout
     capture.note_line(toolcall_end("c1", "edit", EDIT_ARGS))
@@ -95,7 +117,7 @@ def test_an_edit_whose_file_changed_again_before_its_end_was_read(tmp_path: Path
 
 def test_a_write_snapshotted_too_late_leaves_old_text_out_rather_than_guess(tmp_path: Path) -> None:
     target = tmp_path / "new.txt"
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     target.write_text("content\n")  # written before the bridge read toolcall_end
     capture.note_line(toolcall_end("w1", "write", {"path": "new.txt", "content": "content\n"}))
     capture.note_line(execution_end("w1", "write", None))
@@ -108,7 +130,7 @@ def test_a_write_of_unchanged_content_to_an_old_file_is_a_no_change_diff(tmp_pat
     target.write_text("same\n")
     past = time.time() - 3600
     os.utime(target, (past, past))
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     capture.note_line(toolcall_end("w2", "write", {"path": str(target), "content": "same\n"}))
     (out,) = capture.observe([completed("w2", "write")])
     assert out.content["diff"] == {"path": str(target), "oldText": "same\n", "newText": "same\n"}
@@ -116,7 +138,7 @@ def test_a_write_of_unchanged_content_to_an_old_file_is_a_no_change_diff(tmp_pat
 
 def test_the_fallback_announcement_is_tool_execution_start(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text(BEFORE)
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     capture.note_line(execution_start("c2", "edit", EDIT_ARGS))
     (tmp_path / "notes.txt").write_text(AFTER)
     capture.note_line(execution_end("c2", "edit", EDIT_DETAILS))
@@ -125,7 +147,7 @@ def test_the_fallback_announcement_is_tool_execution_start(tmp_path: Path) -> No
 
 
 def test_failed_and_unrelated_tools_get_no_diff(tmp_path: Path) -> None:
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     capture.note_line(toolcall_end("b", "bash", {"command": "echo hi"}))
     capture.note_line(toolcall_end("e", "edit", EDIT_ARGS))
     failed = Out("tool.failed", {"toolCallId": "e", "name": "edit", "error": "no such file"})
@@ -170,7 +192,7 @@ def test_multi_hunk_patches_without_final_newline_apply_both_ways() -> None:
 def test_a_crlf_file_keeps_its_exact_texts(tmp_path: Path) -> None:
     target = tmp_path / "notes.txt"
     target.write_bytes(BEFORE.replace("\n", "\r\n").encode())
-    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)))
+    capture = Capture(tmp_path)
     capture.note_line(toolcall_end("c", "edit", EDIT_ARGS))
     target.write_bytes(AFTER.replace("\n", "\r\n").encode())
     capture.note_line(execution_end("c", "edit", EDIT_DETAILS))
@@ -184,3 +206,155 @@ def test_first_changed_line() -> None:
     assert first_changed_line("a\n", "a\nb\n") == 2
     assert first_changed_line("", "x") == 1
     assert first_changed_line("same", "same") is None
+
+
+# ---------------------------------------------------------------------------- hostile paths
+
+
+def read_bounded(path: str) -> FileState:
+    """read_state on a thread, failing (not hanging) the test if it blocks."""
+    found: list[FileState] = []
+    reader = threading.Thread(target=lambda: found.append(read_state(path)), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert found, f"reading {path!r} blocked"
+    return found[0]
+
+
+def test_only_a_regular_file_is_read(tmp_path: Path) -> None:
+    regular = tmp_path / "notes.txt"
+    regular.write_text(BEFORE)
+    (tmp_path / "link").symlink_to(regular)
+    os.mkfifo(tmp_path / "fifo")
+    assert read_bounded(str(tmp_path / "link")).text == BEFORE  # a symlink to a regular file is fine
+    for path in (str(tmp_path / "fifo"), "/dev/null", "/dev/zero", str(tmp_path), "a\x00b"):
+        state = read_bounded(path)
+        assert state.unread and state.text is None, path
+    assert read_bounded(str(tmp_path / "missing")) == FileState(None, False)
+
+
+def test_a_fifo_swapped_in_after_the_stat_is_opened_without_waiting_and_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fstat of the opened descriptor decides, so a FIFO a tool puts in place between the stat
+    and the open is neither waited for (non-blocking open) nor read."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    regular = os.stat(__file__)
+    monkeypatch.setattr(diff_capture.os, "stat", lambda path: regular)
+    state = read_bounded(str(fifo))
+    assert state.unread and state.text is None
+
+
+class Sent:
+    """What a capture emitted, batch by batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Out]] = []
+
+    def __call__(self, outs: list[Out]) -> None:
+        self.batches.append(list(outs))
+
+    @property
+    def types(self) -> list[str]:
+        return [out.type for batch in self.batches for out in batch]
+
+
+async def test_a_read_out_of_time_gives_a_diff_without_texts_and_the_order_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read stuck in the kernel (a hung network file system) holds its tool.completed and what
+    follows for READ_SECONDS at most; then they go out, in order, the diff carrying only its path."""
+    stuck = threading.Event()
+    monkeypatch.setattr(diff_capture, "read_state", lambda path: (stuck.wait(30), FileState(None, False))[1])
+    monkeypatch.setattr(diff_capture, "READ_SECONDS", 0.3)
+    sent = Sent()
+    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)), sent)
+    try:
+        capture.note_line(toolcall_end("c1", "edit", EDIT_ARGS))
+        capture.send([Out("assistant", {"text": "before the tool"})])
+        capture.note_line(execution_end("c1", "edit", EDIT_DETAILS))
+        capture.send([completed("c1", "edit")])
+        capture.send([Out("assistant", {"text": "after"}), Out("terminal.completed", {"text": ""})])
+        assert sent.types == ["assistant"] and capture.holding
+        with anyio.fail_after(5):
+            await capture.drained()
+        assert sent.types == ["assistant", "tool.completed", "assistant", "terminal.completed"]
+        assert sent.batches[1][0].content["diff"] == {"path": str(tmp_path / "notes.txt"), "line": 2}
+    finally:
+        stuck.set()
+
+
+async def test_the_snapshot_read_starts_when_the_change_is_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text(BEFORE)
+    snapshot_taken = threading.Event()
+    real_read = diff_capture.read_state
+
+    def read_and_tell(path: str) -> FileState:
+        state = real_read(path)
+        snapshot_taken.set()
+        return state
+
+    monkeypatch.setattr(diff_capture, "read_state", read_and_tell)
+    sent = Sent()
+    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)), sent)
+    capture.note_line(toolcall_end("w", "write", {"path": "notes.txt", "content": AFTER}))
+    assert await anyio.to_thread.run_sync(snapshot_taken.wait, 5), "no read started at the announcement"
+    target.write_text(AFTER)  # the tool runs
+    capture.note_line(execution_end("w", "write", None))
+    capture.send([completed("w", "write")])
+    with anyio.fail_after(5):
+        await capture.drained()
+    (diff,) = [out.content["diff"] for out in sent.batches[0]]
+    assert diff == {"path": str(target), "oldText": BEFORE, "newText": AFTER, "line": 2}
+
+
+async def test_a_nul_byte_a_fifo_or_a_device_in_the_path_gives_a_diff_without_texts(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    sent = Sent()
+    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)), sent)
+    for call_id, path in (("n", "bad\x00name"), ("f", "fifo"), ("d", "/dev/zero")):
+        capture.note_line(toolcall_end(call_id, "write", {"path": path, "content": "x\n"}))
+        capture.send([completed(call_id, "write")])
+    with anyio.fail_after(5):
+        await capture.drained()
+    assert [out.content["diff"] for batch in sent.batches for out in batch] == [
+        {"path": str(tmp_path / "bad\x00name")},
+        {"path": str(tmp_path / "fifo")},
+        {"path": "/dev/zero"},
+    ]
+
+
+async def test_reads_at_once_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads stuck in the kernel keep their threads: past MAX_READS a diff has no texts at once."""
+    stuck = threading.Event()
+    monkeypatch.setattr(diff_capture, "read_state", lambda path: (stuck.wait(30), FileState(None, False))[1])
+    try:
+        reads = [diff_capture.read_in_thread(str(tmp_path / "f"), lambda: None) for _ in range(MAX_READS)]
+        assert all(read.state is None for read in reads)
+        assert diff_capture.read_in_thread(str(tmp_path / "f"), lambda: None).state == FileState(
+            None, True, unread=True
+        )
+    finally:
+        stuck.set()
+
+
+async def test_a_diff_that_cannot_be_computed_is_reported_and_its_messages_still_go_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: DiffCapture, pending: Any) -> dict[str, Any]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(DiffCapture, "_diff", broken)
+    faults: list[Exception] = []
+    sent = Sent()
+    capture = DiffCapture(PiFileChangeWatch(str(tmp_path)), sent, faults.append)
+    capture.note_line(toolcall_end("c", "edit", EDIT_ARGS))
+    capture.send([completed("c", "edit"), Out("assistant", {"text": "after"})])
+    with anyio.fail_after(5):
+        await capture.drained()
+    assert sent.types == ["tool.completed", "assistant"]
+    assert [str(fault) for fault in faults] == ["a bug"]

@@ -26,6 +26,7 @@ from bridge.scripted_model import (
     DROP_TEXT,
     FILE_TOOL_CALLS,
     FILE_TOOL_PREAMBLE,
+    FLOOD_PIECES,
     LENGTH_TEXT,
     SCENARIOS,
     TEXT_REPLY,
@@ -35,6 +36,7 @@ from bridge.scripted_model import (
     TOOL_PREAMBLE,
     UNICODE_REPLY,
     ScriptedModelServer,
+    flood_piece,
     last_user_text_of,
     long_reply_text,
     tool_answer_text,
@@ -269,6 +271,25 @@ def test_file_tool_scenarios_call_pi_s_edit_and_write_then_answer(
     events = anthropic_events(post(server, anthropic_body(model), path="/v1/messages").body)
     blocks = [d["content_block"] for n, d in events if n == "content_block_start"]
     assert [b["type"] for b in blocks] == ["text", "tool_use"] and blocks[1]["name"] == name
+
+
+@pytest.mark.parametrize(("model", "tool"), [("writepath", "write"), ("editpath", "edit")])
+def test_path_scenarios_call_the_file_tool_on_the_path_the_prompt_names(
+    server: ScriptedModelServer, model: str, tool: str
+) -> None:
+    hostile = "/dev/stdin\u0000 and more"
+    chunks = openai_chunks(chat(server, model, messages=[user(hostile)]).body)
+    calls = tool_calls(chunks)
+    assert calls[0]["function"]["name"] == tool
+    arguments = json.loads("".join(tc["function"].get("arguments", "") for tc in calls))
+    assert arguments == {**FILE_TOOL_CALLS[tool][1], "path": hostile}
+    assert finish_reasons(chunks) == ["tool_calls"]
+
+
+def test_flood_streams_numbered_thousand_char_deltas(server: ScriptedModelServer) -> None:
+    pieces = deltas(openai_chunks(chat(server, "flood").body), "content")
+    assert len(pieces) == FLOOD_PIECES and {len(p) for p in pieces} == {1000}
+    assert pieces == [flood_piece(i) for i in range(FLOOD_PIECES)]
 
 
 def test_tool_answers_follow_the_captures() -> None:
