@@ -79,7 +79,7 @@ def read_state(path: str) -> FileState:
     between is never read. The open is non-blocking: a FIFO without a writer does not wait.
     """
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        if _of_the_kernel(path) or not stat.S_ISREG(os.stat(path).st_mode):
             return _UNREAD
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -109,6 +109,19 @@ def read_state(path: str) -> FileState:
     if size > MAX_DIFF_BYTES:
         return FileState(None, True, too_big=True, mtime_ns=info.st_mtime_ns)
     return FileState(b"".join(chunks).decode("utf-8", "replace"), True, mtime_ns=info.st_mtime_ns)
+
+
+_KERNEL_TREES: Final = ("/proc", "/sys", "/dev")
+
+
+def _of_the_kernel(path: str) -> bool:
+    """Whether `path`, as written or resolved, is in /proc, /sys or /dev. Their files look regular
+    but are the bridge's own when read here (`/proc/self/fd/N` is the bridge's fd N, not the
+    agent's), or have no contents to diff."""
+    for candidate in (os.path.normpath(path), os.path.realpath(path)):
+        if any(candidate == tree or candidate.startswith(tree + "/") for tree in _KERNEL_TREES):
+            return True
+    return False
 
 
 class FileRead:

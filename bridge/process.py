@@ -445,6 +445,37 @@ async def _scan(
     )
 
 
+def contained_now(child: ChildProcess) -> list[int]:
+    """What `child` holds now besides itself, found without a pass over /proc (safe to call in
+    a callback): its cgroup's members, else its live descendants by their parent links. The
+    tree mode's token holders and adopted orphans need `contained_besides`."""
+    if child.cgroup is not None:
+        return sorted(scan_contained(child, {}, besides_child=True))
+    found: list[int] = []
+    stack = [child.pid] if child.returncode is None else []
+    while stack:
+        pid = stack.pop()
+        for tid in _listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                    kids = [int(kid) for kid in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                stat = read_stat(kid)
+                if stat is not None and not stat.zombie and kid not in found:
+                    found.append(kid)
+                    stack.append(kid)
+    return sorted(found)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 async def contained_besides(child: ChildProcess) -> list[int]:
     """The live processes contained with `child` (its cgroup, else its tree and token holders),
     `child` itself left out: what a run of a long-lived agent has started and not yet ended."""

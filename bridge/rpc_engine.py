@@ -36,7 +36,7 @@ from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.conversations import CheckoutCancelled, Conversations, Lease, LiveAgent, NoRpc, StartFailure
 from bridge.diff_capture import DiffCapture
 from bridge.pi.rpc import RUN_END_LINE, PendingCommand, RpcError, event_kind, session_file_size, user_text
-from bridge.process import contained_besides, shutdown_tree, stop_descendants, wait_exit
+from bridge.process import contained_besides, contained_now, shutdown_tree, stop_descendants, wait_exit
 from bridge.provider import AttemptLimits, AttemptOutcome, coalesce, outcome_of
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,7 @@ class RpcAttempt:
         # Set when the cancel came: pi's abort on its way, and the run's processes then.
         self._abort: PendingCommand | None = None
         self._before_abort: asyncio.Future[list[int]] | None = None
+        self._listed_at_cancel: list[int] = []
         # The prompt's fate before its run streams: gone before pi read it, or refused.
         self._not_taken = False
         self._lines_seen = False
@@ -370,6 +371,9 @@ class RpcAttempt:
                 log.info("pi's abort could not be sent: %s", exc)
         # What the run has started, listed for the receipt once the abort is on its way: pi has
         # yet to read and act on it, and may well have ended them before the attempt concludes.
+        # The quick listing now, in this call; the tree mode's full one (token holders, adopted
+        # orphans) as soon as the loop goes on.
+        self._listed_at_cancel = contained_now(agent.child)
         self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
         self._set("cancel")
 
@@ -496,7 +500,7 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
-        before: set[int] = set()
+        before: set[int] = set(self._listed_at_cancel)
         if self._before_abort is not None:
             try:
                 before = set(await self._before_abort)

@@ -143,7 +143,7 @@ async def reader_fails_then_another_conversation_runs(registry: Conversations, t
         raise RuntimeError("a bug in a listener")
 
     agent.rpc.listener = broken_listener
-    await agent.rpc.prompt("hi")
+    await agent.rpc.delivered(agent.rpc.send_prompt_now("hi"))
     with anyio.fail_after(WAIT):
         await agent.rpc.closed.wait()
         while agent.stopped is None:

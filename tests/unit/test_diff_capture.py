@@ -233,6 +233,22 @@ def test_only_a_regular_file_is_read(tmp_path: Path) -> None:
     assert read_bounded(str(tmp_path / "missing")) == FileState(None, False)
 
 
+def test_the_kernel_s_files_are_never_read_as_the_agent_s(tmp_path: Path) -> None:
+    """/proc/self is the bridge here, not the agent: /proc/self/fd/N would be the bridge's own
+    file (its log, say), sent to the client as the file's old text."""
+    log = tmp_path / "bridge.log"
+    log.write_text("the bridge's own log\n")
+    with open(log) as handle:
+        (tmp_path / "innocent.txt").symlink_to("/proc/self/status")
+        for path in (
+            f"/proc/self/fd/{handle.fileno()}",
+            "/proc/self/environ",
+            str(tmp_path / "innocent.txt"),
+        ):
+            state = read_bounded(path)
+            assert state.unread and state.text is None, path
+
+
 def test_a_fifo_swapped_in_after_the_stat_is_opened_without_waiting_and_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
