@@ -39,6 +39,9 @@ READ_CHUNK: Final = 256 * 1024
 # command of a fresh pi waits for its start-up, ~0.2-0.5 s). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 _RESPONSE_MARK: Final = b'"type":"response"'
+# The client is asked whether it keeps up once per this much of pi's output, not per read: the
+# ask is cheap while it does, but the wait around it (cut short by a command) is not.
+CLIENT_CHECK_BYTES: Final = 64 * 1024
 
 Lines = Callable[[list[bytes]], None]
 # What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
@@ -194,6 +197,9 @@ class PiRpc:
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
         self._wait_writable = wait_writable
+        # The wait for a client that is behind, while it waits: a command cuts it short.
+        self._client_wait: anyio.CancelScope | None = None
+        self._unchecked = 0  # bytes read since the client was last asked whether it keeps up
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
 
@@ -252,6 +258,8 @@ class PiRpc:
         except (StdinClosed, OSError) as exc:
             raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
         self._waiting[pending.command_id] = pending
+        if self._client_wait is not None:
+            self._client_wait.cancel()  # its answer must be read, client or not
         return pending
 
     async def answer(
@@ -356,16 +364,32 @@ class PiRpc:
             return
         framer = self.framer
         while True:
-            if self._wait_writable is not None and self.listener is not None:
-                await self._wait_writable()
+            if self._unchecked >= CLIENT_CHECK_BYTES and self.listener is not None:
+                await self._wait_for_client()
             try:
                 chunk = await stream.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 break
+            self._unchecked += len(chunk)
             self._dispatch(framer.feed(chunk))
         last = framer.finish()
         if last:
             self._dispatch([last])
+
+    async def _wait_for_client(self) -> None:
+        """Backpressure: pi's output waits in its pipe while the client is behind, so pi blocks
+        on it. Not while a command waits for its answer: the answer comes after whatever pi
+        prints first (for `abort`, the end of the run it stops), and the command's own timeout
+        bounds that; a command sent during the wait ends it."""
+        self._unchecked = 0
+        if self._wait_writable is None or self._waiting:
+            return
+        with anyio.CancelScope() as scope:
+            self._client_wait = scope
+            try:
+                await self._wait_writable()
+            finally:
+                self._client_wait = None
 
     def _dispatch(self, lines: list[bytes]) -> None:
         events: list[bytes] = []
