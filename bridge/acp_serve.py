@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ import anyio
 import orjson
 from pydantic import BaseModel
 
-from bridge import contract
+from bridge import contract, surrogates
 from bridge.acp_stdin import FirstFrame
 from bridge.agent import AgentAdapter
 from bridge.process import become_subreaper, reap_orphans
@@ -207,7 +208,7 @@ class StdioTransport:
             try:
                 message = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                self._answer(_error_frame(-32700, f"parse error: not JSON ({exc})"))
+                self._refuse(line, exc)
                 continue
             problem = _frame_problem(message)
             if problem is None:
@@ -231,6 +232,24 @@ class StdioTransport:
                 chunks.append(exc.partial)
                 data = b"".join(chunks)
                 return data or None
+
+    def _refuse(self, line: bytes, exc: orjson.JSONDecodeError) -> None:
+        """A line orjson refused: JSON that holds a lone surrogate gets the answer
+        bridge/surrogates.py names; anything else is not JSON to the bridge (NaN, Infinity, an
+        integer beyond 64 bits: no ACP message carries one)."""
+        try:
+            refused = surrogates.refusal(json.loads(line))
+        except (ValueError, RecursionError):
+            refused = None
+        if refused is None:
+            self._answer(_error_frame(-32700, f"parse error: not JSON ({exc})"))
+        elif not refused.answer:
+            log.warning("a notification or response refused: %s", refused.message)
+        else:
+            frame = _error_frame(refused.code, refused.message, refused.msg_id)
+            if refused.code == surrogates.INVALID_PARAMS:
+                frame["error"]["data"] = {"errors": [{"field": refused.field, "message": surrogates.PROBLEM}]}
+            self._answer(frame)
 
     def _answer(self, frame: dict[str, Any]) -> None:
         # Never waits for the client to read: a session/cancel behind a bad frame must still
