@@ -14,7 +14,10 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - mute: never answers any command;
 - exit_at_start: exits with an error before reading anything.
 Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
-$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file.
+$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file. With
+$FAKE_RPC_PI_LEAK naming a file, every start is counted there and every start but the first
+fails: it prints on stderr the value of each *_API_KEY variable it was given, then exits (a pi
+whose error output carries a secret, after one that worked: the bridge knows it speaks rpc).
 """
 
 from __future__ import annotations
@@ -173,6 +176,18 @@ def main() -> int:
     for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id
         if flag in argv:
             SESSION_ID = argv[argv.index(flag) + 1]
+    leak = os.environ.get("FAKE_RPC_PI_LEAK")
+    if leak:
+        with open(leak, "a+") as starts:
+            starts.seek(0)
+            earlier = len(starts.read().splitlines())
+            starts.write("start\n")
+        if earlier:
+            keys = " ".join(
+                f"{name}={value}" for name, value in os.environ.items() if name.endswith("_API_KEY")
+            )
+            sys.stderr.write(f"fake rpc pi: cannot start with {keys}\n")
+            return 3
     if _state["scenario"] == "exit_at_start":
         sys.stderr.write("fake rpc pi: exiting at start on purpose\n")
         return 3
