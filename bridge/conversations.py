@@ -284,12 +284,13 @@ class Conversations:
 
     # ------------------------------------------------------------------ agents
 
-    def resolve_session(self, options: RunOptions, env: Mapping[str, str]) -> str | None:
-        """The session a run continues: its sessionId, or the newest of its cwd for continueSession."""
+    async def resolve_session(self, options: RunOptions, env: Mapping[str, str]) -> str | None:
+        """The session a run continues: its sessionId, or the newest of its cwd for continueSession
+        (a glob of its folder: off the event loop)."""
         if options.session_id:
             return options.session_id
         if options.continue_session:
-            return latest_session_id(options.cwd, env)
+            return await anyio.to_thread.run_sync(latest_session_id, options.cwd, env)
         return None
 
     async def checkout(
@@ -314,7 +315,7 @@ class Conversations:
             agent = None
         if agent is None and retrying and lease.trim is not None:
             path, size = lease.trim
-            trim_session_file(path, size)
+            await anyio.to_thread.run_sync(trim_session_file, path, size)
             log.info("session %s cut back before the retried prompt", session_id)
         lease.trim = None
         if agent is None and session_id is None:
@@ -541,7 +542,9 @@ class Conversations:
         from dataclasses import replace
 
         launch_options = replace(options, session_id=session_id, continue_session=False)
-        if session_id in self._opened and not session_exists(session_id, False, options.cwd, env):
+        if session_id in self._opened and not await anyio.to_thread.run_sync(
+            session_exists, session_id, False, options.cwd, env
+        ):
             # pi had not written the session yet (its first prompt failed, was cancelled or pi
             # died first): start it anew under the same id, so the conversation keeps its id.
             spec: LaunchSpec = rpc_launch_spec(

@@ -563,7 +563,7 @@ class RunRegistry:
         """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
         if not self._uses_rpc(run) or self.conversations.supported is False:
             return None
-        session_id = self.conversations.resolve_session(run.options, self.config.env)
+        session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
             run.emit([Out("run.queued", {"position": 1, "limit": 1})])
@@ -669,7 +669,9 @@ class RunRegistry:
         while True:
             run.set_state("starting")
             if run.attempt > 1:  # the first attempt may have stored the session it was to start
-                run.options = self.stored.options_for(self._adapter(run), run.options, self.config.env)
+                run.options = await anyio.to_thread.run_sync(
+                    self.stored.options_for, self._adapter(run), run.options, self.config.env
+                )
             attempt = self._new_attempt(run, limits, lease)
             run.set_state("running")
             outcome = await attempt.run()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -152,22 +152,24 @@ def session_file_size(path: str | None) -> int | None:
 
 
 def trim_session_file(path: str, size: int | None) -> None:
-    """Cut a session file back to `size` bytes (its state before a failed prompt).
+    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
 
     pi appends entries, so the bytes before `size` are exactly the conversation before the
-    prompt; a file pi had not written yet keeps only its header line (the session itself).
+    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
+    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
     """
-    file = Path(path)
     try:
-        data = file.read_bytes()
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
     except OSError:
         return
-    if size is None:
-        header_end = data.find(b"\n")
-        size = header_end + 1 if header_end >= 0 else 0
-    if size < len(data):
-        with open(file, "r+b") as handle:
-            handle.truncate(size)
+    with open(fd, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        if size is None:
+            header_end = handle.readall().find(b"\n")
+            size = header_end + 1 if header_end >= 0 else 0
+        if size < os.fstat(fd).st_size:
+            os.ftruncate(fd, size)
 
 
 class PendingCommand:

@@ -12,9 +12,11 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - daemons: its tool leaves a double-forked daemon and a setsid child behind, even after abort;
 - garbage: prints lines that are not JSON between its events;
 - mute: never answers any command;
-- exit_at_start: exits with an error before reading anything.
+- exit_at_start: exits with an error before reading anything;
+- err500: the model fails every prompt with a 500 (retryable).
 Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
-$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file. With
+$FAKE_RPC_PI_COMMANDS set, the type of each command received is appended to that file;
+$FAKE_RPC_PI_SESSION_FILE is the session file get_state reports (pi's own is in its agent dir). With
 $FAKE_RPC_PI_LEAK naming a file, every start is counted there and every start but the first
 fails: it prints on stderr the value of each *_API_KEY variable it was given, then exits (a pi
 whose error output carries a secret, after one that worked: the bridge knows it speaks rpc).
@@ -73,14 +75,12 @@ def delta(text: str) -> None:
     emit({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": text}})
 
 
-def assistant_end(text: str, stop: str = "stop") -> None:
+def assistant_end(text: str, stop: str = "stop", error: str | None = None) -> None:
     content = [{"type": "text", "text": text}] if text else []
-    emit(
-        {
-            "type": "message_end",
-            "message": {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop},
-        }
-    )
+    message = {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop}
+    if error is not None:
+        message["errorMessage"] = error
+    emit({"type": "message_end", "message": message})
 
 
 def settle(aborted: bool) -> None:
@@ -144,6 +144,11 @@ def run(prompt: str, abort: threading.Event) -> None:
             }
         )
         aborted = True
+    elif scenario == "err500":
+        assistant_end("", "error", "500 fake upstream failure")
+        settle(False)
+        _state["running"] = False
+        return
     elif scenario in ("slow", "ignore_abort"):
         for index in range(2000):
             if abort.is_set() and scenario == "slow":
@@ -227,6 +232,8 @@ def main() -> int:
                 "model": {"provider": "fake-rpc", "id": _state["scenario"]},
                 "thinkingLevel": _state.get("thinking", "off"),
             }
+            if os.environ.get("FAKE_RPC_PI_SESSION_FILE"):
+                state["sessionFile"] = os.environ["FAKE_RPC_PI_SESSION_FILE"]
             respond(command, state)
         elif kind == "set_thinking_level":
             _state["thinking"] = command.get("level")
