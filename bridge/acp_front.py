@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import orjson
 from acp import RequestError, schema
 from acp.agent.router import build_agent_router
 from acp.connection import Connection
@@ -46,6 +47,7 @@ from bridge.acp_stdin import initialize_result
 from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
 from bridge.conversations import NoRpc, OpenedConversation, StartFailure
 from bridge.runs import Run, RunRegistry, ShuttingDownError
+from bridge.transport import HIGH_WATER, LOW_WATER
 
 if TYPE_CHECKING:
     from bridge.acp_serve import StdioTransport
@@ -93,8 +95,13 @@ class PiAcpAgent:
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
-        self._outbox: asyncio.Queue[tuple[str, Update | WireUpdate] | asyncio.Event] = asyncio.Queue()
+        # session/update frames, serialized, waiting for stdout; the flush marks between them.
+        self._outbox: asyncio.Queue[bytes | asyncio.Event] = asyncio.Queue()
+        self._outbox_bytes = 0
         self._pump_sending = False
+        # Clear while the backlog (the outbox and stdout's buffer) is above the high-water mark.
+        self._writable = asyncio.Event()
+        self._writable.set()
         # Frames `direct` left to the SDK whose handler has not started yet.
         self._sdk_pending = 0
         self._served: set[asyncio.Task[None]] = set()
@@ -118,12 +125,17 @@ class PiAcpAgent:
     def _send_or_queue(self, updates: list[tuple[str, Update | WireUpdate]]) -> None:
         """Straight to stdout, in one write, while nothing waits ahead of them and stdout keeps
         up; else in line for the pump. (Through the pump, each update cost a loop trip: ~0.2 ms.)"""
+        frames = [_frame(_notification(s, u)) for s, u in updates]
         transport = self.transport
         in_line = self._pump_sending or not self._outbox.empty()
-        frames = [] if transport is None or in_line else [_notification(s, u) for s, u in updates]
-        if transport is None or in_line or not transport.send_now(*frames):
-            for item in updates:
-                self._outbox.put_nowait(item)
+        if transport is None or in_line or not transport.write_now(b"".join(frames)):
+            for frame in frames:
+                self._queue(frame)
+        self._note_backlog()
+
+    def _queue(self, frame: bytes) -> None:
+        self._outbox_bytes += len(frame)
+        self._outbox.put_nowait(frame)
 
     async def pump(self) -> None:
         """Send the queued session/updates in order (a prompt's answer waits for its own)."""
@@ -132,21 +144,37 @@ class PiAcpAgent:
             if isinstance(item, asyncio.Event):
                 item.set()
                 continue
-            session_id, update = item
             self._pump_sending = True
             try:
-                await self._send_update(session_id, update)
+                await self._send_queued(item)
             finally:
                 self._pump_sending = False
 
-    async def _send_update(self, session_id: str, update: Update | WireUpdate) -> None:
-        if self.conn is None:
+    async def _send_queued(self, frame: bytes) -> None:
+        self._outbox_bytes -= len(frame)
+        if self.transport is None:
             return
-        notification = _notification(session_id, update)
         try:
-            await self.conn.send_notification(notification["method"], notification["params"])
+            await self.transport.write(frame)
         except (ConnectionError, OSError) as exc:
             log.info("session/update not sent: %s", exc)
+        self._note_backlog()
+
+    def _note_backlog(self) -> None:
+        """The LSP front's backpressure policy (bridge/transport.py): above the high-water mark
+        of bytes waiting for the client, runs stop reading their agent's output; below the
+        low-water mark they read again. Nothing is dropped, and cancels need no writes."""
+        transport = self.transport
+        waiting = self._outbox_bytes + (transport.buffered_bytes if transport is not None else 0)
+        if waiting > HIGH_WATER:
+            self._writable.clear()
+        elif waiting <= LOW_WATER:
+            self._writable.set()
+
+    async def wait_writable(self) -> None:
+        """Wait while the backlog is above the high-water mark (the run registry's hook)."""
+        if not self._writable.is_set():
+            await self._writable.wait()
 
     async def flush(self) -> None:
         """Wait until every update queued so far is sent (at once when none waits in line)."""
@@ -240,7 +268,8 @@ class PiAcpAgent:
         if not isinstance(stored, SessionHistory):
             raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
         for update in history_updates(stored, stored.cwd or cwd):
-            self._outbox.put_nowait((session_id, update))
+            self._queue(_frame(_notification(session_id, update)))
+        self._note_backlog()
         await self.flush()
         session = self.sessions.get(session_id)
         if session is None:
@@ -509,6 +538,11 @@ def _notification(session_id: str, update: Update | WireUpdate) -> dict[str, Any
     }
 
 
+def _frame(message: dict[str, Any]) -> bytes:
+    """One NDJSON frame."""
+    return orjson.dumps(message) + b"\n"
+
+
 def _prompt_answer(run: Run) -> schema.PromptResponse:
     answer = run.answer
     if isinstance(answer, CancelledRunData) or answer is None:
@@ -564,4 +598,5 @@ def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
     agent.conn = conn
     agent.transport = transport
     transport.direct = agent.direct
+    transport.when_drained(agent._note_backlog)
     return conn

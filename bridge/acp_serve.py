@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ import anyio
 import orjson
 from pydantic import BaseModel
 
-from bridge import contract
+from bridge import contract, surrogates
 from bridge.acp_stdin import FirstFrame
 from bridge.agent import AgentAdapter
 from bridge.process import become_subreaper, reap_orphans
@@ -48,10 +49,12 @@ def _error_frame(code: int, message: str, msg_id: Any = None) -> dict[str, Any]:
 
 
 class _WriteProtocol(asyncio.BaseProtocol):
-    """Flow control of stdout, for StreamWriter.drain."""
+    """Flow control of stdout, for StreamWriter.drain; `on_resumed` hears each time stdout's
+    buffer has drained after a pause."""
 
     def __init__(self) -> None:
         self._resumed: asyncio.Future[None] | None = None
+        self.on_resumed: Callable[[], None] | None = None
 
     def pause_writing(self) -> None:
         self._resumed = asyncio.get_running_loop().create_future()
@@ -60,6 +63,8 @@ class _WriteProtocol(asyncio.BaseProtocol):
         if self._resumed is not None and not self._resumed.done():
             self._resumed.set_result(None)
         self._resumed = None
+        if self.on_resumed is not None:
+            self.on_resumed()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.resume_writing()
@@ -94,9 +99,15 @@ def _read_all(fd: int) -> bytes:
 class StdioTransport:
     """Newline-delimited JSON-RPC on stdin/stdout that answers malformed frames itself."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | _FileWriter) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter | _FileWriter,
+        flow: _WriteProtocol | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._flow = flow
         self.closed = False
         # Sees each valid message as it is read, before the SDK would dispatch it (a task
         # later); True: it served the message itself, and the SDK never sees it.
@@ -136,28 +147,54 @@ class StdioTransport:
         stdout = open(1, "wb", buffering=0, closefd=False)  # noqa: SIM115 (the loop owns it)
         protocol = _WriteProtocol()
         transport, _ = await loop.connect_write_pipe(lambda: protocol, stdout)
-        return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
+        return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop), protocol)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes written but still waiting for the client to read them."""
+        writer = self._writer
+        return writer.transport.get_write_buffer_size() if isinstance(writer, asyncio.StreamWriter) else 0
+
+    def when_drained(self, callback: Callable[[], None]) -> None:
+        """Call `callback` each time stdout's buffer has drained after the client fell behind."""
+        if self._flow is not None:
+            self._flow.on_resumed = callback
 
     def send_now(self, *messages: dict[str, Any]) -> bool:
         """Write these frames at once, in one write, if stdout keeps up; False: none was written
         (use `send`)."""
+        return self._keeps_up() and self._write(
+            b"".join(orjson.dumps(message) + b"\n" for message in messages)
+        )
+
+    def write_now(self, lines: bytes) -> bool:
+        """`send_now` of frames serialized already (newline-terminated)."""
+        return self._keeps_up() and self._write(lines)
+
+    def _keeps_up(self) -> bool:
         writer = self._writer
         if self.closed:
             return False
-        if isinstance(writer, asyncio.StreamWriter) and (
-            writer.transport.is_closing() or writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER
-        ):
-            return False
+        return not (
+            isinstance(writer, asyncio.StreamWriter)
+            and (writer.transport.is_closing() or writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER)
+        )
+
+    def _write(self, lines: bytes) -> bool:
         try:
-            writer.write(b"".join(orjson.dumps(message) + b"\n" for message in messages))
+            self._writer.write(lines)
         except (ConnectionError, OSError, RuntimeError):
             return False
         return True
 
     async def send(self, message: dict[str, Any]) -> None:
+        await self.write(orjson.dumps(message) + b"\n")
+
+    async def write(self, lines: bytes) -> None:
+        """Write frames serialized already, then wait while stdout's buffer is full."""
         if self.closed:
             raise ConnectionError("stdout is closed")
-        self._writer.write(orjson.dumps(message) + b"\n")
+        self._writer.write(lines)
         await self._writer.drain()
 
     async def receive(self) -> dict[str, Any] | None:
@@ -171,7 +208,7 @@ class StdioTransport:
             try:
                 message = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                await self._answer(_error_frame(-32700, f"parse error: not JSON ({exc})"))
+                self._refuse(line, exc)
                 continue
             problem = _frame_problem(message)
             if problem is None:
@@ -181,7 +218,7 @@ class StdioTransport:
             msg_id = message.get("id") if isinstance(message, dict) else None
             if not isinstance(msg_id, (str, int)) or isinstance(msg_id, bool):
                 msg_id = None
-            await self._answer(_error_frame(-32600, f"invalid request: {problem}", msg_id))
+            self._answer(_error_frame(-32600, f"invalid request: {problem}", msg_id))
 
     async def _read_line(self) -> bytes | None:
         chunks: list[bytes] = []
@@ -196,11 +233,29 @@ class StdioTransport:
                 data = b"".join(chunks)
                 return data or None
 
-    async def _answer(self, frame: dict[str, Any]) -> None:
+    def _refuse(self, line: bytes, exc: orjson.JSONDecodeError) -> None:
+        """A line orjson refused: JSON that holds a lone surrogate gets the answer
+        bridge/surrogates.py names; anything else is not JSON to the bridge (NaN, Infinity, an
+        integer beyond 64 bits: no ACP message carries one)."""
         try:
-            await self.send(frame)
-        except (ConnectionError, OSError):
-            pass
+            refused = surrogates.refusal(json.loads(line))
+        except (ValueError, RecursionError):
+            refused = None
+        if refused is None:
+            self._answer(_error_frame(-32700, f"parse error: not JSON ({exc})"))
+        elif not refused.answer:
+            log.warning("a notification or response refused: %s", refused.message)
+        else:
+            frame = _error_frame(refused.code, refused.message, refused.msg_id)
+            if refused.code == surrogates.INVALID_PARAMS:
+                frame["error"]["data"] = {"errors": [{"field": refused.field, "message": surrogates.PROBLEM}]}
+            self._answer(frame)
+
+    def _answer(self, frame: dict[str, Any]) -> None:
+        # Never waits for the client to read: a session/cancel behind a bad frame must still
+        # be read at once. (What a client's bad frames cost is the client's to read.)
+        if not self.closed:
+            self._write(orjson.dumps(frame) + b"\n")
 
     async def close(self) -> None:
         self.closed = True
@@ -228,15 +283,20 @@ def _frame_problem(message: Any) -> str | None:
 
 
 class _LateSink:
-    """The registry's sink, bound to the ACP agent once the SDK has loaded (no run starts
-    before: runs start from prompts, which the agent serves)."""
+    """The registry's sink and backpressure hook, bound to the ACP agent once the SDK has loaded
+    (no run starts before: runs start from prompts, which the agent serves)."""
 
     def __init__(self) -> None:
-        self.target: Callable[[list[dict[str, Any]]], None] | None = None
+        self.agent: PiAcpAgent | None = None
 
     def __call__(self, payloads: list[dict[str, Any]]) -> None:
-        if self.target is not None:
-            self.target(payloads)
+        if self.agent is not None:
+            self.agent.on_messages(payloads)
+
+    async def wait_writable(self) -> None:
+        """Wait while the client is behind (see PiAcpAgent.wait_writable)."""
+        if self.agent is not None:
+            await self.agent.wait_writable()
 
 
 def _load_front(registry: RunRegistry) -> Any:
@@ -268,7 +328,7 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
     subreaper = become_subreaper()
     log.info("pi-bridge acp serving on stdio (pid %d, subreaper=%s)", os.getpid(), subreaper)
     sink = _LateSink()
-    registry = RunRegistry(adapter, config, sink)
+    registry = RunRegistry(adapter, config, sink, wait_writable=sink.wait_writable)
     agents: list[PiAcpAgent] = []
     try:
         async with anyio.create_task_group() as tasks:
@@ -280,7 +340,7 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
                 front = await asyncio.to_thread(_load_front, registry)
                 transport = await StdioTransport.open(first)
                 agent = front.PiAcpAgent(registry, default_cwd=default_cwd)
-                sink.target = agent.on_messages
+                sink.agent = agent
                 agents.append(agent)
                 tasks.start_soon(agent.pump)
                 await front.connect(agent, transport).main_loop()

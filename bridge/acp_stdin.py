@@ -13,7 +13,8 @@ Written by hand, and why that is safe:
   tests/unit/test_acp_stdin.py checks that the hand answer is exactly what the SDK path sends.
 - `plain_initialize` takes only frames the SDK would take as they are (an integer version in
   range, a `_meta` without the bridge's retry settings); anything else (retry settings, a version
-  the SDK would coerce, another method, a malformed frame) goes to the SDK path untouched.
+  the SDK would coerce, another method, a malformed frame, a lone surrogate anywhere) goes to the
+  SDK path untouched.
 - The thread reads only up to the first newline and writes at most this one answer; from then on
   the SDK path reads stdin and writes stdout alone (it opens them after the thread is done).
 """
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from bridge import __version__
+from bridge.surrogates import refusal
 
 ACP_PROTOCOL_VERSION: Final = 1  # the SDK's acp.PROTOCOL_VERSION (a test checks they agree)
 AGENT_NAME: Final = "pi-bridge"
@@ -61,9 +63,9 @@ def plain_initialize(line: bytes) -> dict[str, Any] | None:
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or refusal(message) is not None:
         return None
     msg_id = message.get("id")
     if message.get("method") != "initialize" or isinstance(msg_id, bool):
@@ -121,14 +123,14 @@ class FirstFrame:
     def _run(self) -> None:
         try:
             data = self._read_first_line()
+            self.rest = data  # whatever happens next, nothing read is lost
             newline = data.find(b"\n")
             if newline >= 0:
                 answer = plain_initialize(data[:newline])
                 frame = json.dumps(answer, separators=(",", ":")).encode() + b"\n" if answer else b""
                 if frame and self._write(frame):
                     self.answered = True
-                    data = data[newline + 1 :]
-            self.rest = data
+                    self.rest = data[newline + 1 :]
         finally:
             with self._lock:
                 self._done = True

@@ -414,12 +414,13 @@ class Conversations:
 
     # ------------------------------------------------------------------ agents
 
-    def resolve_session(self, options: RunOptions, env: Mapping[str, str]) -> str | None:
-        """The session a run continues: its sessionId, or the newest of its cwd for continueSession."""
+    async def resolve_session(self, options: RunOptions, env: Mapping[str, str]) -> str | None:
+        """The session a run continues: its sessionId, or the newest of its cwd for continueSession
+        (a glob of its folder: off the event loop)."""
         if options.session_id:
             return options.session_id
         if options.continue_session:
-            return latest_session_id(options.cwd, env)
+            return await anyio.to_thread.run_sync(latest_session_id, options.cwd, env)
         return None
 
     def known_session(self, session_id: str) -> str | None:

@@ -2,15 +2,18 @@
 
 The bridge passes its environment and `initializationOptions.env` to pi, so a key can show up in
 what pi prints on stderr or in a provider's error text. Every error the bridge reports goes
-through `Redactor.error` first.
+through `Redactor.error` first, and every log line through `RedactingFormatter`: a log line can
+carry what an agent printed, and masking the whole line (its traceback too) leaves no call site
+to forget.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 _SECRET_NAME: Final = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH)", re.IGNORECASE)
 _MIN_SECRET_LENGTH: Final = 8
@@ -58,3 +61,25 @@ class Redactor:
         if isinstance(lines, list):
             masked["invalidOutputLines"] = [self.text(line) for line in lines]
         return masked
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter that masks the secrets of the bridge's environment, and of every
+    environment handed on with `mask_in_logs`, in each whole formatted line."""
+
+    _envs: ClassVar[list[Mapping[str, str]]] = [os.environ]
+    _redactor: ClassVar[Redactor | None] = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        redactor = RedactingFormatter._redactor
+        if redactor is None:
+            redactor = RedactingFormatter._redactor = Redactor(*RedactingFormatter._envs)
+        return redactor.text(super().format(record))
+
+
+def mask_in_logs(env: Mapping[str, str]) -> None:
+    """Mask this environment's secret-looking values in every later log line too (the agents'
+    environment from initializationOptions.env, which os.environ does not hold)."""
+    if env and env not in RedactingFormatter._envs:
+        RedactingFormatter._envs.append(dict(env))
+        RedactingFormatter._redactor = None

@@ -31,6 +31,7 @@ from lsprotocol.types import METHOD_TO_TYPES
 from pygls.exceptions import JsonRpcException
 from pygls.protocol import JsonRPCProtocol
 
+from bridge import surrogates
 from bridge.contract import RUN
 from bridge.transport import frame
 
@@ -54,10 +55,12 @@ _REQUESTS_ONLY: Final = frozenset({RUN})
 _CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d+)[ \t]*$", re.IGNORECASE)
 
 
-def error_frame(code: int, message: str, msg_id: Any = None) -> bytes:
+def error_frame(code: int, message: str, msg_id: Any = None, data: Any = None) -> bytes:
     """A framed JSON-RPC error response."""
-    body = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-    return frame(json.dumps(body).encode())
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return frame(json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error}).encode())
 
 
 class FrameParser:
@@ -138,8 +141,9 @@ class FrameParser:
 
 @dataclass(slots=True)
 class Inbound:
-    """One item from the reader thread: a parsed message, or the error frame to answer instead;
-    `end` at end of input. `size` is the body's length, for the inbox's byte bound."""
+    """One item from the reader thread: a parsed message, or the error frame to answer instead
+    (b"": a frame refused with no answer due); `end` at end of input. `size` is the body's
+    length, for the inbox's byte bound."""
 
     message: Any = None
     reply: bytes | None = None
@@ -154,11 +158,29 @@ def parse(body: bytes) -> Inbound:
     except orjson.JSONDecodeError:
         pass
     try:
-        # What orjson refuses but the stdlib (and so pygls) accepts: NaN, Infinity, lone
-        # surrogates. Kept, so that such a frame still gets the answer it got before.
-        return Inbound(message=json.loads(body), size=len(body))
-    except (UnicodeDecodeError, ValueError) as exc:
+        # What orjson refuses but the stdlib (and so pygls) accepts: NaN, Infinity, integers
+        # beyond 64 bits, lone surrogates; the first kept, so that such a frame still gets the
+        # answer it got before, a lone surrogate refused (bridge/surrogates.py).
+        message = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return Inbound(reply=error_frame(-32700, f"parse error: {exc}"), size=len(body))
+    refused = surrogates.refusal(message)
+    if refused is None:
+        return Inbound(message=message, size=len(body))
+    return Inbound(reply=refusal_frame(refused), size=len(body))
+
+
+def refusal_frame(refused: surrogates.Refusal) -> bytes:
+    """The error frame for a frame holding a lone surrogate; b"" when none is due."""
+    if not refused.answer:
+        log.warning("a notification or response refused: %s", refused.message)
+        return b""
+    data = (
+        [{"field": refused.field, "message": surrogates.PROBLEM}]
+        if refused.code == surrogates.INVALID_PARAMS
+        else None
+    )
+    return error_frame(refused.code, refused.message, refused.msg_id, data)
 
 
 class InboxBudget:
@@ -197,6 +219,10 @@ def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None 
     if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":
         return error_frame(-32600, "invalid request: expected a JSON-RPC 2.0 object")
     msg_id = raw.get("id")
+    if "id" in raw and not usable_id(msg_id):
+        # Not answerable under it, and pygls would hash it (a list or an object): refused before
+        # anything starts, answered with id null as JSON-RPC says.
+        return error_frame(-32600, "invalid request: id must be a string, a number or null")
     if "method" in raw and not isinstance(raw["method"], str):
         return error_frame(-32600, "invalid request: method must be a string", msg_id)
     method = raw.get("method")
@@ -219,6 +245,11 @@ def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None 
         if "method" in raw and msg_id is not None:
             return error_frame(-32603, f"internal error: {exc}", msg_id)
     return None
+
+
+def usable_id(msg_id: Any) -> bool:
+    """Whether a request id is one JSON-RPC allows: a string, a number or null."""
+    return msg_id is None or (isinstance(msg_id, (str, int, float)) and not isinstance(msg_id, bool))
 
 
 def _inbound(body: bytes | None, problem: str | None) -> Inbound:
@@ -251,7 +282,7 @@ class _Dispatcher:
         if reply is None:
             reply = dispatch_message(item.message, self._protocol, self._direct)
         writer = self._protocol.writer
-        if reply is not None and writer is not None:
+        if reply and writer is not None:
             writer.write(reply)
 
 

@@ -42,9 +42,9 @@ from bridge.contract import (
     SteerResult,
     Usage,
 )
-from bridge.conversations import Conversations, Lease, OpenedConversation
+from bridge.conversations import Conversations, Lease, OpenedConversation, StartFailure
 from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
-from bridge.redact import Redactor
+from bridge.redact import Redactor, mask_in_logs
 from bridge.rpc_engine import RpcAttempt
 from bridge.stored_conversations import StoredConversations
 from bridge.warm_pool import WarmPool
@@ -136,8 +136,8 @@ class Run:
         batch: list[dict[str, Any]] = []
         for out in outs:
             content = out.content
-            if out.type == "terminal.failed":
-                content = {**content, "error": self.redactor.error(content["error"])}
+            if out.type in _CARRY_ERRORS:
+                content = _redacted(self.redactor, out.type, content)
             self.seq += 1
             batch.append(
                 {
@@ -171,6 +171,19 @@ class Run:
         )
 
 
+# The messages that carry an error's text (an agent's stderr tail, a provider's message).
+_CARRY_ERRORS = frozenset({"terminal.failed", "run.retrying", "tool.failed"})
+
+
+def _redacted(redactor: Redactor, kind: str, content: dict[str, Any]) -> dict[str, Any]:
+    """A message's content with the secrets in its error text masked."""
+    if kind == "terminal.failed":
+        return {**content, "error": redactor.error(content["error"])}
+    key = "reason" if kind == "run.retrying" else "error"
+    text = content.get(key)
+    return {**content, key: redactor.text(text)} if isinstance(text, str) else content
+
+
 def backoff_delay(policy: RetryPolicy, failed_attempt: int) -> int:
     """Exponential backoff with jitter, in ms: up to initial * 2^(n-1), capped, at least half."""
     ceiling = min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** (failed_attempt - 1))
@@ -189,6 +202,7 @@ class RunRegistry:
     ) -> None:
         self.adapter = adapter
         self.config = config
+        mask_in_logs(config.env)
         self._sink = sink
         self._adapters: dict[str, AgentAdapter] = {adapter.name: adapter}
         # The agent of each session a run has used (a conversation stays with its agent).
@@ -337,6 +351,7 @@ class RunRegistry:
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts)."""
         self.config = config
+        mask_in_logs(config.env)  # the agents get these: what they print may show them
         self._slots = anyio.Semaphore(config.max_concurrent_runs)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
@@ -372,7 +387,11 @@ class RunRegistry:
             session_id=session_id,
             resumed=session_id is not None,
         )
-        return await self.conversations.open(config.command, options, config.env)
+        try:
+            return await self.conversations.open(config.command, options, config.env)
+        except StartFailure as exc:  # it leaves the bridge: pi's stderr masked, as a run's error is
+            error = Redactor(os.environ, config.env).error(exc.error.model_dump(by_alias=True))
+            raise StartFailure(ErrorInfo.model_validate(error)) from None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
@@ -477,7 +496,9 @@ class RunRegistry:
             reason = "the run is not streaming in a live conversation"
             return SteerResult(run_id=run_id, accepted=False, reason=reason)
         refused = await run.steerer(message)
-        return SteerResult(run_id=run_id, accepted=refused is None, reason=refused)
+        if refused is None:
+            return SteerResult(run_id=run_id, accepted=True)
+        return SteerResult(run_id=run_id, accepted=False, reason=run.redactor.text(refused))  # pi's words
 
     async def close_session(self, session_id: str) -> bool:
         """Stop a conversation's live agent (cancelling its runs first); the file stays."""
@@ -560,7 +581,7 @@ class RunRegistry:
         """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
         if not self._uses_rpc(run) or self.conversations.supported is False:
             return None
-        session_id = self.conversations.resolve_session(run.options, self.config.env)
+        session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
             run.emit([Out("run.queued", {"position": 1, "limit": 1, "reason": "session"})])
@@ -746,7 +767,9 @@ class RunRegistry:
         earlier turns and the prompt once."""
         adapter = self._adapter(run)
         if checkpoint is None:  # the first attempt may have stored the session it was to start
-            run.options = self.stored.options_for(adapter, run.options, self.config.env)
+            run.options = await anyio.to_thread.run_sync(
+                self.stored.options_for, adapter, run.options, self.config.env
+            )
             return
         run.options = await anyio.to_thread.run_sync(
             adapter.rewind_session, checkpoint, run.session_id, run.options, self.config.env

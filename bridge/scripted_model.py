@@ -69,6 +69,7 @@ __all__ = [
     "WRITE_FILE",
     "ScriptedModelServer",
     "flood_piece",
+    "flood_reply_text",
     "long_reply_text",
     "tool_answer_text",
     "write_pi_agent_dir",
@@ -92,9 +93,12 @@ HANG_SECONDS: Final = 60.0
 LONG_DEFAULT: Final = 2000
 #: Upper bound for ``long-N`` so a typo cannot make the server stream for hours.
 LONG_MAX: Final = 1_000_000
-#: ``flood``: this many deltas of FLOOD_PIECE_CHARS characters each, no delay (16 MB).
-FLOOD_PIECES: Final = 16_000
-FLOOD_PIECE_CHARS: Final = 1000
+#: Characters of one ``flood`` / ``flood-N`` delta (numbered, so a lost or reordered one shows).
+FLOOD_PIECE_CHARS: Final = 4096
+#: ``flood``: this many deltas, no delay (16 MB: more than every pipe and high-water mark holds).
+FLOOD_PIECES: Final = 4096
+#: Upper bound for ``flood-N`` (N deltas of FLOOD_PIECE_CHARS): 1 GB of text.
+FLOOD_MAX: Final = 262_144
 #: How many ``flaky`` requests fail before it answers.
 FLAKY_FAILURES: Final = 2
 
@@ -184,7 +188,9 @@ SCENARIOS: Final[dict[str, str]] = {
     "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N`: N deltas",
     "long-20000": "20000 deltas of 5 characters each, no delay",
     "long-100000": "100000 deltas of 5 characters each, no delay",
-    "flood": f"{FLOOD_PIECES} deltas of {FLOOD_PIECE_CHARS} characters each, no delay (fills every pipe)",
+    "flood": f"{FLOOD_PIECES} numbered deltas of 4 KB (16 MB), no delay (fills every pipe)",
+    "flood-8192": "8192 numbered deltas of 4 KB (32 MB), no delay, for a client that stops reading;"
+    " `flood-N`: N such deltas",
     "echo": "replies `ECHO:` followed by the exact text of the last user message",
     "hang": "accepts the request, sends nothing for 60 s, then closes the connection",
 }
@@ -422,9 +428,13 @@ def _long_piece(i: int) -> str:
 
 
 def flood_piece(i: int) -> str:
-    """Delta `i` of ``flood``: numbered, so a loss or a reordering shows."""
-    head = f"f{i:07d};"
-    return head + "." * (FLOOD_PIECE_CHARS - len(head))
+    """Delta `i` of ``flood`` and ``flood-N``: numbered, so a loss or a reordering shows."""
+    return f"{i:07d}" + "." * (FLOOD_PIECE_CHARS - 8) + " "
+
+
+def flood_reply_text(count: int) -> str:
+    """The text ``flood-N`` streams, as ``count`` deltas of FLOOD_PIECE_CHARS characters."""
+    return "".join(flood_piece(i) for i in range(count))
 
 
 def tool_answer_text(model: str, tool_output: str) -> str:
@@ -459,6 +469,14 @@ def _slow_reply() -> Reply:
     words[-1] += " "
     pieces = [Piece("text", words[i % len(words)]) for i in range(SLOW_PIECES)]
     return Reply(pieces, delay=SLOW_INTERVAL, scaled=False)
+
+
+def _flood_count(model: str) -> int | None:
+    match = re.fullmatch(r"flood-(\d{1,6})", model)
+    if match is None:
+        return None
+    count = int(match.group(1))
+    return count if 0 < count <= FLOOD_MAX else None
 
 
 def _error(status: int, message: str, kind: ErrorKind, *headers: tuple[str, str]) -> Reply:
@@ -531,6 +549,9 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
     count = _long_count(model)
     if count is not None:
         return Reply([Piece("text", _long_piece(i)) for i in range(count)], delay=0.0)
+    count = _flood_count(model)
+    if count is not None:
+        return Reply([Piece("text", flood_piece(i)) for i in range(count)], delay=0.0)
     return _error(404, f"model {model} not found", "not_found")
 
 

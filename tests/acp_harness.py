@@ -138,10 +138,17 @@ class RawAcp:
     """`pi-bridge acp` driven frame by frame (for hostile input): every stdout line is kept, and
     must be a JSON-RPC frame."""
 
-    def __init__(self, pi_agent_dir: Path, cwd: Path) -> None:
-        env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir)})
+    def __init__(
+        self,
+        pi_agent_dir: Path,
+        cwd: Path,
+        *,
+        top_args: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir), **(extra_env or {})})
         self.proc = subprocess.Popen(
-            [*BRIDGE, "acp"],
+            [*BRIDGE, *top_args, "acp"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -152,13 +159,25 @@ class RawAcp:
         self.frames: list[dict[str, Any]] = []
         self.not_frames: list[bytes] = []
         self._cond = threading.Condition()
+        self._reading = threading.Event()
+        self._reading.set()
+        # Set while the reader waits for resume_reading (a pause takes effect between lines).
+        self.reader_parked = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._next_id = 1000
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+        stdout = open(self.proc.stdout.fileno(), "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
+        while True:
+            if not self._reading.is_set():
+                self.reader_parked.set()
+                self._reading.wait()
+                self.reader_parked.clear()
+            line = stdout.readline()
+            if not line:
+                break
             try:
                 frame = json.loads(line)
             except ValueError:
@@ -169,6 +188,14 @@ class RawAcp:
                 else:
                     self.not_frames.append(line)
                 self._cond.notify_all()
+
+    def pause_reading(self) -> None:
+        """Stop reading the bridge's stdout (a client that stopped reading)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        """Read again."""
+        self._reading.set()
 
     def send_line(self, data: bytes) -> None:
         """Write one line (a newline is added)."""
@@ -211,6 +238,7 @@ class RawAcp:
     def close(self) -> int:
         """Close stdin and wait for the exit code (killed by pid if it hangs)."""
         assert self.proc.stdin is not None
+        self.resume_reading()
         self.proc.stdin.close()
         try:
             return self.proc.wait(WAIT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
@@ -39,6 +40,9 @@ READ_CHUNK: Final = 256 * 1024
 # command of a fresh pi waits for its start-up, ~0.2-0.5 s). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 _RESPONSE_MARK: Final = b'"type":"response"'
+# The client is asked whether it keeps up once per this much of pi's output, not per read: the
+# ask is cheap while it does, but the wait around it (cut short by a command) is not.
+CLIENT_CHECK_BYTES: Final = 64 * 1024
 
 Lines = Callable[[list[bytes]], None]
 # What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
@@ -149,20 +153,24 @@ def session_file_size(path: str | None) -> int | None:
 
 
 def trim_session_file(path: str, size: int | None) -> None:
-    """Cut a session file back to `size` bytes (its state before a failed prompt).
+    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
 
     pi appends entries, so the bytes before `size` are exactly the conversation before the
-    prompt; a file pi had not written yet keeps only its header line (the session itself).
+    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
+    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
     """
     try:
-        with open(path, "r+b") as handle:
-            if size is None:
-                header = handle.readline()
-                size = len(header) if header.endswith(b"\n") else 0
-            if size < os.fstat(handle.fileno()).st_size:
-                handle.truncate(size)
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
     except OSError:
         return
+    with open(fd, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        if size is None:
+            header = handle.readline()
+            size = len(header) if header.endswith(b"\n") else 0
+        if size < os.fstat(fd).st_size:
+            os.ftruncate(fd, size)
 
 
 class PendingCommand:
@@ -200,6 +208,9 @@ class PiRpc:
         self.garbage = 0
         self.lines_read = 0  # every stdout line, answers included: zero means pi never spoke
         self._wait_writable = wait_writable
+        # The wait for a client that is behind, while it waits: a command cuts it short.
+        self._client_wait: anyio.CancelScope | None = None
+        self._unchecked = 0  # bytes read since the client was last asked whether it keeps up
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
 
@@ -263,6 +274,8 @@ class PiRpc:
         except (StdinClosed, OSError) as exc:
             raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
         self._waiting[pending.command_id] = pending
+        if self._client_wait is not None:
+            self._client_wait.cancel()  # its answer must be read, client or not
         return pending
 
     async def answer(
@@ -385,23 +398,37 @@ class PiRpc:
             return
         framer = self.framer
         while True:
-            if self.listener is not None:
+            if self.listener is not None and (
+                self.backlog is not None or self._unchecked >= CLIENT_CHECK_BYTES
+            ):
                 await self._hold_back()
             try:
                 chunk = await stream.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 break
+            self._unchecked += len(chunk)
             self._dispatch(framer.feed(chunk))
         last = framer.finish()
         if last:
             self._dispatch([last])
 
     async def _hold_back(self) -> None:
-        """Wait while the client is behind or the listener holds messages back."""
+        """Wait while the listener holds messages back (a diff's read), and, once enough was read
+        since it was last asked, while the client is behind: pi's output then waits in its pipe
+        and pi blocks on it. Not for the client while a command waits for its answer: the answer
+        comes after whatever pi prints first (for `abort`, the end of the run it stops), and the
+        command's own timeout bounds that; a command sent during the wait ends it."""
         self.holding_back = True
         try:
-            if self._wait_writable is not None:
-                await self._wait_writable()
+            if self._unchecked >= CLIENT_CHECK_BYTES:
+                self._unchecked = 0
+                if self._wait_writable is not None and not self._waiting:
+                    with anyio.CancelScope() as scope:
+                        self._client_wait = scope
+                        try:
+                            await self._wait_writable()
+                        finally:
+                            self._client_wait = None
             backlog = self.backlog
             if backlog is not None:
                 await backlog()

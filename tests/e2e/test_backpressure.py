@@ -10,10 +10,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from bridge.scripted_model import FLOOD_PIECES, flood_piece
+from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
 from bridge.transport import HIGH_WATER
+from tests.acp_harness import RawAcp
 from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, requires_pi, run_processes
 
 PAGE = 4096
@@ -205,3 +207,120 @@ def test_time_blocked_on_a_slow_client_is_not_the_live_pi_s_silence(
         assert result["text"] == "".join(flood_piece(i) for i in range(FLOOD_PIECES)), "every delta, in order"
     finally:
         raw.close()
+
+
+FLOOD_DELTAS = 8192  # the scripted model's flood-8192: 32 MB of numbered 4 KB deltas
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of a process's live children."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.Error:
+        return []
+
+
+def stdout_backlog(pid: int) -> int:
+    """Bytes waiting in the process's stdout pipe (0 once it is gone)."""
+    try:
+        return pipe_fill(f"/proc/{pid}/fd/1")[0]
+    except OSError:
+        return 0
+
+
+def bytes_written_or_none(pid: int) -> int | None:
+    """`bytes_written`, None once the process is gone."""
+    try:
+        return bytes_written(pid)
+    except OSError:
+        return None
+
+
+def wait_until_pi_held(bridge: RawAcp, timeout: float = WAIT) -> int:
+    """Wait until the bridge has stopped reading pi: our reader parked, pi's stdout pipe holding
+    what the bridge does not read, and pi writing nothing more for a while (Node waits for room
+    on its stdout in epoll, not in write(2), so it is seen stopped, not blocked). Returns its pid."""
+    deadline = time.monotonic() + timeout
+    quiet: dict[int, tuple[int, float]] = {}
+    while time.monotonic() < deadline:
+        for pid in children_of(bridge.proc.pid):
+            try:
+                written = bytes_written(pid)
+            except OSError:
+                continue
+            if not bridge.reader_parked.is_set() or stdout_backlog(pid) < 8 * PAGE:
+                quiet.pop(pid, None)
+                continue
+            since = quiet.get(pid)
+            if since is None or since[0] != written:
+                quiet[pid] = (written, time.monotonic())
+            elif time.monotonic() - since[1] >= 0.5:
+                return pid
+        time.sleep(0.02)  # polling kernel states: no event tells that another process is held
+    raise AssertionError(
+        f"pi was never held on its pipe within {timeout} s: the bridge buffers without bound"
+    )
+
+
+@requires_pi
+def test_acp_a_client_that_stops_reading_holds_pi_and_a_cancel_still_acts(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """The ACP front's backpressure: a client that stops reading leaves pi held on its pipe
+    (the bridge keeps a bounded backlog), a session/cancel stops the prompt while the client
+    still reads nothing (what pi prints up to its answer to abort is read), and once it reads
+    again every chunk arrives, once, in order."""
+    bridge = RawAcp(pi_agent_dir, tmp_path)
+    try:
+        bridge.request("initialize", {"protocolVersion": 1})
+        session_id = bridge.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"][
+            "sessionId"
+        ]
+        model = {"sessionId": session_id, "configId": "model", "value": f"fake/flood-{FLOOD_DELTAS}"}
+        assert "result" in bridge.request("session/set_config_option", model)
+        bridge.pause_reading()
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "flood, please"}]}
+        bridge.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": prompt})
+        agent = wait_until_pi_held(bridge)
+        # Held, not just slow: while nobody reads, pi gets no further than the bridge's
+        # hysteresis lets it (one pass of the backlog below the low-water mark at most).
+        before = bytes_written(agent)
+        held_until = time.monotonic() + 1.5
+        while time.monotonic() < held_until:
+            written = bytes_written(agent) - before
+            assert written <= HIGH_WATER, f"pi wrote {written} more bytes while the client did not read"
+            time.sleep(0.05)  # polling a kernel state: no event tells that another process is held
+        assert bytes_written(agent) < FLOOD_DELTAS * FLOOD_PIECE_CHARS // 2, "the backlog is bounded"
+        held = bytes_written(agent)
+        bridge.send_line(b"not json")  # its error answer must not hold up the frame behind it
+        bridge.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
+        # Still not reading a byte: the bridge must read on to pi's answer to its abort (what pi
+        # prints up to it), so pi writes more than its pipe holds; left unread, pi stays held
+        # until it is killed when the abort's grace ends.
+        deadline = time.monotonic() + WAIT
+        while (written := bytes_written_or_none(agent)) is None or written - held <= 16 * PAGE:
+            assert written is not None, "pi was killed: the bridge never read on to its answer to abort"
+            assert time.monotonic() < deadline, "the bridge never read on to pi's answer to its abort"
+            time.sleep(0.02)  # polling a kernel state: no event tells that a pipe was read
+        bridge.resume_reading()
+        answer = bridge.wait(lambda f: f.get("id") == 7)
+        assert answer["result"]["stopReason"] == "cancelled", answer
+        assert [f["error"]["code"] for f in bridge.null_id_errors()] == [-32700]
+        chunks = [
+            f["params"]["update"]["content"]["text"]
+            for f in bridge.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        text = "".join(chunks)
+        assert 0 < len(text) < FLOOD_DELTAS * FLOOD_PIECE_CHARS, "stopped mid-flood"
+        assert text == flood_reply_text(len(text) // FLOOD_PIECE_CHARS), "every chunk, once, in order"
+        # Whether pi settled within the abort's grace (the conversation keeps it) or was
+        # stopped after it, the conversation goes on.
+        again = {"sessionId": session_id, "configId": "model", "value": "fake/text"}
+        assert "result" in bridge.request("session/set_config_option", again)
+        follow_up = bridge.request("session/prompt", {**prompt, "prompt": [{"type": "text", "text": "hi"}]})
+        assert follow_up["result"]["stopReason"] == "end_turn", follow_up
+    finally:
+        assert bridge.close() == 0
+    assert bridge.not_frames == []

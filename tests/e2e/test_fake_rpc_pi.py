@@ -4,9 +4,11 @@ cannot be made to produce on demand. Each test ends with nothing of any run left
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -262,4 +264,34 @@ async def test_new_conversations_in_another_folder_get_the_next_spare_there(tmp_
         pids = {entry["sessionId"]: entry["pid"] for entry in live}
         assert pids[second["result"]["sessionId"]] == spare, "the second conversation took the spare"
     finally:
+        bridge.close()
+
+
+def test_a_session_file_that_is_a_fifo_never_freezes_the_bridge(tmp_path: Path) -> None:
+    """A retry cuts the session file back before its prompt. A session file that is a FIFO
+    (whatever made it one) is left alone (was: its open waited for a writer on the event loop,
+    and the bridge answered nothing more, ever)."""
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    bridge = RawBridge()
+    try:
+        bridge.initialize(
+            {
+                "piCommand": FAKE_RPC_PI,
+                "warmPool": False,
+                "env": {"FAKE_RPC_PI_SESSION_FILE": str(fifo)},
+                "retry": {"maxAttempts": 2, "initialDelayMs": 0, "maxDelayMs": 0},
+            }
+        )
+        result = bridge.call("pi/run", {"prompt": "hi", "model": "err500", "runId": "fifo"}, timeout=10)[
+            "result"
+        ]
+        assert result["status"] == "failed" and result["attempts"] == 2, result
+        assert [m["type"] for m in bridge.run_messages("fifo")].count("run.retrying") == 1
+        assert "result" in bridge.call("pi/runs", {}, timeout=10)
+    finally:
+        try:  # a bridge stuck opening the FIFO is let go, so that it can stop
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
         bridge.close()

@@ -15,9 +15,14 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - exit_at_start: exits with an error before reading anything;
 - slow_start: waits $FAKE_RPC_PI_START_DELAY s (default 3) before it reads its first command;
 - wedged: answers the commands of its start-up, then never reads stdin again;
-- die: dies (exit 1) in the middle of its answer.
+- die: dies (exit 1) in the middle of its answer;
+- err500: the model fails every prompt with a 500 (retryable).
 Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
-$FAKE_RPC_PI_COMMANDS set, "<pid> <type>" of each command received is appended to that file.
+$FAKE_RPC_PI_COMMANDS set, "<pid> <type>" of each command received is appended to that file;
+$FAKE_RPC_PI_SESSION_FILE is the session file get_state reports (pi's own is in its agent dir). With
+$FAKE_RPC_PI_LEAK naming a file, every start is counted there and every start but the first
+fails: it prints on stderr the value of each *_API_KEY variable it was given, then exits (a pi
+whose error output carries a secret, after one that worked: the bridge knows it speaks rpc).
 """
 
 from __future__ import annotations
@@ -73,14 +78,12 @@ def delta(text: str) -> None:
     emit({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "delta": text}})
 
 
-def assistant_end(text: str, stop: str = "stop") -> None:
+def assistant_end(text: str, stop: str = "stop", error: str | None = None) -> None:
     content = [{"type": "text", "text": text}] if text else []
-    emit(
-        {
-            "type": "message_end",
-            "message": {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop},
-        }
-    )
+    message = {"role": "assistant", "content": content, "usage": usage(), "stopReason": stop}
+    if error is not None:
+        message["errorMessage"] = error
+    emit({"type": "message_end", "message": message})
 
 
 def settle(aborted: bool) -> None:
@@ -144,6 +147,11 @@ def run(prompt: str, abort: threading.Event) -> None:
             }
         )
         aborted = True
+    elif scenario == "err500":
+        assistant_end("", "error", "500 fake upstream failure")
+        settle(False)
+        _state["running"] = False
+        return
     elif scenario in ("slow", "ignore_abort"):
         for index in range(2000):
             if abort.is_set() and scenario == "slow":
@@ -180,6 +188,18 @@ def main() -> int:
     for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id
         if flag in argv:
             SESSION_ID = argv[argv.index(flag) + 1]
+    leak = os.environ.get("FAKE_RPC_PI_LEAK")
+    if leak:
+        with open(leak, "a+") as starts:
+            starts.seek(0)
+            earlier = len(starts.read().splitlines())
+            starts.write("start\n")
+        if earlier:
+            keys = " ".join(
+                f"{name}={value}" for name, value in os.environ.items() if name.endswith("_API_KEY")
+            )
+            sys.stderr.write(f"fake rpc pi: cannot start with {keys}\n")
+            return 3
     if _state["scenario"] == "exit_at_start":
         sys.stderr.write("fake rpc pi: exiting at start on purpose\n")
         return 3
@@ -222,6 +242,8 @@ def main() -> int:
                 "model": {"provider": "fake-rpc", "id": _state["scenario"]},
                 "thinkingLevel": _state.get("thinking", "off"),
             }
+            if os.environ.get("FAKE_RPC_PI_SESSION_FILE"):
+                state["sessionFile"] = os.environ["FAKE_RPC_PI_SESSION_FILE"]
             respond(command, state)
             if _state["scenario"] == "wedged":
                 time.sleep(3600)  # alive, never reading stdin again: its pipe fills up

@@ -10,6 +10,7 @@ Every hypothesis test has a fixed, derandomized example budget so CI time stays 
 from __future__ import annotations
 
 import hashlib
+import json
 import string
 from collections.abc import Iterator
 from pathlib import Path
@@ -475,6 +476,74 @@ def test_cancels_for_unknown_and_finished_runs(live: Live) -> None:
     good_run(bridge)
     assert len(bridge.responses[finished_id]) == 1, "a finished request must not be answered twice"
     assert all(m.get("id") is not None or "method" in m for m in bridge.messages[before:])
+
+
+# --------------------------------------------------------------------------- lone surrogates, odd ids
+
+# A string with one half of a UTF-16 pair in it (st.text draws no surrogates of its own).
+lone_texts = st.tuples(st.text(max_size=4), st.integers(0xD800, 0xDFFF).map(chr), st.text(max_size=4)).map(
+    "".join
+)
+holding_lone = st.recursive(
+    lone_texts,
+    lambda inner: (
+        st.lists(inner, min_size=1, max_size=3)
+        | st.dictionaries(
+            st.text(string.ascii_letters, min_size=1, max_size=6), inner, min_size=1, max_size=3
+        )
+    ),
+    max_leaves=4,
+)
+
+
+def send_escaped(bridge: RawBridge, payload: Any) -> None:
+    """One frame of JSON with every non-ASCII character escaped (a lone surrogate as \\udXXX)."""
+    bridge.send_bytes(frame(json.dumps(payload).encode()))
+
+
+@FUZZ
+@given(
+    method=st.sampled_from(["pi/run", "pi/cancel", "pi/steer", "pi/sessions", "pi/runs", "initialize"]),
+    key=st.text(string.ascii_letters, min_size=1, max_size=8),
+    value=holding_lone,
+)
+def test_a_lone_surrogate_anywhere_in_params_is_invalid_params_naming_its_field(
+    live: Live, method: str, key: str, value: Any
+) -> None:
+    bridge = live.bridge
+    msg_id = bridge.new_id()
+    params = {"prompt": "hi", "model": "text", "runId": "never-started", key: value}
+    send_escaped(bridge, {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    error = error_of(bridge.response(msg_id))
+    assert error["code"] == -32602, error
+    assert error["message"].startswith(f"invalid params: {key}"), error
+    assert "lone surrogate" in error["message"], error
+    good_run(bridge)
+    assert bridge.run_messages("never-started") == []
+
+
+odd_ids = st.one_of(
+    lone_texts,
+    st.booleans(),
+    st.lists(json_scalars, max_size=3),
+    st.dictionaries(st.text(max_size=4), json_scalars, max_size=3),
+)
+
+
+@FUZZ
+@given(msg_id=odd_ids, method=st.sampled_from(["pi/run", "pi/runs", "pi/cancel", "shutdown"]))
+def test_an_id_that_cannot_be_answered_under_is_invalid_request_with_id_null(
+    live: Live, msg_id: Any, method: str
+) -> None:
+    """Nothing starts for it: not a run, not a shutdown."""
+    bridge = live.bridge
+    before = len(bridge.errors_with_null_id())
+    params = {"prompt": "hi", "model": "text", "runId": "odd-id"} if method != "pi/runs" else {}
+    send_escaped(bridge, {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    good_run(bridge)
+    nulls = bridge.errors_with_null_id()[before:]
+    assert [n["error"]["code"] for n in nulls] == [-32600], nulls
+    assert bridge.run_messages("odd-id") == []
 
 
 # --------------------------------------------------------------------------- huge params

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.harness import RawBridge, assert_stream_invariants, fake_pi_command
+from tests.acp_harness import RawAcp
+from tests.harness import ROOT, WAIT, RawBridge, assert_stream_invariants, fake_pi_command, requires_pi
 
 SECRET_OPTIONS = "sk-test-SECRET-0ptions-9f3a7c1e5b2d4a6f8e0c"
 SECRET_PROCESS = "sk-ant-test-SECRET-pr0cess-1a2b3c4d5e6f7a8b"
@@ -132,3 +136,97 @@ def test_the_bridge_listens_on_no_network_port(secret_bridge: tuple[RawBridge, P
     assert not owned & tables["listen"], "the bridge owns a listening TCP socket"
     assert not owned & tables["other"], "the bridge owns a TCP/UDP socket"
     assert [c for c in psutil.Process(bridge.pid).net_connections(kind="inet")] == []
+
+
+# --------------------------------------------------------------------------- an agent whose errors carry a key
+
+FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
+
+
+def assert_no_secret(**texts: str) -> None:
+    for where, text in texts.items():
+        for secret in SECRETS:
+            assert secret not in text and secret[-12:] not in text, f"a secret leaked into {where}"
+
+
+def wait_for_line(path: Path, needle: str, timeout: float = WAIT) -> str:
+    """The log file's text once it holds `needle` (polls the file: no event tells it was written)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if needle in text:
+            return text
+        assert time.monotonic() < deadline, f"{needle!r} was never logged"
+        time.sleep(0.05)
+
+
+def test_a_live_pi_whose_error_output_carries_keys_leaks_them_nowhere(tmp_path: Path) -> None:
+    """A live pi fails to start printing the keys it was given (fake_rpc_pi.py, FAKE_RPC_PI_LEAK):
+    the run's answer, its retry note, the bridge's DEBUG log and stderr hold neither key (was: the
+    retry note carried the error's stderr tail, and the log line of the failed pre-spawn too)."""
+    log_file, stderr_file = tmp_path / "bridge.log", tmp_path / "bridge.stderr"
+    bridge = RawBridge(
+        ["--log-level", "DEBUG"],
+        {"PI_BRIDGE_LOG_LEVEL": "DEBUG", "ANTHROPIC_API_KEY": SECRET_PROCESS},
+        log_file=log_file,
+        stderr_file=stderr_file,
+    )
+    try:
+        bridge.initialize(
+            {
+                "piCommand": FAKE_RPC_PI,
+                "env": {"OPENAI_API_KEY": SECRET_OPTIONS, "FAKE_RPC_PI_LEAK": str(tmp_path / "starts")},
+                "retry": {"maxAttempts": 2, "initialDelayMs": 0, "maxDelayMs": 0},
+            }
+        )
+        first = bridge.call("pi/run", {"prompt": "hi"})["result"]  # on the spare, the one start that works
+        assert first["status"] == "completed", first
+        failed = bridge.call("pi/run", {"prompt": "hi again", "runId": "leaky"})["result"]
+        assert failed["status"] == "failed" and failed["attempts"] == 2, failed
+        assert "OPENAI_API_KEY=[redacted]" in failed["error"]["stderr"], "the stderr was kept, masked"
+        [retrying] = [m for m in bridge.run_messages("leaky") if m["type"] == "run.retrying"]
+        assert "[redacted]" in retrying["content"]["reason"], retrying
+        logs = wait_for_line(log_file, "could not pre-spawn a live agent")
+        assert bridge.shutdown() == 0
+    finally:
+        bridge.close()
+    logs = log_file.read_text(errors="replace")
+    assert "[redacted]" in logs, "the log line that carried the keys is there, masked"
+    assert_no_secret(
+        wire=json.dumps(bridge.messages), log=logs, stderr=stderr_file.read_text(errors="replace")
+    )
+
+
+@requires_pi
+def test_acp_a_live_pi_whose_error_output_carries_keys_leaks_them_nowhere(tmp_path: Path) -> None:
+    """The ACP front: session/new's error when pi cannot start (its message and `data.stderr`)
+    and the log file hold no key (was: both carried pi's stderr as it was)."""
+    log_file = tmp_path / "bridge.log"
+    bridge = RawAcp(
+        tmp_path,
+        tmp_path,
+        top_args=(
+            "--pi-command",
+            shlex.join(FAKE_RPC_PI),
+            "--log-level",
+            "DEBUG",
+            "--log-file",
+            str(log_file),
+        ),
+        extra_env={
+            "ANTHROPIC_API_KEY": SECRET_PROCESS,
+            "OPENAI_API_KEY": SECRET_OPTIONS,
+            "FAKE_RPC_PI_LEAK": str(tmp_path / "starts"),
+        },
+    )
+    try:
+        bridge.request("initialize", {"protocolVersion": 1})
+        opened = bridge.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})  # the spare: works
+        assert "sessionId" in opened["result"], opened
+        refused = bridge.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        error = refused["error"]
+        assert error["code"] == -32000 and "ANTHROPIC_API_KEY=[redacted]" in error["data"]["stderr"], error
+        wait_for_line(log_file, "could not pre-spawn a live agent")  # the next spare, 3 s later
+    finally:
+        assert bridge.close() == 0
+    assert_no_secret(wire=json.dumps(bridge.frames), log=log_file.read_text(errors="replace"))
