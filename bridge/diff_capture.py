@@ -231,6 +231,10 @@ class _Pending:
         return self.before.state is not None and self.after is not None and self.after.state is not None
 
 
+def _dropped(outs: list[Out]) -> None:
+    """Where a closed capture's messages would go: nowhere (none are left by then)."""
+
+
 class DiffCapture:
     """Snapshots files at announced changes and adds `diff` to their tool.completed messages.
 
@@ -255,6 +259,14 @@ class DiffCapture:
         self._pending: dict[str, _Pending] = {}
         self._held: deque[list[Out]] = deque()
         self._drained: anyio.Event | None = None
+
+    def close(self) -> None:
+        """The attempt is over and its messages are out: let go of it (its emit and fault
+        callbacks hold the attempt, which holds the prompt, and a read out of time may still
+        hold this capture)."""
+        self._emit = _dropped
+        self._on_fault = None
+        self._pending.clear()
 
     def note_line(self, line: bytes) -> None:
         """Start reading a file the moment a line announces its change (the snapshot), and again

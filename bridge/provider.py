@@ -233,6 +233,7 @@ class Attempt:
                 )
                 forget(child)
                 await self.diffs.drained()  # the attempt ends once its messages are out
+                self.diffs.close()
         return self._outcome()
 
     # ------------------------------------------------------------------ concluding

@@ -139,6 +139,12 @@ class RpcAttempt:
         """Run the attempt to its end; never raises for anything the agent does."""
         if self.cancel.cancelled:
             return self._cancelled_before_start()
+        try:
+            return await self._run_on_a_live_agent()
+        finally:
+            self.diffs.close()
+
+    async def _run_on_a_live_agent(self) -> AttemptOutcome:
         # An agent that died before it took the prompt (killed while idle a moment ago) is
         # replaced once by one resuming the session: the prompt never reached it.
         for last_try in (False, True):

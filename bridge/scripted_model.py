@@ -56,6 +56,7 @@ __all__ = [
     "EDIT_OLD",
     "EDIT_ORIGINAL",
     "FILE_TOOL_PREAMBLE",
+    "FLOOD_CHARS",
     "FLOOD_PIECES",
     "LENGTH_TEXT",
     "SCENARIOS",
@@ -93,10 +94,11 @@ HANG_SECONDS: Final = 60.0
 LONG_DEFAULT: Final = 2000
 #: Upper bound for ``long-N`` so a typo cannot make the server stream for hours.
 LONG_MAX: Final = 1_000_000
-#: Characters of one ``flood`` / ``flood-N`` delta (numbered, so a lost or reordered one shows).
+#: ``flood``: FLOOD_PIECES numbered deltas of FLOOD_CHARS characters (16 MB: more than every pipe
+#: and high-water mark holds); ``flood-N``: N numbered deltas of FLOOD_PIECE_CHARS.
+FLOOD_PIECES: Final = 16_000
+FLOOD_CHARS: Final = 1000
 FLOOD_PIECE_CHARS: Final = 4096
-#: ``flood``: this many deltas, no delay (16 MB: more than every pipe and high-water mark holds).
-FLOOD_PIECES: Final = 4096
 #: Upper bound for ``flood-N`` (N deltas of FLOOD_PIECE_CHARS): 1 GB of text.
 FLOOD_MAX: Final = 262_144
 #: How many ``flaky`` requests fail before it answers.
@@ -188,7 +190,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N`: N deltas",
     "long-20000": "20000 deltas of 5 characters each, no delay",
     "long-100000": "100000 deltas of 5 characters each, no delay",
-    "flood": f"{FLOOD_PIECES} numbered deltas of 4 KB (16 MB), no delay (fills every pipe)",
+    "flood": f"{FLOOD_PIECES} numbered deltas of {FLOOD_CHARS} characters (16 MB), no delay",
     "flood-8192": "8192 numbered deltas of 4 KB (32 MB), no delay, for a client that stops reading;"
     " `flood-N`: N such deltas",
     "echo": "replies `ECHO:` followed by the exact text of the last user message",
@@ -427,14 +429,15 @@ def _long_piece(i: int) -> str:
     return f"w{i % 1000:03d} "
 
 
-def flood_piece(i: int) -> str:
-    """Delta `i` of ``flood`` and ``flood-N``: numbered, so a loss or a reordering shows."""
-    return f"{i:07d}" + "." * (FLOOD_PIECE_CHARS - 8) + " "
+def flood_piece(i: int, size: int = FLOOD_CHARS) -> str:
+    """Delta `i` of ``flood`` (``flood-N``: of FLOOD_PIECE_CHARS): numbered, so a loss or a
+    reordering shows."""
+    return f"{i:07d}" + "." * (size - 8) + " "
 
 
 def flood_reply_text(count: int) -> str:
     """The text ``flood-N`` streams, as ``count`` deltas of FLOOD_PIECE_CHARS characters."""
-    return "".join(flood_piece(i) for i in range(count))
+    return "".join(flood_piece(i, FLOOD_PIECE_CHARS) for i in range(count))
 
 
 def tool_answer_text(model: str, tool_output: str) -> str:
@@ -551,7 +554,7 @@ def build_reply(model: str, body: dict[str, Any], flaky_attempt: int) -> Reply:
         return Reply([Piece("text", _long_piece(i)) for i in range(count)], delay=0.0)
     count = _flood_count(model)
     if count is not None:
-        return Reply([Piece("text", flood_piece(i)) for i in range(count)], delay=0.0)
+        return Reply([Piece("text", flood_piece(i, FLOOD_PIECE_CHARS)) for i in range(count)], delay=0.0)
     return _error(404, f"model {model} not found", "not_found")
 
 

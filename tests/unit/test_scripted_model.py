@@ -26,7 +26,7 @@ from bridge.scripted_model import (
     DROP_TEXT,
     FILE_TOOL_CALLS,
     FILE_TOOL_PREAMBLE,
-    FLOOD_PIECE_CHARS,
+    FLOOD_CHARS,
     FLOOD_PIECES,
     LENGTH_TEXT,
     SCENARIOS,
@@ -289,7 +289,7 @@ def test_path_scenarios_call_the_file_tool_on_the_path_the_prompt_names(
 
 def test_flood_streams_numbered_thousand_char_deltas(server: ScriptedModelServer) -> None:
     pieces = deltas(openai_chunks(chat(server, "flood").body), "content")
-    assert len(pieces) == FLOOD_PIECES and {len(p) for p in pieces} == {FLOOD_PIECE_CHARS}
+    assert len(pieces) == FLOOD_PIECES and {len(p) for p in pieces} == {FLOOD_CHARS}
     assert pieces == [flood_piece(i) for i in range(FLOOD_PIECES)]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bridge import conversations
@@ -74,10 +75,16 @@ async def test_a_retry_cuts_the_session_file_back_and_checks_it_off_the_event_lo
     monkeypatch.setattr(conversations, "session_exists", exists)
     monkeypatch.setattr(conversations, "spawn", no_spawn)
     registry = Conversations(_Launcher())
-    registry._opened.add("s1")  # a conversation this bridge started: started anew if pi never wrote it
+    registry._opened_add("s1")  # a conversation this bridge started: started anew if pi never wrote it
     lease = Lease(session_id="s1", trim=(str(tmp_path / "s1.jsonl"), 10))
-    with pytest.raises(StartFailure):
-        await registry.checkout(("pi",), RunOptions(prompt="hi", cwd=str(tmp_path)), {}, lease, retrying=True)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(registry.serve)
+        with pytest.raises(StartFailure):
+            await registry.checkout(
+                ("pi",), RunOptions(prompt="hi", cwd=str(tmp_path)), {}, lease, retrying=True
+            )
+        await registry.close()
+        tasks.cancel_scope.cancel()
     assert calls == [("trim", False), ("exists", False)]
 
 
