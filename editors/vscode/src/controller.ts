@@ -11,14 +11,14 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import { Chat } from './chat';
-import { readSettings, RESTART_KEYS, runParams, type Settings } from './config';
-import { usageLabel, type ConversationUsage } from './conversation';
-import { checkInstallation, resolveBridgeLaunch } from './install';
-import { promptTitle } from './prompts';
-import { newRunId, PROTOCOL_VERSION } from './protocol';
+import { Chat } from './chat/view';
+import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
+import { usageLabel, type ConversationUsage } from './chat/conversation';
+import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
+import { promptTitle } from './chat/prompts';
+import { newRunId, PROTOCOL_VERSION } from './bridge/protocol';
 import { statusLine } from './render';
-import { Session, type RunRecord } from './session';
+import { Session, type RunRecord } from './bridge/session';
 import { RunsView } from './view';
 
 const CLIENT_ID = 'piBridge';

@@ -3,8 +3,8 @@
  * is markdown rendered with raw HTML disabled, so nothing a model writes becomes markup or script.
  */
 import MarkdownIt from 'markdown-it';
-import type { RunRecord, RunItem, ToolItem } from './session';
-import type { Usage } from './protocol';
+import type { RunRecord, RunItem, ToolItem } from './bridge/session';
+import type { Usage } from './bridge/protocol';
 
 const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
 

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
-import { newRunId } from '../src/protocol';
+import { newRunId } from '../src/bridge/protocol';
 import { renderRun } from '../src/render';
-import { Session } from '../src/session';
+import { Session } from '../src/bridge/session';
 import { fakePiCommand, isAlive, processesMatching, startBridge, withTimeout, type Bridge } from './harness';
 
 const RUN_TIMEOUT = 60_000;

@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import { bridgeLaunch, readSettings, runParams } from '../src/config';
-import { editStat, relativeTime, usageLabel } from '../src/conversation';
-import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/prompts';
-import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/protocol';
+import { bridgeLaunch, readSettings, runParams } from '../src/bridge/config';
+import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
+import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
+import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/bridge/protocol';
 import { renderRun, statusLine } from '../src/render';
-import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/session';
+import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/bridge/session';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 

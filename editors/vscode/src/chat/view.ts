@@ -9,10 +9,10 @@ import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { HostMessage, ViewMessage } from './chatProtocol';
-import { THINKING_LEVELS } from './config';
+import { THINKING_LEVELS } from '../bridge/config';
 import { Conversation, relativeTime, type ConversationUsage } from './conversation';
-import { Methods, type RunParams, type SessionsResult } from './protocol';
-import type { Session } from './session';
+import { Methods, type RunParams, type SessionsResult } from '../bridge/protocol';
+import type { Session } from '../bridge/session';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 

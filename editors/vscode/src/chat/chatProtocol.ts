@@ -4,7 +4,7 @@
  * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
  * contract's own types generated from docs/protocol.schema.json.
  */
-import type { ContractEntry } from './protocol';
+import type { ContractEntry } from '../bridge/protocol';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {

@@ -26,8 +26,8 @@ import {
   type SessionHistory,
   type SessionNotFound,
   type SteerResult,
-} from './protocol';
-import type { Session } from './session';
+} from '../bridge/protocol';
+import type { Session } from '../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
 export interface ConversationHost {

@@ -13,7 +13,7 @@ import json from 'highlight.js/lib/languages/json';
 import python from 'highlight.js/lib/languages/python';
 import typescript from 'highlight.js/lib/languages/typescript';
 import type { EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
-import type { ContractEntry } from '../protocol';
+import type { ContractEntry } from '../../bridge/protocol';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
