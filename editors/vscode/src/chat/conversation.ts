@@ -37,8 +37,8 @@ export interface ConversationHost {
   runParams(prompt: string, runId: string): RunParams;
   /** Deliver a message to the chat view. */
   post(message: HostMessage): void;
-  /** Context usage or cost changed (the status bar shows them). */
-  onUsage?(usage: ConversationUsage): void;
+  /** Its context usage or cost changed, or a turn started or ended (the status bar shows them). */
+  onChange?(): void;
   log?(message: string): void;
 }
 
@@ -289,6 +289,7 @@ export class Conversation {
     this.current = { runId, turn };
     this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: true });
     this.postInput();
+    this.host.onChange?.();
     let status: TurnStatus = 'error';
     try {
       const session = await this.host.session();
@@ -312,7 +313,7 @@ export class Conversation {
     turn.status = status;
     this.current = undefined;
     // The status bar shows whether a run goes, beside the usage.
-    this.host.onUsage?.(this.usage);
+    this.host.onChange?.();
     this.post('turnEnded', { turnId: turn.turnId, status, note: turn.note });
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();
@@ -344,7 +345,7 @@ export class Conversation {
           contextUsage: entry.content.contextUsage ?? this.usage.contextUsage,
           sessionCost: entry.content.sessionCost ?? this.usage.sessionCost,
         };
-        this.host.onUsage?.(this.usage);
+        this.host.onChange?.();
         break;
       default:
         break;

@@ -1,31 +1,65 @@
 /**
- * The chat's conversations, without the `vscode` module: the one the view shows, and a new one in
- * its place when the user starts or opens another (pi: New Conversation, Open Conversation…).
+ * The chat's conversations, without the `vscode` module: the one the view shows, a new one in its
+ * place when the user starts or opens another (pi: New Conversation, Open Conversation…), and
+ * the replaced ones whose run still goes. Only the shown conversation reaches the view; a replaced
+ * one runs on unseen until it ends, and opening its session again shows it live.
  */
 import { Conversation, type ConversationHost } from './conversation';
 
 export class Conversations {
   /** The conversation the view shows. */
   current: Conversation;
+  /** Replaced conversations whose run still goes. */
+  private readonly unseen = new Set<Conversation>();
 
   constructor(private readonly host: ConversationHost) {
     this.current = this.create();
   }
 
   private create(): Conversation {
-    return new Conversation({
+    const conversation: Conversation = new Conversation({
       session: () => this.host.session(),
       runParams: (prompt, runId) => this.host.runParams(prompt, runId),
-      post: (message) => this.host.post(message),
-      onUsage: (usage) => this.host.onUsage?.(usage),
+      // A conversation the view no longer shows must not touch it (its input state, its turns).
+      post: (message) => (this.current === conversation ? this.host.post(message) : undefined),
+      onChange: () => this.changed(conversation),
       log: (message) => this.host.log?.(message),
     });
+    return conversation;
+  }
+
+  private changed(conversation: Conversation): void {
+    if (conversation !== this.current && !conversation.running) {
+      this.unseen.delete(conversation);
+    }
+    this.host.onChange?.();
+  }
+
+  private show(conversation: Conversation): Conversation {
+    if (this.current !== conversation && this.current.running) {
+      this.unseen.add(this.current);
+    }
+    this.unseen.delete(conversation);
+    this.current = conversation;
+    this.host.onChange?.();
+    return conversation;
   }
 
   /** Show a new, empty conversation instead of the current one. */
   replace(): Conversation {
-    this.current = this.create();
-    this.host.onUsage?.(this.current.lastUsage);
-    return this.current;
+    return this.show(this.create());
+  }
+
+  /**
+   * Show the conversation of pi session `sessionId`: the live one if it is shown or runs unseen,
+   * else a new one with its history from pi/session. False when the bridge does not know it.
+   */
+  async open(sessionId: string): Promise<boolean> {
+    const live = [this.current, ...this.unseen].find((c) => c.sessionId === sessionId);
+    if (live) {
+      this.show(live).replay();
+      return true;
+    }
+    return this.replace().open(sessionId);
   }
 }

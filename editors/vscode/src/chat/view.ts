@@ -44,7 +44,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       session: () => this.deps.session(),
       runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
       post: (message) => this.post(message),
-      onUsage: (usage) => this.deps.onUsage(usage),
+      onChange: () => this.deps.onUsage(this.conversation.lastUsage),
       log: (message) => this.deps.log.warn(message),
     });
     this.disposables.push(
@@ -188,9 +188,8 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     if (!picked) {
       return;
     }
-    const conversation = this.conversations.replace();
     await this.reveal(true);
-    if (!(await conversation.open(picked.sessionId))) {
+    if (!(await this.conversations.open(picked.sessionId))) {
       void vscode.window.showErrorMessage(`pi: conversation ${picked.sessionId} was not found`);
     }
   }
