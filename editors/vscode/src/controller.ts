@@ -17,8 +17,8 @@ import { usageLabel, type ConversationUsage } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
 import { newRunId, PROTOCOL_VERSION } from './bridge/protocol';
-import { statusLine } from './render';
-import { Session, type RunRecord } from './bridge/session';
+import { statusLine, type RunRecord } from './bridge/run';
+import { Session } from './bridge/session';
 import { RunsView } from './view';
 
 const CLIENT_ID = 'piBridge';

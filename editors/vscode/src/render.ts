@@ -3,8 +3,7 @@
  * is markdown rendered with raw HTML disabled, so nothing a model writes becomes markup or script.
  */
 import MarkdownIt from 'markdown-it';
-import type { RunRecord, RunItem, ToolItem } from './bridge/session';
-import type { Usage } from './bridge/protocol';
+import { statusLine, type RunRecord, type RunItem, type ToolItem } from './bridge/run';
 
 const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
 
@@ -74,61 +73,11 @@ function renderItem(record: RunRecord, item: RunItem, index: number): string {
         `${body.join('')}</details>`
       );
     }
+    case 'steered':
+      return `<div class="notice notice-info">${escapeHtml(`steered: ${item.text}`)}</div>`;
     case 'notice':
       return `<div class="notice notice-${item.level}">${escapeHtml(item.text)}</div>`;
   }
-}
-
-export function formatUsage(usage: Usage): string {
-  const parts = [`${usage.input ?? 0} in`, `${usage.output ?? 0} out`];
-  if (usage.cacheRead) {
-    parts.push(`${usage.cacheRead} cache read`);
-  }
-  if (usage.cacheWrite) {
-    parts.push(`${usage.cacheWrite} cache write`);
-  }
-  parts.push(`${usage.totalTokens ?? 0} tokens`);
-  if (typeof usage.cost === 'number' && usage.cost > 0) {
-    parts.push(`$${usage.cost.toFixed(4)}`);
-  }
-  return parts.join(' · ');
-}
-
-/** One line that says how the run stands, for the view's footer and the progress notification. */
-export function statusLine(record: RunRecord): string {
-  const seconds = (((record.endedAt ?? Date.now()) - record.startedAt) / 1000).toFixed(1);
-  const parts: string[] = [record.status];
-  if (record.attempt > 1) {
-    parts.push(`attempt ${record.attempt}`);
-  }
-  if (record.status === 'running') {
-    const tool = [...record.items].reverse().find((i): i is ToolItem => i.kind === 'tool');
-    if (tool?.status === 'running') {
-      parts.push(`running ${tool.name}`);
-    }
-  }
-  if (record.stopReason && record.status === 'completed') {
-    parts.push(`stop: ${record.stopReason}`);
-  }
-  if (record.error && record.status === 'failed') {
-    parts.push(`${record.error.kind}: ${record.error.message}`);
-  }
-  if (record.rpcError) {
-    parts.push(`error ${record.rpcError.code}: ${record.rpcError.message}`);
-  }
-  if (record.shutdown) {
-    const { stage, elapsedMs, pids, survivors } = record.shutdown;
-    const ended = `${pids.length} process${pids.length === 1 ? '' : 'es'} ended (${pids.join(', ')})`;
-    const left = survivors.length ? `, SURVIVORS ${survivors.join(', ')}` : '';
-    // The rpc engine aborts the turn and keeps the conversation's pi for its next prompt.
-    const kept = record.shutdown.agentKept ? ' · pi kept for the conversation' : '';
-    parts.push(`stopped (${stage}) in ${Math.round(elapsedMs)} ms · ${pids.length ? ended : 'nothing was running'}${left}${kept}`);
-  }
-  if (record.usage) {
-    parts.push(formatUsage(record.usage));
-  }
-  parts.push(`${seconds} s`);
-  return parts.join(' · ');
 }
 
 /** The inner HTML of the run's card. */

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import * as vscode from 'vscode';
 import { renderRun } from './render';
-import type { RunRecord } from './bridge/session';
+import type { RunRecord } from './bridge/run';
 
 const FRAME_MS = 50;
 const MAX_RUNS = 50;

@@ -19,7 +19,8 @@ import {
 } from '../src/bridge/protocol';
 import type { HostMessage } from '../src/chat/chatProtocol';
 import { Conversation } from '../src/chat/conversation';
-import { Session, type RunRecord } from '../src/bridge/session';
+import type { RunRecord } from '../src/bridge/run';
+import { Session } from '../src/bridge/session';
 import { isAlive, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness';
 
 const RUN_TIMEOUT = 60_000;

@@ -6,9 +6,9 @@ import { test } from 'node:test';
 import { bridgeLaunch, readSettings, runParams } from '../src/bridge/config';
 import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
-import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/bridge/protocol';
-import { renderRun, statusLine } from '../src/render';
-import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/bridge/session';
+import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
+import { applyCancelled, applyEntry, applyMessage, applyResult, newRunRecord, statusLine } from '../src/bridge/run';
+import { renderRun } from '../src/render';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 
@@ -175,4 +175,28 @@ test('contextPrompt puts every chip after the question; chipLabel names the line
   assert.ok(prompt.startsWith('Why?\n\nThis is about lines 1-2 of hello.py:'), prompt);
   assert.ok(prompt.includes('This is about the file notes.txt:'), prompt);
   assert.equal(contextPrompt('Why?', [selection]), selectionPrompt({ question: 'Why?', ...selection }));
+});
+
+test('applyEntry says which item each entry touched, the way the chat renders them', () => {
+  const r = newRunRecord('r1', 'p');
+  const entry = (type: PiMessage['type'], content: object): ContractEntry => ({ type, content }) as ContractEntry;
+  assert.equal(applyEntry(r, entry('session.started', { sessionId: 's1', cwd: '/w' })), undefined);
+  assert.deepEqual(applyEntry(r, entry('run.queued', { position: 1, limit: 2 })), { index: 0, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant', { text: 'Hel' })), { index: 1, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant', { text: 'lo' })), { index: 1, inserted: false });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 'buffered' })), { index: 1, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('run.steered', { text: 'and more' })), { index: 3, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 'li', live: true })), { index: 4, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 've', live: true })), { index: 4, inserted: false });
+  assert.deepEqual(applyEntry(r, entry('tool.update', { toolCallId: 'unknown', output: 'x' })), undefined);
+  assert.deepEqual(
+    r.items.map((i) => [i.kind, 'text' in i ? i.text : '']),
+    [
+      ['notice', 'waiting for a free run slot (position 1, limit 2)'],
+      ['thought', 'buffered'],
+      ['text', 'Hello'],
+      ['steered', 'and more'],
+      ['thought', 'live'],
+    ],
+  );
 });

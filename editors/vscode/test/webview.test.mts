@@ -16,7 +16,7 @@ import { Conversations } from '../src/chat/conversations.js';
 import { chatPage } from '../src/chat/page.js';
 import type { RunParams } from '../src/bridge/protocol.js';
 import { Session } from '../src/bridge/session.js';
-import { processesMatching, startBridge, withTimeout, type Bridge } from './harness.js';
+import { fakePiCommand, processesMatching, startBridge, withTimeout, type Bridge } from './harness.js';
 
 const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
@@ -139,6 +139,186 @@ function conversationsOn(view: ChatView, params: Partial<RunParams>): Conversati
     post: (message) => view.post(message),
   });
 }
+
+test('live thought fragments show as one Thought, as the Runs view showed them', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'thinking', liveThoughts: true });
+  conversations.current.replay();
+  await withTimeout(conversations.current.send('Think first, then answer'), RUN_TIMEOUT, 'the thinking turn');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'completed'", 'the ended turn');
+  const thoughts = await view.read<{ summary: string; text: string }[]>(
+    `[...document.querySelectorAll('details.thought')].map((d) => ({
+       summary: d.querySelector('summary').textContent, text: d.querySelector('.markdown').textContent }))`,
+  );
+  const fragments = bridge.messages.all.filter((m) => m.type === 'assistant.thought' && m.content.live === true);
+  assert.ok(fragments.length > 1, `the thought came in fragments (${fragments.length})`);
+  assert.equal(thoughts.length, 1, `one Thought block: ${JSON.stringify(thoughts)}`);
+  const whole = fragments.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
+  assert.equal(thoughts[0]!.text.trim(), whole.trim(), 'the block holds every fragment');
+  await view.page.close();
+});
+
+/** The ended turn `index` of the page, as the user sees it. */
+interface ShownTurn {
+  status: string;
+  footer: string;
+  assistant: string;
+  kinds: string[];
+  thoughts: { open: boolean; summary: string }[];
+  tools: { status: string; name: string; command: string; output: string; error: string; notes: string }[];
+  notices: { classes: string; text: string }[];
+}
+
+async function shownTurn(view: ChatView, index = 0): Promise<ShownTurn> {
+  return view.read<ShownTurn>(`(() => {
+    const s = document.querySelectorAll('section.turn')[${index}];
+    const answer = s.querySelector('.answer');
+    return {
+      status: s.dataset.status,
+      footer: s.querySelector('.turn-status').textContent,
+      assistant: [...s.querySelectorAll('.assistant')].map((a) => a.textContent).join(' '),
+      kinds: [...answer.children].map((c) => c.classList[0]),
+      thoughts: [...s.querySelectorAll('details.thought')].map((d) => ({ open: d.open, summary: d.querySelector('summary').textContent })),
+      tools: [...s.querySelectorAll('.tool')].map((t) => ({
+        status: t.dataset.status, name: t.querySelector('.tool-name').textContent,
+        command: t.querySelector('.tool-command').textContent,
+        output: t.querySelector('pre.tool-output')?.textContent ?? '',
+        error: t.querySelector('pre.tool-error')?.textContent ?? '',
+        notes: [...t.querySelectorAll('.note')].map((n) => n.textContent).join(' ') })),
+      notices: [...s.querySelectorAll('.notice')].map((n) => ({ classes: n.className, text: n.textContent })),
+    };
+  })()`);
+}
+
+/** Send `prompt` in a fresh chat page on `model`, and wait until its turn has ended. */
+async function endedTurn(params: Partial<RunParams>, prompt: string): Promise<ShownTurn> {
+  const view = await openChat();
+  const conversations = conversationsOn(view, params);
+  conversations.current.replay();
+  await withTimeout(conversations.current.send(prompt), RUN_TIMEOUT, `the turn "${prompt}"`);
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status !== 'running'", 'the ended turn');
+  const turn = await shownTurn(view);
+  await view.page.close();
+  return turn;
+}
+
+test('a tool run shows its card (command, status, output) and its final state with usage', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'tool' }, 'Run echo hi');
+  assert.equal(turn.status, 'completed');
+  assert.deepEqual(turn.kinds, ['assistant', 'tool', 'assistant'], JSON.stringify(turn));
+  const [tool] = turn.tools;
+  assert.ok(tool, 'a tool card');
+  assert.equal(tool.status, 'completed');
+  assert.equal(tool.name, 'bash');
+  assert.equal(tool.command, 'echo hi');
+  assert.match(tool.output, /hi/);
+  assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
+  assert.match(turn.footer, /^completed · stop: \w+ · \d+ in · \d+ out · .*\d+ tokens · \d+\.\d s$/, turn.footer);
+});
+
+test('a buffered thought shows closed, before the text of its message', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'thinking' }, 'Think first, then answer');
+  assert.equal(turn.status, 'completed');
+  assert.deepEqual(turn.kinds, ['thought', 'assistant'], JSON.stringify(turn));
+  assert.deepEqual(turn.thoughts, [{ open: false, summary: 'Thought' }]);
+});
+
+test('output pi truncated says so, and where the full output is', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'toolbig' }, 'Print a lot');
+  assert.equal(turn.tools[0]?.status, 'completed', JSON.stringify(turn));
+  assert.match(turn.tools[0]?.notes ?? '', /^output truncated; full output in \S+/);
+});
+
+test('a retried run shows each failed attempt, the retry notes, and its attempt in the footer', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn(
+    { model: 'flaky', retry: { maxAttempts: 3, initialDelayMs: 10, maxDelayMs: 50 } },
+    'Answer after two failures',
+  );
+  assert.equal(turn.status, 'completed', JSON.stringify(turn));
+  const retries = turn.notices.filter((n) => /\bwarning\b/.test(n.classes)).map((n) => n.text);
+  assert.equal(retries.length, 2, JSON.stringify(turn.notices));
+  assert.match(retries[0]!, /^retrying \(attempt 2\) in \d+ ms: /);
+  assert.match(retries[1]!, /^retrying \(attempt 3\) in \d+ ms: /);
+  assert.equal(turn.notices.filter((n) => /\berror\b/.test(n.classes)).length, 2, 'each failed attempt says why');
+  assert.match(turn.footer, /^completed · attempt 3 · stop: \w+ · /, turn.footer);
+});
+
+test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown receipt', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'toolslow' });
+  conversations.current.replay();
+  const run = conversations.current.send('Sleep a while');
+  await view.until(`document.querySelector('.tool')?.dataset.status === 'running'`, 'the running tool');
+  await conversations.current.stop();
+  await withTimeout(run, RUN_TIMEOUT, 'the stopped turn');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the stopped turn');
+  const turn = await shownTurn(view);
+  assert.equal(turn.tools[0]?.status, 'cancelled', JSON.stringify(turn));
+  assert.match(
+    turn.footer,
+    /^cancelled · stopped \((exited|interrupted|killed)\) in \d+ ms · (\d+ process(es)? ended \([\d, ]+\)|nothing was running)/,
+    turn.footer,
+  );
+  await view.page.close();
+});
+
+test('model output, a prompt and a tool name cannot inject markup', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const prompt = '<img src=x onerror="window.__injected = 1">';
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt, chips: ['<b>chip</b>'], live: true } });
+  const entries: HostMessage[] = [
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'assistant', content: { text: '<script>window.__injected = 2</script> and <b>bold</b>' } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'assistant.thought', content: { text: '<img src=x onerror="window.__injected = 3">' } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'tool.call', content: { toolCallId: 'c1', name: '<x>', arguments: { command: '"><script>window.__injected = 4</script>' } } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'tool.failed', content: { toolCallId: 'c1', name: '<x>', error: '<b>no</b>' } } } },
+  ];
+  for (const message of entries) {
+    view.post(message);
+  }
+  view.post({ type: 'turnEnded', payload: { turnId: 't1', status: 'failed', summary: '<i>failed</i>' } });
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'failed'", 'the ended turn');
+  assert.equal(await view.read<number>("document.querySelectorAll('#thread script, #thread img, #thread b, #thread i').length"), 0);
+  assert.equal(await view.read<unknown>('window.__injected ?? null'), null, 'no injected script ran');
+  assert.equal(await view.read<string>("document.querySelector('.prompt-text').textContent"), prompt, 'the prompt shows as text');
+  const turn = await shownTurn(view);
+  assert.match(turn.assistant, /<script>window.__injected = 2<\/script> and <b>bold<\/b>/, 'the answer shows as text');
+  assert.equal(turn.tools[0]?.name, '<x>');
+  assert.equal(turn.tools[0]?.error, '<b>no</b>');
+  assert.equal(turn.footer, '<i>failed</i>');
+  await view.page.close();
+});
+
+test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error, the failure in the footer', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const fake = await startBridge({ scriptedModel: false, initializationOptions: { piCommand: fakePiCommand() } });
+  const fakeSession = new Session(fake.rpc);
+  try {
+    const view = await openChat();
+    const conversations = new Conversations({
+      session: () => Promise.resolve(fakeSession),
+      runParams: (prompt, runId) => ({ prompt, runId, model: 'crash_tool' }),
+      post: (message) => view.post(message),
+    });
+    conversations.current.replay();
+    await withTimeout(conversations.current.send('build it'), RUN_TIMEOUT, 'the crash_tool turn');
+    await view.flush();
+    await view.until("document.querySelector('section.turn')?.dataset.status === 'failed'", 'the failed turn');
+    const turn = await shownTurn(view);
+    assert.equal(turn.tools[0]?.status, 'failed', JSON.stringify(turn));
+    assert.match(turn.assistant, /Running it now/);
+    assert.ok(turn.notices.some((n) => /\berror\b/.test(n.classes)), `an error notice: ${JSON.stringify(turn.notices)}`);
+    assert.match(turn.footer, /^failed · \w+: .+ · \d+\.\d s$/, turn.footer);
+    await view.page.close();
+  } finally {
+    fakeSession.dispose();
+    const code = await fake.close();
+    assert.equal(code, 0, `fake-pi bridge exit code; stderr:\n${fake.stderr().slice(-4000)}`);
+  }
+});
 
 test('a conversation replaced while its run goes no longer reaches the view', { timeout: 2 * RUN_TIMEOUT }, async () => {
   const view = await openChat();

@@ -27,6 +27,7 @@ import {
   type SessionNotFound,
   type SteerResult,
 } from '../bridge/protocol';
+import { statusLine } from '../bridge/run';
 import type { Session } from '../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
@@ -54,7 +55,7 @@ interface TurnRecord {
   live: boolean;
   entries: HostToView['entry'][];
   status: TurnStatus;
-  note: string | null;
+  summary: string | null;
 }
 
 /** A file one run changed: its text before the run's first edit and after its last. */
@@ -183,7 +184,7 @@ export class Conversation {
         this.post('entry', entry);
       }
       if (turn.status !== 'running') {
-        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, note: turn.note });
+        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary });
       }
     }
     if (this.sessionId) {
@@ -282,7 +283,7 @@ export class Conversation {
       live: true,
       entries: [],
       status: 'running',
-      note: null,
+      summary: null,
     };
     this.turns.push(turn);
     this.title ??= promptTitle(question);
@@ -302,19 +303,15 @@ export class Conversation {
       if (record.sessionId) {
         this.adoptSession(record.sessionId);
       }
-      if (record.error) {
-        turn.note = `${record.error.kind}: ${record.error.message}`;
-      } else if (record.rpcError) {
-        turn.note = `error ${record.rpcError.code}: ${record.rpcError.message}`;
-      }
+      turn.summary = statusLine(record);
     } catch (err) {
-      turn.note = err instanceof Error ? err.message : String(err);
+      turn.summary = `error · ${err instanceof Error ? err.message : String(err)}`;
     }
     turn.status = status;
     this.current = undefined;
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
-    this.post('turnEnded', { turnId: turn.turnId, status, note: turn.note });
+    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();
     const next = status === 'completed' ? this.queue.shift() : undefined;
@@ -350,17 +347,17 @@ export class Conversation {
       default:
         break;
     }
-    this.addEntry(turn, entry);
+    this.addEntry(turn, entry, msg.attempt);
   }
 
-  private addEntry(turn: TurnRecord, entry: ContractEntry): void {
+  private addEntry(turn: TurnRecord, entry: ContractEntry, attempt: number): void {
     let stat: EditStat | null = null;
     if (entry.type === 'tool.completed' && entry.content.diff) {
       const diff = entry.content.diff;
       this.diffs.set(`${turn.turnId}/${entry.content.toolCallId}`, diff);
       stat = diff.oldText === undefined && diff.newText === undefined ? null : editStat(diff.oldText, diff.newText);
     }
-    const payload: HostToView['entry'] = { turnId: turn.turnId, entry: forView(entry), stat };
+    const payload: HostToView['entry'] = { turnId: turn.turnId, entry: forView(entry), attempt, stat };
     if (entry.type === 'tool.update') {
       // Keep only the latest cumulative output of a tool for a replay.
       const id = entry.content.toolCallId;
@@ -393,11 +390,11 @@ export class Conversation {
         live: false,
         entries: [],
         status: 'completed',
-        note: null,
+        summary: null,
       };
       this.turns.push(turn);
       for (const entry of past.messages) {
-        turn.entries.push({ turnId: turn.turnId, entry: entry, stat: null });
+        turn.entries.push({ turnId: turn.turnId, entry, attempt: 1, stat: null });
       }
     });
     this.replay();
