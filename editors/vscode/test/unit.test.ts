@@ -8,7 +8,7 @@ import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
 import { applyCancelled, applyEntry, applyMessage, applyResult, newRunRecord, statusLine } from '../src/bridge/run';
-import { renderRun } from '../src/render';
+import { renderMarkdown } from '../src/chat/markdown';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 
@@ -62,10 +62,10 @@ test('a streamed run folds into text, thoughts and tools in order', () => {
   assert.equal(tool.output, 'hi\n');
   applyResult(r, { runId: 'r1', status: 'completed', text: r.text, attempts: 1, stopReason: 'stop' });
   assert.equal(r.status, 'completed');
-  const html = renderRun(r);
-  assert.match(html, /<details class="thought"/);
-  assert.match(html, /<strong>hi<\/strong>/);
-  assert.match(html, /tool-completed/);
+  // How the chat shows these items is asserted in a browser: test/webview.test.mts.
+  const last = r.items[3];
+  assert.ok(last?.kind === 'text');
+  assert.match(renderMarkdown(last.text), /<strong>hi<\/strong>/);
   assert.match(statusLine(r), /completed · stop: stop · 10 in · 5 out · 15 tokens/);
 });
 
@@ -96,21 +96,24 @@ test('a cancelled run keeps its partial text and closes running tools', () => {
   });
   assert.equal(r.status, 'cancelled');
   assert.equal(r.text, 'half an ans');
-  const html = renderRun(r);
-  assert.match(html, /half an ans/);
-  assert.match(html, /tool-cancelled/);
-  assert.match(html, /data-status="cancelled"/);
-  assert.match(statusLine(r), /stopped \(interrupted\)/);
+  assert.deepEqual(
+    r.items.map((i) => [i.kind, i.kind === 'tool' ? i.status : i.kind === 'text' ? i.text : '']),
+    [
+      ['text', 'half an ans'],
+      ['tool', 'cancelled'],
+    ],
+  );
+  assert.match(statusLine(r), /^cancelled · stopped \(interrupted\)/);
 });
 
-test('model output cannot inject markup', () => {
-  const r = newRunRecord('r1', '<img src=x onerror=alert(1)>');
-  applyMessage(r, msg(1, 'assistant', { text: '<script>alert(1)</script> and <b>bold</b>' }));
-  applyMessage(r, msg(2, 'tool.call', { toolCallId: 't', name: '<x>', arguments: { command: '"><script>' } }));
-  const html = renderRun(r);
+test('model output cannot inject markup through the markdown renderer', () => {
+  // The chat sets prompts, tool names and commands as text; a browser test feeds it all of them
+  // (test/webview.test.mts). Here the one place where model output becomes HTML.
+  const html = renderMarkdown('<script>alert(1)</script> and <b>bold</b> <img src=x onerror=alert(1)>');
   assert.doesNotMatch(html, /<script>/);
   assert.doesNotMatch(html, /<img/);
   assert.doesNotMatch(html, /<b>bold/);
+  assert.match(html, /&lt;script&gt;/);
 });
 
 test('settings default, reject bad values with a warning, and build params', () => {

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { build } from 'esbuild';
+import { CancellationTokenSource } from 'vscode-jsonrpc';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import type { HostMessage } from '../src/chat/chatProtocol.js';
 import { Conversations } from '../src/chat/conversations.js';
@@ -318,6 +319,71 @@ test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error
     const code = await fake.close();
     assert.equal(code, 0, `fake-pi bridge exit code; stderr:\n${fake.stderr().slice(-4000)}`);
   }
+});
+
+test('a one-shot prompt is the first turn of a new conversation, takes the waiting chips, and its token cancels it', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  let model = 'echo';
+  const conversations = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, runId) => ({ prompt, runId, model }),
+    post: (message) => view.post(message),
+  });
+  const empty = conversations.current;
+  assert.equal(conversations.forOneShot(), empty, 'an empty conversation takes the one-shot itself');
+  empty.replay();
+  await withTimeout(empty.send('an earlier turn'), RUN_TIMEOUT, 'the earlier turn');
+  empty.addChip({ kind: 'file', path: 'notes.txt', languageId: 'plaintext', text: 'the notes' });
+
+  const oneShot = conversations.forOneShot();
+  assert.notEqual(oneShot, empty, 'a conversation with turns is left for a new one');
+  oneShot.replay();
+  const record = await withTimeout(oneShot.ask('What is in it?'), RUN_TIMEOUT, 'the one-shot');
+  assert.equal(record?.status, 'completed', JSON.stringify(record));
+  assert.ok(oneShot.sessionId && oneShot.sessionId !== empty.sessionId, 'a session of its own');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'completed'", 'the one-shot turn');
+  assert.equal(await view.read<number>("document.querySelectorAll('section.turn').length"), 1, 'only the one-shot turn is shown');
+  const turn = await shownTurn(view);
+  assert.match(turn.assistant, /ECHO:What is in it\?/);
+  assert.match(turn.assistant, /notes\.txt/, 'the chip went with the one-shot');
+  assert.equal(await view.read<number>("document.querySelectorAll('#chips .chip').length"), 0);
+
+  model = 'slow';
+  const next = conversations.forOneShot();
+  next.replay();
+  const cancel = new CancellationTokenSource();
+  const slow = next.ask('a story to cancel', { token: cancel.token });
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the slow one-shot streaming');
+  cancel.cancel();
+  const cancelled = await withTimeout(slow, RUN_TIMEOUT, 'the cancelled one-shot');
+  assert.equal(cancelled?.status, 'cancelled');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the cancelled turn');
+  assert.match((await shownTurn(view)).footer, /^cancelled · stopped \(/);
+  await view.page.close();
+});
+
+test('pi: Cancel Current Run stops the run that started last, shown or not', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'slow' });
+  conversations.current.replay();
+  const first = conversations.current;
+  const firstRun = first.send('the older run');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the first run streaming');
+  const second = conversations.forOneShot();
+  second.replay();
+  const secondRun = second.ask('the newer run');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the second run streaming');
+  assert.equal(conversations.runningCount, 2);
+  assert.equal(conversations.stopNewest(), true);
+  assert.equal((await withTimeout(secondRun, RUN_TIMEOUT, 'the newer run'))?.status, 'cancelled');
+  assert.equal(first.running, true, 'the older run goes on');
+  assert.equal(conversations.stopNewest(), true, 'then the older one, unseen');
+  await withTimeout(firstRun, RUN_TIMEOUT, 'the older run');
+  assert.equal(conversations.runningCount, 0);
+  assert.equal(conversations.stopNewest(), false, 'nothing left to stop');
+  await view.page.close();
 });
 
 test('a conversation replaced while its run goes no longer reaches the view', { timeout: 2 * RUN_TIMEOUT }, async () => {

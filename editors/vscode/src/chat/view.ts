@@ -23,7 +23,8 @@ export interface ChatDeps {
   runParams(prompt: string, runId: string): RunParams;
   cwd(): string | undefined;
   log: vscode.LogOutputChannel;
-  onUsage(usage: ConversationUsage): void;
+  /** The shown conversation's usage changed, or a run started or ended (the status bar). */
+  onChange(): void;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -44,7 +45,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       session: () => this.deps.session(),
       runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
       post: (message) => this.post(message),
-      onChange: () => this.deps.onUsage(this.conversation.lastUsage),
+      onChange: () => this.deps.onChange(),
       log: (message) => this.deps.log.warn(message),
     });
     this.disposables.push(
@@ -66,6 +67,32 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   /** The conversation the view shows. */
   get conversation(): Conversation {
     return this.conversations.current;
+  }
+
+  /** The shown conversation's latest context usage and cost. */
+  get usage(): ConversationUsage {
+    return this.conversation.lastUsage;
+  }
+
+  /** How many runs go, in every conversation of this window. */
+  get running(): number {
+    return this.conversations.runningCount;
+  }
+
+  /** Stop the run that started last (pi: Cancel Current Run); false when none goes. */
+  stopNewest(): boolean {
+    return this.conversations.stopNewest();
+  }
+
+  /**
+   * The conversation a one-shot prompt (pi: Ask…) becomes the first turn of, shown in the view
+   * without taking the focus from where the user was.
+   */
+  async oneShot(): Promise<Conversation> {
+    const conversation = this.conversations.forOneShot();
+    await this.reveal(false);
+    conversation.replay();
+    return conversation;
   }
 
   // ------------------------------------------------------------------ webview
@@ -95,7 +122,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     if (this.view) {
       this.view.show(!focusInput);
     } else {
-      await vscode.commands.executeCommand(`${Chat.viewId}.focus`);
+      await vscode.commands.executeCommand(`${Chat.viewId}.focus`, { preserveFocus: !focusInput });
     }
   }
 
