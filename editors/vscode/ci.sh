@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI of the VS Code extension, from a clean state: installs what it needs (Debian packages,
 # npm packages from the committed lock, code-server in a git-ignored cache), type-checks, builds and
-# packages the .vsix, then runs the unit tests, the tests against the real bridge, and the end-to-end
-# test in a real VS Code (code-server + headless Chromium). Exits non-zero on any failure.
+# packages the .vsix, then runs the unit tests, the tests against the real bridge, the chat's webview
+# in headless Chromium, and the end-to-end test in a real VS Code (code-server + headless Chromium).
+# Exits non-zero on any failure.
 #
 # Env: PI_BRIDGE_PYTHON (the Python that runs the bridge; default: the repo's .venv), PATH with
 # Node >= 22 and pi first (else the repo's .tools is used). code-server runs on Node 20, picked
