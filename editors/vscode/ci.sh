@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI of the VS Code extension, from a clean state: installs what it needs (Debian packages,
 # npm packages from the committed lock, code-server in a git-ignored cache), type-checks, builds and
-# packages the .vsix, then runs the unit tests, the tests against the real bridge, and the end-to-end
-# test in a real VS Code (code-server + headless Chromium). Exits non-zero on any failure.
+# packages the .vsix, then runs the unit tests, the tests against the real bridge, the chat's webview
+# in headless Chromium, and the end-to-end test in a real VS Code (code-server + headless Chromium).
+# Exits non-zero on any failure.
 #
 # Env: PI_BRIDGE_PYTHON (the Python that runs the bridge; default: the repo's .venv), PATH with
 # Node >= 22 and pi first (else the repo's .tools is used). code-server runs on Node 20, picked
@@ -96,10 +97,11 @@ export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
 npm run --silent package
 ls -l dist/pi-bridge-linux-x64.vsix
 
-step "unit tests, and tests against the real bridge with real pi and with the fake pi (node --test)"
+step "unit tests, tests against the real bridge with real pi and with the fake pi, the chat's webview in Chromium (node --test)"
 npx tsc -p tsconfig.test.json
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
-node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js
+node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js \
+  out/test/webview.test.mjs
 
 step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"
 export PI_BRIDGE_VSIX="$here/dist/pi-bridge-linux-x64.vsix"

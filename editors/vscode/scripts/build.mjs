@@ -1,5 +1,5 @@
 // Bundles the extension (src/extension.ts and everything it imports, vscode excluded) into dist/,
-// and the chat webview's script (src/webview/main.ts, for the browser) into dist/webview.js.
+// and the chat webview's script (src/chat/webview/main.ts, for the browser) into dist/webview.js.
 import { build } from 'esbuild';
 
 const production = process.argv.includes('--production');
@@ -16,7 +16,7 @@ await build({
   logLevel: 'warning',
 });
 await build({
-  entryPoints: ['src/webview/main.ts'],
+  entryPoints: ['src/chat/webview/main.ts'],
   bundle: true,
   outfile: 'dist/webview.js',
   format: 'iife',

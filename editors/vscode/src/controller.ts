@@ -1,7 +1,8 @@
 /**
  * The extension's behaviour in VS Code: owns the bridge's LanguageClient and the Session on it,
- * registers the commands, runs each prompt under a cancellable progress notification whose Cancel
- * reaches the bridge as `$/cancelRequest`, and keeps the status bar item and context keys current.
+ * registers the commands, runs each one-shot prompt (pi: Ask…) as the first turn of a new chat
+ * conversation under a cancellable progress notification whose Cancel reaches the bridge as
+ * `$/cancelRequest`, and keeps the status bar item and context keys current.
  */
 import * as vscode from 'vscode';
 import {
@@ -11,39 +12,31 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import { Chat } from './chat';
-import { readSettings, RESTART_KEYS, runParams, type Settings } from './config';
-import { usageLabel, type ConversationUsage } from './conversation';
-import { checkInstallation, resolveBridgeLaunch } from './install';
-import { promptTitle } from './prompts';
-import { newRunId, PROTOCOL_VERSION } from './protocol';
-import { statusLine } from './render';
-import { Session, type RunRecord } from './session';
-import { RunsView } from './view';
+import { Chat } from './chat/view';
+import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
+import { usageLabel } from './chat/conversation';
+import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
+import { promptTitle } from './chat/prompts';
+import { PROTOCOL_VERSION } from './bridge/protocol';
+import { statusLine, type RunRecord } from './bridge/run';
+import { Session } from './bridge/session';
 
 const CLIENT_ID = 'piBridge';
 const RUNNING_CONTEXT = 'piBridge.running';
-
-interface LiveRun {
-  record: RunRecord;
-  cancel: vscode.CancellationTokenSource;
-}
 
 export class Controller implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private session: Session | undefined;
   private starting: Promise<Session> | undefined;
-  private readonly live = new Map<string, LiveRun>();
+  /** The cancel of each one-shot run under way (its notification's, or a restart's). */
+  private readonly oneShots = new Set<vscode.CancellationTokenSource>();
   private readonly log: vscode.LogOutputChannel;
-  private readonly view: RunsView;
   private readonly status: vscode.StatusBarItem;
   private readonly chat: Chat;
-  private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.log = vscode.window.createOutputChannel('pi-bridge', { log: true });
-    this.view = new RunsView(context.extensionUri);
     this.status = vscode.window.createStatusBarItem('piBridge.status', vscode.StatusBarAlignment.Right, 100);
     this.status.name = 'pi';
     this.status.command = 'piBridge.pickModel';
@@ -52,26 +45,20 @@ export class Controller implements vscode.Disposable {
       runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
       cwd: defaultCwd,
       log: this.log,
-      onUsage: (usage) => {
-        this.usage = usage;
-        this.updateStatus();
-      },
+      onChange: () => this.updateStatus(),
     });
     this.disposables.push(
       this.chat,
       this.log,
-      this.view,
       this.status,
-      vscode.window.registerWebviewViewProvider(RunsView.viewId, this.view),
       vscode.commands.registerCommand('piBridge.ask', (prompt?: unknown) => this.ask(prompt)),
-      // Context for the chat's next prompt (the one-shot askSelection/askFile stay for pi: Ask…).
+      // Context for the chat's next prompt (a one-shot pi: Ask… takes it along too).
       vscode.commands.registerCommand('piBridge.askSelection', () => this.chat.addContext('selection')),
       vscode.commands.registerCommand('piBridge.askFile', (uri?: unknown) =>
         this.chat.addContext('file', uri instanceof vscode.Uri ? uri : undefined),
       ),
       vscode.commands.registerCommand('piBridge.cancel', () => this.cancelCurrent()),
       vscode.commands.registerCommand('piBridge.setModel', () => this.setModel()),
-      vscode.commands.registerCommand('piBridge.clear', () => this.view.clear()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
       vscode.commands.registerCommand('piBridge.checkInstallation', () => this.checkInstallation(true)),
@@ -174,8 +161,8 @@ export class Controller implements vscode.Disposable {
   }
 
   private async restart(): Promise<void> {
-    for (const run of this.live.values()) {
-      run.cancel.cancel();
+    for (const cancel of this.oneShots) {
+      cancel.cancel();
     }
     await this.stopClient();
     try {
@@ -197,7 +184,7 @@ export class Controller implements vscode.Disposable {
     if (!this.client || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
       return;
     }
-    if (this.live.size === 0) {
+    if (this.chat.running === 0) {
       void this.restart();
       return;
     }
@@ -217,33 +204,24 @@ export class Controller implements vscode.Disposable {
 
   // ------------------------------------------------------------------ runs
 
-  private async run(prompt: string, title: string, cwd: string | undefined): Promise<RunRecord | undefined> {
-    let session: Session;
-    try {
-      session = await this.ensureSession();
-    } catch {
-      return undefined;
-    }
-    const settings = this.settings();
-    const runId = newRunId();
-    const params = runParams(settings, prompt, runId, cwd ?? defaultCwd());
+  /**
+   * Run `prompt` as a one-shot: the first turn of a new chat conversation (it sees no earlier
+   * turns), with a cancellable progress notification, and a notification if it fails.
+   */
+  private async oneShot(prompt: string): Promise<RunRecord | undefined> {
+    const title = promptTitle(prompt);
+    const conversation = await this.chat.oneShot();
     const cancel = new vscode.CancellationTokenSource();
-    await this.view.reveal();
+    this.oneShots.add(cancel);
     const record = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `pi: ${title}`, cancellable: true },
       async (progress, token) => {
         const link = token.onCancellationRequested(() => cancel.cancel());
         let lastLine = '';
         try {
-          return await session.run(params, {
+          return await conversation.ask(prompt, {
             token: cancel.token,
-            title,
             onUpdate: (r) => {
-              if (!this.live.has(r.runId) && r.status === 'running') {
-                this.live.set(r.runId, { record: r, cancel });
-                this.updateStatus();
-              }
-              this.view.update(r);
               const line = r.status === 'running' && cancel.token.isCancellationRequested ? 'cancelling…' : progressLine(r);
               if (line !== lastLine) {
                 lastLine = line;
@@ -253,12 +231,14 @@ export class Controller implements vscode.Disposable {
           });
         } finally {
           link.dispose();
+          this.oneShots.delete(cancel);
           cancel.dispose();
-          this.live.delete(runId);
-          this.updateStatus();
         }
       },
     );
+    if (!record) {
+      return undefined; // the bridge did not start; start() has told the user
+    }
     this.log.info(`run ${record.runId}: ${statusLine(record)}`);
     if (record.status === 'failed' || record.status === 'error') {
       void this.offerHelp(`pi: ${statusLine(record)}`);
@@ -274,7 +254,7 @@ export class Controller implements vscode.Disposable {
         ? prompt
         : await vscode.window.showInputBox({
             title: 'Ask pi',
-            prompt: 'What should pi do?',
+            prompt: 'What should pi do? A one-shot run: the first turn of a new conversation in the chat.',
             placeHolder: 'e.g. explain what this project does',
             ignoreFocusOut: true,
             validateInput: (value) => (value.trim() ? undefined : 'Type a prompt'),
@@ -282,18 +262,14 @@ export class Controller implements vscode.Disposable {
     if (!text?.trim()) {
       return undefined;
     }
-    return this.run(text, promptTitle(text), undefined);
+    return this.oneShot(text);
   }
 
-  /** Cancel the newest live run, through the same token as the notification's Cancel button. */
+  /** Stop the run that started last, in whichever conversation (shown or not). */
   private cancelCurrent(): void {
-    const runs = [...this.live.values()];
-    const newest = runs[runs.length - 1];
-    if (!newest) {
+    if (!this.chat.stopNewest()) {
       void vscode.window.setStatusBarMessage('pi: no run to cancel', 3000);
-      return;
     }
-    newest.cancel.cancel();
   }
 
   private async setModel(): Promise<void> {
@@ -318,14 +294,13 @@ export class Controller implements vscode.Disposable {
   private updateStatus(): void {
     const settings = this.settings();
     const model = [settings.provider, settings.model].filter(Boolean).join('/') || 'default model';
-    const running = this.live.size;
+    const running = this.chat.running;
     const state = this.client ? State[this.client.state].toLowerCase() : 'not started';
     void vscode.commands.executeCommand('setContext', RUNNING_CONTEXT, running > 0);
-    const busy = running > 0 || this.chat.conversation.running;
     const thinking = settings.thinking ? ` · thinking: ${settings.thinking}` : '';
-    const usage = usageLabel(this.usage);
-    this.status.text = `${busy ? '$(sync~spin)' : '$(hubot)'} pi: ${model}${thinking}${usage ? ` · ${usage}` : ''}`;
-    const window = this.usage.contextUsage;
+    const usage = usageLabel(this.chat.usage);
+    this.status.text = `${running > 0 ? '$(sync~spin)' : '$(hubot)'} pi: ${model}${thinking}${usage ? ` · ${usage}` : ''}`;
+    const window = this.chat.usage.contextUsage;
     const context = window
       ? ` Context: ${window.tokens ?? '?'} of ${window.contextWindow} tokens.`
       : '';
@@ -334,8 +309,8 @@ export class Controller implements vscode.Disposable {
   }
 
   async dispose(): Promise<void> {
-    for (const run of this.live.values()) {
-      run.cancel.cancel();
+    for (const cancel of this.oneShots) {
+      cancel.cancel();
     }
     await this.stopClient();
     for (const d of this.disposables) {

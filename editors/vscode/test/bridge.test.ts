@@ -16,10 +16,11 @@ import {
   type PiMessage,
   type RunResult,
   type RunsResult,
-} from '../src/protocol';
-import type { HostMessage } from '../src/chatProtocol';
-import { Conversation } from '../src/conversation';
-import { Session, type RunRecord } from '../src/session';
+} from '../src/bridge/protocol';
+import type { HostMessage } from '../src/chat/chatProtocol';
+import { Conversation } from '../src/chat/conversation';
+import type { RunRecord } from '../src/bridge/run';
+import { Session } from '../src/bridge/session';
 import { isAlive, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness';
 
 const RUN_TIMEOUT = 60_000;

@@ -13,8 +13,8 @@ import {
   StreamMessageWriter,
   type MessageConnection,
 } from 'vscode-jsonrpc/node';
-import { isPiMessage, Methods, type InitializationOptions, type PiMessage } from '../src/protocol';
-import type { RpcConnection } from '../src/session';
+import { isPiMessage, Methods, type InitializationOptions, type PiMessage } from '../src/bridge/protocol';
+import type { RpcConnection } from '../src/bridge/session';
 
 export const repoRoot = resolve(__dirname, '../../../..');
 

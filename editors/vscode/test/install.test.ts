@@ -4,8 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { bridgeLaunch, bundledLaunch, doctorArgs, readSettings } from '../src/config';
-import { choosePython, noPythonMessage } from '../src/python';
+import { bridgeLaunch, bundledLaunch, doctorArgs, readSettings } from '../src/bridge/config';
+import { choosePython, noPythonMessage } from '../src/bridge/python';
 
 const libs = mkdtempSync(join(tmpdir(), 'pi-bridge-libs-'));
 for (const version of ['3.11', '3.12']) {

@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import { bridgeLaunch, readSettings, runParams } from '../src/config';
-import { editStat, relativeTime, usageLabel } from '../src/conversation';
-import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/prompts';
-import { Methods, PROTOCOL_VERSION, SERVER_NAME, type PiMessage } from '../src/protocol';
-import { renderRun, statusLine } from '../src/render';
-import { applyCancelled, applyMessage, applyResult, newRunRecord } from '../src/session';
+import { bridgeLaunch, readSettings, runParams } from '../src/bridge/config';
+import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
+import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
+import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
+import { applyCancelled, applyEntry, applyMessage, applyResult, newRunRecord, statusLine } from '../src/bridge/run';
+import { renderMarkdown } from '../src/chat/markdown';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 
@@ -62,10 +62,10 @@ test('a streamed run folds into text, thoughts and tools in order', () => {
   assert.equal(tool.output, 'hi\n');
   applyResult(r, { runId: 'r1', status: 'completed', text: r.text, attempts: 1, stopReason: 'stop' });
   assert.equal(r.status, 'completed');
-  const html = renderRun(r);
-  assert.match(html, /<details class="thought"/);
-  assert.match(html, /<strong>hi<\/strong>/);
-  assert.match(html, /tool-completed/);
+  // How the chat shows these items is asserted in a browser: test/webview.test.mts.
+  const last = r.items[3];
+  assert.ok(last?.kind === 'text');
+  assert.match(renderMarkdown(last.text), /<strong>hi<\/strong>/);
   assert.match(statusLine(r), /completed · stop: stop · 10 in · 5 out · 15 tokens/);
 });
 
@@ -96,21 +96,24 @@ test('a cancelled run keeps its partial text and closes running tools', () => {
   });
   assert.equal(r.status, 'cancelled');
   assert.equal(r.text, 'half an ans');
-  const html = renderRun(r);
-  assert.match(html, /half an ans/);
-  assert.match(html, /tool-cancelled/);
-  assert.match(html, /data-status="cancelled"/);
-  assert.match(statusLine(r), /stopped \(interrupted\)/);
+  assert.deepEqual(
+    r.items.map((i) => [i.kind, i.kind === 'tool' ? i.status : i.kind === 'text' ? i.text : '']),
+    [
+      ['text', 'half an ans'],
+      ['tool', 'cancelled'],
+    ],
+  );
+  assert.match(statusLine(r), /^cancelled · stopped \(interrupted\)/);
 });
 
-test('model output cannot inject markup', () => {
-  const r = newRunRecord('r1', '<img src=x onerror=alert(1)>');
-  applyMessage(r, msg(1, 'assistant', { text: '<script>alert(1)</script> and <b>bold</b>' }));
-  applyMessage(r, msg(2, 'tool.call', { toolCallId: 't', name: '<x>', arguments: { command: '"><script>' } }));
-  const html = renderRun(r);
+test('model output cannot inject markup through the markdown renderer', () => {
+  // The chat sets prompts, tool names and commands as text; a browser test feeds it all of them
+  // (test/webview.test.mts). Here the one place where model output becomes HTML.
+  const html = renderMarkdown('<script>alert(1)</script> and <b>bold</b> <img src=x onerror=alert(1)>');
   assert.doesNotMatch(html, /<script>/);
   assert.doesNotMatch(html, /<img/);
   assert.doesNotMatch(html, /<b>bold/);
+  assert.match(html, /&lt;script&gt;/);
 });
 
 test('settings default, reject bad values with a warning, and build params', () => {
@@ -175,4 +178,28 @@ test('contextPrompt puts every chip after the question; chipLabel names the line
   assert.ok(prompt.startsWith('Why?\n\nThis is about lines 1-2 of hello.py:'), prompt);
   assert.ok(prompt.includes('This is about the file notes.txt:'), prompt);
   assert.equal(contextPrompt('Why?', [selection]), selectionPrompt({ question: 'Why?', ...selection }));
+});
+
+test('applyEntry says which item each entry touched, the way the chat renders them', () => {
+  const r = newRunRecord('r1', 'p');
+  const entry = (type: PiMessage['type'], content: object): ContractEntry => ({ type, content }) as ContractEntry;
+  assert.equal(applyEntry(r, entry('session.started', { sessionId: 's1', cwd: '/w' })), undefined);
+  assert.deepEqual(applyEntry(r, entry('run.queued', { position: 1, limit: 2 })), { index: 0, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant', { text: 'Hel' })), { index: 1, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant', { text: 'lo' })), { index: 1, inserted: false });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 'buffered' })), { index: 1, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('run.steered', { text: 'and more' })), { index: 3, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 'li', live: true })), { index: 4, inserted: true });
+  assert.deepEqual(applyEntry(r, entry('assistant.thought', { text: 've', live: true })), { index: 4, inserted: false });
+  assert.deepEqual(applyEntry(r, entry('tool.update', { toolCallId: 'unknown', output: 'x' })), undefined);
+  assert.deepEqual(
+    r.items.map((i) => [i.kind, 'text' in i ? i.text : '']),
+    [
+      ['notice', 'waiting for a free run slot (position 1, limit 2)'],
+      ['thought', 'buffered'],
+      ['text', 'Hello'],
+      ['steered', 'and more'],
+      ['thought', 'live'],
+    ],
+  );
 });

@@ -3,8 +3,9 @@
  * platform .vsix installed into a clean user-data dir and a clean $HOME, no pi-bridge on PATH: the
  * extension runs its bundled bridge on python3 from PATH. The only settings point pi at the
  * scripted model, run by the test as its own process so it can read the requests that reached the
- * model. Runs a prompt from the Command Palette and sees its streamed answer in the Runs view,
- * cancels a slow run from the progress notification; converses in the chat view (a context chip,
+ * model. Runs one-shot prompts from the Command Palette (pi: Ask…) and sees each answer stream into
+ * the chat as the first turn of a new conversation (thoughts, a tool card, the run's final state),
+ * cancels a slow one from the progress notification; converses in the chat view (a context chip,
  * two turns, the status bar's context figure, a steer, Stop, Open Diff, reopening a conversation
  * after pi: Restart Bridge, a window reload); then takes pi off the bridge's PATH and follows the
  * Install pi notification to a terminal running the npm command, then takes python3 away and sees
@@ -168,25 +169,6 @@ async function answerInputBox(title: string, value: string): Promise<void> {
   await page.keyboard.press('Enter');
 }
 
-/** The webview frame of the pi view (VS Code nests it in two iframes). */
-async function viewFrame(): Promise<Frame> {
-  let found: Frame | undefined;
-  await waitUntilAsync(async () => {
-    for (const frame of page.frames()) {
-      try {
-        if (await frame.$('#runs')) {
-          found = frame;
-          return true;
-        }
-      } catch {
-        // A frame that navigated away while we looked.
-      }
-    }
-    return false;
-  }, UI_TIMEOUT, 'the pi view webview');
-  return found!;
-}
-
 async function waitUntilAsync(condition: () => Promise<boolean>, ms: number, what: string): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await condition())) {
@@ -195,41 +177,6 @@ async function waitUntilAsync(condition: () => Promise<boolean>, ms: number, wha
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-interface RunCard {
-  status: string;
-  text: string;
-  assistant: string;
-  thoughts: { open: boolean; summary: string }[];
-  tools: { classes: string; summary: string; output: string }[];
-}
-
-/**
- * The card of the run asked with `prompt` (prompts are unique per test) once `predicate` holds;
- * the predicate sees `status`, `text`, `assistant`, `thoughts` and `tools` of the card.
- */
-async function waitForRun(frame: Frame, prompt: string, predicate: string, what: string): Promise<RunCard> {
-  const handle = await frame.waitForFunction(
-    `(() => {
-       const s = [...document.querySelectorAll('section.run')]
-         .find((r) => r.querySelector('header.prompt')?.textContent === ${JSON.stringify(prompt)});
-       if (!s) return false;
-       const status = s.dataset.status;
-       const text = s.innerText;
-       const assistant = [...s.querySelectorAll('.assistant')].map((a) => a.innerText).join(' ');
-       const thoughts = [...s.querySelectorAll('details.thought')].map((d) => ({
-         open: d.open, summary: d.querySelector('summary').textContent }));
-       const tools = [...s.querySelectorAll('details.tool')].map((d) => ({
-         classes: d.className, summary: d.querySelector('summary').textContent,
-         output: d.querySelector('pre.tool-output')?.textContent ?? '' }));
-       return (${predicate}) ? { status, text, assistant, thoughts, tools } : false;
-     })()`,
-    { timeout: UI_TIMEOUT, polling: 'mutation' },
-  );
-  const card = (await handle.jsonValue()) as RunCard | false;
-  assert.ok(card, what);
-  return card;
 }
 
 before(async () => {
@@ -395,16 +342,16 @@ after(async () => {
   }
 });
 
-test('pi: Ask… streams the answer into the view', { timeout: 3 * UI_TIMEOUT }, () => step('ask', async () => {
+test('pi: Ask… streams the answer into the chat, as the first turn of a conversation, with its final state', { timeout: 3 * UI_TIMEOUT }, () => step('ask', async () => {
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Say hello to VS Code');
-  const frame = await viewFrame();
-  const card = await waitForRun(frame, 'Say hello to VS Code', "status === 'completed'", 'a completed run');
-  assert.ok(card.assistant.trim().length > 0, 'the answer is shown');
-  assert.match(card.text, /Say hello to VS Code/);
-  assert.match(card.text, /completed · stop: \w+/);
-  assert.match(card.text, /\d+ tokens/);
-  await screenshot('01-completed-run.png');
+  const frame = await chatFrame();
+  const turn = await waitForTurn(frame, 'Say hello to VS Code', "status === 'completed'", 'a completed run');
+  assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
+  assert.match(turn.text, /Say hello to VS Code/);
+  assert.match(turn.text, /completed · stop: \w+/);
+  assert.match(turn.text, /\d+ tokens/);
+  await screenshot('ask-1-completed.png');
   // The doctor runs beside the bridge's start: its report may land after the first run.
   const doctorLine = new RegExp(`doctor: ok pi: [\\d.]+ \\(${join(tmp, 'bin/pi')}, from PATH\\)`);
   const deadline = Date.now() + UI_TIMEOUT;
@@ -416,27 +363,6 @@ test('pi: Ask… streams the answer into the view', { timeout: 3 * UI_TIMEOUT },
   assert.match(log, doctorLine, log);
 }));
 
-/** Drag the sash above the panel up, so the pi view has room for several runs. */
-async function enlargePanel(by: number): Promise<void> {
-  const panel = await page.$eval('.part.panel', (el) => el.getBoundingClientRect().top);
-  const sashes = await page.$$eval('.monaco-sash.horizontal', (els) =>
-    els.map((el) => {
-      const r = el.getBoundingClientRect();
-      return { x: r.left + r.width / 2, y: r.top + r.height / 2, width: r.width };
-    }),
-  );
-  const sash = sashes.filter((s) => Math.abs(s.y - panel) < 6).sort((a, b) => b.width - a.width)[0];
-  assert.ok(sash, `a sash at the panel's top (${panel}) among ${JSON.stringify(sashes)}`);
-  await page.mouse.move(sash.x, sash.y);
-  await page.mouse.down();
-  await page.mouse.move(sash.x, sash.y - by, { steps: 10 });
-  await page.mouse.up();
-  await page.waitForFunction(
-    `document.querySelector('.part.panel').getBoundingClientRect().top < ${panel - 100}`,
-    { timeout: UI_TIMEOUT },
-  );
-}
-
 /** Make the next runs use `model` through the extension's own command, and wait until it shows. */
 async function setModel(model: string): Promise<void> {
   await runCommand('pi: Set Model…');
@@ -445,22 +371,21 @@ async function setModel(model: string): Promise<void> {
 }
 
 test('thoughts render collapsed and tool calls with their status and output', { timeout: 3 * UI_TIMEOUT }, () => step('thoughts-tools', async () => {
-  await enlargePanel(330);
   await setModel('thinking');
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Think first, then answer');
-  const frame = await viewFrame();
-  const thinking = await waitForRun(frame, 'Think first, then answer', "status === 'completed'", 'the thinking run');
+  const frame = await chatFrame();
+  const thinking = await waitForTurn(frame, 'Think first, then answer', "status === 'completed'", 'the thinking run');
   assert.ok(thinking.thoughts.length > 0, 'a thought is shown');
   assert.deepEqual(thinking.thoughts[0], { open: false, summary: 'Thought' });
 
   await setModel('tool');
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Run echo hi');
-  const card = await waitForRun(frame, 'Run echo hi', "status === 'completed' && tools.length > 0", 'the tool run');
-  const tool = card.tools[0]!;
-  assert.match(tool.classes, /tool-completed/);
-  assert.match(tool.summary, /bash echo hi completed/);
+  const turn = await waitForTurn(frame, 'Run echo hi', "status === 'completed' && tools.length > 0", 'the tool run');
+  const tool = turn.tools[0]!;
+  assert.equal(tool.status, 'completed');
+  assert.match(`${tool.name} ${tool.command} ${tool.status}`, /bash echo hi completed/);
   assert.match(tool.output, /hi/);
 }));
 
@@ -469,9 +394,9 @@ test('Cancel in the progress notification stops a slow run and keeps its partial
 
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Tell me a long story');
-  const frame = await viewFrame();
+  const frame = await chatFrame();
   // Streaming: the run is still running and several deltas have arrived.
-  const streaming = await waitForRun(
+  const streaming = await waitForTurn(
     frame,
     'Tell me a long story',
     "status === 'running' && assistant.split(' ').length >= 12",
@@ -482,26 +407,26 @@ test('Cancel in the progress notification stops a slow run and keeps its partial
     timeout: UI_TIMEOUT,
   });
   assert.ok(cancel);
-  await screenshot('02-streaming-with-progress.png');
+  await screenshot('ask-2-streaming-with-progress.png');
   const runProcesses = processesMatching(PI_PROCESS);
   assert.ok(runProcesses.length > 0, 'pi runs while the run streams');
   await cancel.click();
-  const cancelled = await waitForRun(frame, 'Tell me a long story', "status === 'cancelled'", 'the cancelled run');
+  const cancelled = await waitForTurn(frame, 'Tell me a long story', "status === 'cancelled'", 'the cancelled run');
   assert.ok(
     cancelled.assistant.startsWith(streaming.assistant.trim().slice(0, 40)),
     `partial text kept: ${JSON.stringify(cancelled.assistant)}`,
   );
   assert.ok(cancelled.assistant.length >= streaming.assistant.trim().length);
   assert.match(cancelled.text, /cancelled · stopped \((exited|interrupted|killed)\)/);
-  await screenshot('03-cancelled-run.png');
+  await screenshot('ask-3-cancelled.png');
   // The bridge answers a cancelled run only once its process tree is gone: every pid of the
-  // receipt (shown in the card) is dead. Other pi processes may be alive on purpose: the warm
-  // pool pre-spawns the next run's pi when a run ends.
+  // receipt (shown in the turn's footer) is dead. Other pi processes may be alive on purpose: the
+  // warm pool pre-spawns the next run's pi when a run ends.
   // Under the rpc engine the turn is aborted and the conversation's pi is kept (the receipt says
   // so); otherwise every pid of the receipt is gone.
   const kept = /stopped \(\w+\) in \d+ ms · nothing was running · pi kept for the conversation/.test(cancelled.text);
   const receipt = /stopped \(\w+\) in \d+ ms · \d+ process(?:es)? ended \(([\d, ]+)\)/.exec(cancelled.text);
-  assert.ok(kept || receipt, `the card shows the shutdown receipt: ${JSON.stringify(cancelled.text)}`);
+  assert.ok(kept || receipt, `the turn shows the shutdown receipt: ${JSON.stringify(cancelled.text)}`);
   if (receipt) {
     const receiptPids = (receipt[1] ?? '').split(', ').map(Number);
     assert.ok(runProcesses.some((pid) => receiptPids.includes(pid)), 'the receipt names the run\'s pi');
@@ -568,7 +493,8 @@ interface Turn {
   text: string;
   assistant: string;
   steered: string[];
-  tools: { status: string; command: string; output: string; edit: string }[];
+  thoughts: { open: boolean; summary: string }[];
+  tools: { status: string; name: string; command: string; output: string; edit: string }[];
 }
 
 /** The chat turn whose prompt is `prompt`, once `predicate` (over the Turn's fields) holds. */
@@ -582,11 +508,14 @@ async function waitForTurn(frame: Frame, prompt: string, predicate: string, what
        const text = s.innerText;
        const assistant = [...s.querySelectorAll('.assistant')].map((a) => a.innerText).join(' ');
        const steered = [...s.querySelectorAll('.steered .prompt-text')].map((a) => a.textContent);
+       const thoughts = [...s.querySelectorAll('details.thought')].map((d) => ({
+         open: d.open, summary: d.querySelector('summary').textContent }));
        const tools = [...s.querySelectorAll('.tool')].map((d) => ({
-         status: d.dataset.status, command: d.querySelector('.tool-command').textContent,
+         status: d.dataset.status, name: d.querySelector('.tool-name').textContent,
+         command: d.querySelector('.tool-command').textContent,
          output: d.querySelector('pre.tool-output')?.textContent ?? '',
          edit: d.querySelector('.edit')?.innerText ?? '' }));
-       return (${predicate}) ? { status, prompt: ${JSON.stringify(prompt)}, text, assistant, steered, tools } : false;
+       return (${predicate}) ? { status, prompt: ${JSON.stringify(prompt)}, text, assistant, steered, thoughts, tools } : false;
      })()`,
     { timeout: UI_TIMEOUT, polling: 'mutation' },
   );
@@ -614,6 +543,12 @@ const SECOND = `second question ${tag}`;
 test('pi: Ask About Selection adds a context chip, the chat prompt carries the selected lines, and pi: Show Bridge Log shows the log', { timeout: 3 * UI_TIMEOUT }, () => step('selection-chip', async () => {
   // The `echo` model answers with the prompt it was sent, so the turn shows what reached the model.
   await setModel('echo');
+  // The one-shot runs before showed the chat in the side bar, where the Explorer was.
+  await runCommand('View: Show Explorer');
+  await page.waitForSelector('.explorer-folders-view .monaco-list-row[aria-label*="hello.py"]', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
   await page.click('.explorer-folders-view .monaco-list-row[aria-label*="hello.py"]');
   await page.waitForSelector('.editor-instance .monaco-editor .view-line', { visible: true, timeout: UI_TIMEOUT });
   await page.click('.editor-instance .monaco-editor .view-lines');
@@ -633,10 +568,11 @@ test('pi: Ask About Selection adds a context chip, the chat prompt carries the s
   assert.equal(await frame.evaluate("document.querySelectorAll('#chips .chip').length"), 0, 'the chip went with that prompt');
 
   await runCommand('pi: Show Bridge Log');
-  // The output channel is a read-only editor in the panel (spaces render as U+00A0); it logs each
-  // run's outcome.
+  // The output channel is a read-only editor in the panel (spaces render as U+00A0) that shows
+  // its last lines: the bridge's start, each one-shot run's outcome, the doctor's report.
   await page.waitForFunction(
-    `[...document.querySelectorAll('.part.panel .view-lines')].some((el) => /bridge.ready/.test(el.textContent))`,
+    `[...document.querySelectorAll('.part.panel .view-lines')].some((el) =>
+       /\\[info\\].(bridge.ready|run.chat-\\S+:.(completed|cancelled)|doctor:)/.test(el.textContent))`,
     { timeout: UI_TIMEOUT },
   );
 }));

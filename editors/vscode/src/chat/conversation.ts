@@ -1,10 +1,11 @@
 /**
  * One conversation with pi, without the `vscode` module: its turns (live ones from pi/run's
  * pi/message stream, earlier ones from pi/session), sending (a new turn, or while a run goes a
- * steer or a queued message), stopping, context chips for the next prompt, the diffs of its edits
+ * steer or a queued message), a one-shot prompt as its first turn (ask), stopping, context chips for the next prompt, the diffs of its edits
  * and the latest context usage. Everything the chat view shows is posted as typed host→view
  * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
  */
+import type { CancellationToken } from 'vscode-jsonrpc';
 import {
   envelope,
   type EditStat,
@@ -26,8 +27,9 @@ import {
   type SessionHistory,
   type SessionNotFound,
   type SteerResult,
-} from './protocol';
-import type { Session } from './session';
+} from '../bridge/protocol';
+import { statusLine, type RunRecord } from '../bridge/run';
+import type { Session } from '../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
 export interface ConversationHost {
@@ -37,9 +39,15 @@ export interface ConversationHost {
   runParams(prompt: string, runId: string): RunParams;
   /** Deliver a message to the chat view. */
   post(message: HostMessage): void;
-  /** Context usage or cost changed (the status bar shows them). */
-  onUsage?(usage: ConversationUsage): void;
+  /** Its context usage or cost changed, or a turn started or ended (the status bar shows them). */
+  onChange?(): void;
   log?(message: string): void;
+}
+
+/** How a one-shot turn is run: a token that cancels it, and each change of its run's record. */
+export interface TurnOptions {
+  token?: CancellationToken;
+  onUpdate?: (record: RunRecord) => void;
 }
 
 export interface ConversationUsage {
@@ -54,7 +62,7 @@ interface TurnRecord {
   live: boolean;
   entries: HostToView['entry'][];
   status: TurnStatus;
-  note: string | null;
+  summary: string | null;
 }
 
 /** A file one run changed: its text before the run's first edit and after its last. */
@@ -121,6 +129,9 @@ function forView(entry: ContractEntry): ContractEntry {
   return entry;
 }
 
+/** Chip ids are unique in the window, so chips can move between conversations. */
+let chipCounter = 0;
+
 export class Conversation {
   sessionId: string | null = null;
   title: string | null = null;
@@ -131,7 +142,6 @@ export class Conversation {
   private current: { runId: string; turn: TurnRecord } | undefined;
   private readonly queue: string[] = [];
   private chips: ContextChip[] = [];
-  private chipCounter = 0;
   private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
 
   constructor(private readonly host: ConversationHost) {}
@@ -183,7 +193,7 @@ export class Conversation {
         this.post('entry', entry);
       }
       if (turn.status !== 'running') {
-        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, note: turn.note });
+        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary });
       }
     }
     if (this.sessionId) {
@@ -193,9 +203,17 @@ export class Conversation {
   }
 
   addChip(chip: ContextData): void {
-    this.chipCounter += 1;
-    this.chips.push({ ...chip, id: `chip-${this.chipCounter}` });
+    chipCounter += 1;
+    this.chips.push({ ...chip, id: `chip-${chipCounter}` });
     this.postInput();
+  }
+
+  /** Hand the chips waiting for the next prompt to `other` (a one-shot prompt takes them along). */
+  moveChips(other: Conversation): void {
+    other.chips.push(...this.chips);
+    this.chips = [];
+    this.postInput();
+    other.postInput();
   }
 
   removeChip(id: string): void {
@@ -223,7 +241,7 @@ export class Conversation {
       return;
     }
     if (!this.current) {
-      await this.startTurn(message);
+      await this.sendQueued(await this.runTurn(message));
       return;
     }
     if (queue || this.queueMode) {
@@ -271,7 +289,33 @@ export class Conversation {
     }
   }
 
-  private async startTurn(question: string): Promise<void> {
+  /**
+   * A one-shot prompt (pi: Ask…) as a turn of this idle conversation: settles with the run's record
+   * once that turn ends (undefined if the bridge could not start), while messages queued during it
+   * go on as the next turns. `token` cancels the run like Stop does.
+   */
+  async ask(question: string, options: TurnOptions = {}): Promise<RunRecord | undefined> {
+    if (this.current) {
+      throw new Error('ask() needs an idle conversation');
+    }
+    const ended = await this.runTurn(question, options);
+    void this.sendQueued(ended);
+    return ended.record;
+  }
+
+  /** After a completed turn, send the next queued message as a turn, and so on. */
+  private async sendQueued(ended: { status: TurnStatus }): Promise<void> {
+    let status = ended.status;
+    while (status === 'completed') {
+      const next = this.queue.shift();
+      if (next === undefined) {
+        return;
+      }
+      ({ status } = await this.runTurn(next));
+    }
+  }
+
+  private async runTurn(question: string, options: TurnOptions = {}): Promise<{ status: TurnStatus; record?: RunRecord }> {
     const chips = this.chips;
     this.chips = [];
     const runId = newRunId('chat');
@@ -282,44 +326,44 @@ export class Conversation {
       live: true,
       entries: [],
       status: 'running',
-      note: null,
+      summary: null,
     };
     this.turns.push(turn);
     this.title ??= promptTitle(question);
     this.current = { runId, turn };
     this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: true });
     this.postInput();
+    this.host.onChange?.();
     let status: TurnStatus = 'error';
+    let record: RunRecord | undefined;
     try {
       const session = await this.host.session();
       const params: RunParams = this.host.runParams(contextPrompt(question, chips), runId);
       if (this.sessionId) {
         params.sessionId = this.sessionId;
       }
-      const record = await session.run(params, { title: turn.prompt, onMessage: (m) => this.onMessage(turn, m) });
+      record = await session.run(params, {
+        title: turn.prompt,
+        token: options.token,
+        onUpdate: options.onUpdate,
+        onMessage: (m) => this.onMessage(turn, m),
+      });
       status = record.status;
       if (record.sessionId) {
         this.adoptSession(record.sessionId);
       }
-      if (record.error) {
-        turn.note = `${record.error.kind}: ${record.error.message}`;
-      } else if (record.rpcError) {
-        turn.note = `error ${record.rpcError.code}: ${record.rpcError.message}`;
-      }
+      turn.summary = statusLine(record);
     } catch (err) {
-      turn.note = err instanceof Error ? err.message : String(err);
+      turn.summary = `error · ${err instanceof Error ? err.message : String(err)}`;
     }
     turn.status = status;
     this.current = undefined;
     // The status bar shows whether a run goes, beside the usage.
-    this.host.onUsage?.(this.usage);
-    this.post('turnEnded', { turnId: turn.turnId, status, note: turn.note });
+    this.host.onChange?.();
+    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();
-    const next = status === 'completed' ? this.queue.shift() : undefined;
-    if (next !== undefined) {
-      await this.startTurn(next);
-    }
+    return { status, record };
   }
 
   private adoptSession(sessionId: string): void {
@@ -344,22 +388,22 @@ export class Conversation {
           contextUsage: entry.content.contextUsage ?? this.usage.contextUsage,
           sessionCost: entry.content.sessionCost ?? this.usage.sessionCost,
         };
-        this.host.onUsage?.(this.usage);
+        this.host.onChange?.();
         break;
       default:
         break;
     }
-    this.addEntry(turn, entry);
+    this.addEntry(turn, entry, msg.attempt);
   }
 
-  private addEntry(turn: TurnRecord, entry: ContractEntry): void {
+  private addEntry(turn: TurnRecord, entry: ContractEntry, attempt: number): void {
     let stat: EditStat | null = null;
     if (entry.type === 'tool.completed' && entry.content.diff) {
       const diff = entry.content.diff;
       this.diffs.set(`${turn.turnId}/${entry.content.toolCallId}`, diff);
       stat = diff.oldText === undefined && diff.newText === undefined ? null : editStat(diff.oldText, diff.newText);
     }
-    const payload: HostToView['entry'] = { turnId: turn.turnId, entry: forView(entry), stat };
+    const payload: HostToView['entry'] = { turnId: turn.turnId, entry: forView(entry), attempt, stat };
     if (entry.type === 'tool.update') {
       // Keep only the latest cumulative output of a tool for a replay.
       const id = entry.content.toolCallId;
@@ -392,11 +436,11 @@ export class Conversation {
         live: false,
         entries: [],
         status: 'completed',
-        note: null,
+        summary: null,
       };
       this.turns.push(turn);
       for (const entry of past.messages) {
-        turn.entries.push({ turnId: turn.turnId, entry: entry, stat: null });
+        turn.entries.push({ turnId: turn.turnId, entry, attempt: 1, stat: null });
       }
     });
     this.replay();

@@ -4,7 +4,7 @@
  * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
  * contract's own types generated from docs/protocol.schema.json.
  */
-import type { ContractEntry } from './protocol';
+import type { ContractEntry } from '../bridge/protocol';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {
@@ -35,10 +35,16 @@ export interface HostToView {
   reset: { sessionId: string | null; title: string | null; omittedTurns: number };
   /** A turn starts: the user's prompt. `chips` are the labels of the context sent with it. */
   turn: { turnId: string; prompt: string; chips: string[]; live: boolean };
-  /** One contract message of a turn (live or from history); diffs arrive without their texts. */
-  entry: { turnId: string; entry: ContractEntry; stat: EditStat | null };
-  /** A live turn ended (or never started: `note` says why). */
-  turnEnded: { turnId: string; status: TurnStatus; note: string | null };
+  /**
+   * One contract message of a turn (live or from history, `attempt` 1 there); diffs arrive
+   * without their texts. The view folds it into the turn's run model (bridge/run.ts).
+   */
+  entry: { turnId: string; entry: ContractEntry; attempt: number; stat: EditStat | null };
+  /**
+   * A turn ended (or never started). `summary` says how: status, stop reason or error, the
+   * shutdown receipt of a cancel, usage, time (null for a turn from history).
+   */
+  turnEnded: { turnId: string; status: TurnStatus; summary: string | null };
   input: InputState;
   /** The conversation got its pi session id (the webview keeps it in its state for a reload). */
   session: { sessionId: string };

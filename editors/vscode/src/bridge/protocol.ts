@@ -24,9 +24,9 @@ export type {
   ShutdownReceipt,
   SteerResult,
   Usage,
-} from './generated/protocol';
+} from '../generated/protocol';
 
-import type { CancelledRunData, PiMessage } from './generated/protocol';
+import type { CancelledRunData, PiMessage } from '../generated/protocol';
 
 /** Method and notification names; the bridge defines them once in bridge/contract.py. */
 export const Methods = {

@@ -9,10 +9,12 @@ import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { HostMessage, ViewMessage } from './chatProtocol';
-import { THINKING_LEVELS } from './config';
-import { Conversation, relativeTime, type ConversationUsage } from './conversation';
-import { Methods, type RunParams, type SessionsResult } from './protocol';
-import type { Session } from './session';
+import { THINKING_LEVELS } from '../bridge/config';
+import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
+import { Conversations } from './conversations';
+import { chatPage } from './page';
+import { Methods, type RunParams, type SessionsResult } from '../bridge/protocol';
+import type { Session } from '../bridge/session';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 
@@ -21,13 +23,14 @@ export interface ChatDeps {
   runParams(prompt: string, runId: string): RunParams;
   cwd(): string | undefined;
   log: vscode.LogOutputChannel;
-  onUsage(usage: ConversationUsage): void;
+  /** The shown conversation's usage changed, or a run started or ended (the status bar). */
+  onChange(): void;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
   static readonly viewId = 'piBridge.chat';
 
-  conversation: Conversation;
+  private readonly conversations: Conversations;
   private view: vscode.WebviewView | undefined;
   private ready = false;
   private readonly disposables: vscode.Disposable[] = [];
@@ -38,7 +41,13 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     private readonly extensionUri: vscode.Uri,
     private readonly deps: ChatDeps,
   ) {
-    this.conversation = this.newConversationObject();
+    this.conversations = new Conversations({
+      session: () => this.deps.session(),
+      runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
+      post: (message) => this.post(message),
+      onChange: () => this.deps.onChange(),
+      log: (message) => this.deps.log.warn(message),
+    });
     this.disposables.push(
       vscode.window.registerWebviewViewProvider(Chat.viewId, this),
       vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, this),
@@ -55,14 +64,35 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     );
   }
 
-  private newConversationObject(): Conversation {
-    return new Conversation({
-      session: () => this.deps.session(),
-      runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
-      post: (message) => this.post(message),
-      onUsage: (usage) => this.deps.onUsage(usage),
-      log: (message) => this.deps.log.warn(message),
-    });
+  /** The conversation the view shows. */
+  get conversation(): Conversation {
+    return this.conversations.current;
+  }
+
+  /** The shown conversation's latest context usage and cost. */
+  get usage(): ConversationUsage {
+    return this.conversation.lastUsage;
+  }
+
+  /** How many runs go, in every conversation of this window. */
+  get running(): number {
+    return this.conversations.runningCount;
+  }
+
+  /** Stop the run that started last (pi: Cancel Current Run); false when none goes. */
+  stopNewest(): boolean {
+    return this.conversations.stopNewest();
+  }
+
+  /**
+   * The conversation a one-shot prompt (pi: Ask…) becomes the first turn of, shown in the view
+   * without taking the focus from where the user was.
+   */
+  async oneShot(): Promise<Conversation> {
+    const conversation = this.conversations.forOneShot();
+    await this.reveal(false);
+    conversation.replay();
+    return conversation;
   }
 
   // ------------------------------------------------------------------ webview
@@ -92,7 +122,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     if (this.view) {
       this.view.show(!focusInput);
     } else {
-      await vscode.commands.executeCommand(`${Chat.viewId}.focus`);
+      await vscode.commands.executeCommand(`${Chat.viewId}.focus`, { preserveFocus: !focusInput });
     }
   }
 
@@ -146,43 +176,20 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   private html(webview: vscode.Webview): string {
-    const nonce = randomUUID().replace(/-/g, '');
-    const css = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'media', 'chat.css'));
-    const js = webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview.js'));
-    return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; img-src ${webview.cspSource} https: data:; script-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${css.toString()}">
-<title>pi chat</title>
-</head>
-<body>
-<div id="empty">Ask pi anything below. Enter sends, Shift+Enter adds a line. <b>pi: Ask About Selection</b> adds context.</div>
-<main id="thread" aria-label="Conversation"></main>
-<div id="live" class="visually-hidden" aria-live="polite" role="status"></div>
-<footer id="composer">
-  <ul id="queued" aria-label="Queued messages"></ul>
-  <div id="chips" class="chips" aria-label="Context for the next prompt"></div>
-  <textarea id="prompt" rows="3" aria-label="Message to pi"></textarea>
-  <div class="buttons">
-    <button id="queue-toggle" aria-pressed="false" aria-label="Queue messages instead of steering (Alt+Enter queues one)" title="While a run goes: queue messages instead of steering it">Queue</button>
-    <button id="send" aria-label="Send">Send</button>
-  </div>
-</footer>
-<script nonce="${nonce}" src="${js.toString()}"></script>
-</body>
-</html>`;
+    return chatPage({
+      cspSource: webview.cspSource,
+      nonce: randomUUID().replace(/-/g, ''),
+      styleUri: webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'media', 'chat.css')).toString(),
+      scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview.js')).toString(),
+    });
   }
 
   // ------------------------------------------------------------------ commands
 
   async newConversation(): Promise<void> {
-    this.conversation = this.newConversationObject();
-    this.deps.onUsage(this.conversation.lastUsage);
+    const conversation = this.conversations.replace();
     await this.reveal(true);
-    this.conversation.replay();
+    conversation.replay();
   }
 
   async openConversation(): Promise<void> {
@@ -208,11 +215,8 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     if (!picked) {
       return;
     }
-    const conversation = this.newConversationObject();
-    this.conversation = conversation;
-    this.deps.onUsage(conversation.lastUsage);
     await this.reveal(true);
-    if (!(await conversation.open(picked.sessionId))) {
+    if (!(await this.conversations.open(picked.sessionId))) {
       void vscode.window.showErrorMessage(`pi: conversation ${picked.sessionId} was not found`);
     }
   }

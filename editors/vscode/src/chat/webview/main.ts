@@ -1,19 +1,14 @@
 /**
- * The chat webview: a thin renderer of the host's messages (chatProtocol.ts), which carry the
- * contract's own message types. The DOM only grows: a turn, a block or a tool card is appended
- * once and later messages update that one node (the streaming answer re-renders only its own
- * text block, at most once per animation frame); the thread is never rebuilt per delta.
+ * The chat webview: the one renderer of the host's messages (chatProtocol.ts), which carry the
+ * contract's own message types. Each turn folds its entries into a run model (bridge/run.ts, the
+ * same model the session keeps) and shows each of its items as one node: a new item appends (or
+ * inserts) its node once, a changed item updates only its node (a streaming text re-renders at
+ * most once per animation frame); the thread is never rebuilt per delta.
  * Its saved state holds only the conversation's sessionId, for a window reload.
  */
-import MarkdownIt from 'markdown-it';
-import hljs from 'highlight.js/lib/core';
-import bash from 'highlight.js/lib/languages/bash';
-import javascript from 'highlight.js/lib/languages/javascript';
-import json from 'highlight.js/lib/languages/json';
-import python from 'highlight.js/lib/languages/python';
-import typescript from 'highlight.js/lib/languages/typescript';
+import { applyEntry, newRunRecord, settleTools, type RunItem, type RunRecord, type ToolItem } from '../../bridge/run';
 import type { EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
-import type { ContractEntry } from '../protocol';
+import { renderMarkdown } from '../markdown';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -23,24 +18,6 @@ interface VsCodeApi {
 declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscode = acquireVsCodeApi();
-for (const [name, lang] of Object.entries({ bash, javascript, json, python, typescript })) {
-  hljs.registerLanguage(name, lang);
-}
-hljs.registerAliases(['sh', 'shell'], { languageName: 'bash' });
-hljs.registerAliases(['js'], { languageName: 'javascript' });
-hljs.registerAliases(['ts'], { languageName: 'typescript' });
-hljs.registerAliases(['py'], { languageName: 'python' });
-
-const md: MarkdownIt = new MarkdownIt({
-  html: false,
-  linkify: true,
-  highlight: (code: string, lang: string): string => {
-    if (lang && hljs.getLanguage(lang)) {
-      return `<pre class="hljs"><code>${hljs.highlight(code, { language: lang, ignoreIllegals: true }).value}</code></pre>`;
-    }
-    return '';
-  },
-});
 
 function send<K extends keyof ViewToHost>(type: K, payload: ViewToHost[K]): void {
   vscode.postMessage({ type, payload } as ViewMessage);
@@ -71,18 +48,21 @@ const queueToggle = document.getElementById('queue-toggle') as HTMLButtonElement
 interface TurnView {
   section: HTMLElement;
   answer: HTMLElement;
-  /** The text block the next `assistant` delta goes into (a tool call or thought closes it). */
-  text: { node: HTMLElement; source: string } | undefined;
-  tools: Map<string, HTMLElement>;
+  /** The turn's run model; `nodes[i]` shows `record.items[i]`. */
+  record: RunRecord;
+  nodes: HTMLElement[];
+  /** Line counts of each edit, by toolCallId (the host computes them). */
+  stats: Map<string, EditStat | null>;
   status: HTMLElement;
 }
 
 const turns = new Map<string, TurnView>();
-const dirty = new Set<{ node: HTMLElement; source: string }>();
+/** Markdown blocks changed since the last frame, with the item whose text they show. */
+const dirty = new Map<HTMLElement, { text: string }>();
 let frame = 0;
 
-function paintSoon(block: { node: HTMLElement; source: string }): void {
-  dirty.add(block);
+function paintSoon(node: HTMLElement, item: { text: string }): void {
+  dirty.set(node, item);
   frame ||= requestAnimationFrame(paintNow);
 }
 
@@ -92,8 +72,8 @@ function paintNow(): void {
     cancelAnimationFrame(frame);
     frame = 0;
   }
-  for (const b of dirty) {
-    b.node.innerHTML = md.render(b.source);
+  for (const [node, item] of dirty) {
+    node.innerHTML = renderMarkdown(item.text);
   }
   dirty.clear();
   follow();
@@ -127,46 +107,53 @@ function addTurn(p: HostToView['turn']): void {
   const status = el('div', 'turn-status', p.live ? 'pi is working…' : '');
   section.append(prompt, answer, status);
   thread.append(section);
-  turns.set(p.turnId, { section, answer, text: undefined, tools: new Map(), status });
+  const record = newRunRecord(p.turnId, p.prompt);
+  turns.set(p.turnId, { section, answer, record, nodes: [], stats: new Map(), status });
   empty.hidden = true;
   follow();
 }
 
-const TOOL_ICON: Record<string, string> = { running: '⟳', completed: '✓', failed: '✗', cancelled: '■' };
+const TOOL_ICON: Record<ToolItem['status'], string> = { running: '⟳', completed: '✓', failed: '✗', cancelled: '■' };
 const OUTPUT_LINES = 5;
 
-function toolSummary(name: string, args: Record<string, unknown>): string {
-  const command = args['command'];
+function toolSummary(tool: ToolItem): string {
+  const command = tool.arguments['command'];
   if (typeof command === 'string') {
     return command;
   }
-  const path = args['path'];
+  const path = tool.arguments['path'];
   if (typeof path === 'string') {
     return path;
   }
-  const text = JSON.stringify(args);
-  return text.length > 120 ? `${text.slice(0, 117)}...` : text || name;
+  const text = JSON.stringify(tool.arguments);
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text || tool.name;
 }
 
-function setToolStatus(card: HTMLElement, status: string): void {
-  card.dataset.status = status;
-  card.querySelector('.tool-icon')!.textContent = TOOL_ICON[status] ?? '•';
-  card.querySelector('.tool-state')!.textContent = status;
-}
-
-function setToolOutput(card: HTMLElement, output: string, cls = 'tool-output'): void {
+/** The card's `<pre>` of class `cls`, made the first time there is text for it. */
+function setToolText(card: HTMLElement, cls: 'tool-output' | 'tool-error', text: string | undefined): void {
   let pre = card.querySelector<HTMLPreElement>(`pre.${cls}`);
   if (!pre) {
-    pre = el('pre', cls);
-    pre.title = 'Click to show all of it';
-    pre.addEventListener('click', () => pre!.classList.toggle('expanded'));
-    card.append(pre);
+    if (!text) {
+      return;
+    }
+    const made = el('pre', cls);
+    made.title = 'Click to show all of it';
+    made.addEventListener('click', () => made.classList.toggle('expanded'));
+    // The output, then the error, right under the head (above a truncation note or an edit).
+    const above = (cls === 'tool-error' && card.querySelector('pre.tool-output')) || card.querySelector('.tool-head');
+    above!.after(made);
+    pre = made;
   }
-  pre.textContent = output;
-  pre.classList.toggle('clipped', output.split('\n').length > OUTPUT_LINES);
+  pre.textContent = text ?? '';
+  pre.classList.toggle('clipped', (text ?? '').split('\n').length > OUTPUT_LINES);
 }
 
-function addEdit(card: HTMLElement, turnId: string, toolCallId: string, path: string, line: number, stat: EditStat | null): void {
+function addEdit(card: HTMLElement, turnId: string, tool: ToolItem, stat: EditStat | null): void {
+  const diff = tool.diff;
+  if (!diff || card.querySelector('.edit')) {
+    return;
+  }
+  const { path, line } = diff;
   const row = el('div', 'edit');
   const link = el('a', 'edit-file', path.split('/').pop() ?? path);
   link.href = '#';
@@ -180,11 +167,72 @@ function addEdit(card: HTMLElement, turnId: string, toolCallId: string, path: st
   if (stat) {
     row.append(el('span', 'added', `+${stat.added}`), el('span', 'removed', `−${stat.removed}`));
   }
-  const diff = el('button', 'open-diff', 'Open Diff');
-  diff.setAttribute('aria-label', `Open the diff of ${path}`);
-  diff.addEventListener('click', () => send('openDiff', { turnId, toolCallId }));
-  row.append(diff);
+  const button = el('button', 'open-diff', 'Open Diff');
+  button.setAttribute('aria-label', `Open the diff of ${path}`);
+  button.addEventListener('click', () => send('openDiff', { turnId, toolCallId: tool.toolCallId }));
+  row.append(button);
   card.append(row);
+}
+
+/** A new node for `item` (its content is filled by `showItem`). */
+function itemNode(item: RunItem): HTMLElement {
+  switch (item.kind) {
+    case 'text':
+      return el('div', 'assistant markdown');
+    case 'thought': {
+      const details = el('details', 'thought');
+      details.append(el('summary', undefined, item.live ? 'Thought (live)' : 'Thought'), el('div', 'markdown'));
+      return details;
+    }
+    case 'tool': {
+      const card = el('div', 'tool');
+      card.dataset.toolCallId = item.toolCallId;
+      const head = el('div', 'tool-head');
+      head.append(
+        el('span', 'tool-icon'),
+        el('span', 'tool-name', item.name),
+        el('code', 'tool-command', toolSummary(item)),
+        el('span', 'tool-state'),
+      );
+      card.append(head);
+      return card;
+    }
+    case 'steered': {
+      const steer = el('div', 'steered');
+      steer.append(el('span', 'who', 'You (steer)'), el('div', 'prompt-text', item.text));
+      return steer;
+    }
+    case 'notice':
+      return el('div', `notice ${item.level}`, item.text);
+  }
+}
+
+/** Bring `node` up to date with `item`. */
+function showItem(turn: TurnView, node: HTMLElement, item: RunItem): void {
+  switch (item.kind) {
+    case 'text':
+      paintSoon(node, item);
+      return;
+    case 'thought':
+      paintSoon(node.querySelector<HTMLElement>('.markdown')!, item);
+      return;
+    case 'tool': {
+      node.dataset.status = item.status;
+      node.querySelector('.tool-icon')!.textContent = TOOL_ICON[item.status];
+      node.querySelector('.tool-state')!.textContent = item.status;
+      setToolText(node, 'tool-output', item.output);
+      setToolText(node, 'tool-error', item.error);
+      if (item.truncated && !node.querySelector('.note')) {
+        const where = item.fullOutputPath ? `; full output in ${item.fullOutputPath}` : '';
+        node.append(el('div', 'note', `output truncated${where}`));
+      }
+      addEdit(node, turn.record.runId, item, turn.stats.get(item.toolCallId) ?? null);
+      return;
+    }
+    case 'steered':
+    case 'notice':
+      return;
+  }
 }
 
 function addEntry(p: HostToView['entry']): void {
@@ -192,132 +240,34 @@ function addEntry(p: HostToView['entry']): void {
   if (!turn) {
     return;
   }
-  const entry: ContractEntry = p.entry;
-  switch (entry.type) {
-    case 'assistant': {
-      if (!turn.text) {
-        const node = el('div', 'assistant markdown');
-        turn.answer.append(node);
-        turn.text = { node, source: '' };
-      }
-      turn.text.source += entry.content.text;
-      paintSoon(turn.text);
-      return;
+  if (p.entry.type === 'tool.completed') {
+    turn.stats.set(p.entry.content.toolCallId, p.stat);
+  }
+  const change = applyEntry(turn.record, p.entry, p.attempt);
+  if (change) {
+    const item = turn.record.items[change.index]!;
+    if (change.inserted) {
+      const node = itemNode(item);
+      turn.answer.insertBefore(node, turn.nodes[change.index] ?? null);
+      turn.nodes.splice(change.index, 0, node);
     }
-    case 'assistant.thought': {
-      const details = el('details', 'thought');
-      const body = el('div', 'markdown');
-      body.innerHTML = md.render(entry.content.text);
-      details.append(el('summary', undefined, 'Thought'), body);
-      // A complete thought comes at the end of its message: show it before that message's text.
-      if (turn.text && !entry.content.live) {
-        turn.answer.insertBefore(details, turn.text.node);
-      } else {
-        turn.answer.append(details);
-      }
-      break;
-    }
-    case 'tool.call': {
-      const card = el('div', 'tool');
-      card.dataset.toolCallId = entry.content.toolCallId;
-      const head = el('div', 'tool-head');
-      head.append(
-        el('span', 'tool-icon'),
-        el('span', 'tool-name', entry.content.name),
-        el('code', 'tool-command', toolSummary(entry.content.name, entry.content.arguments)),
-        el('span', 'tool-state'),
-      );
-      card.append(head);
-      setToolStatus(card, 'running');
-      turn.answer.append(card);
-      turn.tools.set(entry.content.toolCallId, card);
-      turn.text = undefined;
-      break;
-    }
-    case 'tool.update': {
-      const card = turn.tools.get(entry.content.toolCallId);
-      if (card) {
-        setToolOutput(card, entry.content.output);
-      }
-      break;
-    }
-    case 'tool.completed': {
-      const card = turn.tools.get(entry.content.toolCallId);
-      if (card) {
-        setToolStatus(card, entry.content.cancelled ? 'cancelled' : 'completed');
-        setToolOutput(card, entry.content.output);
-        const diff = entry.content.diff;
-        if (diff) {
-          addEdit(card, p.turnId, entry.content.toolCallId, diff.path, diff.line ?? 1, p.stat);
-        }
-      }
-      break;
-    }
-    case 'tool.failed': {
-      const card = turn.tools.get(entry.content.toolCallId);
-      if (card) {
-        setToolStatus(card, entry.content.cancelled ? 'cancelled' : 'failed');
-        setToolOutput(card, entry.content.error, 'tool-error');
-      }
-      break;
-    }
-    case 'run.steered': {
-      const steer = el('div', 'steered');
-      steer.append(el('span', 'who', 'You (steer)'), el('div', 'prompt-text', entry.content.text));
-      turn.answer.append(steer);
-      turn.text = undefined;
-      break;
-    }
-    case 'run.retrying':
-      turn.answer.append(el('div', 'notice', `retrying (attempt ${entry.content.attempt}): ${entry.content.reason}`));
-      turn.text = undefined;
-      break;
-    case 'run.queued':
-      turn.answer.append(el('div', 'notice', `waiting for a free run slot (position ${entry.content.position})`));
-      break;
-    case 'terminal.failed':
-      turn.answer.append(el('div', 'notice error', `${entry.content.error.kind}: ${entry.content.error.message}`));
-      break;
-    case 'terminal.completed': {
-      const usage = entry.content.contextUsage;
-      if (usage?.percent !== null && usage?.percent !== undefined) {
-        turn.status.dataset.context = `${usage.percent.toFixed(1)}%`;
-      }
-      break;
-    }
-    case 'session.started':
-    case 'session.resumed':
-    case 'terminal.cancelled':
-      break;
-    default: {
-      const unknown: never = entry;
-      void unknown;
-    }
+    showItem(turn, turn.nodes[change.index]!, item);
   }
   follow();
 }
-
-const ENDED: Record<string, string> = {
-  completed: '',
-  cancelled: 'stopped',
-  failed: 'failed',
-  error: 'error',
-  running: 'pi is working…',
-};
 
 function endTurn(p: HostToView['turnEnded']): void {
   const turn = turns.get(p.turnId);
   if (!turn) {
     return;
   }
+  // A run that ended leaves no tool running (a stop or a crash may have cut them off).
+  for (const index of settleTools(turn.record)) {
+    showItem(turn, turn.nodes[index]!, turn.record.items[index]!);
+  }
   paintNow(); // the last deltas may still wait for a frame: the ended turn shows all of them
   turn.section.dataset.status = p.status;
-  turn.status.textContent = [ENDED[p.status] ?? p.status, p.note ?? ''].filter(Boolean).join(': ');
-  for (const card of turn.tools.values()) {
-    if (card.dataset.status === 'running') {
-      setToolStatus(card, 'cancelled');
-    }
-  }
+  turn.status.textContent = p.summary ?? '';
 }
 
 // ------------------------------------------------------------------ input

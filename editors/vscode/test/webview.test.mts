@@ -1,0 +1,455 @@
+/**
+ * The chat's one renderer in a real browser: the page of chat/page.ts with the bundled
+ * webview/main.ts and media/chat.css in headless Chromium, fed the host messages of real
+ * conversations on the real bridge (real pi, the scripted model). What the user would see is read
+ * from the DOM, and every wait has a timeout.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { build } from 'esbuild';
+import { CancellationTokenSource } from 'vscode-jsonrpc';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { HostMessage } from '../src/chat/chatProtocol.js';
+import { Conversations } from '../src/chat/conversations.js';
+import { chatPage } from '../src/chat/page.js';
+import type { RunParams } from '../src/bridge/protocol.js';
+import { Session } from '../src/bridge/session.js';
+import { fakePiCommand, processesMatching, startBridge, withTimeout, type Bridge } from './harness.js';
+
+const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
+const ORIGIN = 'http://chat.test';
+const RUN_TIMEOUT = 60_000;
+const UI_TIMEOUT = 20_000;
+
+let bridge: Bridge;
+let session: Session;
+let browser: Browser;
+
+before(async () => {
+  assert.ok(existsSync(chromium), `chromium at ${chromium} (ci.sh installs it; or set CHROMIUM)`);
+  bridge = await startBridge();
+  session = new Session(bridge.rpc);
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  session?.dispose();
+  const code = await bridge.close();
+  assert.equal(code, 0, `bridge exit code; stderr:\n${bridge.stderr().slice(-4000)}`);
+  assert.deepEqual(processesMatching(/./), [], 'no process of this test outlives the bridge');
+});
+
+let script: string | undefined;
+
+/** The webview's script as the extension bundles it (scripts/build.mjs), built once. */
+async function webviewScript(): Promise<string> {
+  if (script === undefined) {
+    const out = await build({
+      entryPoints: [join(extensionDir, 'src/chat/webview/main.ts')],
+      bundle: true,
+      write: false,
+      format: 'iife',
+      platform: 'browser',
+      target: 'es2022',
+      logLevel: 'warning',
+    });
+    script = out.outputFiles[0]!.text;
+  }
+  return script;
+}
+
+/** A fresh chat page, and a way to post host messages to it in order. */
+interface ChatView {
+  page: Page;
+  /** Post like the extension host does (in order; `flush` waits until all arrived). */
+  post(message: HostMessage): void;
+  flush(): Promise<void>;
+  /** Wait until `expression` holds in the page. */
+  until(expression: string, what: string): Promise<void>;
+  /** The value of `expression` in the page. */
+  read<T>(expression: string): Promise<T>;
+}
+
+async function openChat(): Promise<ChatView> {
+  const page = await browser.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(String(err)));
+  const files: Record<string, { type: string; body: string }> = {
+    '/index.html': {
+      type: 'text/html',
+      body: chatPage({
+        cspSource: ORIGIN,
+        nonce: 'testnonce',
+        styleUri: `${ORIGIN}/chat.css`,
+        scriptUri: `${ORIGIN}/webview.js`,
+      }),
+    },
+    '/chat.css': { type: 'text/css', body: readFileSync(join(extensionDir, 'media/chat.css'), 'utf8') },
+    '/webview.js': { type: 'text/javascript', body: await webviewScript() },
+  };
+  await page.setRequestInterception(true);
+  page.on('request', (request) => {
+    const file = request.url().startsWith(ORIGIN) ? files[new URL(request.url()).pathname] : undefined;
+    void (file ? request.respond({ status: 200, contentType: file.type, body: file.body }) : request.abort());
+  });
+  // What acquireVsCodeApi gives a webview: messages to the host are kept for the test to read.
+  await page.evaluateOnNewDocument(`
+    window.__toHost = [];
+    window.acquireVsCodeApi = () => ({
+      postMessage: (m) => window.__toHost.push(m),
+      getState: () => window.__state,
+      setState: (s) => { window.__state = s; },
+    });`);
+  await page.goto(`${ORIGIN}/index.html`, { waitUntil: 'load', timeout: UI_TIMEOUT });
+  let chain = Promise.resolve();
+  const view: ChatView = {
+    page,
+    post(message) {
+      chain = chain.then(async () => {
+        await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`);
+      });
+    },
+    flush: () => chain,
+    async until(expression, what) {
+      await withTimeout(
+        page.waitForFunction(expression, { polling: 'mutation', timeout: UI_TIMEOUT }).then(() => undefined),
+        UI_TIMEOUT + 1000,
+        `${what} (page errors: ${errors.join('; ') || 'none'})`,
+      );
+    },
+    read: <T,>(expression: string) => page.evaluate(expression) as Promise<T>,
+  };
+  await view.until("window.__toHost.some((m) => m.type === 'ready')", 'the page to say ready');
+  return view;
+}
+
+/** Conversations as the chat view holds them, posting into `view`; runs use `params`. */
+function conversationsOn(view: ChatView, params: Partial<RunParams>): Conversations {
+  return new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, runId) => ({ prompt, runId, ...params }),
+    post: (message) => view.post(message),
+  });
+}
+
+test('live thought fragments show as one Thought, as the Runs view showed them', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'thinking', liveThoughts: true });
+  conversations.current.replay();
+  await withTimeout(conversations.current.send('Think first, then answer'), RUN_TIMEOUT, 'the thinking turn');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'completed'", 'the ended turn');
+  const thoughts = await view.read<{ summary: string; text: string }[]>(
+    `[...document.querySelectorAll('details.thought')].map((d) => ({
+       summary: d.querySelector('summary').textContent, text: d.querySelector('.markdown').textContent }))`,
+  );
+  const fragments = bridge.messages.all.filter((m) => m.type === 'assistant.thought' && m.content.live === true);
+  assert.ok(fragments.length > 1, `the thought came in fragments (${fragments.length})`);
+  assert.equal(thoughts.length, 1, `one Thought block: ${JSON.stringify(thoughts)}`);
+  const whole = fragments.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
+  assert.equal(thoughts[0]!.text.trim(), whole.trim(), 'the block holds every fragment');
+  await view.page.close();
+});
+
+/** The ended turn `index` of the page, as the user sees it. */
+interface ShownTurn {
+  status: string;
+  footer: string;
+  assistant: string;
+  kinds: string[];
+  thoughts: { open: boolean; summary: string }[];
+  tools: { status: string; name: string; command: string; output: string; error: string; notes: string }[];
+  notices: { classes: string; text: string }[];
+}
+
+async function shownTurn(view: ChatView, index = 0): Promise<ShownTurn> {
+  return view.read<ShownTurn>(`(() => {
+    const s = document.querySelectorAll('section.turn')[${index}];
+    const answer = s.querySelector('.answer');
+    return {
+      status: s.dataset.status,
+      footer: s.querySelector('.turn-status').textContent,
+      assistant: [...s.querySelectorAll('.assistant')].map((a) => a.textContent).join(' '),
+      kinds: [...answer.children].map((c) => c.classList[0]),
+      thoughts: [...s.querySelectorAll('details.thought')].map((d) => ({ open: d.open, summary: d.querySelector('summary').textContent })),
+      tools: [...s.querySelectorAll('.tool')].map((t) => ({
+        status: t.dataset.status, name: t.querySelector('.tool-name').textContent,
+        command: t.querySelector('.tool-command').textContent,
+        output: t.querySelector('pre.tool-output')?.textContent ?? '',
+        error: t.querySelector('pre.tool-error')?.textContent ?? '',
+        notes: [...t.querySelectorAll('.note')].map((n) => n.textContent).join(' ') })),
+      notices: [...s.querySelectorAll('.notice')].map((n) => ({ classes: n.className, text: n.textContent })),
+    };
+  })()`);
+}
+
+/** Send `prompt` in a fresh chat page on `model`, and wait until its turn has ended. */
+async function endedTurn(params: Partial<RunParams>, prompt: string): Promise<ShownTurn> {
+  const view = await openChat();
+  const conversations = conversationsOn(view, params);
+  conversations.current.replay();
+  await withTimeout(conversations.current.send(prompt), RUN_TIMEOUT, `the turn "${prompt}"`);
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status !== 'running'", 'the ended turn');
+  const turn = await shownTurn(view);
+  await view.page.close();
+  return turn;
+}
+
+test('a tool run shows its card (command, status, output) and its final state with usage', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'tool' }, 'Run echo hi');
+  assert.equal(turn.status, 'completed');
+  assert.deepEqual(turn.kinds, ['assistant', 'tool', 'assistant'], JSON.stringify(turn));
+  const [tool] = turn.tools;
+  assert.ok(tool, 'a tool card');
+  assert.equal(tool.status, 'completed');
+  assert.equal(tool.name, 'bash');
+  assert.equal(tool.command, 'echo hi');
+  assert.match(tool.output, /hi/);
+  assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
+  assert.match(turn.footer, /^completed · stop: \w+ · \d+ in · \d+ out · .*\d+ tokens · \d+\.\d s$/, turn.footer);
+});
+
+test('a buffered thought shows closed, before the text of its message', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'thinking' }, 'Think first, then answer');
+  assert.equal(turn.status, 'completed');
+  assert.deepEqual(turn.kinds, ['thought', 'assistant'], JSON.stringify(turn));
+  assert.deepEqual(turn.thoughts, [{ open: false, summary: 'Thought' }]);
+});
+
+test('output pi truncated says so, and where the full output is', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn({ model: 'toolbig' }, 'Print a lot');
+  assert.equal(turn.tools[0]?.status, 'completed', JSON.stringify(turn));
+  assert.match(turn.tools[0]?.notes ?? '', /^output truncated; full output in \S+/);
+});
+
+test('a retried run shows each failed attempt, the retry notes, and its attempt in the footer', { timeout: RUN_TIMEOUT }, async () => {
+  const turn = await endedTurn(
+    { model: 'flaky', retry: { maxAttempts: 3, initialDelayMs: 10, maxDelayMs: 50 } },
+    'Answer after two failures',
+  );
+  assert.equal(turn.status, 'completed', JSON.stringify(turn));
+  const retries = turn.notices.filter((n) => /\bwarning\b/.test(n.classes)).map((n) => n.text);
+  assert.equal(retries.length, 2, JSON.stringify(turn.notices));
+  assert.match(retries[0]!, /^retrying \(attempt 2\) in \d+ ms: /);
+  assert.match(retries[1]!, /^retrying \(attempt 3\) in \d+ ms: /);
+  assert.equal(turn.notices.filter((n) => /\berror\b/.test(n.classes)).length, 2, 'each failed attempt says why');
+  assert.match(turn.footer, /^completed · attempt 3 · stop: \w+ · /, turn.footer);
+});
+
+test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown receipt', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'toolslow' });
+  conversations.current.replay();
+  const run = conversations.current.send('Sleep a while');
+  await view.until(`document.querySelector('.tool')?.dataset.status === 'running'`, 'the running tool');
+  await conversations.current.stop();
+  await withTimeout(run, RUN_TIMEOUT, 'the stopped turn');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the stopped turn');
+  const turn = await shownTurn(view);
+  assert.equal(turn.tools[0]?.status, 'cancelled', JSON.stringify(turn));
+  assert.match(
+    turn.footer,
+    /^cancelled · stopped \((exited|interrupted|killed)\) in \d+ ms · (\d+ process(es)? ended \([\d, ]+\)|nothing was running)/,
+    turn.footer,
+  );
+  await view.page.close();
+});
+
+test('model output, a prompt and a tool name cannot inject markup', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const prompt = '<img src=x onerror="window.__injected = 1">';
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt, chips: ['<b>chip</b>'], live: true } });
+  const entries: HostMessage[] = [
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'assistant', content: { text: '<script>window.__injected = 2</script> and <b>bold</b>' } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'assistant.thought', content: { text: '<img src=x onerror="window.__injected = 3">' } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'tool.call', content: { toolCallId: 'c1', name: '<x>', arguments: { command: '"><script>window.__injected = 4</script>' } } } } },
+    { type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'tool.failed', content: { toolCallId: 'c1', name: '<x>', error: '<b>no</b>' } } } },
+  ];
+  for (const message of entries) {
+    view.post(message);
+  }
+  view.post({ type: 'turnEnded', payload: { turnId: 't1', status: 'failed', summary: '<i>failed</i>' } });
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'failed'", 'the ended turn');
+  assert.equal(await view.read<number>("document.querySelectorAll('#thread script, #thread img, #thread b, #thread i').length"), 0);
+  assert.equal(await view.read<unknown>('window.__injected ?? null'), null, 'no injected script ran');
+  assert.equal(await view.read<string>("document.querySelector('.prompt-text').textContent"), prompt, 'the prompt shows as text');
+  const turn = await shownTurn(view);
+  assert.match(turn.assistant, /<script>window.__injected = 2<\/script> and <b>bold<\/b>/, 'the answer shows as text');
+  assert.equal(turn.tools[0]?.name, '<x>');
+  assert.equal(turn.tools[0]?.error, '<b>no</b>');
+  assert.equal(turn.footer, '<i>failed</i>');
+  await view.page.close();
+});
+
+test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error, the failure in the footer', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const fake = await startBridge({ scriptedModel: false, initializationOptions: { piCommand: fakePiCommand() } });
+  const fakeSession = new Session(fake.rpc);
+  try {
+    const view = await openChat();
+    const conversations = new Conversations({
+      session: () => Promise.resolve(fakeSession),
+      runParams: (prompt, runId) => ({ prompt, runId, model: 'crash_tool' }),
+      post: (message) => view.post(message),
+    });
+    conversations.current.replay();
+    await withTimeout(conversations.current.send('build it'), RUN_TIMEOUT, 'the crash_tool turn');
+    await view.flush();
+    await view.until("document.querySelector('section.turn')?.dataset.status === 'failed'", 'the failed turn');
+    const turn = await shownTurn(view);
+    assert.equal(turn.tools[0]?.status, 'failed', JSON.stringify(turn));
+    assert.match(turn.assistant, /Running it now/);
+    assert.ok(turn.notices.some((n) => /\berror\b/.test(n.classes)), `an error notice: ${JSON.stringify(turn.notices)}`);
+    assert.match(turn.footer, /^failed · \w+: .+ · \d+\.\d s$/, turn.footer);
+    await view.page.close();
+  } finally {
+    fakeSession.dispose();
+    const code = await fake.close();
+    assert.equal(code, 0, `fake-pi bridge exit code; stderr:\n${fake.stderr().slice(-4000)}`);
+  }
+});
+
+test('a one-shot prompt is the first turn of a new conversation, takes the waiting chips, and its token cancels it', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  let model = 'echo';
+  const conversations = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, runId) => ({ prompt, runId, model }),
+    post: (message) => view.post(message),
+  });
+  const empty = conversations.current;
+  assert.equal(conversations.forOneShot(), empty, 'an empty conversation takes the one-shot itself');
+  empty.replay();
+  await withTimeout(empty.send('an earlier turn'), RUN_TIMEOUT, 'the earlier turn');
+  empty.addChip({ kind: 'file', path: 'notes.txt', languageId: 'plaintext', text: 'the notes' });
+
+  const oneShot = conversations.forOneShot();
+  assert.notEqual(oneShot, empty, 'a conversation with turns is left for a new one');
+  oneShot.replay();
+  const record = await withTimeout(oneShot.ask('What is in it?'), RUN_TIMEOUT, 'the one-shot');
+  assert.equal(record?.status, 'completed', JSON.stringify(record));
+  assert.ok(oneShot.sessionId && oneShot.sessionId !== empty.sessionId, 'a session of its own');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'completed'", 'the one-shot turn');
+  assert.equal(await view.read<number>("document.querySelectorAll('section.turn').length"), 1, 'only the one-shot turn is shown');
+  const turn = await shownTurn(view);
+  assert.match(turn.assistant, /ECHO:What is in it\?/);
+  assert.match(turn.assistant, /notes\.txt/, 'the chip went with the one-shot');
+  assert.equal(await view.read<number>("document.querySelectorAll('#chips .chip').length"), 0);
+
+  model = 'slow';
+  const next = conversations.forOneShot();
+  next.replay();
+  const cancel = new CancellationTokenSource();
+  const slow = next.ask('a story to cancel', { token: cancel.token });
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the slow one-shot streaming');
+  cancel.cancel();
+  const cancelled = await withTimeout(slow, RUN_TIMEOUT, 'the cancelled one-shot');
+  assert.equal(cancelled?.status, 'cancelled');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the cancelled turn');
+  assert.match((await shownTurn(view)).footer, /^cancelled · stopped \(/);
+  await view.page.close();
+});
+
+test('pi: Cancel Current Run stops the run that started last, shown or not', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'slow' });
+  conversations.current.replay();
+  const first = conversations.current;
+  const firstRun = first.send('the older run');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the first run streaming');
+  const second = conversations.forOneShot();
+  second.replay();
+  const secondRun = second.ask('the newer run');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the second run streaming');
+  assert.equal(conversations.runningCount, 2);
+  assert.equal(conversations.stopNewest(), true);
+  assert.equal((await withTimeout(secondRun, RUN_TIMEOUT, 'the newer run'))?.status, 'cancelled');
+  assert.equal(first.running, true, 'the older run goes on');
+  assert.equal(conversations.stopNewest(), true, 'then the older one, unseen');
+  await withTimeout(firstRun, RUN_TIMEOUT, 'the older run');
+  assert.equal(conversations.runningCount, 0);
+  assert.equal(conversations.stopNewest(), false, 'nothing left to stop');
+  await view.page.close();
+});
+
+test('a conversation replaced while its run goes no longer reaches the view', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'slow' });
+  conversations.current.replay();
+  const first = conversations.current;
+  const firstRun = first.send('a long story that is left running');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the first conversation streaming');
+  // pi: New Conversation while it runs, and a prompt in the new one.
+  const second = conversations.replace();
+  second.replay();
+  const secondRun = second.send('another long story');
+  await view.until(
+    "document.querySelectorAll('section.turn').length === 1 && !!document.querySelector('section.turn .assistant')",
+    'the second conversation streaming',
+  );
+  await view.until(`!!document.querySelector('#send[data-action="stop"]')`, 'the Stop button of the second run');
+  // The first conversation's run ends while the second one goes.
+  await first.stop();
+  await withTimeout(firstRun, RUN_TIMEOUT, 'the first run to end');
+  await view.flush();
+  assert.equal(second.running, true, 'the second run still goes');
+  assert.equal(
+    await view.read<string>("document.getElementById('send').dataset.action"),
+    'stop',
+    'the button still stops the second run',
+  );
+  assert.equal(
+    await view.read<string>("document.getElementById('live').textContent"),
+    '',
+    'nothing announced of a conversation the view does not show',
+  );
+  await second.stop();
+  await withTimeout(secondRun, RUN_TIMEOUT, 'the second run to end');
+  await view.flush();
+  await view.until(`document.querySelector('section.turn')?.dataset.status === 'cancelled'`, 'the second turn stopped');
+  await view.until(`!!document.querySelector('#send[data-action="send"]')`, 'the Send button again');
+  await view.page.close();
+});
+
+test('opening the session of a conversation that runs unseen shows it live, Stop included', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'slow' });
+  conversations.current.replay();
+  const first = conversations.current;
+  const run = first.send('a story to come back to');
+  await view.until("!!document.querySelector('section.turn .assistant')", 'the conversation streaming');
+  const sessionId = first.sessionId;
+  assert.ok(sessionId, 'the running conversation has its session');
+  conversations.replace().replay();
+  await view.until("document.querySelectorAll('section.turn').length === 0", 'the new, empty conversation');
+  assert.equal(await conversations.open(sessionId), true);
+  assert.equal(conversations.current, first, 'the live conversation itself, not a copy from its history');
+  await view.until(
+    `document.querySelector('section.turn')?.dataset.status === 'running' && !!document.querySelector('#send[data-action="stop"]')`,
+    'the running turn with its Stop',
+  );
+  const shown = await view.read<string>("document.querySelector('section.turn .assistant').textContent");
+  await view.until(
+    `document.querySelector('section.turn .assistant').textContent.length > ${shown.length}`,
+    'the answer streaming on in the view',
+  );
+  await first.stop();
+  await withTimeout(run, RUN_TIMEOUT, 'the run to end');
+  await view.flush();
+  await view.until(`document.querySelector('section.turn')?.dataset.status === 'cancelled'`, 'the turn stopped');
+  await view.page.close();
+});
