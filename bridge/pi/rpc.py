@@ -43,6 +43,10 @@ _RESPONSE_MARK: Final = b'"type":"response"'
 # The client is asked whether it keeps up once per this much of pi's output, not per read: the
 # ask is cheap while it does, but the wait around it (cut short by a command) is not.
 CLIENT_CHECK_BYTES: Final = 64 * 1024
+# While a command waits for its answer, pi is read this far past a client that is behind: the
+# answer comes after what pi prints first (for `abort`, the end of the run it stops), and this
+# bounds what the bridge then holds.
+READ_AHEAD_FOR_ANSWERS: Final = 4 * 1024 * 1024
 
 Lines = Callable[[list[bytes]], None]
 # What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
@@ -211,6 +215,7 @@ class PiRpc:
         # The wait for a client that is behind, while it waits: a command cuts it short.
         self._client_wait: anyio.CancelScope | None = None
         self._unchecked = 0  # bytes read since the client was last asked whether it keeps up
+        self._ahead_for_answers = 0  # bytes read past a slow client while commands wait for answers
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
 
@@ -415,14 +420,16 @@ class PiRpc:
     async def _hold_back(self) -> None:
         """Wait while the listener holds messages back (a diff's read), and, once enough was read
         since it was last asked, while the client is behind: pi's output then waits in its pipe
-        and pi blocks on it. Not for the client while a command waits for its answer: the answer
-        comes after whatever pi prints first (for `abort`, the end of the run it stops), and the
-        command's own timeout bounds that; a command sent during the wait ends it."""
+        and pi blocks on it. While a command waits for its answer, up to READ_AHEAD_FOR_ANSWERS
+        more is read first (the answer comes after what pi prints before it); a command sent
+        during the wait ends it."""
         self.holding_back = True
         try:
             if self._unchecked >= CLIENT_CHECK_BYTES:
+                self._ahead_for_answers = self._ahead_for_answers + self._unchecked if self._waiting else 0
                 self._unchecked = 0
-                if self._wait_writable is not None and not self._waiting:
+                for_answer = self._waiting and self._ahead_for_answers < READ_AHEAD_FOR_ANSWERS
+                if self._wait_writable is not None and not for_answer:
                     with anyio.CancelScope() as scope:
                         self._client_wait = scope
                         try:
