@@ -157,7 +157,7 @@ def section(text: str, trials: int, load_before: float, load_after: float) -> st
 
 
 REASONS = """
-How the start-up is ordered (bridge/acp_stdin.py, bridge/acp_serve.py): a thread with only the
+How the start-up is ordered (bridge/fronts/acp/first_frame.py, serve.py): a thread with only the
 standard library loaded answers a plain first `initialize` by hand (the same dict the SDK path
 validates, checked against the SDK's schema in tests), the run registry starts and pre-spawns pi,
 then the SDK (whose `acp.schema` alone imports in ~0.5-0.8 s) loads in a worker thread while pi
@@ -168,7 +168,7 @@ The per-prompt path, measured with strace of each adapter's main thread (frame r
 written to pi; pi's line read → update written) and timestamps in the bridge:
 - in: a valid `session/prompt` is started as its frame is read (`PiAcpAgent.direct`), not after
   the SDK's receive loop, a task per frame and its router; the run's task is a plain asyncio task,
-  and pi's stdin is a pipe the bridge owns (bridge/stdin_pipe.py): a command is in the pipe when
+  and pi's stdin is a pipe the bridge owns (bridge/process/stdin_pipe.py): a command is in the pipe when
   the write returns, with no loop trip after it. Frame → prompt on pi's stdin: 1.24 ms under
   strace before these changes, pi-acp 0.70 ms.
 - out: an update is written in the callback that read pi's line while nothing waits in line,

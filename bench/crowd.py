@@ -47,7 +47,7 @@ time.sleep(300)
 # code PYTHONPATH selects: the old `snapshot_tree` + `reap_orphans`, or the new `scan_contained`).
 SCAN_COST = r"""
 import asyncio, json, os, sys, time
-from bridge import process
+from bridge.process import shutdown as process
 async def main():
     child = await process.spawn(("sleep", "300"), os.getcwd(), {})
     times, reaps = [], []

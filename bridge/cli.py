@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bridge import __version__
-from bridge.redact import RedactingFormatter
+from bridge.runs.redact import RedactingFormatter
 
 if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
-    from bridge.agent import AgentAdapter
+    from bridge.agents.seam import AgentAdapter
 
 AGENT_HELP = "the agent CLI that runs prompts: pi (the default) or claude; a run may name another"
 SCRIPTED_PROVIDER = "fake"
@@ -41,7 +41,7 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 @contextlib.contextmanager
 def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
     """Start the built-in scripted model and a throwaway agent configuration pointing at it."""
-    from bridge.scripted_model import ScriptedModelServer
+    from bridge.scripted_model.server import ScriptedModelServer
 
     with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as workdir, ScriptedModelServer() as model:
         yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
@@ -51,8 +51,8 @@ def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
     from bridge.agents import DEFAULT_AGENT, build_adapter
     from bridge.config import command_from
-    from bridge.runs import BridgeConfig
-    from bridge.server import create_server, run_stdio
+    from bridge.fronts.lsp.server import create_server, run_stdio
+    from bridge.runs.registry import BridgeConfig
 
     adapter = build_adapter(DEFAULT_AGENT)
     if args.agent:
@@ -92,20 +92,20 @@ def acp_main(args: argparse.Namespace) -> int:
     """Serve the Agent Client Protocol (v1) on stdio.
 
     stdin is read from here on, before the runtime is imported: a plain `initialize` is answered
-    while the rest loads (bridge/acp_stdin.py)."""
+    while the rest loads (bridge/fronts/acp/first_frame.py)."""
     chosen = None
     if args.agent is not None:  # an agent named on the command line is checked before serving
         chosen = _agent_or_exit(args.agent)
         if chosen is None:
             return 2
-    from bridge.acp_stdin import FirstFrame
+    from bridge.fronts.acp.first_frame import FirstFrame
 
     first = FirstFrame.start()
-    from bridge.acp_serve import run_acp
     from bridge.agents import DEFAULT_AGENT
     from bridge.config import command_from
     from bridge.contract import RetryPolicy
-    from bridge.runs import BridgeConfig
+    from bridge.fronts.acp.serve import run_acp
+    from bridge.runs.registry import BridgeConfig
 
     adapter = chosen or _agent_or_exit(DEFAULT_AGENT)
     if adapter is None:
@@ -129,14 +129,14 @@ def acp_main(args: argparse.Namespace) -> int:
 
 def demo_main(args: argparse.Namespace) -> int:
     """Run one prompt through a real bridge and a real pi against the scripted model; print it."""
-    from bridge.demo import run_demo
+    from bridge.tools.demo import run_demo
 
     return run_demo(args.prompt, model=args.model, pi_command=args.pi_command)
 
 
 def doctor_main(args: argparse.Namespace) -> int:
     """Check Python, the bridge's dependencies, Node, pi and its models; report the fixes."""
-    from bridge.doctor import doctor_main as run_doctor
+    from bridge.tools.doctor import doctor_main as run_doctor
 
     return run_doctor(args.pi_command, args.scripted_model, args.json)
 

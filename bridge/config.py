@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bridge.contract import InitializationOptions
-from bridge.runs import BridgeConfig
+from bridge.runs.registry import BridgeConfig
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 

@@ -10,7 +10,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+from bridge.scripted_model.server import ScriptedModelServer, write_pi_agent_dir
 from tests.harness import (
     BRIDGE,
     assert_no_run_processes,

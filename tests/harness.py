@@ -33,10 +33,10 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import register_lsp_features
 
-from bridge.process import RUN_TOKEN_ENV
-from bridge.stdio_client import read_frame
-from bridge.transport import frame
-from bridge.wire import dict_converter
+from bridge.fronts.lsp.converter import dict_converter
+from bridge.fronts.lsp.writer import frame
+from bridge.process.shutdown import RUN_TOKEN_ENV
+from bridge.tools.stdio_client import read_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_PI = ROOT / "tests" / "fakes" / "fake_pi.py"

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from bridge.scripted_model.server import TEXT_REPLY, ScriptedModelServer
 from tests.acp_harness import acp_bridge, new_session, prompt, retry_notes, text_of
 from tests.harness import (
     CLAUDE_BIN,

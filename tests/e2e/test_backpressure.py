@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
-from bridge.transport import HIGH_WATER
+from bridge.fronts.lsp.writer import HIGH_WATER
+from bridge.scripted_model.server import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
 from tests.acp_harness import RawAcp
 from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, requires_pi, run_processes
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from bridge import containment
+from bridge.process import containment
 from tests import harness
 from tests.conftest import BRIDGE, requires_pi
 from tests.harness import (

@@ -16,7 +16,7 @@ import pytest_lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import ScriptedModelServer
+from bridge.scripted_model.server import ScriptedModelServer
 from tests.conftest import bridge_config, requires_pi
 from tests.harness import (
     PIXEL_PNG,

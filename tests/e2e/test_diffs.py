@@ -9,7 +9,14 @@ import pytest
 from pytest_lsp import LanguageClient
 
 from bridge.contract import pi_message_adapter
-from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL, WRITE_CONTENT, WRITE_FILE
+from bridge.scripted_model.server import (
+    EDIT_FILE,
+    EDIT_NEW,
+    EDIT_OLD,
+    EDIT_ORIGINAL,
+    WRITE_CONTENT,
+    WRITE_FILE,
+)
 from tests.conftest import requires_pi
 from tests.harness import assert_stream_invariants, messages_of, request
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bridge.scripted_model import ScriptedModelServer
-from bridge.transport import frame
+from bridge.fronts.lsp.writer import frame
+from bridge.scripted_model.server import ScriptedModelServer
 from tests.acp_harness import RawAcp
 from tests.harness import ROOT, RawBridge, requires_pi
 
@@ -232,7 +232,7 @@ def test_acp_an_id_holding_a_lone_surrogate_is_invalid_request_with_id_null(
 def test_acp_a_first_initialize_whose_id_holds_a_lone_surrogate_is_not_answered_under_it(
     pi_agent_dir: Path, tmp_path: Path
 ) -> None:
-    """The first frame is read before the SDK loads (bridge/acp_stdin.py); the same rule holds
+    """The first frame is read before the SDK loads (bridge/fronts/acp/first_frame.py); the same rule holds
     (was: answered by hand, under the unusable id)."""
     bridge = RawAcp(pi_agent_dir, tmp_path)
     try:

@@ -17,7 +17,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import TEXT_REPLY
+from bridge.scripted_model.server import TEXT_REPLY
 from tests.conftest import requires_pi
 from tests.harness import (
     answer_or_error,

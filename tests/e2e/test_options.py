@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.agent import RunOptions
-from bridge.pi.command import pi_flags
+from bridge.agents.pi.command import pi_flags
+from bridge.agents.seam import RunOptions
 from tests.harness import RawBridge, fake_pi_command
 
 
@@ -87,7 +87,7 @@ def test_each_option_maps_to_pi_flags_in_one_place() -> None:
 
 
 def test_the_provider_has_no_retry_option() -> None:
-    from bridge.provider import Attempt, AttemptLimits
+    from bridge.engines.json_engine import Attempt, AttemptLimits
 
     assert "retry" not in RunOptions.__dataclass_fields__
     assert "retry" not in AttemptLimits.__dataclass_fields__

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from bridge.transport import frame
+from bridge.fronts.lsp.writer import frame
 from tests.fakes.fake_pi import TEXT as FAKE_PI_TEXT
 from tests.harness import RawBridge, assert_stream_invariants, fake_pi_command, no_run_processes
 

@@ -16,10 +16,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.agent import Out, RunOptions
+from bridge.agents.pi.mapper import PiEventMapper
+from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt, pi_message_adapter
-from bridge.pi.mapper import PiEventMapper
-from bridge.process import LineFramer
+from bridge.process.shutdown import LineFramer
 from tests.harness import assert_stream_invariants
 
 BUDGET = settings(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from bridge.scripted_model.server import TEXT_REPLY, ScriptedModelServer
 from tests.harness import assert_stream_invariants, messages_of, request, requires_pi
 
 pytestmark = [requires_pi, pytest.mark.realpi]

@@ -1,4 +1,4 @@
-"""bridge/acp_mapping.py: prompts from ACP content blocks, tool kinds, titles and stop reasons."""
+"""bridge/fronts/acp/mapping.py: prompts from ACP content blocks, tool kinds, titles and stop reasons."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 from acp import schema
 
-from bridge.acp_mapping import PromptMapper, prompt_text, stop_reason_of, text_chunk, tool_kind, tool_title
+from bridge.fronts.acp.mapping import (
+    PromptMapper,
+    prompt_text,
+    stop_reason_of,
+    text_chunk,
+    tool_kind,
+    tool_title,
+)
 
 
 def test_acp_prompt_quotes_embedded_files_with_their_path_and_names_links() -> None:

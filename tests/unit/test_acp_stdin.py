@@ -1,4 +1,4 @@
-"""bridge/acp_stdin.py: the `initialize` answered by hand before the SDK loads is the SDK's answer,
+"""bridge/fronts/acp/first_frame.py: the `initialize` answered by hand before the SDK loads is the SDK's answer,
 and only frames the SDK would take as they are get it."""
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ import acp
 import pytest
 from acp import schema
 
-from bridge.acp_stdin import ACP_PROTOCOL_VERSION, FirstFrame, initialize_result, plain_initialize
+from bridge.fronts.acp.first_frame import (
+    ACP_PROTOCOL_VERSION,
+    FirstFrame,
+    initialize_result,
+    plain_initialize,
+)
 
 # initialize params the hand path answers: each must be an InitializeRequest the SDK takes as is.
 PLAIN: list[dict[str, Any]] = [

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bridge import agents
-from bridge.agent import RunOptions
+from bridge.agents.seam import RunOptions
 from bridge.config import resolve_config
-from bridge.runs import BridgeConfig
+from bridge.runs.registry import BridgeConfig
 from tests.harness import ROOT
 
 
@@ -67,19 +67,19 @@ def _options() -> RunOptions:
     return RunOptions(prompt="p", cwd="/")
 
 
-# Claude Code's events, environment, flags and file layout; the adapter index (agents.py) names
+# Claude Code's events, environment, flags and file layout; the adapter index (agents/__init__.py) names
 # the package, and the scripted model, a model server, reads both agents' tool schemas.
 CLAUDE_SPECIFIC = re.compile(
-    r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.claude|projects/'
+    r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.agents\.claude|projects/'
 )
-CLAUDE_ALLOWED = {"agents.py", "scripted_model.py"}
+CLAUDE_ALLOWED = {"agents/__init__.py", "scripted_model/server.py"}
 
 
 def test_no_claude_event_env_flag_or_layout_outside_its_package() -> None:
     offenders = []
     for path in sorted((ROOT / "bridge").rglob("*.py")):
         relative = path.relative_to(ROOT / "bridge")
-        if relative.parts[0] == "claude" or str(relative) in CLAUDE_ALLOWED:
+        if relative.parts[:2] == ("agents", "claude") or str(relative) in CLAUDE_ALLOWED:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if CLAUDE_SPECIFIC.search(line.split("#", 1)[0]):
@@ -88,7 +88,7 @@ def test_no_claude_event_env_flag_or_layout_outside_its_package() -> None:
 
 
 def test_a_session_the_bridge_named_starts_under_its_id_until_stored_then_resumes() -> None:
-    from bridge.claude.command import claude_flags
+    from bridge.agents.claude.command import claude_flags
 
     named = RunOptions(prompt="p", cwd="/tmp", session_id="0f6c", new_session=True)
     assert claude_flags(named, "acceptEdits")[-2:] == ["--session-id", "0f6c"]
@@ -101,15 +101,15 @@ def test_a_session_the_bridge_named_starts_under_its_id_until_stored_then_resume
 
 
 def test_starting_a_session_that_exists_already_is_a_session_error_not_retried() -> None:
-    from bridge.claude.errors import classify_exit
+    from bridge.agents.claude.errors import classify_exit
 
     stderr = "Error: Session ID 9d308467-a902-4e03-90e8-7485da355b06 is already in use.\n"
     assert classify_exit(1, stderr) == ("session", False)
 
 
 def test_a_claude_retry_cuts_the_session_back_or_starts_the_one_the_run_started_again(tmp_path: Path) -> None:
-    from bridge.claude import ClaudeAgent
-    from bridge.claude.sessions import project_folder
+    from bridge.agents.claude import ClaudeAgent
+    from bridge.agents.claude.sessions import project_folder
 
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path)}
     folder = tmp_path / "projects" / project_folder("/work")

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from bridge import provider
-from bridge.agent import Out, RunOptions
-from bridge.cancel import CancelToken
-from bridge.pi import PiAgent
-from bridge.process import ChildProcess
-from bridge.provider import Attempt, AttemptLimits
+from bridge.agents.pi import PiAgent
+from bridge.agents.seam import Out, RunOptions
+from bridge.engines import json_engine as provider
+from bridge.engines.cancel import CancelToken
+from bridge.engines.json_engine import Attempt, AttemptLimits
+from bridge.process.shutdown import ChildProcess
 from tests.harness import fake_pi_command, run_processes_alive
 
 pytestmark = pytest.mark.anyio

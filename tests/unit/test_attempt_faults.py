@@ -15,13 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.agent import Out, RunOptions
-from bridge.cancel import CancelToken
-from bridge.conversations import Conversations
-from bridge.pi import PiAgent
-from bridge.pi.mapper import PiEventMapper
-from bridge.provider import Attempt, AttemptLimits, AttemptOutcome
-from bridge.rpc_engine import RpcAttempt
+from bridge.agents.pi import PiAgent
+from bridge.agents.pi.mapper import PiEventMapper
+from bridge.agents.seam import Out, RunOptions
+from bridge.engines.cancel import CancelToken
+from bridge.engines.conversations import Conversations
+from bridge.engines.json_engine import Attempt, AttemptLimits, AttemptOutcome
+from bridge.engines.rpc_engine import RpcAttempt
 from tests.harness import ROOT, fake_pi_command, run_processes_alive
 
 pytestmark = pytest.mark.anyio

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bridge.agent import Out, RunOptions
-from bridge.claude.command import launch_spec
-from bridge.claude.file_changes import ClaudeFileChangeWatch, hunks_of
-from bridge.claude.mapper import ClaudeEventMapper
+from bridge.agents.claude.command import launch_spec
+from bridge.agents.claude.file_changes import ClaudeFileChangeWatch, hunks_of
+from bridge.agents.claude.mapper import ClaudeEventMapper
+from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
-from bridge.scripted_model import TEXT_REPLY
+from bridge.scripted_model.server import TEXT_REPLY
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude"
 OPTIONS = RunOptions(prompt="-p hi", cwd="/home/user/project")

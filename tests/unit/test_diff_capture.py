@@ -12,10 +12,17 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge import diff_capture
-from bridge.agent import Out
-from bridge.diff_capture import MAX_READS, DiffCapture, FileState, first_changed_line, read_now, read_state
-from bridge.pi.file_changes import PiFileChangeWatch, parse_unified_patch, resolve_tool_path
+from bridge.agents.pi.file_changes import PiFileChangeWatch, parse_unified_patch, resolve_tool_path
+from bridge.agents.seam import Out
+from bridge.engines import diff_capture
+from bridge.engines.diff_capture import (
+    MAX_READS,
+    DiffCapture,
+    FileState,
+    first_changed_line,
+    read_now,
+    read_state,
+)
 
 # The shapes pi 1.6.0 prints (usage before assistantMessageEvent; details of edit as captured).
 PATCH = "--- notes.txt\n+++ notes.txt\n@@ -1,3 +1,3 @@\n line one\n-line two\n+line 2, edited\n line three\n"
@@ -173,7 +180,7 @@ def test_paths_resolve_as_pi_resolves_them(tmp_path: Path) -> None:
 
 
 def test_multi_hunk_patches_without_final_newline_apply_both_ways() -> None:
-    from bridge.diff_capture import _apply
+    from bridge.engines.diff_capture import _apply
 
     before = "".join(f"l{i}\n" for i in range(1, 40)) + "last"
     after = before.replace("l2\n", "two\nTWO\n").replace("last", "LAST")

@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from bridge.agent import Out, RunOptions
+from bridge.agents.pi.mapper import PiEventMapper
+from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
-from bridge.pi.mapper import PiEventMapper
 from tests.harness import assert_stream_invariants
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -209,7 +209,7 @@ def test_out_of_order_and_unknown_events_never_raise() -> None:
 
 
 def test_fast_scan_of_073_updates_agrees_with_a_full_parse() -> None:
-    from bridge.pi.mapper import _scan_update
+    from bridge.agents.pi.mapper import _scan_update
 
     seen = 0
     for path in (FIXTURES / "pi-captures" / "0.73.1").glob("*.jsonl*"):

@@ -1,4 +1,4 @@
-"""bridge/process.py on real processes: stop_descendants, pid reuse, the loop during a stuck scan.
+"""bridge/process/shutdown.py on real processes: stop_descendants, pid reuse, the loop during a stuck scan.
 
 These drive the module in-process (no bridge) because what they check is inside it: which pids a
 scan walks from, and whether the event loop keeps running while a scan is slow. Each test runs in
@@ -22,7 +22,8 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge import containment, process
+from bridge.process import containment
+from bridge.process import shutdown as process
 from tests import harness
 
 MODES = ["cgroup", "cgroup-v1", "tree"]

@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Any
 
-from bridge.rpc_reader import (
+from bridge.fronts.lsp.reader import (
     INLINE_PARSE_BYTES,
     MAX_BODY,
     MAX_HEADER_LINE,
@@ -17,7 +17,7 @@ from bridge.rpc_reader import (
     read_frames,
     reads_on_loop,
 )
-from bridge.transport import frame
+from bridge.fronts.lsp.writer import frame
 
 FRAME_BYTES = 1024 * 1024
 FRAMES = 96  # three times what the inbox may hold (32 MB)

@@ -1,5 +1,5 @@
 """The grep audit of the seam: no pi name (flag, event, variable, file) in bridge/ outside
-bridge/pi/, no Claude Code name outside bridge/claude/, and neither package imports the other.
+bridge/agents/pi/, no Claude Code name outside bridge/agents/claude/, and neither imports the other.
 
 It reads every line (code, docstrings and comments, as `grep` would). The allowlists are short and
 explicit: the words both agents' streams share, the adapter index that imports every package, and
@@ -30,12 +30,12 @@ CLAUDE_NAMES = re.compile(
 GENERIC = {"--session-id", "ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN"}
 # Files that may name an agent's things, and why.
 PI_ALLOWED = {
-    "agents.py": "the adapter index: it imports every agent package",
-    "scripted_model.py": "a model server standing in for pi's provider (it writes pi's models.json)",
+    "agents/__init__.py": "the adapter index: it imports every agent package",
+    "scripted_model/server.py": "a model server standing in for pi's provider (it writes pi's models.json)",
 }
 CLAUDE_ALLOWED = {
-    "agents.py": "the adapter index: it imports every agent package",
-    "scripted_model.py": "a model server standing in for Claude Code's Anthropic endpoint",
+    "agents/__init__.py": "the adapter index: it imports every agent package",
+    "scripted_model/server.py": "a model server standing in for Claude Code's Anthropic endpoint",
 }
 
 
@@ -43,7 +43,7 @@ def _offenders(pattern: re.Pattern[str], package: str, allowed: dict[str, str]) 
     found = []
     for path in sorted(BRIDGE.rglob("*.py")):
         relative = path.relative_to(BRIDGE)
-        if relative.parts[0] == package or str(relative) in allowed:
+        if relative.parts[:2] == ("agents", package) or str(relative) in allowed:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for match in pattern.finditer(line):
@@ -52,19 +52,19 @@ def _offenders(pattern: re.Pattern[str], package: str, allowed: dict[str, str]) 
     return found
 
 
-def test_no_pi_flag_event_variable_or_file_name_outside_bridge_pi() -> None:
+def test_no_pi_flag_event_variable_or_file_name_outside_bridge_agents_pi() -> None:
     assert _offenders(PI_NAMES, "pi", PI_ALLOWED) == []
 
 
-def test_no_claude_flag_event_variable_or_file_name_outside_bridge_claude() -> None:
+def test_no_claude_flag_event_variable_or_file_name_outside_bridge_agents_claude() -> None:
     assert _offenders(CLAUDE_NAMES, "claude", CLAUDE_ALLOWED) == []
 
 
 def test_neither_agent_package_imports_the_other() -> None:
-    imports = re.compile(r"^\s*(?:from|import)\s+bridge\.(pi|claude)\b")
+    imports = re.compile(r"^\s*(?:from|import)\s+bridge\.agents\.(pi|claude)\b")
     crossing = []
     for package, other in (("pi", "claude"), ("claude", "pi")):
-        for path in sorted((BRIDGE / package).rglob("*.py")):
+        for path in sorted((BRIDGE / "agents" / package).rglob("*.py")):
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 match = imports.match(line)
                 if match and match.group(1) == other:
@@ -75,15 +75,15 @@ def test_neither_agent_package_imports_the_other() -> None:
 # The core modules that import an agent package. The index must; the two others are the rpc
 # engine, which speaks pi's rpc mode (the one live mode any agent has) and has yet to reach it
 # through the adapter. The set may shrink, never grow.
-AGENT_IMPORTERS = {"agents.py", "conversations.py", "rpc_engine.py"}
+AGENT_IMPORTERS = {"agents/__init__.py", "engines/conversations.py", "engines/rpc_engine.py"}
 
 
 def test_only_the_index_and_the_rpc_engine_import_an_agent_package() -> None:
-    imports = re.compile(r"^\s*(?:from|import)\s+bridge\.(?:pi|claude)\b", re.MULTILINE)
+    imports = re.compile(r"^\s*(?:from|import)\s+bridge\.agents\.(?:pi|claude)\b", re.MULTILINE)
     importers = {
         str(path.relative_to(BRIDGE))
         for path in BRIDGE.rglob("*.py")
-        if path.relative_to(BRIDGE).parts[0] not in ("pi", "claude")
+        if path.relative_to(BRIDGE).parts[:2] not in (("agents", "pi"), ("agents", "claude"))
         and imports.search(path.read_text(encoding="utf-8"))
     }
     assert importers <= AGENT_IMPORTERS, f"new importers: {sorted(importers - AGENT_IMPORTERS)}"

@@ -14,11 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge import conversations
-from bridge.agent import RunOptions
+from bridge.agents.pi.rpc import trim_session_file
+from bridge.agents.seam import RunOptions
 from bridge.contract import ErrorInfo
-from bridge.conversations import Conversations, Lease, StartFailure
-from bridge.pi.rpc import trim_session_file
+from bridge.engines import conversations
+from bridge.engines.conversations import Conversations, Lease, StartFailure
 
 pytestmark = pytest.mark.anyio
 

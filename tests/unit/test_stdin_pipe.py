@@ -9,8 +9,8 @@ import threading
 import anyio
 import pytest
 
-from bridge.cancel import CancelToken
-from bridge.stdin_pipe import StdinClosed, StdinPipe
+from bridge.engines.cancel import CancelToken
+from bridge.process.stdin_pipe import StdinClosed, StdinPipe
 
 pytestmark = pytest.mark.anyio
 

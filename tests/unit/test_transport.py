@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.transport import QueuedWriter, own_pipe
+from bridge.fronts.lsp.writer import QueuedWriter, own_pipe
 
 WAIT = 10.0
 

@@ -30,7 +30,7 @@ local model_ready = ''
 local model_server = vim.system({
   python,
   '-m',
-  'bridge.scripted_model',
+  'bridge.scripted_model.server',
   '--agent-dir',
   agent_dir,
   '--record',

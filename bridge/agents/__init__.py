@@ -1,0 +1,126 @@
+"""The agent CLIs the bridge can drive, by name: build an adapter, find its command and version.
+
+This is the index of the seam, the one module that imports every adapter package; everything
+agent-specific stays behind them. `pi` is the default agent. Front ends (the JSON-RPC server,
+the ACP front's `--agent NAME`) choose an agent with `build_adapter(name)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bridge.agents.seam import AgentAdapter
+from bridge.contract import AgentInfo
+
+if TYPE_CHECKING:
+    from bridge.tools.doctor import Check
+
+DEFAULT_AGENT: Final = "pi"
+_PACKAGE_SEARCH_DEPTH: Final = 6
+
+
+def _pi(settings: Mapping[str, Any]) -> AgentAdapter:
+    from bridge.agents.pi import PiAgent
+
+    return PiAgent()
+
+
+def _claude(settings: Mapping[str, Any]) -> AgentAdapter:
+    from bridge.agents.claude import ClaudeAgent
+
+    try:
+        return ClaudeAgent.from_settings(settings.get("permission_mode"), settings.get("allowed_tools") or ())
+    except ValueError as exc:
+        raise UnknownAgentError(str(exc)) from None
+
+
+FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {"pi": _pi, "claude": _claude}
+
+
+def _pi_doctor(
+    command: tuple[str, ...], source: str, environ: Mapping[str, str], scripted_model: bool
+) -> list[Check]:
+    from bridge.agents.pi import doctor
+
+    return doctor.checks(command, source, environ, scripted_model)
+
+
+#: Each agent's own `pi-bridge doctor` checks (its runtime, command, version, configuration).
+DOCTORS: Final[dict[str, Callable[[tuple[str, ...], str, Mapping[str, str], bool], list[Check]]]] = {
+    "pi": _pi_doctor
+}
+
+
+def doctor_checks(
+    name: str, command: tuple[str, ...], source: str, environ: Mapping[str, str], scripted_model: bool
+) -> list[Check]:
+    """Agent `name`'s doctor checks of `command` (found through `source`); none if it has none."""
+    doctor = DOCTORS.get(name)
+    return doctor(command, source, environ, scripted_model) if doctor else []
+
+
+class UnknownAgentError(ValueError):
+    """No such agent, or a setting of it that cannot be used."""
+
+
+def agent_names() -> list[str]:
+    """The names of the agents the bridge knows, the default first."""
+    return sorted(FACTORIES, key=lambda name: (name != DEFAULT_AGENT, name))
+
+
+def build_adapter(name: str, settings: Mapping[str, Any] | None = None) -> AgentAdapter:
+    """The adapter of agent `name`; raises UnknownAgentError.
+
+    settings: `permission_mode` and `allowed_tools`, for agents with a permission system.
+    """
+    factory = FACTORIES.get(name)
+    if factory is None:
+        raise UnknownAgentError(f"unknown agent {name!r}; known: {', '.join(agent_names())}")
+    return factory(settings or {})
+
+
+def default_command(adapter: AgentAdapter) -> tuple[str, ...]:
+    """How to run an agent when nothing configures it: its executable on PATH."""
+    return adapter.default_command
+
+
+def probe(name: str, command: tuple[str, ...], env: Mapping[str, str] | None = None) -> AgentInfo:
+    """Whether an agent's command is found, and its version, without running it.
+
+    The version is read from the npm package that provides the executable (both agents install
+    from npm); it is None for a command that is no npm package's bin (a wrapper, a test fake).
+    """
+    merged = {**os.environ, **(env or {})}
+    executable = shutil.which(command[0], path=merged.get("PATH")) if command else None
+    return AgentInfo(
+        name=name, command=list(command), found=executable is not None, version=_npm_version(executable)
+    )
+
+
+def _npm_version(executable: str | None) -> str | None:
+    if executable is None:
+        return None
+    real = Path(os.path.realpath(executable))
+    folder = real.parent
+    for _ in range(_PACKAGE_SEARCH_DEPTH):
+        manifest = folder / "package.json"
+        if manifest.is_file():
+            try:
+                package = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            bins = package.get("bin") if isinstance(package, dict) else None
+            targets = bins.values() if isinstance(bins, dict) else [bins] if isinstance(bins, str) else []
+            if any(isinstance(t, str) and (folder / t).resolve() == real for t in targets):
+                version = package.get("version")
+                return version if isinstance(version, str) else None
+            return None
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return None

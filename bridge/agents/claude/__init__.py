@@ -1,0 +1,134 @@
+"""Everything Claude Code-specific: flags (command), stream-json (mapper), errors, session files.
+
+Signals, measured with Claude Code 2.1.197 on Linux during a Bash tool call (`sleep 30`):
+- SIGINT: Claude Code interrupts the turn itself. It kills the Bash tool's process tree, prints
+  a `user` line "[Request interrupted by user for tool use]" and a `result` line with
+  `subtype: "error_during_execution"`, `is_error: true`, and exits 1 within about a second.
+- SIGTERM: it exits 143 within ~20 ms and prints nothing more (no `result` line); the Bash
+  tool's processes survive it.
+- Its Bash children are detached: each command runs in `bash -c` in a session of its own
+  (`setsid`, its sid is the bash's pid), the command in its own process group below it. A
+  signal to Claude Code's process group never reaches them.
+So the interrupt signal is SIGINT: the bridge's three-stage shutdown sends it first, lets Claude
+Code clean up its tools, then terminates and kills whatever is left of the whole tree (its
+descendants are found by the bridge's tree walk and subreaper, not by process group).
+
+Claude Code does not speak pi's rpc mode: every attempt is one process (`supports_rpc` False).
+Nor can it be pre-spawned: with nothing on stdin it gives up waiting after a few seconds, so the
+warm pool is not used for it (`warm_launches` is empty).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import cast
+
+from bridge.agents.claude import sessions
+from bridge.agents.claude.command import (
+    DEFAULT_PERMISSION_MODE,
+    PERMISSION_MODES,
+    PermissionMode,
+    launch_spec,
+)
+from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
+from bridge.agents.claude.mapper import ClaudeEventMapper
+from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+
+__all__ = ["PERMISSION_MODES", "ClaudeAgent"]
+
+
+class ClaudeAgent:
+    """The `AgentAdapter` for Claude Code (`claude -p --output-format stream-json`)."""
+
+    name = "claude"
+    default_command: tuple[str, ...] = ("claude",)
+    interrupt_signal = signal.SIGINT
+    supports_rpc = False
+
+    def __init__(
+        self, permission_mode: PermissionMode = DEFAULT_PERMISSION_MODE, allowed_tools: tuple[str, ...] = ()
+    ) -> None:
+        self.permission_mode: PermissionMode = permission_mode
+        self.allowed_tools = allowed_tools
+
+    @classmethod
+    def from_settings(cls, permission_mode: str | None, allowed_tools: Sequence[str]) -> ClaudeAgent:
+        """The adapter for the server's settings; raises ValueError for an unknown permission mode."""
+        mode = permission_mode or DEFAULT_PERMISSION_MODE
+        if mode not in PERMISSION_MODES:
+            raise ValueError(f"permissionMode {mode!r}: not one of {', '.join(sorted(PERMISSION_MODES))}")
+        return cls(cast("PermissionMode", mode), tuple(allowed_tools))
+
+    def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+        """Claude Code's command line, environment and stdin for one attempt."""
+        return launch_spec(command, options, self.permission_mode, self.allowed_tools)
+
+    def new_mapper(self, options: RunOptions) -> ClaudeEventMapper:
+        """A fresh stream-json mapper for one attempt."""
+        return ClaudeEventMapper(options)
+
+    def session_exists(
+        self, session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether the run resumes a stored Claude Code session."""
+        return sessions.session_exists(session_id, continue_session, cwd, env)
+
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """Claude Code names a session by its whole id only: that id, if it is stored."""
+        return session_id if sessions.find_session_file(session_id, env) is not None else None
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """The file of the session the run continues and its size, before the first attempt."""
+        return sessions.checkpoint(options, env)
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """Cut the session back to the checkpoint; a session the run started is started again."""
+        return sessions.rewind(checkpoint, announced, options, env)
+
+    def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
+        """A clear error for a Claude Code that could not be started."""
+        return ErrorInfo(
+            kind="spawn",
+            message=f"could not start Claude Code ({' '.join(command)}): {reason}. "
+            "Install it with `npm install -g @anthropic-ai/claude-code` or set its command in "
+            "initializationOptions.agents.",
+            retryable=False,
+        )
+
+    def file_change_watch(self, cwd: str) -> ClaudeFileChangeWatch:
+        """Which of Claude Code's Edit and Write calls change which file."""
+        return ClaudeFileChangeWatch(cwd)
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """Claude Code's sessions of `cwd`, newest first."""
+        return sessions.list_sessions(cwd, limit, env)
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """One Claude Code session's history."""
+        return sessions.read_session(session_id, env)
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """Nothing: Claude Code started before its prompt gives up on the empty stdin after 3 s."""
+        return []
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """Claude Code pointed at the Anthropic-compatible model at `base_url` (its `/v1` is the
+        OpenAI-style root; Claude Code appends `/v1/messages` itself), its state in `workdir`."""
+        config = workdir / "claude-config"
+        config.mkdir(parents=True, exist_ok=True)
+        return {
+            "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "scripted-model",
+            "CLAUDE_CONFIG_DIR": str(config),
+        }

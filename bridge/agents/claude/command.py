@@ -1,0 +1,71 @@
+"""Turn run options into Claude Code's command line, environment and stdin: the one place its flags live.
+
+The prompt goes through stdin, never argv: a prompt starting with "-" would read as a flag, and
+argv has a size limit. With `-p` and a non-TTY stdin Claude Code reads stdin to EOF as the prompt.
+
+Permission mode (`--permission-mode`): in `-p` mode Claude Code cannot ask, so a tool that needs
+permission is denied and the model is told so. The default here is `acceptEdits`: file edits
+inside the working directory and read-only commands run; other shell commands are denied unless
+allowed. `bypassPermissions` runs every tool without asking (as pi does): the model can then run
+any command and change any file the user can, so choose it only for a trusted workspace or a
+sandbox (Claude Code refuses it for root unless IS_SANDBOX=1). `default` denies every tool that
+would ask; `plan` lets it only plan. `allowedTools` (e.g. ["Bash"]) allows named tools on top.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+from bridge.agents.seam import LaunchSpec, RunOptions
+
+PermissionMode = Literal["acceptEdits", "bypassPermissions", "default", "plan"]
+PERMISSION_MODES: Final = frozenset(get_args(PermissionMode))
+DEFAULT_PERMISSION_MODE: Final[PermissionMode] = "acceptEdits"
+
+BASE_FLAGS: Final = ("-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages")
+
+# One attempt is one attempt: Claude Code's own ten hidden retries (2 s ... 36 s backoff) are
+# off, retry is the bridge's, visible, and the caller's choice (claude-facts.md). No telemetry,
+# updater or error reporting: the bridge must stay loopback-only with a local endpoint.
+BASE_ENV: Final = {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+def claude_flags(
+    options: RunOptions, permission_mode: PermissionMode, allowed_tools: tuple[str, ...] = ()
+) -> list[str]:
+    """Claude Code's flags for the options of one run, in a stable order.
+
+    `provider` and `thinking` have no Claude Code flag: the endpoint comes from the environment
+    (ANTHROPIC_BASE_URL), and thinking is the model's. `tools` restricts the built-in tools.
+    A session the bridge named before Claude Code stored it starts with `--session-id` (which
+    fails, "already in use", once the session exists); every stored one is `--resume`d.
+    """
+    flags = [*BASE_FLAGS, "--permission-mode", permission_mode]
+    if options.model:
+        flags += ["--model", options.model]
+    if options.tools is not None:
+        flags += ["--tools", ",".join(options.tools)]
+    if allowed_tools:
+        flags += ["--allowedTools", ",".join(allowed_tools)]
+    if options.session_id and options.new_session and not options.resumed:
+        flags += ["--session-id", options.session_id]
+    elif options.session_id:
+        flags += ["--resume", options.session_id]
+    elif options.continue_session:
+        flags += ["--continue"]
+    return flags
+
+
+def launch_spec(
+    command: tuple[str, ...],
+    options: RunOptions,
+    permission_mode: PermissionMode = DEFAULT_PERMISSION_MODE,
+    allowed_tools: tuple[str, ...] = (),
+) -> LaunchSpec:
+    """The full launch of one Claude Code attempt: argv, cwd, extra environment, prompt as stdin."""
+    return LaunchSpec(
+        argv=(*command, *claude_flags(options, permission_mode, allowed_tools)),
+        cwd=options.cwd,
+        env=dict(BASE_ENV),
+        stdin=options.prompt.encode("utf-8"),
+    )

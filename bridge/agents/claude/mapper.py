@@ -1,0 +1,466 @@
+"""Map Claude Code's `--output-format stream-json` lines to contract messages: pure, no I/O.
+
+The stream (claude-facts.md, measured with 2.1.197):
+- `system/init` first (session id, cwd); `system/status`, `system/thinking_tokens`: progress.
+- `stream_event` wraps a raw Anthropic SSE event (with `--include-partial-messages`): text
+  deltas stream from `content_block_delta`/`text_delta`; thinking from `thinking_delta`.
+- `assistant` repeats each complete content block once it ends: a `tool_use` block is the
+  tool call (its input whole), text and thinking blocks reconcile what was streamed.
+- `user` carries the `tool_result` blocks: the tool's end (`is_error` marks a failure).
+- `system/api_retry`: Claude Code is about to retry on its own; one attempt stays one attempt,
+  so the attempt ends failed and retryable here (as the pi adapter does with pi's own retry event).
+- `result` ends the run. The trap: a failed model request says `subtype: "success"` AND
+  `is_error: true`; `is_error` decides. `error_during_execution` is also what an interrupt
+  (SIGINT) prints: it is held back, so a cancel in progress still ends as cancelled.
+
+Events of a sub-agent (`parent_tool_use_id` set) stay out of the run's text: its result comes
+back as the Task tool's output. Thoughts are buffered per message and delivered whole at its
+end, or before the tool call it makes, never between a call and its close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Final
+
+import orjson
+
+from bridge.agents.claude.errors import classify_exit, classify_result_error, classify_subtype
+from bridge.agents.seam import Out, RunOptions
+from bridge.contract import ErrorInfo, ShutdownReceipt
+
+log = logging.getLogger(__name__)
+
+MAX_INVALID_SAMPLES: Final = 20
+MAX_INVALID_SAMPLE_CHARS: Final = 500
+_IGNORED_SYSTEM: Final = frozenset({"status", "thinking_tokens", "compact_boundary", "hook_response"})
+_IGNORED_TYPES: Final = frozenset({"rate_limit_event", "keep_alive"})
+# What Claude Code writes as the result of a tool it stopped because it was interrupted (SIGINT,
+# i.e. the bridge's cancel): such a close is a cancelled tool, not a failed one.
+_INTERRUPTED_TOOL: Final = (
+    "The user doesn't want to proceed with this tool use",
+    "[Request interrupted by user",
+)
+
+
+def text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
+    """Concatenate the `key` of every block of `part_type` in an Anthropic content list."""
+    if isinstance(content, str):
+        return content if part_type == "text" else ""
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        part[key]
+        for part in content
+        if isinstance(part, dict) and part.get("type") == part_type and isinstance(part.get(key), str)
+    )
+
+
+def _int(raw: dict[str, Any], key: str) -> int:
+    value = raw.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_of(raw: Any, cost: Any) -> dict[str, Any] | None:
+    """The contract's usage from an Anthropic usage object and Claude Code's total cost."""
+    if not isinstance(raw, dict):
+        return None
+    usage: dict[str, Any] = {
+        "input": _int(raw, "input_tokens"),
+        "output": _int(raw, "output_tokens"),
+        "cacheRead": _int(raw, "cache_read_input_tokens"),
+        "cacheWrite": _int(raw, "cache_creation_input_tokens"),
+    }
+    usage["totalTokens"] = sum(usage.values())
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        usage["cost"] = float(cost)
+    return usage
+
+
+class ClaudeEventMapper:
+    """The `EventMapper` of one Claude Code attempt."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self._live_thoughts = options.live_thoughts
+        self._resumed = options.resumed
+        self._deltas: list[str] = []
+        self._streamed: dict[str, str] = {}  # message id -> text streamed as deltas
+        self._blocks_text: dict[str, str] = {}  # message id -> text of its complete blocks
+        self._thought_streamed: set[str] = set()
+        self._message_id: str | None = None
+        self._thoughts: list[str] = []
+        self._open_tools: dict[str, str] = {}
+        self._last_turn_tokens: int | None = None
+        self._held_failure: ErrorInfo | None = None
+        self._last_terminal: Out | None = None
+        self._wants_stop = False
+        self._session_id: str | None = None
+        self._invalid: list[str] = []
+        self.invalid_count = 0
+        self.unknown_events: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ EventMapper protocol
+
+    @property
+    def last_terminal(self) -> Out | None:
+        return self._last_terminal
+
+    @property
+    def wants_stop(self) -> bool:
+        return self._wants_stop
+
+    @property
+    def text(self) -> str:
+        return "".join(self._deltas)
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def invalid_lines(self) -> list[str]:
+        return list(self._invalid)
+
+    def note_invalid(self, description: str) -> None:
+        self.invalid_count += 1
+        if len(self._invalid) < MAX_INVALID_SAMPLES:
+            self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
+
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        self.note_invalid(description)
+        # The `result` line repeats the whole answer: with a huge one it is the line over the
+        # bound. Its end-of-run meaning must survive (its usage is lost with the rest).
+        if head.startswith(b'{"type":"result"') and self._last_terminal is None:
+            if b'"is_error":false' in head:
+                out = self._close_open("Claude Code ended the run with the tool still open", cancelled=False)
+                return self._terminal(
+                    out, Out("terminal.completed", {"text": self.text, "stopReason": "stop"})
+                )
+            self._wants_stop = True
+            error = ErrorInfo(
+                kind="model", message="Claude Code's result line was over the bound", retryable=False
+            )
+            return self.finish_failed(error)
+        return []
+
+    def feed(self, line: bytes) -> list[Out]:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if line.strip():
+                self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
+            return []
+        if not isinstance(event, dict):
+            self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
+            return []
+        if self._last_terminal is not None:
+            return []
+        kind = event.get("type")
+        if kind == "stream_event":
+            return self._on_stream_event(event)
+        handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is not None:
+            return handler(self, event)
+        if kind not in _IGNORED_TYPES:
+            self._note_unknown(str(kind))
+        return []
+
+    def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
+        if self._last_terminal is not None:
+            return []
+        if self._held_failure is not None:
+            return self.finish_failed(self._held_failure)
+        if signal_name is not None:
+            reason = f"Claude Code was killed by {signal_name} before it finished"
+        elif exit_code == 0:
+            reason = "Claude Code exited (code 0) without a result"
+        else:
+            reason = f"Claude Code exited with code {exit_code} before it finished"
+        tail = stderr.strip()
+        if tail:
+            reason = f"{reason}: {tail.splitlines()[-1][:300]}"
+        kind, retryable = classify_exit(exit_code, stderr)
+        return self.finish_failed(
+            ErrorInfo(
+                kind=kind,
+                message=reason,
+                retryable=retryable,
+                exit_code=exit_code,
+                signal=signal_name,
+                stderr=stderr or None,
+                invalid_output_lines=self.invalid_lines or None,
+            )
+        )
+
+    def finish_failed(self, error: ErrorInfo) -> list[Out]:
+        if self._last_terminal is not None:
+            return []
+        out = self._close_open(f"the run failed: {error.message}", cancelled=False)
+        if error.invalid_output_lines is None and self._invalid:
+            error = error.model_copy(update={"invalid_output_lines": self.invalid_lines})
+        error_json = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self._terminal(out, Out("terminal.failed", {"error": error_json, "text": self.text}))
+
+    def finish_cancelled(self, receipt: ShutdownReceipt) -> list[Out]:
+        if self._last_terminal is not None:
+            return []
+        out = self._close_open("cancelled", cancelled=True)
+        shutdown = receipt.model_dump(mode="json", by_alias=True)
+        return self._terminal(out, Out("terminal.cancelled", {"text": self.text, "shutdown": shutdown}))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _terminal(self, out: list[Out], message: Out) -> list[Out]:
+        out.append(message)
+        self._last_terminal = message
+        return out
+
+    def _note_unknown(self, kind: str) -> None:
+        self.unknown_events[kind] += 1
+        if self.unknown_events[kind] == 1:
+            log.info("Claude Code event of unknown type %r ignored", kind)
+
+    def _emit_text(self, message_id: str, text: str) -> list[Out]:
+        self._deltas.append(text)
+        self._streamed[message_id] = self._streamed.get(message_id, "") + text
+        return [Out("assistant", {"text": text})]
+
+    def _flush_thought(self) -> list[Out]:
+        """The buffered thought, whole, unless a tool call is open (it waits for the close)."""
+        if self._open_tools or self._live_thoughts or not self._thoughts:
+            return []
+        thought = "".join(self._thoughts)
+        self._thoughts = []
+        return [Out("assistant.thought", {"text": thought})] if thought else []
+
+    def _close_open(self, reason: str, *, cancelled: bool) -> list[Out]:
+        out: list[Out] = []
+        for call_id, name in self._open_tools.items():
+            content: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": reason}
+            if cancelled:
+                content["cancelled"] = True
+            out.append(Out("tool.failed", content))
+        self._open_tools.clear()
+        out.extend(self._flush_thought())
+        return out
+
+    # ------------------------------------------------------------------ event handlers
+
+    def _on_system(self, event: dict[str, Any]) -> list[Out]:
+        subtype = event.get("subtype")
+        if subtype == "init":
+            return self._on_init(event)
+        if subtype == "api_retry":
+            status = event.get("error_status")
+            self._wants_stop = True
+            message = (
+                f"Claude Code's own retry suppressed (HTTP {status})"
+                if status
+                else ("Claude Code's own retry suppressed")
+            )
+            return self.finish_failed(ErrorInfo(kind="agent_retry", message=message, retryable=True))
+        if subtype not in _IGNORED_SYSTEM:
+            self._note_unknown(f"system/{subtype}")
+        return []
+
+    def _on_init(self, event: dict[str, Any]) -> list[Out]:
+        session_id = event.get("session_id")
+        if not isinstance(session_id, str) or self._session_id is not None:
+            return []
+        self._session_id = session_id
+        content: dict[str, Any] = {"sessionId": session_id, "cwd": str(event.get("cwd", ""))}
+        return [Out("session.resumed" if self._resumed else "session.started", content)]
+
+    def _on_stream_event(self, event: dict[str, Any]) -> list[Out]:
+        if event.get("parent_tool_use_id") is not None:
+            return []  # a sub-agent's stream: its answer arrives as the Task tool's result
+        raw = event.get("event")
+        if not isinstance(raw, dict):
+            return []
+        kind = raw.get("type")
+        if kind == "content_block_delta":
+            delta = raw.get("delta")
+            if not isinstance(delta, dict) or self._message_id is None:
+                return []
+            delta_type = delta.get("type")
+            if delta_type == "text_delta":
+                text = delta.get("text")
+                return self._emit_text(self._message_id, text) if isinstance(text, str) and text else []
+            if delta_type == "thinking_delta":
+                thinking = delta.get("thinking")
+                if not isinstance(thinking, str) or not thinking:
+                    return []
+                self._thought_streamed.add(self._message_id)
+                if self._live_thoughts:
+                    return [Out("assistant.thought", {"text": thinking, "live": True})]
+                self._thoughts.append(thinking)
+            return []
+        if kind == "message_start":
+            message = raw.get("message")
+            message_id = message.get("id") if isinstance(message, dict) else None
+            self._message_id = message_id if isinstance(message_id, str) else f"msg-{len(self._streamed)}"
+            self._streamed.setdefault(self._message_id, "")
+            return []
+        if kind == "message_stop":
+            return self._flush_thought()
+        return []
+
+    def _on_assistant(self, event: dict[str, Any]) -> list[Out]:
+        if event.get("parent_tool_use_id") is not None:
+            return []
+        message = event.get("message")
+        if not isinstance(message, dict):
+            return []
+        message_id = message.get("id")
+        message_id = message_id if isinstance(message_id, str) else (self._message_id or "msg")
+        self._note_turn_usage(message.get("usage"))
+        out: list[Out] = []
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            block_type = block.get("type")
+            if block_type == "text":
+                out.extend(self._reconcile_text(message_id, block.get("text")))
+            elif block_type == "thinking" and message_id not in self._thought_streamed:
+                thinking = block.get("thinking")
+                if isinstance(thinking, str) and thinking:
+                    self._thought_streamed.add(message_id)
+                    if self._live_thoughts:
+                        out.append(Out("assistant.thought", {"text": thinking, "live": True}))
+                    else:
+                        self._thoughts.append(thinking)
+            elif block_type == "tool_use":
+                out.extend(self._on_tool_use(block))
+        return out
+
+    def _reconcile_text(self, message_id: str, text: Any) -> list[Out]:
+        """A complete text block: send what the deltas did not (nothing, when they all came)."""
+        if not isinstance(text, str) or not text:
+            return []
+        blocks = self._blocks_text.get(message_id, "") + text
+        self._blocks_text[message_id] = blocks
+        streamed = self._streamed.get(message_id, "")
+        if len(blocks) > len(streamed) and blocks.startswith(streamed):
+            return self._emit_text(message_id, blocks[len(streamed) :])
+        if not blocks.startswith(streamed) and not streamed.startswith(blocks):
+            log.warning("Claude Code's final text differs from its streamed deltas; kept the deltas")
+        return []
+
+    def _note_turn_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._last_turn_tokens = sum(
+                _int(usage, key)
+                for key in (
+                    "input_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                    "output_tokens",
+                )
+            )
+
+    def _on_tool_use(self, block: dict[str, Any]) -> list[Out]:
+        call_id = block.get("id")
+        if not isinstance(call_id, str) or call_id in self._open_tools:
+            return []
+        name = str(block.get("name", ""))
+        arguments = block.get("input")
+        before = self._flush_thought()  # the thought of the message that asked for this tool
+        self._open_tools[call_id] = name
+        content = {
+            "toolCallId": call_id,
+            "name": name,
+            "arguments": arguments if isinstance(arguments, dict) else {},
+        }
+        return [*before, Out("tool.call", content)]
+
+    def _on_user(self, event: dict[str, Any]) -> list[Out]:
+        if event.get("parent_tool_use_id") is not None:
+            return []
+        message = event.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        out: list[Out] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or call_id not in self._open_tools:
+                continue
+            name = self._open_tools.pop(call_id)
+            output = text_of(block.get("content"))
+            if block.get("is_error") is True:
+                failed: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": output}
+                if output.startswith(_INTERRUPTED_TOOL):
+                    failed["cancelled"] = True
+                out.append(Out("tool.failed", failed))
+            else:
+                out.append(Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output}))
+        out.extend(self._flush_thought())
+        return out
+
+    def _on_result(self, event: dict[str, Any]) -> list[Out]:
+        subtype = str(event.get("subtype", ""))
+        result = event.get("result")
+        message = result if isinstance(result, str) and result else f"Claude Code ended with {subtype}"
+        if event.get("is_error") is True or subtype != "success":
+            status = event.get("api_error_status")
+            if isinstance(status, int) and not isinstance(status, bool):
+                kind, retryable = classify_result_error(status, message)
+            elif subtype == "success":
+                kind, retryable = classify_result_error(None, message)
+            else:
+                kind, retryable = classify_subtype(subtype)
+            error = ErrorInfo(kind=kind, message=message, retryable=retryable)
+            if subtype == "error_during_execution":
+                # Also what an interrupt prints: the exit (or the cancel) decides what it was.
+                self._held_failure = error
+                return self._flush_thought()
+            self._wants_stop = True
+            return self.finish_failed(error)
+        out = self._close_open("Claude Code ended the run with the tool still open", cancelled=False)
+        content: dict[str, Any] = {"text": self.text, "stopReason": _stop_reason(event.get("stop_reason"))}
+        usage = usage_of(event.get("usage"), event.get("total_cost_usd"))
+        if usage is not None:
+            content["usage"] = usage
+        context = self._context_usage(event.get("modelUsage"))
+        if context is not None:
+            content["contextUsage"] = context
+        return self._terminal(out, Out("terminal.completed", content))
+
+    def _context_usage(self, model_usage: Any) -> dict[str, Any] | None:
+        if not isinstance(model_usage, dict):
+            return None
+        windows = [
+            entry["contextWindow"]
+            for entry in model_usage.values()
+            if isinstance(entry, dict)
+            and isinstance(entry.get("contextWindow"), int)
+            and entry["contextWindow"] > 0
+        ]
+        if not windows:
+            return None
+        window = max(windows)
+        tokens = self._last_turn_tokens
+        percent = round(100.0 * tokens / window, 2) if tokens is not None else None
+        return {"tokens": tokens, "contextWindow": window, "percent": percent}
+
+    _HANDLERS: Final = {
+        "system": _on_system,
+        "assistant": _on_assistant,
+        "user": _on_user,
+        "result": _on_result,
+    }
+
+
+_STOP_REASONS: Final = {
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "tool_use": "toolUse",
+    "stop_sequence": "stop",
+}
+
+
+def _stop_reason(raw: Any) -> str:
+    """The contract's stop reason (pi's words, which editors already know) for Anthropic's."""
+    return _STOP_REASONS.get(raw, raw) if isinstance(raw, str) else "stop"

@@ -1,0 +1,315 @@
+"""Claude Code's stored sessions: where they live, whether a run resumes one, their history.
+
+Layout (measured, 2.1.197): `<config dir>/projects/<cwd, every character that is not a letter or
+digit as "->/<session id>.jsonl`, the config dir being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+Each line is one entry: `user` (the prompt as a string, or `tool_result` blocks), `assistant`
+(one line per content block, the message id repeated), and bookkeeping (`queue-operation`,
+`attachment`, `last-prompt`, `summary`, `custom-title`) the history skips. Sub-agent entries
+(`isSidechain: true`) stay out, as they do in a live run.
+
+The reader is tolerant like pi's: a line it cannot parse is skipped, a file it cannot read is
+left out of the listing, texts are clipped and only the last `MAX_TURNS` turns are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from collections import deque
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+from pydantic import ValidationError
+
+from bridge.agents.claude.mapper import text_of
+from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS: Final = 80
+MAX_LINE_BYTES: Final = 32 * 1024 * 1024
+MAX_TEXT_CHARS: Final = 64 * 1024
+MAX_TURNS: Final = 500
+CLIPPED: Final = "\n[… clipped by pi-bridge]"
+NO_RESULT: Final = "the session holds no result of this tool call"
+_SESSION_ID: Final = re.compile(r"^[A-Za-z0-9-]{1,128}$")
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    """Claude Code's config dir: $CLAUDE_CONFIG_DIR, else ~/.claude."""
+    merged = {**os.environ, **env}
+    return Path(merged.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude").expanduser()
+
+
+def project_folder(cwd: str) -> str:
+    """Claude Code's folder name for the sessions of one working directory."""
+    return re.sub(r"[^A-Za-z0-9]", "-", os.path.normpath(cwd))
+
+
+def find_session_file(session_id: str, env: Mapping[str, str]) -> Path | None:
+    """The file of one session in any project folder; None if there is none."""
+    if not _SESSION_ID.match(session_id):
+        return None
+    projects = config_dir(env) / "projects"
+    if not projects.is_dir():
+        return None
+    for path in projects.glob(f"*/{session_id}.jsonl"):
+        if path.is_file():
+            return path
+    return None
+
+
+def session_exists(session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]) -> bool:
+    """Whether the run resumes a stored session rather than start a new one."""
+    if session_id:
+        return find_session_file(session_id, env) is not None
+    if continue_session:
+        folder = config_dir(env) / "projects" / project_folder(cwd)
+        return folder.is_dir() and any(folder.glob("*.jsonl"))
+    return False
+
+
+def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+    """Where the session a run continues stands now: its file and size (`--continue`: the
+    newest file of the cwd's folder). An id Claude Code could not name a file by: None."""
+    session_id = options.session_id
+    if session_id:
+        if not _SESSION_ID.match(session_id):
+            return None
+        path = find_session_file(session_id, env)
+        return _checkpoint_of(path) if path is not None else SessionCheckpoint(session_id)
+    if options.continue_session:
+        folder = config_dir(env) / "projects" / project_folder(options.cwd)
+        files = []
+        for path in folder.glob("*.jsonl") if folder.is_dir() else []:
+            try:
+                files.append((path.stat().st_mtime, path))
+            except OSError:
+                continue
+        return _checkpoint_of(max(files)[1]) if files else SessionCheckpoint(None)
+    return SessionCheckpoint(None)
+
+
+def _checkpoint_of(path: Path) -> SessionCheckpoint | None:
+    try:
+        return SessionCheckpoint(path.stem, str(path), path.stat().st_size)
+    except OSError:
+        return None
+
+
+def rewind(
+    checkpoint: SessionCheckpoint, announced: str | None, options: RunOptions, env: Mapping[str, str]
+) -> RunOptions:
+    """Cut a session back to `checkpoint` after a failed attempt; the next attempt's options.
+
+    Measured (2.1.197): a failed turn appends its queue operations, the prompt, an assistant
+    "API Error" entry (`isApiErrorMessage`) and bookkeeping lines. `--resume` drops the error
+    entry but keeps the prompt, and joins it to the next prompt in one user message: each failed
+    attempt adds its prompt once more. Cut back to its size before the run, the file resumes as
+    the earlier turns alone. A session the run started is removed, and the next attempt starts
+    it again under its id (`--session-id`, which refuses an id whose file exists).
+    """
+    if checkpoint.path is not None:
+        try:
+            with open(checkpoint.path, "r+b") as handle:
+                if checkpoint.size < os.fstat(handle.fileno()).st_size:
+                    handle.truncate(checkpoint.size)
+        except OSError as exc:
+            log.info("Claude Code session %s not cut back: %s", checkpoint.session_id, exc)
+        return options
+    started = find_session_file(announced, env) if announced else None
+    if started is None:
+        return options
+    try:
+        started.unlink()
+    except OSError as exc:
+        log.info("Claude Code session %s not removed: %s", announced, exc)
+        return options
+    return dataclasses.replace(
+        options, session_id=announced, continue_session=False, resumed=False, new_session=True
+    )
+
+
+def _entries(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as stream:
+        for line in stream:
+            if len(line) > MAX_LINE_BYTES or not line.strip():
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a half-written last line, or garbage
+            if isinstance(entry, dict) and not entry.get("isSidechain"):
+                yield entry
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + CLIPPED
+
+
+def _prompt_of(entry: dict[str, Any]) -> str | None:
+    """The prompt of a `user` entry; None for one that carries tool results."""
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and not any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+    ):
+        return text_of(content)
+    return None
+
+
+def _iso(timestamp: Any, fallback: str) -> str:
+    return timestamp if isinstance(timestamp, str) and timestamp else fallback
+
+
+def summarize(path: Path) -> SessionSummary | None:
+    """One session's listing entry; None if the file holds no conversation."""
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+    first_prompt: str | None = None
+    title: str | None = None
+    created: str | None = None
+    cwd = ""
+    count = 0
+    for entry in _entries(path):
+        kind = entry.get("type")
+        if kind in ("summary", "custom-title"):
+            named = entry.get("summary") or entry.get("customTitle")
+            title = named if isinstance(named, str) and named else title
+        if kind not in ("user", "assistant"):
+            continue
+        count += 1
+        created = created or _iso(entry.get("timestamp"), mtime)
+        cwd = cwd or str(entry.get("cwd") or "")
+        if kind == "user" and first_prompt is None:
+            first_prompt = _prompt_of(entry)
+    if count == 0:
+        return None
+    name = title or " ".join((first_prompt or "").split()) or path.stem
+    return SessionSummary(
+        session_id=path.stem,
+        cwd=cwd,
+        title=name[:TITLE_CHARS],
+        created_at=created or mtime,
+        updated_at=mtime,
+        message_count=count,
+    )
+
+
+def list_sessions(cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+    """The sessions of `cwd`, newest first."""
+    folder = config_dir(env) / "projects" / project_folder(cwd)
+    if not folder.is_dir():
+        return []
+    files: list[tuple[float, Path]] = []
+    for path in folder.glob("*.jsonl"):
+        try:
+            files.append((path.stat().st_mtime, path))
+        except OSError:
+            continue
+    summaries: list[SessionSummary] = []
+    for _, path in sorted(files, reverse=True):
+        try:
+            summary = summarize(path)
+        except (OSError, ValidationError) as exc:
+            log.info("skipped Claude Code session file %s: %s", path.name, exc)
+            continue
+        if summary is not None:
+            summaries.append(summary)
+        if len(summaries) >= limit:
+            break
+    return summaries
+
+
+def read_history(path: Path) -> SessionHistory:
+    """One session's turns, as a live run would have streamed them."""
+    turns: deque[dict[str, Any]] = deque(maxlen=MAX_TURNS)
+    total = 0
+    cwd = ""
+    title: str | None = None
+    first_prompt: str | None = None
+    open_calls: dict[str, tuple[dict[str, Any], str]] = {}  # tool_use id -> (its turn, tool name)
+    for entry in _entries(path):
+        kind = entry.get("type")
+        if kind in ("summary", "custom-title"):
+            named = entry.get("summary") or entry.get("customTitle")
+            title = named if isinstance(named, str) and named else title
+            continue
+        message = entry.get("message")
+        if kind not in ("user", "assistant") or not isinstance(message, dict):
+            continue
+        cwd = cwd or str(entry.get("cwd") or "")
+        if kind == "user":
+            prompt = _prompt_of(entry)
+            if prompt is not None:
+                first_prompt = first_prompt if first_prompt is not None else prompt
+                total += 1
+                turns.append({"prompt": _clip(prompt), "messages": []})
+                continue
+            for block in message.get("content") or []:
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                found = open_calls.pop(str(block.get("tool_use_id")), None)
+                if found is None:
+                    continue
+                turn, name = found
+                output = _clip(text_of(block.get("content")))
+                call_id = str(block.get("tool_use_id"))
+                if block.get("is_error") is True:
+                    content = {"toolCallId": call_id, "name": name, "error": output}
+                    turn["messages"].append({"type": "tool.failed", "content": content})
+                else:
+                    content = {"toolCallId": call_id, "name": name, "output": output}
+                    turn["messages"].append({"type": "tool.completed", "content": content})
+            continue
+        if not turns:
+            continue
+        turn = turns[-1]
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            block_type = block.get("type")
+            if block_type == "text" and isinstance(block.get("text"), str) and block["text"]:
+                turn["messages"].append({"type": "assistant", "content": {"text": _clip(block["text"])}})
+            elif block_type == "thinking" and isinstance(block.get("thinking"), str) and block["thinking"]:
+                turn["messages"].append(
+                    {"type": "assistant.thought", "content": {"text": _clip(block["thinking"])}}
+                )
+            elif block_type == "tool_use" and isinstance(block.get("id"), str):
+                name = str(block.get("name", ""))
+                arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+                call = {"toolCallId": block["id"], "name": name, "arguments": arguments}
+                turn["messages"].append({"type": "tool.call", "content": call})
+                open_calls[block["id"]] = (turn, name)
+    for call_id, (turn, name) in open_calls.items():
+        content = {"toolCallId": call_id, "name": name, "error": NO_RESULT}
+        turn["messages"].append({"type": "tool.failed", "content": content})
+    name = title or " ".join((first_prompt or "").split()) or path.stem
+    return SessionHistory.model_validate(
+        {
+            "sessionId": path.stem,
+            "cwd": cwd,
+            "title": name[:TITLE_CHARS],
+            "turns": list(turns),
+            **({"omittedTurns": total - len(turns)} if total > len(turns) else {}),
+        }
+    )
+
+
+def read_session(session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+    """One session's history, or `found: false`."""
+    path = find_session_file(session_id, env)
+    if path is None:
+        return SessionNotFound(session_id=session_id)
+    try:
+        return read_history(path)
+    except (OSError, ValidationError) as exc:
+        log.info("could not read Claude Code session %s: %s", session_id, exc)
+        return SessionNotFound(session_id=session_id)

@@ -1,0 +1,121 @@
+"""Everything pi-specific: flags (command), events (mapper), errors, session files and their layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from bridge.agents.pi import session_reader
+from bridge.agents.pi.command import launch_spec
+from bridge.agents.pi.file_changes import PiFileChangeWatch
+from bridge.agents.pi.mapper import PiEventMapper
+from bridge.agents.pi.rpc import trim_session_file
+from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
+from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+
+# Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
+FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
+
+
+class PiAgent:
+    """The `AgentAdapter` for the pi coding agent."""
+
+    name = "pi"
+    # SIGTERM, not SIGINT: on SIGINT pi dies at once and its bash tool's children (spawned
+    # detached, in their own session) survive; on SIGTERM pi's own handler kills them first
+    # (pi-facts.md, "Signals and the process tree").
+    interrupt_signal = signal.SIGTERM
+    default_command: tuple[str, ...] = ("pi",)
+    supports_rpc = True
+
+    def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+        """pi's command line, environment and stdin for one attempt."""
+        return launch_spec(command, options)
+
+    def new_mapper(self, options: RunOptions) -> PiEventMapper:
+        """A fresh pi event mapper for one attempt."""
+        return PiEventMapper(options)
+
+    def session_exists(
+        self, session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether the run resumes an existing pi session (its file existed before the run)."""
+        return session_exists(session_id, continue_session, cwd, env)
+
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """The full id of the pi session named by an id, a unique prefix of one, or its file."""
+        return resolve_session_id(session_id, env)
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """The file of the session the run continues and its size, before the first attempt."""
+        return session_reader.checkpoint(options, env)
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """Cut the session file back to the checkpoint (pi appends, so no earlier turn is touched).
+
+        A session the run started keeps its header line only, and the next attempt resumes it:
+        `--session` of an id pi has no file for fails ("No session found matching").
+        """
+        if checkpoint.path is not None:
+            trim_session_file(checkpoint.path, checkpoint.size)
+            return options
+        started = session_reader.find_session_file(announced, env) if announced else None
+        if started is None:
+            return options  # nothing stored: the next attempt starts a session of its own
+        trim_session_file(str(started), None)
+        return dataclasses.replace(options, session_id=announced, continue_session=False, resumed=False)
+
+    def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
+        """A clear error for a pi that could not be started."""
+        return ErrorInfo(
+            kind="spawn",
+            message=f"could not start pi ({' '.join(command)}): {reason}. "
+            "Install it with `npm install -g @earendil-works/pi-coding-agent` or set "
+            "initializationOptions.piCommand, --pi-command or PI_BRIDGE_PI_COMMAND.",
+            retryable=False,
+        )
+
+    def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
+        """Which of pi's edit and write calls change which file, read off pi's events."""
+        return PiFileChangeWatch(cwd)
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """pi's sessions of `cwd`, newest first, read from its session files."""
+        return session_reader.list_sessions(cwd, limit, env)
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """One pi session's history, read from its session file."""
+        return session_reader.read_session(session_id, env)
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """The same launch again, and the same launch resuming the session this run created
+        (an editor's next turn of a conversation). `--continue` is never primed: which session
+        is "latest" may change before the next run."""
+        if options.continue_session:
+            return []
+        again = dataclasses.replace(launch_spec(command, options), stdin=b"")
+        launches = [WarmLaunch(again, options.session_id)]
+        if options.session_id is None and session_created:
+            follow_up = dataclasses.replace(options, session_id=session_created, resumed=True)
+            spec = dataclasses.replace(launch_spec(command, follow_up), stdin=b"")
+            launches.append(WarmLaunch(spec, session_created, FOLLOW_UP_PRIME_DELAY_SECONDS))
+        return launches
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """A pi agent dir in `workdir` whose `provider` is the model at `base_url`."""
+        from bridge.scripted_model.server import write_pi_agent_dir
+
+        write_pi_agent_dir(workdir, base_url, provider=provider)
+        return {AGENT_DIR_ENV: str(workdir)}

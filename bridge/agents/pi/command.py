@@ -1,0 +1,43 @@
+"""Turn run options into pi's command line, environment and stdin: the one place pi flags live."""
+
+from __future__ import annotations
+
+from bridge.agents.seam import LaunchSpec, RunOptions
+
+# The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
+# and "@" as file attachments, and argv has a size limit. With a non-TTY stdin pi reads it to EOF
+# before starting and uses it as the prompt (pi-facts.md, "stdin").
+BASE_FLAGS: tuple[str, ...] = ("--mode", "json")
+
+# PI_OFFLINE=1 turns off pi's start-up network calls (update checks); the model request itself is
+# unaffected. It is an environment variable rather than `--offline` because an unknown flag makes
+# older pi exit 1, while an unknown variable is harmless.
+BASE_ENV: dict[str, str] = {"PI_OFFLINE": "1"}
+
+
+def pi_flags(options: RunOptions) -> list[str]:
+    """pi's flags for the options of one run, in a stable order."""
+    flags = list(BASE_FLAGS)
+    if options.provider:
+        flags += ["--provider", options.provider]
+    if options.model:
+        flags += ["--model", options.model]
+    if options.thinking:
+        flags += ["--thinking", options.thinking]
+    if options.tools is not None:
+        flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
+    if options.session_id:
+        flags += ["--session", options.session_id]
+    elif options.continue_session:
+        flags += ["--continue"]
+    return flags
+
+
+def launch_spec(command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+    """The full launch of one pi attempt: argv, cwd, extra environment and the prompt as stdin."""
+    return LaunchSpec(
+        argv=(*command, *pi_flags(options)),
+        cwd=options.cwd,
+        env=dict(BASE_ENV),
+        stdin=options.prompt.encode("utf-8"),
+    )

@@ -1,0 +1,150 @@
+"""Which of pi's tool calls change which file: pi's `edit` and `write`, read off its event lines.
+
+The earliest event naming the file is `toolcall_end` inside `message_update` (the model finished
+the call's arguments); pi runs the tool only after `message_end` and `tool_execution_start`, so a
+snapshot taken there usually precedes the change. `tool_execution_start` is the fallback (older
+pi, or a line that was lost). `tool_execution_end` of an edit carries pi's own unified patch
+(`details.patch`, over the LF-normalized text) and `details.firstChangedLine`, which let the
+capture reconstruct the text before the edit even when its snapshot came too late.
+Only lines with one of those heads are parsed; every other line costs a prefix check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+
+from bridge.agents.seam import FileChangeAnnounced, FileChangeDone, Hunk
+
+FILE_TOOLS: Final = frozenset({"edit", "write"})
+
+_UPDATE: Final = b'{"type":"message_update"'
+_TOOLCALL_END: Final = b'"type":"toolcall_end"'
+_EXECUTION_START: Final = b'{"type":"tool_execution_start"'
+_EXECUTION_END: Final = b'{"type":"tool_execution_end"'
+# pi 1.6.0 puts `usage` before `assistantMessageEvent`: the event type sits within the first ~300 bytes.
+_HEAD: Final = 1024
+_UNICODE_SPACES: Final = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_NO_NEWLINE: Final = "\\ No newline at end of file"
+
+
+def resolve_tool_path(path: str, cwd: str) -> str:
+    """The absolute path pi's file tools use for `path` (path-utils.js resolveToCwd)."""
+    normalized = _UNICODE_SPACES.sub(" ", path)
+    if normalized.startswith("@"):
+        normalized = normalized[1:]
+    home = os.path.expanduser("~")
+    if normalized == "~":
+        normalized = home
+    elif normalized.startswith("~/"):
+        normalized = os.path.join(home, normalized[2:])
+    return os.path.normpath(os.path.join(cwd, normalized))
+
+
+def parse_unified_patch(patch: str) -> tuple[Hunk, ...] | None:
+    """The hunks of a unified patch as jsdiff writes it; None if it is not one."""
+    hunks: list[Hunk] = []
+    old: list[str] = []
+    new: list[str] = []
+    starts: tuple[int, int] | None = None
+
+    def close() -> None:
+        if starts is not None:
+            hunks.append(Hunk(starts[0], starts[1], tuple(old), tuple(new)))
+
+    last: list[list[str]] = []  # the lists the previous line went to (for "No newline")
+    for line in patch.split("\n"):
+        header = _HUNK_HEADER.match(line)
+        if header is not None:
+            close()
+            starts, old, new, last = (int(header.group(1)), int(header.group(2))), [], [], []
+        elif starts is None:
+            continue  # the "--- path" / "+++ path" header before the first hunk
+        elif line == _NO_NEWLINE:
+            for side in last:
+                side[-1] = side[-1].removesuffix("\n")
+        elif line[:1] in (" ", "-", "+"):
+            text = line[1:] + "\n"
+            last = {" ": [old, new], "-": [old], "+": [new]}[line[0]]
+            for side in last:
+                side.append(text)
+        elif line == "":
+            continue
+        else:
+            return None
+    close()
+    return tuple(hunks) if hunks else None
+
+
+class PiFileChangeWatch:
+    """The `FileChangeWatch` of one pi attempt in `cwd`."""
+
+    # In "toolcall_end", "tool_execution_start" and "tool_execution_end"; in almost no text delta.
+    prefilter = b'"tool'
+
+    def __init__(self, cwd: str) -> None:
+        self._cwd = cwd
+        self._announced: set[str] = set()
+        self._tools: dict[str, str] = {}
+
+    def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
+        """Announcements at toolcall_end / tool_execution_start, reports at tool_execution_end."""
+        if line.startswith(_UPDATE):
+            if line.find(_TOOLCALL_END, 0, _HEAD) < 0:
+                return ()
+            event = _load(line)
+            update = event.get("assistantMessageEvent") if event else None
+            call = update.get("toolCall") if isinstance(update, dict) else None
+            if not isinstance(call, dict):
+                return ()
+            return self._announce(call.get("id"), call.get("name"), call.get("arguments"))
+        if line.startswith(_EXECUTION_START):
+            event = _load(line)
+            if event is None:
+                return ()
+            return self._announce(event.get("toolCallId"), event.get("toolName"), event.get("args"))
+        if line.startswith(_EXECUTION_END):
+            event = _load(line)
+            call_id = event.get("toolCallId") if event else None
+            if not isinstance(call_id, str) or self._tools.pop(call_id, None) is None:
+                return ()
+            result = event.get("result") if event else None
+            details = result.get("details") if isinstance(result, dict) else None
+            return [_done(call_id, details)]
+        return ()
+
+    def _announce(self, call_id: Any, name: Any, arguments: Any) -> Sequence[FileChangeAnnounced]:
+        if not isinstance(call_id, str) or name not in FILE_TOOLS or call_id in self._announced:
+            return ()
+        if not isinstance(arguments, dict) or not isinstance(arguments.get("path"), str):
+            return ()
+        self._announced.add(call_id)
+        self._tools[call_id] = str(name)
+        content = arguments.get("content") if name == "write" else None
+        path = resolve_tool_path(arguments["path"], self._cwd)
+        return [FileChangeAnnounced(call_id, path, content if isinstance(content, str) else None)]
+
+
+def _load(line: bytes) -> dict[str, Any] | None:
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _done(call_id: str, details: Any) -> FileChangeDone:
+    if not isinstance(details, dict):
+        return FileChangeDone(call_id)
+    patch = details.get("patch")
+    first = details.get("firstChangedLine")
+    return FileChangeDone(
+        call_id,
+        parse_unified_patch(patch) if isinstance(patch, str) else None,
+        first if isinstance(first, int) and not isinstance(first, bool) and first >= 1 else None,
+    )

@@ -1,0 +1,476 @@
+"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process.
+
+pi reads JSONL commands on stdin and writes `response` records (carrying the command's `id`)
+and the same events as `--mode json` on stdout, split on LF only (pi-facts.md, "--mode rpc").
+The client matches answers to commands by id with a bounded wait, hands every other line, in
+the batches it was read in, to whoever listens (the attempt streaming now), and notices when
+pi closes its output. It never retries and never interprets events: the attempt's mapper does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import orjson
+
+from bridge.agents.pi.command import BASE_ENV
+from bridge.agents.pi.session_paths import cwd_folder, sessions_root
+from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.contract import PromptImage
+from bridge.process.shutdown import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
+from bridge.process.stdin_pipe import StdinClosed
+
+log = logging.getLogger(__name__)
+# What JavaScript's String.prototype.trim() removes (pi trims its json-mode prompt with it):
+# Python's str.strip() would also take \x1c-\x1f and \x85, which pi keeps.
+JS_WHITESPACE: Final = (
+    " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+READ_CHUNK: Final = 256 * 1024
+# pi answers every command but `abort` and `prompt`'s run at once (measured: < 5 ms; the first
+# command of a fresh pi waits for its start-up, ~0.2-0.5 s). Past this, pi is not answering.
+COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+_RESPONSE_MARK: Final = b'"type":"response"'
+# The client is asked whether it keeps up once per this much of pi's output, not per read: the
+# ask is cheap while it does, but the wait around it (cut short by a command) is not.
+CLIENT_CHECK_BYTES: Final = 64 * 1024
+# While a command waits for its answer, pi is read this far past a client that is behind: the
+# answer comes after what pi prints first (for `abort`, the end of the run it stops), and this
+# bounds what the bridge then holds.
+READ_AHEAD_FOR_ANSWERS: Final = 4 * 1024 * 1024
+
+Lines = Callable[[list[bytes]], None]
+# What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
+RUN_END_LINE: Final = b'{"type":"agent_end"}'
+_TYPE_KEY: Final = b'"type":'
+_KINDS: Final = (
+    (b'"agent_settled"', "settled"),
+    (b'"agent_end"', "run_end"),
+    (b'"message_end"', "message_end"),
+)
+
+
+def event_kind(line: bytes) -> str | None:
+    """The events the rpc engine reads itself: "settled" (pi will not go on by itself), "run_end"
+    (one low-level run ended; steering may follow), "user_message" (a user message taken into the
+    run: the prompt, then steers); None for every other line (they go to the mapper)."""
+    head = line[:48]
+    if _TYPE_KEY not in head.replace(b" ", b""):
+        return None
+    for needle, kind in _KINDS:
+        if needle in head:
+            if kind != "message_end":
+                return kind
+            return "user_message" if _role_of(line) == "user" else None
+    return None
+
+
+def _role_of(line: bytes) -> str | None:
+    if b'"user"' not in line[:96]:  # pi prints the role first: no need to parse an answer
+        return None
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    message = event.get("message") if isinstance(event, dict) else None
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def user_text(line: bytes) -> str | None:
+    """The text of a user message event."""
+    try:
+        content = orjson.loads(line)["message"]["content"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return "".join(
+        part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+class RpcError(Exception):
+    """A command pi refused (success false), did not answer in time, or could not take (closed)."""
+
+    def __init__(self, command: str, reason: str, *, kind: str) -> None:
+        super().__init__(f"pi's `{command}` command {reason}")
+        self.command = command
+        self.kind = kind  # "refused" | "timeout" | "closed"
+
+
+def rpc_launch_spec(
+    command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+) -> LaunchSpec:
+    """The launch of a live pi for a conversation: rpc mode, its tools, cwd and session.
+
+    Provider, model and thinking are set with commands between prompts, so they are not part of
+    what makes two live pis interchangeable; the session to resume is (`--session`).
+    """
+    flags = ["--mode", "rpc"]
+    if options.provider:
+        flags += ["--provider", options.provider]
+    if options.model:
+        flags += ["--model", options.model]
+    if options.thinking:
+        flags += ["--thinking", options.thinking]
+    if options.tools is not None:
+        flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
+    if options.session_id:
+        flags += ["--session", options.session_id]
+    elif new_session_id:
+        flags += ["--session-id", new_session_id]
+    return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
+
+
+def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
+    """The id of the newest session of `cwd` (what `--continue` would open), from the file names."""
+    root, flat = sessions_root({**os.environ, **env})
+    folder = root if flat else root / cwd_folder(cwd)
+    if not folder.is_dir():
+        return None
+    names = sorted(path.name for path in folder.glob("*_*.jsonl"))
+    if not names:
+        return None
+    return names[-1].rsplit(".", 1)[0].split("_", 1)[1]
+
+
+def session_file_size(path: str | None) -> int | None:
+    """The size of a session file now (None when pi has not written it yet)."""
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def trim_session_file(path: str, size: int | None) -> None:
+    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
+
+    pi appends entries, so the bytes before `size` are exactly the conversation before the
+    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
+    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:
+        return
+    with open(fd, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        if size is None:
+            header = handle.readline()
+            size = len(header) if header.endswith(b"\n") else 0
+        if size < os.fstat(fd).st_size:
+            os.ftruncate(fd, size)
+
+
+class PendingCommand:
+    """A command written to pi, and (once it came) pi's answer to it."""
+
+    def __init__(self, name: str, command_id: str) -> None:
+        self.name = name
+        self.command_id = command_id
+        self.answered = anyio.Event()
+        self.response: dict[str, Any] | None = None
+
+
+class PiRpc:
+    """The client side of one `pi --mode rpc` process."""
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.child = child
+        self.stderr = TailBuffer()
+        self.closed = anyio.Event()
+        self.listener: Lines | None = None
+        # Awaited, like the client's backpressure, before each read while a listener is set:
+        # what the listener holds back (messages waiting for a diff's read) bounds what is read.
+        self.backlog: Callable[[], Awaitable[None]] | None = None
+        # While the bridge does not read pi (the client is behind, or the listener holds back),
+        # pi blocks on its pipe: that quiet is the bridge's, not pi's silence.
+        self.holding_back = False
+        self.reading_since = 0.0
+        self.framer = LineFramer(max_line_bytes)
+        self.garbage = 0
+        self.lines_read = 0  # every stdout line, answers included: zero means pi never spoke
+        self._wait_writable = wait_writable
+        # The wait for a client that is behind, while it waits: a command cuts it short.
+        self._client_wait: anyio.CancelScope | None = None
+        self._unchecked = 0  # bytes read since the client was last asked whether it keeps up
+        self._ahead_for_answers = 0  # bytes read past a slow client while commands wait for answers
+        self._next_id = 0
+        self._waiting: dict[str, PendingCommand] = {}
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read pi's stdout and stderr until its stdout closes."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._pump_stderr)
+            task_status.started()
+            try:
+                await self._pump_stdout()
+            finally:
+                self.closed.set()
+                for pending in self._waiting.values():
+                    pending.answered.set()
+                tasks.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ commands
+
+    async def request(
+        self,
+        command: dict[str, Any],
+        timeout: float = COMMAND_TIMEOUT_SECONDS,
+        *,
+        on_sent: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send one command and wait (bounded) for its answer; its `data` ({} if none).
+        `on_sent` is called once the command is written, before its answer is awaited.
+
+        Raises RpcError when pi refuses it, does not answer within `timeout` s, or is gone.
+        """
+        pending = await self.send(command, timeout)
+        if on_sent is not None:
+            on_sent()
+        return await self.answer(pending, timeout)
+
+    async def send(self, command: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS) -> PendingCommand:
+        """Write one command now; its answer is awaited with `answer`. Raises RpcError: closed,
+        or timeout when pi has not read it within `timeout` s (a wedged pi, a big prompt)."""
+        pending = self.send_now(command)
+        try:
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        return pending
+
+    def send_now(self, command: dict[str, Any]) -> PendingCommand:
+        """`send` from a synchronous callback: the line is handed to pi's stdin before this
+        returns (anything the pipe cannot take yet follows as it drains)."""
+        name = str(command.get("type"))
+        if self.closed.is_set():
+            raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
+        self._next_id += 1
+        pending = PendingCommand(name, f"b{self._next_id}")
+        try:
+            self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+        except (StdinClosed, OSError) as exc:
+            raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
+        self._waiting[pending.command_id] = pending
+        if self._client_wait is not None:
+            self._client_wait.cancel()  # its answer must be read, client or not
+        return pending
+
+    async def answer(
+        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
+        name = pending.name
+        try:
+            with anyio.move_on_after(timeout):
+                await pending.answered.wait()
+        finally:
+            self._waiting.pop(pending.command_id, None)
+        if pending.response is None:
+            if self.closed.is_set():
+                raise RpcError(name, "got no answer: pi closed its output", kind="closed")
+            raise RpcError(name, f"got no answer within {timeout:g} s", kind="timeout")
+        response = pending.response
+        if response.get("success") is not True:
+            raise RpcError(name, f"was refused: {response.get('error') or 'no reason given'}", kind="refused")
+        data = response.get("data")
+        return data if isinstance(data, dict) else {}
+
+    def close_stdin(self) -> None:
+        """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
+        self.child.stdin.close()
+
+    async def prepare(self) -> dict[str, Any]:
+        """Configure a freshly started pi (single attempt: no retries of its own) and return its
+        state; the first answer also proves it speaks rpc."""
+        await self.request({"type": "set_auto_retry", "enabled": False})
+        return await self.request({"type": "get_state"})
+
+    async def set_model(self, provider: str, model: str) -> None:
+        """Switch the model for the next prompt (no respawn)."""
+        await self.request({"type": "set_model", "provider": provider, "modelId": model})
+
+    async def set_thinking(self, level: str) -> None:
+        """Set the thinking level for the next prompt."""
+        await self.request({"type": "set_thinking_level", "level": level})
+
+    async def available_models(self) -> list[dict[str, Any]]:
+        """get_available_models: every configured model (provider, id, name, reasoning, ...)."""
+        models = (await self.request({"type": "get_available_models"})).get("models")
+        return [model for model in models if isinstance(model, dict)] if isinstance(models, list) else []
+
+    async def thinking_levels(self) -> list[str]:
+        """get_available_thinking_levels: the levels the current model supports (["off"] if none)."""
+        levels = (await self.request({"type": "get_available_thinking_levels"})).get("levels")
+        return [level for level in levels if isinstance(level, str)] if isinstance(levels, list) else []
+
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
+        """Write a `prompt` now (its run streams as events); its acceptance is awaited with
+        `delivered`. Raises RpcError (closed).
+
+        Trimmed as pi's json mode trims its stdin prompt, so both engines send the model the same text.
+        """
+        command: dict[str, Any] = {"type": "prompt", "message": text.strip(JS_WHITESPACE)}
+        if images:
+            command["images"] = [
+                {"type": "image", "data": image.data, "mimeType": image.mime_type} for image in images
+            ]
+        return self.send_now(command)
+
+    async def delivered(
+        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
+        try:
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        return await self.answer(pending, timeout)
+
+    async def steer(self, text: str) -> None:
+        """Queue a steering message for the running run."""
+        await self.request({"type": "steer", "message": text})
+
+    async def abort(self, timeout: float) -> None:
+        """Abort the run; pi answers once it has settled."""
+        await self.request({"type": "abort"}, timeout)
+
+    def send_abort_now(self) -> PendingCommand:
+        """Write `abort` now (from a synchronous callback too); its answer (pi has settled) is
+        awaited later with `answer`."""
+        return self.send_now({"type": "abort"})
+
+    async def switch_session(self, session_file: str) -> dict[str, Any]:
+        """Load a stored session into this pi (a spare taking a resumed conversation); its state
+        afterwards, as `prepare` returns it. Raises RpcError when pi refuses or an extension
+        cancelled the switch."""
+        data = await self.request({"type": "switch_session", "sessionPath": session_file})
+        if data.get("cancelled") is True:
+            raise RpcError("switch_session", "was cancelled by an extension", kind="refused")
+        return await self.request({"type": "get_state"})
+
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """get_session_stats: tokens, cost, contextUsage."""
+        return await self.request({"type": "get_session_stats"}, timeout)
+
+    # ------------------------------------------------------------------ reading
+
+    async def _pump_stderr(self) -> None:
+        stream = self.child.process.stderr
+        if stream is None:
+            return
+        try:
+            async for chunk in stream:
+                self.stderr.write(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    async def _pump_stdout(self) -> None:
+        stream = self.child.process.stdout
+        if stream is None:
+            return
+        framer = self.framer
+        while True:
+            if self.listener is not None and (
+                self.backlog is not None or self._unchecked >= CLIENT_CHECK_BYTES
+            ):
+                await self._hold_back()
+            try:
+                chunk = await stream.receive(READ_CHUNK)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                break
+            self._unchecked += len(chunk)
+            self._dispatch(framer.feed(chunk))
+        last = framer.finish()
+        if last:
+            self._dispatch([last])
+
+    async def _hold_back(self) -> None:
+        """Wait while the listener holds messages back (a diff's read), and, once enough was read
+        since it was last asked, while the client is behind: pi's output then waits in its pipe
+        and pi blocks on it. While a command waits for its answer, up to READ_AHEAD_FOR_ANSWERS
+        more is read first (the answer comes after what pi prints before it); a command sent
+        during the wait ends it."""
+        self.holding_back = True
+        try:
+            if self._unchecked >= CLIENT_CHECK_BYTES:
+                self._ahead_for_answers = self._ahead_for_answers + self._unchecked if self._waiting else 0
+                self._unchecked = 0
+                for_answer = self._waiting and self._ahead_for_answers < READ_AHEAD_FOR_ANSWERS
+                if self._wait_writable is not None and not for_answer:
+                    with anyio.CancelScope() as scope:
+                        self._client_wait = scope
+                        try:
+                            await self._wait_writable()
+                        finally:
+                            self._client_wait = None
+            backlog = self.backlog
+            if backlog is not None:
+                await backlog()
+        finally:
+            self.holding_back = False
+            self.reading_since = time.monotonic()
+
+    def _dispatch(self, lines: list[bytes]) -> None:
+        self.lines_read += len(lines)
+        events: list[bytes] = []
+        for line in lines:
+            if not line:
+                continue
+            if (_RESPONSE_MARK in line[:64] or line.startswith(b'{"id"')) and self._answer(line):
+                continue
+            events.append(line)
+        if events:
+            listener = self.listener
+            if listener is not None:
+                listener(events)
+            else:
+                self.garbage += sum(1 for line in events if not line.startswith(b"{"))
+
+    def _answer(self, line: bytes) -> bool:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(record, dict) or record.get("type") != "response":
+            return False
+        pending = self._waiting.pop(str(record.get("id")), None)
+        if pending is None:
+            if record.get("success") is not True:
+                log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
+            return True
+        pending.response = record
+        pending.answered.set()
+        return True

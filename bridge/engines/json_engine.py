@@ -1,0 +1,520 @@
+"""One attempt: start the agent once, stream its mapped messages, stop it however the attempt ends.
+
+The provider never retries; retry belongs to the orchestration layer above it (runs.py), whose
+options reach this module without any retry field. Every way an attempt can end produces exactly
+one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
+without a terminal event, cancel, deadline, silence, stdout closed while the process lives on, a
+bug in the bridge's handling of the agent's output: kind `internal`, the process tree stopped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import anyio
+
+from bridge.agents.seam import AgentAdapter, EventMapper, Out, RunOptions
+from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.engines.cancel import CancelToken
+from bridge.engines.diff_capture import DiffCapture
+from bridge.engines.warm_pool import WarmPool
+from bridge.process.shutdown import (
+    MAX_LINE_BYTES,
+    ChildProcess,
+    LineFramer,
+    SpawnError,
+    TailBuffer,
+    forget,
+    shutdown_tree,
+    spawn,
+    sweep_leftovers,
+    wait_exit,
+)
+from bridge.process.stdin_pipe import StdinClosed
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK: Final = 256 * 1024
+# pi exits 0.3-0.5 s after its last event; past this, a process whose stdout closed is stuck.
+EXIT_AFTER_EOF_SECONDS: Final = 3.0
+# After the agent itself exited: how long its stdout may stay open (a helper holding the pipe)
+# before what is left of its tree is stopped.
+DRAIN_AFTER_EXIT_SECONDS: Final = 1.0
+DRAIN_AFTER_STOP_SECONDS: Final = 0.5
+
+Emit = Callable[[list[Out]], None]
+StopReason = Literal["eof", "agent", "cancel", "deadline", "silence", "internal"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLimits:
+    """Bounds of one attempt: absolute deadline (monotonic), silence limit, line bound."""
+
+    deadline: float | None = None
+    deadline_ms: int | None = None
+    silence_seconds: float | None = None
+    max_line_bytes: int = MAX_LINE_BYTES
+
+
+@dataclass(slots=True)
+class AttemptOutcome:
+    """How an attempt ended, read off its terminal message."""
+
+    status: Literal["completed", "failed", "cancelled"]
+    text: str
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: ErrorInfo | None = None
+    shutdown: ShutdownReceipt | None = None
+    session_id: str | None = None
+    pid: int | None = None
+    # The attempt's agent lives on for the conversation (a live pi): it is no process of the run.
+    agent_kept: bool = False
+
+
+def coalesce(outs: list[Out]) -> list[Out]:
+    """Fewer frames, same meaning, for the messages read in one chunk: adjacent assistant deltas
+    become one message, and of a tool's cumulative updates only the last one is kept (each
+    repeats the whole output so far: sending all of them is quadratic in bytes)."""
+    if len(outs) < 2:
+        return outs
+    last_update: dict[str, int] = {}
+    for index, out in enumerate(outs):
+        if out.type == "tool.update":
+            last_update[out.content["toolCallId"]] = index
+    merged: list[Out] = []
+    run: list[str] = []  # texts of the current run of adjacent deltas, joined once (linear)
+    for index, out in enumerate(outs):
+        if out.type == "assistant":
+            run.append(out.content["text"])
+            continue
+        if out.type == "tool.update" and last_update[out.content["toolCallId"]] != index:
+            continue
+        if run:
+            merged.append(Out("assistant", {"text": "".join(run)}))
+            run = []
+        merged.append(out)
+    if run:
+        merged.append(Out("assistant", {"text": "".join(run)}))
+    return merged
+
+
+class _Stop:
+    """First reason to stop wins; the attempt's main body waits on it."""
+
+    def __init__(self) -> None:
+        self.reason: StopReason | None = None
+        self.event = anyio.Event()
+
+    def set(self, reason: StopReason) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.event.set()
+
+
+class Attempt:
+    """One run of the agent process, from spawn to its terminal message."""
+
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        command: tuple[str, ...],
+        options: RunOptions,
+        emit: Emit,
+        cancel: CancelToken,
+        limits: AttemptLimits,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        pool: WarmPool | None = None,
+        on_started: Callable[[int], None] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.command = command
+        self.options = options
+        self.limits = limits
+        self.cancel = cancel
+        self.mapper: EventMapper = adapter.new_mapper(options)
+        self._emit = emit
+        self.diffs = DiffCapture(
+            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
+        )
+        self._wait_writable = wait_writable
+        self._extra_env = dict(extra_env or {})
+        self._pool = pool
+        self._on_started = on_started
+        self._stop = _Stop()
+        self._stderr = TailBuffer()
+        self._framer = LineFramer(limits.max_line_bytes)
+        self._last_output = time.monotonic()
+        # While the bridge waits for the client to take its output (or for a diff's read that
+        # holds messages back) it reads nothing, so the agent blocks on its pipe: that quiet is
+        # the bridge's, never the agent's silence.
+        self._holding_back = False
+        self._stdout_done = anyio.Event()
+        # A bug met while handling the agent's output: the attempt fails with it.
+        self._fault: ErrorInfo | None = None
+        self.child: ChildProcess | None = None
+        self.shutdown: ShutdownReceipt | None = None
+
+    def _send(self, outs: list[Out]) -> None:
+        self.diffs.send(outs)
+
+    def _emit_coalesced(self, outs: list[Out]) -> None:
+        self._emit(coalesce(outs))
+
+    def _fail_inside(self, exc: Exception) -> None:
+        """A bug in handling the agent's output: the attempt fails with it (once) and stops."""
+        if self._fault is None:
+            log.error("an attempt of %s failed inside the bridge", self.adapter.name, exc_info=exc)
+            self._fault = ErrorInfo(
+                kind="internal",
+                message=f"the bridge failed on {self.adapter.name}'s output: {type(exc).__name__}: "
+                f"{str(exc)[:200]}",
+                retryable=False,
+            )
+        self._stop.set("internal")
+
+    async def run(self) -> AttemptOutcome:
+        """Run the attempt to its end; never raises for anything the agent does."""
+        if self.cancel.cancelled:
+            return self._finish_cancelled_before_start()
+        if self.options.images:
+            # One process per prompt takes its prompt as text: the images would be lost unseen.
+            error = ErrorInfo(
+                kind="usage",
+                message=f"{self.adapter.name} takes images only in a live conversation (rpc mode); "
+                "this run would start one process per prompt, which cannot pass them",
+                retryable=False,
+            )
+            self._send(self.mapper.finish_failed(error))
+            return self._outcome()
+        spec = self.adapter.launch_spec(self.command, self.options)
+        if self._pool is not None:
+            self._pool.yield_to_run()
+            self.child = self._pool.take(spec, self._extra_env)
+            self._pool.forget_session(self.options.session_id)
+        if self.child is None:
+            try:
+                self.child = await spawn(spec.argv, spec.cwd, {**self._extra_env, **spec.env})
+            except (SpawnError, ValueError) as exc:  # ValueError: a NUL byte in argv, cwd or env
+                self._send(self.mapper.finish_failed(self.adapter.spawn_failure(self.command, str(exc))))
+                return self._outcome()
+        child = self.child
+        if self._on_started is not None:
+            self._on_started(child.pid)
+        if self.cancel.cancelled:
+            return await self._finish_cancelled_at_start(child)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._feed_stdin, child, spec.stdin)
+                tasks.start_soon(self._pump_stderr, child)
+                tasks.start_soon(self._pump_stdout, child)
+                tasks.start_soon(self._watch_cancel)
+                tasks.start_soon(self._watchdog)
+                tasks.start_soon(self._watch_exit, child)
+                await self._stop.event.wait()
+                with anyio.CancelScope(shield=True):
+                    await self._conclude(child)
+                tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if child.returncode is None:
+                    self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(
+                    self.mapper.finish_failed(
+                        ErrorInfo(kind="internal", message="the attempt ended unexpectedly", retryable=True)
+                    )
+                )
+                forget(child)
+                await self.diffs.drained()  # the attempt ends once its messages are out
+                self.diffs.close()
+        return self._outcome()
+
+    # ------------------------------------------------------------------ concluding
+
+    async def _conclude(self, child: ChildProcess) -> None:
+        """Stop what must be stopped for the reason the attempt ended; send its terminal message."""
+        reason = self._stop.reason
+        if reason == "eof":
+            exited = await self._exit_unless_cancelled(child, EXIT_AFTER_EOF_SECONDS)
+            if exited is None:
+                self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(self.mapper.finish_cancelled(self.shutdown))
+                return
+            if not exited:
+                self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+                self._send(
+                    self.mapper.finish_failed(
+                        ErrorInfo(
+                            kind="stalled",
+                            message="pi closed its output but kept running; it was stopped",
+                            retryable=True,
+                            stderr=self._stderr.text() or None,
+                        )
+                    )
+                )
+                return
+            await sweep_leftovers(child)
+            self._finish_exited(child)
+            return
+        # Every other reason stops the process tree first, then delivers what it had written.
+        self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+        await self._drain_stdout()
+        if reason == "cancel":
+            self._send(self.mapper.finish_cancelled(self.shutdown))
+        elif reason == "internal":
+            assert self._fault is not None
+            self._send(self.mapper.finish_failed(self._fault))
+        elif reason == "deadline":
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="timeout",
+                        message=f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped",
+                        retryable=False,
+                    )
+                )
+            )
+        elif reason == "silence":
+            silence = self.limits.silence_seconds or 0
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message=f"pi printed nothing for {silence:g} s and was stopped",
+                        retryable=True,
+                        stderr=self._stderr.text() or None,
+                    )
+                )
+            )
+        else:  # "agent": the mapper already sent the terminal (e.g. pi started its own retry)
+            self._finish_exited(child)
+
+    async def _exit_unless_cancelled(self, child: ChildProcess, timeout: float) -> bool | None:
+        """Wait for the agent to exit: True if it did, False on timeout, None if cancelled first."""
+        ended: list[bool | None] = []
+        async with anyio.create_task_group() as tasks:
+
+            async def exit_of_agent() -> None:
+                ended.append(await wait_exit(child, timeout))
+                tasks.cancel_scope.cancel()
+
+            async def cancel_of_run() -> None:
+                await self.cancel.wait()
+                ended.append(None)
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(exit_of_agent)
+            tasks.start_soon(cancel_of_run)
+        return ended[0]
+
+    async def _finish_cancelled_at_start(self, child: ChildProcess) -> AttemptOutcome:
+        """The cancel came while the agent was starting: stop it before it ever gets the prompt."""
+        try:
+            self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
+        finally:
+            forget(child)
+        self._send(self.mapper.finish_cancelled(self.shutdown))
+        return self._outcome()
+
+    def _finish_exited(self, child: ChildProcess) -> None:
+        code = child.returncode
+        signal_name: str | None = None
+        if code is not None and code < 0:
+            try:
+                signal_name = signal.Signals(-code).name
+            except ValueError:
+                signal_name = f"signal {-code}"
+            code = None
+        self._send(self.mapper.finish_exited(code, signal_name, self._stderr.text()))
+
+    def _finish_cancelled_before_start(self) -> AttemptOutcome:
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+        self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    async def _drain_stdout(self) -> None:
+        """After a stop: deliver what the agent had already written before it died."""
+        with anyio.move_on_after(DRAIN_AFTER_STOP_SECONDS):
+            await self._stdout_done.wait()
+
+    # ------------------------------------------------------------------ tasks
+
+    async def _feed_stdin(self, child: ChildProcess, data: bytes) -> None:
+        stdin = child.stdin
+        try:
+            if data:
+                stdin.write_now(data)
+                await stdin.drain()
+        except (StdinClosed, OSError) as exc:
+            log.info("pi did not take its whole stdin: %s", exc)
+        finally:
+            stdin.close()  # EOF once the prompt is out: pi's json mode reads it to the end
+
+    async def _pump_stderr(self, child: ChildProcess) -> None:
+        stream = child.process.stderr
+        if stream is None:
+            return
+        try:
+            async for chunk in stream:
+                self._stderr.write(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    async def _pump_stdout(self, child: ChildProcess) -> None:
+        stream = child.process.stdout
+        if stream is None:
+            self._stop.set("eof")
+            return
+        framer = self._framer
+        try:
+            while True:
+                if self._wait_writable is not None or self.diffs.holding:
+                    await self._hold_back()
+                try:
+                    chunk = await stream.receive(READ_CHUNK)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+                self._last_output = time.monotonic()
+                self._take_lines(framer.feed(chunk))
+                if self.mapper.wants_stop:
+                    self._stop.set("agent")
+            last = framer.finish()
+            self._take_lines([last] if last else [])
+        finally:
+            self._stdout_done.set()
+            self._stop.set("eof")
+
+    def _take_lines(self, lines: list[bytes]) -> None:
+        """Map the agent's lines and send the messages; a bug here fails this attempt, and what
+        was mapped before it still goes out. After one, lines are read and dropped."""
+        if self._fault is not None:
+            self._framer.oversized.clear()
+            self._framer.oversized_heads.clear()
+            return
+        mapper = self.mapper
+        outs: list[Out] = []
+        try:
+            for line in lines:
+                if line:
+                    self.diffs.note_line(line)
+                    outs.extend(mapper.feed(line))
+            self._flush_oversized()
+        except Exception as exc:
+            self._fail_inside(exc)
+        try:
+            self._send(outs)
+        except Exception as exc:
+            self._fail_inside(exc)
+
+    async def _hold_back(self) -> None:
+        """Wait until the client takes more output and no message waits for a diff's read; the
+        silence clock restarts afterwards."""
+        self._holding_back = True
+        try:
+            if self._wait_writable is not None:
+                await self._wait_writable()
+            await self.diffs.drained()
+        finally:
+            self._holding_back = False
+            self._last_output = max(self._last_output, time.monotonic())
+
+    def _flush_oversized(self) -> None:
+        if self._framer.oversized:
+            for description, head in zip(self._framer.oversized, self._framer.oversized_heads, strict=True):
+                self._send(self.mapper.feed_oversized(description, head))
+            self._framer.oversized.clear()
+            self._framer.oversized_heads.clear()
+
+    async def _watch_exit(self, child: ChildProcess) -> None:
+        """The agent's own exit ends the attempt, even while a helper it left keeps stdout open.
+
+        The helper is stopped, so the pipe closes and the reader delivers the rest at the
+        client's pace (a slow editor loses nothing). Only if something outside the run's
+        containment still holds the pipe does the attempt end without that end of stream.
+        """
+        await wait_exit(child, math.inf)
+        with anyio.move_on_after(DRAIN_AFTER_EXIT_SECONDS):
+            await self._stdout_done.wait()
+        if self._stdout_done.is_set():
+            return
+        await sweep_leftovers(child)
+        with anyio.move_on_after(EXIT_AFTER_EOF_SECONDS):
+            await self._stdout_done.wait()
+        self._stop.set("eof")
+
+    async def _watch_cancel(self) -> None:
+        await self.cancel.wait()
+        self._stop.set("cancel")
+
+    async def _watchdog(self) -> None:
+        """Stop the attempt at its deadline, or when the agent stays silent too long."""
+        deadline = self.limits.deadline
+        silence = self.limits.silence_seconds
+        if deadline is None and silence is None:
+            return
+        while True:
+            now = time.monotonic()
+            waits: list[float] = []
+            if deadline is not None:
+                if now >= deadline:
+                    self._stop.set("deadline")
+                    return
+                waits.append(deadline - now)
+            if silence is not None and self._holding_back:
+                waits.append(silence)
+            elif silence is not None:
+                quiet_until = self._last_output + silence
+                if now >= quiet_until:
+                    self._stop.set("silence")
+                    return
+                waits.append(quiet_until - now)
+            await anyio.sleep(min(waits))
+
+    # ------------------------------------------------------------------ outcome
+
+    def _outcome(self) -> AttemptOutcome:
+        return outcome_of(self.mapper, self.shutdown, self.child.pid if self.child else None)
+
+
+def outcome_of(
+    mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None, *, agent_kept: bool = False
+) -> AttemptOutcome:
+    """Read an attempt's outcome off the terminal message its mapper produced."""
+    outcome = _outcome_of(mapper, shutdown, pid)
+    outcome.agent_kept = agent_kept
+    return outcome
+
+
+def _outcome_of(mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None) -> AttemptOutcome:
+    terminal = mapper.last_terminal
+    assert terminal is not None, "every attempt ends with a terminal message"
+    content = terminal.content
+    if terminal.type == "terminal.completed":
+        return AttemptOutcome(
+            "completed",
+            content["text"],
+            stop_reason=content.get("stopReason"),
+            usage=content.get("usage"),
+            session_id=mapper.session_id,
+            pid=pid,
+        )
+    if terminal.type == "terminal.cancelled":
+        return AttemptOutcome(
+            "cancelled", content["text"], shutdown=shutdown, session_id=mapper.session_id, pid=pid
+        )
+    return AttemptOutcome(
+        "failed",
+        content["text"],
+        error=ErrorInfo.model_validate(content["error"]),
+        shutdown=shutdown,
+        session_id=mapper.session_id,
+        pid=pid,
+    )

@@ -1,0 +1,660 @@
+"""The rpc engine: one attempt is one prompt to the conversation's live agent.
+
+The attempt produces what a json-engine attempt produces (the same mapper reads the same event
+lines) and exactly one terminal message, however it ends:
+- the agent settles (`agent_settled`): its terminal, with the conversation's contextUsage and
+  sessionCost from `get_session_stats`; whatever the run's tools left behind is swept;
+- cancel: the agent's own `abort`, up to 2 s for it to settle, else the whole tree, agent
+  included, is killed; either way every other process of the tree is gone before the terminal
+  (`agentKept` says whether the agent serves the next prompt);
+- the agent dies or closes its output: terminal.failed kind `process`, retryable, stderr tail;
+  the next run resumes the conversation from its file;
+- deadline or silence: the tree is killed, as in the json engine; time the bridge spends not
+  reading pi (the client is behind, or a diff's read holds messages back) is not pi's silence;
+- a bug in the bridge's handling of the run's output (mapping, diffing): terminal.failed kind
+  `internal`, after the run is stopped as a cancel stops it (pi kept if it settles); the fault
+  never reaches pi's reader, so the other conversations go on.
+An agent command that does not speak rpc makes the attempt run in the json engine instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
+import orjson
+
+from bridge.agents.pi.rpc import (
+    RUN_END_LINE,
+    PendingCommand,
+    RpcError,
+    event_kind,
+    session_file_size,
+    user_text,
+)
+from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.engines.cancel import CancelToken
+from bridge.engines.conversations import (
+    CheckoutCancelled,
+    Conversations,
+    Lease,
+    LiveAgent,
+    NoRpc,
+    StartFailure,
+)
+from bridge.engines.diff_capture import DiffCapture
+from bridge.engines.json_engine import AttemptLimits, AttemptOutcome, coalesce, outcome_of
+from bridge.process.shutdown import (
+    contained_besides,
+    contained_now,
+    shutdown_tree,
+    stop_descendants,
+    wait_exit,
+)
+
+log = logging.getLogger(__name__)
+
+ABORT_GRACE_SECONDS: Final = 2.0
+EXIT_AFTER_EOF_SECONDS: Final = 3.0
+STATS_TIMEOUT_SECONDS: Final = 2.0
+
+Emit = Callable[[list[Out]], None]
+Reason = Literal["settled", "cancel", "closed", "deadline", "silence", "refused", "internal"]
+T = TypeVar("T")
+
+
+class _NotTaken(Exception):
+    """The agent was gone before it accepted the prompt."""
+
+
+class RpcAttempt:
+    """One prompt of a conversation, from checkout of its live agent to the terminal message."""
+
+    def __init__(
+        self,
+        conversations: Conversations,
+        lease: Lease,
+        adapter: AgentAdapter,
+        command: tuple[str, ...],
+        options: RunOptions,
+        emit: Emit,
+        cancel: CancelToken,
+        limits: AttemptLimits,
+        *,
+        extra_env: Mapping[str, str] | None = None,
+        retrying: bool = False,
+        on_started: Callable[[int], None] | None = None,
+        on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None,
+        fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
+        on_session: Callable[[str], None] | None = None,
+    ) -> None:
+        self.conversations = conversations
+        self.lease = lease
+        self.adapter = adapter
+        self.command = command
+        self.options = options
+        self.limits = limits
+        self.cancel = cancel
+        self.extra_env = dict(extra_env or {})
+        self.retrying = retrying
+        self.mapper = adapter.new_mapper(options)
+        self._emit = emit
+        self.diffs = DiffCapture(
+            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
+        )
+        self._on_started = on_started
+        self._on_steerable = on_steerable
+        self._fallback = fallback
+        self._on_session = on_session
+        self._reason: Reason | None = None
+        self._stop = anyio.Event()
+        self._user_messages = 0
+        self._session_sent = False
+        self._session_line = b""
+        self._last_output = time.monotonic()
+        self.agent: LiveAgent | None = None
+        self.shutdown: ShutdownReceipt | None = None
+        # Set when the cancel came: pi's abort on its way, and the run's processes then.
+        self._abort: PendingCommand | None = None
+        self._before_abort: asyncio.Future[list[int]] | None = None
+        self._listed_at_cancel: list[int] = []
+        # The prompt's fate before its run streams: gone before pi read it, or refused.
+        self._not_taken = False
+        self._lines_seen = False
+        self._prompt_error: RpcError | None = None
+        # A bug met while handling the run's output: the run fails with it.
+        self._fault: ErrorInfo | None = None
+
+    def _send(self, outs: list[Out]) -> None:
+        self.diffs.send(outs)
+
+    def _emit_coalesced(self, outs: list[Out]) -> None:
+        self._emit(coalesce(outs))
+
+    def _fail_inside(self, exc: Exception) -> None:
+        """A bug in handling this run's output: the run fails with it (once), nothing else does."""
+        if self._fault is None:
+            pid = self.agent.pid if self.agent else None
+            log.error("a run of live pi %s failed inside the bridge", pid, exc_info=exc)
+            self._fault = ErrorInfo(
+                kind="internal",
+                message=f"the bridge failed on pi's output: {type(exc).__name__}: {str(exc)[:200]}",
+                retryable=False,
+            )
+        self._set("internal")
+
+    def _set(self, reason: Reason) -> None:
+        if self._reason is None:
+            self._reason = reason
+            self._stop.set()
+
+    async def run(self) -> AttemptOutcome:
+        """Run the attempt to its end; never raises for anything the agent does."""
+        if self.cancel.cancelled:
+            return self._cancelled_before_start()
+        try:
+            return await self._run_on_a_live_agent()
+        finally:
+            self.diffs.close()
+
+    async def _run_on_a_live_agent(self) -> AttemptOutcome:
+        # An agent that died before it took the prompt (killed while idle a moment ago) is
+        # replaced once by one resuming the session: the prompt never reached it.
+        for last_try in (False, True):
+            try:
+                agent = await self._until_cancelled(
+                    self.conversations.checkout(
+                        self.command,
+                        self.options,
+                        self.extra_env,
+                        self.lease,
+                        retrying=self.retrying,
+                        cancel=self.cancel,
+                        on_wait=self._waits_for_live_slot,
+                    )
+                )
+            except CheckoutCancelled:
+                agent = None
+            except NoRpc as exc:
+                self.conversations.note_fallback(self.command, str(exc))
+                if self._fallback is not None:
+                    return await self._fallback()
+                error = ErrorInfo(kind="usage", message=f"pi does not speak rpc: {exc}", retryable=False)
+                return self._failed(error)
+            except StartFailure as exc:
+                return self._failed(exc.error)
+            if agent is None:
+                return self._cancelled_before_start()
+            self.agent = agent
+            if self._on_started is not None:
+                self._on_started(agent.pid)
+            if self._on_session is not None and agent.session_id:
+                self._on_session(agent.session_id)
+            not_taken = False
+            self._reason, self._stop, self._abort = None, anyio.Event(), None
+            self._not_taken = self._lines_seen = False
+            try:
+                return await self._prompt(agent, last_try)
+            except _NotTaken:
+                not_taken = True
+                log.info("live pi %d was gone before it took the prompt; resuming the session", agent.pid)
+                await self.conversations.invalidate(agent, keep_slot_for=self.lease)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    agent.rpc.listener = None
+                    agent.rpc.backlog = None
+                    if self._on_steerable is not None:
+                        self._on_steerable(None)
+                    if self.mapper.last_terminal is None and not not_taken:
+                        self._send(
+                            self.mapper.finish_failed(
+                                ErrorInfo(
+                                    kind="internal", message="the attempt ended unexpectedly", retryable=True
+                                )
+                            )
+                        )
+                    await self.diffs.drained()  # the attempt ends once its messages are out
+        raise AssertionError("unreachable")
+
+    async def _until_cancelled(self, work: Awaitable[T]) -> T:
+        """`work`, unless the run's cancel comes first (then CheckoutCancelled): the steps
+        before the prompt is written stop at once, and the prompt is never sent."""
+        with anyio.CancelScope() as scope:
+            take_back = self.cancel.on_cancel(scope.cancel)
+            if self.cancel.cancelled:
+                scope.cancel()
+            try:
+                return await work
+            finally:
+                take_back()
+        raise CheckoutCancelled
+
+    def _waits_for_live_slot(self) -> None:
+        self._send(
+            [Out("run.queued", {"position": 1, "limit": self.conversations.max_live, "reason": "live"})]
+        )
+
+    async def _prompt(self, agent: LiveAgent, last_try: bool) -> AttemptOutcome:
+        if not self._session_sent:
+            options = dataclasses.replace(self.options, resumed=agent.history)
+            self.mapper = self.adapter.new_mapper(options)
+            self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
+        if agent.session_file:
+            self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
+        agent.rpc.listener = self._on_lines
+        agent.rpc.backlog = self.diffs.drained
+        try:
+            await self._until_cancelled(agent.configure(self.options))
+        except CheckoutCancelled:
+            return self._cancelled_before_prompt()
+        except RpcError as exc:
+            if exc.kind == "closed" and not last_try:
+                raise _NotTaken from exc
+            self._announce_session()
+            return await self._command_failed(agent, exc)
+        try:
+            prompt = agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
+        except RpcError as exc:
+            if not last_try:
+                raise _NotTaken from exc
+            self._announce_session()
+            return await self._command_failed(agent, exc)
+        # From here on pi has the prompt (or will, as the pipe drains): a cancel is its `abort`.
+        # The session message goes out once the prompt is on its way to pi, not before it:
+        # the client's first message costs the prompt nothing.
+        self._announce_session()
+        take_back = self.cancel.on_cancel(lambda: self._cancel_now(agent))
+        if self.cancel.cancelled:
+            self._cancel_now(agent)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._deliver, agent, prompt, last_try)
+                tasks.start_soon(self._watch_closed, agent)
+                tasks.start_soon(self._watchdog, agent)
+                await self._stop.wait()
+                tasks.cancel_scope.cancel()
+            if self._not_taken:
+                raise _NotTaken
+        finally:
+            take_back()
+            if self._on_steerable is not None:
+                self._on_steerable(None)
+            if not self._not_taken:
+                with anyio.CancelScope(shield=True):
+                    await self._conclude(agent)
+        return self._outcome()
+
+    async def _deliver(self, agent: LiveAgent, prompt: PendingCommand, last_try: bool) -> None:
+        """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
+        not read it or one that is gone ends the attempt."""
+        try:
+            await agent.rpc.delivered(prompt)
+        except RpcError as exc:
+            if exc.kind == "closed" and not last_try and not self._lines_seen:
+                self._not_taken = True
+                self._set("closed")
+                return
+            self._prompt_error = exc
+            self._set("refused")
+            return
+        if self._on_steerable is not None and self._reason is None:
+            self._on_steerable(self.steer)
+
+    async def steer(self, text: str) -> str | None:
+        """Hand pi a steering message; None when it took it, else why not."""
+        agent = self.agent
+        if agent is None or self._reason is not None:
+            return "the run is not streaming"
+        try:
+            await agent.rpc.steer(text)
+        except RpcError as exc:
+            return str(exc)
+        return None
+
+    # ------------------------------------------------------------------ the stream
+
+    def _announce_session(self) -> None:
+        """The run's session message, once, ahead of everything the agent then prints."""
+        if not self._session_sent and self._session_line:
+            self._session_sent = True
+            self._send(self.mapper.feed(self._session_line))
+
+    def _on_lines(self, lines: list[bytes]) -> None:
+        """pi's event lines, in the batch they were read in (called by pi's reader: whatever goes
+        wrong here must end this run, never the reader every conversation depends on)."""
+        self._last_output = time.monotonic()
+        self._lines_seen = True
+        try:
+            self._announce_session()
+            if self._fault is not None or (self._reason is not None and self._reason != "cancel"):
+                return
+            self._map_lines(lines)
+        except Exception as exc:
+            self._fail_inside(exc)
+
+    def _map_lines(self, lines: list[bytes]) -> None:
+        outs: list[Out] = []
+        mapper = self.mapper
+        try:
+            for line in lines:
+                kind = event_kind(line)
+                if kind == "settled":
+                    self._set("settled")
+                    continue
+                if kind == "run_end":
+                    # Not the end yet: steering or queued work may follow until pi has settled.
+                    continue
+                if kind == "user_message":
+                    outs.extend(self._on_user_message(line))
+                    continue
+                self.diffs.note_line(line)
+                outs.extend(mapper.feed(line))
+            for description in self._oversized():
+                mapper.note_invalid(description)
+        except Exception as exc:
+            self._fail_inside(exc)  # and what was mapped before it still goes out
+        if self._reason == "cancel":
+            # pi's abort closes the running tool as an error: to the editor it was cancelled.
+            for out in outs:
+                if out.type == "tool.failed":
+                    out.content["cancelled"] = True
+        self._send(outs)
+
+    def _oversized(self) -> list[str]:
+        framer = self.agent.rpc.framer if self.agent else None
+        if framer is None or not framer.oversized:
+            return []
+        found = list(framer.oversized)
+        framer.oversized.clear()
+        framer.oversized_heads.clear()
+        return found
+
+    def _on_user_message(self, line: bytes) -> list[Out]:
+        """The prompt itself, then any steering message pi took into the run."""
+        self._user_messages += 1
+        if self._user_messages == 1:
+            return []
+        text = user_text(line)
+        return [] if text is None else [Out("run.steered", {"text": text})]
+
+    def _cancel_now(self, agent: LiveAgent) -> None:
+        """The cancel's first stage, in the call that set the token (no task to wake first): pi's
+        `abort` is written, and the attempt's end is recorded as a cancel before anything else
+        can settle it (pi's own fast settle, a scan for the receipt)."""
+        if self._reason is not None:
+            return
+        if self._abort is None and agent.alive:
+            try:
+                self._abort = agent.rpc.send_abort_now()
+            except RpcError as exc:
+                log.info("pi's abort could not be sent: %s", exc)
+        # What the run has started, listed for the receipt once the abort is on its way: pi has
+        # yet to read and act on it, and may well have ended them before the attempt concludes.
+        # The quick listing now, in this call; the tree mode's full one (token holders, adopted
+        # orphans) as soon as the loop goes on.
+        self._listed_at_cancel = contained_now(agent.child)
+        self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
+        self._set("cancel")
+
+    async def _watch_closed(self, agent: LiveAgent) -> None:
+        async with anyio.create_task_group() as tasks:
+
+            async def exited() -> None:
+                await agent.child.process.wait()
+                # Let pi's last lines arrive before concluding.
+                with anyio.move_on_after(0.5):
+                    await agent.rpc.closed.wait()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(exited)
+            await agent.rpc.closed.wait()
+            tasks.cancel_scope.cancel()
+        self._set("closed")
+
+    async def _watchdog(self, agent: LiveAgent) -> None:
+        deadline = self.limits.deadline
+        silence = self.limits.silence_seconds
+        if deadline is None and silence is None:
+            return
+        rpc = agent.rpc
+        while True:
+            now = time.monotonic()
+            waits: list[float] = []
+            if deadline is not None:
+                if now >= deadline:
+                    self._set("deadline")
+                    return
+                waits.append(deadline - now)
+            if silence is not None and rpc.holding_back:
+                waits.append(silence)  # the bridge is not reading pi: its quiet is not pi's
+            elif silence is not None:
+                quiet_until = max(self._last_output, rpc.reading_since) + silence
+                if now >= quiet_until:
+                    self._set("silence")
+                    return
+                waits.append(quiet_until - now)
+            await anyio.sleep(min(waits))
+
+    # ------------------------------------------------------------------ concluding
+
+    async def _conclude(self, agent: LiveAgent) -> None:
+        reason = self._reason
+        if reason == "settled":
+            await self.diffs.drained()  # a diff that fails to compute fails the run, not completes it
+            if self._fault is not None:
+                reason = "internal"
+        if reason == "settled":
+            outs = self.mapper.feed(RUN_END_LINE)
+            await self._add_stats(agent, outs)
+            self._send(outs)
+            await self._sweep(agent)
+            return
+        if reason == "cancel":
+            self.shutdown = await self._interrupt(agent)
+            self._send(self.mapper.finish_cancelled(self.shutdown))
+            return
+        if reason == "internal":
+            # pi itself is fine: its run is stopped as a cancel stops it, and it stays if it settles.
+            self.shutdown = await self._interrupt(agent)
+            assert self._fault is not None
+            self._send(self.mapper.finish_failed(self._fault))
+            return
+        if reason == "closed":
+            await self._died(agent)
+            return
+        if reason == "refused":
+            assert self._prompt_error is not None
+            await self._prompt_failed(agent, self._prompt_error)
+            return
+        receipt = await self._kill(agent)
+        self.shutdown = receipt
+        if reason == "deadline":
+            message = f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped"
+            self._send(self.mapper.finish_failed(ErrorInfo(kind="timeout", message=message, retryable=False)))
+        else:
+            silence = self.limits.silence_seconds or 0
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message=f"pi printed nothing for {silence:g} s and was stopped",
+                        retryable=True,
+                        stderr=agent.rpc.stderr.text() or None,
+                    )
+                )
+            )
+
+    async def _add_stats(self, agent: LiveAgent, outs: list[Out]) -> None:
+        terminal = next((out for out in outs if out.type == "terminal.completed"), None)
+        if terminal is None:
+            return
+        try:
+            stats = await agent.rpc.stats(STATS_TIMEOUT_SECONDS)
+        except RpcError as exc:
+            log.info("no session stats: %s", exc)
+            return
+        usage = stats.get("contextUsage")
+        if isinstance(usage, dict) and isinstance(usage.get("contextWindow"), int):
+            terminal.content["contextUsage"] = {
+                "tokens": _number(usage.get("tokens"), int),
+                "contextWindow": usage["contextWindow"],
+                "percent": _number(usage.get("percent"), float),
+            }
+        cost = _number(stats.get("cost"), float)
+        if cost is not None:
+            terminal.content["sessionCost"] = cost
+
+    async def _sweep(self, agent: LiveAgent) -> None:
+        """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
+        receipt = await stop_descendants(agent.child)
+        if receipt.pids:
+            log.warning(
+                "the run left %d processes under pi %d; killed %s", len(receipt.pids), agent.pid, receipt.pids
+            )
+
+    async def _interrupt(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stop the run: pi's abort, then whatever the run started; pi is kept if it settled."""
+        started = time.monotonic()
+        kept = False
+        # The run's processes under pi now (its children: cheap to find), so the receipt lists
+        # what the run had started even when pi's abort stops it before the sweep looks. A
+        # kept pi is not among them: it is the conversation's, and alive on purpose.
+        before: set[int] = set(self._listed_at_cancel)
+        if self._before_abort is not None:
+            try:
+                before = set(await self._before_abort)
+            except Exception:  # a failed scan loses pids for the receipt, never the cancel
+                log.exception("the run's processes could not be listed for the receipt")
+        if agent.alive:
+            try:
+                if self._abort is not None:
+                    await agent.rpc.answer(self._abort, ABORT_GRACE_SECONDS)
+                else:
+                    await agent.rpc.abort(ABORT_GRACE_SECONDS)
+                kept = agent.alive
+            except RpcError as exc:
+                log.info("pi did not settle after abort: %s", exc)
+        if kept:
+            receipt = await stop_descendants(agent.child)
+            if receipt.survivors:
+                kept = False
+        if kept:
+            receipt = receipt.model_copy(
+                update={
+                    "stage": "interrupted",
+                    "agent_kept": True,
+                    "pids": sorted(before | set(receipt.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        else:
+            killed = await self._kill(agent)
+            receipt = killed.model_copy(
+                update={
+                    "stage": "killed",
+                    "pids": sorted(before | set(killed.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        return receipt
+
+    async def _kill(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stage 3: the whole tree, agent included; the conversation resumes from its file."""
+        receipt = await shutdown_tree(agent.child, signal.SIGKILL, grace=0.0)
+        await self.conversations.invalidate(agent)
+        return receipt
+
+    async def _died(self, agent: LiveAgent) -> None:
+        exited = await wait_exit(agent.child, EXIT_AFTER_EOF_SECONDS)
+        stderr = agent.rpc.stderr.text()
+        if not exited:
+            self.shutdown = await self._kill(agent)
+            self._send(
+                self.mapper.finish_failed(
+                    ErrorInfo(
+                        kind="stalled",
+                        message="pi closed its output but kept running; it was stopped",
+                        retryable=True,
+                        stderr=stderr or None,
+                    )
+                )
+            )
+            return
+        await self.conversations.invalidate(agent)
+        code = agent.child.returncode
+        signal_name: str | None = None
+        if code is not None and code < 0:
+            try:
+                signal_name = signal.Signals(-code).name
+            except ValueError:
+                signal_name = f"signal {-code}"
+            code = None
+        outs = self.mapper.finish_exited(code, signal_name, stderr)
+        self._send(outs)
+
+    async def _command_failed(self, agent: LiveAgent, exc: RpcError) -> AttemptOutcome:
+        """A command before the prompt's run (configure, the prompt itself) failed."""
+        if exc.kind == "closed":
+            self._reason = "closed"
+        await self._prompt_failed(agent, exc)
+        return self._outcome()
+
+    async def _prompt_failed(self, agent: LiveAgent, exc: RpcError) -> None:
+        if exc.kind == "closed":
+            await self._died(agent)
+            return
+        if exc.kind == "timeout":
+            self.shutdown = await self._kill(agent)
+            error = ErrorInfo(
+                kind="stalled",
+                message=f"{exc}; pi was stopped",
+                retryable=True,
+                stderr=agent.rpc.stderr.text() or None,
+            )
+        else:
+            model_refused = exc.command == "set_model"
+            error = ErrorInfo(
+                kind="model_not_found" if model_refused else "busy",
+                message=str(exc),
+                retryable=not model_refused,
+            )
+        self._send(self.mapper.finish_failed(error))
+
+    # ------------------------------------------------------------------ outcome
+
+    def _failed(self, error: ErrorInfo) -> AttemptOutcome:
+        self._send(self.mapper.finish_failed(error))
+        return self._outcome()
+
+    def _cancelled_before_start(self) -> AttemptOutcome:
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+        self.shutdown = receipt
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    def _cancelled_before_prompt(self) -> AttemptOutcome:
+        """Cancelled while its live agent was being configured: the prompt was never sent, and
+        the agent stays for the conversation."""
+        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[], agent_kept=True)
+        self.shutdown = receipt
+        self._announce_session()
+        self._send(self.mapper.finish_cancelled(receipt))
+        return self._outcome()
+
+    def _outcome(self) -> AttemptOutcome:
+        agent = self.agent
+        kept = agent is not None and agent.stopped is None and agent.alive
+        return outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)

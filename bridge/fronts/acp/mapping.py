@@ -1,0 +1,366 @@
+"""ACP v1 mapping: the bridge's pi/message stream, history and options as ACP schema models.
+
+Pure functions and one small state machine per prompt; nothing here does I/O. The models are the
+official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates, but for one:
+a live text chunk (`text_chunk`), which a long answer sends thousands of, is built as the dict the
+SDK's model serializes to (a tenth of the cost); tests/unit/test_acp_mapping.py checks the two agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal
+
+from acp import schema
+from pydantic import ValidationError
+
+from bridge.contract import MAX_IMAGES, PromptImage, SessionHistory
+from bridge.engines.conversations import OpenedConversation
+
+Update = (
+    schema.UserMessageChunk
+    | schema.AgentMessageChunk
+    | schema.AgentThoughtChunk
+    | schema.ToolCallStart
+    | schema.ToolCallProgress
+    | schema.UsageUpdate
+)
+# An update already in its wire form (camelCase keys, no nulls), sent as is.
+WireUpdate = dict[str, Any]
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+MODEL_OPTION: Final = "model"
+THOUGHT_OPTION: Final = "thought_level"
+_KINDS: Final[dict[str, ToolKind]] = {
+    "read": "read",
+    "edit": "edit",
+    "write": "edit",
+    "bash": "execute",
+    "grep": "search",
+    "find": "search",
+    "ls": "search",
+}
+# pi's stopReason of a finished turn -> ACP's; anything else is a normal end of turn.
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "length": "max_tokens",
+    "refusal": "refusal",
+    "content_filter": "refusal",
+    "sensitive": "refusal",
+}
+
+
+def text_block(text: str) -> schema.TextContentBlock:
+    """A text content block."""
+    return schema.TextContentBlock(type="text", text=text)
+
+
+def text_chunk(kind: Literal["agent_message_chunk", "agent_thought_chunk"], text: str) -> WireUpdate:
+    """A live answer or thought chunk, as `schema.AgentMessageChunk` / `AgentThoughtChunk` with a
+    text block serialize."""
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def stop_reason_of(pi_stop_reason: str | None) -> StopReason:
+    """ACP's stopReason for pi's stopReason of a completed run."""
+    return _STOP_REASONS.get(pi_stop_reason or "stop", "end_turn")
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def prompt_text(blocks: Sequence[Any]) -> str:
+    """pi's prompt from ACP content blocks: text as is, embedded files quoted with their path,
+    links to files named (pi reads them itself with its tools)."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, schema.TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, schema.EmbeddedResourceContentBlock):
+            resource = block.resource
+            path = _path_of(resource.uri)
+            if isinstance(resource, schema.TextResourceContents):
+                fence = "````" if "```" in resource.text else "```"
+                parts.append(f"{path}:\n{fence}\n{resource.text}\n{fence}")
+            else:
+                parts.append(f"[binary file {path} ({resource.mime_type or 'unknown type'}), not included]")
+        elif isinstance(block, schema.ResourceContentBlock):
+            parts.append(f"[file: {_path_of(block.uri)}]")
+    return "\n\n".join(part for part in parts if part)
+
+
+def prompt_images(blocks: Sequence[Any]) -> list[PromptImage]:
+    """The image blocks of an ACP prompt as the images of pi's prompt. Raises ValueError naming
+    the block that is not one (a type pi cannot take, data that is not base64, a link only)."""
+    images: list[PromptImage] = []
+    for index, block in enumerate(blocks):
+        if not isinstance(block, schema.ImageContentBlock):
+            continue
+        if not block.data:
+            raise ValueError(f"prompt[{index}]: an image must carry its data (a uri alone is not read)")
+        try:
+            images.append(PromptImage(mime_type=block.mime_type, data=block.data))  # type: ignore[arg-type]
+        except ValidationError as exc:
+            reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"prompt[{index}]: {reasons}") from None
+    if len(images) > MAX_IMAGES:
+        raise ValueError(f"prompt: {len(images)} images, at most {MAX_IMAGES} go with one prompt")
+    return images
+
+
+def _path_of(uri: str) -> str:
+    if uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def tool_kind(name: str) -> ToolKind:
+    """ACP's tool kind of a pi tool."""
+    return _KINDS.get(name, "other")
+
+
+def tool_title(name: str, arguments: dict[str, Any]) -> str:
+    """What the tool works on: bash's command, a file tool's path, a search's pattern."""
+    if name == "bash" and isinstance(arguments.get("command"), str):
+        return str(arguments["command"])
+    pattern = arguments.get("pattern")
+    path = arguments.get("path")
+    if isinstance(pattern, str):
+        return f"{pattern} in {path}" if isinstance(path, str) else pattern
+    if isinstance(path, str):
+        return path
+    return name
+
+
+def tool_locations(name: str, arguments: dict[str, Any], cwd: str) -> list[schema.ToolCallLocation]:
+    """The file a tool reads or changes, absolute, with the line where known."""
+    path = arguments.get("path")
+    if name not in ("read", "edit", "write") or not isinstance(path, str) or not path:
+        return []
+    offset = arguments.get("offset")
+    line = offset if isinstance(offset, int) and offset >= 1 else None
+    return [schema.ToolCallLocation(path=os.path.join(cwd, path), line=line)]
+
+
+def _output_content(text: str) -> list[schema.ContentToolCallContent]:
+    return [schema.ContentToolCallContent(type="content", content=text_block(text))] if text else []
+
+
+def tool_call_start(call_id: str, name: str, arguments: dict[str, Any], cwd: str) -> schema.ToolCallStart:
+    """The `tool_call` update that opens a tool call."""
+    return schema.ToolCallStart(
+        session_update="tool_call",
+        tool_call_id=call_id,
+        title=tool_title(name, arguments),
+        kind=tool_kind(name),
+        status="pending",
+        locations=tool_locations(name, arguments, cwd) or None,
+        raw_input=arguments,
+    )
+
+
+def tool_finished(
+    call_id: str, *, failed: bool, output: str, diff: dict[str, Any] | None, cwd: str
+) -> schema.ToolCallProgress:
+    """The `tool_call_update` that closes a tool call: its output, and an edit's diff."""
+    content: list[schema.ContentToolCallContent | schema.FileEditToolCallContent] = []
+    locations = None
+    if diff is not None and diff.get("newText") is not None:
+        path = os.path.join(cwd, str(diff["path"]))
+        content.append(
+            schema.FileEditToolCallContent(
+                type="diff", path=path, old_text=diff.get("oldText"), new_text=str(diff["newText"])
+            )
+        )
+        line = diff.get("line")
+        locations = [schema.ToolCallLocation(path=path, line=line if isinstance(line, int) else None)]
+    content.extend(_output_content(output))
+    return schema.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="failed" if failed else "completed",
+        content=content or None,
+        locations=locations,
+        raw_output={"output": output},
+    )
+
+
+# --------------------------------------------------------------------------- live prompts
+
+
+class PromptMapper:
+    """Turns one run's pi/message payloads into ACP session updates (in order)."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self.text = ""
+        self.terminal: dict[str, Any] | None = None
+        self._in_progress: set[str] = set()
+
+    def feed(self, payload: dict[str, Any]) -> list[Update | WireUpdate]:
+        """The updates for one pi/message (none for lifecycle messages ACP has no place for)."""
+        kind = payload.get("type")
+        content = payload.get("content") or {}
+        if kind == "assistant":
+            self.text += content["text"]
+            return [text_chunk("agent_message_chunk", content["text"])]
+        if kind == "assistant.thought":
+            return [text_chunk("agent_thought_chunk", content["text"])]
+        if kind == "tool.call":
+            return [tool_call_start(content["toolCallId"], content["name"], content["arguments"], self.cwd)]
+        if kind == "tool.update":
+            self._in_progress.add(content["toolCallId"])
+            return [
+                schema.ToolCallProgress(
+                    session_update="tool_call_update",
+                    tool_call_id=content["toolCallId"],
+                    status="in_progress",
+                    content=_output_content(content["output"]) or None,
+                )
+            ]
+        if kind in ("tool.completed", "tool.failed"):
+            failed = kind == "tool.failed"
+            output = content.get("error" if failed else "output") or ""
+            return [
+                tool_finished(
+                    content["toolCallId"],
+                    failed=failed,
+                    output=output,
+                    diff=content.get("diff"),
+                    cwd=self.cwd,
+                )
+            ]
+        if kind == "run.retrying":
+            attempt, delay, reason = content["attempt"], content["delayMs"], content["reason"]
+            note = f"\n[pi-bridge: attempt {attempt} in {delay} ms, after: {reason}]\n"
+            meta = {"piBridge": {"retrying": content}}
+            return [
+                schema.AgentMessageChunk(
+                    session_update="agent_message_chunk", content=text_block(note), field_meta=meta
+                )
+            ]
+        if kind == "run.steered":
+            return [
+                schema.UserMessageChunk(
+                    session_update="user_message_chunk", content=text_block(content["text"])
+                )
+            ]
+        if kind in ("terminal.completed", "terminal.failed", "terminal.cancelled"):
+            self.terminal = payload
+            usage = usage_update(content) if kind == "terminal.completed" else None
+            return [usage] if usage is not None else []
+        return []
+
+
+def usage_update(terminal: dict[str, Any]) -> schema.UsageUpdate | None:
+    """`usage_update` from a completed run's contextUsage and the session's cost."""
+    context = terminal.get("contextUsage")
+    if not isinstance(context, dict):
+        return None
+    cost = terminal.get("sessionCost")
+    return schema.UsageUpdate(
+        session_update="usage_update",
+        used=int(context.get("tokens") or 0),
+        size=int(context.get("contextWindow") or 0),
+        cost=schema.Cost(amount=float(cost), currency="USD") if isinstance(cost, (int, float)) else None,
+    )
+
+
+def prompt_usage(usage: dict[str, Any] | None) -> schema.Usage | None:
+    """The prompt answer's token usage from pi's."""
+    if not usage:
+        return None
+    return schema.Usage(
+        total_tokens=int(usage.get("totalTokens") or 0),
+        input_tokens=int(usage.get("input") or 0),
+        output_tokens=int(usage.get("output") or 0),
+        cached_read_tokens=usage.get("cacheRead"),
+        cached_write_tokens=usage.get("cacheWrite"),
+    )
+
+
+# --------------------------------------------------------------------------- history
+
+
+def history_updates(history: SessionHistory, cwd: str) -> Iterable[Update]:
+    """A stored session replayed as the updates its prompts streamed (session/load)."""
+    for turn in history.turns:
+        yield schema.UserMessageChunk(session_update="user_message_chunk", content=text_block(turn.prompt))
+        names: dict[str, str] = {}
+        for message in turn.messages:
+            if message.type == "assistant":
+                yield schema.AgentMessageChunk(
+                    session_update="agent_message_chunk", content=text_block(message.content.text)
+                )
+            elif message.type == "assistant.thought":
+                yield schema.AgentThoughtChunk(
+                    session_update="agent_thought_chunk", content=text_block(message.content.text)
+                )
+            elif message.type == "tool.call":
+                call = message.content
+                names[call.tool_call_id] = call.name
+                yield tool_call_start(call.tool_call_id, call.name, call.arguments, cwd)
+            elif message.type == "tool.completed":
+                done = message.content
+                diff = done.diff.model_dump(by_alias=True) if done.diff is not None else None
+                yield tool_finished(done.tool_call_id, failed=False, output=done.output, diff=diff, cwd=cwd)
+            elif message.type == "tool.failed":
+                yield tool_finished(
+                    message.content.tool_call_id,
+                    failed=True,
+                    output=message.content.error,
+                    diff=None,
+                    cwd=cwd,
+                )
+
+
+# --------------------------------------------------------------------------- options
+
+
+def model_value(provider: str | None, model: str | None) -> str:
+    """A model's option value: `provider/model`."""
+    return f"{provider}/{model}" if provider else (model or "")
+
+
+def config_options(
+    opened: OpenedConversation, model: str, thinking: str | None
+) -> list[schema.SessionConfigOptionSelect]:
+    """`configOptions`: the model and the thought level, from pi's models and levels."""
+    models = [
+        schema.SessionConfigSelectOption(value=model_value(m.provider, m.model_id), name=m.name)
+        for m in opened.models
+    ]
+    if model and not any(option.value == model for option in models):
+        models.insert(0, schema.SessionConfigSelectOption(value=model, name=model))
+    options = [
+        schema.SessionConfigOptionSelect(
+            type="select",
+            id=MODEL_OPTION,
+            name="Model",
+            category="model",
+            current_value=model,
+            options=models,
+        )
+    ]
+    levels = list(opened.thinking_levels)
+    if levels:
+        current = thinking if thinking in levels else levels[0]
+        options.append(
+            schema.SessionConfigOptionSelect(
+                type="select",
+                id=THOUGHT_OPTION,
+                name="Thinking",
+                category="thought_level",
+                current_value=current,
+                options=[schema.SessionConfigSelectOption(value=level, name=level) for level in levels],
+            )
+        )
+    return options

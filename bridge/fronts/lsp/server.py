@@ -1,0 +1,243 @@
+"""The pygls server: thin handlers for pi/cancel, pi/runs, pi/sessions, pi/session, pi/steer,
+pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py.
+
+Handlers validate params and call the run registry (runs.py); nothing else lives here. Lifecycle:
+`shutdown` stops every run before it answers; `exit`, end of stdin and SIGTERM/SIGINT/SIGHUP all
+lead to `serve`'s single exit path, which stops every run (three-stage, shielded) first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Generator
+from typing import Any, BinaryIO
+
+import anyio
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from bridge import __version__, contract
+from bridge.agents.seam import AgentAdapter
+from bridge.config import resolve_config
+from bridge.fronts.lsp.converter import dict_converter
+from bridge.fronts.lsp.params import parse_params
+from bridge.fronts.lsp.reader import read_frames
+from bridge.fronts.lsp.run_requests import RunRequests
+from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
+from bridge.process.shutdown import become_subreaper, reap_orphans
+from bridge.runs import history
+from bridge.runs.registry import BridgeConfig, RunRegistry
+
+log = logging.getLogger(__name__)
+
+# Answers the protocol gives on purpose (bad params, a cancelled run): not server errors.
+EXPECTED_ERRORS = (JsonRpcInvalidParams, JsonRpcRequestCancelled)
+
+
+class _ExpectedErrorFilter(logging.Filter):
+    """Keep pygls from logging a traceback for every invalid param and every user cancel."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], EXPECTED_ERRORS))
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_ExpectedErrorFilter())
+
+
+class BridgeProtocol(LanguageServerProtocol):
+    """LSP protocol with the bridge's initialize answer and an exit that goes through cleanup."""
+
+    _server: BridgeServer
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        registry = self._server.registry
+        capabilities = contract.ServerCapabilities(
+            settings=registry.settings(),
+            agents=registry.agents_info(),
+            default_agent=registry.default_agent(),
+        ).model_dump(mode="json", by_alias=True)
+        result.capabilities.experimental = {"piBridge": capabilities}
+        return result
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        # pygls would sys.exit() here, cutting the runs' cleanup short; stop through serve().
+        self._server.request_stop("exit notification")
+        yield from ()
+
+
+class BridgeServer(LanguageServer):
+    """The pi-bridge language server: a pygls server plus the run registry and the writer."""
+
+    def __init__(self, adapter: AgentAdapter, base_config: BridgeConfig, *, strict: bool = False) -> None:
+        super().__init__(
+            contract.SERVER_NAME,
+            __version__,
+            protocol_cls=BridgeProtocol,
+            converter_factory=dict_converter,
+        )
+        self.adapter = adapter
+        self.base_config = base_config
+        self.strict = strict
+        self.writer: QueuedWriter | None = None
+        self.registry = RunRegistry(adapter, base_config, self.send_messages)
+        self.stop_requested: asyncio.Event | None = None
+        self.stop_reason = ""
+        self.default_cwd = os.getcwd()
+        # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
+        self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
+        level = logging.INFO if isinstance(error, EXPECTED_ERRORS) else logging.ERROR
+        log.log(level, "%s: %s", getattr(source, "__name__", source), error)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask `serve` to stop every run and exit."""
+        if self.stop_requested is not None and not self.stop_requested.is_set():
+            self.stop_reason = reason
+            self.stop_requested.set()
+
+    def send_messages(self, payloads: list[dict[str, Any]]) -> None:
+        """Send pi/message notifications, pre-serialized, as one write (the hot path)."""
+        if self.strict:
+            for payload in payloads:
+                contract.pi_message_adapter().validate_python(payload)
+        if self.writer is not None:
+            self.writer.write(b"".join(notification_frame(contract.MESSAGE, payload) for payload in payloads))
+
+
+def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: bool = False) -> BridgeServer:
+    """Build the server and register its handlers."""
+    server = BridgeServer(adapter, base_config, strict=strict)
+
+    @server.feature(types.INITIALIZE)
+    def on_initialize(ls: BridgeServer, params: types.InitializeParams) -> None:
+        config, warnings = resolve_config(ls.base_config, params.initialization_options)
+        for warning in warnings:
+            log.warning("%s", warning)
+            ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=warning))
+        ls.registry.reconfigure(config)
+        folders = params.workspace_folders or []
+        root = folders[0].uri if folders else params.root_uri
+        if root and root.startswith("file://"):
+            from pygls.uris import to_fs_path
+
+            path = to_fs_path(root)
+            if path and os.path.isdir(path):
+                ls.default_cwd = path
+
+    @server.feature(types.INITIALIZED)
+    def on_initialized(ls: BridgeServer, params: Any) -> None:
+        ls.registry.prime_live(ls.default_cwd)
+        ls.registry.spawn_background(ls.registry.prepare_first_prompt)
+
+    @server.feature(types.SHUTDOWN)
+    async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
+        # Every run's answer (-32800 with its data) is written as it ends: before this answer.
+        await ls.registry.stop_all("the client asked the bridge to shut down")
+
+    @server.feature(contract.CANCEL)
+    async def pi_cancel(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CancelParams, raw)
+        result = await ls.registry.cancel(params.run_id)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.STEER)
+    async def pi_steer(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SteerParams, raw)
+        result = await ls.registry.steer(params.run_id, params.message)
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.CLOSE_SESSION)
+    async def pi_close_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CloseSessionParams, raw)
+        closed = await ls.registry.close_session(params.session_id)
+        return contract.CloseSessionResult(session_id=params.session_id, closed=closed).model_dump(
+            mode="json", by_alias=True
+        )
+
+    @server.feature(contract.RUNS)
+    def pi_runs(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        return ls.registry.list().model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.SESSIONS)
+    async def pi_sessions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SessionsParams, raw)
+        if params.cwd is not None and not os.path.isabs(params.cwd):
+            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path")
+        cwd, registry = params.cwd or ls.default_cwd, ls.registry
+        result = await history.list_sessions(
+            registry.history_adapters(), cwd, params.limit, registry.config.env, registry.is_live_session
+        )
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.SESSION)
+    async def pi_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SessionParams, raw)
+        result = await history.read_session(
+            ls.registry.history_adapters(), params.session_id, ls.registry.config.env
+        )
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    return server
+
+
+async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
+    """Serve JSON-RPC on the given streams until exit, end of input or a signal; stop runs first."""
+    loop = asyncio.get_running_loop()
+    writer = QueuedWriter(stdout)
+    writer.bind_loop(loop)
+    server.writer = writer
+    server.registry._wait_writable = writer.wait_writable
+    server.protocol.set_writer(writer)
+    server.protocol._include_headers = True
+    server.stop_requested = asyncio.Event()
+    subreaper = become_subreaper()
+    log.info("pi-bridge serving on stdio (pid %d, subreaper=%s)", os.getpid(), subreaper)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, server.request_stop, f"signal {signal.Signals(signum).name}")
+    try:
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(server.registry.serve)
+            tasks.start_soon(
+                read_frames, stdin, server.protocol, server.request_stop, server.run_requests.handle
+            )
+            tasks.start_soon(_reap_periodically)
+            await server.stop_requested.wait()
+            log.info("stopping: %s", server.stop_reason)
+            server.registry.close()
+            with anyio.CancelScope(shield=True):
+                await server.registry.stop_all(f"the bridge is stopping ({server.stop_reason})")
+            tasks.cancel_scope.cancel()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(signum)
+        reap_orphans()
+        await anyio.to_thread.run_sync(writer.drain, 2.0)
+        writer.close()
+    return 0 if server.protocol._shutdown or server.stop_reason != "exit notification" else 1
+
+
+async def _reap_periodically() -> None:
+    """Adopted orphans (we are a subreaper) must be reaped or they linger as zombies."""
+    while True:
+        await anyio.sleep(1.0)
+        reap_orphans()
+
+
+def run_stdio(server: BridgeServer) -> int:
+    """Serve on this process's stdin/stdout; returns the exit code."""
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+    # stdout belongs to JSON-RPC: anything else printing to it would corrupt the framing.
+    sys.stdout = sys.stderr
+    return asyncio.run(serve(server, stdin, stdout))

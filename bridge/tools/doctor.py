@@ -1,0 +1,212 @@
+"""`pi-bridge doctor`: check that a run could work here and say how to fix what is missing.
+
+Checks, in order: the Python running the bridge, the bridge's dependencies (importable, with
+versions), then the default agent's own checks, from its package behind the seam (for pi,
+bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables set).
+A readable report or JSON; the exit status is 1 when a run could not work, else 0.
+
+Only the standard library is imported at module level: the doctor must run, and say so, when the
+bridge's own dependencies are missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+MIN_PYTHON = (3, 11)
+# The distributions of pyproject.toml's [project] dependencies, by the module each one provides
+# (tests/unit/test_doctor.py keeps the two in step).
+RUNTIME_DEPENDENCIES: dict[str, str] = {
+    "pygls": "pygls",
+    "lsprotocol": "lsprotocol",
+    "anyio": "anyio",
+    "pydantic": "pydantic",
+    "orjson": "orjson",
+    "psutil": "psutil",
+    "agent-client-protocol": "acp",
+}
+PROBE_TIMEOUT_SECONDS = 30
+
+Status = Literal["ok", "warn", "fail", "skip"]
+
+
+@dataclass
+class Check:
+    """One line of the report: what was checked, how it went, and the fix when it did not."""
+
+    name: str
+    label: str
+    status: Status
+    summary: str
+    fix: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """Every check of one doctor run."""
+
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        """Whether a run could work: no check failed."""
+        return all(check.status != "fail" for check in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as the JSON `--json` prints."""
+        return {"ok": self.ok, "checks": [asdict(check) for check in self.checks]}
+
+
+@dataclass
+class _Probe:
+    code: int | None
+    output: str
+
+
+def run_probe(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> _Probe:
+    """Run argv without a shell; its exit code (None: could not start) and stdout+stderr."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return _Probe(None, str(exc))
+    return _Probe(done.returncode, (done.stdout + "\n" + done.stderr).strip())
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def which(name: str, environ: Mapping[str, str]) -> str | None:
+    """Where `name` resolves on environ's PATH, as a spawn from the bridge would find it."""
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    return shutil.which(name, path=environ.get("PATH", os.defpath))
+
+
+def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Check:
+    """The Python running the bridge is recent enough."""
+    text = ".".join(str(part) for part in version)
+    data = {"version": text, "executable": sys.executable}
+    if version[:2] < MIN_PYTHON:
+        return Check(
+            "python",
+            "Python",
+            "fail",
+            f"{text} ({sys.executable}) is older than the {MIN_PYTHON[0]}.{MIN_PYTHON[1]} the bridge needs",
+            "install Python >= 3.11 and reinstall the bridge with it",
+            data,
+        )
+    return Check("python", "Python", "ok", f"{text} ({sys.executable})", data=data)
+
+
+def check_dependencies() -> Check:
+    """Each of the bridge's runtime dependencies imports, and which version is installed."""
+    versions: dict[str, str] = {}
+    missing: list[str] = []
+    for distribution, module in RUNTIME_DEPENDENCIES.items():
+        try:
+            importlib.import_module(module)
+            versions[distribution] = importlib.metadata.version(distribution)
+        except (ImportError, importlib.metadata.PackageNotFoundError):
+            missing.append(distribution)
+    data: dict[str, Any] = {"versions": versions, "missing": missing}
+    if missing:
+        return Check(
+            "dependencies",
+            "dependencies",
+            "fail",
+            "missing: " + ", ".join(missing),
+            f"{sys.executable} -m pip install " + " ".join(_requirement(name) for name in missing),
+            data,
+        )
+    summary = ", ".join(f"{name} {version}" for name, version in versions.items())
+    return Check("dependencies", "dependencies", "ok", summary, data=data)
+
+
+def _requirement(distribution: str) -> str:
+    """The quoted requirement of `distribution` as the installed bridge declares it, else its name."""
+    try:
+        declared = importlib.metadata.requires("pi-bridge") or []
+    except importlib.metadata.PackageNotFoundError:
+        declared = []
+    for requirement in declared:
+        name = requirement.split(";")[0]
+        bare = name.split("<")[0].split(">")[0].split("=")[0].split("[")[0].strip()
+        if bare.lower() == distribution.lower() and "extra ==" not in requirement:
+            return f"'{name.strip()}'"
+    return distribution
+
+
+def run_checks(
+    environ: Mapping[str, str] | None = None,
+    pi_command: str | None = None,
+    scripted_model: bool = False,
+) -> Report:
+    """Every check, in order; later checks are skipped when what they need is missing.
+
+    The agent's own checks (its runtime, its command and version, its model configuration) come
+    from its package through the adapter index (bridge/agents/__init__.py), which needs the dependencies.
+    """
+    env = dict(os.environ if environ is None else environ)
+    checks = [check_python(), check_dependencies()]
+    if checks[-1].status == "fail":
+        checks.append(
+            Check("agent", "agent", "skip", "skipped: the agent's own checks need the bridge's dependencies")
+        )
+        return Report(checks)
+
+    from bridge.agents import DEFAULT_AGENT, doctor_checks
+    from bridge.config import COMMAND_ENV, command_from
+
+    command = command_from(pi_command, env)
+    source = "--pi-command" if pi_command else (COMMAND_ENV if env.get(COMMAND_ENV, "").strip() else "PATH")
+    checks += doctor_checks(DEFAULT_AGENT, command, source, env, scripted_model)
+    return Report(checks)
+
+
+def render_text(report: Report) -> str:
+    """The readable report: one line per check, its fix indented below, a verdict at the end."""
+    width = max(len(check.label) for check in report.checks)
+    lines = ["pi-bridge doctor"]
+    for check in report.checks:
+        status = "FAIL" if check.status == "fail" else check.status
+        lines.append(f"  {status:<4}  {check.label:<{width}}  {check.summary}")
+        if check.fix and check.status in ("fail", "warn"):
+            lines.append(f"  {'':<4}  {'':<{width}}  fix: {check.fix}")
+    problems = sum(check.status == "fail" for check in report.checks)
+    if problems:
+        lines.append(f"{problems} problem{'s' if problems > 1 else ''}: a run could not work until fixed.")
+    else:
+        lines.append("All set: a run can work.")
+    return "\n".join(lines)
+
+
+def doctor_main(pi_command: str | None, scripted_model: bool, as_json: bool) -> int:
+    """Print the report (text or JSON) to stdout; 1 when a run could not work, else 0."""
+    report = run_checks(pi_command=pi_command, scripted_model=scripted_model)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render_text(report))
+    return 0 if report.ok else 1
