@@ -228,50 +228,57 @@ def list_sessions(cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionS
     return summaries
 
 
-def read_history(path: Path) -> SessionHistory:
-    """One session's turns, as a live run would have streamed them."""
-    turns: deque[dict[str, Any]] = deque(maxlen=MAX_TURNS)
-    total = 0
-    cwd = ""
-    title: str | None = None
-    first_prompt: str | None = None
-    open_calls: dict[str, tuple[dict[str, Any], str]] = {}  # tool_use id -> (its turn, tool name)
-    for entry in _entries(path):
+class _HistoryBuilder:
+    """The turns of one session file, built entry by entry as a live run would have streamed them."""
+
+    def __init__(self) -> None:
+        self.turns: deque[dict[str, Any]] = deque(maxlen=MAX_TURNS)
+        self.total = 0
+        self.cwd = ""
+        self.title: str | None = None
+        self.first_prompt: str | None = None
+        self.open_calls: dict[str, tuple[dict[str, Any], str]] = {}  # tool_use id -> (its turn, tool name)
+
+    def add(self, entry: dict[str, Any]) -> None:
         kind = entry.get("type")
         if kind in ("summary", "custom-title"):
             named = entry.get("summary") or entry.get("customTitle")
-            title = named if isinstance(named, str) and named else title
-            continue
+            self.title = named if isinstance(named, str) and named else self.title
+            return
         message = entry.get("message")
         if kind not in ("user", "assistant") or not isinstance(message, dict):
-            continue
-        cwd = cwd or str(entry.get("cwd") or "")
+            return
+        self.cwd = self.cwd or str(entry.get("cwd") or "")
         if kind == "user":
-            prompt = _prompt_of(entry)
-            if prompt is not None:
-                first_prompt = first_prompt if first_prompt is not None else prompt
-                total += 1
-                turns.append({"prompt": _clip(prompt), "messages": []})
+            self._user(entry, message)
+        elif self.turns:
+            self._assistant(self.turns[-1], message)
+
+    def _user(self, entry: dict[str, Any], message: dict[str, Any]) -> None:
+        """A prompt opens a turn; a user entry of tool results closes the calls it answers."""
+        prompt = _prompt_of(entry)
+        if prompt is not None:
+            self.first_prompt = self.first_prompt if self.first_prompt is not None else prompt
+            self.total += 1
+            self.turns.append({"prompt": _clip(prompt), "messages": []})
+            return
+        for block in message.get("content") or []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
-            for block in message.get("content") or []:
-                if not isinstance(block, dict) or block.get("type") != "tool_result":
-                    continue
-                found = open_calls.pop(str(block.get("tool_use_id")), None)
-                if found is None:
-                    continue
-                turn, name = found
-                output = _clip(text_of(block.get("content")))
-                call_id = str(block.get("tool_use_id"))
-                if block.get("is_error") is True:
-                    content = {"toolCallId": call_id, "name": name, "error": output}
-                    turn["messages"].append({"type": "tool.failed", "content": content})
-                else:
-                    content = {"toolCallId": call_id, "name": name, "output": output}
-                    turn["messages"].append({"type": "tool.completed", "content": content})
-            continue
-        if not turns:
-            continue
-        turn = turns[-1]
+            found = self.open_calls.pop(str(block.get("tool_use_id")), None)
+            if found is None:
+                continue
+            turn, name = found
+            output = _clip(text_of(block.get("content")))
+            call_id = str(block.get("tool_use_id"))
+            if block.get("is_error") is True:
+                content = {"toolCallId": call_id, "name": name, "error": output}
+                turn["messages"].append({"type": "tool.failed", "content": content})
+            else:
+                content = {"toolCallId": call_id, "name": name, "output": output}
+                turn["messages"].append({"type": "tool.completed", "content": content})
+
+    def _assistant(self, turn: dict[str, Any], message: dict[str, Any]) -> None:
         for block in message.get("content") or []:
             if not isinstance(block, dict):
                 continue
@@ -287,20 +294,31 @@ def read_history(path: Path) -> SessionHistory:
                 arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = {"toolCallId": block["id"], "name": name, "arguments": arguments}
                 turn["messages"].append({"type": "tool.call", "content": call})
-                open_calls[block["id"]] = (turn, name)
-    for call_id, (turn, name) in open_calls.items():
-        content = {"toolCallId": call_id, "name": name, "error": NO_RESULT}
-        turn["messages"].append({"type": "tool.failed", "content": content})
-    name = title or " ".join((first_prompt or "").split()) or path.stem
-    return SessionHistory.model_validate(
-        {
-            "sessionId": path.stem,
-            "cwd": cwd,
-            "title": name[:TITLE_CHARS],
-            "turns": list(turns),
-            **({"omittedTurns": total - len(turns)} if total > len(turns) else {}),
-        }
-    )
+                self.open_calls[block["id"]] = (turn, name)
+
+    def history(self, path: Path) -> SessionHistory:
+        """The session as read; a call the file never answered is failed, as a cancelled run's is."""
+        for call_id, (turn, name) in self.open_calls.items():
+            content = {"toolCallId": call_id, "name": name, "error": NO_RESULT}
+            turn["messages"].append({"type": "tool.failed", "content": content})
+        name = self.title or " ".join((self.first_prompt or "").split()) or path.stem
+        return SessionHistory.model_validate(
+            {
+                "sessionId": path.stem,
+                "cwd": self.cwd,
+                "title": name[:TITLE_CHARS],
+                "turns": list(self.turns),
+                **({"omittedTurns": self.total - len(self.turns)} if self.total > len(self.turns) else {}),
+            }
+        )
+
+
+def read_history(path: Path) -> SessionHistory:
+    """One session's turns, as a live run would have streamed them."""
+    builder = _HistoryBuilder()
+    for entry in _entries(path):
+        builder.add(entry)
+    return builder.history(path)
 
 
 def read_session(session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:

@@ -63,8 +63,8 @@ def parse_unified_patch(patch: str) -> tuple[Hunk, ...] | None:
         if header is not None:
             close()
             starts, old, new, last = (int(header.group(1)), int(header.group(2))), [], [], []
-        elif starts is None:
-            continue  # the "--- path" / "+++ path" header before the first hunk
+        elif starts is None or line == "":
+            continue  # the "--- path" / "+++ path" header before the first hunk, or a blank line
         elif line == _NO_NEWLINE:
             for side in last:
                 side[-1] = side[-1].removesuffix("\n")
@@ -73,8 +73,6 @@ def parse_unified_patch(patch: str) -> tuple[Hunk, ...] | None:
             last = {" ": [old, new], "-": [old], "+": [new]}[line[0]]
             for side in last:
                 side.append(text)
-        elif line == "":
-            continue
         else:
             return None
     close()

@@ -430,6 +430,57 @@ def _on_tool_result(turn: _Turn, message: dict[str, Any]) -> None:
     turn.messages.append({"type": "tool.completed", "content": result})
 
 
+def _kept_entries(stream: IO[bytes], active: set[str] | None) -> Iterator[dict[str, Any]]:
+    """The session's name entries and the messages on its active branch, each message a dict."""
+    for line in _lines(stream):
+        entry = _parse(line)
+        if entry is None:
+            continue
+        kind = entry.get("type")
+        if kind == "session_info" or (
+            kind == "message"
+            and (active is None or entry.get("id") in active)
+            and isinstance(entry.get("message"), dict)
+        ):
+            yield entry
+
+
+@dataclass
+class _Turns:
+    """The turns read from a session's entries, the last MAX_TURNS of them kept."""
+
+    kept: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    total: int = 0
+    name: str | None = None
+    first_prompt: str = ""
+
+
+def _turns_of(entries: Iterator[dict[str, Any]]) -> _Turns:
+    turns = _Turns()
+    turn: _Turn | None = None
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            turns.name = _name_of(entry)
+            continue
+        message = entry["message"]
+        role = message.get("role")
+        if role == "user":
+            if turn is not None:
+                turns.kept.append(turn.close())
+            turn = _Turn(_parts_text(message.get("content")))
+            turns.total += 1
+            turns.first_prompt = turns.first_prompt or turn.prompt
+        elif turn is None:
+            continue  # the system message before the first prompt
+        elif role == "assistant":
+            _on_assistant(turn, message)
+        elif role == "toolResult":
+            _on_tool_result(turn, message)
+    if turn is not None:
+        turns.kept.append(turn.close())
+    return turns
+
+
 def read_history(path: Path) -> SessionHistory | None:
     """The turns of one session file; None if it is not a pi session."""
     with path.open("rb") as stream:
@@ -439,49 +490,17 @@ def read_history(path: Path) -> SessionHistory | None:
         body_start = stream.tell()
         active = _active_path(stream)
         stream.seek(body_start)
-        turns: deque[dict[str, Any]] = deque(maxlen=MAX_TURNS)
-        total = 0
-        turn: _Turn | None = None
-        name: str | None = None
-        first_prompt = ""
-        for line in _lines(stream):
-            entry = _parse(line)
-            if entry is None:
-                continue
-            kind = entry.get("type")
-            if kind == "session_info":
-                name = _name_of(entry)
-                continue
-            if kind != "message" or (active is not None and entry.get("id") not in active):
-                continue
-            message = entry.get("message")
-            if not isinstance(message, dict):
-                continue
-            role = message.get("role")
-            if role == "user":
-                if turn is not None:
-                    turns.append(turn.close())
-                turn = _Turn(_parts_text(message.get("content")))
-                total += 1
-                first_prompt = first_prompt or turn.prompt
-            elif turn is None:
-                continue  # the system message before the first prompt
-            elif role == "assistant":
-                _on_assistant(turn, message)
-            elif role == "toolResult":
-                _on_tool_result(turn, message)
-        if turn is not None:
-            turns.append(turn.close())
+        turns = _turns_of(_kept_entries(stream, active))
     history = SessionHistory.model_validate(
         {
             "sessionId": header["id"],
             "cwd": str(header.get("cwd", "")),
-            "title": title_of(name, first_prompt),
-            "turns": list(turns),
+            "title": title_of(turns.name, turns.first_prompt),
+            "turns": list(turns.kept),
         }
     )
-    if total > len(turns):
-        history = history.model_copy(update={"omitted_turns": total - len(turns)})
+    if turns.total > len(turns.kept):
+        history = history.model_copy(update={"omitted_turns": turns.total - len(turns.kept)})
     return history
 
 

@@ -108,14 +108,7 @@ class FrameParser:
             if line in (b"\r\n", b"\n"):
                 if not self._saw_header:
                     continue
-                if self._length is None:
-                    self._problem = self._problem or "frame without Content-Length"
-                elif self._length > MAX_BODY:
-                    # Not skipped: a bogus length would swallow every later frame. The body, if
-                    # any, is read as junk header lines until the next Content-Length resynchronizes.
-                    self._problem = f"frame of {self._length} bytes exceeds the {MAX_BODY}-byte limit"
-                else:
-                    self._body_length = self._length
+                self._end_headers()
                 return True
             self._saw_header = True
             if not line.endswith(b"\n"):
@@ -126,6 +119,17 @@ class FrameParser:
                 self._length = int(match.group(1))
             elif b":" not in line:
                 self._problem = f"malformed header line {line[:80]!r}"
+
+    def _end_headers(self) -> None:
+        """The blank line after the headers: the body length is set if the frame can be read."""
+        if self._length is None:
+            self._problem = self._problem or "frame without Content-Length"
+        elif self._length > MAX_BODY:
+            # Not skipped: a bogus length would swallow every later frame. The body, if
+            # any, is read as junk header lines until the next Content-Length resynchronizes.
+            self._problem = f"frame of {self._length} bytes exceeds the {MAX_BODY}-byte limit"
+        else:
+            self._body_length = self._length
 
     def _reset(self, body: bytes | None) -> tuple[bytes | None, str | None]:
         item = (body, self._problem)
@@ -213,9 +217,8 @@ class InboxBudget:
 Direct = Callable[[dict[str, Any]], bool]
 
 
-def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None = None) -> bytes | None:
-    """Hand one parsed message to `direct`, else the protocol; return an error frame to send if it
-    is not valid."""
+def _envelope_refusal(raw: Any) -> bytes | None:
+    """The error frame for a message that is no usable JSON-RPC 2.0 envelope; None if it is one."""
     if not isinstance(raw, dict) or raw.get("jsonrpc") != "2.0":
         return error_frame(-32600, "invalid request: expected a JSON-RPC 2.0 object")
     msg_id = raw.get("id")
@@ -228,6 +231,17 @@ def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None 
     method = raw.get("method")
     if "id" in raw and method in _NOTIFICATIONS:
         return error_frame(-32600, f"invalid request: {method} is a notification and takes no id", msg_id)
+    return None
+
+
+def dispatch_message(raw: Any, protocol: JsonRPCProtocol, direct: Direct | None = None) -> bytes | None:
+    """Hand one parsed message to `direct`, else the protocol; return an error frame to send if it
+    is not valid."""
+    refusal = _envelope_refusal(raw)
+    if refusal is not None:
+        return refusal
+    msg_id = raw.get("id")
+    method = raw.get("method")
     if "id" not in raw and method in _REQUESTS_ONLY:
         log.warning("%s sent as a notification (no id) ignored: it could never be answered", method)
         return None

@@ -144,6 +144,21 @@ class QueuedWriter:
         self.broken = True
         log.warning("client stopped reading (%s); dropping further output", exc)
 
+    def _write_all(self, data: bytes) -> None:
+        """Write one frame whole from the writer thread, waiting for room in a full pipe."""
+        try:
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self._fd, view)
+                except BlockingIOError:
+                    select.select([], [self._fd], [])  # a full pipe: wait for room
+                    continue
+                view = view[written:]
+            self.bytes_written += len(data)
+        except OSError as exc:
+            self._client_gone(exc)
+
     def _run(self) -> None:
         while True:
             data = self._queue.get()
@@ -155,18 +170,7 @@ class QueuedWriter:
                         pass
                 return
             if not self.broken:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        try:
-                            written = os.write(self._fd, view)
-                        except BlockingIOError:
-                            select.select([], [self._fd], [])  # a full pipe: wait for room
-                            continue
-                        view = view[written:]
-                    self.bytes_written += len(data)
-                except OSError as exc:
-                    self._client_gone(exc)
+                self._write_all(data)
             with self._lock:
                 self._pending -= len(data)
                 pending = self._pending
