@@ -25,6 +25,67 @@ def report(name: str, **figures: Any) -> None:
     print(f"\nLOAD {name}: {json.dumps(figures)}")
 
 
+class _Crowd:
+    """20 conversations sharing one bridge: each turn's outcome, what broke, the most pis live."""
+
+    def __init__(self, bridge: RawBridge, cwd: Path) -> None:
+        self.bridge = bridge
+        self.cwd = cwd
+        self.failures: list[str] = []
+        self.outcomes: dict[str, int] = {"completed": 0, "cancelled": 0, "failed": 0, "steered": 0}
+        self.most_live = 0
+        self.lock = threading.Lock()
+
+    def conversation(self, index: int, seed: int) -> None:
+        local = random.Random(seed)
+        session_id: str | None = None
+        for number in range(5):
+            session_id = self.turn(local, f"c{index}-t{number}", index, number, session_id)
+
+    def turn(
+        self, local: random.Random, run_id: str, index: int, number: int, session_id: str | None
+    ) -> str | None:
+        """One turn: a run, perhaps steered or cancelled once its first answer streams."""
+        bridge = self.bridge
+        model = local.choice(["echo", "echo", "slow", "tool"])
+        params: dict[str, Any] = {
+            "runId": run_id,
+            "prompt": f"conversation {index} turn {number}",
+            "provider": "fake",
+            "model": model,
+            "cwd": str(self.cwd),
+        }
+        if session_id:
+            params["sessionId"] = session_id
+        msg_id = bridge.request("pi/run", params)
+        action = local.random()
+        if model != "echo" and action < 0.7:
+            bridge.wait_message(run_id, "assistant", timeout=120)
+            if action < 0.35:
+                steer = bridge.call("pi/steer", {"runId": run_id, "message": f"steer {index}"})
+                if steer["result"]["accepted"]:
+                    with self.lock:
+                        self.outcomes["steered"] += 1
+            else:
+                bridge.call("pi/cancel", {"runId": run_id}, timeout=60)
+        answer = bridge.response(msg_id, timeout=180)
+        try:
+            assert_stream_invariants(bridge.run_messages(run_id))
+        except AssertionError as exc:
+            self.failures.append(f"{run_id}: {exc}")
+        data = answer["error"]["data"] if "error" in answer else answer["result"]
+        if "error" in answer and (
+            data["shutdown"]["survivors"]
+            or run_processes_alive([p for p in data["shutdown"]["pids"] if not data["shutdown"]["agentKept"]])
+        ):
+            self.failures.append(f"{run_id}: processes survived the cancel")
+        live = len(bridge.call("pi/runs", {})["result"]["live"])
+        with self.lock:
+            self.outcomes[data["status"]] += 1
+            self.most_live = max(self.most_live, live)
+        return data.get("sessionId") or session_id
+
+
 @requires_pi
 @pytest.mark.realpi
 @pytest.mark.slow
@@ -34,67 +95,14 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
     rng = random.Random(20261201)
     log_file = tmp_path / "bridge.log"
     bridge = RawBridge(log_file=log_file)
-    failures: list[str] = []
-    outcomes: dict[str, int] = {"completed": 0, "cancelled": 0, "failed": 0, "steered": 0}
-    most_live = 0
-    lock = threading.Lock()
     started = time.monotonic()
     try:
         bridge.initialize(
             {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 32, "maxLiveSessions": 8}
         )
-
-        def conversation(index: int, seed: int) -> None:
-            nonlocal most_live
-            local = random.Random(seed)
-            session_id: str | None = None
-            for number in range(5):
-                run_id = f"c{index}-t{number}"
-                model = local.choice(["echo", "echo", "slow", "tool"])
-                params: dict[str, Any] = {
-                    "runId": run_id,
-                    "prompt": f"conversation {index} turn {number}",
-                    "provider": "fake",
-                    "model": model,
-                    "cwd": str(tmp_path),
-                }
-                if session_id:
-                    params["sessionId"] = session_id
-                msg_id = bridge.request("pi/run", params)
-                action = local.random()
-                if model != "echo" and action < 0.7:
-                    bridge.wait_message(run_id, "assistant", timeout=120)
-                    if action < 0.35:
-                        steer = bridge.call("pi/steer", {"runId": run_id, "message": f"steer {index}"})
-                        if steer["result"]["accepted"]:
-                            with lock:
-                                outcomes["steered"] += 1
-                    else:
-                        bridge.call("pi/cancel", {"runId": run_id}, timeout=60)
-                answer = bridge.response(msg_id, timeout=180)
-                messages = bridge.run_messages(run_id)
-                try:
-                    assert_stream_invariants(messages)
-                except AssertionError as exc:
-                    failures.append(f"{run_id}: {exc}")
-                if "error" in answer:
-                    data = answer["error"]["data"]
-                    status = data["status"]
-                    if data["shutdown"]["survivors"] or run_processes_alive(
-                        [p for p in data["shutdown"]["pids"] if not data["shutdown"]["agentKept"]]
-                    ):
-                        failures.append(f"{run_id}: processes survived the cancel")
-                else:
-                    status = answer["result"]["status"]
-                    data = answer["result"]
-                live = len(bridge.call("pi/runs", {})["result"]["live"])
-                with lock:
-                    outcomes[status] += 1
-                    most_live = max(most_live, live)
-                session_id = data.get("sessionId") or session_id
-
+        crowd = _Crowd(bridge, tmp_path)
         threads = [
-            threading.Thread(target=conversation, args=(i, rng.randrange(1 << 30)), daemon=True)
+            threading.Thread(target=crowd.conversation, args=(i, rng.randrange(1 << 30)), daemon=True)
             for i in range(20)
         ]
         for thread in threads:
@@ -102,16 +110,16 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
         for thread in threads:
             thread.join(600)
         assert not any(thread.is_alive() for thread in threads), "a conversation did not finish"
-        assert not failures, failures
-        assert sum(outcomes[k] for k in ("completed", "cancelled", "failed")) == 100
-        assert most_live <= 8, f"{most_live} live pis under maxLiveSessions 8"
+        assert not crowd.failures, crowd.failures
+        assert sum(crowd.outcomes[k] for k in ("completed", "cancelled", "failed")) == 100
+        assert crowd.most_live <= 8, f"{crowd.most_live} live pis under maxLiveSessions 8"
         closed = re.findall(r"checked out (\d+) times\) closed to make room", log_file.read_text())
         assert "0" not in closed, "a pi was closed to make room before its prompt reached it"
         report(
             "20 conversations x 5 turns (real pi, rpc engine)",
             wall_s=round(time.monotonic() - started, 1),
-            **outcomes,
-            most_live=most_live,
+            **crowd.outcomes,
+            most_live=crowd.most_live,
             closed_to_make_room=len(closed),
             bridge=proc_stats(bridge.pid),
         )

@@ -110,6 +110,51 @@ def fake_bridge_raw() -> Iterator[RawBridge]:
 # --------------------------------------------------------------------------- 50 concurrent runs
 
 
+Plan = list[tuple[RawBridge, str, dict[str, Any], str | None]]
+
+
+def _plan_of_50(rng: random.Random, real: RawBridge, fake: RawBridge) -> Plan:
+    """The 50 runs: (bridge, run id, params, how it is cancelled or None), in random order."""
+    cancels = ["pi/cancel", "$/cancelRequest"]
+    plan: Plan = [(real, f"real-text-{i}", {"provider": "fake", "model": "text"}, None) for i in range(14)]
+    plan += [
+        (real, f"real-slow-{i}", {"provider": "fake", "model": "slow"}, rng.choice(cancels)) for i in range(6)
+    ]
+    plan += [(fake, f"stubborn-{i}", {"model": "stubborn"}, rng.choice(cancels)) for i in range(10)]
+    plan += [(fake, f"fake-slow-{i}", {"model": "slow"}, rng.choice(cancels)) for i in range(8)]
+    plan += [(fake, f"fake-text-{i}", {"model": "text"}, None) for i in range(12)]
+    rng.shuffle(plan)
+    return plan
+
+
+def _cancel_midstream(bridge: RawBridge, run_id: str, how: str, request_id: Any) -> None:
+    """Cancel at a random point of the stream: after the first output, or after the tool started."""
+    kind = "tool.update" if run_id.startswith("stubborn") else "assistant"
+    bridge.wait_message(run_id, kind, timeout=60)
+    if how == "pi/cancel":
+        bridge.request("pi/cancel", {"runId": run_id})
+    else:
+        bridge.notify("$/cancelRequest", {"id": request_id})
+
+
+def _check_answer(bridge: RawBridge, run_id: str, how: str | None, request_id: Any) -> str:
+    """The run's answer and stream as its plan says; its outcome."""
+    answer = bridge.response(request_id, timeout=90)
+    messages = bridge.run_messages(run_id)
+    assert_stream_invariants(messages)
+    if how is None:
+        result = answer["result"]
+        assert result["status"] == "completed", result
+        assert result["text"] == (TEXT_REPLY if run_id.startswith("real") else FAKE_TEXT)
+        return "completed"
+    error = answer["error"]
+    assert error["code"] == -32800, error
+    receipt = error["data"]["shutdown"]
+    assert receipt["survivors"] == [] and run_processes_alive(receipt["pids"]) == []
+    assert messages[-1]["type"] == "terminal.cancelled"
+    return "cancelled"
+
+
 @requires_pi
 @pytest.mark.realpi
 @pytest.mark.slow
@@ -121,29 +166,7 @@ def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_ag
     try:
         real.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 64})
         fake.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
-        plan: list[tuple[RawBridge, str, dict[str, Any], str | None]] = []
-        for i in range(14):
-            plan.append((real, f"real-text-{i}", {"provider": "fake", "model": "text"}, None))
-        for i in range(6):
-            plan.append(
-                (
-                    real,
-                    f"real-slow-{i}",
-                    {"provider": "fake", "model": "slow"},
-                    rng.choice(["pi/cancel", "$/cancelRequest"]),
-                )
-            )
-        for i in range(10):
-            plan.append(
-                (fake, f"stubborn-{i}", {"model": "stubborn"}, rng.choice(["pi/cancel", "$/cancelRequest"]))
-            )
-        for i in range(8):
-            plan.append(
-                (fake, f"fake-slow-{i}", {"model": "slow"}, rng.choice(["pi/cancel", "$/cancelRequest"]))
-            )
-        for i in range(12):
-            plan.append((fake, f"fake-text-{i}", {"model": "text"}, None))
-        rng.shuffle(plan)
+        plan = _plan_of_50(rng, real, fake)
         assert len(plan) == 50
         started = time.monotonic()
         with Sampler(bridges) as sampler:
@@ -152,32 +175,11 @@ def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_ag
                 for bridge, run_id, params, _ in plan
             }
             for bridge, run_id, _, how in plan:
-                if how is None:
-                    continue
-                # a random point of the stream: after the first output, or after the tool started
-                kind = "tool.update" if run_id.startswith("stubborn") else "assistant"
-                bridge.wait_message(run_id, kind, timeout=60)
-                if how == "pi/cancel":
-                    bridge.request("pi/cancel", {"runId": run_id})
-                else:
-                    bridge.notify("$/cancelRequest", {"id": requests[run_id]})
+                if how is not None:
+                    _cancel_midstream(bridge, run_id, how, requests[run_id])
             outcomes: dict[str, int] = {"completed": 0, "cancelled": 0}
             for bridge, run_id, _, how in plan:
-                answer = bridge.response(requests[run_id], timeout=90)
-                messages = bridge.run_messages(run_id)
-                assert_stream_invariants(messages)
-                if how is None:
-                    result = answer["result"]
-                    assert result["status"] == "completed", result
-                    assert result["text"] == (TEXT_REPLY if run_id.startswith("real") else FAKE_TEXT)
-                    outcomes["completed"] += 1
-                else:
-                    error = answer["error"]
-                    assert error["code"] == -32800, error
-                    receipt = error["data"]["shutdown"]
-                    assert receipt["survivors"] == [] and run_processes_alive(receipt["pids"]) == []
-                    assert messages[-1]["type"] == "terminal.cancelled"
-                    outcomes["cancelled"] += 1
+                outcomes[_check_answer(bridge, run_id, how, requests[run_id])] += 1
             elapsed = time.monotonic() - started
         for bridge in bridges:
             assert bridge.call("pi/runs", {})["result"]["runs"] == []
