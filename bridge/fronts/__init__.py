@@ -1,0 +1,1 @@
+"""What editors speak: the LSP-style pi/* front, the ACP front, and their one lifecycle."""

@@ -1,0 +1,1 @@
+"""Agent-neutral orchestration: runs, their attempts and retry, history and redaction."""

@@ -1,0 +1,1 @@
+"""The doctor, the demo and the one client-side stdio peer."""

@@ -1,0 +1,1 @@
+"""The ACP front: pi-bridge acp, on the official ACP SDK."""
