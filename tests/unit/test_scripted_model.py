@@ -43,7 +43,7 @@ from bridge.scripted_model.server import (
     tool_answer_text,
     write_pi_agent_dir,
 )
-from tests.harness import requires_pi
+from tests.support.env import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 10.0

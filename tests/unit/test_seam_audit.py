@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.harness import ROOT
+from tests.support.env import ROOT
 
 BRIDGE = ROOT / "bridge"
 
