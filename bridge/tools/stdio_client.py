@@ -149,6 +149,8 @@ class StdioPeer:
         self.eof = False
         self.reader_error: BaseException | None = None
         self.eof_read = False
+        #: When the last read returned (time.perf_counter()): the arrival time of its bodies.
+        self.read_at = 0.0
         self._rest = b""
         self._pending: collections.deque[bytes] = collections.deque()
         self._write_lock = threading.Lock()
@@ -241,6 +243,7 @@ class StdioPeer:
         if self.eof_read:
             return None
         chunk = os.read(stdout.fileno(), CHUNK)
+        self.read_at = time.perf_counter()
         if not chunk:
             self.eof_read = True
             rest, self._rest = self._rest, b""
@@ -301,7 +304,7 @@ class StdioPeer:
                 if bodies is None:
                     break
                 if bodies:
-                    self.received(time.perf_counter(), bodies)
+                    self.received(self.read_at, bodies)
         except BaseException as exc:  # surfaced by the owner's waits: broken output from the child
             self.reader_error = exc
         finally:
