@@ -16,7 +16,7 @@ import psutil
 import pytest
 from acp import RequestError, schema
 
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,

@@ -20,7 +20,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,

@@ -16,7 +16,7 @@ import pytest_lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import ScriptedModelServer
+from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import bridge_config, requires_pi
 from tests.support.leaks import wait_for_run_process
 from tests.support.lsp import answer_or_error, initialize, messages_of, request, start_request

@@ -9,7 +9,7 @@ import pytest
 from pytest_lsp import LanguageClient
 
 from bridge.contract import pi_message_adapter
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,

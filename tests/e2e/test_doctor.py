@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bridge.scripted_model.server import write_pi_agent_dir
+from bridge.scripted_model import write_pi_agent_dir
 from bridge.tools.doctor import RUNTIME_DEPENDENCIES, check_python
 from tests.conftest import requires_pi
 from tests.support.env import PI_BIN, ROOT

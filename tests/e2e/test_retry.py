@@ -6,7 +6,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import ScriptedModelServer
+from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.support.lsp import answer_or_error, messages_of, request, start_request
 from tests.support.streams import assert_stream_invariants

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge.scripted_model.server import TEXT_REPLY
+from bridge.scripted_model import TEXT_REPLY
 from tests.fakes.fake_pi import TEXT as FAKE_TEXT
 from tests.support.env import fake_pi_command, requires_pi
 from tests.support.leaks import run_processes_alive

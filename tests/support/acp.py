@@ -140,6 +140,7 @@ class RawAcp(StdioPeer):
     must be a JSON-RPC frame."""
 
     null_params = False
+    dumps = staticmethod(lambda payload: json.dumps(payload).encode())  # ASCII: a lone surrogate escaped
 
     def __init__(
         self,
