@@ -26,7 +26,7 @@ from bench.lsp import LspClient
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge import agents
 from bridge.agents.seam import RunOptions
-from bridge.scripted_model.server import LONG_DEFAULT
+from bridge.scripted_model import LONG_DEFAULT
 
 CLAUDE_BIN = ROOT / ".tools-claude" / "node_modules" / ".bin" / "claude"
 PROMPT = "Say hello"

@@ -21,7 +21,7 @@ from bench.common import base_env, bridge_argv, median, ms
 from bench.lsp import LspClient
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.session_paths import cwd_folder
-from bridge.scripted_model.server import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL
+from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL
 
 LATE_SNAPSHOT_LOG = "snapshot came after its edit"
 OUTPUT = "x" * 20_000

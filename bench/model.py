@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge.scripted_model.server import ScriptedModelServer, write_pi_agent_dir
+from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 
 PROVIDER = "fake"
 # pi-acp asks the npm registry for a newer pi on every session/new (`npm view`). Benchmarks run

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as
 from bench import agents, crowd, realpi, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
-from bridge.scripted_model.server import LONG_DEFAULT
+from bridge.scripted_model import LONG_DEFAULT
 
 DOCS = ROOT / "docs"
 # Seconds between two prompts in the first-message benchmark, both modes alike: pi exits ~0.4 s

@@ -10,20 +10,13 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import ScriptedModelServer, write_pi_agent_dir
-from tests.harness import (
-    BRIDGE,
-    assert_no_run_processes,
-    begin_test_tag,
-    bridge_config,
-    fake_pi_command,
-    initialize,
-    no_run_processes,
-    real_pi_available,
-    requires_pi,
-)
+from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
+from tests.support.env import BRIDGE, begin_test_tag, fake_pi_command, real_pi_available, requires_pi
+from tests.support.leaks import assert_no_run_processes, no_run_processes
+from tests.support.lsp import bridge_config, initialize
 
-__all__ = ["BRIDGE", "real_pi_available", "requires_pi"]  # defined in tests/harness.py; kept importable here
+# Defined in tests/support/env.py; kept importable here.
+__all__ = ["BRIDGE", "real_pi_available", "requires_pi"]
 
 
 @pytest.fixture(autouse=True)

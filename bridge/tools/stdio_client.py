@@ -1,82 +1,330 @@
-"""A minimal JSON-RPC 2.0 client with LSP framing over a child process's stdio.
+"""The one client-side JSON-RPC peer over a child process's stdio, with LSP or NDJSON framing.
 
-The one client-side framing of the project: `pi-bridge demo` drives the bridge with it, and the
-tests and benchmarks that need raw frames (broken ones included) use `encode` and `read_frame`.
+`pi-bridge demo` drives the bridge with it, and so do the tests' raw clients and the benchmarks'
+clients: they differ in what they keep of the messages, not in how they frame, split and send
+them. The peer hands on raw bodies, so each caller picks its own parser (a benchmark counts the
+notifications it does not keep without parsing them), and it reads in large chunks with one
+`os.read` each: no copy of a body beyond the slice that cuts it out of the chunk.
 """
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import subprocess
 import threading
-from typing import IO, Any
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from bridge.fronts.lsp.writer import frame
 
-
-def encode(message: dict[str, Any]) -> bytes:
-    """One message as a framed JSON body."""
-    return frame(json.dumps(message).encode())
+#: How much one read takes from the child's stdout at most.
+CHUNK = 1 << 20
 
 
-def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
-    """Read one framed message; None at end of output. A line that is not a header, a frame
-    without Content-Length, or output ending inside a body raise ValueError."""
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if line in (b"\r\n", b"\n"):
-            break
-        name, colon, value = line.decode("ascii", "replace").partition(":")
+class Framing(Protocol):
+    """How bodies are wrapped on the way out and cut out of the stream on the way in."""
+
+    def encode(self, body: bytes) -> bytes:
+        """One body as it goes on the wire."""
+        ...
+
+    def split(self, buf: bytes) -> tuple[list[bytes], bytes]:
+        """The complete bodies at the head of `buf` and what is left of it (an unfinished frame)."""
+        ...
+
+    def finish(self, rest: bytes) -> list[bytes]:
+        """The bodies in what was left when the output ended (ValueError if that is broken)."""
+        ...
+
+
+class LspFraming:
+    """LSP base-protocol framing: `Content-Length` headers, a blank line, the body."""
+
+    def encode(self, body: bytes) -> bytes:
+        """One body with its header."""
+        return frame(body)
+
+    def split(self, buf: bytes) -> tuple[list[bytes], bytes]:
+        """Cut complete frames; a header line without a colon or a frame without Content-Length
+        raises ValueError (the peer broke the framing)."""
+        bodies: list[bytes] = []
+        pos = 0
+        while True:
+            head_end = buf.find(b"\r\n\r\n", pos)
+            if head_end < 0:
+                _check_unfinished_header(buf, pos)
+                break
+            length = _content_length(buf[pos:head_end])
+            body_start = head_end + 4
+            if body_start + length > len(buf):
+                break
+            bodies.append(buf[body_start : body_start + length])
+            pos = body_start + length
+        return bodies, buf[pos:]
+
+    def finish(self, rest: bytes) -> list[bytes]:
+        """Nothing may be left over: output ending inside a frame is broken."""
+        if rest:
+            raise ValueError("the output ended inside a frame")
+        return []
+
+
+def _content_length(head: bytes) -> int:
+    length = -1
+    for line in head.split(b"\r\n"):
+        name, colon, value = line.partition(b":")
         if not colon:
             raise ValueError(f"not a frame header line: {line[:200]!r}")
-        if name.strip().lower() == "content-length":
+        if name.strip().lower() == b"content-length":
             length = int(value)
-    if length is None:
+    if length < 0:
         raise ValueError("a frame without Content-Length")
-    body = stream.read(length)
-    if len(body) != length:
-        raise ValueError("the output ended inside a frame")
-    message: dict[str, Any] = json.loads(body)
-    return message
+    return length
 
 
-class StdioClient:
-    """A minimal JSON-RPC 2.0 client with LSP framing over a child's stdin/stdout."""
+def _check_unfinished_header(buf: bytes, pos: int) -> None:
+    """Fail early on a finished first line of a header that is not a header line."""
+    line_end = buf.find(b"\n", pos)
+    if line_end >= 0 and b":" not in buf[pos:line_end]:
+        raise ValueError(f"not a frame header line: {buf[pos : line_end + 1][:200]!r}")
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+class NdjsonFraming:
+    """Newline-delimited JSON (ACP's stdio framing): one body a line (blank lines included: what
+    a line holds is the reader's business)."""
+
+    def encode(self, body: bytes) -> bytes:
+        """One body and its newline."""
+        return body + b"\n"
+
+    def split(self, buf: bytes) -> tuple[list[bytes], bytes]:
+        """Cut complete lines (without their newline)."""
+        *lines, rest = buf.split(b"\n")
+        return lines, rest
+
+    def finish(self, rest: bytes) -> list[bytes]:
+        """A last line without its newline is a line."""
+        return [rest] if rest else []
+
+
+LSP = LspFraming()
+NDJSON = NdjsonFraming()
+
+
+def _json_dumps(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+class StdioPeer:
+    """A child process spoken to as JSON-RPC 2.0 over its stdin and stdout.
+
+    Sending is thread-safe and unbuffered (`bufsize=0`). Reading is either blocking (`read`) or
+    done by one reader thread (`start_reader`) that hands every chunk's bodies to `received`;
+    `pause_reading` parks that thread before its next read, so the child's output backs up in
+    the pipe as it would behind a client that stopped reading.
+    """
+
+    #: How a payload becomes a body (subclasses on a hot path pass orjson.dumps).
+    dumps: Callable[[Any], bytes] = staticmethod(_json_dumps)
+    #: Whether a request or notification without params carries `"params": null` (else none).
+    null_params = True
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        framing: Framing = LSP,
+        env: dict[str, str] | None = None,
+        cwd: Any = None,
+        stderr: Any = None,
+    ) -> None:
+        self.framing = framing
+        self.spawned_at = time.perf_counter()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd, bufsize=0
+        )
+        self.eof = False
+        self.reader_error: BaseException | None = None
+        self.eof_read = False
+        #: When the last read returned (time.perf_counter()): the arrival time of its bodies.
+        self.read_at = 0.0
+        self._rest = b""
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._write_lock = threading.Lock()
+        self._id_lock = threading.Lock()
         self._next_id = 0
-        self._lock = threading.Lock()
+        self._reading = threading.Event()
+        self._reading.set()
+        # Set while the reader thread waits for resume_reading: a pause takes effect only after
+        # the chunk being read when it came.
+        self.reader_parked = threading.Event()
+        self._reader: threading.Thread | None = None
 
-    def send(self, payload: dict[str, Any]) -> None:
-        """Write one framed message."""
+    @property
+    def pid(self) -> int:
+        """The child's pid."""
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """Whether the child is still running."""
+        return self.proc.poll() is None
+
+    # ------------------------------------------------------------------ writing
+
+    def send_bytes(self, data: bytes) -> float:
+        """Write raw bytes to the child's stdin; return the time they were written."""
         stdin = self.proc.stdin
         assert stdin is not None
-        stdin.write(encode(payload))
-        stdin.flush()
+        with self._write_lock:
+            sent = time.perf_counter()
+            view = memoryview(data)
+            while view:
+                view = view[stdin.write(view) or 0 :]
+        return sent
+
+    def send(self, payload: Any) -> float:
+        """Write one framed message; return the time it was written."""
+        return self.send_bytes(self.framing.encode(self.dumps(payload)))
+
+    def new_id(self) -> int:
+        """A fresh request id."""
+        with self._id_lock:
+            self._next_id += 1
+            return self._next_id
+
+    def envelope(self, method: str, params: Any, msg_id: Any = None) -> dict[str, Any]:
+        """A request (with `msg_id`) or notification envelope."""
+        payload: dict[str, Any] = {"jsonrpc": "2.0"}
+        if msg_id is not None:
+            payload["id"] = msg_id
+        payload["method"] = method
+        if params is not None or self.null_params:
+            payload["params"] = params
+        return payload
+
+    def send_request(self, method: str, params: Any = None, msg_id: Any = None) -> tuple[Any, float]:
+        """Send a request (a fresh id unless given); return (id, time sent)."""
+        if msg_id is None:
+            msg_id = self.new_id()
+        return msg_id, self.send(self.envelope(method, params, msg_id))
+
+    def notify(self, method: str, params: Any = None) -> float:
+        """Send a notification; return the time sent."""
+        return self.send(self.envelope(method, params))
+
+    def close_stdin(self) -> None:
+        """End the child's input."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait for the child to exit; on timeout kill it by its pid and return None."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            return None
+
+    # ------------------------------------------------------------------ reading
+
+    def read_chunk(self) -> list[bytes] | None:
+        """One read of the child's stdout, as the bodies it completes; None at end of output.
+        Output ending inside a frame, or broken framing, raises ValueError."""
+        stdout = self.proc.stdout
+        assert stdout is not None
+        if self.eof_read:
+            return None
+        chunk = os.read(stdout.fileno(), CHUNK)
+        self.read_at = time.perf_counter()
+        if not chunk:
+            self.eof_read = True
+            rest, self._rest = self._rest, b""
+            return self.framing.finish(rest) or None
+        bodies, self._rest = self.framing.split(self._rest + chunk if self._rest else chunk)
+        return bodies
+
+    def read_body(self) -> bytes | None:
+        """The next body (blocking), or None at end of output."""
+        while not self._pending:
+            bodies = self.read_chunk()
+            if bodies is None:
+                return None
+            self._pending.extend(bodies)
+        return self._pending.popleft()
+
+    def read(self) -> dict[str, Any] | None:
+        """The next message (blocking), or None at end of output."""
+        body = self.read_body()
+        if body is None:
+            return None
+        message: dict[str, Any] = json.loads(body)
+        return message
+
+    def start_reader(self, name: str = "stdio-peer-reader") -> None:
+        """Read on one daemon thread from now on, handing bodies to `received`."""
+        self._reader = threading.Thread(target=self._read_loop, name=name, daemon=True)
+        self._reader.start()
+
+    def join_reader(self, timeout: float) -> None:
+        """Wait for the reader thread to finish (after end of output)."""
+        if self._reader is not None:
+            self._reader.join(timeout)
+
+    def pause_reading(self) -> None:
+        """Stop reading the child's stdout (a client that stopped reading)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        """Read again."""
+        self._reading.set()
+
+    def received(self, now: float, bodies: list[bytes]) -> None:
+        """The bodies one chunk completed, read at `now` (time.perf_counter()); override."""
+
+    def ended(self) -> None:
+        """The output ended (or broke: see `reader_error`); override, calling this first."""
+        self.eof = True
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                if not self._reading.is_set():
+                    self.reader_parked.set()
+                    self._reading.wait()
+                    self.reader_parked.clear()
+                bodies = self.read_chunk()
+                if bodies is None:
+                    break
+                if bodies:
+                    self.received(self.read_at, bodies)
+        except BaseException as exc:  # surfaced by the owner's waits: broken output from the child
+            self.reader_error = exc
+        finally:
+            self.ended()
+
+
+class StdioClient(StdioPeer):
+    """The demo's client: blocking reads, each request answered in turn."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        super().__init__(argv, env=env)
 
     def request(self, method: str, params: Any) -> int:
         """Send a request; return its id."""
-        with self._lock:
-            self._next_id += 1
-            msg_id = self._next_id
-        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        msg_id: int = self.send_request(method, params)[0]
         return msg_id
 
-    def notify(self, method: str, params: Any) -> None:
-        """Send a notification."""
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def read(self) -> dict[str, Any] | None:
-        """Read the next message, or None at end of output."""
-        stdout = self.proc.stdout
-        assert stdout is not None
-        return read_frame(stdout)
-
-    def wait_for(self, msg_id: int, on_message: Any = None) -> dict[str, Any]:
+    def wait_for(
+        self, msg_id: int, on_message: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         """Read until the response to `msg_id`, passing every other message to `on_message`."""
         while True:
             message = self.read()

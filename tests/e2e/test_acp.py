@@ -16,7 +16,7 @@ import psutil
 import pytest
 from acp import RequestError, schema
 
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,
@@ -24,8 +24,10 @@ from bridge.scripted_model.server import (
     TEXT_REPLY,
     ScriptedModelServer,
 )
-from tests.acp_harness import AcpRecorder, RawAcp, acp_bridge, new_session, prompt, text_of
-from tests.harness import PIXEL_PNG, ROOT, WAIT, image_urls, no_run_processes, requires_pi, run_processes
+from tests.support.acp import AcpRecorder, RawAcp, acp_bridge, new_session, prompt, text_of
+from tests.support.env import ROOT, WAIT, requires_pi
+from tests.support.leaks import no_run_processes, run_processes
+from tests.support.model_requests import PIXEL_PNG, image_urls
 
 FAKE_RPC_PI = ROOT / "tests" / "fakes" / "fake_rpc_pi.py"
 

@@ -15,8 +15,9 @@ import psutil
 import pytest
 from acp import schema
 
-from tests.acp_harness import RawAcp
-from tests.harness import WAIT, no_run_processes, requires_pi
+from tests.support.acp import RawAcp
+from tests.support.env import WAIT, requires_pi
+from tests.support.leaks import no_run_processes
 
 pytestmark = [requires_pi]
 

@@ -20,7 +20,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,
@@ -30,22 +30,12 @@ from bridge.scripted_model.server import (
     WRITE_FILE,
     ScriptedModelServer,
 )
-from tests.harness import (
-    CLAUDE_BIN,
-    ROOT,
-    RawBridge,
-    assert_no_run_processes,
-    assert_stream_invariants,
-    bridge_config,
-    initialize,
-    messages_of,
-    request,
-    requires_claude,
-    requires_pi,
-    run_processes_alive,
-    times_seen,
-    wait_for_run_process,
-)
+from tests.support.env import CLAUDE_BIN, ROOT, requires_claude, requires_pi
+from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
+from tests.support.lsp import bridge_config, initialize, messages_of, request
+from tests.support.model_requests import times_seen
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 CLAUDE = CLAUDE_BIN
 AGENTS = [pytest.param("pi", marks=requires_pi), pytest.param("claude", marks=requires_claude)]

@@ -18,18 +18,11 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge.scripted_model.server import TEXT_REPLY, ScriptedModelServer
-from tests.acp_harness import acp_bridge, new_session, prompt, retry_notes, text_of
-from tests.harness import (
-    CLAUDE_BIN,
-    PI_BIN,
-    WAIT,
-    assert_no_run_processes,
-    requires_claude,
-    run_processes,
-    times_seen,
-    wait_for_run_process,
-)
+from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from tests.support.acp import acp_bridge, new_session, prompt, retry_notes, text_of
+from tests.support.env import CLAUDE_BIN, PI_BIN, WAIT, requires_claude
+from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
+from tests.support.model_requests import times_seen
 
 pytestmark = [requires_claude, pytest.mark.realpi]
 

@@ -14,9 +14,11 @@ import psutil
 import pytest
 
 from bridge.fronts.lsp.writer import HIGH_WATER
-from bridge.scripted_model.server import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
-from tests.acp_harness import RawAcp
-from tests.harness import WAIT, RawBridge, fake_pi_command, no_run_processes, requires_pi, run_processes
+from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
+from tests.support.acp import RawAcp
+from tests.support.env import WAIT, fake_pi_command, requires_pi
+from tests.support.leaks import no_run_processes, run_processes
+from tests.support.raw import RawBridge
 
 PAGE = 4096
 

@@ -9,16 +9,9 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tests.conftest import requires_pi
-from tests.harness import (
-    answer_or_error,
-    assert_no_run_processes,
-    assert_stream_invariants,
-    messages_of,
-    request,
-    run_processes_alive,
-    start_request,
-    wait_for_run_process,
-)
+from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
+from tests.support.lsp import answer_or_error, messages_of, request, start_request
+from tests.support.streams import assert_stream_invariants
 
 
 def check_cancelled(error: object, run_id: str) -> dict[str, object]:

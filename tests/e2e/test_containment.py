@@ -19,19 +19,11 @@ import pytest
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from bridge.process import containment
-from tests import harness
 from tests.conftest import BRIDGE, requires_pi
-from tests.harness import (
-    assert_no_run_processes,
-    bridge_env,
-    fake_pi_command,
-    initialize,
-    make_client,
-    messages_of,
-    request,
-    run_processes_alive,
-    start_request,
-)
+from tests.support import env
+from tests.support.env import bridge_env, fake_pi_command
+from tests.support.leaks import assert_no_run_processes, run_processes_alive
+from tests.support.lsp import initialize, make_client, messages_of, request, start_request
 
 MODES = ["cgroup", "tree"]
 
@@ -43,7 +35,7 @@ def cgroup_writable() -> bool:
 
 def skip_without_cgroup(mode: str) -> None:
     if mode == "cgroup" and not cgroup_writable():
-        harness.skip_without_cgroup("no writable cgroup hierarchy here")
+        env.skip_without_cgroup("no writable cgroup hierarchy here")
 
 
 async def start_bridge(mode: str, options: dict[str, object]) -> LanguageClient:

@@ -16,20 +16,13 @@ import pytest_lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import ScriptedModelServer
+from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import bridge_config, requires_pi
-from tests.harness import (
-    PIXEL_PNG,
-    RawBridge,
-    answer_or_error,
-    assert_stream_invariants,
-    image_urls,
-    initialize,
-    messages_of,
-    request,
-    start_request,
-    wait_for_run_process,
-)
+from tests.support.leaks import wait_for_run_process
+from tests.support.lsp import answer_or_error, initialize, messages_of, request, start_request
+from tests.support.model_requests import PIXEL_PNG, image_urls
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

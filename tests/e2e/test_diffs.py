@@ -9,7 +9,7 @@ import pytest
 from pytest_lsp import LanguageClient
 
 from bridge.contract import pi_message_adapter
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     EDIT_FILE,
     EDIT_NEW,
     EDIT_OLD,
@@ -18,7 +18,8 @@ from bridge.scripted_model.server import (
     WRITE_FILE,
 )
 from tests.conftest import requires_pi
-from tests.harness import assert_stream_invariants, messages_of, request
+from tests.support.lsp import messages_of, request
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

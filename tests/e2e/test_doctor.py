@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bridge.scripted_model.server import write_pi_agent_dir
+from bridge.scripted_model import write_pi_agent_dir
 from bridge.tools.doctor import RUNTIME_DEPENDENCIES, check_python
 from tests.conftest import requires_pi
-from tests.harness import PI_BIN, ROOT
+from tests.support.env import PI_BIN, ROOT
 
 SECRET = "sk-ant-doctor-secret-0123456789abcdef"
 

@@ -7,7 +7,9 @@ import time
 from pytest_lsp import LanguageClient
 
 from tests.fakes.fake_pi import TEXT
-from tests.harness import assert_no_run_processes, assert_stream_invariants, messages_of, request
+from tests.support.leaks import assert_no_run_processes
+from tests.support.lsp import messages_of, request
+from tests.support.streams import assert_stream_invariants
 
 
 async def run(client: LanguageClient, **params: object) -> tuple[dict[str, object], list[dict[str, object]]]:

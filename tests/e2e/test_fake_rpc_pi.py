@@ -16,22 +16,16 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import BRIDGE
-from tests.harness import (
-    ROOT,
-    RawBridge,
-    answer_or_error,
+from tests.support.env import ROOT, bridge_env
+from tests.support.leaks import (
     assert_no_run_processes,
-    assert_stream_invariants,
-    bridge_env,
-    initialize,
-    make_client,
-    messages_of,
-    request,
     run_processes_alive,
-    start_request,
     tagged_processes,
     wait_for_run_process,
 )
+from tests.support.lsp import answer_or_error, initialize, make_client, messages_of, request, start_request
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
 

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from bridge.fronts.lsp.writer import frame
-from bridge.scripted_model.server import ScriptedModelServer
-from tests.acp_harness import RawAcp
-from tests.harness import ROOT, RawBridge, requires_pi
+from bridge.scripted_model import ScriptedModelServer
+from tests.support.acp import RawAcp
+from tests.support.env import ROOT, requires_pi
+from tests.support.raw import RawBridge
 
 pytestmark = [requires_pi]
 

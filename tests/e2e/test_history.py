@@ -9,7 +9,8 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
 from tests.conftest import requires_pi
-from tests.harness import assert_stream_invariants, messages_of, request
+from tests.support.lsp import messages_of, request
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

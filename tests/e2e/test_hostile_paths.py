@@ -17,19 +17,11 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import TEXT_REPLY
+from bridge.scripted_model import TEXT_REPLY
 from tests.conftest import requires_pi
-from tests.harness import (
-    answer_or_error,
-    assert_no_run_processes,
-    assert_stream_invariants,
-    bridge_config,
-    initialize,
-    messages_of,
-    request,
-    run_processes_alive,
-    start_request,
-)
+from tests.support.leaks import assert_no_run_processes, run_processes_alive
+from tests.support.lsp import answer_or_error, bridge_config, initialize, messages_of, request, start_request
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness import RawBridge, assert_no_run_processes, fake_pi_command, tagged_processes
+from tests.support.env import fake_pi_command
+from tests.support.leaks import assert_no_run_processes, tagged_processes
+from tests.support.raw import RawBridge
 
 
 @pytest.fixture

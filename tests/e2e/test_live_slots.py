@@ -14,7 +14,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.harness import ROOT, RawBridge, assert_stream_invariants
+from tests.support.env import ROOT
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
 WAIT = 30.0
@@ -228,13 +230,13 @@ def test_a_wedged_pi_and_a_big_prompt_never_hang_the_cancel_or_the_shutdown(tmp_
 
 
 def _pi_alive(bridge: RawBridge) -> bool:
-    from tests.harness import run_processes
+    from tests.support.leaks import run_processes
 
     return any("fake_rpc_pi" in " ".join(proc.cmdline()) for proc in run_processes(marker=bridge.marker))
 
 
 def test_an_agent_that_never_answers_its_rpc_mode_falls_back_to_one_process_per_prompt() -> None:
-    from tests.harness import fake_pi_command
+    from tests.support.env import fake_pi_command
 
     bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"})
     try:

@@ -8,7 +8,8 @@ import pytest
 
 from bridge.agents.pi.command import pi_flags
 from bridge.agents.seam import RunOptions
-from tests.harness import RawBridge, fake_pi_command
+from tests.support.env import fake_pi_command
+from tests.support.raw import RawBridge
 
 
 @pytest.fixture

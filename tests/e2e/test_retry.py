@@ -6,9 +6,10 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import ScriptedModelServer
+from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
-from tests.harness import answer_or_error, assert_stream_invariants, messages_of, request, start_request
+from tests.support.lsp import answer_or_error, messages_of, request, start_request
+from tests.support.streams import assert_stream_invariants
 
 FAST = {"maxAttempts": 3, "initialDelayMs": 20, "maxDelayMs": 50}
 

@@ -6,15 +6,10 @@ import pytest
 from pytest_lsp import LanguageClient
 
 from tests.conftest import requires_pi
-from tests.harness import (
-    ROOT,
-    answer_or_error,
-    assert_stream_invariants,
-    messages_of,
-    request,
-    start_request,
-    wait_for_run_process,
-)
+from tests.support.env import ROOT
+from tests.support.leaks import wait_for_run_process
+from tests.support.lsp import answer_or_error, messages_of, request, start_request
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

@@ -12,17 +12,9 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import BRIDGE, requires_pi
-from tests.harness import (
-    answer_or_error,
-    assert_no_run_processes,
-    bridge_env,
-    initialize,
-    make_client,
-    messages_of,
-    request,
-    run_processes_alive,
-    start_request,
-)
+from tests.support.env import bridge_env
+from tests.support.leaks import assert_no_run_processes, run_processes_alive
+from tests.support.lsp import answer_or_error, initialize, make_client, messages_of, request, start_request
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

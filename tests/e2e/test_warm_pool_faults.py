@@ -13,17 +13,9 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import BRIDGE
-from tests.harness import (
-    answer_or_error,
-    assert_no_run_processes,
-    bridge_env,
-    fake_pi_command,
-    initialize,
-    make_client,
-    messages_of,
-    request,
-    start_request,
-)
+from tests.support.env import bridge_env, fake_pi_command
+from tests.support.leaks import assert_no_run_processes
+from tests.support.lsp import answer_or_error, initialize, make_client, messages_of, request, start_request
 
 FAKE_SESSION = "01fa4e00-0000-7000-8000-000000000001"  # the fake pi's session id, every run
 

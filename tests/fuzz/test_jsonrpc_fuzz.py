@@ -22,7 +22,10 @@ from hypothesis import strategies as st
 
 from bridge.fronts.lsp.writer import frame
 from tests.fakes.fake_pi import TEXT as FAKE_PI_TEXT
-from tests.harness import RawBridge, assert_stream_invariants, fake_pi_command, no_run_processes
+from tests.support.env import fake_pi_command
+from tests.support.leaks import no_run_processes
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 OPTIONS = {"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "silenceTimeoutMs": 20000}
 INFLIGHT = "inflight-run"

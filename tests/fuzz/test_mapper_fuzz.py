@@ -20,7 +20,7 @@ from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt, pi_message_adapter
 from bridge.process.shutdown import LineFramer
-from tests.harness import assert_stream_invariants
+from tests.support.streams import assert_stream_invariants
 
 BUDGET = settings(
     max_examples=400,

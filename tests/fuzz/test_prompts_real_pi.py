@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 from pytest_lsp import LanguageClient
 
-from bridge.scripted_model.server import TEXT_REPLY, ScriptedModelServer
-from tests.harness import assert_stream_invariants, messages_of, request, requires_pi
+from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
+from tests.support.env import requires_pi
+from tests.support.lsp import messages_of, request
+from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 

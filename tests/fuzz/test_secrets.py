@@ -19,8 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.acp_harness import RawAcp
-from tests.harness import ROOT, WAIT, RawBridge, assert_stream_invariants, fake_pi_command, requires_pi
+from tests.support.acp import RawAcp
+from tests.support.env import ROOT, WAIT, fake_pi_command, requires_pi
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 SECRET_OPTIONS = "sk-test-SECRET-0ptions-9f3a7c1e5b2d4a6f8e0c"
 SECRET_PROCESS = "sk-ant-test-SECRET-pr0cess-1a2b3c4d5e6f7a8b"

@@ -17,8 +17,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness import RawBridge, assert_stream_invariants, requires_pi, run_processes_alive
 from tests.load.test_load import proc_stats
+from tests.support.env import requires_pi
+from tests.support.leaks import run_processes_alive
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 
 def report(name: str, **figures: Any) -> None:

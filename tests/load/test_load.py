@@ -19,15 +19,12 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge.scripted_model.server import TEXT_REPLY
+from bridge.scripted_model import TEXT_REPLY
 from tests.fakes.fake_pi import TEXT as FAKE_TEXT
-from tests.harness import (
-    RawBridge,
-    assert_stream_invariants,
-    fake_pi_command,
-    requires_pi,
-    run_processes_alive,
-)
+from tests.support.env import fake_pi_command, requires_pi
+from tests.support.leaks import run_processes_alive
+from tests.support.raw import RawBridge
+from tests.support.streams import assert_stream_invariants
 
 
 def proc_stats(pid: int) -> dict[str, int]:

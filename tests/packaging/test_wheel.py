@@ -15,7 +15,7 @@ import pytest
 
 from bridge import __version__
 from tests.conftest import requires_pi
-from tests.harness import PI_BIN, ROOT
+from tests.support.env import PI_BIN, ROOT
 
 pytestmark = [pytest.mark.slow, requires_pi]
 

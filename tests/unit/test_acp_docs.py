@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT, WAIT, bridge_env
+from tests.support.env import ROOT, WAIT, bridge_env
 
 DOC = ROOT / "docs" / "acp.md"
 EDITORS = ("zed", "jetbrains", "codecompanion", "agent-shell", "acpx")

@@ -12,7 +12,7 @@ from bridge import agents
 from bridge.agents.seam import RunOptions
 from bridge.config import resolve_config
 from bridge.runs.registry import BridgeConfig
-from tests.harness import ROOT
+from tests.support.env import ROOT
 
 
 def test_every_known_agent_builds_with_pi_first() -> None:

@@ -19,7 +19,8 @@ from bridge.engines import json_engine as provider
 from bridge.engines.cancel import CancelToken
 from bridge.engines.json_engine import Attempt, AttemptLimits
 from bridge.process.shutdown import ChildProcess
-from tests.harness import fake_pi_command, run_processes_alive
+from tests.support.env import fake_pi_command
+from tests.support.leaks import run_processes_alive
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,8 @@ from bridge.engines.cancel import CancelToken
 from bridge.engines.conversations import Conversations
 from bridge.engines.json_engine import Attempt, AttemptLimits, AttemptOutcome
 from bridge.engines.rpc_engine import RpcAttempt
-from tests.harness import ROOT, fake_pi_command, run_processes_alive
+from tests.support.env import ROOT, fake_pi_command
+from tests.support.leaks import run_processes_alive
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from bridge.agents.claude.file_changes import ClaudeFileChangeWatch, hunks_of
 from bridge.agents.claude.mapper import ClaudeEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
-from bridge.scripted_model.server import TEXT_REPLY
+from bridge.scripted_model import TEXT_REPLY
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "claude"
 OPTIONS = RunOptions(prompt="-p hi", cwd="/home/user/project")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tests.fakes.fake_pi import TEXT as FAKE_PI_TEXT
-from tests.harness import ROOT, bridge_env, fake_pi_command
+from tests.support.env import ROOT, bridge_env, fake_pi_command
 
 
 def test_minimal_client_from_the_docs_runs_a_prompt(tmp_path) -> None:

@@ -13,7 +13,9 @@ import psutil
 import pytest
 from pytest_lsp import LanguageClient
 
-from tests.harness import ROOT, TEST_TAG_ENV, RawBridge, pi_requirement, run_processes
+from tests.support.env import ROOT, TEST_TAG_ENV, pi_requirement
+from tests.support.leaks import run_processes
+from tests.support.raw import RawBridge
 
 
 def test_requires_pi_fails_instead_of_skipping_when_pi_is_required() -> None:
@@ -24,15 +26,15 @@ def test_requires_pi_fails_instead_of_skipping_when_pi_is_required() -> None:
 
 
 def test_no_test_skips_itself_for_a_missing_pi_instead_of_using_requires_pi() -> None:
-    """A hand-written `pytest.skip` ignores PI_BRIDGE_REQUIRE_*; the helpers of tests/harness.py honour them."""
+    """A hand-written `pytest.skip` ignores PI_BRIDGE_REQUIRE_*; the helpers of tests/support/env.py honour them."""
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sorted((ROOT / "tests").rglob("*.py"))
-        if path.name not in {Path(__file__).name, "harness.py"}
+        if path.name != Path(__file__).name and path != ROOT / "tests" / "support" / "env.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if "pytest.skip(" in line or "pytest.importorskip(" in line
     ]
-    assert offenders == [], "use tests.harness.requires_pi"
+    assert offenders == [], "use tests.support.env.requires_pi"
 
 
 IGNORES_END_OF_INPUT = (
@@ -72,7 +74,8 @@ def test_teardown_fails_when_a_process_of_a_run_outlives_the_bridge() -> None:
 LEAK_THEN_CLEAN = """
 import subprocess
 
-from tests.harness import bridge_env, tagged_processes
+from tests.support.env import bridge_env
+from tests.support.leaks import tagged_processes
 
 
 def test_leaks() -> None:

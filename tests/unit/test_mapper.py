@@ -14,7 +14,7 @@ import pytest
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
-from tests.harness import assert_stream_invariants
+from tests.support.streams import assert_stream_invariants
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CAPTURES = sorted((FIXTURES / "pi-captures").glob("*/*.jsonl*"))

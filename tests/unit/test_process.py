@@ -24,7 +24,7 @@ import pytest
 
 from bridge.process import containment
 from bridge.process import shutdown as process
-from tests import harness
+from tests.support.env import skip_without_cgroup
 
 MODES = ["cgroup", "cgroup-v1", "tree"]
 
@@ -38,10 +38,10 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
         if chosen == "cgroup-v1":
             v1 = [h for h in containment._candidates() if h.flavor == "v1" and containment._works(h)]
             if not v1:
-                harness.skip_without_cgroup("no writable cgroup v1 freezer here")
+                skip_without_cgroup("no writable cgroup v1 freezer here")
             found = v1[0]
         if found is None:
-            harness.skip_without_cgroup("no writable cgroup hierarchy here")
+            skip_without_cgroup("no writable cgroup hierarchy here")
         monkeypatch.setattr(containment, "_chosen", [found])
     else:
         monkeypatch.setattr(containment, "_chosen", [None])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bridge.scripted_model.server import (
+from bridge.scripted_model import (
     ANTHROPIC_SIGNATURE,
     ANTHROPIC_TEXT,
     ANTHROPIC_THOUGHT,
@@ -43,7 +43,7 @@ from bridge.scripted_model.server import (
     tool_answer_text,
     write_pi_agent_dir,
 )
-from tests.harness import requires_pi
+from tests.support.env import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 10.0
@@ -646,7 +646,7 @@ def test_command_line_serves_until_sigterm(tmp_path: pathlib.Path) -> None:
     agent = tmp_path / "agent"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bridge.scripted_model.server", "--agent-dir", str(agent)],
+        [sys.executable, "-m", "bridge.scripted_model", "--agent-dir", str(agent)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

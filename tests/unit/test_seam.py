@@ -7,7 +7,7 @@ import re
 from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import RunOptions
-from tests.harness import ROOT
+from tests.support.env import ROOT
 
 # pi's event names, its environment, and wire method literals (the contract has the constants).
 PI_SPECIFIC = re.compile(r'agent_end|PI_CODING_AGENT|"pi/run"')

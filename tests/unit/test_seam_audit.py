@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.harness import ROOT
+from tests.support.env import ROOT
 
 BRIDGE = ROOT / "bridge"
 
@@ -31,11 +31,16 @@ GENERIC = {"--session-id", "ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN"}
 # Files that may name an agent's things, and why.
 PI_ALLOWED = {
     "agents/__init__.py": "the adapter index: it imports every agent package",
-    "scripted_model/server.py": "a model server standing in for pi's provider (it writes pi's models.json)",
+    "scripted_model/__main__.py": "the scripted model's command line: it can write pi's models.json",
+    "scripted_model/pi_config.py": "the scripted model's pi set-up: it writes pi's models.json",
+    "scripted_model/scenarios.py": "a model standing in for pi's provider (its reply names pi's events)",
 }
 CLAUDE_ALLOWED = {
     "agents/__init__.py": "the adapter index: it imports every agent package",
-    "scripted_model/server.py": "a model server standing in for Claude Code's Anthropic endpoint",
+    "scripted_model/__init__.py": "the scripted model's index: it re-exports the Anthropic scenario texts",
+    "scripted_model/formats.py": "a model server standing in for Claude Code's Anthropic endpoint",
+    "scripted_model/request_body.py": "it reads Anthropic requests' tool_result blocks",
+    "scripted_model/scenarios.py": "it reads Claude Code's tool schemas, and answers in Anthropic's style",
 }
 
 

@@ -115,7 +115,7 @@ class PiAgent:
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """A pi agent dir in `workdir` whose `provider` is the model at `base_url`."""
-        from bridge.scripted_model.server import write_pi_agent_dir
+        from bridge.scripted_model import write_pi_agent_dir
 
         write_pi_agent_dir(workdir, base_url, provider=provider)
         return {AGENT_DIR_ENV: str(workdir)}

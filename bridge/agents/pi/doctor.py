@@ -172,7 +172,7 @@ def check_models(command: tuple[str, ...], environ: Mapping[str, str], scripted_
     source = user_agent_dir(environ)
     with tempfile.TemporaryDirectory(prefix="pi-bridge-doctor-") as scratch:
         if scripted_model:
-            from bridge.scripted_model.server import write_pi_agent_dir
+            from bridge.scripted_model import write_pi_agent_dir
 
             # --list-models only reads the configuration; no model server needs to listen.
             write_pi_agent_dir(Path(scratch), "http://127.0.0.1:9/v1", provider="fake")

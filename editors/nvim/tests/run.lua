@@ -30,7 +30,7 @@ local model_ready = ''
 local model_server = vim.system({
   python,
   '-m',
-  'bridge.scripted_model.server',
+  'bridge.scripted_model',
   '--agent-dir',
   agent_dir,
   '--record',

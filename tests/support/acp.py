@@ -18,7 +18,8 @@ from typing import Any, cast
 from acp import RequestError, schema, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 
-from tests.harness import BRIDGE, WAIT, bridge_env
+from bridge.tools.stdio_client import NDJSON, StdioPeer
+from tests.support.env import BRIDGE, WAIT, bridge_env
 
 Update = Any
 
@@ -134,9 +135,12 @@ async def prompt(conn: ClientSideConnection, session_id: str, text: str, timeout
     return await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=blocks), timeout)
 
 
-class RawAcp:
+class RawAcp(StdioPeer):
     """`pi-bridge acp` driven frame by frame (for hostile input): every stdout line is kept, and
     must be a JSON-RPC frame."""
+
+    null_params = False
+    dumps = staticmethod(lambda payload: json.dumps(payload).encode())  # ASCII: a lone surrogate escaped
 
     def __init__(
         self,
@@ -147,73 +151,40 @@ class RawAcp:
         extra_env: dict[str, str] | None = None,
     ) -> None:
         env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir), **(extra_env or {})})
-        self.proc = subprocess.Popen(
-            [*BRIDGE, *top_args, "acp"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-            bufsize=0,
+        super().__init__(
+            [*BRIDGE, *top_args, "acp"], framing=NDJSON, env=env, cwd=cwd, stderr=subprocess.DEVNULL
         )
         self.frames: list[dict[str, Any]] = []
         self.not_frames: list[bytes] = []
         self._cond = threading.Condition()
-        self._reading = threading.Event()
-        self._reading.set()
-        # Set while the reader waits for resume_reading (a pause takes effect between lines).
-        self.reader_parked = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
         self._next_id = 1000
+        self.start_reader("raw-acp-reader")
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        stdout = open(self.proc.stdout.fileno(), "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
-        while True:
-            if not self._reading.is_set():
-                self.reader_parked.set()
-                self._reading.wait()
-                self.reader_parked.clear()
-            line = stdout.readline()
-            if not line:
-                break
-            try:
-                frame = json.loads(line)
-            except ValueError:
-                frame = None
-            with self._cond:
+    def received(self, now: float, bodies: list[bytes]) -> None:
+        with self._cond:
+            for line in bodies:
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    frame = None
                 if isinstance(frame, dict) and frame.get("jsonrpc") == "2.0":
                     self.frames.append(frame)
                 else:
                     self.not_frames.append(line)
-                self._cond.notify_all()
+            self._cond.notify_all()
 
-    def pause_reading(self) -> None:
-        """Stop reading the bridge's stdout (a client that stopped reading)."""
-        self._reading.clear()
-
-    def resume_reading(self) -> None:
-        """Read again."""
-        self._reading.set()
+    def ended(self) -> None:
+        with self._cond:
+            super().ended()
+            self._cond.notify_all()
 
     def send_line(self, data: bytes) -> None:
         """Write one line (a newline is added)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data + b"\n")
-
-    def send(self, payload: Any) -> None:
-        """Write one JSON frame."""
-        self.send_line(json.dumps(payload).encode())
+        self.send_bytes(data + b"\n")
 
     def request(self, method: str, params: Any = None) -> dict[str, Any]:
         """Send a request and wait for the frame answering it."""
-        self._next_id += 1
-        msg_id = self._next_id
-        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
-        if params is not None:
-            payload["params"] = params
-        self.send(payload)
+        msg_id, _ = self.send_request(method, params)
         return self.wait(lambda f: f.get("id") == msg_id and "method" not in f)
 
     def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = WAIT) -> dict[str, Any]:
@@ -237,8 +208,8 @@ class RawAcp:
 
     def close(self) -> int:
         """Close stdin and wait for the exit code (killed by pid if it hangs)."""
-        assert self.proc.stdin is not None
         self.resume_reading()
+        assert self.proc.stdin is not None
         self.proc.stdin.close()
         try:
             return self.proc.wait(WAIT)

@@ -1,0 +1,131 @@
+"""What a model request holds: its messages, the user's text, trailing tool results, offered tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def content_text(content: object, *, block_types: tuple[str, ...] = ("text",)) -> str | None:
+    """Text of a message ``content`` (string or list of typed blocks), None if none."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") in block_types:
+            value = block.get("text")
+            if isinstance(value, str):
+                texts.append(value)
+    return "".join(texts) if texts else None
+
+
+def request_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("messages")
+    if not isinstance(raw, list):
+        return []
+    return [m for m in raw if isinstance(m, dict)]
+
+
+def last_user_text_of(body: dict[str, Any]) -> str | None:
+    """Text of the last user message carrying text (tool results are not user text).
+
+    Text blocks an agent adds as context before the prompt (Claude Code's `<system-reminder>`
+    blocks) are not the user's text.
+    """
+    for message in reversed(request_messages(body)):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                block
+                for block in content
+                if not (
+                    isinstance(block, dict) and str(block.get("text", "")).startswith("<system-reminder>")
+                )
+            ]
+        text = content_text(content)
+        if text is not None:
+            return text
+    return None
+
+
+def user_texts_of(body: dict[str, Any]) -> list[str]:
+    """Texts of every user message carrying text, in order (the conversation so far)."""
+    texts = []
+    for message in request_messages(body):
+        if message.get("role") == "user":
+            text = content_text(message.get("content"))
+            if text is not None:
+                texts.append(text)
+    return texts
+
+
+def trailing_tool_result(body: dict[str, Any]) -> str | None:
+    """Text of the tool result(s) the conversation ends with; None if it ends otherwise.
+
+    OpenAI format: trailing ``role: "tool"`` messages. Anthropic format: a final user
+    message holding ``tool_result`` blocks.
+    """
+    messages = [m for m in request_messages(body) if m.get("role") not in ("system", "developer")]
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool":
+        results: list[str] = []
+        for message in reversed(messages):
+            if message.get("role") != "tool":
+                break
+            results.append(content_text(message.get("content")) or "")
+        return "\n".join(reversed(results))
+    content = last.get("content")
+    if last.get("role") == "user" and isinstance(content, list):
+        found = False
+        texts: list[str] = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                found = True
+                texts.append(content_text(block.get("content")) or "")
+        if found:
+            return "\n".join(texts)
+    return None
+
+
+def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, frozenset[str]]]:
+    """The tools a request offers: lower-cased name -> (name as offered, its argument names)."""
+    tools = body.get("tools")
+    found: dict[str, tuple[str, frozenset[str]]] = {}
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function")
+        spec: dict[str, Any] = function if isinstance(function, dict) else tool
+        name = spec.get("name")
+        schema = spec.get("input_schema") or spec.get("parameters") or {}
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        if isinstance(name, str):
+            found[name.lower()] = (name, frozenset(props) if isinstance(props, dict) else frozenset())
+    return found
+
+
+def offered_tool(body: dict[str, Any], name: str) -> str:
+    """`name` spelled as the request offers it (an agent may capitalize its tools), else as given."""
+    return offered_tools(body).get(name, (name, frozenset()))[0]
+
+
+def tool_results_count(body: dict[str, Any]) -> int:
+    """How many tool results the conversation holds since its last user text."""
+    count = 0
+    for message in reversed(request_messages(body)):
+        content = message.get("content")
+        if message.get("role") == "tool":
+            count += 1
+        elif message.get("role") == "user":
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                count += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+            else:
+                break
+    return count
