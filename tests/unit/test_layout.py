@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness import ROOT
+from tests.support.env import ROOT
 
 BRIDGE = ROOT / "bridge"
 
