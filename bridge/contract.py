@@ -760,6 +760,12 @@ class PermissionRule(WireModel):
         return self
 
 
+def _absolute(cwd: str) -> str:
+    if not cwd.startswith("/"):
+        raise ValueError("must be an absolute path")
+    return _no_nul(cwd)
+
+
 def _unique_ids(rules: list[PermissionRule]) -> list[PermissionRule]:
     seen: set[str] = set()
     for rule in rules:
@@ -776,6 +782,8 @@ class PermissionsParams(WireModel):
 
     cwd: str = Field(min_length=1, max_length=MAX_RULE_TEXT)
 
+    _cwd_is_absolute = field_validator("cwd")(_absolute)
+
 
 class SetPermissionsParams(WireModel):
     """Params of `pi/setPermissions`: replace every rule of the workspace `cwd`."""
@@ -784,6 +792,8 @@ class SetPermissionsParams(WireModel):
 
     cwd: str = Field(min_length=1, max_length=MAX_RULE_TEXT)
     rules: list[PermissionRule] = Field(max_length=MAX_RULES)
+
+    _cwd_is_absolute = field_validator("cwd")(_absolute)
 
     @field_validator("rules")
     @classmethod
