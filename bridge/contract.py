@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 PROTOCOL_VERSION = 1
@@ -671,13 +671,141 @@ class ServerCapabilities(WireModel):
 
     protocol_version: int = PROTOCOL_VERSION
     methods: list[str] = Field(
-        default_factory=lambda: [RUN, CANCEL, RUNS, SESSIONS, SESSION, STEER, CLOSE_SESSION]
+        default_factory=lambda: [
+            RUN,
+            CANCEL,
+            RUNS,
+            SESSIONS,
+            SESSION,
+            STEER,
+            CLOSE_SESSION,
+            PERMISSIONS,
+            SET_PERMISSIONS,
+        ]
     )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
     message_types: list[str] = Field(default_factory=lambda: list(get_args(MessageType)))
     settings: EffectiveSettings | None = None
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
+
+
+# --------------------------------------------------------------------------- permissions (turn 3)
+
+PERMISSIONS = "pi/permissions"
+SET_PERMISSIONS = "pi/setPermissions"
+
+PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
+ToolKind = Literal["read", "edit", "execute", "other"]
+RuleDecision = Literal["allow", "deny"]
+RuleScope = Literal["session", "workspace"]
+MAX_RULES: Final = 1000
+MAX_PREFIX_WORDS: Final = 64
+MAX_RULE_TEXT: Final = 4096
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+class RuleMatch(WireModel):
+    """What a rule matches: exactly one of a shell command's leading words or a path glob."""
+
+    model_config = ConfigDict(strict=True)
+
+    command_prefix: list[Annotated[str, Field(min_length=1, max_length=MAX_RULE_TEXT)]] | None = Field(
+        None, min_length=1, max_length=MAX_PREFIX_WORDS
+    )
+    path: str | None = Field(None, min_length=1, max_length=MAX_RULE_TEXT)
+
+    @field_validator("command_prefix")
+    @classmethod
+    def _words_have_no_nul(cls, value: list[str] | None) -> list[str] | None:
+        for word in value or ():
+            _no_nul(word)
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _path_has_no_nul(cls, value: str | None) -> str | None:
+        return None if value is None else _no_nul(value)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RuleMatch:
+        if (self.command_prefix is None) == (self.path is None):
+            raise ValueError("give exactly one of commandPrefix or path")
+        return self
+
+
+class PermissionRule(WireModel):
+    """An allow or deny rule for one tool (`*`: any tool); session rules name their conversation."""
+
+    model_config = ConfigDict(strict=True)
+
+    id: str = Field(pattern=RUN_ID_PATTERN)
+    tool: str = Field(min_length=1, max_length=64)
+    match: RuleMatch
+    decision: RuleDecision
+    scope: RuleScope
+    session_id: str | None = Field(None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _session_rules_name_their_session(self) -> PermissionRule:
+        if self.scope == "session" and self.session_id is None:
+            raise ValueError("a session rule needs its sessionId")
+        if self.scope == "workspace" and self.session_id is not None:
+            raise ValueError("a workspace rule has no sessionId")
+        return self
+
+
+def _absolute(cwd: str) -> str:
+    if not cwd.startswith("/"):
+        raise ValueError("must be an absolute path")
+    return _no_nul(cwd)
+
+
+def _unique_ids(rules: list[PermissionRule]) -> list[PermissionRule]:
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.id in seen:
+            raise ValueError(f"rule id {rule.id!r} is given twice")
+        seen.add(rule.id)
+    return rules
+
+
+class PermissionsParams(WireModel):
+    """Params of `pi/permissions`: the rules in force for the workspace `cwd`."""
+
+    model_config = ConfigDict(strict=True)
+
+    cwd: str = Field(min_length=1, max_length=MAX_RULE_TEXT)
+
+    _cwd_is_absolute = field_validator("cwd")(_absolute)
+
+
+class SetPermissionsParams(WireModel):
+    """Params of `pi/setPermissions`: replace every rule of the workspace `cwd`."""
+
+    model_config = ConfigDict(strict=True)
+
+    cwd: str = Field(min_length=1, max_length=MAX_RULE_TEXT)
+    rules: list[PermissionRule] = Field(max_length=MAX_RULES)
+
+    _cwd_is_absolute = field_validator("cwd")(_absolute)
+
+    @field_validator("rules")
+    @classmethod
+    def _ids_are_unique(cls, rules: list[PermissionRule]) -> list[PermissionRule]:
+        return _unique_ids(rules)
+
+
+class PermissionsResult(WireModel):
+    """Result of `pi/permissions` and `pi/setPermissions`: the rules now in force for `cwd`."""
+
+    cwd: str
+    rules: list[PermissionRule]
 
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
@@ -698,6 +826,9 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "SessionHistory": SessionHistory,
     "SessionNotFound": SessionNotFound,
     "ServerCapabilities": ServerCapabilities,
+    "PermissionsParams": PermissionsParams,
+    "SetPermissionsParams": SetPermissionsParams,
+    "PermissionsResult": PermissionsResult,
 }
 
 
@@ -715,7 +846,8 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
-        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}; notification {MESSAGE}",
+        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}; "
+        f"notification {MESSAGE}",
         "$defs": dict(sorted(defs.items())),
     }
 

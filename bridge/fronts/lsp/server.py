@@ -13,12 +13,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Generator
+from collections.abc import Awaitable, Generator
 from typing import Any, BinaryIO
 
 import anyio
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -33,11 +33,14 @@ from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.process.shutdown import become_subreaper, reap_orphans
 from bridge.runs import history
 from bridge.runs.registry import BridgeConfig, RunRegistry
+from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 
 log = logging.getLogger(__name__)
 
 # Answers the protocol gives on purpose (bad params, a cancelled run): not server errors.
 EXPECTED_ERRORS = (JsonRpcInvalidParams, JsonRpcRequestCancelled)
+# The answer to pi/permissions and pi/setPermissions when the rule store cannot be trusted or read.
+RULE_STORE_ERROR = -32000
 
 
 class _ExpectedErrorFilter(logging.Filter):
@@ -94,6 +97,7 @@ class BridgeServer(LanguageServer):
         self.default_cwd = os.getcwd()
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
+        self.rule_store = RuleStore(state_dir(os.environ))
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -188,7 +192,35 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    # ---- permission rules (issue 22): listed and replaced here, kept by bridge/runs/rule_store.py
+
+    @server.feature(contract.PERMISSIONS)
+    async def pi_permissions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.PermissionsParams, raw)
+        rules = await _rule_store_call(ls.rule_store.rules_async(params.cwd))
+        return _rules_result(params.cwd, rules)
+
+    @server.feature(contract.SET_PERMISSIONS)
+    async def pi_set_permissions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SetPermissionsParams, raw)
+        rules = await _rule_store_call(ls.rule_store.replace_async(params.cwd, params.rules))
+        return _rules_result(params.cwd, rules)
+
     return server
+
+
+async def _rule_store_call(call: Awaitable[list[contract.PermissionRule]]) -> list[contract.PermissionRule]:
+    """Await a rule store call; a broken store is a server error naming the file and the problem."""
+    try:
+        return await call
+    except (RuleStoreError, OSError) as exc:
+        raise JsonRpcException(message=str(exc), code=RULE_STORE_ERROR) from None
+
+
+def _rules_result(cwd: str, rules: list[contract.PermissionRule]) -> dict[str, Any]:
+    return contract.PermissionsResult(cwd=cwd, rules=rules).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
 
 
 async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
