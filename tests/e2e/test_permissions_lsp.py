@@ -19,15 +19,9 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
 from bridge.runs.rule_store import STATE_DIR_ENV, RuleStore
-from tests.harness import (
-    BRIDGE,
-    BridgeServerConfig,
-    assert_no_run_processes,
-    fake_pi_command,
-    initialize,
-    make_client,
-    request,
-)
+from tests.support.env import BRIDGE, fake_pi_command
+from tests.support.leaks import assert_no_run_processes
+from tests.support.lsp import BridgeServerConfig, initialize, make_client, request
 from tests.unit.test_rule_store import WORKSPACE_RULE as RULE
 
 
