@@ -29,7 +29,6 @@ from acp.connection import Connection
 from pydantic import ValidationError
 
 from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
-from bridge.engines.conversations import NoRpc, OpenedConversation, StartFailure
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import (
     MODEL_OPTION,
@@ -47,7 +46,14 @@ from bridge.fronts.acp.mapping import (
 )
 from bridge.fronts.lsp.writer import HIGH_WATER, LOW_WATER
 from bridge.runs import history
-from bridge.runs.registry import Run, RunRegistry, ShuttingDownError
+from bridge.runs.registry import (
+    NoLiveMode,
+    OpenedConversation,
+    OpenFailure,
+    Run,
+    RunRegistry,
+    ShuttingDownError,
+)
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.serve import StdioTransport
@@ -228,14 +234,14 @@ class PiAcpAgent:
     async def _open(self, cwd: str, session_id: str | None) -> OpenedConversation:
         try:
             return await self.registry.open_conversation(cwd, session_id)
-        except StartFailure as exc:
+        except OpenFailure as exc:
             error = exc.error
             raise RequestError(
                 RUN_FAILED,
                 error.message,
                 {"kind": error.kind, "retryable": error.retryable, "stderr": error.stderr},
             ) from None
-        except NoRpc as exc:
+        except NoLiveMode as exc:
             raise RequestError(
                 RUN_FAILED, f"the agent does not speak its live (rpc) mode: {exc}", {"kind": "spawn"}
             ) from None
