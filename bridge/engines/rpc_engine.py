@@ -32,6 +32,7 @@ import orjson
 
 from bridge.agents.seam import AgentAdapter, LiveCommand, LiveError, Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
 from bridge.engines.conversations import (
     CheckoutCancelled,
@@ -42,7 +43,8 @@ from bridge.engines.conversations import (
     StartFailure,
 )
 from bridge.engines.diff_capture import DiffCapture
-from bridge.engines.json_engine import AttemptLimits, AttemptOutcome, coalesce, outcome_of
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
     contained_besides,
     contained_now,
@@ -136,11 +138,7 @@ class RpcAttempt:
         if self._fault is None:
             pid = self.agent.pid if self.agent else None
             log.error("a run of live %s %s failed inside the bridge", self.name, pid, exc_info=exc)
-            self._fault = ErrorInfo(
-                kind="internal",
-                message=f"the bridge failed on {self.name}'s output: {type(exc).__name__}: {str(exc)[:200]}",
-                retryable=False,
-            )
+            self._fault = endings.internal_error(self.name, exc)
         self._set("internal")
 
     def _set(self, reason: Reason) -> None:
@@ -207,13 +205,7 @@ class RpcAttempt:
                     if self._on_steerable is not None:
                         self._on_steerable(None)
                     if self.mapper.last_terminal is None and not not_taken:
-                        self._send(
-                            self.mapper.finish_failed(
-                                ErrorInfo(
-                                    kind="internal", message="the attempt ended unexpectedly", retryable=True
-                                )
-                            )
-                        )
+                        self._send(self.mapper.finish_failed(endings.unexpected_end()))
                     await self.diffs.drained()  # the attempt ends once its messages are out
         raise AssertionError("unreachable")
 
@@ -472,20 +464,10 @@ class RpcAttempt:
         receipt = await self._kill(agent)
         self.shutdown = receipt
         if reason == "deadline":
-            message = f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped"
-            self._send(self.mapper.finish_failed(ErrorInfo(kind="timeout", message=message, retryable=False)))
+            self._send(self.mapper.finish_failed(endings.deadline_error(self.limits)))
         else:
-            silence = self.limits.silence_seconds or 0
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="stalled",
-                        message=f"{self.name} printed nothing for {silence:g} s and was stopped",
-                        retryable=True,
-                        stderr=agent.rpc.stderr.text() or None,
-                    )
-                )
-            )
+            error = endings.silence_error(self.name, self.limits, agent.rpc.stderr.text())
+            self._send(self.mapper.finish_failed(error))
 
     async def _add_stats(self, agent: LiveAgent, outs: list[Out]) -> None:
         terminal = next((out for out in outs if out.type == "terminal.completed"), None)
@@ -574,26 +556,10 @@ class RpcAttempt:
         stderr = agent.rpc.stderr.text()
         if not exited:
             self.shutdown = await self._kill(agent)
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="stalled",
-                        message=f"{self.name} closed its output but kept running; it was stopped",
-                        retryable=True,
-                        stderr=stderr or None,
-                    )
-                )
-            )
+            self._send(self.mapper.finish_failed(endings.kept_running_error(self.name, stderr)))
             return
         await self.conversations.invalidate(agent)
-        code = agent.child.returncode
-        signal_name: str | None = None
-        if code is not None and code < 0:
-            try:
-                signal_name = signal.Signals(-code).name
-            except ValueError:
-                signal_name = f"signal {-code}"
-            code = None
+        code, signal_name = endings.exit_status(agent.child.returncode)
         outs = self.mapper.finish_exited(code, signal_name, stderr)
         self._send(outs)
 
@@ -632,15 +598,14 @@ class RpcAttempt:
         return self._outcome()
 
     def _cancelled_before_start(self) -> AttemptOutcome:
-        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
-        self.shutdown = receipt
-        self._send(self.mapper.finish_cancelled(receipt))
+        self.shutdown = endings.not_started()
+        self._send(self.mapper.finish_cancelled(self.shutdown))
         return self._outcome()
 
     def _cancelled_before_prompt(self) -> AttemptOutcome:
         """Cancelled while its live agent was being configured: the prompt was never sent, and
         the agent stays for the conversation."""
-        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[], agent_kept=True)
+        receipt = endings.not_started().model_copy(update={"agent_kept": True})
         self.shutdown = receipt
         self._announce_session()
         self._send(self.mapper.finish_cancelled(receipt))
@@ -649,4 +614,4 @@ class RpcAttempt:
     def _outcome(self) -> AttemptOutcome:
         agent = self.agent
         kept = agent is not None and agent.stopped is None and agent.alive
-        return outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)
+        return endings.outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)

@@ -44,7 +44,8 @@ from bridge.contract import (
 )
 from bridge.engines.cancel import CancelToken
 from bridge.engines.conversations import Conversations, Lease, NoRpc, StartFailure
-from bridge.engines.json_engine import Attempt, AttemptLimits, AttemptOutcome
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
