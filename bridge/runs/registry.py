@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -26,6 +26,7 @@ import anyio.abc
 from bridge import agents
 from bridge.agents import seam
 from bridge.agents.seam import Out, RunOptions, SessionCheckpoint
+from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
     CancelledRunData,
@@ -88,30 +89,6 @@ class OpenFailure(Exception):
     def __init__(self, error: ErrorInfo) -> None:
         super().__init__(error.message)
         self.error = error
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeConfig:
-    """Server-wide settings, from the command line and initializationOptions."""
-
-    command: tuple[str, ...] = ("pi",)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_concurrent_runs: int = 8
-    queue_when_busy: bool = True
-    silence_seconds: float | None = None
-    default_provider: str | None = None
-    default_model: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    warm_pool: bool = True
-    warm_pool_ttl_seconds: float = 300.0
-    engine: Literal["rpc", "json"] = "rpc"
-    max_live_sessions: int = 4
-    session_idle_seconds: float = 600.0
-    # Agent name -> command; the server's own adapter runs `command` unless named here.
-    agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    default_agent: str | None = None
-    permission_mode: str | None = None
-    allowed_tools: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)

@@ -10,8 +10,7 @@ import pytest
 
 from bridge import agents
 from bridge.agents.seam import RunOptions
-from bridge.config import resolve_config
-from bridge.runs.registry import BridgeConfig
+from bridge.config import BridgeConfig, resolve_config
 from tests.harness import ROOT
 
 

@@ -28,10 +28,11 @@ import orjson
 from pydantic import BaseModel
 
 from bridge import contract
+from bridge.config import BridgeConfig
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
 from bridge.process.shutdown import become_subreaper, reap_orphans
-from bridge.runs.registry import AgentAdapter, BridgeConfig, RunRegistry
+from bridge.runs.registry import AgentAdapter, RunRegistry
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.agent import PiAcpAgent
