@@ -91,7 +91,7 @@ class AcpSession:
         return config_options(self.opened, self.model, self.thinking)
 
 
-class PiAcpAgent:
+class AcpAgent:
     """The ACP agent: handlers for every ACP method the bridge serves."""
 
     def __init__(self, registry: RunRegistry, *, default_cwd: str) -> None:
@@ -575,7 +575,7 @@ def _prompt_answer(run: Run) -> schema.PromptResponse:
     )
 
 
-def _dispatcher(agent: PiAcpAgent) -> Any:
+def _dispatcher(agent: AcpAgent) -> Any:
     router = build_agent_router(agent, use_unstable_protocol=True)  # type: ignore[arg-type]
 
     async def dispatch(method: str, params: Any, is_notification: bool) -> Any:
@@ -598,7 +598,7 @@ def _dispatcher(agent: PiAcpAgent) -> Any:
     return dispatch
 
 
-def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
+def connect(agent: AcpAgent, transport: StdioTransport) -> Connection:
     """The SDK's connection serving `agent` over `transport` (run it with `main_loop`)."""
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn
