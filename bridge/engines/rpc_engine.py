@@ -177,7 +177,7 @@ class RpcAttempt:
                 self.conversations.note_fallback(self.command, str(exc))
                 if self._fallback is not None:
                     return await self._fallback()
-                message = f"{self.name} does not speak its live mode: {exc}"
+                message = f"{self.name} does not speak rpc: {exc}"
                 error = ErrorInfo(kind="usage", message=message, retryable=False)
                 return self._failed(error)
             except StartFailure as exc:

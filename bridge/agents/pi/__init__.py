@@ -19,6 +19,7 @@ from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionS
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
 FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
+_LIVE_MODE: Final = PiLiveMode()
 
 
 class PiAgent:
@@ -34,7 +35,7 @@ class PiAgent:
 
     def live_mode(self) -> LiveMode:
         """pi's `--mode rpc`: one long-lived pi per conversation."""
-        return PiLiveMode()
+        return _LIVE_MODE
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """pi's command line, environment and stdin for one attempt."""
