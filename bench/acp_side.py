@@ -166,7 +166,7 @@ both, and is still ahead of pi-acp's (no `pi --version`, no `npm view`).
 
 The per-prompt path, measured with strace of each adapter's main thread (frame read → prompt
 written to pi; pi's line read → update written) and timestamps in the bridge:
-- in: a valid `session/prompt` is started as its frame is read (`PiAcpAgent.direct`), not after
+- in: a valid `session/prompt` is started as its frame is read (`AcpAgent.direct`), not after
   the SDK's receive loop, a task per frame and its router; the run's task is a plain asyncio task,
   and pi's stdin is a pipe the bridge owns (bridge/process/stdin_pipe.py): a command is in the pipe when
   the write returns, with no loop trip after it. Frame → prompt on pi's stdin: 1.24 ms under

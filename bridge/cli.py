@@ -50,9 +50,8 @@ def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
     from bridge.agents import DEFAULT_AGENT, build_adapter
-    from bridge.config import command_from
+    from bridge.config import BridgeConfig, command_from
     from bridge.fronts.lsp.server import create_server, run_stdio
-    from bridge.runs.registry import BridgeConfig
 
     adapter = build_adapter(DEFAULT_AGENT)
     if args.agent:
@@ -102,10 +101,9 @@ def acp_main(args: argparse.Namespace) -> int:
 
     first = FirstFrame.start()
     from bridge.agents import DEFAULT_AGENT
-    from bridge.config import command_from
+    from bridge.config import BridgeConfig, command_from
     from bridge.contract import RetryPolicy
     from bridge.fronts.acp.serve import run_acp
-    from bridge.runs.registry import BridgeConfig
 
     adapter = chosen or _agent_or_exit(DEFAULT_AGENT)
     if adapter is None:

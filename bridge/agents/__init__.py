@@ -14,11 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bridge.agents.seam import AgentAdapter
-from bridge.contract import AgentInfo
-
-if TYPE_CHECKING:
-    from bridge.tools.doctor import Check
+if TYPE_CHECKING:  # the index imports only the standard library: the doctor needs it so
+    from bridge.agents.checks import Check
+    from bridge.agents.seam import AgentAdapter
+    from bridge.contract import AgentInfo
 
 DEFAULT_AGENT: Final = "pi"
 _PACKAGE_SEARCH_DEPTH: Final = 6
@@ -95,6 +94,8 @@ def probe(name: str, command: tuple[str, ...], env: Mapping[str, str] | None = N
     The version is read from the npm package that provides the executable (both agents install
     from npm); it is None for a command that is no npm package's bin (a wrapper, a test fake).
     """
+    from bridge.contract import AgentInfo
+
     merged = {**os.environ, **(env or {})}
     executable = shutil.which(command[0], path=merged.get("PATH")) if command else None
     return AgentInfo(

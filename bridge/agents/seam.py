@@ -3,18 +3,26 @@
 Everything the bridge needs to know about an agent is behind `AgentAdapter`: how to build its
 command line, how to read its output (an `EventMapper`), which signal interrupts it gracefully and
 how to classify its errors. A second agent CLI is a new adapter, not a rewrite.
+
+An agent with a live mode (one long-lived process taking prompt after prompt) exposes it as a
+`LiveMode`, and each of its processes through a `LiveClient`: the rpc engine and the conversation
+registry speak to those, never to an agent package.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.abc
 
 from bridge.contract import (
     ErrorInfo,
+    ErrorKind,
     PromptImage,
     SessionHistory,
     SessionNotFound,
@@ -22,6 +30,7 @@ from bridge.contract import (
     ShutdownReceipt,
     ThinkingLevel,
 )
+from bridge.process.shutdown import ChildProcess, LineFramer, TailBuffer
 
 
 @dataclass(slots=True)
@@ -193,15 +202,230 @@ class EventMapper(Protocol):
         ...
 
 
+LiveErrorKind = Literal["refused", "timeout", "closed"]
+#: What the engine reads itself of a live agent's event line (see `LiveMode.event_kind`).
+EventKind = Literal["settled", "run_end", "user_message"]
+Lines = Callable[[list[bytes]], None]
+
+
+class LiveError(Exception):
+    """A command the live agent refused, did not answer in time, or could not take (closed)."""
+
+    def __init__(self, message: str, command: str, *, kind: LiveErrorKind) -> None:
+        super().__init__(message)
+        self.command = command
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """One model a live agent can run: its provider, id and display name."""
+
+    provider: str
+    model_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedConversation:
+    """A conversation opened ahead of its first prompt: its id and what its agent can run."""
+
+    session_id: str
+    provider: str | None
+    model: str | None
+    thinking: str | None
+    models: tuple[ModelChoice, ...]
+    thinking_levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """What a live agent reports of itself: its session, model, thinking and history."""
+
+    session_id: str | None = None
+    session_file: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    message_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUsage:
+    """How full the conversation's context window is."""
+
+    tokens: int | None
+    context_window: int
+    percent: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """The conversation's context use and cost so far, for the terminal message."""
+
+    context: ContextUsage | None = None
+    cost: float | None = None
+
+
+class LiveCommand(Protocol):
+    """A command written to a live agent, whose answer is awaited later."""
+
+    name: str
+
+
+class LiveClient(Protocol):
+    """The client side of one live agent process: commands, its event lines, its end.
+
+    Event lines go, in the batches they were read in, to `listener` (the attempt streaming now);
+    `closed` is set once the agent closed its output.
+    """
+
+    stderr: TailBuffer
+    closed: anyio.Event
+    listener: Lines | None
+    #: Awaited before each read while a listener is set: what the listener holds back bounds reading.
+    backlog: Callable[[], Awaitable[None]] | None
+    #: Whether the bridge is not reading the agent now (its quiet then is the bridge's).
+    holding_back: bool
+    #: When reading last resumed after holding back.
+    reading_since: float
+    framer: LineFramer
+    #: Every stdout line read, answers included: zero means the agent never spoke.
+    lines_read: int
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read the agent's stdout and stderr until its stdout closes."""
+        ...
+
+    async def prepare(self) -> LiveState:
+        """Configure a freshly started agent (no retries of its own) and return its state."""
+        ...
+
+    async def switch_session(self, session_file: str) -> LiveState:
+        """Load a stored session into this agent; its state afterwards. Raises LiveError."""
+        ...
+
+    async def set_model(self, provider: str, model: str) -> None:
+        """Switch the model for the next prompt."""
+        ...
+
+    async def set_thinking(self, level: str) -> None:
+        """Set the thinking level for the next prompt."""
+        ...
+
+    async def available_models(self) -> tuple[ModelChoice, ...]:
+        """Every model the agent can run."""
+        ...
+
+    async def thinking_levels(self) -> list[str]:
+        """The thinking levels the current model supports."""
+        ...
+
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> LiveCommand:
+        """Write a prompt now (its run streams as events); its acceptance is awaited with `delivered`."""
+        ...
+
+    async def delivered(self, pending: LiveCommand, timeout: float = ...) -> dict[str, Any]:
+        """Wait (bounded) until the agent has read a command written now and answered it."""
+        ...
+
+    async def answer(self, pending: LiveCommand, timeout: float = ...) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a sent command."""
+        ...
+
+    async def steer(self, text: str) -> None:
+        """Queue a steering message for the running run."""
+        ...
+
+    async def abort(self, timeout: float) -> None:
+        """Abort the run; the agent answers once it has settled."""
+        ...
+
+    def send_abort_now(self) -> LiveCommand:
+        """Write an abort now (from a synchronous callback too); its answer is awaited with `answer`."""
+        ...
+
+    async def stats(self, timeout: float = ...) -> SessionStats:
+        """The conversation's context use and cost."""
+        ...
+
+    def close_stdin(self) -> None:
+        """Ask the agent for an orderly exit."""
+        ...
+
+
+class LiveMode(Protocol):
+    """What an engine needs of an agent that serves a conversation from one long-lived process."""
+
+    #: The line that ends a run for the mapper (the engine holds the agent's own back until it settles).
+    run_end_line: bytes
+
+    def launch_spec(
+        self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+    ) -> LaunchSpec:
+        """The launch of a live agent for a conversation (`new_session_id`: start that session)."""
+        ...
+
+    def client(
+        self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
+    ) -> LiveClient:
+        """The client of a live agent process just spawned."""
+        ...
+
+    def event_kind(self, line: bytes) -> EventKind | None:
+        """The events the engine reads itself: "settled" (the agent will not go on by itself),
+        "run_end" (one low-level run ended), "user_message" (a user message taken into the run);
+        None for every other line (they go to the mapper)."""
+        ...
+
+    def user_text(self, line: bytes) -> str | None:
+        """The text of a user message event."""
+        ...
+
+    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
+        """The id of the newest session of `cwd` (what continuing would open); blocking I/O."""
+        ...
+
+    def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
+        """Whether the agent has stored session `session_id`; blocking I/O."""
+        ...
+
+    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
+        """The stored file of session `session_id` (None: not stored); blocking I/O."""
+        ...
+
+    def session_file_size(self, path: str | None) -> int | None:
+        """A session file's size now (None when the agent has not written it yet)."""
+        ...
+
+    def trim_session_file(self, path: str, size: int | None) -> None:
+        """Cut a session file back to `size` bytes (None: its header only); blocking I/O."""
+        ...
+
+    def classify_exit(
+        self, exit_code: int | None, signal_name: str | None, stderr: str
+    ) -> tuple[ErrorKind, bool]:
+        """(kind, retryable) of an agent that ended without a terminal event."""
+        ...
+
+    def lacks_live_mode(self, stderr: str) -> bool:
+        """Whether the agent's stderr says it has no live mode at all."""
+        ...
+
+
 class AgentAdapter(Protocol):
     """What the bridge must know about one agent CLI."""
 
     name: str
+    #: How error texts name it ("pi", "Claude Code").
+    display_name: str
     interrupt_signal: signal.Signals
     #: How to run it when nothing configures its command (its executable on PATH).
     default_command: tuple[str, ...]
-    #: Whether it speaks a live rpc mode (the rpc engine); if not, every attempt is one process.
-    supports_rpc: bool
+
+    def live_mode(self) -> LiveMode | None:
+        """Its live mode (the rpc engine); None: every attempt is one process (the json engine)."""
+        ...
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """Build the command line, environment and stdin for one attempt."""

@@ -1,4 +1,5 @@
-"""The conversation registry: sessionId -> the live agent (a long-lived pi in its rpc mode) serving it.
+"""The conversation registry: sessionId -> the live agent (one long-lived process in its agent's
+live mode, such as pi's rpc mode) serving it.
 
 Like a connection pool: a run leases its conversation (a second run of a busy conversation waits
 in line), checks the live agent out for each attempt, and returns or invalidates it. Rules:
@@ -33,10 +34,15 @@ import anyio.abc
 import anyio.to_thread
 import psutil
 
-from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
-from bridge.agents.pi.rpc import PiRpc, RpcError, latest_session_id, rpc_launch_spec, trim_session_file
-from bridge.agents.pi.session_paths import session_exists, session_file
-from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.agents.seam import (
+    LaunchSpec,
+    LiveClient,
+    LiveError,
+    LiveMode,
+    LiveState,
+    OpenedConversation,
+    RunOptions,
+)
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
 from bridge.process.shutdown import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
@@ -60,7 +66,7 @@ LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[st
 
 
 class NoRpc(Exception):
-    """The agent command does not speak its rpc mode (it said so, or never answered at all)."""
+    """The agent command does not speak its live mode (it said so, or never answered at all)."""
 
 
 class StartFailure(Exception):
@@ -78,7 +84,11 @@ class CheckoutCancelled(Exception):
 class Launcher(Protocol):
     """What the registry needs from the agent seam to run a live agent."""
 
+    display_name: str
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo: ...
+
+    def live_mode(self) -> LiveMode | None: ...
 
 
 def canonical_cwd(cwd: str) -> str:
@@ -97,7 +107,7 @@ class LiveAgent:
 
     key: LiveKey
     child: ChildProcess
-    rpc: PiRpc
+    rpc: LiveClient
     cwd: str
     session_id: str | None = None
     session_file: str | None = None
@@ -132,22 +142,16 @@ class LiveAgent:
         except psutil.Error:
             return False
 
-    def take_state(self, state: Mapping[str, object], fallback_session: str | None) -> None:
-        """What pi reports of itself (`get_state`): its session, model, thinking and history."""
-        sid = state.get("sessionId")
-        self.session_id = sid if isinstance(sid, str) else fallback_session
-        path = state.get("sessionFile")
-        self.session_file = path if isinstance(path, str) else None
-        model = state.get("model")
-        if isinstance(model, dict):  # what pi runs now; a run naming only a model keeps its provider
-            provider, model_id = model.get("provider"), model.get("id")
-            self.provider = provider if isinstance(provider, str) else self.provider
-            self.model = model_id if isinstance(model_id, str) else self.model
-        level = state.get("thinkingLevel")
-        if isinstance(level, str):  # what pi runs now: a first prompt asking for it sends nothing
-            self.thinking = level
-        count = state.get("messageCount")
-        self.history = isinstance(count, int) and count > 0
+    def take_state(self, state: LiveState, fallback_session: str | None) -> None:
+        """What the agent reports of itself: its session, model, thinking and history."""
+        self.session_id = state.session_id if state.session_id is not None else fallback_session
+        self.session_file = state.session_file
+        # What it runs now: a run naming only a model keeps its provider, and a first prompt
+        # asking for the thinking level it runs sends nothing.
+        self.provider = state.provider if state.provider is not None else self.provider
+        self.model = state.model if state.model is not None else self.model
+        self.thinking = state.thinking if state.thinking is not None else self.thinking
+        self.history = state.message_count is not None and state.message_count > 0
 
     async def configure(self, options: RunOptions) -> None:
         """Provider, model and thinking of this run, by command, only where they change."""
@@ -158,27 +162,6 @@ class LiveAgent:
         if options.thinking and options.thinking != self.thinking:
             await self.rpc.set_thinking(options.thinking)
             self.thinking = options.thinking
-
-
-@dataclass(frozen=True, slots=True)
-class ModelChoice:
-    """One model pi can run: its provider, id and display name."""
-
-    provider: str
-    model_id: str
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class OpenedConversation:
-    """A conversation opened ahead of its first prompt: its id and what its agent can run."""
-
-    session_id: str
-    provider: str | None
-    model: str | None
-    thinking: str | None
-    models: tuple[ModelChoice, ...]
-    thinking_levels: tuple[str, ...]
 
 
 @dataclass(eq=False)
@@ -214,6 +197,8 @@ class Conversations:
         wait_writable: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.launcher = launcher
+        self.name = launcher.display_name
+        self.live = launcher.live_mode()
         self.max_live = max_live
         self.idle_seconds = idle_seconds
         self.wait_writable = wait_writable
@@ -235,6 +220,13 @@ class Conversations:
         self._opened: OrderedDict[str, None] = OrderedDict()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._closing = False
+
+    @property
+    def mode(self) -> LiveMode:
+        """The agent's live mode; raises NoRpc when it has none."""
+        if self.live is None:
+            raise NoRpc(f"{self.name} has no live mode")
+        return self.live
 
     # ------------------------------------------------------------------ lifetime
 
@@ -420,7 +412,7 @@ class Conversations:
         if options.session_id:
             return options.session_id
         if options.continue_session:
-            return await anyio.to_thread.run_sync(latest_session_id, options.cwd, env)
+            return await anyio.to_thread.run_sync(self.mode.latest_session_id, options.cwd, env)
         return None
 
     def known_session(self, session_id: str) -> str | None:
@@ -468,7 +460,7 @@ class Conversations:
             agent = None
         if agent is None and retrying and lease.trim is not None:
             path, size = lease.trim
-            await anyio.to_thread.run_sync(trim_session_file, path, size)
+            await anyio.to_thread.run_sync(self.mode.trim_session_file, path, size)
             log.info("session %s cut back before the retried prompt", session_id)
         lease.trim = None
         if agent is None:
@@ -503,7 +495,11 @@ class Conversations:
         if agent.session_id is None:
             await self.stop(agent)
             raise StartFailure(
-                ErrorInfo(kind="session", message="the live pi did not report a session id", retryable=True)
+                ErrorInfo(
+                    kind="session",
+                    message=f"the live {self.name} did not report a session id",
+                    retryable=True,
+                )
             )
         return agent
 
@@ -537,21 +533,16 @@ class Conversations:
         try:
             models = await agent.rpc.available_models()
             levels = await agent.rpc.thinking_levels()
-        except RpcError as exc:
+        except LiveError as exc:
             log.info("live agent pid %d: could not list its models: %s", agent.pid, exc)
-            models, levels = [], []
-        choices = tuple(
-            ModelChoice(str(m.get("provider")), str(m.get("id")), str(m.get("name") or m.get("id")))
-            for m in models
-            if m.get("provider") and m.get("id")
-        )
+            models, levels = (), []
         assert agent.session_id is not None
         return OpenedConversation(
             session_id=agent.session_id,
             provider=agent.provider,
             model=agent.model,
             thinking=agent.thinking,
-            models=choices,
+            models=models,
             thinking_levels=tuple(levels),
         )
 
@@ -708,13 +699,14 @@ class Conversations:
             self._spare = None
             log.info("live agent: took the spare (pid %d)", spare.pid)
             return spare
-        path = await anyio.to_thread.run_sync(session_file, session_id, canonical_cwd(spare.cwd), env)
+        cwd = canonical_cwd(spare.cwd)
+        path = await anyio.to_thread.run_sync(self.mode.session_file, session_id, cwd, env)
         if path is None or self._spare is not spare:
             return None  # not stored yet (started anew under its id), or taken meanwhile
         self._spare = None
         try:
             state = await spare.rpc.switch_session(path)
-        except RpcError as exc:
+        except LiveError as exc:
             log.info("the spare could not load session %s: %s", session_id, exc)
             self._stop_later(spare)
             return None
@@ -740,23 +732,24 @@ class Conversations:
             raise StartFailure(
                 ErrorInfo(kind="internal", message="the bridge is shutting down", retryable=False)
             )
+        mode = self.mode
         launch_options = replace(options, session_id=session_id, continue_session=False)
         stored = session_id is not None and await anyio.to_thread.run_sync(
-            session_exists, session_id, False, options.cwd, env
+            mode.session_stored, session_id, options.cwd, env
         )
         if session_id in self._opened and not stored:
             # pi had not written the session yet (its first prompt failed, was cancelled or pi
             # died first): start it anew under the same id, so the conversation keeps its id.
-            spec: LaunchSpec = rpc_launch_spec(
+            spec: LaunchSpec = mode.launch_spec(
                 command, replace(launch_options, session_id=None), new_session_id=session_id
             )
         else:
-            spec = rpc_launch_spec(command, launch_options)
+            spec = mode.launch_spec(command, launch_options)
         try:
             child = await spawn(spec.argv, spec.cwd, {**env, **spec.env})
         except SpawnError as exc:
             raise StartFailure(self.launcher.spawn_failure(command, str(exc))) from exc
-        rpc = PiRpc(child, wait_writable=self.wait_writable)
+        rpc = mode.client(child, wait_writable=self.wait_writable)
         agent = LiveAgent(
             key=key,
             child=child,
@@ -775,8 +768,8 @@ class Conversations:
                 )
             self._tasks.start_soon(self._watch, agent)
             state = await agent.rpc.prepare()
-        except RpcError as exc:
-            await self._start_failed(agent, command, exc)
+        except LiveError as exc:
+            await self._start_failed(agent, mode, exc)
             raise AssertionError("unreachable") from exc
         except BaseException:
             # Cancelled while pi started (a spare primed just as the bridge stops, a run
@@ -790,7 +783,7 @@ class Conversations:
         log.info("live agent pid %d up for session %s", child.pid, agent.session_id)
         return agent
 
-    async def _start_failed(self, agent: LiveAgent, command: tuple[str, ...], exc: RpcError) -> None:
+    async def _start_failed(self, agent: LiveAgent, mode: LiveMode, exc: LiveError) -> None:
         if exc.kind == "closed":
             await wait_exit(agent.child, 3.0)
         code = agent.child.returncode
@@ -800,19 +793,19 @@ class Conversations:
         if code is not None and code < 0:
             signal_name = f"signal {-code}"
             code = None
-        if exc.kind == "closed" and lacks_rpc_mode(stderr):
+        if exc.kind == "closed" and mode.lacks_live_mode(stderr):
             raise NoRpc(f"it exited (code {code}) saying so: {' '.join(stderr.split())[-200:]}") from exc
         if exc.kind == "timeout" and self.supported is not True and agent.rpc.lines_read == 0:
             # Alive, silent, never answering: an agent that reads stdin for something else
             raise NoRpc(f"it never answered its first command ({exc})") from exc
-        kind, retryable = classify_exit(code, signal_name, stderr)
+        kind, retryable = mode.classify_exit(code, signal_name, stderr)
         if exc.kind == "timeout":
-            message = f"the live pi did not answer: {exc}"
+            message = f"the live {self.name} did not answer: {exc}"
             raise StartFailure(
                 ErrorInfo(kind="stalled", message=message, retryable=True, stderr=stderr or None)
             )
         tail = " ".join(stderr.split())[-300:]
-        message = f"the live pi could not start: {exc}" + (f": {tail}" if tail else "")
+        message = f"the live {self.name} could not start: {exc}" + (f": {tail}" if tail else "")
         raise StartFailure(
             ErrorInfo(kind=kind, message=message, retryable=retryable, exit_code=code, stderr=stderr or None)
         )

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import anyio
 
@@ -23,9 +21,20 @@ from bridge.agents.seam import AgentAdapter, EventMapper, Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
 from bridge.engines.diff_capture import DiffCapture
+from bridge.engines.endings import (
+    AttemptLimits,
+    AttemptOutcome,
+    deadline_error,
+    exit_status,
+    internal_error,
+    kept_running_error,
+    not_started,
+    outcome_of,
+    silence_error,
+    unexpected_end,
+)
 from bridge.engines.warm_pool import WarmPool
 from bridge.process.shutdown import (
-    MAX_LINE_BYTES,
     ChildProcess,
     LineFramer,
     SpawnError,
@@ -50,32 +59,6 @@ DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 
 Emit = Callable[[list[Out]], None]
 StopReason = Literal["eof", "agent", "cancel", "deadline", "silence", "internal"]
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptLimits:
-    """Bounds of one attempt: absolute deadline (monotonic), silence limit, line bound."""
-
-    deadline: float | None = None
-    deadline_ms: int | None = None
-    silence_seconds: float | None = None
-    max_line_bytes: int = MAX_LINE_BYTES
-
-
-@dataclass(slots=True)
-class AttemptOutcome:
-    """How an attempt ended, read off its terminal message."""
-
-    status: Literal["completed", "failed", "cancelled"]
-    text: str
-    stop_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    error: ErrorInfo | None = None
-    shutdown: ShutdownReceipt | None = None
-    session_id: str | None = None
-    pid: int | None = None
-    # The attempt's agent lives on for the conversation (a live pi): it is no process of the run.
-    agent_kept: bool = False
 
 
 def coalesce(outs: list[Out]) -> list[Out]:
@@ -140,6 +123,7 @@ class Attempt:
         self.limits = limits
         self.cancel = cancel
         self.mapper: EventMapper = adapter.new_mapper(options)
+        self.name = adapter.display_name
         self._emit = emit
         self.diffs = DiffCapture(
             adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
@@ -172,12 +156,7 @@ class Attempt:
         """A bug in handling the agent's output: the attempt fails with it (once) and stops."""
         if self._fault is None:
             log.error("an attempt of %s failed inside the bridge", self.adapter.name, exc_info=exc)
-            self._fault = ErrorInfo(
-                kind="internal",
-                message=f"the bridge failed on {self.adapter.name}'s output: {type(exc).__name__}: "
-                f"{str(exc)[:200]}",
-                retryable=False,
-            )
+            self._fault = internal_error(self.name, exc)
         self._stop.set("internal")
 
     async def run(self) -> AttemptOutcome:
@@ -188,7 +167,7 @@ class Attempt:
             # One process per prompt takes its prompt as text: the images would be lost unseen.
             error = ErrorInfo(
                 kind="usage",
-                message=f"{self.adapter.name} takes images only in a live conversation (rpc mode); "
+                message=f"{self.name} takes images only in a live conversation (rpc mode); "
                 "this run would start one process per prompt, which cannot pass them",
                 retryable=False,
             )
@@ -226,11 +205,7 @@ class Attempt:
             with anyio.CancelScope(shield=True):
                 if child.returncode is None:
                     self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
-                self._send(
-                    self.mapper.finish_failed(
-                        ErrorInfo(kind="internal", message="the attempt ended unexpectedly", retryable=True)
-                    )
-                )
+                self._send(self.mapper.finish_failed(unexpected_end()))
                 forget(child)
                 await self.diffs.drained()  # the attempt ends once its messages are out
                 self.diffs.close()
@@ -249,16 +224,7 @@ class Attempt:
                 return
             if not exited:
                 self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
-                self._send(
-                    self.mapper.finish_failed(
-                        ErrorInfo(
-                            kind="stalled",
-                            message="pi closed its output but kept running; it was stopped",
-                            retryable=True,
-                            stderr=self._stderr.text() or None,
-                        )
-                    )
-                )
+                self._send(self.mapper.finish_failed(kept_running_error(self.name, self._stderr.text())))
                 return
             await sweep_leftovers(child)
             self._finish_exited(child)
@@ -272,28 +238,10 @@ class Attempt:
             assert self._fault is not None
             self._send(self.mapper.finish_failed(self._fault))
         elif reason == "deadline":
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="timeout",
-                        message=f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped",
-                        retryable=False,
-                    )
-                )
-            )
+            self._send(self.mapper.finish_failed(deadline_error(self.limits)))
         elif reason == "silence":
-            silence = self.limits.silence_seconds or 0
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="stalled",
-                        message=f"pi printed nothing for {silence:g} s and was stopped",
-                        retryable=True,
-                        stderr=self._stderr.text() or None,
-                    )
-                )
-            )
-        else:  # "agent": the mapper already sent the terminal (e.g. pi started its own retry)
+            self._send(self.mapper.finish_failed(silence_error(self.name, self.limits, self._stderr.text())))
+        else:  # "agent": the mapper already sent the terminal (e.g. the agent started its own retry)
             self._finish_exited(child)
 
     async def _exit_unless_cancelled(self, child: ChildProcess, timeout: float) -> bool | None:
@@ -324,20 +272,12 @@ class Attempt:
         return self._outcome()
 
     def _finish_exited(self, child: ChildProcess) -> None:
-        code = child.returncode
-        signal_name: str | None = None
-        if code is not None and code < 0:
-            try:
-                signal_name = signal.Signals(-code).name
-            except ValueError:
-                signal_name = f"signal {-code}"
-            code = None
+        code, signal_name = exit_status(child.returncode)
         self._send(self.mapper.finish_exited(code, signal_name, self._stderr.text()))
 
     def _finish_cancelled_before_start(self) -> AttemptOutcome:
-        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
-        self.shutdown = receipt
-        self._send(self.mapper.finish_cancelled(receipt))
+        self.shutdown = not_started()
+        self._send(self.mapper.finish_cancelled(self.shutdown))
         return self._outcome()
 
     async def _drain_stdout(self) -> None:
@@ -354,7 +294,7 @@ class Attempt:
                 stdin.write_now(data)
                 await stdin.drain()
         except (StdinClosed, OSError) as exc:
-            log.info("pi did not take its whole stdin: %s", exc)
+            log.info("%s did not take its whole stdin: %s", self.name, exc)
         finally:
             stdin.close()  # EOF once the prompt is out: pi's json mode reads it to the end
 
@@ -482,39 +422,3 @@ class Attempt:
 
     def _outcome(self) -> AttemptOutcome:
         return outcome_of(self.mapper, self.shutdown, self.child.pid if self.child else None)
-
-
-def outcome_of(
-    mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None, *, agent_kept: bool = False
-) -> AttemptOutcome:
-    """Read an attempt's outcome off the terminal message its mapper produced."""
-    outcome = _outcome_of(mapper, shutdown, pid)
-    outcome.agent_kept = agent_kept
-    return outcome
-
-
-def _outcome_of(mapper: EventMapper, shutdown: ShutdownReceipt | None, pid: int | None) -> AttemptOutcome:
-    terminal = mapper.last_terminal
-    assert terminal is not None, "every attempt ends with a terminal message"
-    content = terminal.content
-    if terminal.type == "terminal.completed":
-        return AttemptOutcome(
-            "completed",
-            content["text"],
-            stop_reason=content.get("stopReason"),
-            usage=content.get("usage"),
-            session_id=mapper.session_id,
-            pid=pid,
-        )
-    if terminal.type == "terminal.cancelled":
-        return AttemptOutcome(
-            "cancelled", content["text"], shutdown=shutdown, session_id=mapper.session_id, pid=pid
-        )
-    return AttemptOutcome(
-        "failed",
-        content["text"],
-        error=ErrorInfo.model_validate(content["error"]),
-        shutdown=shutdown,
-        session_id=mapper.session_id,
-        pid=pid,
-    )

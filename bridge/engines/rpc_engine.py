@@ -25,21 +25,14 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 import anyio
 import orjson
 
-from bridge.agents.pi.rpc import (
-    RUN_END_LINE,
-    PendingCommand,
-    RpcError,
-    event_kind,
-    session_file_size,
-    user_text,
-)
-from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.agents.seam import AgentAdapter, LiveCommand, LiveError, Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
 from bridge.engines.conversations import (
     CheckoutCancelled,
@@ -50,7 +43,8 @@ from bridge.engines.conversations import (
     StartFailure,
 )
 from bridge.engines.diff_capture import DiffCapture
-from bridge.engines.json_engine import AttemptLimits, AttemptOutcome, coalesce, outcome_of
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
     contained_besides,
     contained_now,
@@ -105,6 +99,7 @@ class RpcAttempt:
         self.extra_env = dict(extra_env or {})
         self.retrying = retrying
         self.mapper = adapter.new_mapper(options)
+        self.name = adapter.display_name
         self._emit = emit
         self.diffs = DiffCapture(
             adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
@@ -122,13 +117,13 @@ class RpcAttempt:
         self.agent: LiveAgent | None = None
         self.shutdown: ShutdownReceipt | None = None
         # Set when the cancel came: pi's abort on its way, and the run's processes then.
-        self._abort: PendingCommand | None = None
+        self._abort: LiveCommand | None = None
         self._before_abort: asyncio.Future[list[int]] | None = None
         self._listed_at_cancel: list[int] = []
         # The prompt's fate before its run streams: gone before pi read it, or refused.
         self._not_taken = False
         self._lines_seen = False
-        self._prompt_error: RpcError | None = None
+        self._prompt_error: LiveError | None = None
         # A bug met while handling the run's output: the run fails with it.
         self._fault: ErrorInfo | None = None
 
@@ -142,12 +137,8 @@ class RpcAttempt:
         """A bug in handling this run's output: the run fails with it (once), nothing else does."""
         if self._fault is None:
             pid = self.agent.pid if self.agent else None
-            log.error("a run of live pi %s failed inside the bridge", pid, exc_info=exc)
-            self._fault = ErrorInfo(
-                kind="internal",
-                message=f"the bridge failed on pi's output: {type(exc).__name__}: {str(exc)[:200]}",
-                retryable=False,
-            )
+            log.error("a run of live %s %s failed inside the bridge", self.name, pid, exc_info=exc)
+            self._fault = endings.internal_error(self.name, exc)
         self._set("internal")
 
     def _set(self, reason: Reason) -> None:
@@ -186,7 +177,8 @@ class RpcAttempt:
                 self.conversations.note_fallback(self.command, str(exc))
                 if self._fallback is not None:
                     return await self._fallback()
-                error = ErrorInfo(kind="usage", message=f"pi does not speak rpc: {exc}", retryable=False)
+                message = f"{self.name} does not speak rpc: {exc}"
+                error = ErrorInfo(kind="usage", message=message, retryable=False)
                 return self._failed(error)
             except StartFailure as exc:
                 return self._failed(exc.error)
@@ -204,7 +196,7 @@ class RpcAttempt:
                 return await self._prompt(agent, last_try)
             except _NotTaken:
                 not_taken = True
-                log.info("live pi %d was gone before it took the prompt; resuming the session", agent.pid)
+                log.info("live %s %d was gone before it took the prompt; resuming", self.name, agent.pid)
                 await self.conversations.invalidate(agent, keep_slot_for=self.lease)
             finally:
                 with anyio.CancelScope(shield=True):
@@ -213,13 +205,7 @@ class RpcAttempt:
                     if self._on_steerable is not None:
                         self._on_steerable(None)
                     if self.mapper.last_terminal is None and not not_taken:
-                        self._send(
-                            self.mapper.finish_failed(
-                                ErrorInfo(
-                                    kind="internal", message="the attempt ended unexpectedly", retryable=True
-                                )
-                            )
-                        )
+                        self._send(self.mapper.finish_failed(endings.unexpected_end()))
                     await self.diffs.drained()  # the attempt ends once its messages are out
         raise AssertionError("unreachable")
 
@@ -247,21 +233,22 @@ class RpcAttempt:
             self.mapper = self.adapter.new_mapper(options)
             self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
         if agent.session_file:
-            self.lease.trim = (agent.session_file, session_file_size(agent.session_file))
+            size = self.conversations.mode.session_file_size(agent.session_file)
+            self.lease.trim = (agent.session_file, size)
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         try:
             await self._until_cancelled(agent.configure(self.options))
         except CheckoutCancelled:
             return self._cancelled_before_prompt()
-        except RpcError as exc:
+        except LiveError as exc:
             if exc.kind == "closed" and not last_try:
                 raise _NotTaken from exc
             self._announce_session()
             return await self._command_failed(agent, exc)
         try:
             prompt = agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
-        except RpcError as exc:
+        except LiveError as exc:
             if not last_try:
                 raise _NotTaken from exc
             self._announce_session()
@@ -291,12 +278,12 @@ class RpcAttempt:
                     await self._conclude(agent)
         return self._outcome()
 
-    async def _deliver(self, agent: LiveAgent, prompt: PendingCommand, last_try: bool) -> None:
+    async def _deliver(self, agent: LiveAgent, prompt: LiveCommand, last_try: bool) -> None:
         """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
         not read it or one that is gone ends the attempt."""
         try:
             await agent.rpc.delivered(prompt)
-        except RpcError as exc:
+        except LiveError as exc:
             if exc.kind == "closed" and not last_try and not self._lines_seen:
                 self._not_taken = True
                 self._set("closed")
@@ -314,7 +301,7 @@ class RpcAttempt:
             return "the run is not streaming"
         try:
             await agent.rpc.steer(text)
-        except RpcError as exc:
+        except LiveError as exc:
             return str(exc)
         return None
 
@@ -342,6 +329,7 @@ class RpcAttempt:
     def _map_lines(self, lines: list[bytes]) -> None:
         outs: list[Out] = []
         mapper = self.mapper
+        event_kind = self.conversations.mode.event_kind
         try:
             for line in lines:
                 kind = event_kind(line)
@@ -381,7 +369,7 @@ class RpcAttempt:
         self._user_messages += 1
         if self._user_messages == 1:
             return []
-        text = user_text(line)
+        text = self.conversations.mode.user_text(line)
         return [] if text is None else [Out("run.steered", {"text": text})]
 
     def _cancel_now(self, agent: LiveAgent) -> None:
@@ -393,8 +381,8 @@ class RpcAttempt:
         if self._abort is None and agent.alive:
             try:
                 self._abort = agent.rpc.send_abort_now()
-            except RpcError as exc:
-                log.info("pi's abort could not be sent: %s", exc)
+            except LiveError as exc:
+                log.info("%s's abort could not be sent: %s", self.name, exc)
         # What the run has started, listed for the receipt once the abort is on its way: pi has
         # yet to read and act on it, and may well have ended them before the attempt concludes.
         # The quick listing now, in this call; the tree mode's full one (token holders, adopted
@@ -451,7 +439,7 @@ class RpcAttempt:
             if self._fault is not None:
                 reason = "internal"
         if reason == "settled":
-            outs = self.mapper.feed(RUN_END_LINE)
+            outs = self.mapper.feed(self.conversations.mode.run_end_line)
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)
@@ -476,20 +464,10 @@ class RpcAttempt:
         receipt = await self._kill(agent)
         self.shutdown = receipt
         if reason == "deadline":
-            message = f"the run exceeded its deadline of {self.limits.deadline_ms} ms; stopped"
-            self._send(self.mapper.finish_failed(ErrorInfo(kind="timeout", message=message, retryable=False)))
+            self._send(self.mapper.finish_failed(endings.deadline_error(self.limits)))
         else:
-            silence = self.limits.silence_seconds or 0
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="stalled",
-                        message=f"pi printed nothing for {silence:g} s and was stopped",
-                        retryable=True,
-                        stderr=agent.rpc.stderr.text() or None,
-                    )
-                )
-            )
+            error = endings.silence_error(self.name, self.limits, agent.rpc.stderr.text())
+            self._send(self.mapper.finish_failed(error))
 
     async def _add_stats(self, agent: LiveAgent, outs: list[Out]) -> None:
         terminal = next((out for out in outs if out.type == "terminal.completed"), None)
@@ -497,26 +475,28 @@ class RpcAttempt:
             return
         try:
             stats = await agent.rpc.stats(STATS_TIMEOUT_SECONDS)
-        except RpcError as exc:
+        except LiveError as exc:
             log.info("no session stats: %s", exc)
             return
-        usage = stats.get("contextUsage")
-        if isinstance(usage, dict) and isinstance(usage.get("contextWindow"), int):
+        if stats.context is not None:
             terminal.content["contextUsage"] = {
-                "tokens": _number(usage.get("tokens"), int),
-                "contextWindow": usage["contextWindow"],
-                "percent": _number(usage.get("percent"), float),
+                "tokens": stats.context.tokens,
+                "contextWindow": stats.context.context_window,
+                "percent": stats.context.percent,
             }
-        cost = _number(stats.get("cost"), float)
-        if cost is not None:
-            terminal.content["sessionCost"] = cost
+        if stats.cost is not None:
+            terminal.content["sessionCost"] = stats.cost
 
     async def _sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
         receipt = await stop_descendants(agent.child)
         if receipt.pids:
             log.warning(
-                "the run left %d processes under pi %d; killed %s", len(receipt.pids), agent.pid, receipt.pids
+                "the run left %d processes under %s %d; killed %s",
+                len(receipt.pids),
+                self.name,
+                agent.pid,
+                receipt.pids,
             )
 
     async def _interrupt(self, agent: LiveAgent) -> ShutdownReceipt:
@@ -539,8 +519,8 @@ class RpcAttempt:
                 else:
                     await agent.rpc.abort(ABORT_GRACE_SECONDS)
                 kept = agent.alive
-            except RpcError as exc:
-                log.info("pi did not settle after abort: %s", exc)
+            except LiveError as exc:
+                log.info("%s did not settle after abort: %s", self.name, exc)
         if kept:
             receipt = await stop_descendants(agent.child)
             if receipt.survivors:
@@ -576,37 +556,21 @@ class RpcAttempt:
         stderr = agent.rpc.stderr.text()
         if not exited:
             self.shutdown = await self._kill(agent)
-            self._send(
-                self.mapper.finish_failed(
-                    ErrorInfo(
-                        kind="stalled",
-                        message="pi closed its output but kept running; it was stopped",
-                        retryable=True,
-                        stderr=stderr or None,
-                    )
-                )
-            )
+            self._send(self.mapper.finish_failed(endings.kept_running_error(self.name, stderr)))
             return
         await self.conversations.invalidate(agent)
-        code = agent.child.returncode
-        signal_name: str | None = None
-        if code is not None and code < 0:
-            try:
-                signal_name = signal.Signals(-code).name
-            except ValueError:
-                signal_name = f"signal {-code}"
-            code = None
+        code, signal_name = endings.exit_status(agent.child.returncode)
         outs = self.mapper.finish_exited(code, signal_name, stderr)
         self._send(outs)
 
-    async def _command_failed(self, agent: LiveAgent, exc: RpcError) -> AttemptOutcome:
+    async def _command_failed(self, agent: LiveAgent, exc: LiveError) -> AttemptOutcome:
         """A command before the prompt's run (configure, the prompt itself) failed."""
         if exc.kind == "closed":
             self._reason = "closed"
         await self._prompt_failed(agent, exc)
         return self._outcome()
 
-    async def _prompt_failed(self, agent: LiveAgent, exc: RpcError) -> None:
+    async def _prompt_failed(self, agent: LiveAgent, exc: LiveError) -> None:
         if exc.kind == "closed":
             await self._died(agent)
             return
@@ -614,7 +578,7 @@ class RpcAttempt:
             self.shutdown = await self._kill(agent)
             error = ErrorInfo(
                 kind="stalled",
-                message=f"{exc}; pi was stopped",
+                message=f"{exc}; {self.name} was stopped",
                 retryable=True,
                 stderr=agent.rpc.stderr.text() or None,
             )
@@ -634,15 +598,14 @@ class RpcAttempt:
         return self._outcome()
 
     def _cancelled_before_start(self) -> AttemptOutcome:
-        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
-        self.shutdown = receipt
-        self._send(self.mapper.finish_cancelled(receipt))
+        self.shutdown = endings.not_started()
+        self._send(self.mapper.finish_cancelled(self.shutdown))
         return self._outcome()
 
     def _cancelled_before_prompt(self) -> AttemptOutcome:
         """Cancelled while its live agent was being configured: the prompt was never sent, and
         the agent stays for the conversation."""
-        receipt = ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[], agent_kept=True)
+        receipt = endings.not_started().model_copy(update={"agent_kept": True})
         self.shutdown = receipt
         self._announce_session()
         self._send(self.mapper.finish_cancelled(receipt))
@@ -651,10 +614,4 @@ class RpcAttempt:
     def _outcome(self) -> AttemptOutcome:
         agent = self.agent
         kept = agent is not None and agent.stopped is None and agent.alive
-        return outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)
-
-
-def _number(value: Any, kind: type[int] | type[float]) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return kind(value)
+        return endings.outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)

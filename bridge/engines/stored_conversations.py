@@ -16,8 +16,7 @@ import dataclasses
 import uuid
 from collections.abc import Mapping
 
-from bridge.agents.seam import AgentAdapter, RunOptions
-from bridge.engines.conversations import OpenedConversation
+from bridge.agents.seam import AgentAdapter, OpenedConversation, RunOptions
 
 
 class StoredConversations:

@@ -18,13 +18,15 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 
 from bridge import agents
-from bridge.agents.seam import AgentAdapter, Out, RunOptions, SessionCheckpoint
+from bridge.agents import seam
+from bridge.agents.seam import Out, RunOptions, SessionCheckpoint
+from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
     CancelledRunData,
@@ -42,8 +44,9 @@ from bridge.contract import (
     Usage,
 )
 from bridge.engines.cancel import CancelToken
-from bridge.engines.conversations import Conversations, Lease, OpenedConversation, StartFailure
-from bridge.engines.json_engine import Attempt, AttemptLimits, AttemptOutcome
+from bridge.engines.conversations import Conversations, Lease, NoRpc, StartFailure
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
@@ -58,6 +61,12 @@ Sink = Callable[[list[dict[str, Any]]], None]
 MAX_REMEMBERED_SESSIONS: Final = 4096
 
 
+#: A conversation opened ahead of its first prompt, as the fronts see it.
+OpenedConversation = seam.OpenedConversation
+#: The agent a front serves (the fronts hold it, and hand it to the registry).
+AgentAdapter = seam.AgentAdapter
+
+
 class DuplicateRunError(ValueError):
     """A run with this id is live already."""
 
@@ -70,28 +79,16 @@ class AgentChoiceError(ValueError):
     """The run names an agent that is unknown, or not the one its session belongs to."""
 
 
-@dataclass(frozen=True, slots=True)
-class BridgeConfig:
-    """Server-wide settings, from the command line and initializationOptions."""
+class NoLiveMode(Exception):
+    """The agent command does not speak its live mode, so no conversation opens ahead of a prompt."""
 
-    command: tuple[str, ...] = ("pi",)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_concurrent_runs: int = 8
-    queue_when_busy: bool = True
-    silence_seconds: float | None = None
-    default_provider: str | None = None
-    default_model: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    warm_pool: bool = True
-    warm_pool_ttl_seconds: float = 300.0
-    engine: Literal["rpc", "json"] = "rpc"
-    max_live_sessions: int = 4
-    session_idle_seconds: float = 600.0
-    # Agent name -> command; the server's own adapter runs `command` unless named here.
-    agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    default_agent: str | None = None
-    permission_mode: str | None = None
-    allowed_tools: tuple[str, ...] = ()
+
+class OpenFailure(Exception):
+    """A conversation's live agent could not be started or configured; carries the error (masked)."""
+
+    def __init__(self, error: ErrorInfo) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 @dataclass(eq=False)
@@ -363,7 +360,7 @@ class RunRegistry:
         config = self.config
         if config.engine != "rpc" or not config.warm_pool or self.default_agent() != self.adapter.name:
             return
-        if not self.adapter.supports_rpc:
+        if self.adapter.live_mode() is None:
             return
         options = RunOptions(
             prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
@@ -372,10 +369,10 @@ class RunRegistry:
 
     async def open_conversation(self, cwd: str, session_id: str | None = None) -> OpenedConversation:
         """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
-        the pre-spawned agent, or `session_id` resumed. Raises StartFailure or NoRpc.
+        the pre-spawned agent, or `session_id` resumed. Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         config = self.config
-        if not self.adapter.supports_rpc:
+        if self.adapter.live_mode() is None:
             opened = self.stored.open(session_id, config.default_provider, config.default_model)
             self._remember_agent(opened.session_id, self.adapter.name)
             return opened
@@ -389,9 +386,11 @@ class RunRegistry:
         )
         try:
             return await self.conversations.open(config.command, options, config.env)
-        except StartFailure as exc:  # it leaves the bridge: pi's stderr masked, as a run's error is
+        except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = Redactor(os.environ, config.env).error(exc.error.model_dump(by_alias=True))
-            raise StartFailure(ErrorInfo.model_validate(error)) from None
+            raise OpenFailure(ErrorInfo.model_validate(error)) from None
+        except NoRpc as exc:
+            raise NoLiveMode(str(exc)) from exc
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
@@ -530,7 +529,7 @@ class RunRegistry:
         """Whether the run goes through a live conversation (the rpc engine): only for agents
         that speak an rpc mode; every other agent runs one process per attempt (json engine)."""
         adapter = self._adapter(run)
-        return self.config.engine == "rpc" and adapter is self.adapter and adapter.supports_rpc
+        return self.config.engine == "rpc" and adapter is self.adapter and adapter.live_mode() is not None
 
     async def _drive(self, run: Run) -> None:
         try:

@@ -15,12 +15,12 @@ import importlib
 import importlib.metadata
 import json
 import os
-import shutil
-import subprocess
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bridge.agents.checks import Check
 
 MIN_PYTHON = (3, 11)
 # The distributions of pyproject.toml's [project] dependencies, by the module each one provides
@@ -34,21 +34,6 @@ RUNTIME_DEPENDENCIES: dict[str, str] = {
     "psutil": "psutil",
     "agent-client-protocol": "acp",
 }
-PROBE_TIMEOUT_SECONDS = 30
-
-Status = Literal["ok", "warn", "fail", "skip"]
-
-
-@dataclass
-class Check:
-    """One line of the report: what was checked, how it went, and the fix when it did not."""
-
-    name: str
-    label: str
-    status: Status
-    summary: str
-    fix: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,43 +50,6 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The report as the JSON `--json` prints."""
         return {"ok": self.ok, "checks": [asdict(check) for check in self.checks]}
-
-
-@dataclass
-class _Probe:
-    code: int | None
-    output: str
-
-
-def run_probe(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> _Probe:
-    """Run argv without a shell; its exit code (None: could not start) and stdout+stderr."""
-    try:
-        done = subprocess.run(
-            list(argv),
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=PROBE_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return _Probe(None, str(exc))
-    return _Probe(done.returncode, (done.stdout + "\n" + done.stderr).strip())
-
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
-
-
-def which(name: str, environ: Mapping[str, str]) -> str | None:
-    """Where `name` resolves on environ's PATH, as a spawn from the bridge would find it."""
-    if os.sep in name:
-        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
-    return shutil.which(name, path=environ.get("PATH", os.defpath))
 
 
 def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Check:

@@ -88,7 +88,8 @@ def test_each_option_maps_to_pi_flags_in_one_place() -> None:
 
 
 def test_the_provider_has_no_retry_option() -> None:
-    from bridge.engines.json_engine import Attempt, AttemptLimits
+    from bridge.engines.endings import AttemptLimits
+    from bridge.engines.json_engine import Attempt
 
     assert "retry" not in RunOptions.__dataclass_fields__
     assert "retry" not in AttemptLimits.__dataclass_fields__

@@ -61,7 +61,7 @@ def _frame(params: Any, msg_id: Any = 1, method: str = "initialize") -> bytes:
 
 
 def _sdk_answer(protocol_version: int) -> dict[str, Any]:
-    """What the SDK path sends: PiAcpAgent.initialize's model, serialized as acp.Connection does."""
+    """What the SDK path sends: AcpAgent.initialize's model, serialized as acp.Connection does."""
     model = schema.InitializeResponse.model_validate(initialize_result(protocol_version))
     return model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
 

@@ -10,8 +10,7 @@ import pytest
 
 from bridge import agents
 from bridge.agents.seam import RunOptions
-from bridge.config import resolve_config
-from bridge.runs.registry import BridgeConfig
+from bridge.config import BridgeConfig, resolve_config
 from tests.support.env import ROOT
 
 
@@ -30,8 +29,8 @@ def test_an_unknown_agent_or_permission_mode_is_a_clear_error() -> None:
 
 
 def test_only_an_rpc_speaking_agent_goes_through_the_rpc_engine() -> None:
-    assert agents.build_adapter("pi").supports_rpc is True
-    assert agents.build_adapter("claude").supports_rpc is False
+    assert agents.build_adapter("pi").live_mode() is not None
+    assert agents.build_adapter("claude").live_mode() is None
     assert agents.build_adapter("claude").warm_launches(("claude",), _options(), None) == []
 
 

@@ -17,7 +17,8 @@ from bridge.agents.pi import PiAgent
 from bridge.agents.seam import Out, RunOptions
 from bridge.engines import json_engine as provider
 from bridge.engines.cancel import CancelToken
-from bridge.engines.json_engine import Attempt, AttemptLimits
+from bridge.engines.endings import AttemptLimits
+from bridge.engines.json_engine import Attempt
 from bridge.process.shutdown import ChildProcess
 from tests.support.env import fake_pi_command
 from tests.support.leaks import run_processes_alive

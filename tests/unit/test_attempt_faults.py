@@ -20,7 +20,8 @@ from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.conversations import Conversations
-from bridge.engines.json_engine import Attempt, AttemptLimits, AttemptOutcome
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from tests.support.env import ROOT, fake_pi_command
 from tests.support.leaks import run_processes_alive

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.agents.pi.rpc import trim_session_file
+from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.seam import RunOptions
 from bridge.contract import ErrorInfo
 from bridge.engines import conversations
@@ -29,8 +29,16 @@ def anyio_backend() -> str:
 
 
 class _Launcher:
+    display_name = "pi"
+
+    def __init__(self) -> None:
+        self.mode = PiLiveMode()
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         return ErrorInfo(kind="spawn", message=reason, retryable=False)
+
+    def live_mode(self) -> PiLiveMode:
+        return self.mode
 
 
 def on_loop() -> bool:
@@ -46,8 +54,9 @@ async def test_the_newest_session_of_a_folder_is_found_off_the_event_loop(
         calls.append(on_loop())
         return "newest"
 
-    monkeypatch.setattr(conversations, "latest_session_id", latest)
-    registry = Conversations(_Launcher())
+    launcher = _Launcher()
+    monkeypatch.setattr(launcher.mode, "latest_session_id", latest)
+    registry = Conversations(launcher)
     options = RunOptions(prompt="hi", cwd="/", continue_session=True)
     assert await registry.resolve_session(options, {}) == "newest"
     assert calls == [False]
@@ -71,10 +80,11 @@ async def test_a_retry_cuts_the_session_file_back_and_checks_it_off_the_event_lo
     async def no_spawn(*args: Any) -> Any:
         raise conversations.SpawnError("not in this test")
 
-    monkeypatch.setattr(conversations, "trim_session_file", trim)
-    monkeypatch.setattr(conversations, "session_exists", exists)
+    launcher = _Launcher()
+    monkeypatch.setattr(launcher.mode, "trim_session_file", trim)
+    monkeypatch.setattr(launcher.mode, "session_stored", exists)
     monkeypatch.setattr(conversations, "spawn", no_spawn)
-    registry = Conversations(_Launcher())
+    registry = Conversations(launcher)
     registry._opened_add("s1")  # a conversation this bridge started: started anew if pi never wrote it
     lease = Lease(session_id="s1", trim=(str(tmp_path / "s1.jsonl"), 10))
     async with anyio.create_task_group() as tasks:

@@ -13,7 +13,7 @@ So the interrupt signal is SIGINT: the bridge's three-stage shutdown sends it fi
 Code clean up its tools, then terminates and kills whatever is left of the whole tree (its
 descendants are found by the bridge's tree walk and subreaper, not by process group).
 
-Claude Code does not speak pi's rpc mode: every attempt is one process (`supports_rpc` False).
+Claude Code has no live mode yet: every attempt is one process (`live_mode` None).
 Nor can it be pre-spawned: with nothing on stdin it gives up waiting after a few seconds, so the
 warm pool is not used for it (`warm_launches` is empty).
 """
@@ -44,9 +44,9 @@ class ClaudeAgent:
     """The `AgentAdapter` for Claude Code (`claude -p --output-format stream-json`)."""
 
     name = "claude"
+    display_name = "Claude Code"
     default_command: tuple[str, ...] = ("claude",)
     interrupt_signal = signal.SIGINT
-    supports_rpc = False
 
     def __init__(
         self, permission_mode: PermissionMode = DEFAULT_PERMISSION_MODE, allowed_tools: tuple[str, ...] = ()
@@ -61,6 +61,10 @@ class ClaudeAgent:
         if mode not in PERMISSION_MODES:
             raise ValueError(f"permissionMode {mode!r}: not one of {', '.join(sorted(PERMISSION_MODES))}")
         return cls(cast("PermissionMode", mode), tuple(allowed_tools))
+
+    def live_mode(self) -> None:
+        """None: every attempt is one process (the json engine)."""
+        return None
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """Claude Code's command line, environment and stdin for one attempt."""

@@ -12,25 +12,30 @@ from bridge.agents.pi import session_reader
 from bridge.agents.pi.command import launch_spec
 from bridge.agents.pi.file_changes import PiFileChangeWatch
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.pi.rpc import trim_session_file
+from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
-from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
 FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
+_LIVE_MODE: Final = PiLiveMode()
 
 
 class PiAgent:
     """The `AgentAdapter` for the pi coding agent."""
 
     name = "pi"
+    display_name = "pi"
     # SIGTERM, not SIGINT: on SIGINT pi dies at once and its bash tool's children (spawned
     # detached, in their own session) survive; on SIGTERM pi's own handler kills them first
     # (pi-facts.md, "Signals and the process tree").
     interrupt_signal = signal.SIGTERM
     default_command: tuple[str, ...] = ("pi",)
-    supports_rpc = True
+
+    def live_mode(self) -> LiveMode:
+        """pi's `--mode rpc`: one long-lived pi per conversation."""
+        return _LIVE_MODE
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """pi's command line, environment and stdin for one attempt."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bridge.tools.doctor import Check, last_line, run_probe, which
+from bridge.agents.checks import Check, last_line, run_probe, which
 
 
 def checks(

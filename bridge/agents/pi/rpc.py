@@ -1,4 +1,4 @@
-"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process.
+"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process (pi's `LiveMode`).
 
 pi reads JSONL commands on stdin and writes `response` records (carrying the command's `id`)
 and the same events as `--mode json` on stdout, split on LF only (pi-facts.md, "--mode rpc").
@@ -21,9 +21,21 @@ import anyio.abc
 import orjson
 
 from bridge.agents.pi.command import BASE_ENV
-from bridge.agents.pi.session_paths import cwd_folder, sessions_root
-from bridge.agents.seam import LaunchSpec, RunOptions
-from bridge.contract import PromptImage
+from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
+from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
+from bridge.agents.seam import (
+    ContextUsage,
+    EventKind,
+    LaunchSpec,
+    LiveCommand,
+    LiveError,
+    LiveErrorKind,
+    LiveState,
+    ModelChoice,
+    RunOptions,
+    SessionStats,
+)
+from bridge.contract import ErrorKind, PromptImage
 from bridge.process.shutdown import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
 from bridge.process.stdin_pipe import StdinClosed
 
@@ -52,14 +64,14 @@ Lines = Callable[[list[bytes]], None]
 # What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
 RUN_END_LINE: Final = b'{"type":"agent_end"}'
 _TYPE_KEY: Final = b'"type":'
-_KINDS: Final = (
+_KINDS: Final[tuple[tuple[bytes, EventKind | None], ...]] = (
     (b'"agent_settled"', "settled"),
     (b'"agent_end"', "run_end"),
-    (b'"message_end"', "message_end"),
+    (b'"message_end"', None),
 )
 
 
-def event_kind(line: bytes) -> str | None:
+def event_kind(line: bytes) -> EventKind | None:
     """The events the rpc engine reads itself: "settled" (pi will not go on by itself), "run_end"
     (one low-level run ended; steering may follow), "user_message" (a user message taken into the
     run: the prompt, then steers); None for every other line (they go to the mapper)."""
@@ -68,7 +80,7 @@ def event_kind(line: bytes) -> str | None:
         return None
     for needle, kind in _KINDS:
         if needle in head:
-            if kind != "message_end":
+            if kind is not None:
                 return kind
             return "user_message" if _role_of(line) == "user" else None
     return None
@@ -101,13 +113,45 @@ def user_text(line: bytes) -> str | None:
     )
 
 
-class RpcError(Exception):
+class RpcError(LiveError):
     """A command pi refused (success false), did not answer in time, or could not take (closed)."""
 
-    def __init__(self, command: str, reason: str, *, kind: str) -> None:
-        super().__init__(f"pi's `{command}` command {reason}")
-        self.command = command
-        self.kind = kind  # "refused" | "timeout" | "closed"
+    def __init__(self, command: str, reason: str, *, kind: LiveErrorKind) -> None:
+        super().__init__(f"pi's `{command}` command {reason}", command, kind=kind)
+
+
+def live_state(state: dict[str, Any]) -> LiveState:
+    """What pi reports of itself (`get_state`): its session, model, thinking and history."""
+    sid, path = state.get("sessionId"), state.get("sessionFile")
+    model = state.get("model")
+    provider = model_id = None
+    if isinstance(model, dict):  # what pi runs now; a run naming only a model keeps its provider
+        provider, model_id = model.get("provider"), model.get("id")
+    level, count = state.get("thinkingLevel"), state.get("messageCount")
+    return LiveState(
+        session_id=sid if isinstance(sid, str) else None,
+        session_file=path if isinstance(path, str) else None,
+        provider=provider if isinstance(provider, str) else None,
+        model=model_id if isinstance(model_id, str) else None,
+        thinking=level if isinstance(level, str) else None,
+        message_count=count if isinstance(count, int) else None,
+    )
+
+
+def session_stats(stats: dict[str, Any]) -> SessionStats:
+    """pi's `get_session_stats`: the context window's use and the session's cost."""
+    usage = stats.get("contextUsage")
+    context = None
+    if isinstance(usage, dict) and isinstance(usage.get("contextWindow"), int):
+        tokens, percent = _number(usage.get("tokens"), int), _number(usage.get("percent"), float)
+        context = ContextUsage(tokens=tokens, context_window=usage["contextWindow"], percent=percent)
+    return SessionStats(context=context, cost=_number(stats.get("cost"), float))
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)
 
 
 def rpc_launch_spec(
@@ -185,6 +229,12 @@ class PendingCommand:
         self.command_id = command_id
         self.answered = anyio.Event()
         self.response: dict[str, Any] | None = None
+
+
+def _own(command: LiveCommand) -> PendingCommand:
+    """A command this client wrote (the engine hands back what it was given)."""
+    assert isinstance(command, PendingCommand), command
+    return command
 
 
 class PiRpc:
@@ -283,10 +333,9 @@ class PiRpc:
             self._client_wait.cancel()  # its answer must be read, client or not
         return pending
 
-    async def answer(
-        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
+    async def answer(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
         """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
+        pending = _own(command)
         name = pending.name
         try:
             with anyio.move_on_after(timeout):
@@ -307,11 +356,11 @@ class PiRpc:
         """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
         self.child.stdin.close()
 
-    async def prepare(self) -> dict[str, Any]:
+    async def prepare(self) -> LiveState:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
         state; the first answer also proves it speaks rpc."""
         await self.request({"type": "set_auto_retry", "enabled": False})
-        return await self.request({"type": "get_state"})
+        return live_state(await self.request({"type": "get_state"}))
 
     async def set_model(self, provider: str, model: str) -> None:
         """Switch the model for the next prompt (no respawn)."""
@@ -321,10 +370,15 @@ class PiRpc:
         """Set the thinking level for the next prompt."""
         await self.request({"type": "set_thinking_level", "level": level})
 
-    async def available_models(self) -> list[dict[str, Any]]:
-        """get_available_models: every configured model (provider, id, name, reasoning, ...)."""
+    async def available_models(self) -> tuple[ModelChoice, ...]:
+        """get_available_models: every configured model that names its provider and id."""
         models = (await self.request({"type": "get_available_models"})).get("models")
-        return [model for model in models if isinstance(model, dict)] if isinstance(models, list) else []
+        listed = [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+        return tuple(
+            ModelChoice(str(m.get("provider")), str(m.get("id")), str(m.get("name") or m.get("id")))
+            for m in listed
+            if m.get("provider") and m.get("id")
+        )
 
     async def thinking_levels(self) -> list[str]:
         """get_available_thinking_levels: the levels the current model supports (["off"] if none)."""
@@ -345,9 +399,10 @@ class PiRpc:
         return self.send_now(command)
 
     async def delivered(
-        self, pending: PendingCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+        self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
+        pending = _own(command)
         try:
             with anyio.fail_after(timeout):
                 await self.child.stdin.drain()
@@ -372,18 +427,18 @@ class PiRpc:
         awaited later with `answer`."""
         return self.send_now({"type": "abort"})
 
-    async def switch_session(self, session_file: str) -> dict[str, Any]:
+    async def switch_session(self, session_file: str) -> LiveState:
         """Load a stored session into this pi (a spare taking a resumed conversation); its state
         afterwards, as `prepare` returns it. Raises RpcError when pi refuses or an extension
         cancelled the switch."""
         data = await self.request({"type": "switch_session", "sessionPath": session_file})
         if data.get("cancelled") is True:
             raise RpcError("switch_session", "was cancelled by an extension", kind="refused")
-        return await self.request({"type": "get_state"})
+        return live_state(await self.request({"type": "get_state"}))
 
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """get_session_stats: tokens, cost, contextUsage."""
-        return await self.request({"type": "get_session_stats"}, timeout)
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+        """get_session_stats: the context window's use and the session's cost."""
+        return session_stats(await self.request({"type": "get_session_stats"}, timeout))
 
     # ------------------------------------------------------------------ reading
 
@@ -474,3 +529,59 @@ class PiRpc:
         pending.response = record
         pending.answered.set()
         return True
+
+
+class PiLiveMode:
+    """pi's `LiveMode`: `pi --mode rpc`, one process per conversation, prompt after prompt."""
+
+    run_end_line = RUN_END_LINE
+
+    def launch_spec(
+        self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+    ) -> LaunchSpec:
+        """pi in rpc mode for a conversation."""
+        return rpc_launch_spec(command, options, new_session_id=new_session_id)
+
+    def client(
+        self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
+    ) -> PiRpc:
+        """The rpc client of a pi just spawned."""
+        return PiRpc(child, wait_writable=wait_writable)
+
+    def event_kind(self, line: bytes) -> EventKind | None:
+        """The events the rpc engine reads itself (see `event_kind`)."""
+        return event_kind(line)
+
+    def user_text(self, line: bytes) -> str | None:
+        """The text of a user message event."""
+        return user_text(line)
+
+    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
+        """The newest session of `cwd`, by pi's file names."""
+        return latest_session_id(cwd, env)
+
+    def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
+        """Whether pi has written session `session_id`."""
+        return session_exists(session_id, False, cwd, env)
+
+    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
+        """The file of pi's session `session_id`, if it is stored."""
+        return session_file(session_id, cwd, env)
+
+    def session_file_size(self, path: str | None) -> int | None:
+        """A session file's size now."""
+        return session_file_size(path)
+
+    def trim_session_file(self, path: str, size: int | None) -> None:
+        """Cut a session file back (see `trim_session_file`)."""
+        trim_session_file(path, size)
+
+    def classify_exit(
+        self, exit_code: int | None, signal_name: str | None, stderr: str
+    ) -> tuple[ErrorKind, bool]:
+        """pi's exit classification."""
+        return classify_exit(exit_code, signal_name, stderr)
+
+    def lacks_live_mode(self, stderr: str) -> bool:
+        """Whether pi says it has no `--mode rpc`."""
+        return lacks_rpc_mode(stderr)

@@ -29,7 +29,6 @@ from acp.connection import Connection
 from pydantic import ValidationError
 
 from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
-from bridge.engines.conversations import NoRpc, OpenedConversation, StartFailure
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import (
     MODEL_OPTION,
@@ -47,7 +46,14 @@ from bridge.fronts.acp.mapping import (
 )
 from bridge.fronts.lsp.writer import HIGH_WATER, LOW_WATER
 from bridge.runs import history
-from bridge.runs.registry import Run, RunRegistry, ShuttingDownError
+from bridge.runs.registry import (
+    NoLiveMode,
+    OpenedConversation,
+    OpenFailure,
+    Run,
+    RunRegistry,
+    ShuttingDownError,
+)
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.serve import StdioTransport
@@ -85,7 +91,7 @@ class AcpSession:
         return config_options(self.opened, self.model, self.thinking)
 
 
-class PiAcpAgent:
+class AcpAgent:
     """The ACP agent: handlers for every ACP method the bridge serves."""
 
     def __init__(self, registry: RunRegistry, *, default_cwd: str) -> None:
@@ -228,14 +234,14 @@ class PiAcpAgent:
     async def _open(self, cwd: str, session_id: str | None) -> OpenedConversation:
         try:
             return await self.registry.open_conversation(cwd, session_id)
-        except StartFailure as exc:
+        except OpenFailure as exc:
             error = exc.error
             raise RequestError(
                 RUN_FAILED,
                 error.message,
                 {"kind": error.kind, "retryable": error.retryable, "stderr": error.stderr},
             ) from None
-        except NoRpc as exc:
+        except NoLiveMode as exc:
             raise RequestError(
                 RUN_FAILED, f"the agent does not speak its live (rpc) mode: {exc}", {"kind": "spawn"}
             ) from None
@@ -569,7 +575,7 @@ def _prompt_answer(run: Run) -> schema.PromptResponse:
     )
 
 
-def _dispatcher(agent: PiAcpAgent) -> Any:
+def _dispatcher(agent: AcpAgent) -> Any:
     router = build_agent_router(agent, use_unstable_protocol=True)  # type: ignore[arg-type]
 
     async def dispatch(method: str, params: Any, is_notification: bool) -> Any:
@@ -592,7 +598,7 @@ def _dispatcher(agent: PiAcpAgent) -> Any:
     return dispatch
 
 
-def connect(agent: PiAcpAgent, transport: StdioTransport) -> Connection:
+def connect(agent: AcpAgent, transport: StdioTransport) -> Connection:
     """The SDK's connection serving `agent` over `transport` (run it with `main_loop`)."""
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn

@@ -16,7 +16,7 @@ from acp import schema
 from pydantic import ValidationError
 
 from bridge.contract import MAX_IMAGES, PromptImage, SessionHistory
-from bridge.engines.conversations import OpenedConversation
+from bridge.runs.registry import OpenedConversation
 
 Update = (
     schema.UserMessageChunk

@@ -28,14 +28,14 @@ import orjson
 from pydantic import BaseModel
 
 from bridge import contract
-from bridge.agents.seam import AgentAdapter
+from bridge.config import BridgeConfig
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
 from bridge.process.shutdown import become_subreaper, reap_orphans
-from bridge.runs.registry import BridgeConfig, RunRegistry
+from bridge.runs.registry import AgentAdapter, RunRegistry
 
 if TYPE_CHECKING:
-    from bridge.fronts.acp.agent import PiAcpAgent
+    from bridge.fronts.acp.agent import AcpAgent
 
 log = logging.getLogger(__name__)
 
@@ -288,14 +288,14 @@ class _LateSink:
     (no run starts before: runs start from prompts, which the agent serves)."""
 
     def __init__(self) -> None:
-        self.agent: PiAcpAgent | None = None
+        self.agent: AcpAgent | None = None
 
     def __call__(self, payloads: list[dict[str, Any]]) -> None:
         if self.agent is not None:
             self.agent.on_messages(payloads)
 
     async def wait_writable(self) -> None:
-        """Wait while the client is behind (see PiAcpAgent.wait_writable)."""
+        """Wait while the client is behind (see AcpAgent.wait_writable)."""
         if self.agent is not None:
             await self.agent.wait_writable()
 
@@ -330,7 +330,7 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
     log.info("pi-bridge acp serving on stdio (pid %d, subreaper=%s)", os.getpid(), subreaper)
     sink = _LateSink()
     registry = RunRegistry(adapter, config, sink, wait_writable=sink.wait_writable)
-    agents: list[PiAcpAgent] = []
+    agents: list[AcpAgent] = []
     try:
         async with anyio.create_task_group() as tasks:
             await tasks.start(registry.serve)
@@ -340,7 +340,7 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
             async def serve_front() -> None:
                 front = await asyncio.to_thread(_load_front, registry)
                 transport = await StdioTransport.open(first)
-                agent = front.PiAcpAgent(registry, default_cwd=default_cwd)
+                agent = front.AcpAgent(registry, default_cwd=default_cwd)
                 sink.agent = agent
                 agents.append(agent)
                 tasks.start_soon(agent.pump)

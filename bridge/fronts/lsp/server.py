@@ -23,8 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from bridge import __version__, contract
-from bridge.agents.seam import AgentAdapter
-from bridge.config import resolve_config
+from bridge.config import BridgeConfig, resolve_config
 from bridge.fronts.lsp.converter import dict_converter
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.reader import read_frames
@@ -32,7 +31,7 @@ from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.process.shutdown import become_subreaper, reap_orphans
 from bridge.runs import history
-from bridge.runs.registry import BridgeConfig, RunRegistry
+from bridge.runs.registry import AgentAdapter, RunRegistry
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 
 log = logging.getLogger(__name__)
