@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from bridge.agents.pi.command import BASE_ENV
+from bridge.agents.pi.command import BASE_ENV, pi_flags
 from bridge.agents.pi.session_paths import cwd_folder, sessions_root
 from bridge.agents.seam import LaunchSpec, RunOptions
 from bridge.contract import PromptImage
@@ -118,19 +118,7 @@ def rpc_launch_spec(
     Provider, model and thinking are set with commands between prompts, so they are not part of
     what makes two live pis interchangeable; the session to resume is (`--session`).
     """
-    flags = ["--mode", "rpc"]
-    if options.provider:
-        flags += ["--provider", options.provider]
-    if options.model:
-        flags += ["--model", options.model]
-    if options.thinking:
-        flags += ["--thinking", options.thinking]
-    if options.tools is not None:
-        flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
-    if options.session_id:
-        flags += ["--session", options.session_id]
-    elif new_session_id:
-        flags += ["--session-id", new_session_id]
+    flags = pi_flags(options, live=True, new_session_id=new_session_id)
     return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
 
 
