@@ -225,12 +225,6 @@ class WarmPool:
                     self._entries.remove(entry)
                 await self._stop(entry)
 
-    def _stale(self, session: str | None, epoch: int) -> bool:
-        """Whether a run of `session` is live, or started since a pre-spawn for it was asked."""
-        if not session:
-            return False
-        return self._live_sessions[session] > 0 or self._session_epochs[session] != epoch
-
     def _fresh(self, entry: WarmEntry) -> bool:
         return (
             entry.child.returncode is None

@@ -118,12 +118,6 @@ class RunCgroup:
             if frozen:
                 self._freeze(False)
 
-    def signal_members(self, signum: signal.Signals, spare: int | None) -> None:
-        """Send `signum` to every member but `spare` (the polite stage; no freeze needed)."""
-        for pid in self.members():
-            if pid != spare:
-                _signal(pid, signum)
-
     def remove(self) -> bool:
         """Remove the cgroup's directories once empty; whether they are all gone."""
         if self.removed:
