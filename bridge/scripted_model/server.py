@@ -1170,8 +1170,8 @@ def write_pi_agent_dir(
     """Write models.json (provider `provider` with every scenario in SCENARIOS as a
     model id taking text and images, api openai-completions, apiKey "x", compat {supportsDeveloperRole:false,
     supportsReasoningEffort:false}), plus an `anthropic` style provider named
-    f"{provider}-anthropic" (api "anthropic-messages", baseUrl without /v1 as pi-facts
-    says) for the thinking_anthropic scenario, and when disable_pi_retry is true a
+    f"{provider}-anthropic" (api "anthropic-messages", baseUrl without /v1: the
+    Anthropic client adds it) for the thinking_anthropic scenario, and when disable_pi_retry is true a
     settings.json {"retry":{"enabled":false,"provider":{"maxRetries":0}}}. Create the
     dir if missing.
 

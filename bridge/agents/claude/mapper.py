@@ -1,6 +1,6 @@
 """Map Claude Code's `--output-format stream-json` lines to contract messages: pure, no I/O.
 
-The stream (claude-facts.md, measured with 2.1.197):
+The stream (as Claude Code 2.1.197 prints it):
 - `system/init` first (session id, cwd); `system/status`, `system/thinking_tokens`: progress.
 - `stream_event` wraps a raw Anthropic SSE event (with `--include-partial-messages`): text
   deltas stream from `content_block_delta`/`text_delta`; thinking from `thinking_delta`.

@@ -6,7 +6,7 @@ from bridge.agents.seam import LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
 # and "@" as file attachments, and argv has a size limit. With a non-TTY stdin pi reads it to EOF
-# before starting and uses it as the prompt (pi-facts.md, "stdin").
+# before starting and uses it as the prompt.
 BASE_FLAGS: tuple[str, ...] = ("--mode", "json")
 
 # PI_OFFLINE=1 turns off pi's start-up network calls (update checks); the model request itself is

@@ -200,7 +200,7 @@ class PiEventMapper(MapperCore):
     def _without_parsing(self, line: bytes) -> list[Out] | None:
         """Map a line from its head alone when the rest is never read (None: parse it).
 
-        agent_end and turn_end repeat the run's messages (agent_end can be 64 MB), and a tool's
+        agent_end and turn_end repeat the run's messages (agent_end can be huge), and a tool's
         output comes again in its result message: none of it is read, so none of it is decoded.
         """
         if not line.startswith(_TYPE_HEAD):
