@@ -100,6 +100,9 @@ class MapperCore:
             self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
     def feed(self, line: bytes) -> list[Out]:
+        mapped = self._without_parsing(line)
+        if mapped is not None:
+            return mapped
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -136,6 +139,10 @@ class MapperCore:
         return self._terminal(out, Out("terminal.cancelled", {"text": self.text, "shutdown": shutdown}))
 
     # ------------------------------------------------------------------ for the subclasses
+
+    def _without_parsing(self, line: bytes) -> list[Out] | None:
+        """Map a line without decoding it whole (None: decode it); every line is decoded here."""
+        return None
 
     def _terminal(self, out: list[Out], message: Out) -> list[Out]:
         out.append(message)

@@ -187,22 +187,17 @@ class PiEventMapper(MapperCore):
             return self._on_agent_end({})
         return []
 
-    def feed(self, line: bytes) -> list[Out]:
-        skipped = self._without_parsing(line)
-        if skipped is not None:
-            return skipped
+    def _without_parsing(self, line: bytes) -> list[Out] | None:
+        """Map a line without decoding it whole when the rest is never read (None: parse it).
+
+        agent_end and turn_end repeat the run's messages (agent_end can be huge), and a tool's
+        output comes again in its result message: none of it is read, so none of it is decoded.
+        A long 0.73-style update is read for its delta alone.
+        """
         if len(line) > _FAST_PATH_MIN_BYTES and self._last_terminal is None:
             update = _scan_update(line)
             if update is not None:
                 return self._on_delta(*update)
-        return super().feed(line)
-
-    def _without_parsing(self, line: bytes) -> list[Out] | None:
-        """Map a line from its head alone when the rest is never read (None: parse it).
-
-        agent_end and turn_end repeat the run's messages (agent_end can be huge), and a tool's
-        output comes again in its result message: none of it is read, so none of it is decoded.
-        """
         if not line.startswith(_TYPE_HEAD):
             return None
         end = line.find(b'"', len(_TYPE_HEAD), len(_TYPE_HEAD) + _MAX_TYPE_BYTES)
@@ -265,7 +260,8 @@ class PiEventMapper(MapperCore):
         if not delta:
             return []
         self._msg_streamed.append(delta)
-        return [self._text_out(delta)]
+        self._deltas.append(delta)  # what _text_out does, inline: this is the hot path
+        return [Out("assistant", {"text": delta})]
 
     def _on_update(self, event: dict[str, Any]) -> list[Out]:
         update = event.get("assistantMessageEvent")
