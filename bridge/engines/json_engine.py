@@ -1,6 +1,6 @@
 """One attempt: start the agent once, stream its mapped messages, stop it however the attempt ends.
 
-The provider never retries; retry belongs to the orchestration layer above it (runs.py), whose
+The provider never retries; retry belongs to the orchestration layer above it (bridge/runs/), whose
 options reach this module without any retry field. Every way an attempt can end produces exactly
 one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
 without a terminal event, cancel, deadline, silence, stdout closed while the process lives on, a
@@ -50,7 +50,7 @@ from bridge.process.stdin_pipe import StdinClosed
 log = logging.getLogger(__name__)
 
 READ_CHUNK: Final = 256 * 1024
-# pi exits 0.3-0.5 s after its last event; past this, a process whose stdout closed is stuck.
+# pi exits shortly after its last event; past this, a process whose stdout closed is stuck.
 EXIT_AFTER_EOF_SECONDS: Final = 3.0
 # After the agent itself exited: how long its stdout may stay open (a helper holding the pipe)
 # before what is left of its tree is stopped.

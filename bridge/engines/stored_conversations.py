@@ -5,7 +5,7 @@ A front that needs the id before the first prompt (ACP's session/new) gets one m
 UUID, which every such agent must accept as the name of a new session. Until the agent has stored
 that session, each prompt is told to start it under the id (`RunOptions.new_session`); once it
 has, to resume it: a first prompt that failed or was cancelled after the agent stored the session
-is followed by a resume. Its retry is not: runs.py first cuts the session back to where it stood
+is followed by a resume. Its retry is not: the run registry first cuts the session back to where it stood
 before the run (`AgentAdapter.rewind_session`), which for a session the run started means it is
 started again under the id.
 """

@@ -1,7 +1,7 @@
 """The warm pool: a pre-spawned agent, started with the next run's exact launch, waiting on stdin.
 
 pi with a stdin pipe loads everything and then waits for stdin to close; handing it the prompt
-then gives the first event in 6-10 ms instead of ~500 ms for a cold spawn (pi-facts.md). A warm
+then gives the first event far sooner than a cold spawn (docs/benchmarks.md). A warm
 process is the very process a cold run would start, only earlier, so a run's messages are the
 same either way. Rules:
 - an entry is used only by a run whose argv, cwd and environment are identical;
@@ -224,12 +224,6 @@ class WarmPool:
                 if entry in self._entries:
                     self._entries.remove(entry)
                 await self._stop(entry)
-
-    def _stale(self, session: str | None, epoch: int) -> bool:
-        """Whether a run of `session` is live, or started since a pre-spawn for it was asked."""
-        if not session:
-            return False
-        return self._live_sessions[session] > 0 or self._session_epochs[session] != epoch
 
     def _fresh(self, entry: WarmEntry) -> bool:
         return (

@@ -1,7 +1,7 @@
 """Cgroup containment: each agent runs in a cgroup of its own, so stopping the run stops everything.
 
 A process cannot leave its cgroup without writing to cgroup.procs of another one, so double forks,
-`setsid` and `env -i` (which defeat the tree search in process.py) change nothing: the run's
+`setsid` and `env -i` (which defeat the tree search in shutdown.py) change nothing: the run's
 cgroup lists every process it started. The hierarchy is chosen once per bridge by a probe that
 creates a child of the bridge's own cgroup and moves a process into it:
 
@@ -79,8 +79,8 @@ class RunCgroup:
 
     def members(self) -> list[int]:
         """Every process in the cgroup now (zombies may still be listed on v1)."""
-        # os.read, not Path.read_text: after an idle spell (a cancel waits on pi for ms) the
-        # text layer's open costs ~0.2 ms more than the kernel's read.
+        # os.read, not Path.read_text: after an idle spell (a cancel waits on pi) the text
+        # layer's open costs noticeably more than the kernel's read.
         try:
             fd = os.open(self._procs_path, os.O_RDONLY)
         except OSError:
@@ -117,12 +117,6 @@ class RunCgroup:
         finally:
             if frozen:
                 self._freeze(False)
-
-    def signal_members(self, signum: signal.Signals, spare: int | None) -> None:
-        """Send `signum` to every member but `spare` (the polite stage; no freeze needed)."""
-        for pid in self.members():
-            if pid != spare:
-                _signal(pid, signum)
 
     def remove(self) -> bool:
         """Remove the cgroup's directories once empty; whether they are all gone."""
@@ -264,7 +258,7 @@ _chosen: list[Hierarchy | None] = []
 
 
 def hierarchy() -> Hierarchy | None:
-    """The hierarchy run cgroups go in, or None for tree mode (probed once; blocking, a few ms)."""
+    """The hierarchy run cgroups go in, or None for tree mode (probed once; blocking, briefly)."""
     with _lock:
         if not _chosen:
             _chosen.append(_choose())

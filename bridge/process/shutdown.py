@@ -12,7 +12,7 @@ Containment (what "everything" means), chosen once per bridge (bridge/process/co
   token, but the orphan still comes back to the bridge).
 
 Every scan is ONE pass over /proc per tick, in a worker thread (never on the event loop: with
-thousands of processes a pass costs tens of ms, and reading the environ of a process in D state
+thousands of processes a pass takes long, and reading the environ of a process in D state
 can block). Only processes started after the agent (their start time, from /proc/<pid>/stat) can
 belong to it, so only their environ is read. Processes are identified by (pid, start time), the
 agent by the handle and pidfd taken at spawn, so a reused pid is never walked from nor killed.
@@ -65,8 +65,8 @@ POLL_SECONDS: Final = 0.01
 _STATUS_POLL_SECONDS: Final = 0.002
 # Without a pidfd (not Linux), the exit is seen by polling the status the child watcher records.
 _EXIT_POLL_SECONDS: Final = 0.02
-# An agent's end-of-run event may repeat the whole conversation, prompt included: a 50 MB prompt
-# makes a 50 MB line. Longer lines are dropped as diagnostics so memory stays bounded per run.
+# An agent's end-of-run event may repeat the whole conversation, prompt included: a huge prompt
+# makes a huge line. Longer lines are dropped as diagnostics so memory stays bounded per run.
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _TOKEN_PREFIX: Final = f"{RUN_TOKEN_ENV}=".encode()
@@ -387,7 +387,7 @@ def scan_contained(
         own = [child.pid] if child.returncode is None else []
         for pid in {*child.cgroup.members(), *seen, *own}:
             if besides_child and pid == child.pid:
-                continue  # not read at all: after an idle spell a /proc read costs ~0.1 ms
+                continue  # not read at all: after an idle spell a /proc read is slow
             stat = read_stat(pid)
             if stat is not None and not stat.zombie and seen.get(pid, stat.start) == stat.start:
                 found[pid] = stat.start

@@ -55,8 +55,8 @@ from bridge.runs.redact import Redactor, mask_in_logs
 log = logging.getLogger(__name__)
 
 # The second pre-spawn (the session follow-up) waits until the user is likely idle: loading a
-# Node runtime takes a core for 0.3-0.5 s, and a run that starts meanwhile streams slower (seen
-# as +20 ms to its first message). A run that starts first drops it (WarmPool.yield_to_run).
+# Node runtime takes a core for a while, and a run that starts meanwhile streams slower (its
+# first message comes later). A run that starts first drops it (WarmPool.yield_to_run).
 Sink = Callable[[list[dict[str, Any]]], None]
 MAX_REMEMBERED_SESSIONS: Final = 4096
 
@@ -207,7 +207,7 @@ class RunRegistry:
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
-        # Each run's task. Not in the task group: spawning there costs a follow-up prompt ~0.1 ms
+        # Each run's task. Not in the task group: spawning there delays a follow-up prompt
         # before pi gets it, and a run is never stopped by cancelling its task anyway: its cancel
         # token stops it, with a cleanup nothing interrupts (stop_all, when serving ends).
         self._run_tasks: set[asyncio.Task[None]] = set()
@@ -278,9 +278,9 @@ class RunRegistry:
 
     async def prepare_first_prompt(self) -> None:
         """Build every agent's adapter now, while the spare agent boots: a session's first prompt
-        asks each whether the session is its own, and building one imports its package (8-15 ms
+        asks each whether the session is its own, and building one imports its package (slow
         for Claude Code's). One adapter per loop step. (Building every wire validator ahead too
-        was tried: the bridge then held 60 MB more after a 50 MB prompt, cause not found.)"""
+        was tried: the bridge then held much more memory after a huge prompt, cause not found.)"""
         for name in self.agent_names():
             try:
                 self.adapter_named(name)

@@ -24,7 +24,7 @@ from bridge.agents.checks import Check
 
 MIN_PYTHON = (3, 11)
 # The distributions of pyproject.toml's [project] dependencies, by the module each one provides
-# (tests/unit/test_doctor.py keeps the two in step).
+# (tests/e2e/test_doctor.py keeps the two in step).
 RUNTIME_DEPENDENCIES: dict[str, str] = {
     "pygls": "pygls",
     "lsprotocol": "lsprotocol",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for `pi --mode rpc` that produces, on demand, the faults real pi cannot be made to.
 
-It behaves the way pi 1.6.0 does in rpc mode (pi-facts.md): JSONL commands on stdin, each
+It behaves the way pi 1.6.0 does in rpc mode (its docs/rpc.md): JSONL commands on stdin, each
 answered by a `response` with the command's id; `prompt` is answered at once and the run streams
 json-mode events ending with `agent_end` then `agent_settled`; `abort` is answered after the run
 settled; `steer` is taken in as a user message before the next step. The scenario is the model

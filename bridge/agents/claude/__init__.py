@@ -1,10 +1,10 @@
 """Everything Claude Code-specific: flags (command), stream-json (mapper), errors, session files.
 
-Signals, measured with Claude Code 2.1.197 on Linux during a Bash tool call (`sleep 30`):
+Signals, as Claude Code 2.1.197 handles them on Linux during a Bash tool call (`sleep 30`):
 - SIGINT: Claude Code interrupts the turn itself. It kills the Bash tool's process tree, prints
   a `user` line "[Request interrupted by user for tool use]" and a `result` line with
-  `subtype: "error_during_execution"`, `is_error: true`, and exits 1 within about a second.
-- SIGTERM: it exits 143 within ~20 ms and prints nothing more (no `result` line); the Bash
+  `subtype: "error_during_execution"`, `is_error: true`, and exits 1.
+- SIGTERM: it exits 143 at once and prints nothing more (no `result` line); the Bash
   tool's processes survive it.
 - Its Bash children are detached: each command runs in `bash -c` in a session of its own
   (`setsid`, its sid is the bash's pid), the command in its own process group below it. A
@@ -123,7 +123,7 @@ class ClaudeAgent:
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None
     ) -> list[WarmLaunch]:
-        """Nothing: Claude Code started before its prompt gives up on the empty stdin after 3 s."""
+        """Nothing: Claude Code started before its prompt soon gives up on the empty stdin."""
         return []
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:

@@ -24,8 +24,8 @@ DEFAULT_PERMISSION_MODE: Final[PermissionMode] = "acceptEdits"
 
 BASE_FLAGS: Final = ("-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages")
 
-# One attempt is one attempt: Claude Code's own ten hidden retries (2 s ... 36 s backoff) are
-# off, retry is the bridge's, visible, and the caller's choice (claude-facts.md). No telemetry,
+# One attempt is one attempt: Claude Code's own hidden retries (with a growing backoff) are
+# off, retry is the bridge's, visible, and the caller's choice. No telemetry,
 # updater or error reporting: the bridge must stay loopback-only with a local endpoint.
 BASE_ENV: Final = {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 

@@ -2,7 +2,7 @@
 
 A failed model request ends the stream with a `result` line that says `subtype: "success"` and
 `is_error: true` at once, with the HTTP status in `api_error_status` and a text such as
-"API Error: 500 {...}" in `result` (claude-facts.md, "the is_error trap"): the status decides.
+"API Error: 500 {...}" in `result` (the is_error trap): the status decides.
 A run that could not start (bad flag, unknown session) exits 1 with a line on stderr.
 """
 

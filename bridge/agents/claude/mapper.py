@@ -1,6 +1,6 @@
 """Map Claude Code's `--output-format stream-json` lines to contract messages: pure, no I/O.
 
-The stream (claude-facts.md, measured with 2.1.197):
+The stream (as Claude Code 2.1.197 prints it):
 - `system/init` first (session id, cwd); `system/status`, `system/thinking_tokens`: progress.
 - `stream_event` wraps a raw Anthropic SSE event (with `--include-partial-messages`): text
   deltas stream from `content_block_delta`/`text_delta`; thinking from `thinking_delta`.
@@ -21,19 +21,15 @@ end, or before the tool call it makes, never between a call and its close.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from typing import Any, Final
-
-import orjson
+from typing import Any, ClassVar, Final
 
 from bridge.agents.claude.errors import classify_exit, classify_result_error, classify_subtype
+from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
 from bridge.agents.seam import Out, RunOptions
-from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.contract import ErrorInfo
 
 log = logging.getLogger(__name__)
 
-MAX_INVALID_SAMPLES: Final = 20
-MAX_INVALID_SAMPLE_CHARS: Final = 500
 _IGNORED_SYSTEM: Final = frozenset({"status", "thinking_tokens", "compact_boundary", "hook_response"})
 _IGNORED_TYPES: Final = frozenset({"rate_limit_event", "keep_alive"})
 # What Claude Code writes as the result of a tool it stopped because it was interrupted (SIGINT,
@@ -44,33 +40,15 @@ _INTERRUPTED_TOOL: Final = (
 )
 
 
-def text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
-    """Concatenate the `key` of every block of `part_type` in an Anthropic content list."""
-    if isinstance(content, str):
-        return content if part_type == "text" else ""
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        part[key]
-        for part in content
-        if isinstance(part, dict) and part.get("type") == part_type and isinstance(part.get(key), str)
-    )
-
-
-def _int(raw: dict[str, Any], key: str) -> int:
-    value = raw.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def usage_of(raw: Any, cost: Any) -> dict[str, Any] | None:
     """The contract's usage from an Anthropic usage object and Claude Code's total cost."""
     if not isinstance(raw, dict):
         return None
     usage: dict[str, Any] = {
-        "input": _int(raw, "input_tokens"),
-        "output": _int(raw, "output_tokens"),
-        "cacheRead": _int(raw, "cache_read_input_tokens"),
-        "cacheWrite": _int(raw, "cache_creation_input_tokens"),
+        "input": int_of(raw, "input_tokens"),
+        "output": int_of(raw, "output_tokens"),
+        "cacheRead": int_of(raw, "cache_read_input_tokens"),
+        "cacheWrite": int_of(raw, "cache_creation_input_tokens"),
     }
     usage["totalTokens"] = sum(usage.values())
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
@@ -78,54 +56,23 @@ def usage_of(raw: Any, cost: Any) -> dict[str, Any] | None:
     return usage
 
 
-class ClaudeEventMapper:
+class ClaudeEventMapper(MapperCore):
     """The `EventMapper` of one Claude Code attempt."""
 
+    agent = "Claude Code"
+    clean_exit = "without a result"
+    ignored = _IGNORED_TYPES
+
     def __init__(self, options: RunOptions) -> None:
-        self._live_thoughts = options.live_thoughts
-        self._resumed = options.resumed
-        self._deltas: list[str] = []
+        super().__init__(options)
         self._streamed: dict[str, str] = {}  # message id -> text streamed as deltas
         self._blocks_text: dict[str, str] = {}  # message id -> text of its complete blocks
         self._thought_streamed: set[str] = set()
         self._message_id: str | None = None
-        self._thoughts: list[str] = []
-        self._open_tools: dict[str, str] = {}
         self._last_turn_tokens: int | None = None
         self._held_failure: ErrorInfo | None = None
-        self._last_terminal: Out | None = None
-        self._wants_stop = False
-        self._session_id: str | None = None
-        self._invalid: list[str] = []
-        self.invalid_count = 0
-        self.unknown_events: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ EventMapper protocol
-
-    @property
-    def last_terminal(self) -> Out | None:
-        return self._last_terminal
-
-    @property
-    def wants_stop(self) -> bool:
-        return self._wants_stop
-
-    @property
-    def text(self) -> str:
-        return "".join(self._deltas)
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def invalid_lines(self) -> list[str]:
-        return list(self._invalid)
-
-    def note_invalid(self, description: str) -> None:
-        self.invalid_count += 1
-        if len(self._invalid) < MAX_INVALID_SAMPLES:
-            self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
     def feed_oversized(self, description: str, head: bytes) -> list[Out]:
         self.note_invalid(description)
@@ -133,37 +80,11 @@ class ClaudeEventMapper:
         # bound. Its end-of-run meaning must survive (its usage is lost with the rest).
         if head.startswith(b'{"type":"result"') and self._last_terminal is None:
             if b'"is_error":false' in head:
-                out = self._close_open("Claude Code ended the run with the tool still open", cancelled=False)
-                return self._terminal(
-                    out, Out("terminal.completed", {"text": self.text, "stopReason": "stop"})
-                )
-            self._wants_stop = True
+                return self._complete("stop", {})
             error = ErrorInfo(
                 kind="model", message="Claude Code's result line was over the bound", retryable=False
             )
-            return self.finish_failed(error)
-        return []
-
-    def feed(self, line: bytes) -> list[Out]:
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if line.strip():
-                self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
-            return []
-        if not isinstance(event, dict):
-            self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
-            return []
-        if self._last_terminal is not None:
-            return []
-        kind = event.get("type")
-        if kind == "stream_event":
-            return self._on_stream_event(event)
-        handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
-        if handler is not None:
-            return handler(self, event)
-        if kind not in _IGNORED_TYPES:
-            self._note_unknown(str(kind))
+            return self._stop_failed(error)
         return []
 
     def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
@@ -171,79 +92,14 @@ class ClaudeEventMapper:
             return []
         if self._held_failure is not None:
             return self.finish_failed(self._held_failure)
-        if signal_name is not None:
-            reason = f"Claude Code was killed by {signal_name} before it finished"
-        elif exit_code == 0:
-            reason = "Claude Code exited (code 0) without a result"
-        else:
-            reason = f"Claude Code exited with code {exit_code} before it finished"
-        tail = stderr.strip()
-        if tail:
-            reason = f"{reason}: {tail.splitlines()[-1][:300]}"
-        kind, retryable = classify_exit(exit_code, stderr)
-        return self.finish_failed(
-            ErrorInfo(
-                kind=kind,
-                message=reason,
-                retryable=retryable,
-                exit_code=exit_code,
-                signal=signal_name,
-                stderr=stderr or None,
-                invalid_output_lines=self.invalid_lines or None,
-            )
-        )
-
-    def finish_failed(self, error: ErrorInfo) -> list[Out]:
-        if self._last_terminal is not None:
-            return []
-        out = self._close_open(f"the run failed: {error.message}", cancelled=False)
-        if error.invalid_output_lines is None and self._invalid:
-            error = error.model_copy(update={"invalid_output_lines": self.invalid_lines})
-        error_json = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return self._terminal(out, Out("terminal.failed", {"error": error_json, "text": self.text}))
-
-    def finish_cancelled(self, receipt: ShutdownReceipt) -> list[Out]:
-        if self._last_terminal is not None:
-            return []
-        out = self._close_open("cancelled", cancelled=True)
-        shutdown = receipt.model_dump(mode="json", by_alias=True)
-        return self._terminal(out, Out("terminal.cancelled", {"text": self.text, "shutdown": shutdown}))
+        return self._fail_exited(exit_code, signal_name, stderr, classify_exit(exit_code, stderr))
 
     # ------------------------------------------------------------------ helpers
 
-    def _terminal(self, out: list[Out], message: Out) -> list[Out]:
-        out.append(message)
-        self._last_terminal = message
-        return out
-
-    def _note_unknown(self, kind: str) -> None:
-        self.unknown_events[kind] += 1
-        if self.unknown_events[kind] == 1:
-            log.info("Claude Code event of unknown type %r ignored", kind)
-
     def _emit_text(self, message_id: str, text: str) -> list[Out]:
-        self._deltas.append(text)
         self._streamed[message_id] = self._streamed.get(message_id, "") + text
+        self._deltas.append(text)  # what _text_out does, inline: this is the hot path
         return [Out("assistant", {"text": text})]
-
-    def _flush_thought(self) -> list[Out]:
-        """The buffered thought, whole, unless a tool call is open (it waits for the close)."""
-        if self._open_tools or self._live_thoughts or not self._thoughts:
-            return []
-        thought = "".join(self._thoughts)
-        self._thoughts = []
-        return [Out("assistant.thought", {"text": thought})] if thought else []
-
-    def _close_open(self, reason: str, *, cancelled: bool) -> list[Out]:
-        out: list[Out] = []
-        for call_id, name in self._open_tools.items():
-            content: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": reason}
-            if cancelled:
-                content["cancelled"] = True
-            out.append(Out("tool.failed", content))
-        self._open_tools.clear()
-        out.extend(self._flush_thought())
-        return out
 
     # ------------------------------------------------------------------ event handlers
 
@@ -253,24 +109,13 @@ class ClaudeEventMapper:
             return self._on_init(event)
         if subtype == "api_retry":
             status = event.get("error_status")
-            self._wants_stop = True
-            message = (
-                f"Claude Code's own retry suppressed (HTTP {status})"
-                if status
-                else ("Claude Code's own retry suppressed")
-            )
-            return self.finish_failed(ErrorInfo(kind="agent_retry", message=message, retryable=True))
+            return self._own_retry(f" (HTTP {status})" if status else "")
         if subtype not in _IGNORED_SYSTEM:
             self._note_unknown(f"system/{subtype}")
         return []
 
     def _on_init(self, event: dict[str, Any]) -> list[Out]:
-        session_id = event.get("session_id")
-        if not isinstance(session_id, str) or self._session_id is not None:
-            return []
-        self._session_id = session_id
-        content: dict[str, Any] = {"sessionId": session_id, "cwd": str(event.get("cwd", ""))}
-        return [Out("session.resumed" if self._resumed else "session.started", content)]
+        return self._start_session(event.get("session_id"), event.get("cwd", ""), {})
 
     def _on_stream_event(self, event: dict[str, Any]) -> list[Out]:
         if event.get("parent_tool_use_id") is not None:
@@ -292,9 +137,7 @@ class ClaudeEventMapper:
                 if not isinstance(thinking, str) or not thinking:
                     return []
                 self._thought_streamed.add(self._message_id)
-                if self._live_thoughts:
-                    return [Out("assistant.thought", {"text": thinking, "live": True})]
-                self._thoughts.append(thinking)
+                return self._thought(thinking)
             return []
         if kind == "message_start":
             message = raw.get("message")
@@ -327,10 +170,7 @@ class ClaudeEventMapper:
                 thinking = block.get("thinking")
                 if isinstance(thinking, str) and thinking:
                     self._thought_streamed.add(message_id)
-                    if self._live_thoughts:
-                        out.append(Out("assistant.thought", {"text": thinking, "live": True}))
-                    else:
-                        self._thoughts.append(thinking)
+                    out.extend(self._thought(thinking))
             elif block_type == "tool_use":
                 out.extend(self._on_tool_use(block))
         return out
@@ -351,7 +191,7 @@ class ClaudeEventMapper:
     def _note_turn_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self._last_turn_tokens = sum(
-                _int(usage, key)
+                int_of(usage, key)
                 for key in (
                     "input_tokens",
                     "cache_read_input_tokens",
@@ -362,18 +202,9 @@ class ClaudeEventMapper:
 
     def _on_tool_use(self, block: dict[str, Any]) -> list[Out]:
         call_id = block.get("id")
-        if not isinstance(call_id, str) or call_id in self._open_tools:
+        if not isinstance(call_id, str):
             return []
-        name = str(block.get("name", ""))
-        arguments = block.get("input")
-        before = self._flush_thought()  # the thought of the message that asked for this tool
-        self._open_tools[call_id] = name
-        content = {
-            "toolCallId": call_id,
-            "name": name,
-            "arguments": arguments if isinstance(arguments, dict) else {},
-        }
-        return [*before, Out("tool.call", content)]
+        return self._open_tool(call_id, str(block.get("name", "")), block.get("input"))
 
     def _on_user(self, event: dict[str, Any]) -> list[Out]:
         if event.get("parent_tool_use_id") is not None:
@@ -390,10 +221,9 @@ class ClaudeEventMapper:
             name = self._open_tools.pop(call_id)
             output = text_of(block.get("content"))
             if block.get("is_error") is True:
-                failed: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": output}
-                if output.startswith(_INTERRUPTED_TOOL):
-                    failed["cancelled"] = True
-                out.append(Out("tool.failed", failed))
+                out.append(
+                    self._tool_failed(call_id, name, output, cancelled=output.startswith(_INTERRUPTED_TOOL))
+                )
             else:
                 out.append(Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output}))
         out.extend(self._flush_thought())
@@ -416,17 +246,15 @@ class ClaudeEventMapper:
                 # Also what an interrupt prints: the exit (or the cancel) decides what it was.
                 self._held_failure = error
                 return self._flush_thought()
-            self._wants_stop = True
-            return self.finish_failed(error)
-        out = self._close_open("Claude Code ended the run with the tool still open", cancelled=False)
-        content: dict[str, Any] = {"text": self.text, "stopReason": _stop_reason(event.get("stop_reason"))}
+            return self._stop_failed(error)
+        extra: dict[str, Any] = {}
         usage = usage_of(event.get("usage"), event.get("total_cost_usd"))
         if usage is not None:
-            content["usage"] = usage
+            extra["usage"] = usage
         context = self._context_usage(event.get("modelUsage"))
         if context is not None:
-            content["contextUsage"] = context
-        return self._terminal(out, Out("terminal.completed", content))
+            extra["contextUsage"] = context
+        return self._complete(_stop_reason(event.get("stop_reason")), extra)
 
     def _context_usage(self, model_usage: Any) -> dict[str, Any] | None:
         if not isinstance(model_usage, dict):
@@ -445,7 +273,8 @@ class ClaudeEventMapper:
         percent = round(100.0 * tokens / window, 2) if tokens is not None else None
         return {"tokens": tokens, "contextWindow": window, "percent": percent}
 
-    _HANDLERS: Final = {
+    handlers: ClassVar[dict[str, Handler]] = {
+        "stream_event": _on_stream_event,
         "system": _on_system,
         "assistant": _on_assistant,
         "user": _on_user,

@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 from pydantic import ValidationError
 
-from bridge.agents.claude.mapper import text_of
+from bridge.agents.mapping import text_of
 from bridge.agents.seam import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 

@@ -28,8 +28,7 @@ class PiAgent:
     name = "pi"
     display_name = "pi"
     # SIGTERM, not SIGINT: on SIGINT pi dies at once and its bash tool's children (spawned
-    # detached, in their own session) survive; on SIGTERM pi's own handler kills them first
-    # (pi-facts.md, "Signals and the process tree").
+    # detached, in their own session) survive; on SIGTERM pi's own handler kills them first.
     interrupt_signal = signal.SIGTERM
     default_command: tuple[str, ...] = ("pi",)
 

@@ -6,7 +6,7 @@ from bridge.agents.seam import LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
 # and "@" as file attachments, and argv has a size limit. With a non-TTY stdin pi reads it to EOF
-# before starting and uses it as the prompt (pi-facts.md, "stdin").
+# before starting and uses it as the prompt.
 BASE_FLAGS: tuple[str, ...] = ("--mode", "json")
 
 # PI_OFFLINE=1 turns off pi's start-up network calls (update checks); the model request itself is
@@ -15,9 +15,13 @@ BASE_FLAGS: tuple[str, ...] = ("--mode", "json")
 BASE_ENV: dict[str, str] = {"PI_OFFLINE": "1"}
 
 
-def pi_flags(options: RunOptions) -> list[str]:
-    """pi's flags for the options of one run, in a stable order."""
-    flags = list(BASE_FLAGS)
+def pi_flags(options: RunOptions, *, live: bool = False, new_session_id: str | None = None) -> list[str]:
+    """pi's flags for one run (`--mode json`) or one live pi (`live`: `--mode rpc`), in a stable order.
+
+    A live pi resumes `options.session_id` or starts its session under `new_session_id`; only a
+    one-shot run asks pi to continue the latest session.
+    """
+    flags = ["--mode", "rpc"] if live else list(BASE_FLAGS)
     if options.provider:
         flags += ["--provider", options.provider]
     if options.model:
@@ -28,7 +32,9 @@ def pi_flags(options: RunOptions) -> list[str]:
         flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
     if options.session_id:
         flags += ["--session", options.session_id]
-    elif options.continue_session:
+    elif new_session_id:
+        flags += ["--session-id", new_session_id]
+    elif options.continue_session and not live:
         flags += ["--continue"]
     return flags
 

@@ -26,7 +26,7 @@ _UPDATE: Final = b'{"type":"message_update"'
 _TOOLCALL_END: Final = b'"type":"toolcall_end"'
 _EXECUTION_START: Final = b'{"type":"tool_execution_start"'
 _EXECUTION_END: Final = b'{"type":"tool_execution_end"'
-# pi 1.6.0 puts `usage` before `assistantMessageEvent`: the event type sits within the first ~300 bytes.
+# pi 1.6.0 puts `usage` before `assistantMessageEvent`: the event type still sits well within the head.
 _HEAD: Final = 1024
 _UNICODE_SPACES: Final = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")

@@ -15,19 +15,16 @@ tool call it makes, so a thought never lands between a tool.call and its close.
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import orjson
 
+from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
 from bridge.agents.pi.errors import classify_exit, classify_model_error
 from bridge.agents.seam import Out, RunOptions
-from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.contract import ErrorInfo
 
 log = logging.getLogger(__name__)
-
-MAX_INVALID_SAMPLES: Final = 20
-MAX_INVALID_SAMPLE_CHARS: Final = 500
 
 # Events pi prints that carry nothing an editor needs; known, so not counted as unknown.
 _IGNORED_EVENTS: Final = frozenset(
@@ -57,19 +54,6 @@ _HANDLED_HEADS: Final = frozenset(
 )  # fmt: skip
 _MESSAGE_ROLE_HEAD: Final = b',"message":{"role":"'
 _ASSISTANT_ROLE_HEAD: Final = b',"message":{"role":"assistant"'
-
-
-def _text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
-    """Concatenate the `key` of every part of `part_type` in a pi content list."""
-    if isinstance(content, str):
-        return content if part_type == "text" else ""
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        part[key]
-        for part in content
-        if isinstance(part, dict) and part.get("type") == part_type and isinstance(part.get(key), str)
-    )
 
 
 # pi 0.73's message_update lines carry the whole message so far twice; parsing them costs time
@@ -127,17 +111,12 @@ def _usage_of(raw: Any) -> dict[str, Any] | None:
         return None
     cost = raw.get("cost")
     total_cost = cost.get("total") if isinstance(cost, dict) else None
-
-    def num(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     usage: dict[str, Any] = {
-        "input": num("input"),
-        "output": num("output"),
-        "cacheRead": num("cacheRead"),
-        "cacheWrite": num("cacheWrite"),
-        "totalTokens": num("totalTokens"),
+        "input": int_of(raw, "input"),
+        "output": int_of(raw, "output"),
+        "cacheRead": int_of(raw, "cacheRead"),
+        "cacheWrite": int_of(raw, "cacheWrite"),
+        "totalTokens": int_of(raw, "totalTokens"),
     }
     if isinstance(total_cost, (int, float)) and not isinstance(total_cost, bool):
         usage["cost"] = float(total_cost)
@@ -183,58 +162,22 @@ class _ReplayGuard:
         return "".join(self.withheld)
 
 
-class PiEventMapper:
+class PiEventMapper(MapperCore):
     """Stateful mapper for one attempt of one pi process (see the module docstring)."""
 
+    agent = "pi"
+    clean_exit = "without finishing the run"
+    ignored = _IGNORED_EVENTS
+
     def __init__(self, options: RunOptions) -> None:
-        self._live_thoughts = options.live_thoughts
-        self._resumed = options.resumed
-        self._deltas: list[str] = []
+        super().__init__(options)
         self._msg_streamed: list[str] = []
-        self._msg_thoughts: list[str] = []
         self._guard: _ReplayGuard | None = None
-        self._open_tools: dict[str, str] = {}
         self._usage: dict[str, Any] | None = None
         self._stop_reason: str | None = None
         self._error_message: str | None = None
-        self._last_terminal: Out | None = None
-        self._wants_stop = False
-        self._session_id: str | None = None
-        self._invalid: list[str] = []
-        self.invalid_count = 0
-        self.unknown_events: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ EventMapper protocol
-
-    @property
-    def last_terminal(self) -> Out | None:
-        return self._last_terminal
-
-    def _terminal(self, out: list[Out], message: Out) -> list[Out]:
-        out.append(message)
-        self._last_terminal = message
-        return out
-
-    @property
-    def wants_stop(self) -> bool:
-        return self._wants_stop
-
-    @property
-    def text(self) -> str:
-        return "".join(self._deltas)
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def invalid_lines(self) -> list[str]:
-        return list(self._invalid)
-
-    def note_invalid(self, description: str) -> None:
-        self.invalid_count += 1
-        if len(self._invalid) < MAX_INVALID_SAMPLES:
-            self._invalid.append(description[:MAX_INVALID_SAMPLE_CHARS])
 
     def feed_oversized(self, description: str, head: bytes) -> list[Out]:
         self.note_invalid(description)
@@ -244,43 +187,17 @@ class PiEventMapper:
             return self._on_agent_end({})
         return []
 
-    def feed(self, line: bytes) -> list[Out]:
-        skipped = self._without_parsing(line)
-        if skipped is not None:
-            return skipped
+    def _without_parsing(self, line: bytes) -> list[Out] | None:
+        """Map a line without decoding it whole when the rest is never read (None: parse it).
+
+        agent_end and turn_end repeat the run's messages (agent_end can be huge), and a tool's
+        output comes again in its result message: none of it is read, so none of it is decoded.
+        A long 0.73-style update is read for its delta alone.
+        """
         if len(line) > _FAST_PATH_MIN_BYTES and self._last_terminal is None:
             update = _scan_update(line)
             if update is not None:
                 return self._on_delta(*update)
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if line.strip():
-                self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
-            return []
-        if not isinstance(event, dict):
-            self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
-            return []
-        if self._last_terminal is not None:
-            return []
-        kind = event.get("type")
-        if kind == "message_update":
-            return self._on_update(event)
-        handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
-        if handler is not None:
-            return handler(self, event)
-        if kind not in _IGNORED_EVENTS:
-            self.unknown_events[str(kind)] += 1
-            if self.unknown_events[str(kind)] == 1:
-                log.info("pi event of unknown type %r ignored", kind)
-        return []
-
-    def _without_parsing(self, line: bytes) -> list[Out] | None:
-        """Map a line from its head alone when the rest is never read (None: parse it).
-
-        agent_end and turn_end repeat the run's messages (agent_end can be 64 MB), and a tool's
-        output comes again in its result message: none of it is read, so none of it is decoded.
-        """
         if not line.startswith(_TYPE_HEAD):
             return None
         end = line.find(b'"', len(_TYPE_HEAD), len(_TYPE_HEAD) + _MAX_TYPE_BYTES)
@@ -306,61 +223,25 @@ class PiEventMapper:
     def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
         if self._last_terminal is not None:
             return []
-        if signal_name is not None:
-            reason = f"pi was killed by {signal_name} before it finished"
-        elif exit_code == 0:
-            reason = "pi exited (code 0) without finishing the run"
-        else:
-            reason = f"pi exited with code {exit_code} before it finished"
-        tail = stderr.strip()
-        if tail:
-            reason = f"{reason}: {tail.splitlines()[-1][:300]}"
-        kind, retryable = classify_exit(exit_code, signal_name, stderr)
-        if kind == "session":
+        classified = classify_exit(exit_code, signal_name, stderr)
+        reason = None
+        if classified[0] == "session":
             # pi asks on stdin before forking a session of another project; the bridge never
             # answers pi's prompts (stdin is closed), so say what happened instead.
+            tail = stderr.strip()
             reason = "pi could not resume the session: " + " ".join(tail.split())[:300]
             if "different project" in tail:
                 reason += " (run it with the cwd of the session's project)"
-        error = ErrorInfo(
-            kind=kind,
-            message=reason,
-            retryable=retryable,
-            exit_code=exit_code,
-            signal=signal_name,
-            stderr=stderr or None,
-            invalid_output_lines=self.invalid_lines or None,
-        )
-        return self.finish_failed(error)
-
-    def finish_failed(self, error: ErrorInfo) -> list[Out]:
-        if self._last_terminal is not None:
-            return []
-        out = self._close_open(f"the run failed: {error.message}", cancelled=False)
-        if error.invalid_output_lines is None and self._invalid:
-            error = error.model_copy(update={"invalid_output_lines": self.invalid_lines})
-        error_json = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return self._terminal(out, Out("terminal.failed", {"error": error_json, "text": self.text}))
-
-    def finish_cancelled(self, receipt: ShutdownReceipt) -> list[Out]:
-        if self._last_terminal is not None:
-            return []
-        out = self._close_open("cancelled", cancelled=True)
-        shutdown = receipt.model_dump(mode="json", by_alias=True)
-        return self._terminal(out, Out("terminal.cancelled", {"text": self.text, "shutdown": shutdown}))
+        return self._fail_exited(exit_code, signal_name, stderr, classified, reason)
 
     # ------------------------------------------------------------------ event handlers
 
     def _on_session(self, event: dict[str, Any]) -> list[Out]:
-        session_id = event.get("id")
-        if not isinstance(session_id, str) or self._session_id is not None:
-            return []
-        self._session_id = session_id
-        content: dict[str, Any] = {"sessionId": session_id, "cwd": str(event.get("cwd", ""))}
         version = event.get("version")
-        if isinstance(version, (int, str)) and not isinstance(version, bool):
-            content["piVersion"] = version
-        return [Out("session.resumed" if self._resumed else "session.started", content)]
+        known = isinstance(version, (int, str)) and not isinstance(version, bool)
+        return self._start_session(
+            event.get("id"), event.get("cwd", ""), {"piVersion": version} if known else {}
+        )
 
     def _on_message_start(self, event: dict[str, Any]) -> list[Out]:
         message = event.get("message")
@@ -378,8 +259,8 @@ class PiEventMapper:
                 self._guard = None
         if not delta:
             return []
-        self._deltas.append(delta)
         self._msg_streamed.append(delta)
+        self._deltas.append(delta)  # what _text_out does, inline: this is the hot path
         return [Out("assistant", {"text": delta})]
 
     def _on_update(self, event: dict[str, Any]) -> list[Out]:
@@ -392,13 +273,8 @@ class PiEventMapper:
     def _on_delta(self, kind: str, delta: str | None) -> list[Out]:
         if kind == "text_delta":
             return self._emit_text(delta) if isinstance(delta, str) and delta else []
-        if kind == "thinking_delta":
-            if not isinstance(delta, str) or not delta:
-                return []
-            if self._live_thoughts:
-                return [Out("assistant.thought", {"text": delta, "live": True})]
-            self._msg_thoughts.append(delta)
-            return []
+        if kind == "thinking_delta" and isinstance(delta, str) and delta:
+            return self._thought(delta)
         return []
 
     def _on_snapshot_only(self, event: dict[str, Any]) -> list[Out]:
@@ -406,7 +282,7 @@ class PiEventMapper:
         message = event.get("message")
         if not isinstance(message, dict):
             return []
-        snapshot = _text_of(message.get("content"))
+        snapshot = text_of(message.get("content"))
         streamed = "".join(self._msg_streamed)
         if len(snapshot) > len(streamed) and snapshot.startswith(streamed):
             return self._emit_text(snapshot[len(streamed) :])
@@ -418,14 +294,8 @@ class PiEventMapper:
             return []
         out: list[Out] = []
         content = message.get("content")
-        final = _text_of(content)
-        if self._guard is not None:
-            released = self._guard.release()
-            self._guard = None
-            if released:
-                self._deltas.append(released)
-                self._msg_streamed.append(released)
-                out.append(Out("assistant", {"text": released}))
+        final = text_of(content)
+        out.extend(self._release_withheld())
         streamed = "".join(self._msg_streamed)
         if final != streamed:
             sent_before = "".join(self._deltas[: len(self._deltas) - len(self._msg_streamed)])
@@ -433,17 +303,15 @@ class PiEventMapper:
             if sent_before and final.startswith(sent_before) and not streamed.startswith(sent_before):
                 final = final[len(sent_before) :]
             if len(final) > len(streamed) and final.startswith(streamed):
-                tail = final[len(streamed) :]
-                self._deltas.append(tail)
-                out.append(Out("assistant", {"text": tail}))
+                out.append(self._text_out(final[len(streamed) :]))
             elif final != streamed:
                 log.warning(
                     "pi's final text differs from the streamed deltas (%d vs %d chars); kept the deltas",
                     len(final),
                     len(streamed),
                 )
-        if not self._msg_thoughts and not self._live_thoughts:
-            self._msg_thoughts = [_text_of(content, "thinking", "thinking")]
+        if not self._thoughts and not self._live_thoughts:
+            self._thoughts = [text_of(content, "thinking", "thinking")]
         out.extend(self._flush_thought())
         self._msg_streamed = []
         usage = _usage_of(message.get("usage"))
@@ -457,26 +325,15 @@ class PiEventMapper:
         return out
 
     def _on_tool_start(self, event: dict[str, Any]) -> list[Out]:
-        call_id = str(event.get("toolCallId", ""))
-        name = str(event.get("toolName", ""))
-        if call_id in self._open_tools:
-            return []
-        args = event.get("args")
-        before = self._flush_thought()  # a thought of the message that asked for this tool
-        self._open_tools[call_id] = name
-        return [
-            *before,
-            Out(
-                "tool.call",
-                {"toolCallId": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}},
-            ),
-        ]
+        return self._open_tool(
+            str(event.get("toolCallId", "")), str(event.get("toolName", "")), event.get("args")
+        )
 
     def _on_tool_update(self, event: dict[str, Any]) -> list[Out]:
         call_id = str(event.get("toolCallId", ""))
         out = [] if call_id in self._open_tools else self._on_tool_start(event)
         partial = event.get("partialResult")
-        output = _text_of(partial.get("content")) if isinstance(partial, dict) else ""
+        output = text_of(partial.get("content")) if isinstance(partial, dict) else ""
         out.append(Out("tool.update", {"toolCallId": call_id, "output": output}))
         return out
 
@@ -485,9 +342,9 @@ class PiEventMapper:
         out = [] if call_id in self._open_tools else self._on_tool_start(event)
         name = self._open_tools.pop(call_id, str(event.get("toolName", "")))
         result = event.get("result")
-        output = _text_of(result.get("content")) if isinstance(result, dict) else ""
+        output = text_of(result.get("content")) if isinstance(result, dict) else ""
         if event.get("isError") is True:
-            out.append(Out("tool.failed", {"toolCallId": call_id, "name": name, "error": output}))
+            out.append(self._tool_failed(call_id, name, output))
             out.extend(self._flush_thought())
             return out
         content: dict[str, Any] = {"toolCallId": call_id, "name": name, "output": output}
@@ -506,53 +363,32 @@ class PiEventMapper:
         if self._stop_reason in ("error", "aborted"):
             message = self._error_message or f"the model request ended with stopReason {self._stop_reason}"
             kind, retryable = classify_model_error(message)
-            self._wants_stop = True
-            return self.finish_failed(ErrorInfo(kind=kind, message=message, retryable=retryable))
-        out = self._close_open("pi ended the run with the tool still open", cancelled=False)
-        content: dict[str, Any] = {"text": self.text, "stopReason": self._stop_reason or "stop"}
-        if self._usage is not None:
-            content["usage"] = self._usage
-        return self._terminal(out, Out("terminal.completed", content))
+            return self._stop_failed(ErrorInfo(kind=kind, message=message, retryable=retryable))
+        return self._complete(
+            self._stop_reason or "stop", {} if self._usage is None else {"usage": self._usage}
+        )
 
     def _on_auto_retry(self, event: dict[str, Any]) -> list[Out]:
-        # pi is about to retry by itself; one attempt must stay one attempt, so end it here.
         raw = event.get("errorMessage")
-        message = raw if isinstance(raw, str) else "pi started its own retry"
-        self._wants_stop = True
-        return self.finish_failed(
-            ErrorInfo(kind="agent_retry", message=f"pi's own retry suppressed: {message}", retryable=True)
-        )
+        return self._own_retry(": " + (raw if isinstance(raw, str) else "pi started its own retry"))
 
     def _on_turn_end(self, event: dict[str, Any]) -> list[Out]:
         return self._flush_thought()
 
-    def _flush_thought(self) -> list[Out]:
-        """The buffered thought, whole, unless a tool call is open (it waits for the close)."""
-        if self._open_tools or self._live_thoughts:
+    def _release_withheld(self) -> list[Out]:
+        """What the replay guard withholds when the message (or the run) ends inside it."""
+        if self._guard is None:
             return []
-        thought = "".join(self._msg_thoughts)
-        self._msg_thoughts = []
-        return [Out("assistant.thought", {"text": thought})] if thought else []
+        released = self._guard.release()
+        self._guard = None
+        if not released:
+            return []
+        self._msg_streamed.append(released)
+        return [self._text_out(released)]
 
-    def _close_open(self, reason: str, *, cancelled: bool) -> list[Out]:
-        out: list[Out] = []
-        if self._guard is not None:
-            released = self._guard.release()
-            self._guard = None
-            if released:
-                self._deltas.append(released)
-                out.append(Out("assistant", {"text": released}))
-        for call_id, name in self._open_tools.items():
-            content: dict[str, Any] = {"toolCallId": call_id, "name": name, "error": reason}
-            if cancelled:
-                content["cancelled"] = True
-            out.append(Out("tool.failed", content))
-        self._open_tools.clear()
-        out.extend(self._flush_thought())  # after the closes: never between a call and its close
-        return out
-
-    _HANDLERS: Final = {
+    handlers: ClassVar[dict[str, Handler]] = {
         "session": _on_session,
+        "message_update": _on_update,
         "message_start": _on_message_start,
         "message_end": _on_message_end,
         "tool_execution_start": _on_tool_start,

@@ -1,7 +1,7 @@
 """pi's `--mode rpc`: its command line, and a client for one long-lived pi process (pi's `LiveMode`).
 
 pi reads JSONL commands on stdin and writes `response` records (carrying the command's `id`)
-and the same events as `--mode json` on stdout, split on LF only (pi-facts.md, "--mode rpc").
+and the same events as `--mode json` on stdout, split on LF only (pi's docs/rpc.md).
 The client matches answers to commands by id with a bounded wait, hands every other line, in
 the batches it was read in, to whoever listens (the attempt streaming now), and notices when
 pi closes its output. It never retries and never interprets events: the attempt's mapper does.
@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from bridge.agents.pi.command import BASE_ENV
+from bridge.agents.pi.command import BASE_ENV, pi_flags
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.seam import (
@@ -48,8 +48,8 @@ JS_WHITESPACE: Final = (
 )
 
 READ_CHUNK: Final = 256 * 1024
-# pi answers every command but `abort` and `prompt`'s run at once (measured: < 5 ms; the first
-# command of a fresh pi waits for its start-up, ~0.2-0.5 s). Past this, pi is not answering.
+# pi answers every command but `abort` and `prompt`'s run at once (the first command of a
+# fresh pi waits for its start-up). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 _RESPONSE_MARK: Final = b'"type":"response"'
 # The client is asked whether it keeps up once per this much of pi's output, not per read: the
@@ -162,19 +162,7 @@ def rpc_launch_spec(
     Provider, model and thinking are set with commands between prompts, so they are not part of
     what makes two live pis interchangeable; the session to resume is (`--session`).
     """
-    flags = ["--mode", "rpc"]
-    if options.provider:
-        flags += ["--provider", options.provider]
-    if options.model:
-        flags += ["--model", options.model]
-    if options.thinking:
-        flags += ["--thinking", options.thinking]
-    if options.tools is not None:
-        flags += ["--tools", ",".join(options.tools)] if options.tools else ["--no-tools"]
-    if options.session_id:
-        flags += ["--session", options.session_id]
-    elif new_session_id:
-        flags += ["--session-id", new_session_id]
+    flags = pi_flags(options, live=True, new_session_id=new_session_id)
     return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
 
 
@@ -353,7 +341,7 @@ class PiRpc:
         return data if isinstance(data, dict) else {}
 
     def close_stdin(self) -> None:
-        """Ask pi for an orderly exit (stdin EOF: an idle pi exits in ~15 ms)."""
+        """Ask pi for an orderly exit (stdin EOF: an idle pi exits at once)."""
         self.child.stdin.close()
 
     async def prepare(self) -> LiveState:

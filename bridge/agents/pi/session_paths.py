@@ -2,7 +2,7 @@
 
 pi writes a session header with the requested id even for a NEW session (`--session-id`), so
 "the header id equals the requested id" proves nothing; whether the session file existed before
-the run does (pi-facts.md, "Sessions"). Layout: `<agent dir>/sessions/--<cwd with / as ->--/
+the run does. Layout: `<agent dir>/sessions/--<cwd with / as ->--/
 <timestamp>_<id>.jsonl`, or `$PI_CODING_AGENT_SESSION_DIR/<timestamp>_<id>.jsonl`.
 """
 

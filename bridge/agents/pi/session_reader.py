@@ -1,4 +1,4 @@
-"""Read pi's session files (JSONL, docs/session-format.md): the listing and one session's history.
+"""Read pi's session files (JSONL, pi's docs/session-format.md): the listing and one session's history.
 
 pi writes these files while it runs, so the reader is tolerant: it reads line by line, skips a line
 it cannot parse (garbage, a half-written last line), skips a file that does not start with a
@@ -79,7 +79,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        # orjson's parser takes ~12x a line's size in working memory, the stdlib's ~2x: long
+        # orjson's parser takes many times a line's size in working memory, the stdlib's far less: long
         # lines (a big tool output) go to the stdlib so a huge session stays bounded.
         entry = orjson.loads(line) if len(line) < _ORJSON_MAX_BYTES else json.loads(line)
     except (orjson.JSONDecodeError, ValueError):

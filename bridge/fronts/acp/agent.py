@@ -5,8 +5,8 @@ JSON-RPC `Connection` and its agent router. Written here, where the SDK falls sh
 - `_dispatch`: wrong params answer -32602 with one readable line per field (the SDK puts raw
   pydantic errors in `data`), and `session/cancel` sent as a request gets an answer.
 - `direct`: a valid session/prompt is started as its frame is read, and a session/cancel stops
-  its prompts there (the SDK's receive loop, then a task per frame, then its router, cost a
-  prompt ~0.3 ms before pi had it); validated with the SDK's schema, answered as it would.
+  its prompts there (the SDK's receive loop, then a task per frame, then its router, delayed a
+  prompt on its way to pi); validated with the SDK's schema, answered as it would.
 The process around it (stdio frames, start-up order, shutdown) is bridge/fronts/acp/serve.py; a plain
 first `initialize` is answered before this module is even imported (bridge/fronts/acp/first_frame.py).
 Handlers are thin: they validate, call the registry, and map (bridge/fronts/acp/mapping.py).
@@ -130,7 +130,7 @@ class AcpAgent:
 
     def _send_or_queue(self, updates: list[tuple[str, Update | WireUpdate]]) -> None:
         """Straight to stdout, in one write, while nothing waits ahead of them and stdout keeps
-        up; else in line for the pump. (Through the pump, each update cost a loop trip: ~0.2 ms.)"""
+        up; else in line for the pump. (Through the pump, each update costs a loop trip.)"""
         frames = [_frame(_notification(s, u)) for s, u in updates]
         transport = self.transport
         in_line = self._pump_sending or not self._outbox.empty()
@@ -411,7 +411,7 @@ class AcpAgent:
         - session/cancel (a notification) stops the session's prompts at once. When every
           earlier frame is in its handler already it is served whole here: the SDK's dispatch
           of it (a task, its schema, its router) ran ahead of the task that writes pi's
-          `abort`, ~0.45 ms of the cancel. Else the SDK's dispatch sees to prompts that were
+          `abort`, delaying the cancel. Else the SDK's dispatch sees to prompts that were
           still waiting for it.
         - session/prompt starts its run here, validated with the SDK's own schema, and is
           answered as the SDK's connection would (`_answer_of`): the prompt reaches pi a

@@ -304,7 +304,7 @@ def _load_front(registry: RunRegistry) -> Any:
     """The SDK and the ACP agent (worker thread: the event loop keeps serving pi meanwhile).
 
     What the first prompt would otherwise do is done here too, while pi boots: the wire
-    contract's validators are built (its models defer that to first use, some ms on the first
+    contract's validators are built (its models defer that to first use, on the first
     prompt's path), and every agent's adapter (a session's first prompt asks each agent whether
     the session is its own, and building one imports its package)."""
     front = importlib.import_module("bridge.fronts.acp.agent")

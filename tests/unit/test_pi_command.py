@@ -1,0 +1,23 @@
+"""pi's flags come from one builder, for a one-shot run and for a live pi alike."""
+
+from __future__ import annotations
+
+from bridge.agents.pi.command import pi_flags
+from bridge.agents.seam import RunOptions
+
+
+def test_a_live_pi_gets_the_same_flags_in_rpc_mode() -> None:
+    options = RunOptions(prompt="x", cwd="/", provider="p", model="m", thinking="low", tools=("read",))
+    assert pi_flags(options, live=True) == [
+        "--mode", "rpc", "--provider", "p", "--model", "m", "--thinking", "low", "--tools", "read",
+    ]  # fmt: skip
+    assert pi_flags(options)[2:] == pi_flags(options, live=True)[2:]
+
+
+def test_a_live_pi_resumes_or_starts_its_session_and_never_continues() -> None:
+    resumed = RunOptions(prompt="x", cwd="/", session_id="s1")
+    assert pi_flags(resumed, live=True, new_session_id="n1")[-2:] == ["--session", "s1"]
+    fresh = RunOptions(prompt="x", cwd="/", continue_session=True)
+    assert pi_flags(fresh, live=True, new_session_id="n1") == ["--mode", "rpc", "--session-id", "n1"]
+    assert pi_flags(fresh, live=True) == ["--mode", "rpc"]
+    assert pi_flags(fresh)[-1] == "--continue"
