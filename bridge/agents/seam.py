@@ -100,11 +100,18 @@ class FileChangeAnnounced:
 
 @dataclass(frozen=True, slots=True)
 class FileChangeDone:
-    """The agent's own report of a file change it made: its patch (LF text) and first changed line."""
+    """The agent's own report of a file change it made: its patch (LF text) and first changed line.
+
+    `original_known`: the agent also said what the file held before (`original`, None when it did
+    not exist), read by the agent itself before the change, so it is right however late the
+    bridge's own snapshot came.
+    """
 
     call_id: str
     hunks: tuple[Hunk, ...] | None = None
     first_line: int | None = None
+    original_known: bool = False
+    original: str | None = None
 
 
 class FileChangeWatch(Protocol):

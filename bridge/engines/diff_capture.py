@@ -360,12 +360,19 @@ class DiffCapture:
         assert snapshot is not None and current is not None, "a diff waits for both reads"
         hunks = pending.done.hunks if pending.done else None
         reported_line = pending.done.first_line if pending.done else None
+        done = pending.done
+        if (
+            change.content is not None
+            and done is not None
+            and done.original_known
+            and len(done.original or "") <= MAX_DIFF_BYTES
+        ):
+            return self._diff_of_texts(change.path, done.original, change.content, reported_line)
         # An edit's patch gives the text after from the snapshot alone; a write carries it.
         needs_current = hunks is None and change.content is None
         if snapshot.too_big or current.too_big or snapshot.unread or (current.unread and needs_current):
             line = reported_line or (None if snapshot.exists else 1)
             return {"path": change.path, **({"line": line} if line else {})}
-        diff: dict[str, Any] = {"path": change.path}
         if hunks is not None:
             before, after = _texts_by_patch(hunks, snapshot.text, current.text)
         elif change.content is not None:
@@ -374,6 +381,14 @@ class DiffCapture:
                 before = _UNKNOWN  # the snapshot came after the write; the old text is lost
         else:
             before, after = snapshot.text, current.text
+        return self._diff_of_texts(change.path, before, after, reported_line)
+
+    @staticmethod
+    def _diff_of_texts(
+        path: str, before: Any, after: str | None, reported_line: int | None
+    ) -> dict[str, Any]:
+        """The diff of two texts (`before` may be _UNKNOWN: left out) with its first changed line."""
+        diff: dict[str, Any] = {"path": path}
         if before is not _UNKNOWN:
             diff["oldText"] = before
         diff["newText"] = after

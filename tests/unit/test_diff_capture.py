@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.pi.file_changes import PiFileChangeWatch, parse_unified_patch, resolve_tool_path
 from bridge.agents.seam import Out
 from bridge.engines import diff_capture
@@ -130,6 +131,52 @@ def test_a_write_snapshotted_too_late_leaves_old_text_out_rather_than_guess(tmp_
     capture.note_line(execution_end("w1", "write", None))
     (out,) = capture.observe([completed("w1", "write")])
     assert out.content["diff"] == {"path": str(target), "newText": "content\n"}
+
+
+def _claude_write(tmp_path: Path, target: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """A Claude Code Write whose file changed before the bridge's snapshot; its diff."""
+    sent: list[Out] = []
+    capture = DiffCapture(ClaudeFileChangeWatch(str(tmp_path)), sent.extend, start_read=read_now)
+    target.write_text("content\n")  # Claude Code ran the Write before the bridge read its line
+    tool_use = {
+        "type": "tool_use",
+        "id": "w1",
+        "name": "Write",
+        "input": {"file_path": str(target), "content": "content\n"},
+    }
+    capture.note_line(line({"type": "assistant", "message": {"content": [tool_use]}}))
+    tool_result = {"type": "tool_result", "tool_use_id": "w1", "content": "ok"}
+    capture.note_line(
+        line({"type": "user", "message": {"content": [tool_result]}, "tool_use_result": result})
+    )
+    capture.send([completed("w1", "Write")])
+    (out,) = sent
+    diff: dict[str, Any] = out.content["diff"]
+    return diff  # fmt: skip
+
+
+def test_a_claude_write_that_created_its_file_is_null_old_text_however_late_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "new.txt"
+    result = {"type": "create", "filePath": str(target), "content": "content\n", "originalFile": None}
+    assert _claude_write(tmp_path, target, result) == {
+        "path": str(target), "oldText": None, "newText": "content\n", "line": 1
+    }  # fmt: skip
+
+
+def test_a_claude_write_over_a_file_takes_its_old_text_from_claude_code(tmp_path: Path) -> None:
+    target = tmp_path / "old.txt"
+    result = {"type": "update", "filePath": str(target), "content": "content\n", "originalFile": "before\n"}
+    assert _claude_write(tmp_path, target, result) == {
+        "path": str(target), "oldText": "before\n", "newText": "content\n", "line": 1
+    }  # fmt: skip
+
+
+def test_a_claude_write_result_without_its_original_falls_back_to_the_snapshot(tmp_path: Path) -> None:
+    target = tmp_path / "new.txt"
+    diff = _claude_write(tmp_path, target, {"type": "create", "filePath": str(target)})
+    assert diff == {"path": str(target), "newText": "content\n"}, "the late snapshot: old text left out"
 
 
 def test_a_write_of_unchanged_content_to_an_old_file_is_a_no_change_diff(tmp_path: Path) -> None:

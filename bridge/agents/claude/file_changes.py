@@ -4,7 +4,8 @@ The earliest line naming the file is the `assistant` line holding the complete `
 (Claude Code runs the tool after it), so the snapshot taken there usually precedes the change.
 The `user` line with the call's `tool_result` carries Claude Code's own patch of an Edit in
 `tool_use_result.structuredPatch` (hunks of " "/"-"/"+" lines), which lets the capture rebuild
-the text before the edit even when its snapshot came too late. A Write carries its whole content.
+the text before the edit even when its snapshot came too late. A Write carries its whole content,
+and its result the file before it (`originalFile`, null with `type: "create"` for a new file).
 Only lines holding a tool block are parsed; text deltas cost one substring check.
 """
 
@@ -97,8 +98,18 @@ class ClaudeFileChangeWatch:
                 continue
             patch = result.get("structuredPatch") if isinstance(result, dict) else None
             # No first line: a hunk starts with context lines; the capture finds the changed one.
-            done.append(FileChangeDone(call_id, hunks_of(patch)))
+            done.append(FileChangeDone(call_id, hunks_of(patch), None, *_original_of(result)))
         return done
+
+
+def _original_of(result: Any) -> tuple[bool, str | None]:
+    """What a Write's `tool_use_result` says the file held before: `originalFile` (null: created)."""
+    if not isinstance(result, dict) or "originalFile" not in result:
+        return False, None
+    original = result["originalFile"]
+    if original is None:
+        return result.get("type") == "create", None
+    return isinstance(original, str), original if isinstance(original, str) else None
 
 
 def _load(line: bytes) -> dict[str, Any] | None:
