@@ -197,7 +197,7 @@ async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     writer = QueuedWriter(stdout)
     writer.bind_loop(loop)
     server.writer = writer
-    server.registry._wait_writable = writer.wait_writable
+    server.registry.wait_writable = writer.wait_writable
     server.protocol.set_writer(writer)
     server.protocol._include_headers = True
     server.stop_requested = asyncio.Event()
