@@ -35,7 +35,7 @@ from pytest_lsp.client import register_lsp_features
 
 from bridge.fronts.lsp.converter import dict_converter
 from bridge.fronts.lsp.writer import frame
-from bridge.process.shutdown import RUN_TOKEN_ENV
+from bridge.process.spawn import RUN_TOKEN_ENV
 from bridge.tools.stdio_client import read_frame
 
 ROOT = Path(__file__).resolve().parents[1]

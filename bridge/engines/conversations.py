@@ -39,7 +39,8 @@ from bridge.agents.pi.session_paths import session_exists, session_file
 from bridge.agents.seam import LaunchSpec, RunOptions
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
-from bridge.process.shutdown import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
+from bridge.process.shutdown import shutdown_tree, wait_exit
+from bridge.process.spawn import ChildProcess, SpawnError, forget, spawn
 
 log = logging.getLogger(__name__)
 

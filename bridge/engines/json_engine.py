@@ -24,18 +24,9 @@ from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
 from bridge.engines.diff_capture import DiffCapture
 from bridge.engines.warm_pool import WarmPool
-from bridge.process.shutdown import (
-    MAX_LINE_BYTES,
-    ChildProcess,
-    LineFramer,
-    SpawnError,
-    TailBuffer,
-    forget,
-    shutdown_tree,
-    spawn,
-    sweep_leftovers,
-    wait_exit,
-)
+from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
+from bridge.process.shutdown import shutdown_tree, sweep_leftovers, wait_exit
+from bridge.process.spawn import ChildProcess, SpawnError, forget, spawn
 from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from bridge.agents.seam import Out, RunOptions
 from bridge.engines import json_engine as provider
 from bridge.engines.cancel import CancelToken
 from bridge.engines.json_engine import Attempt, AttemptLimits
-from bridge.process.shutdown import ChildProcess
+from bridge.process.spawn import ChildProcess
 from tests.harness import fake_pi_command, run_processes_alive
 
 pytestmark = pytest.mark.anyio

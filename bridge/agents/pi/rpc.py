@@ -24,7 +24,8 @@ from bridge.agents.pi.command import BASE_ENV
 from bridge.agents.pi.session_paths import cwd_folder, sessions_root
 from bridge.agents.seam import LaunchSpec, RunOptions
 from bridge.contract import PromptImage
-from bridge.process.shutdown import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
+from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
+from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from bridge import contract
 from bridge.agents.seam import AgentAdapter
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
-from bridge.process.shutdown import become_subreaper, reap_orphans
+from bridge.process.spawn import become_subreaper, reap_orphans
 from bridge.runs.registry import BridgeConfig, RunRegistry
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.reader import read_frames
 from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
-from bridge.process.shutdown import become_subreaper, reap_orphans
+from bridge.process.spawn import become_subreaper, reap_orphans
 from bridge.runs import history
 from bridge.runs.registry import BridgeConfig, RunRegistry
 
