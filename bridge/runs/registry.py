@@ -32,6 +32,7 @@ from bridge.contract import (
 from bridge.engines.conversations import Conversations, OpenedConversation, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.process import spawn
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
 from bridge.runs.redact import Redactor, mask_in_logs
@@ -226,6 +227,17 @@ class RunRegistry:
     def close(self) -> None:
         """Let `serve` return once every run has ended."""
         self._closing.set()
+
+    @staticmethod
+    def adopt_orphans() -> bool:
+        """Make this process a child subreaper (Linux): what a run's tools orphan comes back to it,
+        where a stop finds it; whether it is one. (`reap_orphans` collects them once dead.)"""
+        return spawn.become_subreaper()
+
+    @staticmethod
+    def reap_orphans() -> None:
+        """Collect the exit status of the dead orphans this process adopted (else: zombies)."""
+        spawn.reap_orphans()
 
     def is_live_session(self, session_id: str) -> bool:
         """Whether a conversation of this session has a live agent now (none in the json engine)."""

@@ -50,7 +50,7 @@ from bridge.runs import history
 from bridge.runs.registry import Run, RunRegistry, ShuttingDownError
 
 if TYPE_CHECKING:
-    from bridge.fronts.acp.serve import StdioTransport
+    from bridge.fronts.acp.transport import StdioTransport
 
 log = logging.getLogger(__name__)
 
