@@ -47,9 +47,9 @@ time.sleep(300)
 # code PYTHONPATH selects: the old `snapshot_tree` + `reap_orphans`, or the new `scan_contained`).
 SCAN_COST = r"""
 import asyncio, json, os, sys, time
-from bridge.process import shutdown as process
+from bridge.process import shutdown as process, spawn as spawning
 async def main():
-    child = await process.spawn(("sleep", "300"), os.getcwd(), {})
+    child = await spawning.spawn(("sleep", "300"), os.getcwd(), {})
     times, reaps = [], []
     for _ in range(int(sys.argv[1])):
         t = time.perf_counter()
@@ -59,10 +59,10 @@ async def main():
             process.snapshot_tree(child)
         times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        process.reap_orphans()
+        spawning.reap_orphans()
         reaps.append(time.perf_counter() - t)
     await process.shutdown_tree(child)
-    process.forget(child)
+    spawning.forget(child)
     times.sort(); reaps.sort()
     print(json.dumps({"scan_s": times[len(times) // 2], "reap_s": reaps[len(reaps) // 2]}))
 asyncio.run(main())

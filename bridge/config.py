@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -21,25 +20,25 @@ from bridge.contract import InitializationOptions, RetryPolicy
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class BridgeConfig:
     """Server-wide settings, from the command line and initializationOptions."""
 
     command: tuple[str, ...] = ("pi",)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
     max_concurrent_runs: int = 8
     queue_when_busy: bool = True
     silence_seconds: float | None = None
     default_provider: str | None = None
     default_model: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
     warm_pool: bool = True
     warm_pool_ttl_seconds: float = 300.0
     engine: Literal["rpc", "json"] = "rpc"
     max_live_sessions: int = 4
     session_idle_seconds: float = 600.0
     # Agent name -> command; the server's own adapter runs `command` unless named here.
-    agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    agents: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     default_agent: str | None = None
     permission_mode: str | None = None
     allowed_tools: tuple[str, ...] = ()

@@ -30,7 +30,8 @@ from bridge.contract import (
     ShutdownReceipt,
     ThinkingLevel,
 )
-from bridge.process.shutdown import ChildProcess, LineFramer, TailBuffer
+from bridge.process.framing import LineFramer, TailBuffer
+from bridge.process.spawn import ChildProcess
 
 
 @dataclass(slots=True)

@@ -45,7 +45,8 @@ from bridge.agents.seam import (
 )
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
-from bridge.process.shutdown import ChildProcess, SpawnError, forget, shutdown_tree, spawn, wait_exit
+from bridge.process.shutdown import shutdown_tree, wait_exit
+from bridge.process.spawn import ChildProcess, SpawnError, forget, spawn
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from bridge.agents.seam import EventMapper
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.process.shutdown import MAX_LINE_BYTES
+from bridge.process.framing import MAX_LINE_BYTES
 
 
 @dataclass(frozen=True, slots=True)

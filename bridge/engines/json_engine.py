@@ -34,17 +34,9 @@ from bridge.engines.endings import (
     unexpected_end,
 )
 from bridge.engines.warm_pool import WarmPool
-from bridge.process.shutdown import (
-    ChildProcess,
-    LineFramer,
-    SpawnError,
-    TailBuffer,
-    forget,
-    shutdown_tree,
-    spawn,
-    sweep_leftovers,
-    wait_exit,
-)
+from bridge.process.framing import LineFramer, TailBuffer
+from bridge.process.shutdown import shutdown_tree, sweep_leftovers, wait_exit
+from bridge.process.spawn import ChildProcess, SpawnError, forget, spawn
 from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)

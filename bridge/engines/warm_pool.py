@@ -30,7 +30,8 @@ import anyio.abc
 import psutil
 
 from bridge.agents.seam import LaunchSpec
-from bridge.process.shutdown import ChildProcess, forget, shutdown_tree, spawn
+from bridge.process.shutdown import shutdown_tree
+from bridge.process.spawn import ChildProcess, forget, spawn
 
 log = logging.getLogger(__name__)
 

@@ -1,15 +1,11 @@
-"""Agent processes: spawn contained, frame stdout lines, stop everything a run started, in stages.
+"""Stop everything a run started, in three stages, and say so in a receipt.
 
-Containment (what "everything" means), chosen once per bridge (bridge/process/containment.py):
-- `cgroup`: each agent runs in a cgroup of its own, entered before exec. Whatever its tools do
-  (new sessions, double forks, `env -i`), every process they start is listed in that cgroup, and
-  the kill is `cgroup.kill` (v2) or freeze-kill-thaw (v1). The cgroup is removed afterwards.
-- `tree` (no writable cgroup, or PI_BRIDGE_CONTAINMENT=tree): the run's processes are found three
-  ways, because tools escape each one alone: the live descendants of the agent; every process whose
-  environment carries this run's token (`PI_BRIDGE_RUN_TOKEN`), inherited across sessions and
-  double forks; and, the bridge being a child subreaper (Linux), every orphan adopted by it during
-  the run that is not one of its own spawns and carries no other run's token (`env -i` clears the
-  token, but the orphan still comes back to the bridge).
+What "everything" is depends on the containment (spawn.py): in `cgroup` mode the members of the
+agent's cgroup, killed with `cgroup.kill` (v2) or freeze-kill-thaw (v1); in `tree` mode the
+processes found three ways, because tools escape each one alone: the live descendants of the
+agent; every process whose environment carries this run's token; and every orphan adopted by the
+bridge during the run that is not one of its own spawns and carries no other run's token (`env
+-i` clears the token, but the orphan still comes back to the bridge).
 
 Every scan is ONE pass over /proc per tick, in a worker thread (never on the event loop: with
 thousands of processes a pass takes long, and reading the environ of a process in D state
@@ -20,41 +16,31 @@ agent by the handle and pidfd taken at spawn, so a reused pid is never walked fr
 The agent's exit is watched on its pidfd, not on its pipes: a helper that keeps stdout open does
 not hide that the agent itself is gone. Zombies count as dead everywhere.
 
-Entry points: `spawn`; `wait_exit`; `shutdown_tree` (the three stages, the agent included);
+Entry points: `wait_exit`; `shutdown_tree` (the three stages, the agent included);
 `stop_descendants` (everything but the agent, for a long-lived one); `sweep_leftovers` (after the
-agent exited on its own); `reap_orphans` (the idle reaper); `forget` (after the exit status).
+agent exited on its own).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import logging
 import os
-import select
-import shutil
 import signal
-import sys
 import time
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 import anyio
-import anyio.abc
 import anyio.to_thread
-import psutil
 
-from bridge.contract import Containment, ShutdownReceipt, ShutdownStage
-from bridge.process import containment
-from bridge.process.containment import RunCgroup
-from bridge.process.stdin_pipe import StdinPipe
+from bridge.contract import ShutdownReceipt, ShutdownStage
+from bridge.process.procfs import all_stats, read_environ, read_stat
+from bridge.process.spawn import TOKEN_PREFIX, ChildProcess, is_spawned, reap_orphans
 
 log = logging.getLogger(__name__)
 
-RUN_TOKEN_ENV: Final = "PI_BRIDGE_RUN_TOKEN"
 GRACE_SECONDS: Final = 2.0
 KILL_WAIT_SECONDS: Final = 5.0
 # After the agent itself exited, how long its leftover descendants get before the kill: the agent
@@ -65,311 +51,6 @@ POLL_SECONDS: Final = 0.01
 _STATUS_POLL_SECONDS: Final = 0.002
 # Without a pidfd (not Linux), the exit is seen by polling the status the child watcher records.
 _EXIT_POLL_SECONDS: Final = 0.02
-# An agent's end-of-run event may repeat the whole conversation, prompt included: a huge prompt
-# makes a huge line. Longer lines are dropped as diagnostics so memory stays bounded per run.
-MAX_LINE_BYTES: Final = 64 * 1024 * 1024
-_PR_SET_CHILD_SUBREAPER: Final = 36
-_TOKEN_PREFIX: Final = f"{RUN_TOKEN_ENV}=".encode()
-_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-_spawned_pids: set[int] = set()
-# Start-time floors of spawns under way: their pid is a child of ours before `spawn` records it,
-# and its exit status belongs to the loop's child watcher, not to `reap_orphans`.
-_spawning: dict[str, int] = {}
-_cgroups_to_remove: list[RunCgroup] = []
-
-
-class SpawnError(Exception):
-    """The agent could not be started (missing, not executable, bad cwd...)."""
-
-
-def become_subreaper() -> bool:
-    """Make this process a child subreaper (Linux), so orphaned descendants come back to it."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        result: int = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        return result == 0
-    except (OSError, AttributeError):
-        return False
-
-
-# --------------------------------------------------------------------------- /proc readers
-
-
-class ProcStat(NamedTuple):
-    """What one read of /proc/<pid>/stat tells: parent, start time (clock ticks), zombie."""
-
-    ppid: int
-    start: int
-    zombie: bool
-
-
-def read_stat(pid: int) -> ProcStat | None:
-    """/proc/<pid>/stat of one process, or None when it is gone (never blocks on D state)."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return ProcStat(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
-    except (IndexError, ValueError):
-        return None
-
-
-def _read_environ(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
-
-
-def _now_ticks() -> int:
-    """Now, in the clock ticks since boot that /proc/<pid>/stat start times use (rounded down)."""
-    try:
-        with open("/proc/uptime", "rb") as handle:
-            return max(0, int(float(handle.read().split()[0]) * _CLOCK_TICKS) - 1)
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _all_stats() -> dict[int, ProcStat]:
-    stats: dict[int, ProcStat] = {}
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                pid = int(entry.name)
-                stat = read_stat(pid)
-                if stat is not None:
-                    stats[pid] = stat
-    return stats
-
-
-_children_files: list[bool] = []
-
-
-def _own_children() -> list[int]:
-    """This process's children: /proc/self/task/*/children (each thread's), or psutil without it."""
-    if not _children_files:
-        _children_files.append(os.path.exists(f"/proc/self/task/{os.getpid()}/children"))
-    if not _children_files[0]:
-        try:
-            return [proc.pid for proc in psutil.Process().children(recursive=False)]
-        except psutil.Error:
-            return []
-    pids: list[int] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return pids
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
-                pids.extend(int(pid) for pid in handle.read().split())
-        except OSError:
-            continue  # that thread ended meanwhile
-    return pids
-
-
-def reap_orphans() -> list[int]:
-    """Collect the exit status of zombie children we did not spawn ourselves (adopted orphans).
-
-    Cheap enough for the event loop: it reads only our own children, not all of /proc. Our own
-    spawns are left to the loop's child watcher, which waits on them by pid.
-    """
-    reaped: list[int] = []
-    floor = min(_spawning.values(), default=None)
-    for pid in _own_children():
-        if pid in _spawned_pids:
-            continue
-        stat = read_stat(pid)
-        if stat is None or not stat.zombie or (floor is not None and stat.start >= floor):
-            continue
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except (ChildProcessError, OSError):
-            continue
-        if done:
-            reaped.append(done)
-    if _cgroups_to_remove:
-        _remove_empty_cgroups()
-    return reaped
-
-
-# --------------------------------------------------------------------------- spawning
-
-
-@dataclass(slots=True)
-class ChildProcess:
-    """A started agent process with its run token, its identity and its containment."""
-
-    process: anyio.abc.Process
-    token: str
-    argv: tuple[str, ...]
-    stdin: StdinPipe
-    # Taken once at spawn, while the pid is certainly ours (unreaped): never rebuilt from a pid.
-    handle: psutil.Process | None = None
-    start_ticks: int = 0
-    pidfd: int | None = None
-    cgroup: RunCgroup | None = None
-
-    @property
-    def pid(self) -> int:
-        """The agent's pid."""
-        return self.process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        """The agent's exit code (negative: killed by that signal), or None while it runs."""
-        return self.process.returncode
-
-    def has_exited(self) -> bool | None:
-        """Whether the process has ended, from its pidfd (one poll, no /proc read); None when
-        there is no pidfd to ask."""
-        if self.returncode is not None:
-            return True
-        if self.pidfd is None:
-            return None
-        readable, _, _ = select.select([self.pidfd], [], [], 0)
-        return bool(readable)
-
-    @property
-    def containment(self) -> Containment:
-        """How this agent's processes are found: its own cgroup, or the tree search."""
-        return "cgroup" if self.cgroup is not None else "tree"
-
-
-def _check_program(argv0: str, cwd: str, env: Mapping[str, str]) -> str:
-    """The program the shim will exec, checked the way exec would fail (the shim cannot tell us)."""
-    if not os.path.isdir(cwd):
-        raise SpawnError(f"working directory {cwd!r} does not exist")
-    if os.sep in argv0:
-        path = os.path.join(cwd, argv0)
-        if not os.path.exists(path):
-            raise SpawnError(f"{argv0!r} was not found")
-    else:
-        found = shutil.which(argv0, mode=os.F_OK, path=env.get("PATH", os.defpath))
-        if found is None:
-            raise SpawnError(f"{argv0!r} was not found")
-        path = found
-    if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise SpawnError(f"{argv0!r} is not executable (Permission denied)")
-    return path if os.sep not in argv0 else argv0
-
-
-async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> ChildProcess:
-    """Start `argv` in its own session (and its own cgroup when available) with pipes for stdio.
-
-    Raises SpawnError with a readable reason when the program cannot be started.
-    """
-    token = uuid.uuid4().hex
-    full_env = {**os.environ, **env, RUN_TOKEN_ENV: token}
-    # exec would refuse it with a ValueError deep inside; every engine gets the same clear SpawnError.
-    if any("\0" in part for part in (*argv, cwd, *env.keys(), *env.values())):
-        raise SpawnError("the command line, working directory or environment holds a NUL byte")
-    chosen = await anyio.to_thread.run_sync(containment.hierarchy)
-    group: RunCgroup | None = None
-    launch = list(argv)
-    if chosen is not None:
-        program = _check_program(argv[0], cwd, full_env)
-        group = containment.create_run_cgroup(chosen)
-        if group is not None:
-            launch = list(group.wrap((program, *argv[1:])))
-    _spawning[token] = _now_ticks()
-    # The bridge makes pi's stdin pipe itself: its writes then need no trip through the loop.
-    stdin_read, stdin_write = os.pipe()
-    process: anyio.abc.Process | None = None
-    try:
-        process = await anyio.open_process(
-            launch,
-            stdin=stdin_read,
-            stdout=-1,
-            stderr=-1,
-            cwd=cwd,
-            env=full_env,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        _discard(group)
-        missing = exc.filename if exc.filename and exc.filename != cwd else argv[0]
-        if exc.filename == cwd:
-            raise SpawnError(f"working directory {cwd!r} does not exist") from exc
-        raise SpawnError(f"{missing!r} was not found") from exc
-    except PermissionError as exc:
-        _discard(group)
-        raise SpawnError(f"{argv[0]!r} is not executable ({exc.strerror})") from exc
-    except OSError as exc:
-        _discard(group)
-        raise SpawnError(f"{argv[0]!r} could not be started: {exc.strerror or exc}") from exc
-    except BaseException:  # cancelled mid-spawn (a warm-pool pre-spawn at shutdown): no empty cgroup left
-        _discard(group)
-        raise
-    finally:
-        os.close(stdin_read)
-        if process is None:
-            os.close(stdin_write)
-        floor = _spawning.pop(token)
-    pid = process.pid
-    _spawned_pids.add(pid)
-    with anyio.CancelScope(shield=True):  # the child is ours now: it must not lose its stdin
-        stdin = await StdinPipe.open(stdin_write)
-    child = ChildProcess(
-        process=process, token=token, argv=argv, stdin=stdin, start_ticks=floor, cgroup=group
-    )
-    with contextlib.suppress(psutil.Error):
-        child.handle = psutil.Process(pid)
-    stat = read_stat(pid)
-    if stat is not None:
-        child.start_ticks = stat.start
-    if hasattr(os, "pidfd_open"):
-        with contextlib.suppress(OSError):
-            child.pidfd = os.pidfd_open(pid)
-    return child
-
-
-def _discard(group: RunCgroup | None) -> None:
-    if group is not None:
-        group.remove()
-
-
-def forget(child: ChildProcess) -> None:
-    """Stop tracking a child whose exit status the event loop has collected; remove its cgroup."""
-    _spawned_pids.discard(child.pid)
-    child.stdin.close_now()
-    if child.pidfd is not None:
-        with contextlib.suppress(OSError):
-            os.close(child.pidfd)
-        child.pidfd = None
-    if child.cgroup is not None and not child.cgroup.remove():
-        # Zombies not yet reaped keep it populated: `reap_orphans` removes it once they are.
-        _cgroups_to_remove.append(child.cgroup)
-
-
-def _remove_empty_cgroups() -> None:
-    _cgroups_to_remove[:] = [group for group in _cgroups_to_remove if not group.remove()]
-
-
-@atexit.register
-def _remove_cgroups_at_exit() -> None:
-    """The bridge is exiting: the cgroups whose removal was put off get a last, short chance."""
-    deadline = time.monotonic() + 1.0
-    while _cgroups_to_remove and time.monotonic() < deadline:
-        reap_orphans()
-        time.sleep(0.01)
-
-
-# --------------------------------------------------------------------------- what a run contains
 
 
 def scan_contained(
@@ -399,7 +80,7 @@ def scan_contained(
 
 
 def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
-    stats = _all_stats()
+    stats = all_stats()
     me = os.getpid()
     kids: dict[int, list[int]] = {}
     for pid, stat in stats.items():
@@ -409,14 +90,14 @@ def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
     # Walk from the agent only while it is the process we spawned and not yet reaped.
     if child.returncode is None and root is not None and root.start == child.start_ticks:
         roots.append(child.pid)
-    needle = _TOKEN_PREFIX + child.token.encode()
+    needle = TOKEN_PREFIX + child.token.encode()
     for pid, stat in stats.items():
         if stat.start < child.start_ticks or pid in (me, child.pid):
             continue  # older than the agent: cannot hold its token nor be its orphan
-        environ = _read_environ(pid)
+        environ = read_environ(pid)
         if needle in environ:
             roots.append(pid)
-        elif stat.ppid == me and pid not in _spawned_pids and _TOKEN_PREFIX not in environ:
+        elif stat.ppid == me and not is_spawned(pid) and TOKEN_PREFIX not in environ:
             roots.append(pid)  # adopted during the run, no other run's token: an escaped one
     found: dict[int, int] = {}
     stack = roots
@@ -667,125 +348,3 @@ async def sweep_leftovers(child: ChildProcess) -> list[int]:
             killed = receipt.pids
         reap_orphans()
     return killed
-
-
-# --------------------------------------------------------------------------- line framing
-
-
-class LineFramer:
-    """Split a byte stream into lines on b"\\n" only, with a bound on line length.
-
-    pi writes U+2028/U+2029/U+0085 raw inside JSON strings, so `splitlines()` would cut events
-    apart. A line longer than `max_line` is dropped (memory stays bounded) and reported through
-    `oversized` as a short description, to become a diagnostic.
-    """
-
-    __slots__ = (
-        "_discarded",
-        "_discarding",
-        "_head",
-        "_parts",
-        "_size",
-        "max_line",
-        "oversized",
-        "oversized_heads",
-    )
-
-    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
-        self.max_line = max_line
-        self._parts: list[bytes] = []
-        self._size = 0
-        self._discarding = False
-        self._discarded = 0
-        self._head = b""
-        self.oversized: list[str] = []
-        self.oversized_heads: list[bytes] = []
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Return the complete lines (without b"\\n") that `chunk` finishes."""
-        lines = chunk.split(b"\n")
-        tail = lines.pop()
-        if lines:
-            first = lines[0]
-            if self._discarding:
-                self._note_oversized(self._discarded + len(first))
-                lines = lines[1:]
-            elif self._parts:
-                self._parts.append(first)
-                lines[0] = b"".join(self._parts)
-                self._parts.clear()
-                self._size = 0
-            self._discarding = False
-            if any(len(line) > self.max_line for line in lines):
-                kept: list[bytes] = []
-                for line in lines:
-                    if len(line) > self.max_line:
-                        self._head = line[:200]
-                        self._note_oversized(len(line))
-                    else:
-                        kept.append(line)
-                lines = kept
-        self._append_partial(tail)
-        return lines
-
-    def finish(self) -> bytes | None:
-        """At end of stream: the last line if it had no newline (and was within bounds)."""
-        if self._discarding:
-            self._note_oversized(self._discarded)
-            self._discarding = False
-            return None
-        if not self._parts:
-            return None
-        line = b"".join(self._parts)
-        self._parts.clear()
-        self._size = 0
-        return line or None
-
-    def _append_partial(self, tail: bytes) -> None:
-        if not tail:
-            return
-        if self._discarding:
-            self._discarded += len(tail)
-            return
-        self._parts.append(tail)
-        self._size += len(tail)
-        if self._size > self.max_line:
-            joined = b"".join(self._parts)
-            self._head = joined[:200]
-            self._discarded = len(joined)
-            self._parts.clear()
-            self._size = 0
-            self._discarding = True
-
-    def _note_oversized(self, size: int) -> None:
-        head = self._head.decode("utf-8", "replace")
-        self.oversized_heads.append(self._head)
-        self.oversized.append(
-            f"line of {size} bytes over the {self.max_line}-byte bound dropped; it began: {head}"
-        )
-        self._discarded = 0
-        self._head = b""
-
-
-class TailBuffer:
-    """Keep the last `limit` bytes written to it (a bounded stderr tail)."""
-
-    __slots__ = ("_chunks", "_size", "limit")
-
-    def __init__(self, limit: int = 16 * 1024) -> None:
-        self.limit = limit
-        self._chunks: list[bytes] = []
-        self._size = 0
-
-    def write(self, data: bytes) -> None:
-        """Append data, dropping the oldest bytes beyond the limit."""
-        self._chunks.append(data)
-        self._size += len(data)
-        if self._size > 2 * self.limit:
-            joined = b"".join(self._chunks)[-self.limit :]
-            self._chunks = [joined]
-            self._size = len(joined)
-
-    def text(self) -> str:
-        """The kept tail, decoded leniently."""
-        return b"".join(self._chunks)[-self.limit :].decode("utf-8", "replace")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt, pi_message_adapter
-from bridge.process.shutdown import LineFramer
+from bridge.process.framing import LineFramer
 from tests.support.streams import assert_stream_invariants
 
 BUDGET = settings(

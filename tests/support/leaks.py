@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import psutil
 from pytest_lsp import LanguageClient
 
-from bridge.process.shutdown import RUN_TOKEN_ENV
+from bridge.process.spawn import RUN_TOKEN_ENV
 from tests.support.env import BRIDGE_MARKER_ENV, TEST_TAG_ENV, WAIT, current_test_tag, session_tag
 from tests.support.lsp import request
 

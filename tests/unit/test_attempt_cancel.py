@@ -19,7 +19,7 @@ from bridge.engines import json_engine as provider
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits
 from bridge.engines.json_engine import Attempt
-from bridge.process.shutdown import ChildProcess
+from bridge.process.spawn import ChildProcess
 from tests.support.env import fake_pi_command
 from tests.support.leaks import run_processes_alive
 

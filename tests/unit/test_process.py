@@ -1,6 +1,6 @@
-"""bridge/process/shutdown.py on real processes: stop_descendants, pid reuse, the loop during a stuck scan.
+"""bridge/process/ spawn and shutdown on real processes: stop_descendants, pid reuse, a stuck scan.
 
-These drive the module in-process (no bridge) because what they check is inside it: which pids a
+These drive the modules in-process (no bridge) because what they check is inside it: which pids a
 scan walks from, and whether the event loop keeps running while a scan is slow. Each test runs in
 both containment modes where the mode matters; cgroup mode is skipped where cgroups are not
 writable unless PI_BRIDGE_REQUIRE_CGROUP=1.
@@ -22,8 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from bridge.process import containment
-from bridge.process import shutdown as process
+from bridge.process import containment, shutdown, spawn
 from tests.support.env import skip_without_cgroup
 
 MODES = ["cgroup", "cgroup-v1", "tree"]
@@ -73,21 +72,21 @@ def kill_quietly(pids: list[int]) -> None:
 
 
 async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_path: Any) -> None:
-    child = await process.spawn(("sh", "-c", "sleep 300 & sleep 300 & read line"), str(tmp_path), {})
+    child = await spawn.spawn(("sh", "-c", "sleep 300 & sleep 300 & read line"), str(tmp_path), {})
     kids = children_of(child.pid, 2)
     try:
-        receipt = await process.stop_descendants(child)
+        receipt = await shutdown.stop_descendants(child)
         assert receipt.containment == mode
         assert receipt.stage == "killed"
         assert set(kids) <= set(receipt.pids) and child.pid not in receipt.pids
         assert receipt.survivors == []
         assert not any(alive(pid) for pid in kids)
         assert child.returncode is None and alive(child.pid), "the agent itself must be spared"
-        again = await process.stop_descendants(child)
+        again = await shutdown.stop_descendants(child)
         assert again.stage == "exited" and again.pids == [] and again.survivors == []
     finally:
-        final = await process.shutdown_tree(child)
-        process.forget(child)
+        final = await shutdown.shutdown_tree(child)
+        spawn.forget(child)
         await child.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly(kids)
     assert final.survivors == []
@@ -96,8 +95,8 @@ async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_pa
 async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
     mode: str, tmp_path: Any
 ) -> None:
-    agent = await process.spawn(("sleep", "0.3"), str(tmp_path), {})
-    assert await process.wait_exit(agent, 10)
+    agent = await spawn.spawn(("sleep", "0.3"), str(tmp_path), {})
+    assert await shutdown.wait_exit(agent, 10)
     # Stand-in for a reused pid: an unrelated process (with a child) now answers to the agent's pid.
     stranger = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
     grandchild = children_of(stranger.pid, 1)
@@ -112,14 +111,14 @@ async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
 
     reused = dataclasses.replace(agent, process=Reaped(stranger.pid))
     try:
-        receipt = await process.shutdown_tree(reused)
+        receipt = await shutdown.shutdown_tree(reused)
         assert alive(stranger.pid) and all(alive(pid) for pid in grandchild), (
             f"the stranger holding the reused pid was killed: {receipt}"
         )
         assert stranger.pid not in receipt.pids
         assert agent.handle is not None and agent.handle.pid == agent.pid, "identity is taken at spawn"
     finally:
-        process.forget(agent)
+        spawn.forget(agent)
         await agent.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly([stranger.pid, *grandchild])
         stranger.wait(5)
@@ -130,7 +129,7 @@ async def test_event_loop_keeps_running_while_a_scan_is_stuck_reading_environ(
 ) -> None:
     """A process in D state blocks the read of its /proc/<pid>/environ: simulated, 1 s per read."""
     monkeypatch.setattr(containment, "_chosen", [None])  # tree mode: the one that reads environ
-    child = await process.spawn(("sh", "-c", "sleep 300; :"), str(tmp_path), {})
+    child = await spawn.spawn(("sh", "-c", "sleep 300; :"), str(tmp_path), {})
     (stuck,) = children_of(child.pid, 1)
     real_open = builtins.open
 
@@ -153,12 +152,12 @@ async def test_event_loop_keeps_running_while_a_scan_is_stuck_reading_environ(
 
     ticker = asyncio.create_task(tick())
     try:
-        receipt = await asyncio.wait_for(process.shutdown_tree(child), 60)
+        receipt = await asyncio.wait_for(shutdown.shutdown_tree(child), 60)
     finally:
         done.set()
         await ticker
         monkeypatch.setattr(builtins, "open", real_open)
-        process.forget(child)
+        spawn.forget(child)
         await child.process.aclose()  # its pipes, before the test's loop closes
         kill_quietly([stuck])
     assert receipt.survivors == [] and not alive(stuck)
@@ -176,18 +175,18 @@ async def test_stop_right_after_spawn_stops_the_agent_and_removes_its_cgroup(
     monkeypatch.setattr(containment, "_SHIM_SCRIPT", "sleep 0.3; " + containment._SHIM_SCRIPT)
     leftovers: list[int] = []
     for _ in range(3):
-        child = await process.spawn(("sleep", "300"), str(tmp_path), {})
-        receipt = await process.shutdown_tree(child)
+        child = await spawn.spawn(("sleep", "300"), str(tmp_path), {})
+        receipt = await shutdown.shutdown_tree(child)
         if alive(child.pid):
             leftovers.append(child.pid)
         assert child.pid in receipt.pids, f"the agent was not found right after its spawn: {receipt}"
         assert receipt.survivors == []
-        process.forget(child)
+        spawn.forget(child)
         await child.process.aclose()  # its pipes, before the test's loop closes
         if child.cgroup is not None:
             deadline = time.monotonic() + 5
             while child.cgroup.dirs[0].exists():
-                process.reap_orphans()  # retries the removal put off while the agent was dying
+                spawn.reap_orphans()  # retries the removal put off while the agent was dying
                 assert time.monotonic() < deadline, f"the run's cgroup was left behind: {child.cgroup.dirs}"
                 await asyncio.sleep(0.01)
     kill_quietly(leftovers)
@@ -202,7 +201,7 @@ async def test_cgroup_catches_a_grandchild_that_clears_its_env_and_double_forks(
     subreaper (this test runner is none): tests/e2e/test_containment.py covers it."""
     pidfile = tmp_path / "escaped.pid"
     inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
-    child = await process.spawn(
+    child = await spawn.spawn(
         ("sh", "-c", f"(env -i setsid sh -c '{inner}' &); read line"), str(tmp_path), {}
     )
     deadline = time.monotonic() + 10
@@ -211,19 +210,19 @@ async def test_cgroup_catches_a_grandchild_that_clears_its_env_and_double_forks(
         await asyncio.sleep(0.01)
     escaped = int(pidfile.read_text())
     try:
-        receipt = await process.shutdown_tree(child)
+        receipt = await shutdown.shutdown_tree(child)
         assert receipt.containment == "cgroup"
         assert escaped in receipt.pids and receipt.survivors == []
         assert not alive(escaped)
     finally:
-        process.forget(child)
+        spawn.forget(child)
         await child.process.aclose()
         kill_quietly([escaped])
 
 
 async def test_has_exited_tells_a_killed_agent_before_its_exit_is_collected(tmp_path: Any) -> None:
     """A conversation's agent killed a moment ago is not alive, though the loop has not reaped it."""
-    child = await process.spawn(("sleep", "300"), str(tmp_path), {})
+    child = await spawn.spawn(("sleep", "300"), str(tmp_path), {})
     try:
         assert child.has_exited() is False
         os.kill(child.pid, signal.SIGKILL)
@@ -234,6 +233,6 @@ async def test_has_exited_tells_a_killed_agent_before_its_exit_is_collected(tmp_
             time.sleep(0.01)  # polling: the test checks the poll itself
         assert child.returncode is None, "told from the pidfd, not from the collected exit"
     finally:
-        await process.shutdown_tree(child)
-        process.forget(child)
+        await shutdown.shutdown_tree(child)
+        spawn.forget(child)
         await child.process.aclose()

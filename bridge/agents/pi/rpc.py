@@ -36,7 +36,8 @@ from bridge.agents.seam import (
     SessionStats,
 )
 from bridge.contract import ErrorKind, PromptImage
-from bridge.process.shutdown import MAX_LINE_BYTES, ChildProcess, LineFramer, TailBuffer
+from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
+from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)

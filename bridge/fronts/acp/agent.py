@@ -56,7 +56,7 @@ from bridge.runs.registry import (
 )
 
 if TYPE_CHECKING:
-    from bridge.fronts.acp.serve import StdioTransport
+    from bridge.fronts.acp.transport import StdioTransport
 
 log = logging.getLogger(__name__)
 

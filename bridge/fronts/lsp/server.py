@@ -1,9 +1,10 @@
 """The pygls server: thin handlers for pi/cancel, pi/runs, pi/sessions, pi/session, pi/steer,
 pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py.
 
-Handlers validate params and call the run registry (bridge/runs/); nothing else lives here. Lifecycle:
-`shutdown` stops every run before it answers; `exit`, end of stdin and SIGTERM/SIGINT/SIGHUP all
-lead to `serve`'s single exit path, which stops every run (three-stage, shielded) first.
+Handlers validate params and call the run registry (bridge/runs/registry.py); nothing else lives
+here. Lifecycle: `shutdown` stops every run before it answers; `exit`, end of stdin and
+SIGTERM/SIGINT/SIGHUP all lead to the fronts' single exit path (bridge/fronts/lifecycle.py), which
+stops every run (three-stage, shielded) first.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Generator
 from typing import Any, BinaryIO
 
 import anyio
+import anyio.abc
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
@@ -24,12 +25,12 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from bridge import __version__, contract
 from bridge.config import BridgeConfig, resolve_config
+from bridge.fronts.lifecycle import Stop, serve_until_stopped
 from bridge.fronts.lsp.converter import dict_converter
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.reader import read_frames
 from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
-from bridge.process.shutdown import become_subreaper, reap_orphans
 from bridge.runs import history
 from bridge.runs.registry import AgentAdapter, RunRegistry
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
@@ -91,8 +92,7 @@ class BridgeServer(LanguageServer):
         self.strict = strict
         self.writer: QueuedWriter | None = None
         self.registry = RunRegistry(adapter, base_config, self.send_messages)
-        self.stop_requested: asyncio.Event | None = None
-        self.stop_reason = ""
+        self.stop: Stop | None = None
         self.default_cwd = os.getcwd()
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
@@ -104,10 +104,9 @@ class BridgeServer(LanguageServer):
         log.log(level, "%s: %s", getattr(source, "__name__", source), error)
 
     def request_stop(self, reason: str) -> None:
-        """Ask `serve` to stop every run and exit."""
-        if self.stop_requested is not None and not self.stop_requested.is_set():
-            self.stop_reason = reason
-            self.stop_requested.set()
+        """Ask `serve` to stop every run and exit (nothing before it serves)."""
+        if self.stop is not None:
+            self.stop.request(reason)
 
     def send_messages(self, payloads: list[dict[str, Any]]) -> None:
         """Send pi/message notifications, pre-serialized, as one write (the hot path)."""
@@ -224,45 +223,29 @@ def _rules_result(cwd: str, rules: list[contract.PermissionRule]) -> dict[str, A
 
 async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     """Serve JSON-RPC on the given streams until exit, end of input or a signal; stop runs first."""
-    loop = asyncio.get_running_loop()
     writer = QueuedWriter(stdout)
-    writer.bind_loop(loop)
+    writer.bind_loop(asyncio.get_running_loop())
     server.writer = writer
-    server.registry._wait_writable = writer.wait_writable
+    server.registry.wait_writable = writer.wait_writable
     server.protocol.set_writer(writer)
     server.protocol._include_headers = True
-    server.stop_requested = asyncio.Event()
-    subreaper = become_subreaper()
-    log.info("pi-bridge serving on stdio (pid %d, subreaper=%s)", os.getpid(), subreaper)
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, server.request_stop, f"signal {signal.Signals(signum).name}")
+    stop = server.stop = Stop()
+
+    def start_front(tasks: anyio.abc.TaskGroup) -> None:
+        tasks.start_soon(read_frames, stdin, server.protocol, server.request_stop, server.run_requests.handle)
+
     try:
-        async with anyio.create_task_group() as tasks:
-            await tasks.start(server.registry.serve)
-            tasks.start_soon(
-                read_frames, stdin, server.protocol, server.request_stop, server.run_requests.handle
-            )
-            tasks.start_soon(_reap_periodically)
-            await server.stop_requested.wait()
-            log.info("stopping: %s", server.stop_reason)
-            server.registry.close()
-            with anyio.CancelScope(shield=True):
-                await server.registry.stop_all(f"the bridge is stopping ({server.stop_reason})")
-            tasks.cancel_scope.cancel()
+        await serve_until_stopped(
+            server.registry,
+            stop,
+            name="pi-bridge",
+            start_front=start_front,
+            cancel_reason=lambda why: f"the bridge is stopping ({why})",
+        )
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(signum)
-        reap_orphans()
         await anyio.to_thread.run_sync(writer.drain, 2.0)
         writer.close()
-    return 0 if server.protocol._shutdown or server.stop_reason != "exit notification" else 1
-
-
-async def _reap_periodically() -> None:
-    """Adopted orphans (we are a subreaper) must be reaped or they linger as zombies."""
-    while True:
-        await anyio.sleep(1.0)
-        reap_orphans()
+    return 0 if server.protocol._shutdown or stop.reason != "exit notification" else 1
 
 
 def run_stdio(server: BridgeServer) -> int:

@@ -1,0 +1,134 @@
+"""Which agent runs a prompt: the one it names, else its session's, else the default.
+
+A conversation stays with its agent: the agent of each session a run has used is remembered
+(a bounded cache; a forgotten session is asked of each agent again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Final
+
+import anyio
+
+from bridge import agents
+from bridge.agents.seam import AgentAdapter
+from bridge.config import BridgeConfig
+from bridge.contract import AgentInfo, RunParams
+
+log = logging.getLogger(__name__)
+
+MAX_REMEMBERED_SESSIONS: Final = 4096
+
+
+class AgentChoiceError(ValueError):
+    """The run names an agent that is unknown, or not the one its session belongs to."""
+
+
+class AgentChoice:
+    """The agents a run can name, their adapters (built once) and the agent of each session."""
+
+    def __init__(self, adapter: AgentAdapter, config: BridgeConfig) -> None:
+        self.adapter = adapter
+        self.config = config
+        self._adapters: dict[str, AgentAdapter] = {adapter.name: adapter}
+        self._session_agents: OrderedDict[str, str] = OrderedDict()
+
+    def adapter_named(self, name: str) -> AgentAdapter:
+        """The adapter of agent `name` (built once); raises AgentChoiceError for an unknown one."""
+        adapter = self._adapters.get(name)
+        if adapter is None:
+            settings = {
+                "permission_mode": self.config.permission_mode,
+                "allowed_tools": self.config.allowed_tools,
+            }
+            try:
+                adapter = agents.build_adapter(name, settings)
+            except agents.UnknownAgentError as exc:
+                raise AgentChoiceError(str(exc)) from None
+            self._adapters[name] = adapter
+        return adapter
+
+    def command_of(self, adapter: AgentAdapter) -> tuple[str, ...]:
+        """How to start an agent: initializationOptions.agents, else the server's command for its
+        own adapter, else the agent's executable on PATH."""
+        configured = self.config.agents.get(adapter.name)
+        if configured:
+            return configured
+        if adapter is self.adapter:
+            return self.config.command
+        return agents.default_command(adapter)
+
+    async def prepare_first_prompt(self) -> None:
+        """Build every agent's adapter now, while the spare agent boots: a session's first prompt
+        asks each whether the session is its own, and building one imports its package (8-15 ms
+        for Claude Code's). One adapter per loop step. (Building every wire validator ahead too
+        was tried: the bridge then held 60 MB more after a 50 MB prompt, cause not found.)"""
+        for name in self.agent_names():
+            try:
+                self.adapter_named(name)
+            except Exception as exc:  # an agent that cannot be built is the prompt's to report
+                log.info("agent %s not built ahead: %s", name, exc)
+            await anyio.sleep(0)
+
+    def agent_names(self) -> list[str]:
+        """Every agent a run can name: the known ones and any configured."""
+        names = [self.adapter.name, *agents.agent_names(), *self.config.agents]
+        return list(dict.fromkeys(names))
+
+    def agents_info(self) -> list[AgentInfo]:
+        """Each known agent with its command, whether it is found and its version (initialize)."""
+        found: list[AgentInfo] = []
+        for name in self.agent_names():
+            try:
+                adapter = self.adapter_named(name)
+            except AgentChoiceError:
+                continue
+            found.append(agents.probe(name, self.command_of(adapter), self.config.env))
+        return found
+
+    def history_adapters(self) -> list[AgentAdapter]:
+        """The adapters whose stored sessions pi/sessions and pi/session read: every known agent."""
+        adapters: list[AgentAdapter] = []
+        for name in self.agent_names():
+            try:
+                adapters.append(self.adapter_named(name))
+            except AgentChoiceError:
+                continue
+        return adapters
+
+    def remember(self, session_id: str, agent: str) -> None:
+        """Which agent owns a session (a cache: a forgotten one is asked of each agent again)."""
+        self._session_agents[session_id] = agent
+        self._session_agents.move_to_end(session_id)
+        while len(self._session_agents) > MAX_REMEMBERED_SESSIONS:
+            self._session_agents.popitem(last=False)
+
+    def default_agent(self) -> str:
+        """The agent of a run that names none and resumes no known session."""
+        return self.config.default_agent or self.adapter.name
+
+    def choose(self, params: RunParams, cwd: str) -> AgentAdapter:
+        """The run's agent: the one it names, else its session's, else the default."""
+        session_agent: str | None = None
+        if params.session_id:
+            session_agent = self._session_agents.get(params.session_id)
+            if session_agent is None:
+                session_agent = self._owner_of(params.session_id, cwd)
+        if params.agent and session_agent and params.agent != session_agent:
+            raise AgentChoiceError(
+                f"session {params.session_id!r} belongs to agent {session_agent!r}, not {params.agent!r}"
+            )
+        return self.adapter_named(params.agent or session_agent or self.default_agent())
+
+    def _owner_of(self, session_id: str, cwd: str) -> str | None:
+        """The first agent that says the session is its own, if any."""
+        for name in self.agent_names():
+            try:
+                candidate = self.adapter_named(name)
+            except AgentChoiceError:
+                continue
+            if candidate.session_exists(session_id, False, cwd, self.config.env):
+                return name
+        return None

@@ -1,0 +1,307 @@
+"""One run's attempts: its concurrency slot, its conversation's lease, retry and backoff.
+
+Retry lives here only: the engines below make exactly one attempt each and know nothing of it.
+Each retry is announced with `run.retrying` (every attempt is visible), and before a retried
+attempt the session is cut back, so the model sees the prompt once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+import anyio
+import anyio.to_thread
+
+from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
+from bridge.config import BridgeConfig
+from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
+from bridge.engines.conversations import Conversations, Lease
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.json_engine import Attempt
+from bridge.engines.rpc_engine import RpcAttempt
+from bridge.engines.stored_conversations import StoredConversations
+from bridge.engines.warm_pool import WarmPool
+from bridge.runs.run import Run
+
+log = logging.getLogger(__name__)
+
+
+def backoff_delay(policy: RetryPolicy, failed_attempt: int) -> int:
+    """Exponential backoff with jitter, in ms: up to initial * 2^(n-1), capped, at least half."""
+    ceiling = min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** (failed_attempt - 1))
+    return int(ceiling * (0.5 + random.random() / 2))
+
+
+def _no_processes() -> ShutdownReceipt:
+    """The receipt of a stop that found nothing running (between attempts, or before the first)."""
+    return ShutdownReceipt(stage="exited", elapsed_ms=0.0, pids=[], survivors=[])
+
+
+@dataclasses.dataclass(eq=False)
+class Attempts:
+    """Drives runs through their attempts, with what every run shares: the slots, the warm pool,
+    the live and the stored conversations."""
+
+    adapter: AgentAdapter
+    config: BridgeConfig
+    runs: Mapping[str, Run]
+    pool: WarmPool
+    conversations: Conversations
+    stored: StoredConversations
+    # Whether a pre-spawn for the next prompt is still welcome (not while the bridge stops).
+    may_prime: Callable[[], bool]
+    wait_writable: Callable[[], Awaitable[None]] | None = None
+    slots: anyio.Semaphore = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = anyio.Semaphore(self.config.max_concurrent_runs)
+
+    def reconfigure(self, config: BridgeConfig) -> None:
+        """New settings (before any run starts): the concurrency limit among them."""
+        self.config = config
+        self.slots = anyio.Semaphore(config.max_concurrent_runs)
+
+    def uses_rpc(self, run: Run) -> bool:
+        """Whether the run goes through a live conversation (the rpc engine): only for agents
+        that speak an rpc mode; every other agent runs one process per attempt (json engine)."""
+        adapter = run.agent
+        return self.config.engine == "rpc" and adapter is self.adapter and adapter.live_mode() is not None
+
+    async def drive(self, run: Run) -> None:
+        """Run every attempt of `run` until it has its answer."""
+        problem = await self._resolve_session(run)
+        if problem is not None:
+            run.fail(problem)
+            return
+        lease = await self._lease(run)
+        if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
+            receipt = _no_processes()
+            run.cancel_receipt = receipt
+            run.emit(run.agent.new_mapper(run.options).finish_cancelled(receipt))
+            run.answer = run.answer_of(AttemptOutcome("cancelled", "", shutdown=receipt))
+            return
+        try:
+            await self._drive_leased(run, lease)
+        finally:
+            if lease is not None:
+                self.conversations.release(lease)
+        if lease is not None and lease.used_rpc:
+            self.conversations.prime_again()
+
+    async def _acquire_slot(self, run: Run) -> bool:
+        """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
+        try:
+            self.slots.acquire_nowait()
+            return True
+        except anyio.WouldBlock:
+            if not self.config.queue_when_busy:
+                return False
+        # Tell the client why nothing happens yet; position counts this run (1 = next).
+        position = sum(1 for other in self.runs.values() if other.state == "queued")
+        run.emit([Out("run.queued", {"position": position, "limit": self.config.max_concurrent_runs})])
+        log.info("run %s waits in line at position %d", run.run_id, position)
+        acquired = False
+        async with anyio.create_task_group() as tasks:
+
+            async def give_up_on_cancel() -> None:
+                await run.cancel.wait()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(give_up_on_cancel)
+            await self.slots.acquire()
+            acquired = True
+            tasks.cancel_scope.cancel()
+        return acquired
+
+    async def _lease(self, run: Run) -> Lease | None:
+        """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
+        if not self.uses_rpc(run) or self.conversations.supported is False:
+            return None
+        session_id = await self.conversations.resolve_session(run.options, self.config.env)
+
+        def queued() -> None:
+            run.emit([Out("run.queued", {"position": 1, "limit": 1, "reason": "session"})])
+            log.info("run %s waits for the other run of session %s", run.run_id, session_id)
+
+        lease = await self.conversations.lease(session_id, run.cancel, queued)
+        return lease
+
+    async def _resolve_session(self, run: Run) -> ErrorInfo | None:
+        """The run's sessionId as the full id of the session it names (a unique prefix, a file
+        path), so every table keyed by session (leases, live agents, the warm pool) sees one
+        conversation as one; an error when it names several."""
+        session_id = run.options.session_id
+        if session_id is None or self.conversations.live_agent(session_id) is not None:
+            return None
+        adapter = run.agent
+        full = self.conversations.known_session(session_id) if self.uses_rpc(run) else None
+        if full is None:
+            try:
+                full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
+            except ValueError as exc:
+                return ErrorInfo(kind="session", message=f"sessionId: {exc}", retryable=False)
+        if full is not None and full != session_id:
+            log.info("run %s: session %s is %s", run.run_id, session_id, full)
+            run.options = dataclasses.replace(run.options, session_id=full)
+        return None
+
+    async def _drive_leased(self, run: Run, lease: Lease | None) -> None:
+        policy = run.params.retry or self.config.retry
+        got_slot = await self._acquire_slot(run)
+        if not got_slot and not run.cancel.cancelled:
+            busy = ErrorInfo(
+                kind="busy",
+                message=f"{self.config.max_concurrent_runs} runs are live already and queueing is off",
+                retryable=True,
+            )
+            run.fail(busy)
+            return
+        session = run.options.session_id  # a retry may name the session its first attempt started
+        self.pool.session_in_use(session)
+        if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
+            self.pool.forget_session(session)
+        try:
+            outcome = await self._attempts(run, policy, lease)
+        finally:
+            self.pool.session_released(session)
+            if got_slot:
+                self.slots.release()
+        run.answer = run.answer_of(outcome)
+        # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
+        if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
+            self._prime_next(run)
+
+    def _prime_next(self, run: Run) -> None:
+        """Pre-spawn what the run's agent says the next prompt most likely needs."""
+        if not self.may_prime():
+            return
+        command, env = run.command, self.config.env
+        for launch in run.agent.warm_launches(command, run.options, run.session_id):
+            self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
+
+    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
+        """The engine for this attempt: the conversation's live agent, or one process (json)."""
+        adapter = run.agent
+
+        def json_attempt() -> Attempt:
+            return Attempt(
+                adapter,
+                run.command,
+                run.options,
+                run.emit,
+                run.cancel,
+                limits,
+                self.wait_writable,
+                self.config.env,
+                self.pool,
+                on_started=run.note_pid,
+            )
+
+        if lease is None or self.conversations.supported is False:
+            return json_attempt()
+        return RpcAttempt(
+            self.conversations,
+            lease,
+            adapter,
+            run.command,
+            run.options,
+            run.emit,
+            run.cancel,
+            limits,
+            extra_env=self.config.env,
+            retrying=run.attempt > 1,
+            on_started=run.note_pid,
+            on_steerable=run.set_steerer,
+            fallback=lambda: json_attempt().run(),
+            on_session=run.note_session,
+        )
+
+    async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
+        deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None
+        limits = AttemptLimits(
+            deadline=deadline,
+            deadline_ms=run.params.deadline_ms,
+            silence_seconds=self.config.silence_seconds,
+        )
+        checkpoint = await self._checkpoint(run, policy, lease)
+        while True:
+            run.set_state("starting")
+            if run.attempt > 1:
+                await self._rewind(run, checkpoint)
+            attempt = self._new_attempt(run, limits, lease)
+            run.set_state("running")
+            outcome = await attempt.run()
+            run.pid = outcome.pid
+            run.session_id = outcome.session_id or run.session_id
+            if outcome.status == "failed" and run.cancel.cancelled:
+                # The cancel came as the attempt was failing: the user asked for a stop, and got one.
+                outcome = _cancelled_after_failure(run, outcome)
+            if outcome.status == "cancelled":
+                run.cancel_receipt = outcome.shutdown
+            if outcome.status != "failed" or outcome.error is None or not outcome.error.retryable:
+                return outcome
+            if run.attempt >= policy.max_attempts:
+                return outcome
+            delay_ms = backoff_delay(policy, run.attempt)
+            if deadline is not None and time.monotonic() + delay_ms / 1000 >= deadline:
+                return outcome
+            stopped = await self._back_off(run, delay_ms, outcome.error.message)
+            if stopped is not None:
+                return stopped
+
+    async def _back_off(self, run: Run, delay_ms: int, reason: str) -> AttemptOutcome | None:
+        """Announce the next attempt and wait before it; the cancel's outcome if one comes."""
+        run.set_state("backoff")
+        run.attempt += 1
+        run.emit([Out("run.retrying", {"attempt": run.attempt, "delayMs": delay_ms, "reason": reason})])
+        with anyio.move_on_after(delay_ms / 1000):
+            await run.cancel.wait()
+        if not run.cancel.cancelled:
+            return None
+        receipt = _no_processes()
+        run.cancel_receipt = receipt
+        run.emit(run.agent.new_mapper(run.options).finish_cancelled(receipt))
+        return AttemptOutcome("cancelled", "", shutdown=receipt, session_id=run.session_id)
+
+    async def _checkpoint(
+        self, run: Run, policy: RetryPolicy, lease: Lease | None
+    ) -> SessionCheckpoint | None:
+        """Where the run's stored session stands before its first attempt, when a retry may have
+        to go back there: each json-engine attempt leaves its prompt in the session (the rpc
+        engine cuts its own back, Lease.trim)."""
+        if policy.max_attempts < 2 or (lease is not None and self.conversations.supported is not False):
+            return None
+        adapter = run.agent
+        return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)
+
+    async def _rewind(self, run: Run, checkpoint: SessionCheckpoint | None) -> None:
+        """Before a retried attempt: the session as it was before the run, so the model sees the
+        earlier turns and the prompt once."""
+        adapter = run.agent
+        if checkpoint is None:  # the first attempt may have stored the session it was to start
+            run.options = await anyio.to_thread.run_sync(
+                self.stored.options_for, adapter, run.options, self.config.env
+            )
+            return
+        run.options = await anyio.to_thread.run_sync(
+            adapter.rewind_session, checkpoint, run.session_id, run.options, self.config.env
+        )
+        log.info("run %s: session %s cut back before attempt %d", run.run_id, run.session_id, run.attempt)
+
+
+def _cancelled_after_failure(run: Run, failed: AttemptOutcome) -> AttemptOutcome:
+    """A failed attempt's outcome as the cancel's: its stop's receipt, or that it had exited."""
+    receipt = failed.shutdown or ShutdownReceipt(
+        stage="exited",
+        elapsed_ms=0.0,
+        pids=[failed.pid] if failed.pid and not failed.agent_kept else [],
+        survivors=[],
+        agent_kept=failed.agent_kept,
+    )
+    return AttemptOutcome(
+        "cancelled", failed.text, shutdown=receipt, session_id=run.session_id, pid=failed.pid
+    )

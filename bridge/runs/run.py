@@ -1,0 +1,163 @@
+"""One run: its state, its gap-free `seq` stamping, and at the end its answer.
+
+A run outlives its attempts: every message of every attempt goes through `Run.emit`, so the
+client sees one numbered stream, and the answer counts the attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.contract import (
+    CancelledRunData,
+    ErrorInfo,
+    RunInfo,
+    RunParams,
+    RunResult,
+    RunState,
+    ShutdownReceipt,
+    Usage,
+)
+from bridge.engines.cancel import CancelToken
+from bridge.engines.endings import AttemptOutcome
+from bridge.runs.redact import Redactor
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[list[dict[str, Any]]], None]
+
+
+class DuplicateRunError(ValueError):
+    """A run with this id is live already."""
+
+
+@dataclass(eq=False)
+class Run:
+    """One pi/run request: its state, message counter, cancel token and, at the end, its answer."""
+
+    run_id: str
+    params: RunParams
+    options: RunOptions
+    sink: Sink
+    cancel: CancelToken = field(default_factory=CancelToken)
+    state: RunState = "queued"
+    attempt: int = 1
+    seq: int = 0
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    pid: int | None = None
+    session_id: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    answer: RunResult | CancelledRunData | None = None
+    cancel_receipt: ShutdownReceipt | None = None
+    redactor: Redactor = field(default_factory=Redactor)
+    # Set while an rpc-engine attempt streams: hands pi a steering message (None = taken).
+    steerer: Callable[[str], Awaitable[str | None]] | None = None
+    # The agent CLI that runs this run, and how it is started.
+    adapter: AgentAdapter | None = None
+    command: tuple[str, ...] = ()
+    # Called once the run has its answer, before `done` is set (the request's answer goes out).
+    on_done: Callable[[Run], None] | None = None
+
+    @property
+    def agent(self) -> AgentAdapter:
+        """The run's agent (chosen when the run started)."""
+        assert self.adapter is not None, "start() chose the run's agent"
+        return self.adapter
+
+    def set_steerer(self, steerer: Callable[[str], Awaitable[str | None]] | None) -> None:
+        """The attempt streaming now can (or no longer can) take steering messages."""
+        self.steerer = steerer
+
+    def set_state(self, state: RunState) -> None:
+        """Move to a new lifecycle state, logged old -> new."""
+        if state != self.state:
+            log.info("run %s: %s -> %s", self.run_id, self.state, state)
+            self.state = state
+
+    def emit(self, outs: list[Out]) -> None:
+        """Stamp messages with runId, attempt and the next seq; hand them to the sink in one batch."""
+        batch: list[dict[str, Any]] = []
+        for out in outs:
+            content = out.content
+            if out.type in _CARRY_ERRORS:
+                content = _redacted(self.redactor, out.type, content)
+            self.seq += 1
+            batch.append(
+                {
+                    "runId": self.run_id,
+                    "attempt": self.attempt,
+                    "seq": self.seq,
+                    "type": out.type,
+                    "content": content,
+                }
+            )
+        if batch:
+            self.sink(batch)
+
+    def note_session(self, session_id: str) -> None:
+        """The run's conversation is known (a new one's id included): pi/closeSession finds it."""
+        self.session_id = session_id
+
+    def note_pid(self, pid: int) -> None:
+        """The attempt's agent process is up (pi/runs shows its pid while the run is live)."""
+        self.pid = pid
+
+    def info(self) -> RunInfo:
+        """This run as listed by pi/runs."""
+        return RunInfo(
+            run_id=self.run_id,
+            state=self.state,
+            attempt=self.attempt,
+            started_at=self.started_at,
+            session_id=self.session_id,
+            pid=self.pid,
+        )
+
+    def fail(self, error: ErrorInfo) -> None:
+        """End the run before any attempt: the terminal failure message, then the answer."""
+        self.emit(self.agent.new_mapper(self.options).finish_failed(error))
+        self.answer = RunResult(run_id=self.run_id, status="failed", text="", attempts=1, error=error)
+
+    def answer_of(self, outcome: AttemptOutcome) -> RunResult | CancelledRunData:
+        """The run's answer from its last attempt's outcome (error text masked)."""
+        if outcome.status == "cancelled":
+            return CancelledRunData(
+                run_id=self.run_id,
+                status="cancelled",
+                text=outcome.text,
+                shutdown=outcome.shutdown,
+                session_id=self.session_id,
+                attempts=self.attempt,
+            )
+        return RunResult(
+            run_id=self.run_id,
+            status=outcome.status,
+            text=outcome.text,
+            stop_reason=outcome.stop_reason,
+            session_id=self.session_id,
+            usage=Usage.model_validate(outcome.usage) if outcome.usage else None,
+            attempts=self.attempt,
+            error=ErrorInfo.model_validate(self.redactor.error(outcome.error.model_dump(by_alias=True)))
+            if outcome.error
+            else None,
+        )
+
+
+# The messages that carry an error's text (an agent's stderr tail, a provider's message).
+_CARRY_ERRORS = frozenset({"terminal.failed", "run.retrying", "tool.failed"})
+
+
+def _redacted(redactor: Redactor, kind: str, content: dict[str, Any]) -> dict[str, Any]:
+    """A message's content with the secrets in its error text masked."""
+    if kind == "terminal.failed":
+        return {**content, "error": redactor.error(content["error"])}
+    key = "reason" if kind == "run.retrying" else "error"
+    text = content.get(key)
+    return {**content, key: redactor.text(text)} if isinstance(text, str) else content

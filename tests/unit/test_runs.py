@@ -1,0 +1,68 @@
+"""bridge/runs/ by job: backoff (attempts.py), the agent of a run (agent_choice.py), seq stamping (run.py).
+
+In-process, no agent started: these are the rules each module holds on its own; the e2e tests
+drive them through a bridge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bridge import agents
+from bridge.agents.seam import Out, RunOptions
+from bridge.config import BridgeConfig
+from bridge.contract import RetryPolicy, RunParams
+from bridge.runs import agent_choice
+from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
+from bridge.runs.attempts import backoff_delay
+from bridge.runs.run import Run
+
+
+def test_backoff_grows_per_attempt_with_jitter_and_stays_under_its_cap() -> None:
+    policy = RetryPolicy(max_attempts=5, initial_delay_ms=100, max_delay_ms=300)
+    for _ in range(200):
+        assert 50 <= backoff_delay(policy, 1) <= 100
+        assert 100 <= backoff_delay(policy, 2) <= 200
+        assert 150 <= backoff_delay(policy, 4) <= 300
+
+
+def choice() -> AgentChoice:
+    return AgentChoice(agents.build_adapter(agents.agent_names()[0]), BridgeConfig())
+
+
+def test_an_unknown_agent_is_a_choice_error() -> None:
+    with pytest.raises(AgentChoiceError):
+        choice().choose(RunParams(prompt="x", agent="no-such-agent"), ".")
+
+
+def test_a_session_stays_with_its_agent() -> None:
+    chosen = choice()
+    names = chosen.agent_names()
+    assert len(names) >= 2, "the bridge knows more than one agent"
+    chosen.remember("s1", names[1])
+    assert chosen.choose(RunParams(prompt="x", session_id="s1"), ".").name == names[1]
+    with pytest.raises(AgentChoiceError, match="belongs to agent"):
+        chosen.choose(RunParams(prompt="x", session_id="s1", agent=names[0]), ".")
+
+
+def test_the_sessions_remembered_are_bounded_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_choice, "MAX_REMEMBERED_SESSIONS", 2)
+    chosen = choice()
+    name = chosen.agent_names()[1]
+    for session in ("a", "b", "a", "c"):  # "a" used again: "b" is the oldest
+        chosen.remember(session, name)
+    assert list(chosen._session_agents) == ["a", "c"]
+
+
+def test_every_message_of_every_attempt_gets_the_next_seq() -> None:
+    batches: list[list[dict[str, Any]]] = []
+    run = Run("r1", RunParams(prompt="x"), RunOptions(prompt="x", cwd="."), batches.append)
+    run.emit([Out("assistant", {"delta": "a"}), Out("assistant", {"delta": "b"})])
+    run.attempt = 2
+    run.emit([Out("run.retrying", {"attempt": 2, "delayMs": 1, "reason": "r"})])
+    run.emit([])
+    stamped = [(m["attempt"], m["seq"], m["runId"]) for batch in batches for m in batch]
+    assert stamped == [(1, 1, "r1"), (1, 2, "r1"), (2, 3, "r1")]
+    assert len(batches) == 2, "one batch per emit, none for nothing"
