@@ -69,22 +69,11 @@ def _lenient_options(raw: dict[str, Any]) -> tuple[InitializationOptions, list[s
             return InitializationOptions.model_validate({}), warnings
 
 
-def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str]]:
-    """Merge initializationOptions into the server's base config; return it with warnings."""
-    if raw is None:
-        return base, []
-    if not isinstance(raw, dict):
-        return base, ["initializationOptions must be an object; using the defaults"]
-    options, warnings = _lenient_options(raw)
-    changes: dict[str, Any] = {
-        "max_concurrent_runs": options.max_concurrent_runs,
-        "queue_when_busy": options.queue_when_busy,
-        "warm_pool": options.warm_pool,
-        "warm_pool_ttl_seconds": options.warm_pool_ttl_ms / 1000,
-        "engine": options.engine,
-        "max_live_sessions": options.max_live_sessions,
-        "session_idle_seconds": options.session_idle_ms / 1000,
-    }
+def _optional_changes(
+    base: BridgeConfig, options: InitializationOptions, warnings: list[str]
+) -> dict[str, Any]:
+    """The settings the client gave that have no default of their own (absent: the base's)."""
+    changes: dict[str, Any] = {}
     if options.pi_command:
         changes["command"] = tuple(options.pi_command)
     if options.retry is not None:
@@ -104,4 +93,24 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         changes["permission_mode"] = options.permission_mode
     if options.allowed_tools is not None:
         changes["allowed_tools"] = tuple(options.allowed_tools)
+    return changes
+
+
+def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str]]:
+    """Merge initializationOptions into the server's base config; return it with warnings."""
+    if raw is None:
+        return base, []
+    if not isinstance(raw, dict):
+        return base, ["initializationOptions must be an object; using the defaults"]
+    options, warnings = _lenient_options(raw)
+    changes: dict[str, Any] = {
+        "max_concurrent_runs": options.max_concurrent_runs,
+        "queue_when_busy": options.queue_when_busy,
+        "warm_pool": options.warm_pool,
+        "warm_pool_ttl_seconds": options.warm_pool_ttl_ms / 1000,
+        "engine": options.engine,
+        "max_live_sessions": options.max_live_sessions,
+        "session_idle_seconds": options.session_idle_ms / 1000,
+    }
+    changes.update(_optional_changes(base, options, warnings))
     return dataclasses.replace(base, **changes), warnings

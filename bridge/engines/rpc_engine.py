@@ -159,39 +159,11 @@ class RpcAttempt:
         # An agent that died before it took the prompt (killed while idle a moment ago) is
         # replaced once by one resuming the session: the prompt never reached it.
         for last_try in (False, True):
-            try:
-                agent = await self._until_cancelled(
-                    self.conversations.checkout(
-                        self.command,
-                        self.options,
-                        self.extra_env,
-                        self.lease,
-                        retrying=self.retrying,
-                        cancel=self.cancel,
-                        on_wait=self._waits_for_live_slot,
-                    )
-                )
-            except CheckoutCancelled:
-                agent = None
-            except NoRpc as exc:
-                self.conversations.note_fallback(self.command, str(exc))
-                if self._fallback is not None:
-                    return await self._fallback()
-                message = f"{self.name} does not speak rpc: {exc}"
-                error = ErrorInfo(kind="usage", message=message, retryable=False)
-                return self._failed(error)
-            except StartFailure as exc:
-                return self._failed(exc.error)
-            if agent is None:
-                return self._cancelled_before_start()
-            self.agent = agent
-            if self._on_started is not None:
-                self._on_started(agent.pid)
-            if self._on_session is not None and agent.session_id:
-                self._on_session(agent.session_id)
+            agent = await self._checkout()
+            if not isinstance(agent, LiveAgent):
+                return agent
+            self._take(agent)
             not_taken = False
-            self._reason, self._stop, self._abort = None, anyio.Event(), None
-            self._not_taken = self._lines_seen = False
             try:
                 return await self._prompt(agent, last_try)
             except _NotTaken:
@@ -200,14 +172,54 @@ class RpcAttempt:
                 await self.conversations.invalidate(agent, keep_slot_for=self.lease)
             finally:
                 with anyio.CancelScope(shield=True):
-                    agent.rpc.listener = None
-                    agent.rpc.backlog = None
-                    if self._on_steerable is not None:
-                        self._on_steerable(None)
-                    if self.mapper.last_terminal is None and not not_taken:
-                        self._send(self.mapper.finish_failed(endings.unexpected_end()))
-                    await self.diffs.drained()  # the attempt ends once its messages are out
+                    await self._let_go(agent, not_taken)
         raise AssertionError("unreachable")
+
+    async def _checkout(self) -> LiveAgent | AttemptOutcome:
+        """The conversation's live agent for this attempt, or how the attempt ended without one."""
+        try:
+            return await self._until_cancelled(
+                self.conversations.checkout(
+                    self.command,
+                    self.options,
+                    self.extra_env,
+                    self.lease,
+                    retrying=self.retrying,
+                    cancel=self.cancel,
+                    on_wait=self._waits_for_live_slot,
+                )
+            )
+        except CheckoutCancelled:
+            return self._cancelled_before_start()
+        except NoRpc as exc:
+            self.conversations.note_fallback(self.command, str(exc))
+            if self._fallback is not None:
+                return await self._fallback()
+            message = f"{self.name} does not speak rpc: {exc}"
+            return self._failed(ErrorInfo(kind="usage", message=message, retryable=False))
+        except StartFailure as exc:
+            return self._failed(exc.error)
+
+    def _take(self, agent: LiveAgent) -> None:
+        """This attempt streams on `agent` now: the run hears of its pid and session."""
+        self.agent = agent
+        if self._on_started is not None:
+            self._on_started(agent.pid)
+        if self._on_session is not None and agent.session_id:
+            self._on_session(agent.session_id)
+        self._reason, self._stop, self._abort = None, anyio.Event(), None
+        self._not_taken = self._lines_seen = False
+
+    async def _let_go(self, agent: LiveAgent, not_taken: bool) -> None:
+        """The attempt is done with `agent`: no more lines or steers reach it, and it ends once
+        its messages are out (with an unexpected end if the agent never concluded the turn)."""
+        agent.rpc.listener = None
+        agent.rpc.backlog = None
+        if self._on_steerable is not None:
+            self._on_steerable(None)
+        if self.mapper.last_terminal is None and not not_taken:
+            self._send(self.mapper.finish_failed(endings.unexpected_end()))
+        await self.diffs.drained()
 
     async def _until_cancelled(self, work: Awaitable[T]) -> T:
         """`work`, unless the run's cancel comes first (then CheckoutCancelled): the steps
@@ -237,22 +249,9 @@ class RpcAttempt:
             self.lease.trim = (agent.session_file, size)
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
-        try:
-            await self._until_cancelled(agent.configure(self.options))
-        except CheckoutCancelled:
-            return self._cancelled_before_prompt()
-        except LiveError as exc:
-            if exc.kind == "closed" and not last_try:
-                raise _NotTaken from exc
-            self._announce_session()
-            return await self._command_failed(agent, exc)
-        try:
-            prompt = agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
-        except LiveError as exc:
-            if not last_try:
-                raise _NotTaken from exc
-            self._announce_session()
-            return await self._command_failed(agent, exc)
+        prompt = await self._configure_and_send(agent, last_try)
+        if isinstance(prompt, AttemptOutcome):
+            return prompt
         # From here on pi has the prompt (or will, as the pipe drains): a cancel is its `abort`.
         # The session message goes out once the prompt is on its way to pi, not before it:
         # the client's first message costs the prompt nothing.
@@ -277,6 +276,26 @@ class RpcAttempt:
                 with anyio.CancelScope(shield=True):
                     await self._conclude(agent)
         return self._outcome()
+
+    async def _configure_and_send(self, agent: LiveAgent, last_try: bool) -> LiveCommand | AttemptOutcome:
+        """The run's settings given to the agent, then its prompt written; or how that ended.
+        An agent gone before it took the prompt raises _NotTaken (unless this is the last try)."""
+        try:
+            await self._until_cancelled(agent.configure(self.options))
+        except CheckoutCancelled:
+            return self._cancelled_before_prompt()
+        except LiveError as exc:
+            if exc.kind == "closed" and not last_try:
+                raise _NotTaken from exc
+            self._announce_session()
+            return await self._command_failed(agent, exc)
+        try:
+            return agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
+        except LiveError as exc:
+            if not last_try:
+                raise _NotTaken from exc
+            self._announce_session()
+            return await self._command_failed(agent, exc)
 
     async def _deliver(self, agent: LiveAgent, prompt: LiveCommand, last_try: bool) -> None:
         """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
@@ -506,10 +525,12 @@ class RpcAttempt:
         # The run's processes under pi now (its children: cheap to find), so the receipt lists
         # what the run had started even when pi's abort stops it before the sweep looks. A
         # kept pi is not among them: it is the conversation's, and alive on purpose.
+        # Both listings count: the full one runs after the abort went out, when pi may already
+        # have ended what the quick one saw.
         before: set[int] = set(self._listed_at_cancel)
         if self._before_abort is not None:
             try:
-                before = set(await self._before_abort)
+                before |= set(await self._before_abort)
             except Exception:  # a failed scan loses pids for the receipt, never the cancel
                 log.exception("the run's processes could not be listed for the receipt")
         if agent.alive:

@@ -36,7 +36,7 @@ import anyio
 import anyio.to_thread
 
 from bridge.contract import ShutdownReceipt, ShutdownStage
-from bridge.process.procfs import all_stats, read_environ, read_stat
+from bridge.process.procfs import ProcStat, all_stats, read_environ, read_stat
 from bridge.process.spawn import TOKEN_PREFIX, ChildProcess, is_spawned, reap_orphans
 
 log = logging.getLogger(__name__)
@@ -80,11 +80,30 @@ def scan_contained(
 
 
 def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
+    """The run's live processes in tree mode: the agent's tree, token holders, adopted orphans."""
     stats = all_stats()
-    me = os.getpid()
     kids: dict[int, list[int]] = {}
     for pid, stat in stats.items():
         kids.setdefault(stat.ppid, []).append(pid)
+    found: dict[int, int] = {}
+    stack = _tree_roots(child, stats)
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        found[pid] = stats[pid].start
+        stack.extend(kids.get(pid, ()))
+    for pid, start in seen.items():
+        known = stats.get(pid)
+        if known is not None and known.start == start:
+            found[pid] = start
+    return {pid: start for pid, start in found.items() if not stats[pid].zombie}
+
+
+def _tree_roots(child: ChildProcess, stats: Mapping[int, ProcStat]) -> list[int]:
+    """Where the walk starts: the agent while it is still ours, and every process started after
+    it that holds its token or was adopted by this process carrying no other run's token."""
+    me = os.getpid()
     roots: list[int] = []
     root = stats.get(child.pid)
     # Walk from the agent only while it is the process we spawned and not yet reaped.
@@ -99,19 +118,7 @@ def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
             roots.append(pid)
         elif stat.ppid == me and not is_spawned(pid) and TOKEN_PREFIX not in environ:
             roots.append(pid)  # adopted during the run, no other run's token: an escaped one
-    found: dict[int, int] = {}
-    stack = roots
-    while stack:
-        pid = stack.pop()
-        if pid in found:
-            continue
-        found[pid] = stats[pid].start
-        stack.extend(kids.get(pid, ()))
-    for pid, start in seen.items():
-        known = stats.get(pid)
-        if known is not None and known.start == start:
-            found[pid] = start
-    return {pid: start for pid, start in found.items() if not stats[pid].zombie}
+    return roots
 
 
 async def _scan(

@@ -182,18 +182,9 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
             env=full_env,
             start_new_session=True,
         )
-    except FileNotFoundError as exc:
-        _discard(group)
-        missing = exc.filename if exc.filename and exc.filename != cwd else argv[0]
-        if exc.filename == cwd:
-            raise SpawnError(f"working directory {cwd!r} does not exist") from exc
-        raise SpawnError(f"{missing!r} was not found") from exc
-    except PermissionError as exc:
-        _discard(group)
-        raise SpawnError(f"{argv[0]!r} is not executable ({exc.strerror})") from exc
     except OSError as exc:
         _discard(group)
-        raise SpawnError(f"{argv[0]!r} could not be started: {exc.strerror or exc}") from exc
+        raise _spawn_error(exc, argv, cwd) from exc
     except BaseException:  # cancelled mid-spawn (a warm-pool pre-spawn at shutdown): no empty cgroup left
         _discard(group)
         raise
@@ -202,13 +193,29 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         if process is None:
             os.close(stdin_write)
         floor = _spawning.pop(token)
-    pid = process.pid
-    _spawned_pids.add(pid)
+    _spawned_pids.add(process.pid)
     with anyio.CancelScope(shield=True):  # the child is ours now: it must not lose its stdin
         stdin = await StdinPipe.open(stdin_write)
-    child = ChildProcess(
-        process=process, token=token, argv=argv, stdin=stdin, start_ticks=floor, cgroup=group
+    return _tracked(
+        ChildProcess(process=process, token=token, argv=argv, stdin=stdin, start_ticks=floor, cgroup=group)
     )
+
+
+def _spawn_error(exc: OSError, argv: tuple[str, ...], cwd: str) -> SpawnError:
+    """Why the program could not be started, in words."""
+    if isinstance(exc, FileNotFoundError):
+        if exc.filename == cwd:
+            return SpawnError(f"working directory {cwd!r} does not exist")
+        missing = exc.filename if exc.filename and exc.filename != cwd else argv[0]
+        return SpawnError(f"{missing!r} was not found")
+    if isinstance(exc, PermissionError):
+        return SpawnError(f"{argv[0]!r} is not executable ({exc.strerror})")
+    return SpawnError(f"{argv[0]!r} could not be started: {exc.strerror or exc}")
+
+
+def _tracked(child: ChildProcess) -> ChildProcess:
+    """The new child with its psutil handle, its true start time and a pidfd where there is one."""
+    pid = child.pid
     with contextlib.suppress(psutil.Error):
         child.handle = psutil.Process(pid)
     stat = read_stat(pid)

@@ -89,21 +89,33 @@ def _scan_update(line: bytes) -> tuple[str, str | None] | None:
     if key < 0:
         return None
     opening = key + len(_DELTA_KEY) - 1
-    closing = opening
-    while True:
-        closing = line.find(b'"', closing + 1)
-        if closing < 0:
-            return None
-        backslashes = 0
-        while line[closing - 1 - backslashes] == 0x5C:
-            backslashes += 1
-        if backslashes % 2 == 0:
-            break
+    closing = _closing_quote(line, opening)
+    if closing < 0:
+        return None
     try:
         delta = orjson.loads(line[opening : closing + 1])
     except orjson.JSONDecodeError:
         return None
     return kind.decode(), delta if isinstance(delta, str) else None
+
+
+def _closing_quote(line: bytes, opening: int) -> int:
+    """Where the JSON string opened at `opening` ends: a quote after an even run of backslashes (-1: none)."""
+    closing = opening
+    while True:
+        closing = line.find(b'"', closing + 1)
+        if closing < 0:
+            return -1
+        backslashes = 0
+        while line[closing - 1 - backslashes] == 0x5C:
+            backslashes += 1
+        if backslashes % 2 == 0:
+            return closing
+
+
+def _of_another_role(line: bytes, role_at: int) -> bool:
+    """Whether a message event's message, whose role starts at `role_at`, is not the assistant's."""
+    return line.startswith(_MESSAGE_ROLE_HEAD, role_at) and not line.startswith(_ASSISTANT_ROLE_HEAD, role_at)
 
 
 def _usage_of(raw: Any) -> dict[str, Any] | None:
@@ -212,12 +224,8 @@ class PiEventMapper(MapperCore):
             return self._on_agent_end({})
         if kind == b"turn_end":
             return self._on_turn_end({})
-        if kind in (b"message_start", b"message_end"):
-            role_at = end + 1
-            if line.startswith(_MESSAGE_ROLE_HEAD, role_at) and not line.startswith(
-                _ASSISTANT_ROLE_HEAD, role_at
-            ):
-                return []  # the user's, the system's or a tool result's message: never read
+        if kind in (b"message_start", b"message_end") and _of_another_role(line, end + 1):
+            return []  # the user's, the system's or a tool result's message: never read
         return None
 
     def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:

@@ -72,7 +72,14 @@ def plain_initialize(line: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(msg_id, (str, int)):
         return None
-    params = message.get("params")
+    version = _plain_version(message.get("params"))
+    if version is None:
+        return None
+    return {"jsonrpc": "2.0", "id": msg_id, "result": initialize_result(version)}
+
+
+def _plain_version(params: Any) -> int | None:
+    """The protocol version of plain `initialize` params (nothing the SDK would read otherwise)."""
     if not isinstance(params, dict):
         return None
     version = params.get("protocolVersion")
@@ -84,7 +91,7 @@ def plain_initialize(line: bytes) -> dict[str, Any] | None:
     for name in ("clientCapabilities", "clientInfo"):
         if not isinstance(params.get(name), (dict, type(None))):
             return None
-    return {"jsonrpc": "2.0", "id": msg_id, "result": initialize_result(version)}
+    return version
 
 
 class FirstFrame:

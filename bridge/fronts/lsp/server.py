@@ -120,6 +120,15 @@ class BridgeServer(LanguageServer):
 def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: bool = False) -> BridgeServer:
     """Build the server and register its handlers."""
     server = BridgeServer(adapter, base_config, strict=strict)
+    _lifecycle_features(server)
+    _run_features(server)
+    _session_features(server)
+    _permission_features(server)
+    return server
+
+
+def _lifecycle_features(server: BridgeServer) -> None:
+    """initialize, initialized and shutdown."""
 
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: BridgeServer, params: types.InitializeParams) -> None:
@@ -147,6 +156,10 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
         # Every run's answer (-32800 with its data) is written as it ends: before this answer.
         await ls.registry.stop_all("the client asked the bridge to shut down")
 
+
+def _run_features(server: BridgeServer) -> None:
+    """pi/cancel, pi/steer, pi/closeSession and pi/runs (pi/run itself: run_requests.py)."""
+
     @server.feature(contract.CANCEL)
     async def pi_cancel(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CancelParams, raw)
@@ -171,6 +184,10 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     def pi_runs(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         return ls.registry.list().model_dump(mode="json", by_alias=True, exclude_none=True)
 
+
+def _session_features(server: BridgeServer) -> None:
+    """pi/sessions and pi/session: the agents' stored conversations."""
+
     @server.feature(contract.SESSIONS)
     async def pi_sessions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SessionsParams, raw)
@@ -190,7 +207,9 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    # ---- permission rules (issue 22): listed and replaced here, kept by bridge/runs/rule_store.py
+
+def _permission_features(server: BridgeServer) -> None:
+    """pi/permissions and pi/setPermissions: the rules, kept by bridge/runs/rule_store.py."""
 
     @server.feature(contract.PERMISSIONS)
     async def pi_permissions(ls: BridgeServer, raw: Any) -> dict[str, Any]:
@@ -203,8 +222,6 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
         params = parse_params(contract.SetPermissionsParams, raw)
         rules = await _rule_store_call(ls.rule_store.replace_async(params.cwd, params.rules))
         return _rules_result(params.cwd, rules)
-
-    return server
 
 
 async def _rule_store_call(call: Awaitable[list[contract.PermissionRule]]) -> list[contract.PermissionRule]:
