@@ -53,6 +53,7 @@ MessageType = Literal[
     "run.retrying",
     "run.queued",
     "run.steered",
+    "notice",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -381,6 +382,14 @@ class RunSteeredContent(WireModel):
     text: str
 
 
+class NoticeContent(WireModel):
+    """Content of notice: something the agent (an extension of it) told the user, or a dialog of
+    its that this client could not answer and that was cancelled."""
+
+    level: Literal["info", "warning", "error"]
+    text: str
+
+
 class _MessageBase(WireModel):
     run_id: str
     attempt: int = Field(ge=1)
@@ -457,6 +466,11 @@ class RunSteeredMessage(_MessageBase):
     content: RunSteeredContent
 
 
+class NoticeMessage(_MessageBase):
+    type: Literal["notice"]
+    content: NoticeContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -471,7 +485,8 @@ PiMessage = Annotated[
     | TerminalCancelledMessage
     | RunRetryingMessage
     | RunQueuedMessage
-    | RunSteeredMessage,
+    | RunSteeredMessage
+    | NoticeMessage,
     Field(discriminator="type"),
 ]
 

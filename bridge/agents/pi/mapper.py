@@ -21,6 +21,7 @@ import orjson
 
 from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
 from bridge.agents.pi.errors import classify_exit, classify_model_error
+from bridge.agents.pi.rpc import UI_DIALOGS
 from bridge.agents.seam import Out, RunOptions
 from bridge.contract import ErrorInfo
 
@@ -43,6 +44,9 @@ _IGNORED_EVENTS: Final = frozenset(
     }
 )
 
+
+MAX_NOTICE_CHARS: Final = 2000
+_NOTICE_LEVELS: Final = frozenset({"info", "warning", "error"})
 
 # Cheap dispatch: pi prints `{"type":"<event>",...` first; the head says what a line is.
 _TYPE_HEAD: Final = b'{"type":"'
@@ -394,6 +398,20 @@ class PiEventMapper(MapperCore):
         self._msg_streamed.append(released)
         return [self._text_out(released)]
 
+    def _on_ui_request(self, event: dict[str, Any]) -> list[Out]:
+        """An extension's `notify` is a notice; its dialog, which the rpc client has answered
+        `cancelled`, is told to the user too, so a blocked tool is never a mystery."""
+        method = event.get("method")
+        if method == "notify":
+            level = event.get("notifyType")
+            text = str(event.get("message") or "")[:MAX_NOTICE_CHARS]
+            return [Out("notice", {"level": level if level in _NOTICE_LEVELS else "info", "text": text})]
+        if method in UI_DIALOGS:
+            title = " ".join(str(event.get("title") or "").split())[:MAX_NOTICE_CHARS]
+            text = f"an extension asked ({method}): {title!r}; this client cannot answer, so it was cancelled"
+            return [Out("notice", {"level": "warning", "text": text})]
+        return []
+
     handlers: ClassVar[dict[str, Handler]] = {
         "session": _on_session,
         "message_update": _on_update,
@@ -405,4 +423,5 @@ class PiEventMapper(MapperCore):
         "agent_end": _on_agent_end,
         "auto_retry_start": _on_auto_retry,
         "turn_end": _on_turn_end,
+        "extension_ui_request": _on_ui_request,
     }

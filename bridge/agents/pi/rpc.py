@@ -9,6 +9,7 @@ pi closes its output. It never retries and never interprets events: the attempt'
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -53,6 +54,10 @@ READ_CHUNK: Final = 256 * 1024
 # fresh pi waits for its start-up). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 _RESPONSE_MARK: Final = b'"type":"response"'
+_UI_REQUEST_HEAD: Final = b'{"type":"extension_ui_request"'
+# The extension UI calls that block the extension until they are answered (pi's
+# docs/rpc-extension-ui.md); the others (notify, setStatus...) expect no answer.
+UI_DIALOGS: Final = frozenset({"select", "confirm", "input", "editor"})
 # The client is asked whether it keeps up once per this much of pi's output, not per read: the
 # ask is cheap while it does, but the wait around it (cut short by a command) is not.
 CLIENT_CHECK_BYTES: Final = 64 * 1024
@@ -495,6 +500,8 @@ class PiRpc:
                 continue
             if (_RESPONSE_MARK in line[:64] or line.startswith(b'{"id"')) and self._answer(line):
                 continue
+            if line.startswith(_UI_REQUEST_HEAD):
+                self._answer_dialog(line)
             events.append(line)
         if events:
             listener = self.listener
@@ -502,6 +509,24 @@ class PiRpc:
                 listener(events)
             else:
                 self.garbage += sum(1 for line in events if not line.startswith(b"{"))
+
+    def _answer_dialog(self, line: bytes) -> None:
+        """An extension's dialog is answered `cancelled` at once: nothing in the bridge can ask
+        the user yet, and an unanswered dialog would block the run until it is cancelled. The
+        line goes on to the attempt's mapper, which tells the user (a `notice`)."""
+        try:
+            request = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(request, dict) or request.get("method") not in UI_DIALOGS:
+            return
+        request_id = request.get("id")
+        if not isinstance(request_id, str):
+            return  # nothing to answer it by: pi's own timeout (if any) settles it
+        log.info("pi rpc: an extension's %s dialog answered cancelled (no client answers)", request["method"])
+        reply = {"type": "extension_ui_response", "id": request_id, "cancelled": True}
+        with contextlib.suppress(StdinClosed, OSError):
+            self.child.stdin.write_now(orjson.dumps(reply) + b"\n")
 
     def _answer(self, line: bytes) -> bool:
         try:
