@@ -35,6 +35,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 SESSION_ID = str(uuid.uuid4())
 _out = threading.Lock()
@@ -178,108 +180,182 @@ def run(prompt: str, abort: threading.Event) -> None:
     _state["running"] = False
 
 
-def main() -> int:
-    argv = sys.argv[1:]
+def ignore_sigterm_if_unabortable() -> None:
+    """The ignore_abort scenario ignores SIGTERM (only SIGKILL stops it)."""
+    if _state["scenario"] == "ignore_abort":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+class Commands:
+    """The agent's answer to each rpc command: one method per command type, `other` for the rest.
+
+    It holds the run in flight (its thread and abort event), which `prompt` starts and `abort` ends.
+    """
+
+    def __init__(self) -> None:
+        self.worker: threading.Thread | None = None
+        self.abort = threading.Event()
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "set_model": self.set_model,
+            "get_state": self.get_state,
+            "set_thinking_level": self.set_thinking_level,
+            "get_session_stats": self.get_session_stats,
+            "prompt": self.prompt,
+            "steer": self.steer,
+            "abort": self.abort_run,
+        }
+
+    def answer(self, command: dict[str, Any]) -> None:
+        """Answers one command (none at all in the mute scenario)."""
+        kind = command.get("type")
+        log = os.environ.get("FAKE_RPC_PI_COMMANDS")
+        if log:  # what the bridge sent, one type per line
+            with open(log, "a") as handle:
+                handle.write(f"{os.getpid()} {kind}\n")
+        if _state["scenario"] == "mute":
+            return
+        handler = self.handlers.get(kind, self.other) if isinstance(kind, str) else self.other
+        handler(command)
+
+    def set_model(self, command: dict[str, Any]) -> None:
+        """Switches the scenario to the model asked for."""
+        _state["scenario"] = command.get("modelId", "text")
+        ignore_sigterm_if_unabortable()
+        respond(command, {"id": command.get("modelId"), "provider": command.get("provider")})
+
+    def get_state(self, command: dict[str, Any]) -> None:
+        """The session's state; in the wedged scenario, the last command it ever reads."""
+        state = {
+            "sessionId": SESSION_ID,
+            "messageCount": 0,
+            "isStreaming": bool(_state["running"]),
+            "model": {"provider": "fake-rpc", "id": _state["scenario"]},
+            "thinkingLevel": _state.get("thinking", "off"),
+        }
+        if os.environ.get("FAKE_RPC_PI_SESSION_FILE"):
+            state["sessionFile"] = os.environ["FAKE_RPC_PI_SESSION_FILE"]
+        respond(command, state)
+        if _state["scenario"] == "wedged":
+            time.sleep(3600)  # alive, never reading stdin again: its pipe fills up
+
+    def set_thinking_level(self, command: dict[str, Any]) -> None:
+        """Takes the thinking level (get_state reports it)."""
+        _state["thinking"] = command.get("level")
+        respond(command)
+
+    def get_session_stats(self, command: dict[str, Any]) -> None:
+        """Fixed figures for the session's cost and context."""
+        respond(
+            command,
+            {
+                "sessionId": SESSION_ID,
+                "cost": 0.25,
+                "contextUsage": {"tokens": 8, "contextWindow": 1000, "percent": 0.8},
+            },
+        )
+
+    def prompt(self, command: dict[str, Any]) -> None:
+        """Starts a run in its own thread and answers at once; refused while one is running."""
+        if _state["running"]:
+            respond(command, ok=False, error="Agent is already processing.")
+            return
+        _state["running"] = True
+        self.abort = threading.Event()
+        respond(command, {"disposition": "started"})
+        self.worker = threading.Thread(
+            target=run, args=(str(command.get("message", "")), self.abort), daemon=True
+        )
+        self.worker.start()
+
+    def steer(self, command: dict[str, Any]) -> None:
+        """Queues the message, taken in before the run's next step."""
+        _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
+        respond(command, {"disposition": "queued"})
+
+    def abort_run(self, command: dict[str, Any]) -> None:
+        """Aborts the run and answers once it settled; never answered in ignore_abort."""
+        if _state["scenario"] == "ignore_abort":
+            return
+        self.abort.set()
+        if self.worker is not None:
+            self.worker.join(10)
+        respond(command)
+
+    def other(self, command: dict[str, Any]) -> None:
+        """Any other command: a bare success."""
+        respond(command)
+
+
+def take_session_id(argv: list[str]) -> None:
+    """Like pi: `--session` resumes, `--session-id` starts under that id (the last one given wins)."""
     global SESSION_ID
+    for flag in ("--session", "--session-id"):
+        if flag in argv:
+            SESSION_ID = argv[argv.index(flag) + 1]
+
+
+def leak_if_restarted() -> bool:
+    """With $FAKE_RPC_PI_LEAK: counts this start, and on any start but the first prints the
+    *_API_KEY variables on stderr (true: the caller then exits)."""
+    leak = os.environ.get("FAKE_RPC_PI_LEAK")
+    if not leak:
+        return False
+    with open(leak, "a+") as starts:
+        starts.seek(0)
+        earlier = len(starts.read().splitlines())
+        starts.write("start\n")
+    if not earlier:
+        return False
+    keys = " ".join(f"{name}={value}" for name, value in os.environ.items() if name.endswith("_API_KEY"))
+    sys.stderr.write(f"fake rpc pi: cannot start with {keys}\n")
+    return True
+
+
+def start_up(argv: list[str]) -> int | None:
+    """Takes the scenario and session from argv and the environment and plays the start-up faults;
+    an exit code when the agent ends before reading any command."""
     # The scenario of an agent started without --model (a bridge's spare), for start-up faults.
     _state["scenario"] = os.environ.get("FAKE_RPC_PI_SCENARIO", "text")
     if "--model" in argv:
         _state["scenario"] = argv[argv.index("--model") + 1]
-    for flag in ("--session", "--session-id"):  # like pi: resume, or start under this id
-        if flag in argv:
-            SESSION_ID = argv[argv.index(flag) + 1]
-    leak = os.environ.get("FAKE_RPC_PI_LEAK")
-    if leak:
-        with open(leak, "a+") as starts:
-            starts.seek(0)
-            earlier = len(starts.read().splitlines())
-            starts.write("start\n")
-        if earlier:
-            keys = " ".join(
-                f"{name}={value}" for name, value in os.environ.items() if name.endswith("_API_KEY")
-            )
-            sys.stderr.write(f"fake rpc pi: cannot start with {keys}\n")
-            return 3
+    take_session_id(argv)
+    if leak_if_restarted():
+        return 3
     if _state["scenario"] == "exit_at_start":
         sys.stderr.write("fake rpc pi: exiting at start on purpose\n")
         return 3
-    if _state["scenario"] == "ignore_abort":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignore_sigterm_if_unabortable()
     if _state["scenario"] == "slow_start":
         time.sleep(float(os.environ.get("FAKE_RPC_PI_START_DELAY", "3")))
         _state["scenario"] = "text"
-    worker: threading.Thread | None = None
-    abort = threading.Event()
+    return None
+
+
+def refuse_unparsable(exc: json.JSONDecodeError) -> None:
+    """pi's answer to a line that is not JSON."""
+    emit(
+        {
+            "type": "response",
+            "command": "parse",
+            "success": False,
+            "error": f"Failed to parse command: {exc}",
+        }
+    )
+
+
+def main() -> int:
+    """Starts up, then answers each command line of stdin until its end."""
+    code = start_up(sys.argv[1:])
+    if code is not None:
+        return code
+    commands = Commands()
     for line in sys.stdin:
         try:
             command = json.loads(line)
         except json.JSONDecodeError as exc:
-            emit(
-                {
-                    "type": "response",
-                    "command": "parse",
-                    "success": False,
-                    "error": f"Failed to parse command: {exc}",
-                }
-            )
+            refuse_unparsable(exc)
             continue
-        kind = command.get("type")
-        if os.environ.get("FAKE_RPC_PI_COMMANDS"):  # what the bridge sent, one type per line
-            with open(os.environ["FAKE_RPC_PI_COMMANDS"], "a") as log:
-                log.write(f"{os.getpid()} {kind}\n")
-        if _state["scenario"] == "mute":
-            continue
-        if kind == "set_model":
-            _state["scenario"] = command.get("modelId", "text")
-            if _state["scenario"] == "ignore_abort":
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            respond(command, {"id": command.get("modelId"), "provider": command.get("provider")})
-        elif kind == "get_state":
-            state = {
-                "sessionId": SESSION_ID,
-                "messageCount": 0,
-                "isStreaming": bool(_state["running"]),
-                "model": {"provider": "fake-rpc", "id": _state["scenario"]},
-                "thinkingLevel": _state.get("thinking", "off"),
-            }
-            if os.environ.get("FAKE_RPC_PI_SESSION_FILE"):
-                state["sessionFile"] = os.environ["FAKE_RPC_PI_SESSION_FILE"]
-            respond(command, state)
-            if _state["scenario"] == "wedged":
-                time.sleep(3600)  # alive, never reading stdin again: its pipe fills up
-        elif kind == "set_thinking_level":
-            _state["thinking"] = command.get("level")
-            respond(command)
-        elif kind == "get_session_stats":
-            respond(
-                command,
-                {
-                    "sessionId": SESSION_ID,
-                    "cost": 0.25,
-                    "contextUsage": {"tokens": 8, "contextWindow": 1000, "percent": 0.8},
-                },
-            )
-        elif kind == "prompt":
-            if _state["running"]:
-                respond(command, ok=False, error="Agent is already processing.")
-                continue
-            _state["running"] = True
-            abort = threading.Event()
-            respond(command, {"disposition": "started"})
-            worker = threading.Thread(target=run, args=(str(command.get("message", "")), abort), daemon=True)
-            worker.start()
-        elif kind == "steer":
-            _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
-            respond(command, {"disposition": "queued"})
-        elif kind == "abort":
-            if _state["scenario"] == "ignore_abort":
-                continue
-            abort.set()
-            if worker is not None:
-                worker.join(10)
-            respond(command)
-        else:
-            respond(command)
+        commands.answer(command)
     return 0
 
 
