@@ -48,6 +48,7 @@ from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
     contained_besides,
     contained_now,
+    members_now,
     shutdown_tree,
     stop_descendants,
     wait_exit,
@@ -397,16 +398,16 @@ class RpcAttempt:
         can settle it (pi's own fast settle, a scan for the receipt)."""
         if self._reason is not None:
             return
+        # What the run has started, for the receipt. Its members are read before the abort goes
+        # out: pi acts on the abort at once and may end them before any later look. The rest
+        # (their stats, then the tree mode's token holders and adopted orphans) comes after it.
+        early = members_now(agent.child)
         if self._abort is None and agent.alive:
             try:
                 self._abort = agent.rpc.send_abort_now()
             except LiveError as exc:
                 log.info("%s's abort could not be sent: %s", self.name, exc)
-        # What the run has started, listed for the receipt once the abort is on its way: pi has
-        # yet to read and act on it, and may well have ended them before the attempt concludes.
-        # The quick listing now, in this call; the tree mode's full one (token holders, adopted
-        # orphans) as soon as the loop goes on.
-        self._listed_at_cancel = contained_now(agent.child)
+        self._listed_at_cancel = sorted({*early, *contained_now(agent.child)})
         self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
         self._set("cancel")
 
@@ -533,6 +534,10 @@ class RpcAttempt:
                 before |= set(await self._before_abort)
             except Exception:  # a failed scan loses pids for the receipt, never the cancel
                 log.exception("the run's processes could not be listed for the receipt")
+        log.info(
+            "%s %d cancelled: %d of the run's processes listed as the abort went out, %d in all",
+            self.name, agent.pid, len(self._listed_at_cancel), len(before),
+        )  # fmt: skip
         if agent.alive:
             try:
                 if self._abort is not None:

@@ -133,6 +133,15 @@ async def _scan(
     )
 
 
+def members_now(child: ChildProcess) -> list[int]:
+    """What `child` holds now besides itself, from one kernel read where it has a cgroup (its
+    cgroup.procs), else as `contained_now` finds it: cheap enough to take before a signal that
+    may make the agent end them at once."""
+    if child.cgroup is not None:
+        return [pid for pid in child.cgroup.members() if pid != child.pid]
+    return contained_now(child)
+
+
 def contained_now(child: ChildProcess) -> list[int]:
     """What `child` holds now besides itself, found without a pass over /proc (safe to call in
     a callback): its cgroup's members, else its live descendants by their parent links. The
