@@ -282,8 +282,11 @@ def bench_crowd(plan: Plan) -> dict[str, Any]:
 # --------------------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the suite; rewrite the docs unless --no-docs (a quick run never rewrites them)."""
+EVERYTHING = frozenset({"throughput", "first", "cancel", "startup", "side", "crowd", "agents"})
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line of `python -m bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: small sizes, few trials, docs untouched"
@@ -298,20 +301,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
     )
-    args = parser.parse_args(argv)
-    if args.render:
-        from bench.report import render_chart, render_markdown
+    return parser
 
-        results = json.loads((CACHE / "results-full.json").read_text())
-        (DOCS / "benchmarks.md").write_text(render_markdown(results))
-        render_chart(results, DOCS / "benchmarks.png")
-        _log("rewrote docs/benchmarks.md and docs/benchmarks.png from bench/.cache/results-full.json")
-        return 0
-    plan = QUICK if args.quick else FULL
-    everything = {"throughput", "first", "cancel", "startup", "side", "crowd", "agents"}
-    only = set(args.only) if args.only else everything
-    started = time.perf_counter()
-    results: dict[str, Any] = {
+
+def _render_last_full_run() -> int:
+    """--render: rewrite the docs from bench/.cache/results-full.json, running nothing."""
+    from bench.report import render_chart, render_markdown
+
+    results = json.loads((CACHE / "results-full.json").read_text())
+    (DOCS / "benchmarks.md").write_text(render_markdown(results))
+    render_chart(results, DOCS / "benchmarks.png")
+    _log("rewrote docs/benchmarks.md and docs/benchmarks.png from bench/.cache/results-full.json")
+    return 0
+
+
+def _invocation(plan: Plan, quick: bool) -> dict[str, Any]:
+    """What the results say about this invocation before any benchmark runs."""
+    return {
         "plan": asdict(plan),
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
@@ -321,9 +327,35 @@ def main(argv: list[str] | None = None) -> int:
             "pi": _version(["pi", "--version"]),
             "load_before": os.getloadavg()[0],
         },
-        "command": "python -m bench" + (" --quick" if args.quick else ""),
+        "command": "python -m bench" + (" --quick" if quick else ""),
     }
-    _log(f"plan {plan.name}: {results['machine']}")
+
+
+def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> None:
+    """2, 3 and 6, those of them in ``only``: the benchmarks that share one scripted model."""
+    with scripted_model() as model:
+        if "first" in only:
+            results["first_message"] = bench_first_message(plan, model)
+        if "cancel" in only:
+            results["cancel"] = bench_cancel(plan, model)
+        if "side" in only:
+            results["side_by_side"] = bench_side_by_side(plan, model)
+
+
+def _bench_agents(plan: Plan) -> list[dict[str, Any]]:
+    """9: each agent through the bridge against its own raw CLI (bench/agents.py)."""
+    entries: list[dict[str, Any]] = agents.run(plan.agents_trials, plan.agents_deltas, ["pi", "claude"])
+    for entry in entries:
+        _log(
+            f"agent {entry['agent']}: first message {entry['firstMessageMs']['bridge']:.0f} ms vs raw "
+            f"{entry['firstMessageMs']['rawCli']:.0f} ms; {entry['deltas']} deltas "
+            f"{entry['longRunMs']['bridge']:.0f} ms vs raw {entry['longRunMs']['rawCli']:.0f} ms"
+        )
+    return entries
+
+
+def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None:
+    """Run the benchmarks named in ``only``, each adding its figures to ``results``."""
     if "throughput" in only:
         results["throughput"] = bench_throughput(plan)
     if "startup" in only:
@@ -331,25 +363,26 @@ def main(argv: list[str] | None = None) -> int:
     if "crowd" in only:
         results["crowd"] = bench_crowd(plan)
     if only & {"first", "cancel", "side"}:
-        with scripted_model() as model:
-            if "first" in only:
-                results["first_message"] = bench_first_message(plan, model)
-            if "cancel" in only:
-                results["cancel"] = bench_cancel(plan, model)
-            if "side" in only:
-                results["side_by_side"] = bench_side_by_side(plan, model)
+        _bench_with_model(plan, only, results)
     if "agents" in only:
-        results["agents"] = agents.run(plan.agents_trials, plan.agents_deltas, ["pi", "claude"])
-        for entry in results["agents"]:
-            _log(
-                f"agent {entry['agent']}: first message {entry['firstMessageMs']['bridge']:.0f} ms vs raw "
-                f"{entry['firstMessageMs']['rawCli']:.0f} ms; {entry['deltas']} deltas "
-                f"{entry['longRunMs']['bridge']:.0f} ms vs raw {entry['longRunMs']['rawCli']:.0f} ms"
-            )
+        results["agents"] = _bench_agents(plan)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; rewrite the docs unless --no-docs (a quick run never rewrites them)."""
+    args = _parser().parse_args(argv)
+    if args.render:
+        return _render_last_full_run()
+    plan = QUICK if args.quick else FULL
+    only = set(args.only) if args.only else set(EVERYTHING)
+    started = time.perf_counter()
+    results = _invocation(plan, args.quick)
+    _log(f"plan {plan.name}: {results['machine']}")
+    _run_benchmarks(plan, only, results)
     results["seconds"] = time.perf_counter() - started
     results["machine"]["load_after"] = os.getloadavg()[0]
     CACHE.mkdir(parents=True, exist_ok=True)
-    complete = only == everything
+    complete = only == EVERYTHING
     name = f"results-{plan.name}.json" if complete else f"results-{plan.name}-partial.json"
     (CACHE / name).write_text(json.dumps(results, indent=1, default=str))
     from bench.report import render_chart, render_markdown, summary_lines

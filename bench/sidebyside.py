@@ -166,6 +166,40 @@ def _set_model(client: AcpClient, session: str, scenario: str) -> None:
         raise RuntimeError(f"pi-acp could not switch to {scenario}: {answer['error']}")
 
 
+def _acp_cancel_mid_tool(client: AcpClient, session: str, seq: Sequence, tree: list[Any]) -> None:
+    """Model `toolslow`: cancel once `sleep 30` runs; the tool's processes go into ``tree`` (for the
+    caller's clean-up) before the cancel is sent."""
+    _set_model(client, session, "toolslow")
+    start = len(client.updates)
+    msg_id, _ = client.request(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}
+    )
+    client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
+    _wait_for_process(client.pid, "sleep 30")
+    pi_rpc = {p.pid for p in procs.descendants(client.pid) if "sleep" not in procs.cmdline(p)}
+    tree.extend(p for p in procs.descendants(client.pid) if p.pid not in pi_rpc)
+    sent = client.notify("session/cancel", {"sessionId": session})
+    answered, answer = client.wait_response(msg_id, 30)
+    seq.cancel_mid_tool = answered - sent
+    seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)})
+    if (answer.get("result") or {}).get("stopReason") != "cancelled":
+        seq.notes.append(f"cancel answered {answer}")
+
+
+def _acp_long_run(client: AcpClient, session: str, seq: Sequence, long_scenario: str) -> None:
+    """Model ``long_scenario``: first chunk and answer times, and the characters of its answer."""
+    _set_model(client, session, long_scenario)
+    start = len(client.updates)
+    sent, first, answered, _ = _acp_prompt(client, session, "Say hello", timeout=300)
+    seq.long_first, seq.long_total = first - sent, answered - sent
+    texts = [
+        (u.get("content") or {}).get("text", "")
+        for _, u in client.updates[start:]
+        if u.get("sessionUpdate") == "agent_message_chunk"
+    ]
+    seq.long_chars = sum(len(t) for t in texts if t.startswith("w"))
+
+
 def acp_sequence(
     model: ModelEnv,
     *,
@@ -196,31 +230,8 @@ def acp_sequence(
         time.sleep(pause)
         sent, first, answered, _ = _acp_prompt(client, session, "Say hello")
         seq.second_prompt_first_chunk, seq.second_prompt_total = first - sent, answered - sent
-        _set_model(client, session, "toolslow")
-        start = len(client.updates)
-        msg_id, _ = client.request(
-            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}
-        )
-        client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
-        _wait_for_process(client.pid, "sleep 30")
-        pi_rpc = {p.pid for p in procs.descendants(client.pid) if "sleep" not in procs.cmdline(p)}
-        tree = [p for p in procs.descendants(client.pid) if p.pid not in pi_rpc]
-        sent = client.notify("session/cancel", {"sessionId": session})
-        answered, answer = client.wait_response(msg_id, 30)
-        seq.cancel_mid_tool = answered - sent
-        seq.left_after_cancel = len({p.pid for p in procs.still_alive(tree)})
-        if (answer.get("result") or {}).get("stopReason") != "cancelled":
-            seq.notes.append(f"cancel answered {answer}")
-        _set_model(client, session, long_scenario)
-        start = len(client.updates)
-        sent, first, answered, _ = _acp_prompt(client, session, "Say hello", timeout=300)
-        seq.long_first, seq.long_total = first - sent, answered - sent
-        texts = [
-            (u.get("content") or {}).get("text", "")
-            for _, u in client.updates[start:]
-            if u.get("sessionUpdate") == "agent_message_chunk"
-        ]
-        seq.long_chars = sum(len(t) for t in texts if t.startswith("w"))
+        _acp_cancel_mid_tool(client, session, seq, tree)
+        _acp_long_run(client, session, seq, long_scenario)
         seq.cpu = procs.cpu_seconds(client.pid)
         seq.cpu_after_ready = seq.cpu - cpu_ready
         seq.peak_rss_kb = procs.status_kb(client.pid, "VmHWM")

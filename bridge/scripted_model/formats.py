@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bridge.scripted_model.reply import Api, ErrorReply, Reply, wire_json
+from bridge.scripted_model.reply import Api, ErrorReply, Piece, Reply, wire_json
 from bridge.scripted_model.request_body import request_messages
 from bridge.scripted_model.scenarios import ANTHROPIC_SIGNATURE
 
@@ -128,14 +128,15 @@ _ANTHROPIC_STOP: Final = {
 }
 
 
-def anthropic_frames(model: str, reply: Reply, body: dict[str, Any], delay: float) -> Iterator[Frame]:
-    """SSE frames of ``reply`` as Anthropic Messages stream events."""
+def _anthropic_event(name: str, obj: dict[str, Any], pause: float = 0.0) -> Frame:
+    """One Anthropic SSE event: its name, and its data with the name as ``type``."""
+    return Frame(f"event: {name}\ndata: {wire_json({'type': name, **obj})}\n\n".encode(), pause)
 
-    def event(name: str, obj: dict[str, Any], pause: float = 0.0) -> Frame:
-        return Frame(f"event: {name}\ndata: {wire_json({'type': name, **obj})}\n\n".encode(), pause)
 
+def _anthropic_message(model: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The message ``message_start`` opens: no content yet, the request's estimated input tokens."""
     input_tokens = estimate_tokens(body)
-    message: dict[str, Any] = {
+    return {
         "id": "msg_" + uuid.uuid4().hex[:12],
         "type": "message",
         "role": "assistant",
@@ -145,55 +146,69 @@ def anthropic_frames(model: str, reply: Reply, body: dict[str, Any], delay: floa
         "stop_sequence": None,
         "usage": {"input_tokens": input_tokens, "output_tokens": 1},
     }
-    yield event("message_start", {"message": message})
-    yield event("ping", {})
+
+
+def _anthropic_block(piece: Piece) -> dict[str, Any]:
+    """The empty content block a piece opens (a tool's argument piece opens a ``bash`` call)."""
+    if piece.kind == "thinking":
+        return {
+            "type": "thinking",
+            "thinking": "",
+            "signature": "",
+        }
+    if piece.kind == "text":
+        return {"type": "text", "text": ""}
+    name = piece.text if piece.kind == "tool_start" else "bash"
+    return {
+        "type": "tool_use",
+        "id": "toolu_" + uuid.uuid4().hex[:12],
+        "name": name,
+        "input": {},
+    }
+
+
+def _anthropic_delta(piece: Piece) -> dict[str, Any]:
+    """The delta that adds a piece's text to its open block."""
+    if piece.kind == "thinking":
+        return {"type": "thinking_delta", "thinking": piece.text}
+    if piece.kind == "text":
+        return {"type": "text_delta", "text": piece.text}
+    return {"type": "input_json_delta", "partial_json": piece.text}
+
+
+def _anthropic_close(index: int, open_kind: str | None) -> Iterator[Frame]:
+    """The events that end the open block, if any (a thinking block first gets its signature)."""
+    if open_kind == "thinking":
+        # Real Anthropic sends the signature as the last delta of a thinking block.
+        sig = {"type": "signature_delta", "signature": ANTHROPIC_SIGNATURE}
+        yield _anthropic_event("content_block_delta", {"index": index, "delta": sig})
+    if open_kind is not None:
+        yield _anthropic_event("content_block_stop", {"index": index})
+
+
+def anthropic_frames(model: str, reply: Reply, body: dict[str, Any], delay: float) -> Iterator[Frame]:
+    """SSE frames of ``reply`` as Anthropic Messages stream events."""
+    yield _anthropic_event("message_start", {"message": _anthropic_message(model, body)})
+    yield _anthropic_event("ping", {})
     index = -1
     open_kind: str | None = None
-
-    def close_block() -> Iterator[Frame]:
-        if open_kind == "thinking":
-            # Real Anthropic sends the signature as the last delta of a thinking block.
-            sig = {"type": "signature_delta", "signature": ANTHROPIC_SIGNATURE}
-            yield event("content_block_delta", {"index": index, "delta": sig})
-        if open_kind is not None:
-            yield event("content_block_stop", {"index": index})
-
     for piece in reply.pieces:
         wanted = "tool" if piece.kind in ("tool_start", "tool_args") else piece.kind
         if piece.kind == "tool_start" or wanted != open_kind:
-            yield from close_block()
+            yield from _anthropic_close(index, open_kind)
             index += 1
             open_kind = wanted
-            if piece.kind == "thinking":
-                block: dict[str, Any] = {
-                    "type": "thinking",
-                    "thinking": "",
-                    "signature": "",
-                }
-            elif piece.kind == "text":
-                block = {"type": "text", "text": ""}
-            else:
-                name = piece.text if piece.kind == "tool_start" else "bash"
-                block = {
-                    "type": "tool_use",
-                    "id": "toolu_" + uuid.uuid4().hex[:12],
-                    "name": name,
-                    "input": {},
-                }
-            yield event("content_block_start", {"index": index, "content_block": block}, delay)
+            block = _anthropic_block(piece)
+            yield _anthropic_event("content_block_start", {"index": index, "content_block": block}, delay)
             if piece.kind == "tool_start":
                 continue
-        if piece.kind == "thinking":
-            delta: dict[str, Any] = {"type": "thinking_delta", "thinking": piece.text}
-        elif piece.kind == "text":
-            delta = {"type": "text_delta", "text": piece.text}
-        else:
-            delta = {"type": "input_json_delta", "partial_json": piece.text}
-        yield event("content_block_delta", {"index": index, "delta": delta}, delay)
+        yield _anthropic_event(
+            "content_block_delta", {"index": index, "delta": _anthropic_delta(piece)}, delay
+        )
     if reply.finish is None:
         return
-    yield from close_block()
+    yield from _anthropic_close(index, open_kind)
     stop = {"stop_reason": _ANTHROPIC_STOP[reply.finish], "stop_sequence": None}
     usage = {"output_tokens": len(reply.pieces)}
-    yield event("message_delta", {"delta": stop, "usage": usage}, delay)
-    yield event("message_stop", {})
+    yield _anthropic_event("message_delta", {"delta": stop, "usage": usage}, delay)
+    yield _anthropic_event("message_stop", {})

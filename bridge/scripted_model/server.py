@@ -78,6 +78,15 @@ class _HTTPServer(ThreadingHTTPServer):
         log.exception("error while serving %s", client_address)
 
 
+def _api_of(path: str) -> Api | None:
+    """The model API a POST path names (query and trailing slash removed), None for neither."""
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/messages"):
+        return "anthropic"
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
@@ -194,29 +203,39 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_POST(self) -> None:
-        owner = self.server.owner
+        """A token count, a request to one of the model APIs, or an unknown path."""
         path = self.path.split("?", 1)[0].rstrip("/")
-        api: Api
         if path.endswith("/messages/count_tokens"):
-            counted = self._read_body()
-            try:
-                request = json.loads(counted.decode("utf-8")) if counted else {}
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                request = {}
-            request = request if isinstance(request, dict) else {}
-            owner._record(self.path, None, {})
-            self._send_json(200, {"input_tokens": estimate_tokens(request)})
+            self._count_tokens()
             return
-        if path.endswith("/chat/completions"):
-            api = "openai"
-        elif path.endswith("/messages"):
-            api = "anthropic"
-        else:
-            self._read_body()
-            owner._record(self.path, None, {})
-            bad = ErrorReply(404, f"unknown path {self.path}", "not_found")
-            self._send_json(404, error_body("openai", bad))
+        api = _api_of(path)
+        if api is None:
+            self._unknown_post()
             return
+        body = self._json_object(api)
+        if body is not None:
+            self._answer(api, body)
+
+    def _count_tokens(self) -> None:
+        """Anthropic's token count: an estimate of the request's messages (any body is accepted)."""
+        counted = self._read_body()
+        try:
+            request = json.loads(counted.decode("utf-8")) if counted else {}
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            request = {}
+        request = request if isinstance(request, dict) else {}
+        self.server.owner._record(self.path, None, {})
+        self._send_json(200, {"input_tokens": estimate_tokens(request)})
+
+    def _unknown_post(self) -> None:
+        """A POST to no model API: recorded, answered 404 in OpenAI's error format."""
+        self._read_body()
+        self.server.owner._record(self.path, None, {})
+        bad = ErrorReply(404, f"unknown path {self.path}", "not_found")
+        self._send_json(404, error_body("openai", bad))
+
+    def _json_object(self, api: Api) -> dict[str, Any] | None:
+        """The request body as a JSON object; None once a body that is not one is answered 400."""
         raw = self._read_body()
         try:
             parsed = json.loads(raw.decode("utf-8")) if raw else {}
@@ -226,10 +245,14 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             problem = "request body must be a JSON object"
         if not isinstance(parsed, dict):
-            owner._record(self.path, None, {})
+            self.server.owner._record(self.path, None, {})
             self._send_json(400, error_body(api, ErrorReply(400, problem, "bad_request")))
-            return
-        body: dict[str, Any] = parsed
+            return None
+        return parsed
+
+    def _answer(self, api: Api, body: dict[str, Any]) -> None:
+        """Record the request and answer with its scenario's reply: an error, a hang or a stream."""
+        owner = self.server.owner
         raw_model = body.get("model")
         model = raw_model if isinstance(raw_model, str) else ""
         flaky_attempt = owner._record(self.path, model, body)
