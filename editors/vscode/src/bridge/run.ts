@@ -232,6 +232,8 @@ export function applyEntry(record: RunRecord, entry: ContractEntry, attempt = 1)
         level: 'info',
         text: `waiting for a free run slot (position ${entry.content.position}, limit ${entry.content.limit})`,
       });
+    case 'notice':
+      return push(record, { kind: 'notice', attempt, level: entry.content.level, text: entry.content.text });
     default: {
       const unknown: never = entry;
       void unknown;
