@@ -33,6 +33,7 @@ RUNTIME_DEPENDENCIES: dict[str, str] = {
     "orjson": "orjson",
     "psutil": "psutil",
     "agent-client-protocol": "acp",
+    "bashlex": "bashlex",
 }
 
 
