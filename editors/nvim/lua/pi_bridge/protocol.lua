@@ -15,9 +15,21 @@ M.SESSIONS = 'pi/sessions'
 M.SESSION = 'pi/session'
 M.STEER = 'pi/steer'
 M.CLOSE_SESSION = 'pi/closeSession'
+M.PERMISSIONS = 'pi/permissions'
+M.SET_PERMISSIONS = 'pi/setPermissions'
 
 --- Every request method of the contract, in the order the bridge advertises them.
-M.METHODS = { M.RUN, M.CANCEL, M.RUNS, M.SESSIONS, M.SESSION, M.STEER, M.CLOSE_SESSION }
+M.METHODS = {
+  M.RUN,
+  M.CANCEL,
+  M.RUNS,
+  M.SESSIONS,
+  M.SESSION,
+  M.STEER,
+  M.CLOSE_SESSION,
+  M.PERMISSIONS,
+  M.SET_PERMISSIONS,
+}
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
 M.CONVERSATION_METHODS = { M.SESSIONS, M.SESSION, M.STEER }
@@ -43,6 +55,7 @@ M.types = {
   RUN_RETRYING = 'run.retrying',
   RUN_QUEUED = 'run.queued',
   RUN_STEERED = 'run.steered',
+  NOTICE = 'notice',
 }
 
 --- Run status that each terminal message ends an attempt with.
