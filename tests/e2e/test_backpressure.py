@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bridge.engines.json_engine import READ_CHUNK
 from bridge.fronts.lsp.writer import HIGH_WATER
 from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
 from tests.support.acp import RawAcp
@@ -125,14 +126,18 @@ def test_time_blocked_on_a_slow_client_is_not_agent_silence(tmp_path: Path) -> N
         run = raw.request("pi/run", {"runId": "slow-reader", "prompt": str(progress), "model": "flood"})
         agent = wait_until_stalled(raw)
         # The agent stays held on its pipe for three silence limits: time that must not count.
-        # Held = it writes no more than the bridge's hysteresis lets through: once the frame our
-        # reader was in when it paused is out, the backlog may fall below the low-water mark
-        # once and the bridge reads up to the high-water mark again (memory stays bounded).
+        # Held = it writes no more than the bridge may still take in: on a loaded machine the agent
+        # can block on its pipe while the bridge is still reading, below the high-water mark. From
+        # then on it takes at most the rest of HIGH_WATER of output (each agent line a little
+        # longer than the text it carries), one read chunk, and what the agent's pipe holds.
+        _, agent_pipe = pipe_fill(f"/proc/{agent}/fd/1")
+        bound = int(HIGH_WATER * 1.05) + READ_CHUNK + agent_pipe
+        assert bound < 24 * 1024 * 1024 // 2, "the bound must tell a held agent from a drained one"
         before = bytes_written(agent)
         held_until = time.monotonic() + 3 * silence_s
         while time.monotonic() < held_until:
             written = bytes_written(agent) - before
-            assert written <= HIGH_WATER, f"the agent wrote {written} bytes while the client did not read"
+            assert written <= bound, f"the agent wrote {written} bytes while the client did not read"
             time.sleep(0.05)  # polling a kernel state: no event tells that another process is blocked
         raw.resume_reading()
         result = raw.response(run)["result"]
