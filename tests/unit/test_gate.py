@@ -1,7 +1,8 @@
-"""The gate's pieces without pi: reading the extension's question and answering it once."""
+"""The gate's pieces without pi: reading the extension's question, answering it once, the mode files."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -12,6 +13,8 @@ from bridge.agents.pi.gate import MARKER, answer_line, tool_check
 from bridge.agents.pi.rpc import PiRpc
 from bridge.agents.seam import ToolCheck, ToolVerdict
 from bridge.process.spawn import ChildProcess
+from bridge.runs.gate import Gate
+from bridge.runs.permissions import CANNOT_ASK_REASON, PLAN_REASON
 
 
 def _question(request_id: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -87,3 +90,25 @@ async def test_the_check_decides_and_the_question_is_answered_once() -> None:
     assert len(stdin.lines) == 1 and orjson.loads(stdin.lines[0]["value"]) == {"decision": "allow"}
     rpc._settle_check("q2", ToolVerdict(allow=False))
     assert len(stdin.lines) == 1, "a late answer is ignored"
+
+
+async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path: Path) -> None:
+    gate = Gate("full", root=tmp_path)
+    board = gate.board.path
+    call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="echo hi")
+    session: str | None = "s1"
+    check = gate.check(lambda: session, str(tmp_path))
+    gate.bind("s1", None)
+    assert not board.exists(), "full: no file, so the agent asks nothing"
+    assert (await check(call)).allow
+    gate.bind("s1", "plan")
+    assert (board / "s1").read_text() == "plan"
+    assert await check(call) == ToolVerdict(allow=False, reason=PLAN_REASON)
+    gate.set_mode("s1", "ask")
+    assert await check(call) == ToolVerdict(allow=False, reason=CANNOT_ASK_REASON)
+    gate.set_mode("s1", "full")
+    assert not (board / "s1").exists()
+    gate.set_mode("../evil", "plan")
+    assert not (tmp_path / "evil").exists() and not list(board.glob("*evil*"))
+    gate.close()
+    assert not board.exists()
