@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from bridge.contract import InitializationOptions, RetryPolicy
+from bridge.contract import InitializationOptions, PermissionMode, RetryPolicy
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
@@ -42,6 +42,8 @@ class BridgeConfig:
     default_agent: str | None = None
     permission_mode: str | None = None
     allowed_tools: tuple[str, ...] = ()
+    # Every conversation's permission mode until changed (None: the contract's default).
+    default_mode: PermissionMode | None = None
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -89,10 +91,19 @@ def _optional_changes(
         changes["agents"] = {**base.agents, **agents}
     if options.default_agent:
         changes["default_agent"] = options.default_agent
+    changes.update(_permission_changes(options))
+    return changes
+
+
+def _permission_changes(options: InitializationOptions) -> dict[str, Any]:
+    """The permission settings the client gave: the agents' own and the conversations' mode."""
+    changes: dict[str, Any] = {}
     if options.permission_mode:
         changes["permission_mode"] = options.permission_mode
     if options.allowed_tools is not None:
         changes["allowed_tools"] = tuple(options.allowed_tools)
+    if options.default_mode is not None:
+        changes["default_mode"] = options.default_mode
     return changes
 
 

@@ -126,6 +126,10 @@ class PromptImage(WireModel):
         return value
 
 
+#: How much a conversation's agent may do without asking (contract "Additions, turn 3").
+PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
+
+
 class RunParams(WireModel):
     """Params of `pi/run`."""
 
@@ -148,6 +152,8 @@ class RunParams(WireModel):
     agent: str | None = Field(None, min_length=1, max_length=64)
     # Images go with the prompt to a model that takes images (pi's rpc mode: a live conversation).
     images: list[PromptImage] | None = Field(None, max_length=MAX_IMAGES)
+    # The conversation's permission mode from this run's next tool call on (as pi/setMode sets it).
+    mode: PermissionMode | None = None
 
 
 class CancelParams(WireModel):
@@ -212,6 +218,8 @@ class InitializationOptions(WireModel):
     # For agents with a permission system (see README "Agents"); others ignore them.
     permission_mode: str | None = Field(None, min_length=1, max_length=64)
     allowed_tools: list[str] | None = None
+    # The permission mode of every conversation until pi/setMode or a run's `mode` changes it.
+    default_mode: PermissionMode | None = None
 
 
 # --------------------------------------------------------------------------- message content
@@ -709,8 +717,8 @@ class ServerCapabilities(WireModel):
 
 PERMISSIONS = "pi/permissions"
 SET_PERMISSIONS = "pi/setPermissions"
+SET_MODE = "pi/setMode"
 
-PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
 ToolKind = Literal["read", "edit", "execute", "other"]
 RuleDecision = Literal["allow", "deny"]
 RuleScope = Literal["session", "workspace"]
@@ -823,6 +831,22 @@ class PermissionsResult(WireModel):
     rules: list[PermissionRule]
 
 
+class SetModeParams(WireModel):
+    """Params of `pi/setMode`: the conversation's mode, in force from its next tool call."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+    mode: PermissionMode
+
+
+class SetModeResult(WireModel):
+    """Result of `pi/setMode`: the conversation and the mode now in force."""
+
+    session_id: str
+    mode: PermissionMode
+
+
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
@@ -844,6 +868,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "PermissionsParams": PermissionsParams,
     "SetPermissionsParams": SetPermissionsParams,
     "PermissionsResult": PermissionsResult,
+    "SetModeParams": SetModeParams,
+    "SetModeResult": SetModeResult,
 }
 
 
@@ -861,7 +887,7 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
-        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}; "
+        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}; "
         f"notification {MESSAGE}",
         "$defs": dict(sorted(defs.items())),
     }

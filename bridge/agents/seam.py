@@ -15,7 +15,7 @@ import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -29,6 +29,7 @@ from bridge.contract import (
     SessionSummary,
     ShutdownReceipt,
     ThinkingLevel,
+    ToolKind,
 )
 from bridge.process.framing import LineFramer, TailBuffer
 from bridge.process.spawn import ChildProcess
@@ -275,6 +276,37 @@ class SessionStats:
     cost: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ToolCheck:
+    """A tool call the agent asks about before it runs it, in agent-neutral terms.
+
+    The agent package names the kind and, where it has them, the shell command or the file path;
+    `input` is the call's own arguments as the agent gave them.
+    """
+
+    tool_call_id: str
+    tool: str
+    kind: ToolKind
+    input: Mapping[str, Any]
+    command: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolVerdict:
+    """The answer to a `ToolCheck`: run it, or not (and the reason the model is given)."""
+
+    allow: bool
+    reason: str | None = None
+
+
+#: The environment variable naming the directory an agent's gate reads each conversation's
+#: permission mode from (a file per session id; none: `full`).
+GATE_DIR_ENV: Final = "PI_BRIDGE_GATE_DIR"
+#: Decides one tool call (the run's permission check); the live client awaits it.
+AskTool = Callable[[ToolCheck], Awaitable[ToolVerdict]]
+
+
 class LiveCommand(Protocol):
     """A command written to a live agent, whose answer is awaited later."""
 
@@ -300,6 +332,8 @@ class LiveClient(Protocol):
     framer: LineFramer
     #: Every stdout line read, answers included: zero means the agent never spoke.
     lines_read: int
+    #: Decides the tool calls the agent asks about (set per attempt); None: each is denied.
+    asks: AskTool | None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""

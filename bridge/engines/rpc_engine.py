@@ -30,7 +30,7 @@ from typing import Final, Literal, TypeVar
 import anyio
 import orjson
 
-from bridge.agents.seam import AgentAdapter, LiveCommand, LiveError, Out, RunOptions
+from bridge.agents.seam import AgentAdapter, AskTool, LiveCommand, LiveError, Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
@@ -89,6 +89,7 @@ class RpcAttempt:
         on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None,
         fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
         on_session: Callable[[str], None] | None = None,
+        asks: AskTool | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -109,6 +110,8 @@ class RpcAttempt:
         self._on_steerable = on_steerable
         self._fallback = fallback
         self._on_session = on_session
+        # The run's permission check: what the agent asks before a tool while this attempt streams.
+        self._asks = asks
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -216,6 +219,7 @@ class RpcAttempt:
         its messages are out (with an unexpected end if the agent never concluded the turn)."""
         agent.rpc.listener = None
         agent.rpc.backlog = None
+        agent.rpc.asks = None
         if self._on_steerable is not None:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
@@ -250,6 +254,7 @@ class RpcAttempt:
             self.lease.trim = (agent.session_file, size)
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
+        agent.rpc.asks = self._asks
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt

@@ -25,6 +25,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.runs.gate import Gate
 from bridge.runs.run import Run
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class Attempts:
     # Whether a pre-spawn for the next prompt is still welcome (not while the bridge stops).
     may_prime: Callable[[], bool]
     wait_writable: Callable[[], Awaitable[None]] | None = None
+    # The conversations' modes and the permission check of the live agents' tool calls.
+    gate: Gate | None = None
     slots: anyio.Semaphore = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -217,8 +220,15 @@ class Attempts:
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
             fallback=lambda: json_attempt().run(),
-            on_session=run.note_session,
+            on_session=lambda session_id: self._on_session(run, session_id),
+            asks=self.gate.check(lambda: run.session_id, run.options.cwd) if self.gate else None,
         )
+
+    def _on_session(self, run: Run, session_id: str) -> None:
+        """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
+        run.note_session(session_id)
+        if self.gate is not None:
+            self.gate.bind(session_id, run.params.mode)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

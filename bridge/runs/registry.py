@@ -9,6 +9,7 @@ fire-and-forget tasks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine
@@ -36,6 +37,7 @@ from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
+from bridge.runs.gate import Gate
 from bridge.runs.redact import Redactor, mask_in_logs
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -88,6 +90,9 @@ class RunRegistry:
         wait_writable: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.adapter = adapter
+        # Every conversation's mode and the check of each tool call (see gate.py).
+        self.gate = Gate(config.default_mode or "full")
+        config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
         self._sink = sink
@@ -119,7 +124,12 @@ class RunRegistry:
             self.stored,
             may_prime=lambda: not (self._closing.is_set() or self._stopping),
             wait_writable=wait_writable,
+            gate=self.gate,
         )
+
+    def _gated(self, config: BridgeConfig) -> BridgeConfig:
+        """`config` with the environment every agent gets telling its gate where the modes are."""
+        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env()})
 
     @property
     def wait_writable(self) -> Callable[[], Awaitable[None]] | None:
@@ -188,6 +198,8 @@ class RunRegistry:
 
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts)."""
+        self.gate.default_mode = config.default_mode or "full"
+        config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)  # the agents get these: what they print may show them
         self.agents.config = config
@@ -246,6 +258,7 @@ class RunRegistry:
             finally:
                 with anyio.CancelScope(shield=True):
                     await self.stop_all("the bridge is shutting down")
+                self.gate.close()
         self._tasks = None
 
     def close(self) -> None:

@@ -83,3 +83,10 @@ def test_the_installed_wheel_runs_the_demo_end_to_end(installed: tuple[Path, dic
     assert '[tool.call bash] {"command": "echo hi"}' in out
     assert "[tool.completed] hi" in out
     assert "# result: status=completed" in out
+
+
+def test_the_installed_wheel_carries_pis_gate_extension(installed: tuple[Path, dict[str, str]]) -> None:
+    bin_dir, env = installed
+    code = "from bridge.agents.pi.command import GATE_EXTENSION as e; print(e.is_file(), e)"
+    found, path = _run([str(bin_dir / "python"), "-c", code], cwd=bin_dir, env=env).split(maxsplit=1)
+    assert found == "True" and path.strip().startswith(str(bin_dir.parent)), path

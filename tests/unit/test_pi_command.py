@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bridge.agents.pi.command import pi_flags
+from bridge.agents.pi.command import GATE_EXTENSION, launch_spec, pi_flags
+from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import RunOptions
 
 
@@ -21,3 +22,10 @@ def test_a_live_pi_resumes_or_starts_its_session_and_never_continues() -> None:
     assert pi_flags(fresh, live=True, new_session_id="n1") == ["--mode", "rpc", "--session-id", "n1"]
     assert pi_flags(fresh, live=True) == ["--mode", "rpc"]
     assert pi_flags(fresh)[-1] == "--continue"
+
+
+def test_every_pi_the_bridge_starts_loads_the_gate_extension() -> None:
+    options = RunOptions(prompt="x", cwd="/")
+    assert GATE_EXTENSION.is_file()
+    for spec in (launch_spec(("pi",), options), rpc_launch_spec(("pi",), options)):
+        assert spec.argv[-2:] == ("-e", str(GATE_EXTENSION)), spec.argv

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Final
+
 from bridge.agents.seam import LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
@@ -13,6 +16,15 @@ BASE_FLAGS: tuple[str, ...] = ("--mode", "json")
 # unaffected. It is an environment variable rather than `--offline` because an unknown flag makes
 # older pi exit 1, while an unknown variable is harmless.
 BASE_ENV: dict[str, str] = {"PI_OFFLINE": "1"}
+
+# The bridge's own extension (package data), loaded on every pi the bridge starts: its
+# `tool_call` handler asks the bridge before each tool (extension/index.ts says how).
+GATE_EXTENSION: Final = Path(__file__).resolve().parent / "extension" / "index.ts"
+
+
+def extension_flags() -> list[str]:
+    """The flags that load the bridge's gate extension (after `pi_flags`, in every launch)."""
+    return ["-e", str(GATE_EXTENSION)]
 
 
 def pi_flags(options: RunOptions, *, live: bool = False, new_session_id: str | None = None) -> list[str]:
@@ -42,7 +54,7 @@ def pi_flags(options: RunOptions, *, live: bool = False, new_session_id: str | N
 def launch_spec(command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
     """The full launch of one pi attempt: argv, cwd, extra environment and the prompt as stdin."""
     return LaunchSpec(
-        argv=(*command, *pi_flags(options)),
+        argv=(*command, *pi_flags(options), *extension_flags()),
         cwd=options.cwd,
         env=dict(BASE_ENV),
         stdin=options.prompt.encode("utf-8"),

@@ -21,10 +21,12 @@ import anyio
 import anyio.abc
 import orjson
 
-from bridge.agents.pi.command import BASE_ENV, pi_flags
+from bridge.agents.pi.command import BASE_ENV, extension_flags, pi_flags
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
+from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.seam import (
+    AskTool,
     ContextUsage,
     EventKind,
     LaunchSpec,
@@ -35,6 +37,8 @@ from bridge.agents.seam import (
     ModelChoice,
     RunOptions,
     SessionStats,
+    ToolCheck,
+    ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
@@ -168,7 +172,7 @@ def rpc_launch_spec(
     Provider, model and thinking are set with commands between prompts, so they are not part of
     what makes two live pis interchangeable; the session to resume is (`--session`).
     """
-    flags = pi_flags(options, live=True, new_session_id=new_session_id)
+    flags = [*pi_flags(options, live=True, new_session_id=new_session_id), *extension_flags()]
     return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
 
 
@@ -262,10 +266,16 @@ class PiRpc:
         self._ahead_for_answers = 0  # bytes read past a slow client while commands wait for answers
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
+        # Decides the tool calls the gate extension asks about; set per attempt by the engine.
+        self.asks: AskTool | None = None
+        # The gate's questions not answered yet (an id answered once, never twice).
+        self._open_checks: set[str] = set()
+        self._tasks: anyio.abc.TaskGroup | None = None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read pi's stdout and stderr until its stdout closes."""
         async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
             tasks.start_soon(self._pump_stderr)
             task_status.started()
             try:
@@ -500,8 +510,8 @@ class PiRpc:
                 continue
             if (_RESPONSE_MARK in line[:64] or line.startswith(b'{"id"')) and self._answer(line):
                 continue
-            if line.startswith(_UI_REQUEST_HEAD):
-                self._answer_dialog(line)
+            if line.startswith(_UI_REQUEST_HEAD) and self._answer_dialog(line):
+                continue  # the gate's own question: not an event of the run
             events.append(line)
         if events:
             listener = self.listener
@@ -510,23 +520,60 @@ class PiRpc:
             else:
                 self.garbage += sum(1 for line in events if not line.startswith(b"{"))
 
-    def _answer_dialog(self, line: bytes) -> None:
-        """An extension's dialog is answered `cancelled` at once: nothing in the bridge can ask
-        the user yet, and an unanswered dialog would block the run until it is cancelled. The
-        line goes on to the attempt's mapper, which tells the user (a `notice`)."""
+    def _answer_dialog(self, line: bytes) -> bool:
+        """Answer an extension's dialog; True when it was the gate's question (see gate.py).
+
+        The gate's question goes to `asks` (the attempt's permission check), and with no attempt
+        listening it is denied: nothing runs unasked. Any other dialog is answered `cancelled` at
+        once: nothing in the bridge can ask the user yet, and an unanswered dialog would block the
+        run until it is cancelled. That line goes on to the attempt's mapper, which tells the
+        user (a `notice`)."""
         try:
             request = orjson.loads(line)
         except orjson.JSONDecodeError:
-            return
+            return False
         if not isinstance(request, dict) or request.get("method") not in UI_DIALOGS:
-            return
+            return False
         request_id = request.get("id")
         if not isinstance(request_id, str):
-            return  # nothing to answer it by: pi's own timeout (if any) settles it
+            return False  # nothing to answer it by: pi's own timeout (if any) settles it
+        if is_gate_request(request):
+            self._check_tool(request_id, tool_check(request))
+            return True
         log.info("pi rpc: an extension's %s dialog answered cancelled (no client answers)", request["method"])
         reply = {"type": "extension_ui_response", "id": request_id, "cancelled": True}
+        self._write_line(orjson.dumps(reply) + b"\n")
+        return False
+
+    def _check_tool(self, request_id: str, check: ToolCheck | None) -> None:
+        """Have the gate's question decided, then answered once (a second answer is dropped)."""
+        if request_id in self._open_checks:
+            return  # pi asks once per id: a repeat is not a new question
+        self._open_checks.add(request_id)
+        asks, tasks = self.asks, self._tasks
+        if check is None or asks is None or tasks is None:
+            reason = "not a tool call the bridge can read" if check is None else "no run is listening"
+            self._settle_check(request_id, ToolVerdict(allow=False, reason=f"denied: {reason}"))
+            return
+        tasks.start_soon(self._decide, request_id, check, asks)
+
+    async def _decide(self, request_id: str, check: ToolCheck, asks: AskTool) -> None:
+        try:
+            verdict = await asks(check)
+        except Exception:
+            log.exception("pi rpc: the permission check of tool call %s failed", check.tool_call_id)
+            verdict = ToolVerdict(allow=False, reason="denied: the bridge could not decide")
+        self._settle_check(request_id, verdict)
+
+    def _settle_check(self, request_id: str, verdict: ToolVerdict) -> None:
+        if request_id not in self._open_checks:
+            return  # answered already: a late answer is ignored
+        self._open_checks.discard(request_id)
+        self._write_line(answer_line(request_id, verdict))
+
+    def _write_line(self, line: bytes) -> None:
         with contextlib.suppress(StdinClosed, OSError):
-            self.child.stdin.write_now(orjson.dumps(reply) + b"\n")
+            self.child.stdin.write_now(line)
 
     def _answer(self, line: bytes) -> bool:
         try:

@@ -33,7 +33,7 @@ from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.runs import history
 from bridge.runs.registry import AgentAdapter, RunRegistry
-from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
+from bridge.runs.rule_store import RuleStore, RuleStoreError
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class BridgeServer(LanguageServer):
         self.default_cwd = os.getcwd()
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
-        self.rule_store = RuleStore(state_dir(os.environ))
+        self.rule_store: RuleStore = self.registry.gate.rules
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -222,6 +222,14 @@ def _permission_features(server: BridgeServer) -> None:
         params = parse_params(contract.SetPermissionsParams, raw)
         rules = await _rule_store_call(ls.rule_store.replace_async(params.cwd, params.rules))
         return _rules_result(params.cwd, rules)
+
+    @server.feature(contract.SET_MODE)
+    async def pi_set_mode(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.SetModeParams, raw)
+        ls.registry.gate.set_mode(params.session_id, params.mode)
+        return contract.SetModeResult(session_id=params.session_id, mode=params.mode).model_dump(
+            mode="json", by_alias=True
+        )
 
 
 async def _rule_store_call(call: Awaitable[list[contract.PermissionRule]]) -> list[contract.PermissionRule]:

@@ -1,0 +1,65 @@
+"""pi's side of the gate: the bridge's extension asks before each tool, through an input dialog.
+
+The extension (extension/index.ts) calls `ctx.ui.input` with `MARKER` as its title and the call
+as JSON (toolCallId, toolName, input) as its placeholder. This module reads that request into an
+agent-neutral `ToolCheck` (pi's tool names give the kind) and writes the verdict as the dialog's
+value, `{"decision": "allow"|"deny", "reason"?}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.contract import ToolKind
+
+MARKER: Final = "pi-bridge:permission"
+_READ_TOOLS: Final = frozenset({"read", "grep", "find", "ls"})
+_EDIT_TOOLS: Final = frozenset({"edit", "write"})
+
+
+def is_gate_request(request: dict[str, Any]) -> bool:
+    """Whether an `extension_ui_request` is the gate asking (not a user extension's dialog)."""
+    return request.get("method") == "input" and request.get("title") == MARKER
+
+
+def tool_check(request: dict[str, Any]) -> ToolCheck | None:
+    """The tool call a gate request asks about; None when its payload is not one."""
+    try:
+        payload = orjson.loads(str(request.get("placeholder") or ""))
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    call_id, tool, arguments = payload.get("toolCallId"), payload.get("toolName"), payload.get("input")
+    if not isinstance(call_id, str) or not isinstance(tool, str):
+        return None
+    arguments = arguments if isinstance(arguments, dict) else {}
+    command, path = arguments.get("command"), arguments.get("path")
+    return ToolCheck(
+        tool_call_id=call_id,
+        tool=tool,
+        kind=_kind(tool),
+        input=arguments,
+        command=command if tool == "bash" and isinstance(command, str) else None,
+        path=path if isinstance(path, str) else None,
+    )
+
+
+def _kind(tool: str) -> ToolKind:
+    if tool in _READ_TOOLS:
+        return "read"
+    if tool in _EDIT_TOOLS:
+        return "edit"
+    return "execute" if tool == "bash" else "other"
+
+
+def answer_line(request_id: str, verdict: ToolVerdict) -> bytes:
+    """The `extension_ui_response` line that gives the extension `verdict`."""
+    value: dict[str, Any] = {"decision": "allow" if verdict.allow else "deny"}
+    if verdict.reason:
+        value["reason"] = verdict.reason
+    reply = {"type": "extension_ui_response", "id": request_id, "value": orjson.dumps(value).decode()}
+    return orjson.dumps(reply) + b"\n"
