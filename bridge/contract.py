@@ -54,6 +54,8 @@ MessageType = Literal[
     "run.queued",
     "run.steered",
     "notice",
+    "permission.requested",
+    "permission.resolved",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -288,12 +290,14 @@ class ToolCompletedContent(WireModel):
 
 
 class ToolFailedContent(WireModel):
-    """Content of tool.failed."""
+    """Content of tool.failed; `reason: "denied"` when the bridge refused the call (a rule, the
+    mode or the user), and the model was told why in `error`."""
 
     tool_call_id: str
     name: str
     error: str
     cancelled: bool | None = None
+    reason: Literal["denied"] | None = None
 
 
 class Usage(WireModel):
@@ -398,6 +402,37 @@ class NoticeContent(WireModel):
     text: str
 
 
+OptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+class PermissionOption(WireModel):
+    """One answer the user may give to a permission request; an `_always` one carries its rule."""
+
+    option_id: str
+    kind: OptionKind
+    name: str
+    rule: PermissionRule | None = None
+
+
+class PermissionRequestedContent(WireModel):
+    """Content of permission.requested: a tool call waits for the user's decision."""
+
+    tool_call_id: str
+    tool: str
+    title: str
+    options: list[PermissionOption]
+
+
+class PermissionResolvedContent(WireModel):
+    """Content of permission.resolved: how a tool call that needed a decision was decided."""
+
+    tool_call_id: str
+    decision: Literal["allow", "reject", "cancelled"]
+    by: Literal["user", "rule", "mode"]
+    option_id: str | None = None
+    rule: PermissionRule | None = None
+
+
 class _MessageBase(WireModel):
     run_id: str
     attempt: int = Field(ge=1)
@@ -479,6 +514,16 @@ class NoticeMessage(_MessageBase):
     content: NoticeContent
 
 
+class PermissionRequestedMessage(_MessageBase):
+    type: Literal["permission.requested"]
+    content: PermissionRequestedContent
+
+
+class PermissionResolvedMessage(_MessageBase):
+    type: Literal["permission.resolved"]
+    content: PermissionResolvedContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -494,7 +539,9 @@ PiMessage = Annotated[
     | RunRetryingMessage
     | RunQueuedMessage
     | RunSteeredMessage
-    | NoticeMessage,
+    | NoticeMessage
+    | PermissionRequestedMessage
+    | PermissionResolvedMessage,
     Field(discriminator="type"),
 ]
 
@@ -704,6 +751,7 @@ class ServerCapabilities(WireModel):
             CLOSE_SESSION,
             PERMISSIONS,
             SET_PERMISSIONS,
+            SET_MODE,
         ]
     )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
@@ -847,6 +895,48 @@ class SetModeResult(WireModel):
     mode: PermissionMode
 
 
+REQUEST_PERMISSION = "pi/requestPermission"
+MAX_REJECT_MESSAGE: Final = 4096
+
+
+class ProposedDiff(WireModel):
+    """The change an edit or write would make (`oldText` None: the file does not exist yet)."""
+
+    path: str
+    old_text: str | None = None
+    new_text: str | None = None
+
+
+class RequestPermissionParams(WireModel):
+    """Params of the server -> client request `pi/requestPermission`."""
+
+    run_id: str
+    session_id: str | None = None
+    tool_call_id: str
+    tool: str
+    kind: ToolKind
+    title: str
+    input: dict[str, Any]
+    diff: ProposedDiff | None = None
+    options: list[PermissionOption]
+
+
+class RequestPermissionAnswer(WireModel):
+    """The client's answer to `pi/requestPermission`: an option (a reject's `message` goes to the
+    model), or `outcome: "cancelled"`."""
+
+    option_id: str | None = Field(None, min_length=1, max_length=256)
+    message: str | None = Field(None, max_length=MAX_REJECT_MESSAGE)
+    outcome: Literal["cancelled"] | None = None
+
+
+class ClientPiBridgeCapabilities(WireModel):
+    """`capabilities.experimental.piBridge` of the client's initialize: what it can answer."""
+
+    permissions: bool = False
+    questions: bool = False
+
+
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
@@ -870,6 +960,9 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "PermissionsResult": PermissionsResult,
     "SetModeParams": SetModeParams,
     "SetModeResult": SetModeResult,
+    "RequestPermissionParams": RequestPermissionParams,
+    "RequestPermissionAnswer": RequestPermissionAnswer,
+    "ClientPiBridgeCapabilities": ClientPiBridgeCapabilities,
 }
 
 
@@ -888,7 +981,7 @@ def json_schema() -> dict[str, Any]:
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
         f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}; "
-        f"notification {MESSAGE}",
+        f"notification {MESSAGE}; server -> client request {REQUEST_PERMISSION}",
         "$defs": dict(sorted(defs.items())),
     }
 

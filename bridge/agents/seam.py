@@ -290,6 +290,21 @@ class ToolCheck:
     input: Mapping[str, Any]
     command: str | None = None
     path: str | None = None
+    #: For an edit or write: the change it would make, so the user sees the diff before it runs.
+    change: ProposedChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposedChange:
+    """What an edit or write would do to one file: its whole new text, or replacements of parts.
+
+    The agent package reads it from the call's arguments; the bridge reads the file to show the
+    diff. Each replacement is matched against the file as it is now, not after the others.
+    """
+
+    path: str
+    content: str | None = None
+    replacements: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,8 +340,13 @@ class LiveClient(Protocol):
     listener: Lines | None
     #: Awaited before each read while a listener is set: what the listener holds back bounds reading.
     backlog: Callable[[], Awaitable[None]] | None
-    #: Whether the bridge is not reading the agent now (its quiet then is the bridge's).
-    holding_back: bool
+
+    @property
+    def holding_back(self) -> bool:
+        """Whether the agent waits on the bridge now: its output not read, or a tool call it asked
+        about not yet decided (its quiet then is the bridge's or the user's, not its own)."""
+        ...
+
     #: When reading last resumed after holding back.
     reading_since: float
     framer: LineFramer

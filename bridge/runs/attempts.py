@@ -221,7 +221,7 @@ class Attempts:
             on_steerable=run.set_steerer,
             fallback=lambda: json_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
-            asks=self.gate.check(lambda: run.session_id, run.options.cwd) if self.gate else None,
+            asks=self.gate.check(run) if self.gate else None,
         )
 
     def _on_session(self, run: Run, session_id: str) -> None:

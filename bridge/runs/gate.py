@@ -5,8 +5,10 @@ A conversation's mode is `initializationOptions.defaultMode` until `pi/setMode` 
 `mode` changes it, and holds from the next tool call. The agent's gate reads it from a small file
 per conversation in the bridge's state dir, so a `full` conversation (no file: the default that
 keeps today's behaviour) costs no round trip. Every other mode asks the bridge, and `decide`
-(permissions.py) answers with the mode and the rules. Until a client can answer (a later step),
-a call that would ask is refused with the contract's reason.
+(permissions.py) answers with the mode and the rules; a call that needs the user goes to the
+front's approver (approvals.py), or is refused with the contract's reason when the front has none.
+The run streams `permission.requested` and then exactly one `permission.resolved` for every call
+that needed a decision, and a refused call's tool.failed says `reason: "denied"`.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
 
-from bridge.agents.seam import GATE_DIR_ENV, AskTool, ToolCheck, ToolVerdict
-from bridge.contract import PermissionMode
-from bridge.runs.permissions import ToolCall, decide
+from bridge import contract
+from bridge.agents.seam import GATE_DIR_ENV, AskTool, Out, ToolCheck, ToolVerdict
+from bridge.contract import PermissionMode, PermissionOption, PermissionRule
+from bridge.runs.approvals import ApprovalRequest, Approver, ask, options_for, proposed_diff, title_of
+from bridge.runs.permissions import DecidedBy, ToolCall, decide
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
+from bridge.runs.run import Run
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ class Gate:
         self.rules = RuleStore(base)
         self.board = ModeBoard(base / MODES_DIR)
         self._modes: dict[str, PermissionMode] = {}
+        #: How the front asks the user (None: it cannot, and a call that would ask is refused).
+        self.approver: Approver | None = None
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""
@@ -98,26 +104,111 @@ class Gate:
         else:
             self.board.publish(session_id, self.mode_of(session_id))
 
-    def check(self, session_of: Callable[[], str | None], cwd: str) -> AskTool:
-        """The permission check of one run in `cwd` (`session_of`: its conversation, once known)."""
+    def check(self, run: Run) -> AskTool:
+        """The permission check of one run's tool calls (the agent asks it before each one)."""
 
         async def check(call: ToolCheck) -> ToolVerdict:
-            session_id = session_of()
-            try:
-                rules = await self.rules.rules_async(cwd)
-            except (RuleStoreError, OSError) as exc:
-                log.warning("tool call %s denied: the rules cannot be read: %s", call.tool_call_id, exc)
-                return ToolVerdict(allow=False, reason=f"denied: the permission rules cannot be read ({exc})")
-            tool_call = ToolCall(
-                tool=call.tool, kind=call.kind, command=call.command, path=call.path, session_id=session_id
-            )
-            verdict = decide(tool_call, self.mode_of(session_id), cwd, rules, can_answer=False)
-            if verdict.decision == "allow":
-                return ToolVerdict(allow=True)
-            return ToolVerdict(allow=False, reason=verdict.reason)
+            return await self._check(run, call)
 
         return check
+
+    async def _check(self, run: Run, call: ToolCheck) -> ToolVerdict:
+        cwd, session_id = run.options.cwd, run.session_id
+        try:
+            rules = await self.rules.rules_async(cwd)
+        except (RuleStoreError, OSError) as exc:
+            log.warning("tool call %s denied: the rules cannot be read: %s", call.tool_call_id, exc)
+            return self._refused(run, call, f"denied: the permission rules cannot be read ({exc})", "mode")
+        tool_call = ToolCall(
+            tool=call.tool, kind=call.kind, command=call.command, path=call.path, session_id=session_id
+        )
+        approver = self.approver
+        verdict = decide(tool_call, self.mode_of(session_id), cwd, rules, can_answer=approver is not None)
+        if verdict.decision == "allow":
+            if verdict.by == "rule":
+                _resolved(run, call, "allow", "rule", rule=verdict.rule)
+            return ToolVerdict(allow=True)
+        if verdict.decision == "refuse" or approver is None:
+            return self._refused(run, call, verdict.reason or "denied", verdict.by, verdict.rule)
+        return await self._ask_user(run, call, approver)
+
+    def _refused(
+        self, run: Run, call: ToolCheck, reason: str, by: DecidedBy, rule: PermissionRule | None = None
+    ) -> ToolVerdict:
+        _resolved(run, call, "reject", by, rule=rule)
+        run.denied.add(call.tool_call_id)
+        return ToolVerdict(allow=False, reason=reason)
+
+    async def _ask_user(self, run: Run, call: ToolCheck, approver: Approver) -> ToolVerdict:
+        """Put the call to the user; exactly one permission.resolved follows the request, however
+        the wait ends (an answer, the run's cancel, the agent's death)."""
+        cwd = run.options.cwd
+        request = ApprovalRequest(
+            run_id=run.run_id,
+            session_id=run.session_id,
+            tool_call_id=call.tool_call_id,
+            tool=call.tool,
+            kind=call.kind,
+            title=title_of(call),
+            input=call.input,
+            diff=await proposed_diff(call.change, cwd),
+            options=options_for(call, cwd),
+        )
+        requested = contract.PermissionRequestedContent(
+            tool_call_id=call.tool_call_id, tool=call.tool, title=request.title, options=list(request.options)
+        )
+        run.emit([Out("permission.requested", _wire(requested))])
+        option = None
+        try:
+            answer = await ask(approver, request, run.cancel)
+            option = request.option(answer.option_id)
+        finally:
+            if option is None:
+                _resolved(run, call, "cancelled", "user")
+                run.denied.add(call.tool_call_id)
+        if option is None:
+            return ToolVerdict(allow=False, reason="denied: the user gave no answer")
+        if option.kind.startswith("allow"):
+            await self._keep_rule(cwd, option.rule)
+            _resolved(run, call, "allow", "user", option=option)
+            return ToolVerdict(allow=True)
+        await self._keep_rule(cwd, option.rule)
+        _resolved(run, call, "reject", "user", option=option)
+        run.denied.add(call.tool_call_id)
+        return ToolVerdict(allow=False, reason=answer.message or "denied by the user")
+
+    async def _keep_rule(self, cwd: str, rule: PermissionRule | None) -> None:
+        """Save an "always" option's rule; a store that refuses it leaves this one answer standing."""
+        if rule is None:
+            return
+        try:
+            await self.rules.add_async(cwd, rule)
+        except (RuleStoreError, OSError, ValueError) as exc:
+            log.warning("the rule %s was not saved: %s", rule.id, exc)
 
     def close(self) -> None:
         """The bridge is done: its mode files go."""
         self.board.remove()
+
+
+def _resolved(
+    run: Run,
+    call: ToolCheck,
+    decision: Literal["allow", "reject", "cancelled"],
+    by: Literal["user", "rule", "mode"],
+    *,
+    option: PermissionOption | None = None,
+    rule: PermissionRule | None = None,
+) -> None:
+    content = contract.PermissionResolvedContent(
+        tool_call_id=call.tool_call_id,
+        decision=decision,
+        by=by,
+        option_id=option.option_id if option else None,
+        rule=option.rule if option else rule,
+    )
+    run.emit([Out("permission.resolved", _wire(content))])
+
+
+def _wire(content: contract.WireModel) -> dict[str, Any]:
+    return content.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -197,8 +197,9 @@ class RunRegistry:
         return self.agents.default_agent()
 
     def reconfigure(self, config: BridgeConfig) -> None:
-        """Apply settings from initialize (before any run starts)."""
-        self.gate.default_mode = config.default_mode or "full"
+        """Apply settings from initialize (before any run starts). Without a `defaultMode`, a front
+        that can ask the user (its approver is set) starts each conversation in `ask`."""
+        self.gate.default_mode = config.default_mode or ("ask" if self.gate.approver else "full")
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)  # the agents get these: what they print may show them

@@ -103,6 +103,20 @@ class RuleStore:
             self._session_rules[resolved] = [rule for rule in rules if rule.scope == "session"]
             return self.rules(cwd)
 
+    def add(self, cwd: str, rule: PermissionRule) -> None:
+        """Add one rule to `cwd`'s (a workspace rule is written with the others, whole)."""
+        resolved = os.path.realpath(cwd)
+        with self._lock:
+            if rule.scope == "session":
+                self._session_rules.setdefault(resolved, []).append(rule)
+                return
+            stored = self.workspace_rules(cwd)
+            self._write(self.path_for(cwd), RuleFile(cwd=resolved, rules=[*stored, rule]))
+
+    async def add_async(self, cwd: str, rule: PermissionRule) -> None:
+        """`add`, its file I/O off the event loop."""
+        await anyio.to_thread.run_sync(self.add, cwd, rule)
+
     async def rules_async(self, cwd: str) -> list[PermissionRule]:
         """`rules`, its file I/O off the event loop."""
         return await anyio.to_thread.run_sync(self.rules, cwd)

@@ -64,6 +64,8 @@ class Run:
     command: tuple[str, ...] = ()
     # Called once the run has its answer, before `done` is set (the request's answer goes out).
     on_done: Callable[[Run], None] | None = None
+    # The tool calls the bridge refused (permissions): their tool.failed says `reason: "denied"`.
+    denied: set[str] = field(default_factory=set)
 
     @property
     def agent(self) -> AgentAdapter:
@@ -88,6 +90,8 @@ class Run:
             content = out.content
             if out.type in _CARRY_ERRORS:
                 content = _redacted(self.redactor, out.type, content)
+            if out.type == "tool.failed" and content.get("toolCallId") in self.denied:
+                content = {**content, "reason": "denied"}
             self.seq += 1
             batch.append(
                 {

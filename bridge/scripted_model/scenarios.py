@@ -80,6 +80,8 @@ TOOL_COMMANDS: Final[dict[str, str]] = {
     "toolbig": "seq 1 100000",
     "toolslow": "sleep 30",
     "toolsteer": "sleep 2",
+    # Starts with the words of `tool`'s command: a rule allowing those must not allow this.
+    "toolcompound": "echo hi && touch compound.txt",
     # A grandchild with no environment, its own session and a double fork: only containment finds it.
     "toolescape": "(env -i setsid sh -c 'echo $$ > escaped.pid.tmp && mv escaped.pid.tmp escaped.pid"
     " && exec sleep 300' &)",
@@ -114,6 +116,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolbig": "calls bash `seq 1 100000` so pi truncates the output, then answers",
     "toolslow": "calls bash `sleep 30` (for cancelling mid-tool), then answers `done`",
     "toolsteer": "calls bash `sleep 2` (a window for a steer to land mid-tool), then answers",
+    "toolcompound": "calls bash `echo hi && touch compound.txt` (compound: no allow rule matches it)",
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",

@@ -24,8 +24,7 @@ from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model.scenarios import EDIT_FILE, EDIT_ORIGINAL
 from tests.conftest import requires_pi
 from tests.support.leaks import assert_no_run_processes
-from tests.support.lsp import bridge_config, initialize, messages_of, request
-from tests.support.streams import assert_stream_invariants
+from tests.support.lsp import bridge_config, contents_of, initialize, request, scripted_run
 
 pytestmark = [requires_pi, pytest.mark.realpi]
 
@@ -60,52 +59,39 @@ async def asking_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> Async
     await assert_no_run_processes()
 
 
-async def _run(client: LanguageClient, cwd: Path, model: str, **params: Any) -> tuple[Any, list[Any]]:
-    result = await request(
-        client, "pi/run", {"prompt": "go", "provider": "fake", "model": model, "cwd": str(cwd), **params}
-    )
-    messages = messages_of(client).by_run[result["runId"]]
-    assert_stream_invariants(messages)
-    return result, messages
-
-
-def _of(messages: list[Any], kind: str) -> list[Any]:
-    return [m["content"] for m in messages if m["type"] == kind]
-
-
 async def test_plan_mode_refuses_an_edit_by_itself(bridge: LanguageClient, tmp_path: Path) -> None:
     (tmp_path / EDIT_FILE).write_text(EDIT_ORIGINAL)
-    result, messages = await _run(bridge, tmp_path, "edit", mode="plan")
+    result, messages = await scripted_run(bridge, tmp_path, "edit", mode="plan")
     assert result["status"] == "completed", result
-    failed = _of(messages, "tool.failed")
+    failed = contents_of(messages, "tool.failed")
     assert len(failed) == 1 and PLAN_REASON in failed[0]["error"], failed
-    assert not _of(messages, "tool.completed")
+    assert not contents_of(messages, "tool.completed")
     assert (tmp_path / EDIT_FILE).read_text() == EDIT_ORIGINAL, "the edit never ran"
 
 
 async def test_ask_with_a_client_that_cannot_answer_refuses_the_command(
     asking_bridge: LanguageClient, tmp_path: Path
 ) -> None:
-    result, messages = await _run(asking_bridge, tmp_path, "tool")
+    result, messages = await scripted_run(asking_bridge, tmp_path, "tool")
     assert result["status"] == "completed", result
-    failed = _of(messages, "tool.failed")
+    failed = contents_of(messages, "tool.failed")
     assert len(failed) == 1 and CANNOT_ASK_REASON in failed[0]["error"], failed
-    assert not _of(messages, "tool.completed"), "echo never ran"
+    assert not contents_of(messages, "tool.completed"), "echo never ran"
 
 
 async def test_set_mode_takes_effect_at_the_next_tool_call(bridge: LanguageClient, tmp_path: Path) -> None:
-    first, messages = await _run(bridge, tmp_path, "tool")
-    assert first["status"] == "completed" and _of(messages, "tool.completed"), "full mode: it ran"
+    first, messages = await scripted_run(bridge, tmp_path, "tool")
+    assert first["status"] == "completed" and contents_of(messages, "tool.completed"), "full mode: it ran"
     session = first["sessionId"]
     answer = await request(bridge, "pi/setMode", {"sessionId": session, "mode": "plan"})
     assert answer == {"sessionId": session, "mode": "plan"}
-    second, messages = await _run(bridge, tmp_path, "tool", sessionId=session)
+    second, messages = await scripted_run(bridge, tmp_path, "tool", sessionId=session)
     assert second["status"] == "completed", second
-    failed = _of(messages, "tool.failed")
+    failed = contents_of(messages, "tool.failed")
     assert len(failed) == 1 and PLAN_REASON in failed[0]["error"], failed
     await request(bridge, "pi/setMode", {"sessionId": session, "mode": "full"})
-    third, messages = await _run(bridge, tmp_path, "tool", sessionId=session)
-    assert third["status"] == "completed" and _of(messages, "tool.completed"), "full again: it ran"
+    third, messages = await scripted_run(bridge, tmp_path, "tool", sessionId=session)
+    assert third["status"] == "completed" and contents_of(messages, "tool.completed"), "full again: it ran"
 
 
 async def test_an_unknown_mode_is_invalid_params(bridge: LanguageClient) -> None:
@@ -116,6 +102,6 @@ async def test_an_unknown_mode_is_invalid_params(bridge: LanguageClient) -> None
 async def test_full_mode_writes_no_mode_file_and_runs_as_before(
     bridge: LanguageClient, tmp_path: Path
 ) -> None:
-    result, messages = await _run(bridge, tmp_path, "tool")
-    assert result["status"] == "completed" and _of(messages, "tool.completed")
+    result, messages = await scripted_run(bridge, tmp_path, "tool")
+    assert result["status"] == "completed" and contents_of(messages, "tool.completed")
     assert not list((_STATE / "modes").glob("*/*")), "a full conversation has no mode file: no round trip"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -17,6 +18,7 @@ from pytest_lsp.client import register_lsp_features
 
 from bridge.fronts.lsp.converter import dict_converter
 from tests.support.env import BRIDGE, ROOT, WAIT, bridge_env
+from tests.support.streams import assert_stream_invariants
 
 
 @attrs.define
@@ -31,9 +33,13 @@ class BridgeServerConfig(ClientServerConfig):
         return await super().start(devtools)
 
 
-def bridge_config(extra_env: dict[str, str] | None = None) -> BridgeServerConfig:
+def bridge_config(
+    extra_env: dict[str, str] | None = None, client_factory: Callable[[], LanguageClient] | None = None
+) -> BridgeServerConfig:
     """The config of a pytest-lsp bridge fixture: `@pytest_lsp.fixture(config=bridge_config())`."""
-    return BridgeServerConfig(server_command=BRIDGE, client_factory=make_client, extra_env=extra_env or {})
+    return BridgeServerConfig(
+        server_command=BRIDGE, client_factory=client_factory or make_client, extra_env=extra_env or {}
+    )
 
 
 class Messages:
@@ -121,3 +127,18 @@ async def answer_or_error(
         return await asyncio.wait_for(task, timeout), None
     except JsonRpcException as exc:
         return None, exc
+
+
+async def scripted_run(client: LanguageClient, cwd: Any, model: str, **params: Any) -> tuple[Any, list[Any]]:
+    """One pi/run of scripted `model` in `cwd`: its answer and its messages (invariants checked)."""
+    result = await request(
+        client, "pi/run", {"prompt": "go", "provider": "fake", "model": model, "cwd": str(cwd), **params}
+    )
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
+
+
+def contents_of(messages: list[Any], kind: str) -> list[Any]:
+    """The contents of the messages of type `kind`, in order."""
+    return [m["content"] for m in messages if m["type"] == kind]

@@ -15,6 +15,7 @@ from bridge.agents.seam import ToolCheck, ToolVerdict
 from bridge.process.spawn import ChildProcess
 from bridge.runs.gate import Gate
 from bridge.runs.permissions import CANNOT_ASK_REASON, PLAN_REASON
+from tests.support.runs import make_run
 
 
 def _question(request_id: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +97,8 @@ async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path:
     gate = Gate("full", root=tmp_path)
     board = gate.board.path
     call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="echo hi")
-    session: str | None = "s1"
-    check = gate.check(lambda: session, str(tmp_path))
+    run, _ = make_run("r1", str(tmp_path), session_id="s1")
+    check = gate.check(run)
     gate.bind("s1", None)
     assert not board.exists(), "full: no file, so the agent asks nothing"
     assert (await check(call)).allow

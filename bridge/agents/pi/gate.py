@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
 MARKER: Final = "pi-bridge:permission"
@@ -45,7 +45,31 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
         input=arguments,
         command=command if tool == "bash" and isinstance(command, str) else None,
         path=path if isinstance(path, str) else None,
+        change=_change(tool, arguments),
     )
+
+
+def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
+    """The change a `write` ({path, content}) or an `edit` ({path, edits: [{oldText, newText}]},
+    or one oldText/newText pair at the top, as some models send it) would make."""
+    path = arguments.get("path")
+    if not isinstance(path, str):
+        return None
+    if tool == "write":
+        content = arguments.get("content")
+        return ProposedChange(path, content=content) if isinstance(content, str) else None
+    if tool != "edit":
+        return None
+    edits = arguments.get("edits")
+    pairs = edits if isinstance(edits, list) else [arguments]
+    replacements = tuple(
+        (pair["oldText"], pair["newText"])
+        for pair in pairs
+        if isinstance(pair, dict)
+        and isinstance(pair.get("oldText"), str)
+        and isinstance(pair.get("newText"), str)
+    )
+    return ProposedChange(path, replacements=replacements) if replacements else None
 
 
 def _kind(tool: str) -> ToolKind:

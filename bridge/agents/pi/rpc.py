@@ -254,7 +254,7 @@ class PiRpc:
         self.backlog: Callable[[], Awaitable[None]] | None = None
         # While the bridge does not read pi (the client is behind, or the listener holds back),
         # pi blocks on its pipe: that quiet is the bridge's, not pi's silence.
-        self.holding_back = False
+        self._holding = False
         self.reading_since = 0.0
         self.framer = LineFramer(max_line_bytes)
         self.garbage = 0
@@ -270,6 +270,7 @@ class PiRpc:
         self.asks: AskTool | None = None
         # The gate's questions not answered yet (an id answered once, never twice).
         self._open_checks: set[str] = set()
+        self._deciding = 0
         self._tasks: anyio.abc.TaskGroup | None = None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -482,7 +483,7 @@ class PiRpc:
         and pi blocks on it. While a command waits for its answer, up to READ_AHEAD_FOR_ANSWERS
         more is read first (the answer comes after what pi prints before it); a command sent
         during the wait ends it."""
-        self.holding_back = True
+        self._holding = True
         try:
             if self._unchecked >= CLIENT_CHECK_BYTES:
                 self._ahead_for_answers = self._ahead_for_answers + self._unchecked if self._waiting else 0
@@ -499,7 +500,7 @@ class PiRpc:
             if backlog is not None:
                 await backlog()
         finally:
-            self.holding_back = False
+            self._holding = False
             self.reading_since = time.monotonic()
 
     def _dispatch(self, lines: list[bytes]) -> None:
@@ -557,12 +558,21 @@ class PiRpc:
             return
         tasks.start_soon(self._decide, request_id, check, asks)
 
+    @property
+    def holding_back(self) -> bool:
+        """Whether pi waits on the bridge: its output not read, or a tool call not yet decided."""
+        return self._holding or self._deciding > 0
+
     async def _decide(self, request_id: str, check: ToolCheck, asks: AskTool) -> None:
+        self._deciding += 1
         try:
             verdict = await asks(check)
         except Exception:
             log.exception("pi rpc: the permission check of tool call %s failed", check.tool_call_id)
             verdict = ToolVerdict(allow=False, reason="denied: the bridge could not decide")
+        finally:
+            self._deciding -= 1
+            self.reading_since = time.monotonic()  # the time asking the user is not pi's silence
         self._settle_check(request_id, verdict)
 
     def _settle_check(self, request_id: str, verdict: ToolVerdict) -> None:

@@ -26,6 +26,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from bridge import __version__, contract
 from bridge.config import BridgeConfig, resolve_config
 from bridge.fronts.lifecycle import Stop, serve_until_stopped
+from bridge.fronts.lsp.approver import LspApprover, client_can_answer
 from bridge.fronts.lsp.converter import dict_converter
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.reader import read_frames
@@ -136,6 +137,9 @@ def _lifecycle_features(server: BridgeServer) -> None:
         for warning in warnings:
             log.warning("%s", warning)
             ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=warning))
+        permission_requests, message_requests = client_can_answer(params.capabilities)
+        if permission_requests or message_requests:
+            ls.registry.gate.approver = LspApprover(ls.protocol, permission_requests=permission_requests)
         ls.registry.reconfigure(config)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri

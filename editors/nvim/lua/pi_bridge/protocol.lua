@@ -17,6 +17,10 @@ M.STEER = 'pi/steer'
 M.CLOSE_SESSION = 'pi/closeSession'
 M.PERMISSIONS = 'pi/permissions'
 M.SET_PERMISSIONS = 'pi/setPermissions'
+M.SET_MODE = 'pi/setMode'
+--- Server -> client: the bridge asks the user before a tool call runs.
+M.REQUEST_PERMISSION = 'pi/requestPermission'
+M.MODES = { 'ask', 'auto-edit', 'plan', 'full' }
 
 --- Every request method of the contract, in the order the bridge advertises them.
 M.METHODS = {
@@ -29,6 +33,7 @@ M.METHODS = {
   M.CLOSE_SESSION,
   M.PERMISSIONS,
   M.SET_PERMISSIONS,
+  M.SET_MODE,
 }
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
@@ -56,6 +61,8 @@ M.types = {
   RUN_QUEUED = 'run.queued',
   RUN_STEERED = 'run.steered',
   NOTICE = 'notice',
+  PERMISSION_REQUESTED = 'permission.requested',
+  PERMISSION_RESOLVED = 'permission.resolved',
 }
 
 --- Run status that each terminal message ends an attempt with.

@@ -234,6 +234,18 @@ export function applyEntry(record: RunRecord, entry: ContractEntry, attempt = 1)
       });
     case 'notice':
       return push(record, { kind: 'notice', attempt, level: entry.content.level, text: entry.content.text });
+    case 'permission.requested':
+      return push(record, {
+        kind: 'notice',
+        attempt,
+        level: 'warning',
+        text: `pi asks to run ${entry.content.tool}: ${entry.content.title}`,
+      });
+    case 'permission.resolved': {
+      const { decision, by } = entry.content;
+      const verb = decision === 'allow' ? 'allowed' : decision === 'reject' ? 'denied' : 'not answered';
+      return push(record, { kind: 'notice', attempt, level: decision === 'allow' ? 'info' : 'warning', text: `${verb} (by ${by})` });
+    }
     default: {
       const unknown: never = entry;
       void unknown;

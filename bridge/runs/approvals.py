@@ -1,0 +1,211 @@
+"""Asking the user about one tool call: the options offered, the diff shown, and the answer read.
+
+The front that can ask (a client with the `permissions` capability, one that takes
+`window/showMessageRequest`, or the ACP front) gives the gate an `Approver`. An approver answers
+one `ApprovalRequest`; when the run is cancelled, its conversation closed or the agent died
+while it waits, the waiting coroutine is cancelled, and the approver withdraws its request
+(`$/cancelRequest`) as it unwinds. A late answer then finds nothing to settle.
+
+The rule an "always" option would add is made here, from the call's parsed words or its resolved
+path, never from text the model wrote as a pattern: a compound command or a path holding glob
+characters gets no "always" option at all, so no rule can be wider than the call the user saw.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+
+from bridge.agents.seam import ProposedChange, ToolCheck
+from bridge.contract import (
+    OptionKind,
+    PermissionOption,
+    PermissionRule,
+    ProposedDiff,
+    RequestPermissionParams,
+    RuleDecision,
+    RuleMatch,
+    ToolKind,
+)
+from bridge.engines.cancel import CancelToken
+from bridge.runs.shell_words import simple_command_words
+
+log = logging.getLogger(__name__)
+
+ALLOW_ONCE: Final = "allow-once"
+ALLOW_ALWAYS: Final = "allow-always"
+REJECT_ONCE: Final = "reject-once"
+REJECT_ALWAYS: Final = "reject-always"
+#: Files larger than this are shown by path only: the diff would not help, reading it would cost.
+MAX_DIFF_BYTES: Final = 1024 * 1024
+MAX_TITLE: Final = 200
+#: Characters a path glob gives a meaning to (permissions.py): a path holding one gets no rule.
+_GLOB_CHARS: Final = frozenset("*?[]{}")
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One tool call put to the user, with the options they may answer."""
+
+    run_id: str
+    session_id: str | None
+    tool_call_id: str
+    tool: str
+    kind: ToolKind
+    title: str
+    input: Mapping[str, Any]
+    diff: ProposedDiff | None
+    options: tuple[PermissionOption, ...]
+
+    def params(self) -> RequestPermissionParams:
+        """The request as `pi/requestPermission` sends it."""
+        return RequestPermissionParams(
+            run_id=self.run_id,
+            session_id=self.session_id,
+            tool_call_id=self.tool_call_id,
+            tool=self.tool,
+            kind=self.kind,
+            title=self.title,
+            input=dict(self.input),
+            diff=self.diff,
+            options=list(self.options),
+        )
+
+    def option(self, option_id: str | None) -> PermissionOption | None:
+        """The offered option `option_id` names; None for anything else (never one made up)."""
+        return next((option for option in self.options if option.option_id == option_id), None)
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """The user's answer: the option chosen (None: no answer, cancelled) and a reject's message."""
+
+    option_id: str | None = None
+    message: str | None = None
+
+
+CANCELLED: Final = ApprovalAnswer()
+
+#: Puts one request to the user and returns the answer; cancelled, it withdraws the request.
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
+
+
+def title_of(check: ToolCheck) -> str:
+    """A one-line title for the call: the command, or what the tool does to which path."""
+    if check.command is not None:
+        text = " ".join(check.command.split())
+    elif check.path is not None:
+        text = f"{check.tool} {check.path}"
+    else:
+        text = check.tool
+    return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+
+
+def options_for(check: ToolCheck, cwd: str) -> tuple[PermissionOption, ...]:
+    """Allow once and reject once always; the two "always" options only when a rule can say
+    exactly this call (a simple command's words, or a plain path), scoped to the workspace."""
+    match = _rule_match(check, cwd)
+    options = [PermissionOption(option_id=ALLOW_ONCE, kind="allow_once", name="Allow")]
+    if match is not None:
+        shown = " ".join(match.command_prefix) if match.command_prefix else match.path
+        options.append(
+            _always(ALLOW_ALWAYS, "allow_always", f"Always allow `{shown}` in this workspace", check, match)
+        )
+    options.append(PermissionOption(option_id=REJECT_ONCE, kind="reject_once", name="Deny"))
+    if match is not None:
+        options.append(
+            _always(REJECT_ALWAYS, "reject_always", "Always deny this in this workspace", check, match)
+        )
+    return tuple(options)
+
+
+def _always(
+    option_id: str, kind: OptionKind, name: str, check: ToolCheck, match: RuleMatch
+) -> PermissionOption:
+    decision: RuleDecision = "allow" if kind == "allow_always" else "deny"
+    rule = PermissionRule(
+        id=f"{decision}-{uuid.uuid4().hex[:12]}",
+        tool=check.tool,
+        match=match,
+        decision=decision,
+        scope="workspace",
+    )
+    return PermissionOption(option_id=option_id, kind=kind, name=name, rule=rule)
+
+
+def _rule_match(check: ToolCheck, cwd: str) -> RuleMatch | None:
+    if check.command is not None:
+        words = simple_command_words(check.command)
+        return RuleMatch(command_prefix=words) if words else None
+    if check.path is None or check.kind != "edit":
+        return None
+    path = os.path.normpath(os.path.join(cwd, check.path))
+    return None if _GLOB_CHARS.intersection(path) or "\x00" in path else RuleMatch(path=path)
+
+
+async def proposed_diff(change: ProposedChange | None, cwd: str) -> ProposedDiff | None:
+    """The diff `change` would make, the file read off the event loop (path only when it cannot be
+    read: not a regular file, too large, not text)."""
+    if change is None:
+        return None
+    return await anyio.to_thread.run_sync(_diff, change, cwd)
+
+
+def _diff(change: ProposedChange, cwd: str) -> ProposedDiff:
+    path = os.path.join(cwd, change.path)
+    try:
+        old = _read_text(path)
+    except FileNotFoundError:
+        old = None
+    except (OSError, ValueError):
+        return ProposedDiff(path=change.path)
+    if change.content is not None:
+        return ProposedDiff(path=change.path, old_text=old, new_text=change.content)
+    if old is None:
+        return ProposedDiff(path=change.path)
+    new = old
+    for before, after in change.replacements:
+        if before not in old:
+            return ProposedDiff(path=change.path, old_text=old)  # the edit would fail: no new text
+        new = new.replace(before, after, 1)
+    return ProposedDiff(path=change.path, old_text=old, new_text=new)
+
+
+def _read_text(path: str) -> str:
+    """A regular file's text; a FIFO, a device or a large file is never read (ValueError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DIFF_BYTES:
+            raise ValueError("not a small regular file")
+        return handle.read(MAX_DIFF_BYTES + 1).decode("utf-8")
+
+
+async def ask(approver: Approver, request: ApprovalRequest, cancel: CancelToken) -> ApprovalAnswer:
+    """The user's answer, or CANCELLED as soon as the run is cancelled (the approver's wait is
+    cancelled then, and it withdraws its request)."""
+    answer = CANCELLED
+    async with anyio.create_task_group() as tasks:
+
+        async def wait_for_user() -> None:
+            nonlocal answer
+            try:
+                answer = await approver(request)
+            except Exception:  # a front that broke while asking: no answer, nothing runs
+                log.exception("asking about tool call %s failed", request.tool_call_id)
+            tasks.cancel_scope.cancel()
+
+        async def wait_for_cancel() -> None:
+            await cancel.wait()
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(wait_for_user)
+        tasks.start_soon(wait_for_cancel)
+    return CANCELLED if cancel.cancelled else answer  # an answer racing the cancel runs nothing
