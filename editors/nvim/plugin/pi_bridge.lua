@@ -85,3 +85,18 @@ end, { nargs = 0, desc = 'Diff of the edit on the cursor line of the chat' })
 command('PiModel', function()
   chat().pick_model()
 end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts' })
+
+command('PiMode', function(o)
+  local session = require('pi_bridge.chat').state().session_id
+  require('pi_bridge.approve').set_mode(session, o.args)
+end, {
+  nargs = 1,
+  desc = "Set the chat conversation's permission mode (ask, auto-edit, plan, full)",
+  complete = function()
+    return require('pi_bridge.protocol').MODES
+  end,
+})
+
+command('PiPermissions', function()
+  require('pi_bridge.approve').manage_rules(vim.fn.getcwd())
+end, { nargs = 0, desc = "List this workspace's permission rules and remove one" })

@@ -62,6 +62,24 @@ local options = {
 }
 pi_bridge.setup(options)
 
+--- The user at the bridge's approval prompt: picks the option `approve_with` names (the plugin
+--- declares it answers pi/requestPermission, so its conversations start in ask mode).
+local approve_with = 'allow-once'
+local approval_prompts = {}
+local select_before = vim.ui.select
+vim.ui.select = function(items, opts, on_choice)
+  if opts and opts.kind == 'pi_bridge_permission' then
+    approval_prompts[#approval_prompts + 1] = opts.prompt
+    for _, item in ipairs(items) do
+      if item.optionId == approve_with then
+        return on_choice(item)
+      end
+    end
+    return on_choice(nil)
+  end
+  return select_before(items, opts, on_choice)
+end
+
 -- ------------------------------------------------------------------ helpers
 
 --- print() in `nvim -l` ends a line only when the next message starts: write whole lines instead.
@@ -334,6 +352,47 @@ test(':PiRun streams a text answer into the buffer', function()
   table.sort(mirrored)
   eq(advertised, mirrored, 'advertised message types')
   truthy(vim.api.nvim_buf_get_lines(run.buf, 0, 1, true)[1]:find('[completed]', 1, true), 'header')
+end)
+
+test('a tool call asks first: Deny runs nothing and the model is told', function()
+  approve_with = 'reject-once'
+  local before = #approval_prompts
+  local run = handlers.get(pi_bridge.run('Run echo hi', { model = 'tool' }))
+  wait_done(run)
+  approve_with = 'allow-once'
+  eq('completed', run.status, 'status')
+  check_seq(run)
+  eq(before + 1, #approval_prompts, 'one approval prompt')
+  truthy(approval_prompts[#approval_prompts]:find('echo hi', 1, true), 'prompt names the command')
+  local failed = messages_of(run, 'tool.failed')
+  eq(1, #failed, 'tool.failed count')
+  eq('denied', failed[1].content.reason, 'tool.failed reason')
+  eq(0, #messages_of(run, 'tool.completed'), 'nothing ran')
+  eq(1, #messages_of(run, 'permission.requested'), 'permission.requested')
+  eq('reject', messages_of(run, 'permission.resolved')[1].content.decision, 'decision')
+end)
+
+test(':PiMode plan: the next tool call is refused without asking', function()
+  local first = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
+  wait_done(first)
+  local answered
+  require('pi_bridge.approve').set_mode(first.session_id, 'plan', function(err, result)
+    answered = { err = err, result = result }
+  end)
+  wait_for('pi/setMode', 10000, function()
+    return answered ~= nil
+  end)
+  eq(nil, answered.err, 'pi/setMode error')
+  eq('plan', answered.result.mode, 'mode')
+  local before = #approval_prompts
+  local run =
+    handlers.get(pi_bridge.run('Run echo hi', { model = 'tool', sessionId = first.session_id }))
+  wait_done(run)
+  eq('completed', run.status, 'status')
+  eq(before, #approval_prompts, 'plan mode asks nothing')
+  local failed = messages_of(run, 'tool.failed')
+  eq(1, #failed, 'tool.failed count')
+  truthy(failed[1].content.error:find('plan mode', 1, true), failed[1].content.error)
 end)
 
 test('a tool call is one folded line with its status and output', function()

@@ -103,7 +103,11 @@ function M.with_client(fn)
     cmd_env = M.cmd_env(cfg),
     root_dir = vim.fn.getcwd(),
     init_options = M.init_options(cfg),
-    handlers = { [protocol.MESSAGE] = handlers.on_message },
+    handlers = {
+      [protocol.MESSAGE] = handlers.on_message,
+      [protocol.REQUEST_PERMISSION] = require('pi_bridge.approve').on_request,
+    },
+    capabilities = require('pi_bridge.approve').capabilities(),
     -- No flags.exit_timeout: on VimLeavePre, Neovim 0.11 would then always wait that long before
     -- killing the client. Without it Neovim sends shutdown and exits; the closed stdin makes the
     -- bridge stop every live run (its whole process tree) by itself.
