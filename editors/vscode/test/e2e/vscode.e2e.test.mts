@@ -136,6 +136,25 @@ async function screenshot(name: string): Promise<string> {
   return path;
 }
 
+/**
+ * The bridge asks before a tool runs (VS Code's client takes window/showMessageRequest, so its
+ * conversations start in ask mode): read the question in its notification, then press Allow.
+ */
+async function approveInNotification(what: RegExp, shot?: string): Promise<void> {
+  await page.waitForSelector('.notification-toast ::-p-text(wants to run)', { visible: true, timeout: UI_TIMEOUT });
+  const toasts = await page.$$eval('.notification-toast', (els) => els.map((el) => el.textContent ?? '').join('\n'));
+  assert.match(toasts, what, 'the notification names what pi would run');
+  assert.match(toasts, /Always allow/, 'the notification offers a rule');
+  if (shot) {
+    await screenshot(shot);
+  }
+  const allow = await page.waitForSelector('.notification-toast .monaco-button::-p-text(Allow)', {
+    visible: true,
+    timeout: UI_TIMEOUT,
+  });
+  await allow!.click();
+}
+
 /** Run a Command Palette command by its title. */
 async function runCommand(title: string): Promise<void> {
   await page.keyboard.press('F1');
@@ -382,6 +401,7 @@ test('thoughts render collapsed and tool calls with their status and output', { 
   await setModel('tool');
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Run echo hi');
+  await approveInNotification(/bash wants to run: echo hi/, 'chat-approval.png');
   const turn = await waitForTurn(frame, 'Run echo hi', "status === 'completed' && tools.length > 0", 'the tool run');
   const tool = turn.tools[0]!;
   assert.equal(tool.status, 'completed');
@@ -607,6 +627,7 @@ test('a message sent while a run goes steers it, and pi takes it in', { timeout:
   const prompt = `run the slow tool ${tag}`;
   const steer = `and then say it is steered ${tag}`;
   await sendInChat(frame, prompt);
+  await approveInNotification(/sleep 2/);
   await waitForTurn(frame, prompt, "tools.length > 0 && tools[0].status === 'running'", 'the running tool');
   await chatWait(frame, `!!document.querySelector('#send[data-action="stop"]')`);
   await sendInChat(frame, steer);
@@ -639,6 +660,7 @@ test('Open Diff on an edit shows the file before and after the edit', { timeout:
   const frame = await chatFrame();
   const prompt = `please edit the notes ${tag}`;
   await sendInChat(frame, prompt);
+  await approveInNotification(/edit wants to run: edit notes\.txt \(changes notes\.txt\)/);
   const turn = await waitForTurn(frame, prompt, "status === 'completed' && tools.some((t) => t.edit)", 'the edit');
   const edit = turn.tools.find((t) => t.edit)!;
   assert.equal(edit.status, 'completed');
