@@ -5,7 +5,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['out/**', 'dist/**', 'node_modules/**', '.cache/**', 'src/generated/**', 'media/**'] },
+  { ignores: ['out/**', 'dist/**', 'node_modules/**', '.cache/**', 'src/generated/**', 'media/**', 'bundled/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

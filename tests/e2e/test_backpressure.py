@@ -154,6 +154,7 @@ def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT) -> int:
     stdout = bridge.proc.stdout
     assert stdout is not None
     deadline = time.monotonic() + timeout
+    seen: dict[int, tuple[int, int, int, int, bool]] = {}
     while time.monotonic() < deadline:
         for proc in run_processes(marker=bridge.marker):
             try:
@@ -161,6 +162,7 @@ def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT) -> int:
             except OSError:
                 continue
             ours, our_capacity = pipe_fill(f"/proc/self/fd/{stdout.fileno()}")
+            seen[proc.pid] = (buffered, capacity, ours, our_capacity, bridge.reader_parked.is_set())
             if (
                 bridge.reader_parked.is_set()
                 and ours >= our_capacity - 4 * PAGE
@@ -168,7 +170,10 @@ def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT) -> int:
             ):
                 return proc.pid
         time.sleep(0.02)  # polling kernel states: no event tells that another process's pipe is full
-    raise AssertionError(f"no agent's output was held within {timeout} s: the bridge buffers without bound")
+    raise AssertionError(
+        f"no agent's output was held within {timeout} s: the bridge buffers without bound "
+        f"(last seen, per pid: its stdout buffered/capacity, ours buffered/capacity, parked: {seen})"
+    )
 
 
 @requires_pi

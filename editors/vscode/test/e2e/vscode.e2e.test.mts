@@ -141,18 +141,23 @@ async function screenshot(name: string): Promise<string> {
  * conversations start in ask mode): read the question in its notification, then press Allow.
  */
 async function approveInNotification(what: RegExp, shot?: string): Promise<void> {
-  await page.waitForSelector('.notification-toast ::-p-text(wants to run)', { visible: true, timeout: UI_TIMEOUT });
-  const toasts = await page.$$eval('.notification-toast', (els) => els.map((el) => el.textContent ?? '').join('\n'));
-  assert.match(toasts, what, 'the notification names what pi would run');
-  assert.match(toasts, /Always allow/, 'the notification offers a rule');
+  // The toast that asks about this call (another may still show an earlier question).
+  const findAllow = `(() => {
+    const re = new RegExp(${JSON.stringify(what.source)});
+    for (const toast of document.querySelectorAll('.notification-toast')) {
+      const text = toast.textContent ?? '';
+      if (toast.dataset.piAnswered || !text.includes('wants to run') || !re.test(text) || !/Always allow/.test(text)) continue;
+      const allow = [...toast.querySelectorAll('.monaco-button')].find((b) => b.textContent.trim() === 'Allow');
+      if (allow) return { toast, allow };
+    }
+    return null;
+  })()`;
+  await page.waitForFunction(findAllow, { timeout: UI_TIMEOUT });
   if (shot) {
     await screenshot(shot);
   }
-  const allow = await page.waitForSelector('.notification-toast .monaco-button::-p-text(Allow)', {
-    visible: true,
-    timeout: UI_TIMEOUT,
-  });
-  await allow!.click();
+  // Marked as answered: a later question about the same command must not find this toast.
+  await page.evaluate(`(() => { const found = ${findAllow}; found.toast.dataset.piAnswered = '1'; found.allow.click(); })()`);
 }
 
 /** Run a Command Palette command by its title. */
@@ -631,6 +636,7 @@ test('a message sent while a run goes steers it, and pi takes it in', { timeout:
   await waitForTurn(frame, prompt, "tools.length > 0 && tools[0].status === 'running'", 'the running tool');
   await chatWait(frame, `!!document.querySelector('#send[data-action="stop"]')`);
   await sendInChat(frame, steer);
+  await approveInNotification(/sleep 2/); // the model, steered, runs the tool once more
   const turn = await waitForTurn(frame, prompt, `status === 'completed' && steered.length > 0`, 'the steered turn');
   assert.deepEqual(turn.steered, [steer], 'the steer is shown once pi took it in');
   const requests = await requestsEndingWith(steer);
