@@ -147,32 +147,35 @@ def test_time_blocked_on_a_slow_client_is_not_agent_silence(tmp_path: Path) -> N
         raw.close()
 
 
-def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT) -> int:
-    """Wait for the state "our reader has stopped, and an agent's stdout pipe is full": the bridge
-    has stopped reading it. (Node does not block on a full pipe: it queues in its own memory, so
-    the agent's state is not the sign.) Returns the agent's pid."""
+def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT, polls: int = 5) -> int:
+    """Wait for the state "our reader has stopped, an agent's stdout pipe is full, and our pipe
+    has not moved for `polls` polls in a row": the bridge has stopped reading the agent. (Node does
+    not block on a full pipe: it queues in its own memory, so the agent's state is not the sign.
+    Our pipe is not a byte count away from full either: small frames each take a page of it.)
+    Returns the agent's pid."""
     stdout = bridge.proc.stdout
     assert stdout is not None
     deadline = time.monotonic() + timeout
-    seen: dict[int, tuple[int, int, int, int, bool]] = {}
+    seen: dict[int, tuple[int, int, int]] = {}
+    streak: dict[int, int] = {}
     while time.monotonic() < deadline:
+        ours, _ = pipe_fill(f"/proc/self/fd/{stdout.fileno()}")
         for proc in run_processes(marker=bridge.marker):
             try:
                 buffered, capacity = pipe_fill(f"/proc/{proc.pid}/fd/1")
             except OSError:
                 continue
-            ours, our_capacity = pipe_fill(f"/proc/self/fd/{stdout.fileno()}")
-            seen[proc.pid] = (buffered, capacity, ours, our_capacity, bridge.reader_parked.is_set())
-            if (
-                bridge.reader_parked.is_set()
-                and ours >= our_capacity - 4 * PAGE
-                and buffered >= capacity - 2 * PAGE
-            ):
+            held = bridge.reader_parked.is_set() and ours > 0 and buffered >= capacity - 2 * PAGE
+            still = held and seen.get(proc.pid, (-1, -1, -1))[2] == ours
+            streak[proc.pid] = streak.get(proc.pid, 0) + 1 if still else 0
+            seen[proc.pid] = (buffered, capacity, ours)
+            if streak[proc.pid] >= polls:
                 return proc.pid
         time.sleep(0.02)  # polling kernel states: no event tells that another process's pipe is full
     raise AssertionError(
         f"no agent's output was held within {timeout} s: the bridge buffers without bound "
-        f"(last seen, per pid: its stdout buffered/capacity, ours buffered/capacity, parked: {seen})"
+        f"(last seen, per pid: its stdout buffered/capacity, our pipe's bytes; parked "
+        f"{bridge.reader_parked.is_set()}: {seen})"
     )
 
 
