@@ -31,7 +31,7 @@ from bridge.runs.gate import Gate
 from bridge.runs.shell_words import matches_allow
 from tests.support.runs import make_run
 
-CWD = "/work/project"
+CWD = "/home/me/project"
 
 
 def _bash(command: str, call_id: str = "c1") -> ToolCheck:
