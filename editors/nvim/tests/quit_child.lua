@@ -10,14 +10,7 @@ pi_bridge.setup({
   log_file = false,
   view = 'none',
 })
--- The user approves the tool call the bridge asks about (the plugin answers pi/requestPermission).
-local select_before = vim.ui.select
-vim.ui.select = function(items, opts, on_choice)
-  if opts and opts.kind == 'pi_bridge_permission' then
-    return on_choice(items[1]) -- "Allow"
-  end
-  return select_before(items, opts, on_choice)
-end
+dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
 local run = require('pi_bridge.handlers').get(pi_bridge.run('slow tool', { model = 'toolslow' }))
 
 local function children(pid)

@@ -25,14 +25,7 @@ vim.cmd('edit notes.txt')
 local chat = require('pi_bridge.chat')
 vim.cmd('PiChat')
 
--- The user approves the tool call the bridge asks about (the plugin answers pi/requestPermission).
-local select_before = vim.ui.select
-vim.ui.select = function(items, opts, on_choice)
-  if opts and opts.kind == 'pi_bridge_permission' then
-    return on_choice(items[1]) -- "Allow"
-  end
-  return select_before(items, opts, on_choice)
-end
+dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
 local function turn(model, prompt)
   chat.state().model = model
   chat.send(prompt)
