@@ -930,6 +930,34 @@ class RequestPermissionAnswer(WireModel):
     outcome: Literal["cancelled"] | None = None
 
 
+ASK = "pi/ask"
+MAX_ASK_VALUE: Final = 64 * 1024
+DialogKind = Literal["select", "confirm", "input", "editor"]
+
+
+class AskParams(WireModel):
+    """Params of the server -> client request `pi/ask`: one of the agent's own dialogs."""
+
+    run_id: str
+    session_id: str | None = None
+    kind: DialogKind
+    title: str
+    message: str | None = None
+    options: list[str] | None = None
+    placeholder: str | None = None
+    prefill: str | None = None
+    timeout_ms: int | None = None
+
+
+class AskAnswer(WireModel):
+    """The client's answer to `pi/ask`: `value` (select, input, editor), `confirmed` (confirm), or
+    `cancelled: true`."""
+
+    value: str | None = Field(None, max_length=MAX_ASK_VALUE)
+    confirmed: bool | None = None
+    cancelled: bool | None = None
+
+
 class ClientPiBridgeCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the client's initialize: what it can answer."""
 
@@ -963,6 +991,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RequestPermissionParams": RequestPermissionParams,
     "RequestPermissionAnswer": RequestPermissionAnswer,
     "ClientPiBridgeCapabilities": ClientPiBridgeCapabilities,
+    "AskParams": AskParams,
+    "AskAnswer": AskAnswer,
 }
 
 
@@ -981,7 +1011,7 @@ def json_schema() -> dict[str, Any]:
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
         f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}; "
-        f"notification {MESSAGE}; server -> client request {REQUEST_PERMISSION}",
+        f"notification {MESSAGE}; server -> client requests {REQUEST_PERMISSION}, {ASK}",
         "$defs": dict(sorted(defs.items())),
     }
 

@@ -315,6 +315,42 @@ class ToolVerdict:
     reason: str | None = None
 
 
+DialogKind = Literal["select", "confirm", "input", "editor", "notify"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialog:
+    """One of the agent's own dialogs (an extension asks its user), in agent-neutral terms.
+
+    `notify` asks nothing (its `level` says how loud); the others block the agent until answered,
+    and `timeout_ms` is the agent's own: past it, the agent answers itself.
+    """
+
+    kind: DialogKind
+    title: str
+    message: str | None = None
+    options: tuple[str, ...] = ()
+    placeholder: str | None = None
+    prefill: str | None = None
+    timeout_ms: int | None = None
+    level: Literal["info", "warning", "error"] = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class DialogReply:
+    """The user's answer to a `Dialog`: a value (select, input, editor), a yes or no (confirm),
+    or cancelled."""
+
+    value: str | None = None
+    confirmed: bool | None = None
+    cancelled: bool = False
+
+
+DIALOG_CANCELLED: Final = DialogReply(cancelled=True)
+#: Answers one of the agent's dialogs (a `notify` is only told, and its reply unused).
+AskDialog = Callable[[Dialog], Awaitable[DialogReply]]
+
+
 #: The environment variable naming the directory an agent's gate reads each conversation's
 #: permission mode from (a file per session id; none: `full`).
 GATE_DIR_ENV: Final = "PI_BRIDGE_GATE_DIR"
@@ -354,6 +390,8 @@ class LiveClient(Protocol):
     lines_read: int
     #: Decides the tool calls the agent asks about (set per attempt); None: each is denied.
     asks: AskTool | None
+    #: Answers the agent's own dialogs (set per attempt); None: each is answered cancelled.
+    dialogs: AskDialog | None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""

@@ -30,7 +30,7 @@ from typing import Final, Literal, TypeVar
 import anyio
 import orjson
 
-from bridge.agents.seam import AgentAdapter, AskTool, LiveCommand, LiveError, Out, RunOptions
+from bridge.agents.seam import AgentAdapter, AskDialog, AskTool, LiveCommand, LiveError, Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
@@ -90,6 +90,7 @@ class RpcAttempt:
         fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
         on_session: Callable[[str], None] | None = None,
         asks: AskTool | None = None,
+        dialogs: AskDialog | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -112,6 +113,8 @@ class RpcAttempt:
         self._on_session = on_session
         # The run's permission check: what the agent asks before a tool while this attempt streams.
         self._asks = asks
+        # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
+        self._dialogs = dialogs
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -220,6 +223,7 @@ class RpcAttempt:
         agent.rpc.listener = None
         agent.rpc.backlog = None
         agent.rpc.asks = None
+        agent.rpc.dialogs = None
         if self._on_steerable is not None:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
@@ -255,6 +259,7 @@ class RpcAttempt:
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
+        agent.rpc.dialogs = self._dialogs
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt

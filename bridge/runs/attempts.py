@@ -222,6 +222,7 @@ class Attempts:
             fallback=lambda: json_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
+            dialogs=self.gate.dialogs(run) if self.gate else None,
         )
 
     def _on_session(self, run: Run, session_id: str) -> None:

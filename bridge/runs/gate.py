@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from bridge import contract
-from bridge.agents.seam import GATE_DIR_ENV, AskTool, Out, ToolCheck, ToolVerdict
+from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, Out, ToolCheck, ToolVerdict
 from bridge.contract import PermissionMode, PermissionOption, PermissionRule
 from bridge.runs.approvals import ApprovalRequest, Approver, ask, options_for, proposed_diff, title_of
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
+from bridge.runs.questions import Questioner, dialogs_for
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 from bridge.runs.run import Run
 
@@ -80,6 +81,8 @@ class Gate:
         self._modes: dict[str, PermissionMode] = {}
         #: How the front asks the user (None: it cannot, and a call that would ask is refused).
         self.approver: Approver | None = None
+        #: How the front puts the agent's own dialogs to the user (None: each is cancelled at once).
+        self.questioner: Questioner | None = None
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""
@@ -111,6 +114,10 @@ class Gate:
             return await self._check(run, call)
 
         return check
+
+    def dialogs(self, run: Run) -> AskDialog:
+        """How one run's agent dialogs are answered (questions.py), by the front's questioner."""
+        return dialogs_for(run, self.questioner)
 
     async def _check(self, run: Run, call: ToolCheck) -> ToolVerdict:
         cwd, session_id = run.options.cwd, run.session_id

@@ -22,12 +22,16 @@ import anyio.abc
 import orjson
 
 from bridge.agents.pi.command import BASE_ENV, extension_flags, pi_flags
+from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
 from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.seam import (
+    DIALOG_CANCELLED,
+    AskDialog,
     AskTool,
     ContextUsage,
+    Dialog,
     EventKind,
     LaunchSpec,
     LiveCommand,
@@ -268,6 +272,8 @@ class PiRpc:
         self._waiting: dict[str, PendingCommand] = {}
         # Decides the tool calls the gate extension asks about; set per attempt by the engine.
         self.asks: AskTool | None = None
+        # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
+        self.dialogs: AskDialog | None = None
         # The gate's questions not answered yet (an id answered once, never twice).
         self._open_checks: set[str] = set()
         self._deciding = 0
@@ -522,18 +528,24 @@ class PiRpc:
                 self.garbage += sum(1 for line in events if not line.startswith(b"{"))
 
     def _answer_dialog(self, line: bytes) -> bool:
-        """Answer an extension's dialog; True when it was the gate's question (see gate.py).
+        """Answer an extension's dialog; True when the line is handled here, not the run's event.
 
         The gate's question goes to `asks` (the attempt's permission check), and with no attempt
-        listening it is denied: nothing runs unasked. Any other dialog is answered `cancelled` at
-        once: nothing in the bridge can ask the user yet, and an unanswered dialog would block the
-        run until it is cancelled. That line goes on to the attempt's mapper, which tells the
-        user (a `notice`)."""
+        listening it is denied: nothing runs unasked. Another dialog goes to `dialogs` (the user,
+        through the front), and with none it is answered `cancelled` at once, since an unanswered
+        dialog would block the run until it is cancelled; that line goes on to the mapper, which
+        tells the user (a `notice`). A `notify` is told to `dialogs` too, and stays an event."""
         try:
             request = orjson.loads(line)
         except orjson.JSONDecodeError:
             return False
-        if not isinstance(request, dict) or request.get("method") not in UI_DIALOGS:
+        if not isinstance(request, dict):
+            return False
+        method = request.get("method")
+        if method == "notify":
+            self._tell(request)
+            return False
+        if method not in UI_DIALOGS:
             return False
         request_id = request.get("id")
         if not isinstance(request_id, str):
@@ -541,10 +553,41 @@ class PiRpc:
         if is_gate_request(request):
             self._check_tool(request_id, tool_check(request))
             return True
-        log.info("pi rpc: an extension's %s dialog answered cancelled (no client answers)", request["method"])
-        reply = {"type": "extension_ui_response", "id": request_id, "cancelled": True}
-        self._write_line(orjson.dumps(reply) + b"\n")
-        return False
+        dialog, dialogs, tasks = dialog_of(request), self.dialogs, self._tasks
+        if dialog is None or dialogs is None or tasks is None or request_id in self._open_checks:
+            if request_id not in self._open_checks:
+                log.info("pi rpc: an extension's %s dialog answered cancelled (no one to ask)", method)
+                self._write_line(reply_line(request_id, DIALOG_CANCELLED))
+            return False
+        self._open_checks.add(request_id)
+        tasks.start_soon(self._put_dialog, request_id, dialog, dialogs)
+        return True
+
+    def _tell(self, request: dict[str, Any]) -> None:
+        dialog, dialogs, tasks = dialog_of(request), self.dialogs, self._tasks
+        if dialog is not None and dialogs is not None and tasks is not None:
+            tasks.start_soon(self._told, dialog, dialogs)
+
+    async def _told(self, dialog: Dialog, dialogs: AskDialog) -> None:
+        try:
+            await dialogs(dialog)
+        except Exception:
+            log.exception("pi rpc: telling the user an extension's notify failed")
+
+    async def _put_dialog(self, request_id: str, dialog: Dialog, dialogs: AskDialog) -> None:
+        """Have the user answer one dialog, then answer pi once (pi waits: not its silence)."""
+        self._deciding += 1
+        reply = DIALOG_CANCELLED
+        try:
+            reply = await dialogs(dialog)
+        except Exception:
+            log.exception("pi rpc: asking the user an extension's %s dialog failed", dialog.kind)
+        finally:
+            self._deciding -= 1
+            self.reading_since = time.monotonic()
+            if request_id in self._open_checks:
+                self._open_checks.discard(request_id)
+                self._write_line(reply_line(request_id, reply))
 
     def _check_tool(self, request_id: str, check: ToolCheck | None) -> None:
         """Have the gate's question decided, then answered once (a second answer is dropped)."""

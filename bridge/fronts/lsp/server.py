@@ -26,9 +26,11 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from bridge import __version__, contract
 from bridge.config import BridgeConfig, resolve_config
 from bridge.fronts.lifecycle import Stop, serve_until_stopped
-from bridge.fronts.lsp.approver import LspApprover, client_can_answer
+from bridge.fronts.lsp.approver import LspApprover
+from bridge.fronts.lsp.client_requests import ClientRequests, client_answers
 from bridge.fronts.lsp.converter import dict_converter
 from bridge.fronts.lsp.params import parse_params
+from bridge.fronts.lsp.questioner import LspQuestioner
 from bridge.fronts.lsp.reader import read_frames
 from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
@@ -137,9 +139,10 @@ def _lifecycle_features(server: BridgeServer) -> None:
         for warning in warnings:
             log.warning("%s", warning)
             ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=warning))
-        permission_requests, message_requests = client_can_answer(params.capabilities)
-        if permission_requests or message_requests:
-            ls.registry.gate.approver = LspApprover(ls.protocol, permission_requests=permission_requests)
+        answers, client = client_answers(params.capabilities), ClientRequests(ls.protocol)
+        if answers.permissions or answers.message_requests:
+            ls.registry.gate.approver = LspApprover(client, permission_requests=answers.permissions)
+        ls.registry.gate.questioner = LspQuestioner(client, answers)
         ls.registry.reconfigure(config)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri
