@@ -49,6 +49,24 @@ end, 20) then
 end
 env.PI_CODING_AGENT_DIR = agent_dir
 
+-- A user's own pi extension that asks before bash in a project holding `ask-before-bash`: a
+-- confirm, then an input. The bash runs only if the answers were yes and "because".
+local ASKING_EXTENSION = [[
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+export default function (pi) {
+  pi.on("tool_call", async (event, ctx) => {
+    if (event.toolName !== "bash" || !existsSync(join(ctx.cwd, "ask-before-bash"))) return undefined;
+    const ok = await ctx.ui.confirm("Run this command?", String(event.input.command));
+    const why = await ctx.ui.input("Why run it?", "a reason");
+    if (ok && why === "because") return undefined;
+    return { block: true, reason: `confirmed ${ok}, because ${why}` };
+  });
+}
+]]
+vim.fn.mkdir(agent_dir .. '/extensions', 'p')
+vim.fn.writefile(vim.split(ASKING_EXTENSION, '\n'), agent_dir .. '/extensions/asking.ts')
+
 local pi_bridge = require('pi_bridge')
 local handlers = require('pi_bridge.handlers')
 local options = {
@@ -65,6 +83,8 @@ pi_bridge.setup(options)
 --- The user at the bridge's approval prompt: picks the option `approve_with` names (the plugin
 --- declares it answers pi/requestPermission, so its conversations start in ask mode).
 local approve_with = 'allow-once'
+--- ... and at an extension's own dialogs (pi/ask): the choice picked, the text typed.
+local ask_answers = { select = 'Yes', input = 'because' }
 local approval_prompts = {}
 local select_before = vim.ui.select
 vim.ui.select = function(items, opts, on_choice)
@@ -77,7 +97,20 @@ vim.ui.select = function(items, opts, on_choice)
     end
     return on_choice(nil)
   end
+  if opts and opts.kind == 'pi_bridge_ask' then
+    approval_prompts[#approval_prompts + 1] = opts.prompt
+    return on_choice(ask_answers.select)
+  end
   return select_before(items, opts, on_choice)
+end
+--- The user at an extension's input dialog: answers `ask_answers.input` (nil: <Esc>).
+local input_before = vim.ui.input
+vim.ui.input = function(opts, on_confirm)
+  if opts and opts.prompt and opts.prompt:find('Why run it?', 1, true) then
+    approval_prompts[#approval_prompts + 1] = opts.prompt
+    return on_confirm(ask_answers.input)
+  end
+  return input_before(opts, on_confirm)
 end
 
 -- ------------------------------------------------------------------ helpers
@@ -393,6 +426,28 @@ test(':PiMode plan: the next tool call is refused without asking', function()
   local failed = messages_of(run, 'tool.failed')
   eq(1, #failed, 'tool.failed count')
   truthy(failed[1].content.error:find('plan mode', 1, true), failed[1].content.error)
+end)
+
+test("an extension's own confirm and input reach the user, and their answers are obeyed", function()
+  local project = tmp .. '/asking-project'
+  vim.fn.mkdir(project, 'p')
+  vim.fn.writefile({}, project .. '/ask-before-bash')
+  local before = #approval_prompts
+  local run = handlers.get(pi_bridge.run('Run echo hi', { model = 'tool', cwd = project }))
+  wait_done(run)
+  eq('completed', run.status, 'status')
+  eq(before + 3, #approval_prompts, 'the approval, then the confirm and the input')
+  truthy(approval_prompts[before + 2]:find('Run this command?\necho hi', 1, true), approval_prompts[before + 2])
+  eq(1, #messages_of(run, 'tool.completed'), 'yes and "because": the command ran')
+
+  ask_answers.input = nil -- <Esc> at the input
+  run = handlers.get(pi_bridge.run('Run echo hi', { model = 'tool', cwd = project }))
+  wait_done(run)
+  ask_answers.input = 'because'
+  eq('completed', run.status, 'status')
+  local failed = messages_of(run, 'tool.failed')
+  eq(1, #failed, 'tool.failed count')
+  truthy(failed[1].content.error:find('because undefined', 1, true), failed[1].content.error)
 end)
 
 test('a tool call is one folded line with its status and output', function()

@@ -45,33 +45,30 @@ function M.on_request(_, params, _)
     return { outcome = 'cancelled' }
   end
   local lines = M.describe(params)
-  local co, is_main = coroutine.running()
-  if not co or is_main then
+  local choice, waited = require('pi_bridge.ask').await(function(done)
+    vim.ui.select(params.options, {
+      prompt = table.concat(lines, '\n'),
+      kind = 'pi_bridge_permission',
+      format_item = function(option)
+        return option.name
+      end,
+    }, done)
+  end)
+  if not waited then
     return { outcome = 'cancelled' } -- nothing can wait for the user here
   end
-  vim.ui.select(params.options, {
-    prompt = table.concat(lines, '\n'),
-    kind = 'pi_bridge_permission',
-    format_item = function(option)
-      return option.name
-    end,
-  }, function(choice)
-    vim.schedule(function()
-      coroutine.resume(co, choice)
-    end)
-  end)
-  local choice = coroutine.yield()
   if type(choice) ~= 'table' or type(choice.optionId) ~= 'string' then
     return { outcome = 'cancelled' }
   end
   return { optionId = choice.optionId }
 end
 
---- Client capabilities that tell the bridge this plugin answers `pi/requestPermission`.
+--- Client capabilities that tell the bridge this plugin answers `pi/requestPermission` and
+--- `pi/ask` (ask.lua).
 function M.capabilities()
   local capabilities = vim.lsp.protocol.make_client_capabilities()
   capabilities.experimental = capabilities.experimental or {}
-  capabilities.experimental.piBridge = { permissions = true }
+  capabilities.experimental.piBridge = { permissions = true, questions = true }
   return capabilities
 end
 

@@ -106,6 +106,7 @@ function M.with_client(fn)
     handlers = {
       [protocol.MESSAGE] = handlers.on_message,
       [protocol.REQUEST_PERMISSION] = require('pi_bridge.approve').on_request,
+      [protocol.ASK] = require('pi_bridge.ask').on_ask,
     },
     capabilities = require('pi_bridge.approve').capabilities(),
     -- No flags.exit_timeout: on VimLeavePre, Neovim 0.11 would then always wait that long before

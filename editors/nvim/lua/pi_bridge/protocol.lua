@@ -20,6 +20,8 @@ M.SET_PERMISSIONS = 'pi/setPermissions'
 M.SET_MODE = 'pi/setMode'
 --- Server -> client: the bridge asks the user before a tool call runs.
 M.REQUEST_PERMISSION = 'pi/requestPermission'
+--- Server -> client: an agent's own dialog (select, confirm, input, editor) put to the user.
+M.ASK = 'pi/ask'
 M.MODES = { 'ask', 'auto-edit', 'plan', 'full' }
 
 --- Every request method of the contract, in the order the bridge advertises them.
