@@ -130,6 +130,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "flaky": "HTTP 500 for the first 2 requests (per server; reset() re-arms), then text",
     "drop": "streams a few text pieces, then closes without finish_reason or [DONE]",
     "slow": "text at ~300 ms per piece for ~30 s (for cancelling mid-stream)",
+    "slow-10": "like `slow`, 10 pieces (~3 s): a live stream that ends soon, for load; `slow-N`: N pieces",
     "long": f"{LONG_DEFAULT} deltas of 5 characters each, no delay; `long-N`: N deltas",
     "long-20000": "20000 deltas of 5 characters each, no delay",
     "long-100000": "100000 deltas of 5 characters each, no delay",
@@ -233,11 +234,17 @@ def _long_count(model: str) -> int | None:
     return count if 0 < count <= LONG_MAX else None
 
 
-def _slow_reply() -> Reply:
+def _slow_reply(count: int = SLOW_PIECES) -> Reply:
     words = _words(TEXT_REPLY)
     words[-1] += " "
-    pieces = [Piece("text", words[i % len(words)]) for i in range(SLOW_PIECES)]
+    pieces = [Piece("text", words[i % len(words)]) for i in range(count)]
     return Reply(pieces, delay=SLOW_INTERVAL, scaled=False)
+
+
+def _slow_count(model: str) -> int | None:
+    match = re.fullmatch(r"slow-(\d{1,3})", model)
+    count = int(match.group(1)) if match else 0
+    return count if 0 < count <= SLOW_PIECES else None
 
 
 def _flood_count(model: str) -> int | None:
@@ -331,7 +338,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "err401": _fixed(lambda: _error(401, "fake invalid API key", "auth")),
     "flaky": _flaky_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
-    "slow": _fixed(_slow_reply),
+    "slow": _fixed(lambda: _slow_reply()),
     "echo": _echo_reply,
     "hang": _fixed(lambda: Reply(hang=HANG_SECONDS)),
     "flood": _fixed(lambda: Reply([Piece("text", flood_piece(i)) for i in range(FLOOD_PIECES)], delay=0.0)),
@@ -339,7 +346,10 @@ SCRIPTS: Final[dict[str, Script]] = {
 
 
 def _counted_reply(model: str) -> Reply | None:
-    """``long-N`` and ``flood-N`` (and plain ``long``): N deltas, no delay."""
+    """``long-N`` and ``flood-N`` (and plain ``long``): N deltas, no delay; ``slow-N``: N slow pieces."""
+    count = _slow_count(model)
+    if count is not None:
+        return _slow_reply(count)
     count = _long_count(model)
     if count is not None:
         return Reply([Piece("text", _long_piece(i)) for i in range(count)], delay=0.0)

@@ -50,7 +50,7 @@ class _Crowd:
     ) -> str | None:
         """One turn: a run, perhaps steered or cancelled once its first answer streams."""
         bridge = self.bridge
-        model = local.choice(["echo", "echo", "slow", "tool"])
+        model = local.choice(["echo", "echo", "slow-10", "tool"])
         params: dict[str, Any] = {
             "runId": run_id,
             "prompt": f"conversation {index} turn {number}",
