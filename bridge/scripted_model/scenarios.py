@@ -338,7 +338,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "err401": _fixed(lambda: _error(401, "fake invalid API key", "auth")),
     "flaky": _flaky_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
-    "slow": _fixed(lambda: _slow_reply()),
+    "slow": _fixed(_slow_reply),
     "echo": _echo_reply,
     "hang": _fixed(lambda: Reply(hang=HANG_SECONDS)),
     "flood": _fixed(lambda: Reply([Piece("text", flood_piece(i)) for i in range(FLOOD_PIECES)], delay=0.0)),
