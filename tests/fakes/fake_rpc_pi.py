@@ -16,7 +16,10 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - slow_start: waits $FAKE_RPC_PI_START_DELAY s (default 3) before it reads its first command;
 - wedged: answers the commands of its start-up, then never reads stdin again;
 - die: dies (exit 1) in the middle of its answer;
-- err500: the model fails every prompt with a 500 (retryable).
+- err500: the model fails every prompt with a 500 (retryable);
+- ask10: asks the bridge's gate about 10 bash calls at once (pi itself asks one at a time), runs
+  the ones allowed, and ends when every question is answered or the run is aborted. With
+  $FAKE_RPC_PI_ANSWERS set, "<request id> <decision>" of each answer received is appended there.
 Without --model the scenario is $FAKE_RPC_PI_SCENARIO (default text). With
 $FAKE_RPC_PI_COMMANDS set, "<pid> <type>" of each command received is appended to that file;
 $FAKE_RPC_PI_SESSION_FILE is the session file get_state reports (pi's own is in its agent dir). With
@@ -41,6 +44,11 @@ from typing import Any
 SESSION_ID = str(uuid.uuid4())
 _out = threading.Lock()
 _state: dict[str, object] = {"scenario": "text", "steers": [], "abort": threading.Event(), "running": False}
+#: The gate's questions of the ask10 scenario: request id -> the decision answered (None: not yet).
+_asked: dict[str, str | None] = {}
+_answered = threading.Condition()
+GATE_TITLE = "pi-bridge:permission"  # bridge/agents/pi/gate.py's MARKER
+QUESTIONS = 10
 
 
 def emit(event: dict[str, object]) -> None:
@@ -164,6 +172,8 @@ def run(prompt: str, abort: threading.Event) -> None:
             delta(piece)
             abort.wait(0.05)
             take_steers()
+    elif scenario == "ask10":
+        aborted = ask_the_gate(abort)
     elif scenario == "die":
         delta("about to die ")
         sys.stdout.flush()
@@ -178,6 +188,58 @@ def run(prompt: str, abort: threading.Event) -> None:
     assistant_end("".join(text), "aborted" if aborted else "stop")
     settle(aborted)
     _state["running"] = False
+
+
+def ask_the_gate(abort: threading.Event) -> bool:
+    """Ask QUESTIONS gate questions at once; run each allowed call. True when aborted first."""
+    run_id = uuid.uuid4().hex[:8]
+    ids = [f"{run_id}-{n}" for n in range(QUESTIONS)]
+    with _answered:
+        _asked.update(dict.fromkeys(ids))
+    for number, request_id in enumerate(ids):
+        call = {
+            "toolCallId": f"call-{request_id}",
+            "toolName": "bash",
+            "input": {"command": f"echo {number}"},
+        }
+        emit(
+            {
+                "type": "extension_ui_request",
+                "id": request_id,
+                "method": "input",
+                "title": GATE_TITLE,
+                "placeholder": json.dumps(call),
+            }
+        )
+    with _answered:
+        while not abort.is_set() and any(_asked[i] is None for i in ids):
+            _answered.wait(0.05)
+        decisions = {i: _asked[i] for i in ids}
+    for request_id, decision in decisions.items():
+        if decision != "allow":
+            continue
+        call_id = f"call-{request_id}"
+        emit({"type": "tool_execution_start", "toolCallId": call_id, "toolName": "bash", "args": {}})
+        result = {"content": [{"type": "text", "text": "ran"}]}
+        emit({"type": "tool_execution_end", "toolCallId": call_id, "toolName": "bash", "result": result})
+    return abort.is_set()
+
+
+def take_answer(command: dict[str, Any]) -> None:
+    """An extension_ui_response: the gate's decision on one question (each id counted)."""
+    request_id, value = str(command.get("id")), command.get("value")
+    try:
+        decision = str(json.loads(value).get("decision")) if isinstance(value, str) else "cancelled"
+    except (json.JSONDecodeError, AttributeError):
+        decision = "unreadable"
+    log = os.environ.get("FAKE_RPC_PI_ANSWERS")
+    if log:
+        with open(log, "a") as handle:
+            handle.write(f"{request_id} {decision}\n")
+    with _answered:
+        if request_id in _asked and _asked[request_id] is None:
+            _asked[request_id] = decision
+        _answered.notify_all()
 
 
 def ignore_sigterm_if_unabortable() -> None:
@@ -203,6 +265,7 @@ class Commands:
             "prompt": self.prompt,
             "steer": self.steer,
             "abort": self.abort_run,
+            "extension_ui_response": take_answer,
         }
 
     def answer(self, command: dict[str, Any]) -> None:

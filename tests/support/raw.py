@@ -55,6 +55,8 @@ class RawBridge(StdioPeer):
         self.responses: dict[Any, list[Message]] = {}
         self.arrivals: list[tuple[float, str, str]] = []  # (monotonic time, runId, type) of pi/message
         self._cond = threading.Condition()
+        #: Called (on the reader thread, outside the lock) with each request the bridge sends.
+        self.on_request: Callable[[Message], None] | None = None
         self.start_reader("raw-bridge-reader")
 
     @property
@@ -84,6 +86,11 @@ class RawBridge(StdioPeer):
                 elif "method" not in message:
                     self.responses.setdefault(message.get("id"), []).append(message)
             self._cond.notify_all()
+        handler = self.on_request
+        if handler is not None:
+            for message in parsed:
+                if "method" in message and "id" in message:
+                    handler(message)
 
     def ended(self) -> None:
         with self._cond:
@@ -154,14 +161,20 @@ class RawBridge(StdioPeer):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def initialize(self, options: dict[str, Any] | None = None) -> Message:
+    def answer(self, msg_id: Any, result: Any) -> None:
+        """Answer a request the bridge sent."""
+        self.send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+
+    def initialize(
+        self, options: dict[str, Any] | None = None, capabilities: dict[str, Any] | None = None
+    ) -> Message:
         """initialize + initialized; return the initialize answer."""
         answer = self.call(
             "initialize",
             {
                 "processId": os.getpid(),
                 "rootUri": ROOT.as_uri(),
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "initializationOptions": options,
             },
         )
