@@ -114,7 +114,7 @@ def options_for(check: ToolCheck, cwd: str) -> tuple[PermissionOption, ...]:
     match = _rule_match(check, cwd)
     options = [PermissionOption(option_id=ALLOW_ONCE, kind="allow_once", name="Allow")]
     if match is not None:
-        shown = " ".join(match.command_prefix) if match.command_prefix else match.path
+        shown = " ".join(match.command_prefix) if match.command_prefix else _shown_path(match.path, cwd)
         options.append(
             _always(ALLOW_ALWAYS, "allow_always", f"Always allow `{shown}` in this workspace", check, match)
         )
@@ -124,6 +124,15 @@ def options_for(check: ToolCheck, cwd: str) -> tuple[PermissionOption, ...]:
             _always(REJECT_ALWAYS, "reject_always", "Always deny this in this workspace", check, match)
         )
     return tuple(options)
+
+
+def _shown_path(path: str | None, cwd: str) -> str | None:
+    """A rule's path as the user reads it: relative to the workspace when it lies inside it (the
+    rule itself keeps the whole resolved path)."""
+    if path is None:
+        return None
+    inside = os.path.relpath(path, cwd)
+    return path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
 
 
 def _always(

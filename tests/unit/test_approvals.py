@@ -74,8 +74,15 @@ def test_a_path_with_glob_characters_offers_no_rule(path: str) -> None:
 
 
 def test_a_plain_path_offers_a_rule_of_that_one_resolved_path() -> None:
-    rule = options_for(_edit("src/../notes.txt"), CWD)[1].rule
-    assert rule is not None and rule.match.path == f"{CWD}/notes.txt"
+    option = options_for(_edit("src/../notes.txt"), CWD)[1]
+    assert option.rule is not None and option.rule.match.path == f"{CWD}/notes.txt"
+    assert option.name == "Always allow `notes.txt` in this workspace", "shown relative to the workspace"
+
+
+@pytest.mark.parametrize("path", ["../elsewhere/notes.txt", "/etc/hosts"])
+def test_a_path_outside_the_workspace_is_shown_whole(path: str) -> None:
+    option = options_for(_edit(path), CWD)[1]
+    assert option.rule is not None and f"`{option.rule.match.path}`" in option.name, option.name
 
 
 async def test_the_diff_of_a_write_and_of_an_edit(tmp_path: Path) -> None:

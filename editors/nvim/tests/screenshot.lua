@@ -25,6 +25,7 @@ vim.cmd('edit notes.txt')
 local chat = require('pi_bridge.chat')
 vim.cmd('PiChat')
 
+local plain_select = vim.ui.select -- Neovim's own, for the approval picture
 dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
 local function turn(model, prompt)
   chat.state().model = model
@@ -66,5 +67,19 @@ vim.defer_fn(function()
   vim.cmd('redraw!')
   vim.defer_fn(function()
     vim.fn.writefile({ 'ready' }, ready .. '.diff')
+    -- third picture: the bridge asks before a write, in Neovim's own vim.ui.select
+    vim.wait(30000, function()
+      return vim.fn.filereadable(ready .. '.next2') == 1
+    end, 50)
+    vim.cmd('diffoff!')
+    vim.cmd('only')
+    vim.cmd('edit ' .. vim.fn.fnameescape(project .. '/notes.txt'))
+    vim.cmd('PiChat')
+    vim.ui.select = function(items, opts, on_choice)
+      vim.fn.writefile({ 'ready' }, ready .. '.approval')
+      return plain_select(items, opts, on_choice)
+    end
+    chat.state().model = 'write'
+    chat.send('Create created/new.txt with two lines.')
   end, 500)
 end, 500)

@@ -40,8 +40,16 @@ for _ in $(seq 1 150); do
 done
 [[ -e "$work/ready.diff" ]] || { echo "the diff did not open" >&2; exit 1; }
 capture diff
+touch "$work/ready.next2"
+for _ in $(seq 1 150); do
+  [[ -e "$work/ready.approval" ]] && tmux capture-pane -p -t "$session" | grep -q 'Type number' && break
+  sleep 0.2
+done
+tmux capture-pane -p -t "$session" | grep -q 'Type number' || { echo "no approval prompt" >&2; exit 1; }
+capture approval
+tmux send-keys -t "$session" 1 Enter
 shot_python="${SHOT_PYTHON:-$python}"
-for name in chat diff; do
+for name in chat diff approval; do
   if "$shot_python" -c 'import PIL' 2>/dev/null; then
     "$shot_python" "$here/tests/ansi_to_png.py" "$out/$name.ansi" "$out/$name.png"
     echo "wrote $out/$name.png"
