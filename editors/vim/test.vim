@@ -286,6 +286,7 @@ func s:Approvals() abort
   call s:Eq(['cancelled'], map(s:Of(s:run, 'permission.resolved'), 'v:val.content.decision'),
         \ 'permission.resolved cancelled')
 
+  call s:Eq(-32602, get(get(PiBridgeSetMode('bogus'), 'error', {}), 'code', 0), ':PiMode bogus is refused')
   PiMode plan
   let before = len(s:asked)
   let run = s:PiRun('plan')
@@ -334,9 +335,26 @@ func s:Dialogs() abort
   let g:pi_params = #{provider: 'fake', model: 'tool', cwd: s:work . '/project'}
   PiNew
 
+  " select and editor in their real UI: a popup_menu answered with its filter, a scratch buffer
+  " answered with :write.
   let before = len(s:asked)
-  let s:replies = [#{key: 'y'}, #{key: '2'}, #{text: 'because'}, #{text: "edited\ntwice"}]
-  let run = s:PiRun('dialogs')
+  let s:replies = [#{key: 'y'}, {}, #{text: 'because'}, {}]
+  only
+  execute 'PiRun dialogs'
+  let s:run = s:st.runs[s:st.last]
+  let open = 'len(filter(values(s:st.dialogs), "has_key(v:val, ''%s'')")) == 1'
+  call s:Check(s:WaitFor(printf(open, 'winid'), 60000), 'select: a popup menu')
+  let winid = values(s:st.dialogs)[0].winid
+  call s:Eq(['1. left', '2. right'], getbufline(winbufnr(winid), 1, '$'), 'the menu lists the options')
+  call popup_getoptions(winid).filter(winid, '2')
+  call s:Check(s:WaitFor(printf(open, 'buf'), 30000), 'editor: a scratch buffer')
+  let buf = values(s:st.dialogs)[0].buf
+  call s:Eq(['line one', 'line two'], getbufline(buf, 1, '$'), 'it holds the prefill')
+  execute 'buffer' buf
+  call setline(1, ['edited', 'twice'])
+  write
+  call s:Check(s:WaitFor('s:run.done', 60000), 'the dialogs run answered')
+  let run = s:run
   let asked = s:asked[before :]
   call s:Eq(['confirm', 'select', 'input', 'editor'], map(copy(asked), 'v:val.kind'), 'pi/ask kinds')
   call s:Eq(['Run this command?', 'echo hi'], get(asked, 0, #{lines: []}).lines, 'confirm shows title and message')
