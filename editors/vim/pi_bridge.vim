@@ -173,7 +173,13 @@ func s:PermissionDialog(p) abort
     let used[key] = 1
     call add(choices, #{key: key, name: get(option, 'name', option.optionId),
           \ answer: #{optionId: option.optionId}})
+    if get(option, 'kind', '') ==# 'reject_once'
+      let reason = #{key: 'r', name: 'Deny, saying why', answer: #{optionId: option.optionId}, why: 1}
+    endif
   endfor
+  if exists('reason') && !has_key(used, 'r')
+    call add(choices, reason)   " the reason goes to the model with the refusal
+  endif
   return #{kind: 'permission', title: 'pi asks', lines: PiBridgeDescribe(a:p), choices: choices,
         \ dismiss: #{outcome: 'cancelled'}}
 endfunc
@@ -183,6 +189,10 @@ func s:AskDialog(p) abort
   let lines = [get(a:p, 'title', 'pi asks')]
   if type(get(a:p, 'message')) == v:t_string
     call extend(lines, split(a:p.message, "\n"))
+  endif
+  let timeout = get(a:p, 'timeoutMs')
+  if type(timeout) == v:t_number && timeout > 0
+    call add(lines, printf('(no answer in %d s counts as none)', (timeout + 999) / 1000))
   endif
   let dialog = #{kind: kind, title: 'pi asks', lines: lines, choices: [],
         \ dismiss: #{cancelled: v:true}}
@@ -252,11 +262,25 @@ func s:Choose(dialog, index, ...) abort
   if a:index < 0 || a:index >= len(a:dialog.choices)
     return s:Answer(a:dialog, a:dialog.dismiss)
   endif
-  let answer = copy(a:dialog.choices[a:index].answer)
+  let choice = a:dialog.choices[a:index]
+  let answer = copy(choice.answer)
   if a:0 && !empty(a:1) && has_key(answer, 'optionId')
     let answer.message = a:1
+  elseif get(choice, 'why', 0)
+    " inputdialog() waits for the user: not inside the popup's callback
+    return timer_start(0, function('s:Why', [a:dialog, answer]))
   endif
   call s:Answer(a:dialog, answer)
+endfunc
+
+func s:Why(dialog, answer, ...) abort
+  if !has_key(s:state.dialogs, a:dialog.id) | return | endif
+  let cancelled = "\x01"
+  let why = inputdialog('Why not? (told to the model): ', '', cancelled)
+  if why ==# cancelled
+    return s:Answer(a:dialog, a:dialog.dismiss)
+  endif
+  call s:Answer(a:dialog, empty(why) ? a:answer : extend(a:answer, #{message: why}))
 endfunc
 
 " Answer once, and never a request the bridge has withdrawn.

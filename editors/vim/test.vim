@@ -210,12 +210,12 @@ func s:Approvals() abort
   let g:PiBridgeTestAnswer = function('s:Answerer')
   PiNew
 
-  let s:replies = [#{key: 'd', message: 'not in this repo'}]
+  let s:replies = [#{key: 'r', message: 'not in this repo'}]
   let run = s:PiRun('deny')
   let ask = get(s:asked, -1, #{kind: '', lines: [], choices: []})
   call s:Eq('permission', ask.kind, 'a tool call asks first')
   call s:Check(index(ask.lines, '  $ echo hi') >= 0, 'the dialog shows the command: ' . string(ask.lines))
-  call s:Eq(['a', 'A', 'd', 'D'], map(copy(ask.choices), 'v:val.key'), 'its options as keys')
+  call s:Eq(['a', 'A', 'd', 'D', 'r'], map(copy(ask.choices), 'v:val.key'), 'its options as keys')
   call s:Eq('completed', get(get(run.answer, 'result', {}), 'status', ''), 'the denied run completed')
   let failed = s:Of(run, 'tool.failed')
   call s:Eq(['denied'], map(copy(failed), 'get(v:val.content, "reason", "")'), 'tool.failed denied')
