@@ -286,6 +286,18 @@ func s:Approvals() abort
   call s:Eq(['cancelled'], map(s:Of(s:run, 'permission.resolved'), 'v:val.content.decision'),
         \ 'permission.resolved cancelled')
 
+  " An edit asks with the lines it would remove and add.
+  call writefile(['line one', 'line two', 'line three'], workspace . '/notes.txt')
+  let g:pi_params.model = 'edit'
+  let s:replies = [#{key: 'a'}]
+  let run = s:PiRun('edit')
+  let g:pi_params.model = 'tool'
+  let ask = get(s:asked, -1, #{lines: []})
+  call s:Eq(['  - line two', '  + line 2, edited'], filter(copy(ask.lines), 'v:val =~# "^  [-+] "'),
+        \ 'the edit dialog shows its -/+ lines: ' . string(ask.lines))
+  call s:Check(get(ask.lines, 1, '') =~# 'notes\.txt$', 'and the file')
+  call s:Eq(['line one', 'line 2, edited', 'line three'], readfile(workspace . '/notes.txt'), 'allowed: edited')
+
   call s:Eq(-32602, get(get(PiBridgeSetMode('bogus'), 'error', {}), 'code', 0), ':PiMode bogus is refused')
   PiMode plan
   let before = len(s:asked)
