@@ -187,7 +187,7 @@ class ApprovingClient(LspClient):
     def received(self, now: float, bodies: list[bytes]) -> None:
         rest = []
         for body in bodies:
-            if b"pi/requestPermission" in body:  # pygls spaces its JSON: parse to be sure
+            if b"pi/requestPermission" in body:  # the server spaces its JSON as it likes: parse
                 request: Message = orjson.loads(body)
                 if request.get("method") == "pi/requestPermission" and "id" in request:
                     answer = {"jsonrpc": "2.0", "id": request["id"], "result": {"optionId": ALLOW_ONCE}}

@@ -1,6 +1,6 @@
 """Run every benchmark, print a summary, rewrite docs/benchmarks.md and docs/benchmarks.png.
 
-    python -m bench            # the full suite (under 10 minutes on a 2-core machine)
+    python -m bench            # the full suite (about 12 minutes on a 2-core machine)
     python -m bench --quick    # smoke run for CI: small sizes, few trials (under a minute)
 
 Every figure is a median over repeated runs, next to its baseline measured in the same
