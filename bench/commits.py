@@ -6,21 +6,26 @@ A figure that moved between two days' runs may be the machine's: this runs bench
 `bridge_trial` (spare pi, first prompt, 5 consecutive prompts, cancel mid-tool) on each commit's
 bridge, trials alternating, so both see the same machine. Each commit is exported with
 `git archive` into a temporary directory and run from there (AFTER defaults to the working tree).
+The medians are also written to bench/.cache/results-commits.json (`--out`), with the command
+line that made them; docs/benchmarks.md shows the last such file (bench/report.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import subprocess
 import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bench import conversation
-from bench.common import PYTHON, median
+from bench.common import CACHE, PYTHON, median
 from bench.model import scripted_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +50,25 @@ def _argv(tree: Path) -> Callable[[], list[str]]:
     return lambda: [PYTHON, "-c", code]
 
 
+def _head() -> str:
+    """The commit the working tree's bridge/ is at, and whether it has changes on top."""
+
+    def git(*words: str) -> str:
+        out = subprocess.run(["git", "-C", str(ROOT), *words], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (
+        " with changes" if git("status", "--porcelain", "bridge") else ""
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both commits' trials and print the medians, after/before."""
     parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__.splitlines()[0])
     parser.add_argument("before")
     parser.add_argument("after", nargs="?", default=None, help="a commit (default: the working tree)")
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=CACHE / "results-commits.json", help="the medians (JSON)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-commits-") as scratch:
         trees = {"before": _export(args.before, Path(scratch))}
@@ -62,12 +80,24 @@ def main(argv: list[str] | None = None) -> int:
                 for name in order:
                     conversation.bridge_argv = _argv(trees[name])
                     results[name].append(conversation.bridge_trial(model, "rpc", 5))
-    print(f"| figure (ms) | {args.before} | {args.after or 'working tree'} | ratio |")
+    after_name = args.after or f"working tree ({_head()})"
+    stored: dict[str, Any] = {
+        "command": " ".join(["python -m bench.commits", *(argv if argv is not None else sys.argv[1:])]),
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "before": args.before,
+        "after": after_name,
+        "trials": args.trials,
+        "figures": {},
+    }
+    print(f"| figure (ms) | {args.before} | {after_name} | ratio |")
     print("|---|---|---|---|")
     for figure in FIGURES:
         before = median([t[figure] for t in results["before"]]) * 1000
         after = median([t[figure] for t in results["after"]]) * 1000
+        stored["figures"][figure] = {"before_ms": before, "after_ms": after}
         print(f"| {figure} | {before:.2f} | {after:.2f} | {after / before:.2f}x |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(stored, indent=1))
     return 0
 
 

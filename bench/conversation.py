@@ -149,16 +149,18 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
 class RawRpc:
     """`pi --mode rpc` driven directly: the floor of a live conversation."""
 
-    def __init__(self, model: ModelEnv) -> None:
+    def __init__(
+        self, model: ModelEnv, argv: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.spawned = time.perf_counter()
         self.proc = subprocess.Popen(
-            ["pi", "--mode", "rpc", "--provider", PROVIDER, "--model", "text"],
+            argv or ["pi", "--mode", "rpc", "--provider", PROVIDER, "--model", "text"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             bufsize=0,
             cwd=str(model.workdir),
-            env={**base_env(), **model.pi_env()},
+            env=env or {**base_env(), **model.pi_env()},
         )
         self.lines: list[tuple[float, dict[str, Any]]] = []
         self._cond = threading.Condition()
@@ -178,9 +180,14 @@ class RawRpc:
                     records.append(orjson.loads(line))
                 except orjson.JSONDecodeError:
                     continue
+            self.on_records(now, records)
             with self._cond:
                 self.lines.extend((now, record) for record in records)
                 self._cond.notify_all()
+
+    def on_records(self, now: float, records: list[dict[str, Any]]) -> None:
+        """The records one read brought, on the reader thread before they are kept (a subclass
+        answers what pi asks here)."""
 
     def send(self, command: dict[str, Any]) -> float:
         assert self.proc.stdin is not None

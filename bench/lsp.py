@@ -64,7 +64,11 @@ class LspClient(StdioPeer, Inbox):
         return self.wait_indexed(self.messages, predicate, start, timeout)
 
     def initialize(
-        self, options: dict[str, Any] | None = None, timeout: float = 60.0, root_uri: str | None = None
+        self,
+        options: dict[str, Any] | None = None,
+        timeout: float = 60.0,
+        root_uri: str | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> tuple[float, Message]:
         """initialize + initialized; return (time answered, answer)."""
         msg_id, _ = self.request(
@@ -72,7 +76,7 @@ class LspClient(StdioPeer, Inbox):
             {
                 "processId": os.getpid(),
                 "rootUri": root_uri,
-                "capabilities": {},
+                "capabilities": capabilities or {},
                 "initializationOptions": options,
             },
         )

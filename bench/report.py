@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import crowd
+from bench.report_gate import commits_section, gate_rows, gate_section
 
 R = dict[str, Any]
 
@@ -208,7 +209,7 @@ HEADER = ["metric", "pi-bridge", "baseline (same invocation)", "ratio", "target"
 
 def summary_lines(res: R) -> list[str]:
     """The console summary: every row of the docs table."""
-    rows = _throughput_rows(res) + _realpi_rows(res) + _sbs_rows(res)
+    rows = _throughput_rows(res) + _realpi_rows(res) + _sbs_rows(res) + gate_rows(res)
     width = max((len(r[0]) for r in rows), default=10)
     out = ["", f"pi-bridge benchmarks ({res['command']}, {res['seconds']:.0f} s)"]
     for row in rows:
@@ -308,7 +309,7 @@ def render_markdown(res: R) -> str:
         "",
         "## Summary",
         "",
-        *_table(_throughput_rows(res) + _realpi_rows(res), HEADER),
+        *_table(_throughput_rows(res) + _realpi_rows(res) + gate_rows(res), HEADER),
         "",
     ]
     lines += _method_sections(res, plan)
@@ -507,11 +508,13 @@ _REPRODUCING = (
     "## Reproducing and profiling",
     "",
     "- `python -m bench` (or `python bench/run_all.py`) runs everything above; `--only throughput first",
-    "  cancel startup side` runs a part (the docs are rewritten only by a full run). pi-acp 0.0.34 is",
+    "  cancel startup side gate` runs a part (the docs are rewritten only by a full run). pi-acp 0.0.34 is",
     "  installed into `bench/.cache/` with npm on first use; the replay streams are generated there too.",
     "- `python -m bench.profile` samples the bridge with py-spy (`--gil`: Python CPU only) while it",
     "  streams both replays, and lists the slowest start-up imports (`-X importtime`); it writes",
     "  `bench/.cache/profile-*.txt`.",
+    "- `python -m bench.gate` runs section 10 alone; `python -m bench.commits BEFORE [AFTER]` runs",
+    "  section 11's comparison and stores it for the next full run to show.",
     "",
 )
 
@@ -537,6 +540,9 @@ def _method_sections(res: R, plan: R) -> list[str]:
     out += _notes(res)
     out += _kept_section("## 7. Live conversations")
     out += agents_section(res.get("agents")) if res.get("agents") else _kept_section("## 9. Per agent")
+    if res.get("gate"):
+        out += gate_section(res["gate"], res["command"])
+    out += commits_section()
     out += _REPRODUCING
     return out
 

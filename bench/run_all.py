@@ -1,6 +1,6 @@
 """Run every benchmark, print a summary, rewrite docs/benchmarks.md and docs/benchmarks.png.
 
-    python -m bench            # the full suite (under 10 minutes on a 2-core machine)
+    python -m bench            # the full suite (about 12 minutes on a 2-core machine)
     python -m bench --quick    # smoke run for CI: small sizes, few trials (under a minute)
 
 Every figure is a median over repeated runs, next to its baseline measured in the same
@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import agents, crowd, realpi, sidebyside, streams, throughput
+from bench import agents, crowd, gate, realpi, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
 from bridge.scripted_model import LONG_DEFAULT
@@ -55,11 +55,29 @@ class Plan:
     # Per agent (bench/agents.py): trials, and the deltas of its throughput scenario.
     agents_trials: int = 5
     agents_deltas: int = 20_000
+    # Alternating trials of the gate's two figures (bench/gate.py): turns, approvals.
+    gate_turns: int = 100
+    gate_approvals: int = 100
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
 QUICK = Plan(
-    "quick", 10_000, 1_500, 2, 2, 2, 1, 2, 1, "long", 1.0, 1, agents_trials=1, agents_deltas=LONG_DEFAULT
+    "quick",
+    10_000,
+    1_500,
+    2,
+    2,
+    2,
+    1,
+    2,
+    1,
+    "long",
+    1.0,
+    1,
+    agents_trials=1,
+    agents_deltas=LONG_DEFAULT,
+    gate_turns=3,
+    gate_approvals=3,
 )
 
 
@@ -279,10 +297,21 @@ def bench_crowd(plan: Plan) -> dict[str, Any]:
     return results
 
 
+def bench_gate(plan: Plan, model: Any) -> dict[str, Any]:
+    """10: the permission gate: a `full` turn with its extension against one without, one approval."""
+    out = {
+        "extension": gate.extension_cost(model, plan.gate_turns),
+        "approval": gate.approval_cost(model, plan.gate_approvals),
+    }
+    for line in gate.summary(out):
+        _log(line)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
-EVERYTHING = frozenset({"throughput", "first", "cancel", "startup", "side", "crowd", "agents"})
+EVERYTHING = frozenset({"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -296,7 +325,7 @@ def _parser() -> argparse.ArgumentParser:
         "--only",
         nargs="*",
         default=None,
-        help="run only these: throughput first cancel startup side crowd agents",
+        help="run only these: throughput first cancel startup side crowd agents gate",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -332,7 +361,7 @@ def _invocation(plan: Plan, quick: bool) -> dict[str, Any]:
 
 
 def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> None:
-    """2, 3 and 6, those of them in ``only``: the benchmarks that share one scripted model."""
+    """2, 3, 6 and 10, those of them in ``only``: the benchmarks that share one scripted model."""
     with scripted_model() as model:
         if "first" in only:
             results["first_message"] = bench_first_message(plan, model)
@@ -340,6 +369,8 @@ def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> No
             results["cancel"] = bench_cancel(plan, model)
         if "side" in only:
             results["side_by_side"] = bench_side_by_side(plan, model)
+        if "gate" in only:
+            results["gate"] = bench_gate(plan, model)
 
 
 def _bench_agents(plan: Plan) -> list[dict[str, Any]]:
@@ -362,7 +393,7 @@ def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None
         results["startup"] = bench_startup(plan)
     if "crowd" in only:
         results["crowd"] = bench_crowd(plan)
-    if only & {"first", "cancel", "side"}:
+    if only & {"first", "cancel", "side", "gate"}:
         _bench_with_model(plan, only, results)
     if "agents" in only:
         results["agents"] = _bench_agents(plan)
