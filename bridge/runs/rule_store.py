@@ -61,6 +61,12 @@ def workspace_key(cwd: str) -> str:
     return hashlib.sha256(os.fsencode(os.path.realpath(cwd))).hexdigest()[:32]
 
 
+#: The look of a rule file and its directories when it was read (see RuleStore.rules_async).
+Stamp = tuple[tuple[int, ...] | None, ...] | None
+#: Workspaces whose last read is kept (past it, all are read again once).
+MAX_KEPT_READS: Final = 64
+
+
 class RuleStore:
     """Workspace rules on disk and session rules in memory, both keyed by the resolved cwd."""
 
@@ -68,6 +74,8 @@ class RuleStore:
         self.root = root
         self._session_rules: dict[str, list[PermissionRule]] = {}
         self._lock = threading.Lock()
+        #: cwd -> (the stamp its rule file had, its workspace rules then): read again on a change.
+        self._read: dict[str, tuple[Stamp, list[PermissionRule]]] = {}
 
     def path_for(self, cwd: str) -> Path:
         """The rule file of the workspace `cwd`."""
@@ -99,6 +107,7 @@ class RuleStore:
         resolved = os.path.realpath(cwd)
         stored = [rule for rule in rules if rule.scope == "workspace"]
         with self._lock:  # the file and the memory change together
+            self._read.pop(cwd, None)
             self._write(self.path_for(cwd), RuleFile(cwd=resolved, rules=stored))
             self._session_rules[resolved] = [rule for rule in rules if rule.scope == "session"]
             return self.rules(cwd)
@@ -111,6 +120,7 @@ class RuleStore:
                 self._session_rules.setdefault(resolved, []).append(rule)
                 return
             stored = self.workspace_rules(cwd)
+            self._read.pop(cwd, None)
             self._write(self.path_for(cwd), RuleFile(cwd=resolved, rules=[*stored, rule]))
 
     async def add_async(self, cwd: str, rule: PermissionRule) -> None:
@@ -118,8 +128,40 @@ class RuleStore:
         await anyio.to_thread.run_sync(self.add, cwd, rule)
 
     async def rules_async(self, cwd: str) -> list[PermissionRule]:
-        """`rules`, its file I/O off the event loop."""
-        return await anyio.to_thread.run_sync(self.rules, cwd)
+        """`rules`, the file read off the event loop, and only when it changed since it was read.
+
+        Each tool call the gate decides reads the rules, and a trip to a thread costs more than
+        the decision: a few lstat calls on the loop (the rule file and its two directories) say
+        whether the last read still holds. Any change of inode, size, time, mode or owner reads
+        the file again, with every check."""
+        stamp = self._stamp(cwd)
+        kept = self._read.get(cwd)
+        if kept is None or kept[0] != stamp or stamp is None:
+            rules = await anyio.to_thread.run_sync(self.workspace_rules, cwd)
+            if stamp is not None:
+                if len(self._read) >= MAX_KEPT_READS:
+                    self._read.clear()
+                self._read[cwd] = (stamp, rules)
+        else:
+            rules = kept[1]
+        return [*rules, *self._session_rules.get(os.path.realpath(cwd), [])]
+
+    def _stamp(self, cwd: str) -> Stamp:
+        """What the rule file of `cwd` and its directories are now (None: they cannot be looked at)."""
+        path = self.path_for(cwd)
+        stamps: list[tuple[int, ...] | None] = []
+        for each in (self.root, path.parent, path):
+            try:
+                info = os.lstat(each)
+            except FileNotFoundError:
+                stamps.append(None)
+                continue
+            except OSError:
+                return None
+            stamps.append(
+                (info.st_dev, info.st_ino, info.st_mode, info.st_uid, info.st_size, info.st_mtime_ns)
+            )
+        return tuple(stamps)
 
     async def replace_async(self, cwd: str, rules: Sequence[PermissionRule]) -> list[PermissionRule]:
         """`replace`, its file I/O off the event loop."""

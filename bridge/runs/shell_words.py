@@ -10,6 +10,7 @@ split). Nothing here raises on any input.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
@@ -18,6 +19,9 @@ import bashlex
 
 #: Longer commands are never parsed: they never match an allow rule.
 MAX_PARSED_CHARS: Final = 4096
+#: Parses kept: a tool call's command is read by each rule and by the options offered, and a
+#: parse costs far more than the rest of a decision.
+PARSE_CACHE: Final = 256
 # Raw text that is refused before parsing, even quoted: bashlex misreads some of it ($'..').
 _NEVER_SIMPLE: Final = ("\n", "\r", "\x00", "`", "$(", "<(", ">(", "$'", '$"')
 # Characters that make a leading word mean more than it says (globs, braces, escapes, expansions).
@@ -59,11 +63,8 @@ def _simple_command(command: str) -> list[tuple[str, str]] | None:
     """(word, its source text) for each word of one plain simple command, else None."""
     if len(command) > MAX_PARSED_CHARS or any(mark in command for mark in _NEVER_SIMPLE):
         return None
-    try:
-        nodes = bashlex.parse(command)
-    except Exception:  # bashlex raises ParsingError, NotImplementedError, RecursionError...
-        return None
-    if len(nodes) != 1 or nodes[0].kind != "command":
+    nodes = _parse(command)
+    if nodes is None or len(nodes) != 1 or nodes[0].kind != "command":
         return None
     words: list[tuple[str, str]] = []
     for part in nodes[0].parts:
@@ -75,11 +76,8 @@ def _simple_command(command: str) -> list[tuple[str, str]] | None:
 
 def _parsed_commands(command: str) -> Iterator[list[str]]:
     """The words of every command bashlex finds in `command`, nested ones included."""
-    if len(command) > MAX_PARSED_CHARS:
-        return
-    try:
-        nodes = bashlex.parse(command)
-    except Exception:
+    nodes = _parse(command) if len(command) <= MAX_PARSED_CHARS else None
+    if nodes is None:
         return
     stack: list[Any] = list(nodes)
     while stack:
@@ -92,6 +90,16 @@ def _parsed_commands(command: str) -> Iterator[list[str]]:
             child = getattr(node, field, None)
             if child is not None and hasattr(child, "kind"):
                 stack.append(child)
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE)
+def _parse(command: str) -> tuple[Any, ...] | None:
+    """bashlex's parse of `command` (its nodes are only read, so one parse serves every reader);
+    None when bashlex cannot parse it."""
+    try:
+        return tuple(bashlex.parse(command))
+    except Exception:  # bashlex raises ParsingError, NotImplementedError, RecursionError...
+        return None
 
 
 def _contains(haystack: list[str], needle: list[str]) -> bool:

@@ -181,3 +181,38 @@ def test_set_permissions_is_the_only_writer() -> None:
         or "rule_store.replace(" in path.read_text()
     )
     assert writers == ["fronts/lsp/server.py", "runs/rule_store.py"]
+
+
+async def test_a_read_is_kept_until_the_file_or_its_directories_change(
+    store: RuleStore, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cwd = str(workspace)
+    store.replace(cwd, rules(WORKSPACE_RULE))
+    reads: list[str] = []
+    read = store.workspace_rules
+
+    def counted(cwd: str) -> list[contract.PermissionRule]:
+        reads.append(cwd)
+        return read(cwd)
+
+    monkeypatch.setattr(store, "workspace_rules", counted)
+    assert [r.id for r in await store.rules_async(cwd)] == ["git-status"]
+    assert [r.id for r in await store.rules_async(cwd)] == ["git-status"]
+    assert len(reads) == 1, "the second decision reads no file"
+
+    path = store.path_for(cwd)  # another bridge process replaces the file
+    document = json.loads(path.read_text())
+    document["rules"].append({**WORKSPACE_RULE, "id": "second"})
+    path.write_text(json.dumps(document))
+    assert [r.id for r in await store.rules_async(cwd)] == ["git-status", "second"]
+
+    path.chmod(0o666)  # and then someone makes it writable by all: refused at once, never kept
+    with pytest.raises(RuleStoreError, match="writable by group or others"):
+        await store.rules_async(cwd)
+    path.chmod(0o600)
+    path.parent.chmod(0o777)
+    with pytest.raises(RuleStoreError, match="rule directory"):
+        await store.rules_async(cwd)
+    path.parent.chmod(0o700)
+    path.unlink()
+    assert await store.rules_async(cwd) == []
