@@ -6,6 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
+# This checkout's bridge, whatever checkout the venv's editable install points at.
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 cd "$here"
 npm ci --no-audit --no-fund --loglevel=error
 timeout 600 node --test test/acp.test.mjs

@@ -22,20 +22,32 @@ function within(promise, what, ms = WAIT_MS) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** A bridge with its own scripted model and pi agent dir; `updates` records every session/update. */
+/** Answer a session/request_permission by choosing the offered option of `kind`. */
+const choose = (kind) => (params) => ({ outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === kind).optionId } });
+
+/** A bridge with its own scripted model and pi agent dir; `updates` records every session/update,
+ * `asked` every session/request_permission, answered by `bridge.answer(params, signal)` (allow once
+ * unless a test says otherwise). */
 async function startBridge(cwd, agentDir) {
-  const env = { ...process.env };
+  const env = { ...process.env, PI_BRIDGE_STATE_DIR: mkdtempSync(join(tmpdir(), "acp-ts-state-")) };
   if (agentDir) env.PI_CODING_AGENT_DIR = agentDir;
   const args = agentDir ? ["-m", "bridge", "acp"] : ["-m", "bridge", "--scripted-model", "acp"];
   const child = spawn(PYTHON, args, { cwd, env, stdio: ["pipe", "pipe", "ignore"] });
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   const updates = [];
+  const asked = [];
   let changed = () => {};
+  const bridge = { answer: choose("allow_once") };
   const app = acp
     .client({ name: "pi-bridge-ts-test" })
     .onNotification(acp.methods.client.session.update, (ctx) => {
       updates.push(ctx.params);
       changed();
+    })
+    .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
+      asked.push(ctx.params);
+      changed();
+      return bridge.answer(ctx.params, ctx.signal);
     })
     .onRequest("*", ({ method }) => {
       throw acp.RequestError.methodNotFound(method);
@@ -57,7 +69,7 @@ async function startBridge(cwd, agentDir) {
     const result = await within(exited, "bridge exit");
     return result;
   };
-  return { child, agent, updates, waitFor, stop, exited, init };
+  return Object.assign(bridge, { child, agent, updates, asked, waitFor, stop, exited, init });
 }
 
 const of = (updates, sessionId, kind) =>
@@ -217,6 +229,59 @@ test("hostile frames get JSON-RPC errors and the connection keeps serving", asyn
     await assert.rejects(bridge.agent.request(acp.methods.agent.session.new, { cwd: 5, mcpServers: [] }), (e) => e.code === -32602);
     const { sessionId } = await newSession(bridge.agent, cwd);
     assert.equal((await ask(bridge.agent, sessionId, "still serving")).stopReason, "end_turn");
+  } finally {
+    assert.equal((await bridge.stop()).code, 0);
+  }
+});
+
+test("asks before acting: session/request_permission approves or rejects, session/set_mode plan refuses, session/cancel withdraws", async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const bridge = await startBridge(cwd);
+  const { agent, updates, asked } = bridge;
+  const compound = join(cwd, "compound.txt");
+  const ends = (sessionId) => of(updates, sessionId, "tool_call_update").filter((u) => u.status === "completed" || u.status === "failed");
+  try {
+    const { sessionId, modes, configOptions } = await newSession(agent, cwd, "toolcompound");
+    assert.equal(modes.currentModeId, "ask");
+    assert.deepEqual(modes.availableModes.map((m) => m.id), ["ask", "auto-edit", "plan", "full"]);
+    assert.equal(configOptions.find((o) => o.id === "mode").category, "mode");
+
+    // reject: nothing ran, the tool call failed, the turn ends
+    bridge.answer = choose("reject_once");
+    assert.equal((await ask(agent, sessionId, "run it")).stopReason, "end_turn");
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0].toolCall.title, "echo hi && touch compound.txt");
+    assert.deepEqual(asked[0].options.map((o) => o.kind), ["allow_once", "reject_once"]);
+    assert.equal(ends(sessionId).at(-1).status, "failed");
+    assert.equal(existsSync(compound), false, "rejected: nothing ran");
+
+    // approve: it ran
+    bridge.answer = choose("allow_once");
+    assert.equal((await ask(agent, sessionId, "run it")).stopReason, "end_turn");
+    assert.equal(asked.length, 2);
+    assert.equal(ends(sessionId).at(-1).status, "completed");
+    assert.equal(existsSync(compound), true, "approved: it ran");
+
+    // session/cancel while the client is asked: the prompt answers cancelled, the request is withdrawn
+    let withdrawn;
+    const aborted = new Promise((resolve) => (withdrawn = resolve));
+    bridge.answer = (params, signal) =>
+      new Promise((resolve) => signal.addEventListener("abort", () => { withdrawn(); resolve({ outcome: { outcome: "cancelled" } }); }));
+    const running = ask(agent, sessionId, "run it");
+    await bridge.waitFor(() => asked.length === 3);
+    await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    assert.equal((await running).stopReason, "cancelled");
+    await within(aborted, "$/cancel_request for the pending request");
+
+    // plan mode: an edit is refused without asking
+    await within(agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: "plan" }), "session/set_mode");
+    await bridge.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "current_mode_update" && n.update.currentModeId === "plan");
+    await agent.request(acp.methods.agent.session.setConfigOption, { sessionId, configId: "model", value: "fake/write" });
+    assert.equal((await ask(agent, sessionId, "write it")).stopReason, "end_turn");
+    assert.equal(asked.length, 3, "plan mode asks nothing");
+    assert.equal(ends(sessionId).at(-1).status, "failed");
+    assert.equal(existsSync(join(cwd, "created", "new.txt")), false);
+    await assert.rejects(agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: "yolo" }), (e) => e.code === -32602);
   } finally {
     assert.equal((await bridge.stop()).code, 0);
   }
