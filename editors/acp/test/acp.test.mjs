@@ -4,10 +4,11 @@
 // Env: PI_BRIDGE_PYTHON (a python that can run `-m bridge`), PATH with Node 22 and pi first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/unstable";
 
@@ -285,4 +286,35 @@ test("asks before acting: session/request_permission approves or rejects, sessio
   } finally {
     assert.equal((await bridge.stop()).code, 0);
   }
+});
+
+/** acpx (a headless ACP client) runs one prompt against `pi-bridge acp` with its permission flag;
+ * its home and the bridge's state dir are throwaway. Resolves to {code, stdout}. */
+const ACPX = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin", "acpx");
+
+function acpx(cwd, flag, model) {
+  const env = {
+    ...process.env,
+    HOME: mkdtempSync(join(tmpdir(), "acp-ts-acpx-home-")),
+    PI_BRIDGE_STATE_DIR: mkdtempSync(join(tmpdir(), "acp-ts-state-")),
+  };
+  const args = ["--agent", `${PYTHON} -m bridge --scripted-model acp`, "--cwd", cwd, flag, "--model", model, "--format", "json", "exec", "run it"];
+  return new Promise((resolve) => {
+    execFile(ACPX, args, { cwd, env, timeout: WAIT_MS }, (error, stdout) => resolve({ code: error ? error.code : 0, stdout }));
+  });
+}
+
+test("acpx --approve-all runs the command, --deny-all runs nothing and exits permission-denied", { skip: !existsSync(ACPX) && "acpx is not installed (ci.sh installs it)" }, async () => {
+  const approved = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const yes = await acpx(approved, "--approve-all", "fake/toolcompound");
+  assert.equal(yes.code, 0, yes.stdout.slice(-500));
+  assert.match(yes.stdout, /"method":"session\/request_permission"/, "the bridge asked");
+  assert.equal(existsSync(join(approved, "compound.txt")), true, "approved: it ran");
+
+  const denied = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const no = await acpx(denied, "--deny-all", "fake/toolcompound");
+  assert.equal(no.code, 5, "acpx's exit code for a denied permission");
+  assert.match(no.stdout, /"status":"failed"/);
+  assert.match(no.stdout, /"stopReason":"end_turn"/, "the turn still ends");
+  assert.equal(existsSync(join(denied, "compound.txt")), false, "denied: nothing ran");
 });
