@@ -12,13 +12,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
-from acp import schema
+from acp import RequestError, schema
 
 from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL
 from tests.support.acp import AcpRecorder, acp_bridge, choose, new_session, prompt, text_of
 from tests.support.env import WAIT, agent_dir_with_extension, requires_pi
-from tests.support.leaks import no_run_processes
+from tests.support.leaks import no_run_processes, run_processes
 
 pytestmark = [requires_pi]
 
@@ -42,6 +43,38 @@ def _choosing(name: str) -> Any:
         return {"outcome": {"outcome": "selected", "optionId": option.option_id}}
 
     return answer
+
+
+def _allow_once_released(release: asyncio.Event) -> Any:
+    """Answer allow once, but only once `release` is set (a client that answers late)."""
+
+    async def answer(request: schema.RequestPermissionRequest) -> Any:
+        await release.wait()
+        return {"outcome": {"outcome": "selected", "optionId": request.options[0].option_id}}
+
+    return answer
+
+
+async def _held_at_its_request(
+    conn: Any, recorder: AcpRecorder, cwd: Path, release: asyncio.Event
+) -> tuple[str, asyncio.Task[Any]]:
+    """A `toolcompound` prompt whose client holds its permission request until `release`."""
+    recorder.answer = _allow_once_released(release)
+    session_id = await new_session(conn, cwd, "toolcompound")
+    running = asyncio.create_task(prompt(conn, session_id, "run it"))
+    await recorder.wait_for_request()
+    return session_id, running
+
+
+async def _late_allow_runs_nothing(
+    conn: Any, recorder: AcpRecorder, session_id: str, cwd: Path, release: asyncio.Event
+) -> None:
+    """The held request's "allow" goes out late: nothing runs, and the session serves a prompt."""
+    release.set()
+    recorder.answer = choose("reject_once")
+    await conn.set_config_option(config_id="model", session_id=session_id, value="fake/text")
+    assert (await prompt(conn, session_id, "still there?")).stop_reason == "end_turn", "the session goes on"
+    assert not (cwd / COMPOUND_FILE).exists(), "the late allow ran nothing"
 
 
 def _option(options: list[Any] | None, option_id: str) -> Any:
@@ -181,23 +214,11 @@ async def test_acp_session_cancel_settles_the_pending_request_and_a_late_allow_r
     pi_agent_dir: Path, tmp_path: Path
 ) -> None:
     release = asyncio.Event()
-
-    async def late_allow(request: schema.RequestPermissionRequest) -> Any:
-        await release.wait()
-        return {"outcome": {"outcome": "selected", "optionId": request.options[0].option_id}}
-
     async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, _):
-        recorder.answer = late_allow
-        session_id = await new_session(conn, tmp_path, "toolcompound")
-        running = asyncio.create_task(prompt(conn, session_id, "run it"))
-        await recorder.wait_for_request()
+        session_id, running = await _held_at_its_request(conn, recorder, tmp_path, release)
         await conn.cancel(session_id=session_id)
         assert (await asyncio.wait_for(running, WAIT)).stop_reason == "cancelled"
-        release.set()  # the client's answer, now late
-        recorder.answer = choose("reject_once")
-        await conn.set_config_option(config_id="model", session_id=session_id, value="fake/text")
-        assert (await prompt(conn, session_id, "still there?")).stop_reason == "end_turn", "it goes on"
-        assert not (tmp_path / COMPOUND_FILE).exists(), "the late allow ran nothing"
+        await _late_allow_runs_nothing(conn, recorder, session_id, tmp_path, release)
         await asyncio.wait_for(conn.close_session(session_id=session_id), WAIT)
         no_run_processes(timeout=3, where="after session/cancel while asking")
 
@@ -283,3 +304,17 @@ async def test_acp_input_without_elicitation_is_cancelled_at_once(
         assert len(recorder.permission_requests) == 1 and recorder.elicitations == []
         assert not (workspace / COMPOUND_FILE).exists(), "no reason could be given: blocked"
         assert "this client cannot answer" in text_of(recorder.of(session_id))
+
+
+async def test_acp_pi_killed_while_the_client_is_asked_settles_the_request_and_the_session_goes_on(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    release = asyncio.Event()
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, bridge):
+        session_id, running = await _held_at_its_request(conn, recorder, tmp_path, release)
+        [pi] = [p for p in psutil.Process(bridge.pid).children() if p.pid in {q.pid for q in run_processes()}]
+        pi.kill()
+        with pytest.raises(RequestError) as failure:
+            await asyncio.wait_for(running, WAIT)
+        assert failure.value.code == -32000 and failure.value.data["kind"] == "process"
+        await _late_allow_runs_nothing(conn, recorder, session_id, tmp_path, release)
