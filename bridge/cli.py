@@ -111,13 +111,14 @@ def acp_main(args: argparse.Namespace) -> int:
     retry = RetryPolicy(max_attempts=args.retry_attempts)
     # --pi-command is pi's; any other agent runs its executable on PATH.
     command = command_from(args.pi_command) if adapter.name == DEFAULT_AGENT else adapter.default_command
-    config = BridgeConfig(command=command, retry=retry)
+    config = BridgeConfig(command=command, retry=retry, default_mode=args.default_mode)
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
             env = stack.enter_context(scripted_model_env(adapter))
             config = BridgeConfig(
                 command=config.command,
                 retry=retry,
+                default_mode=args.default_mode,
                 default_provider=SCRIPTED_PROVIDER,
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
@@ -162,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     acp = sub.add_parser("acp", help="serve the Agent Client Protocol (ACP v1) on stdio")
     acp.add_argument("--agent", default=argparse.SUPPRESS, help=AGENT_HELP)
     acp.add_argument("--retry-attempts", type=int, default=1, choices=range(1, 11), metavar="1..10")
+    acp.add_argument(
+        "--default-mode",
+        choices=("ask", "auto-edit", "plan", "full"),
+        default=None,
+        help="the permission mode every session starts in (default: ask)",
+    )
     demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
     demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")
     demo.add_argument(

@@ -13,7 +13,6 @@ yes, so whether bash ran says what the bridge answered.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from tests.conftest import requires_pi
-from tests.support.env import ROOT, WAIT
+from tests.support.env import ROOT, WAIT, agent_dir_with_extension
 from tests.support.leaks import assert_no_run_processes
 from tests.support.lsp import bridge_config, initialize, make_client, messages_of, request
 from tests.support.streams import assert_stream_invariants
@@ -58,11 +57,7 @@ export default function (pi) {
 @pytest.fixture
 def gated_agent_dir(pi_agent_dir: Path, tmp_path: Path) -> Path:
     """The scripted model's agent dir, plus a global extension that confirms before bash."""
-    agent_dir = tmp_path / "pi-agent"
-    shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
-    (agent_dir / "extensions").mkdir(exist_ok=True)
-    (agent_dir / "extensions" / "confirm-gate.ts").write_text(CONFIRM_GATE)
-    return agent_dir
+    return agent_dir_with_extension(pi_agent_dir, tmp_path / "pi-agent", "confirm-gate.ts", CONFIRM_GATE)
 
 
 @pytest_lsp.fixture(config=bridge_config())

@@ -1,7 +1,8 @@
 """Driving `pi-bridge acp` through the official Python SDK's client side (`acp.spawn_agent_process`).
 
-`AcpRecorder` is the ACP client: it records every session/update and refuses what an editor would
-have to do for the agent (files, terminals, permissions): the bridge must never ask for those.
+`AcpRecorder` is the ACP client: it records every session/update and every
+session/request_permission (answered by `answer`: allow once unless a test says otherwise), and
+refuses what an editor would have to do for the agent (files, terminals): the bridge never asks.
 """
 
 from __future__ import annotations
@@ -10,18 +11,32 @@ import asyncio
 import contextlib
 import json
 import subprocess
+import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
 from acp import RequestError, schema, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 
+from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.tools.stdio_client import NDJSON, StdioPeer
 from tests.support.env import BRIDGE, WAIT, bridge_env
 
 Update = Any
+#: How the client answers one session/request_permission (its params): the raw result it sends.
+PermissionAnswer = Callable[[schema.RequestPermissionRequest], Awaitable[Any]]
+
+
+def choose(kind: str) -> PermissionAnswer:
+    """Answer by choosing the offered option of `kind` (e.g. "reject_once")."""
+
+    async def answer(request: schema.RequestPermissionRequest) -> Any:
+        option = next(o for o in request.options if o.kind == kind)
+        return {"outcome": {"outcome": "selected", "optionId": option.option_id}}
+
+    return answer
 
 
 class AcpRecorder:
@@ -29,14 +44,38 @@ class AcpRecorder:
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, Update]] = []
+        self.permission_requests: list[schema.RequestPermissionRequest] = []
+        #: Requests whose wait the bridge ended (their late answer went out all the same).
+        self.withdrawn: list[schema.RequestPermissionRequest] = []
+        self.answer: PermissionAnswer = choose("allow_once")
+        #: elicitation/create requests (message, mode) and how they are answered (raw result).
+        self.elicitations: list[tuple[str, Any]] = []
+        self.elicit: Callable[[str, Any], Any] = lambda message, mode: {"action": "decline"}
         self._changed = asyncio.Event()
 
     async def session_update(self, session_id: str, update: Update, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
         self._changed.set()
 
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("session/request_permission")
+    async def request_permission(
+        self,
+        options: list[schema.PermissionOption],
+        session_id: str,
+        tool_call: schema.ToolCallUpdate,
+        **kwargs: Any,
+    ) -> Any:
+        request = schema.RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
+        self.permission_requests.append(request)
+        self._changed.set()
+        try:
+            return await self.answer(request)
+        except asyncio.CancelledError:
+            self.withdrawn.append(request)
+            raise
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        self.elicitations.append((message, mode))
+        return self.elicit(message, mode)
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)
@@ -55,6 +94,16 @@ class AcpRecorder:
         """Forget what was recorded."""
         self.updates.clear()
 
+    async def wait_for_request(
+        self, count: int = 1, timeout: float = WAIT
+    ) -> schema.RequestPermissionRequest:
+        """The `count`th session/request_permission (waits for it)."""
+        async with asyncio.timeout(timeout):
+            while len(self.permission_requests) < count:
+                self._changed.clear()
+                await self._changed.wait()
+        return self.permission_requests[count - 1]
+
     async def wait_for(self, predicate: Callable[[Update], bool], timeout: float = WAIT) -> Update:
         """The first recorded update matching `predicate` (waits for it)."""
         async with asyncio.timeout(timeout):
@@ -71,7 +120,9 @@ def retry_notes(updates: list[Update]) -> list[int]:
     return [
         u.field_meta["piBridge"]["retrying"]["attempt"]
         for u in updates
-        if u.session_update == "agent_message_chunk" and u.field_meta
+        if u.session_update == "agent_message_chunk"
+        and u.field_meta
+        and "retrying" in u.field_meta["piBridge"]
     ]
 
 
@@ -89,13 +140,17 @@ async def acp_bridge(
     top_args: tuple[str, ...] = (),
     log: Path | None = None,
     extra_env: dict[str, str] | None = None,
+    capabilities: schema.ClientCapabilities | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
     """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
     `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`); `extra_env`
-    (e.g. another agent's configuration) is added to the bridge's environment."""
+    (e.g. another agent's configuration) is added to the bridge's environment; `capabilities`
+    and `meta` go in the client's initialize."""
     env = bridge_env(
         {
             "PI_CODING_AGENT_DIR": str(pi_agent_dir),
+            STATE_DIR_ENV: tempfile.mkdtemp(prefix="pi-bridge-acp-state-"),  # rules and modes
             **({"PI_BRIDGE_LOG_FILE": str(log)} if log else {}),
             **(extra_env or {}),
         }
@@ -113,7 +168,8 @@ async def acp_bridge(
         transport_kwargs={"stderr": subprocess.DEVNULL},
         use_unstable_protocol=True,
     ) as (conn, process):
-        answer = await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+        initialize = conn.initialize(protocol_version=1, client_capabilities=capabilities, **(meta or {}))
+        answer = await asyncio.wait_for(initialize, WAIT)
         assert answer.protocol_version == 1
         yield conn, recorder, process
 
@@ -150,7 +206,13 @@ class RawAcp(StdioPeer):
         top_args: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
     ) -> None:
-        env = bridge_env({"PI_CODING_AGENT_DIR": str(pi_agent_dir), **(extra_env or {})})
+        env = bridge_env(
+            {
+                "PI_CODING_AGENT_DIR": str(pi_agent_dir),
+                STATE_DIR_ENV: tempfile.mkdtemp(prefix="pi-bridge-acp-state-"),
+                **(extra_env or {}),
+            }
+        )
         super().__init__(
             [*BRIDGE, *top_args, "acp"], framing=NDJSON, env=env, cwd=cwd, stderr=subprocess.DEVNULL
         )

@@ -95,6 +95,8 @@ def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env[TEST_TAG_ENV] = current_test_tag()
     env["PI_BRIDGE_STRICT"] = "1"
     env["PATH"] = f"{PI_BIN}{os.pathsep}{env.get('PATH', '')}"
+    # This checkout's bridge, whatever checkout the venv's editable install points at.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PI_BRIDGE_LOG_LEVEL", "INFO")
     env.update(extra or {})
     return env
@@ -103,3 +105,12 @@ def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def fake_pi_command() -> list[str]:
     """The fake pi as a piCommand argv."""
     return [sys.executable, str(FAKE_PI)]
+
+
+def agent_dir_with_extension(pi_agent_dir: Path, where: Path, name: str, source: str) -> Path:
+    """A copy of the scripted model's pi agent dir at `where` (its sessions left out), with a
+    global extension `name` whose code is `source`."""
+    shutil.copytree(pi_agent_dir, where, ignore=shutil.ignore_patterns("sessions"))
+    (where / "extensions").mkdir(exist_ok=True)
+    (where / "extensions" / name).write_text(source)
+    return where

@@ -28,7 +28,9 @@ from acp.agent.router import build_agent_router
 from acp.connection import Connection
 from pydantic import ValidationError
 
-from bridge.contract import CancelledRunData, RetryPolicy, RunParams, SessionHistory
+from bridge.contract import CancelledRunData, PermissionMode, RetryPolicy, RunParams, SessionHistory
+from bridge.fronts.acp.approver import AcpApprover
+from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import (
     MODEL_OPTION,
@@ -44,6 +46,8 @@ from bridge.fronts.acp.mapping import (
     prompt_usage,
     stop_reason_of,
 )
+from bridge.fronts.acp.modes import MODE_OPTION, MODES, current_mode_update, mode_of, mode_option, mode_state
+from bridge.fronts.acp.questioner import AcpQuestioner
 from bridge.fronts.lsp.writer import HIGH_WATER, LOW_WATER
 from bridge.runs import history
 from bridge.runs.registry import (
@@ -86,9 +90,9 @@ class AcpSession:
     thinking: str | None
     runs: list[Run] = field(default_factory=list)
 
-    def options(self) -> list[schema.SessionConfigOptionSelect]:
-        """The configOptions as they are now."""
-        return config_options(self.opened, self.model, self.thinking)
+    def options(self, mode: PermissionMode) -> list[schema.SessionConfigOptionSelect]:
+        """The configOptions as they are now, the conversation's permission mode `mode` last."""
+        return [*config_options(self.opened, self.model, self.thinking), mode_option(mode)]
 
 
 class AcpAgent:
@@ -113,6 +117,13 @@ class AcpAgent:
         self._served: set[asyncio.Task[None]] = set()
         self.conn: Connection | None = None
         self.transport: StdioTransport | None = None
+        # What the client is asked (approvals, the agent's dialogs); ACP clients can answer, so
+        # conversations start in `ask` unless the configuration says otherwise (contract).
+        self.client = ClientRequests()
+        gate = registry.gate
+        gate.approver = AcpApprover(self.client, self._cwd_of)
+        gate.questioner = AcpQuestioner(self.client)
+        gate.default_mode = registry.config.default_mode or "ask"
 
     # ------------------------------------------------------------------ the outgoing stream
 
@@ -206,17 +217,25 @@ class AcpAgent:
         client_info: schema.Implementation | None = None,
         **kwargs: Any,
     ) -> schema.InitializeResponse:
-        """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt."""
-        retry = ((kwargs.get("piBridge") or {}) if isinstance(kwargs.get("piBridge"), dict) else {}).get(
-            "retry"
-        )
+        """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt,
+        `_meta.piBridge.defaultMode` the mode every new conversation starts in."""
+        given = kwargs.get("piBridge")
+        ours: dict[str, Any] = given if isinstance(given, dict) else {}
+        retry, default_mode = ours.get("retry"), ours.get("defaultMode")
         if retry is not None:
             try:
                 self.retry = RetryPolicy.model_validate(retry)
             except ValidationError as exc:
                 raise _invalid_params(exc) from None
+        if default_mode is not None:
+            self.registry.gate.default_mode = self._mode(default_mode, "_meta.piBridge.defaultMode")
+        self.client.answers = client_answers(client_capabilities)
         # The same answer as a plain initialize gets by hand before the SDK is loaded.
         return schema.InitializeResponse.model_validate(initialize_result(protocol_version))
+
+    def client_declared(self, capabilities: Any) -> None:
+        """The `clientCapabilities` of an initialize answered before the SDK loaded."""
+        self.client.answers = client_answers(capabilities)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         """No auth methods: pi's own configuration carries the keys."""
@@ -263,7 +282,10 @@ class AcpAgent:
         """A live conversation; its id is pi's session id."""
         cwd = self._cwd(cwd)
         session = self._remember(cwd, await self._open(cwd, None))
-        return schema.NewSessionResponse(session_id=session.session_id, config_options=session.options())
+        mode = self.registry.gate.mode_of(session.session_id)
+        return schema.NewSessionResponse(
+            session_id=session.session_id, config_options=session.options(mode), modes=mode_state(mode)
+        )
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
@@ -280,7 +302,8 @@ class AcpAgent:
         session = self.sessions.get(session_id)
         if session is None:
             session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
-        return schema.LoadSessionResponse(config_options=session.options())
+        mode = self.registry.gate.mode_of(session_id)
+        return schema.LoadSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -313,12 +336,13 @@ class AcpAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> schema.SetSessionConfigOptionResponse:
-        """Model or thought level, applied from the next prompt."""
+        """Model or thought level, applied from the next prompt; the mode, from the next tool call."""
         session = self._session(session_id)
-        option = next((o for o in session.options() if o.id == config_id), None)
+        options = session.options(self.registry.gate.mode_of(session_id))
+        option = next((o for o in options if o.id == config_id), None)
         if option is None:
             raise RequestError(
-                -32602, f"invalid params: configId: no option {config_id!r} (model, thought_level)"
+                -32602, f"invalid params: configId: no option {config_id!r} (model, thought_level, mode)"
             )
         allowed = [
             choice.value for choice in option.options if isinstance(choice, schema.SessionConfigSelectOption)
@@ -329,7 +353,39 @@ class AcpAgent:
             session.model = str(value)
         elif config_id == THOUGHT_OPTION:
             session.thinking = str(value)
-        return schema.SetSessionConfigOptionResponse(config_options=session.options())
+        elif config_id == MODE_OPTION:
+            self._change_mode(session, value, config_option=True)
+        mode = self.registry.gate.mode_of(session_id)
+        return schema.SetSessionConfigOptionResponse(config_options=session.options(mode))
+
+    async def set_session_mode(
+        self, mode_id: str, session_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        """The conversation's permission mode, from its next tool call (a running prompt's too)."""
+        self._change_mode(self._session(session_id), mode_id, config_option=False)
+        return schema.SetSessionModeResponse()
+
+    def _mode(self, value: object, field: str) -> PermissionMode:
+        mode = mode_of(value)
+        if mode is None:
+            raise RequestError(-32602, f"invalid params: {field}: {value!r} is not one of {list(MODES)}")
+        return mode
+
+    def _change_mode(self, session: AcpSession, value: object, *, config_option: bool) -> None:
+        """Set the mode and tell the client, in whichever shape it did not use to set it."""
+        mode = self._mode(value, "value" if config_option else "modeId")
+        self.registry.gate.set_mode(session.session_id, mode)
+        updates: list[tuple[str, Update | WireUpdate]] = [(session.session_id, current_mode_update(mode))]
+        if not config_option:
+            options = schema.ConfigOptionUpdate(
+                session_update="config_option_update", config_options=session.options(mode)
+            )
+            updates.append((session.session_id, options))
+        self._send_or_queue(updates)
+
+    def _cwd_of(self, session_id: str) -> str | None:
+        session = self.sessions.get(session_id)
+        return session.cwd if session is not None else None
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
@@ -443,6 +499,7 @@ class AcpAgent:
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             return False
+        self.client.settle(session.session_id)
         if not session.runs:
             log.info("session/cancel for %s: no prompt is running", session_id)
         for run in session.runs:
@@ -507,6 +564,7 @@ class AcpAgent:
         `cancelled` once its process tree is gone."""
         session = self.sessions.get(session_id)
         runs = list(session.runs) if session is not None else []
+        self.client.settle(session_id)
         if not runs:
             log.info("session/cancel for %s: no prompt is running", session_id)
             return
@@ -602,6 +660,7 @@ def connect(agent: AcpAgent, transport: StdioTransport) -> Connection:
     """The SDK's connection serving `agent` over `transport` (run it with `main_loop`)."""
     conn = Connection(_dispatcher(agent), transport, listening=False)
     agent.conn = conn
+    agent.client.conn = conn
     agent.transport = transport
     transport.direct = agent.direct
     transport.when_drained(agent._note_backlog)

@@ -107,6 +107,8 @@ class FirstFrame:
         self.rest = b""
         self.eof = False
         self.answered = False
+        #: The answered initialize's `clientCapabilities` (what the client can be asked).
+        self.client_capabilities: Any = None
         self._lock = threading.Lock()
         self._done = False
         self._callbacks: list[Callable[[], None]] = []
@@ -137,6 +139,7 @@ class FirstFrame:
                 frame = json.dumps(answer, separators=(",", ":")).encode() + b"\n" if answer else b""
                 if frame and self._write(frame):
                     self.answered = True
+                    self.client_capabilities = json.loads(data[:newline])["params"].get("clientCapabilities")
                     self.rest = data[newline + 1 :]
         finally:
             with self._lock:

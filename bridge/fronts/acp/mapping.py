@@ -25,6 +25,8 @@ Update = (
     | schema.ToolCallStart
     | schema.ToolCallProgress
     | schema.UsageUpdate
+    | schema.CurrentModeUpdate
+    | schema.ConfigOptionUpdate
 )
 # An update already in its wire form (camelCase keys, no nulls), sent as is.
 WireUpdate = dict[str, Any]
@@ -238,15 +240,8 @@ class PromptMapper:
                     cwd=self.cwd,
                 )
             ]
-        if kind == "run.retrying":
-            attempt, delay, reason = content["attempt"], content["delayMs"], content["reason"]
-            note = f"\n[pi-bridge: attempt {attempt} in {delay} ms, after: {reason}]\n"
-            meta = {"piBridge": {"retrying": content}}
-            return [
-                schema.AgentMessageChunk(
-                    session_update="agent_message_chunk", content=text_block(note), field_meta=meta
-                )
-            ]
+        if kind in ("run.retrying", "notice"):
+            return [bridge_note(kind, content)]
         if kind == "run.steered":
             return [
                 schema.UserMessageChunk(
@@ -258,6 +253,21 @@ class PromptMapper:
             usage = usage_update(content) if kind == "terminal.completed" else None
             return [usage] if usage is not None else []
         return []
+
+
+def bridge_note(kind: str, content: dict[str, Any]) -> schema.AgentMessageChunk:
+    """A line of the bridge's own in the answer, its content in `_meta.piBridge`: a retry's
+    attempt, or a `notice` (an extension's notify, a dialog nobody could answer)."""
+    if kind == "notice":
+        note = f"\n[pi-bridge: {content.get('level', 'info')}: {content.get('text', '')}]\n"
+        meta = {"piBridge": {"notice": content}}
+    else:
+        attempt, delay, reason = content["attempt"], content["delayMs"], content["reason"]
+        note = f"\n[pi-bridge: attempt {attempt} in {delay} ms, after: {reason}]\n"
+        meta = {"piBridge": {"retrying": content}}
+    return schema.AgentMessageChunk(
+        session_update="agent_message_chunk", content=text_block(note), field_meta=meta
+    )
 
 
 def usage_update(terminal: dict[str, Any]) -> schema.UsageUpdate | None:

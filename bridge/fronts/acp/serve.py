@@ -82,6 +82,8 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
         front = await asyncio.to_thread(_load_front, registry)
         transport = await StdioTransport.open(first)
         agent = front.AcpAgent(registry, default_cwd=default_cwd)
+        if first.answered:  # the SDK never saw that initialize: what the client declared in it
+            agent.client_declared(first.client_capabilities)
         sink.agent = agent
         agents.append(agent)
         tasks.start_soon(agent.pump)

@@ -4,10 +4,11 @@
 // Env: PI_BRIDGE_PYTHON (a python that can run `-m bridge`), PATH with Node 22 and pi first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/unstable";
 
@@ -22,20 +23,32 @@ function within(promise, what, ms = WAIT_MS) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** A bridge with its own scripted model and pi agent dir; `updates` records every session/update. */
+/** Answer a session/request_permission by choosing the offered option of `kind`. */
+const choose = (kind) => (params) => ({ outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === kind).optionId } });
+
+/** A bridge with its own scripted model and pi agent dir; `updates` records every session/update,
+ * `asked` every session/request_permission, answered by `bridge.answer(params, signal)` (allow once
+ * unless a test says otherwise). */
 async function startBridge(cwd, agentDir) {
-  const env = { ...process.env };
+  const env = { ...process.env, PI_BRIDGE_STATE_DIR: mkdtempSync(join(tmpdir(), "acp-ts-state-")) };
   if (agentDir) env.PI_CODING_AGENT_DIR = agentDir;
   const args = agentDir ? ["-m", "bridge", "acp"] : ["-m", "bridge", "--scripted-model", "acp"];
   const child = spawn(PYTHON, args, { cwd, env, stdio: ["pipe", "pipe", "ignore"] });
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   const updates = [];
+  const asked = [];
   let changed = () => {};
+  const bridge = { answer: choose("allow_once") };
   const app = acp
     .client({ name: "pi-bridge-ts-test" })
     .onNotification(acp.methods.client.session.update, (ctx) => {
       updates.push(ctx.params);
       changed();
+    })
+    .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
+      asked.push(ctx.params);
+      changed();
+      return bridge.answer(ctx.params, ctx.signal);
     })
     .onRequest("*", ({ method }) => {
       throw acp.RequestError.methodNotFound(method);
@@ -57,7 +70,7 @@ async function startBridge(cwd, agentDir) {
     const result = await within(exited, "bridge exit");
     return result;
   };
-  return { child, agent, updates, waitFor, stop, exited, init };
+  return Object.assign(bridge, { child, agent, updates, asked, waitFor, stop, exited, init });
 }
 
 const of = (updates, sessionId, kind) =>
@@ -220,4 +233,88 @@ test("hostile frames get JSON-RPC errors and the connection keeps serving", asyn
   } finally {
     assert.equal((await bridge.stop()).code, 0);
   }
+});
+
+test("asks before acting: session/request_permission approves or rejects, session/set_mode plan refuses, session/cancel withdraws", async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const bridge = await startBridge(cwd);
+  const { agent, updates, asked } = bridge;
+  const compound = join(cwd, "compound.txt");
+  const ends = (sessionId) => of(updates, sessionId, "tool_call_update").filter((u) => u.status === "completed" || u.status === "failed");
+  try {
+    const { sessionId, modes, configOptions } = await newSession(agent, cwd, "toolcompound");
+    assert.equal(modes.currentModeId, "ask");
+    assert.deepEqual(modes.availableModes.map((m) => m.id), ["ask", "auto-edit", "plan", "full"]);
+    assert.equal(configOptions.find((o) => o.id === "mode").category, "mode");
+
+    // reject: nothing ran, the tool call failed, the turn ends
+    bridge.answer = choose("reject_once");
+    assert.equal((await ask(agent, sessionId, "run it")).stopReason, "end_turn");
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0].toolCall.title, "echo hi && touch compound.txt");
+    assert.deepEqual(asked[0].options.map((o) => o.kind), ["allow_once", "reject_once"]);
+    assert.equal(ends(sessionId).at(-1).status, "failed");
+    assert.equal(existsSync(compound), false, "rejected: nothing ran");
+
+    // approve: it ran
+    bridge.answer = choose("allow_once");
+    assert.equal((await ask(agent, sessionId, "run it")).stopReason, "end_turn");
+    assert.equal(asked.length, 2);
+    assert.equal(ends(sessionId).at(-1).status, "completed");
+    assert.equal(existsSync(compound), true, "approved: it ran");
+
+    // session/cancel while the client is asked: the prompt answers cancelled, the request is withdrawn
+    let withdrawn;
+    const aborted = new Promise((resolve) => (withdrawn = resolve));
+    bridge.answer = (params, signal) =>
+      new Promise((resolve) => signal.addEventListener("abort", () => { withdrawn(); resolve({ outcome: { outcome: "cancelled" } }); }));
+    const running = ask(agent, sessionId, "run it");
+    await bridge.waitFor(() => asked.length === 3);
+    await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    assert.equal((await running).stopReason, "cancelled");
+    await within(aborted, "$/cancel_request for the pending request");
+
+    // plan mode: an edit is refused without asking
+    await within(agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: "plan" }), "session/set_mode");
+    await bridge.waitFor((n) => n.sessionId === sessionId && n.update.sessionUpdate === "current_mode_update" && n.update.currentModeId === "plan");
+    await agent.request(acp.methods.agent.session.setConfigOption, { sessionId, configId: "model", value: "fake/write" });
+    assert.equal((await ask(agent, sessionId, "write it")).stopReason, "end_turn");
+    assert.equal(asked.length, 3, "plan mode asks nothing");
+    assert.equal(ends(sessionId).at(-1).status, "failed");
+    assert.equal(existsSync(join(cwd, "created", "new.txt")), false);
+    await assert.rejects(agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: "yolo" }), (e) => e.code === -32602);
+  } finally {
+    assert.equal((await bridge.stop()).code, 0);
+  }
+});
+
+/** acpx (a headless ACP client) runs one prompt against `pi-bridge acp` with its permission flag;
+ * its home and the bridge's state dir are throwaway. Resolves to {code, stdout}. */
+const ACPX = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin", "acpx");
+
+function acpx(cwd, flag, model) {
+  const env = {
+    ...process.env,
+    HOME: mkdtempSync(join(tmpdir(), "acp-ts-acpx-home-")),
+    PI_BRIDGE_STATE_DIR: mkdtempSync(join(tmpdir(), "acp-ts-state-")),
+  };
+  const args = ["--agent", `${PYTHON} -m bridge --scripted-model acp`, "--cwd", cwd, flag, "--model", model, "--format", "json", "exec", "run it"];
+  return new Promise((resolve) => {
+    execFile(ACPX, args, { cwd, env, timeout: WAIT_MS }, (error, stdout) => resolve({ code: error ? error.code : 0, stdout }));
+  });
+}
+
+test("acpx --approve-all runs the command, --deny-all runs nothing and exits permission-denied", { skip: !existsSync(ACPX) && "acpx is not installed (ci.sh installs it)" }, async () => {
+  const approved = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const yes = await acpx(approved, "--approve-all", "fake/toolcompound");
+  assert.equal(yes.code, 0, yes.stdout.slice(-500));
+  assert.match(yes.stdout, /"method":"session\/request_permission"/, "the bridge asked");
+  assert.equal(existsSync(join(approved, "compound.txt")), true, "approved: it ran");
+
+  const denied = mkdtempSync(join(tmpdir(), "acp-ts-"));
+  const no = await acpx(denied, "--deny-all", "fake/toolcompound");
+  assert.equal(no.code, 5, "acpx's exit code for a denied permission");
+  assert.match(no.stdout, /"status":"failed"/);
+  assert.match(no.stdout, /"stopReason":"end_turn"/, "the turn still ends");
+  assert.equal(existsSync(join(denied, "compound.txt")), false, "denied: nothing ran");
 });

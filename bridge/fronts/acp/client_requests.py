@@ -1,0 +1,101 @@
+"""Requests the ACP front sends its client on behalf of a session (approvals, the agent's
+dialogs), what the client declared it answers, and their settling.
+
+Each request waits inside a cancel scope kept per session, so `session/cancel` settles every
+request of the session at once (the ACP spec has the client answer them `cancelled` itself; the
+bridge does not wait for that). A request whose wait ends without an answer is withdrawn with
+ACP's `$/cancel_request`, and the SDK's connection forgets its id, so a late answer finds no
+waiter and is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+from acp import RequestError, schema
+from acp.connection import Connection
+
+log = logging.getLogger(__name__)
+
+CANCEL_REQUEST: Final = "$/cancel_request"
+
+
+@dataclass(frozen=True)
+class ClientAnswers:
+    """What the client said in `initialize` that it answers, beyond session/request_permission."""
+
+    elicitation_form: bool = False  # elicitation/create in form mode
+
+
+def client_answers(capabilities: Any) -> ClientAnswers:
+    """The requests a client with `capabilities` (initialize's raw `clientCapabilities`) answers;
+    anything malformed: none beyond permissions."""
+    if isinstance(capabilities, schema.ClientCapabilities):
+        declared = capabilities
+    else:
+        try:
+            declared = schema.ClientCapabilities.model_validate(capabilities or {})
+        except ValueError:
+            return ClientAnswers()
+    elicitation = declared.elicitation
+    return ClientAnswers(elicitation_form=elicitation is not None and elicitation.form is not None)
+
+
+class ClientRequests:
+    """Sends requests to the client, a session's at a time, and settles them on session/cancel."""
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        self.answers = ClientAnswers()
+        self._pending: dict[str, set[anyio.CancelScope]] = {}
+
+    async def send(self, session_id: str, method: str, params: dict[str, Any]) -> Any:
+        """The client's raw result; None for an error answer, a closed connection, or a request
+        settled by `settle`. Cancelled while it waits, the request is withdrawn."""
+        conn = self.conn
+        if conn is None:
+            return None
+        scope = anyio.CancelScope()
+        self._pending.setdefault(session_id, set()).add(scope)
+        # The id send_request takes: read with no await in between, as it reads it.
+        request_id = conn._next_request_id
+        try:
+            with scope:
+                try:
+                    return await conn.send_request(method, params)
+                except anyio.get_cancelled_exc_class():
+                    await _withdraw(conn, request_id)
+                    raise
+            return None  # settled
+        except (RequestError, ConnectionError) as exc:
+            log.info("%s for session %s: no answer (%s)", method, session_id, exc)
+            return None
+        finally:
+            scopes = self._pending.get(session_id)
+            if scopes is not None:
+                scopes.discard(scope)
+                if not scopes:
+                    del self._pending[session_id]
+
+    def settle(self, session_id: str) -> int:
+        """End every pending request of `session_id` unanswered; how many there were."""
+        scopes = self._pending.pop(session_id, set())
+        for scope in scopes:
+            scope.cancel()
+        return len(scopes)
+
+    def pending(self, session_id: str) -> int:
+        """How many requests of `session_id` wait for the client now."""
+        return len(self._pending.get(session_id, ()))
+
+
+async def _withdraw(conn: Connection, request_id: int) -> None:
+    """Tell the client the request is void (shielded: the waiter is being cancelled)."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+        try:
+            await conn.send_notification(CANCEL_REQUEST, {"requestId": request_id})
+        except (ConnectionError, OSError) as exc:
+            log.info("%s %s not sent: %s", CANCEL_REQUEST, request_id, exc)
