@@ -25,7 +25,8 @@ from bench.common import PYTHON
 from bench.model import scripted_model
 from bench.sidebyside import Sequence, acp_sequence
 
-BRIDGE_ACP = [PYTHON, "-m", "bridge", "acp"]
+# `full`: pi-acp asks nothing, so the side by side compares the same turns (approvals: bench/gate.py).
+BRIDGE_ACP = [PYTHON, "-m", "bridge", "acp", "--default-mode", "full"]
 
 
 class CountingRegistry:
