@@ -110,10 +110,11 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   private showWaiting(): void {
     const waiting = this.pendingApprovals;
     if (this.view) {
+      // A badge of 0 shows nothing: VS Code 1.100's view pane ignores `undefined` once a badge is set.
       this.view.badge =
         waiting > 0 && !this.view.visible
           ? { value: waiting, tooltip: `${waiting} tool call(s) wait for your approval` }
-          : undefined;
+          : { value: 0, tooltip: '' };
     }
     this.deps.onChange();
   }

@@ -348,6 +348,7 @@ function approvalCard(view: ApprovalView): HTMLElement {
   const reason = el('input', 'approval-reason');
   reason.type = 'text';
   reason.placeholder = 'Reason for Deny (optional; pi is told)';
+  reason.maxLength = 4096; // the contract's bound of a reject's message
   reason.setAttribute('aria-label', 'Reason for Deny, told to pi (optional). Enter denies with it.');
   card.append(reason);
   const buttons = el('div', 'approval-buttons');
