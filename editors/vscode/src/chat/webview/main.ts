@@ -253,6 +253,11 @@ function addEntry(p: HostToView['entry']): void {
   if (!turn) {
     return;
   }
+  // The approval card shows a question and the user's answer; a note says only what a rule or the
+  // mode decided without asking.
+  if (p.entry.type === 'permission.requested' || (p.entry.type === 'permission.resolved' && p.entry.content.by === 'user')) {
+    return;
+  }
   if (p.entry.type === 'tool.completed') {
     turn.stats.set(p.entry.content.toolCallId, p.stat);
   }
