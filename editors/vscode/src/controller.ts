@@ -9,20 +9,37 @@ import {
   LanguageClient,
   RevealOutputChannelOn,
   State,
+  type ClientCapabilities,
   type LanguageClientOptions,
   type ServerOptions,
+  type StaticFeature,
 } from 'vscode-languageclient/node';
 import { Chat } from './chat/view';
 import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
 import { usageLabel } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
-import { PROTOCOL_VERSION } from './bridge/protocol';
+import { Methods, PROTOCOL_VERSION, type RequestPermissionParams } from './bridge/protocol';
 import { statusLine, type RunRecord } from './bridge/run';
 import { Session } from './bridge/session';
 
 const CLIENT_ID = 'piBridge';
 const RUNNING_CONTEXT = 'piBridge.running';
+
+/**
+ * Declares in `initialize` that this client answers pi/requestPermission (contract, turn 3), so the
+ * bridge asks in the chat's approval cards instead of a notification.
+ */
+const APPROVALS_FEATURE: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    const ours = (experimental['piBridge'] ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...experimental, piBridge: { ...ours, permissions: true } };
+  },
+  initialize(): void {},
+  getState: () => ({ kind: 'static' }),
+  clear(): void {},
+};
 
 export class Controller implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -32,6 +49,8 @@ export class Controller implements vscode.Disposable {
   private readonly oneShots = new Set<vscode.CancellationTokenSource>();
   private readonly log: vscode.LogOutputChannel;
   private readonly status: vscode.StatusBarItem;
+  /** The shown conversation's permission mode (click: pick another), and approvals waiting. */
+  private readonly modeStatus: vscode.StatusBarItem;
   private readonly chat: Chat;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -40,6 +59,9 @@ export class Controller implements vscode.Disposable {
     this.status = vscode.window.createStatusBarItem('piBridge.status', vscode.StatusBarAlignment.Right, 100);
     this.status.name = 'pi';
     this.status.command = 'piBridge.pickModel';
+    this.modeStatus = vscode.window.createStatusBarItem('piBridge.mode', vscode.StatusBarAlignment.Right, 99);
+    this.modeStatus.name = 'pi mode';
+    this.modeStatus.command = 'piBridge.pickMode';
     this.chat = new Chat(context.extensionUri, {
       session: () => this.ensureSession(),
       runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
@@ -51,6 +73,7 @@ export class Controller implements vscode.Disposable {
       this.chat,
       this.log,
       this.status,
+      this.modeStatus,
       vscode.commands.registerCommand('piBridge.ask', (prompt?: unknown) => this.ask(prompt)),
       // Context for the chat's next prompt (a one-shot pi: Ask… takes it along too).
       vscode.commands.registerCommand('piBridge.askSelection', () => this.chat.addContext('selection')),
@@ -66,6 +89,7 @@ export class Controller implements vscode.Disposable {
     );
     this.updateStatus();
     this.status.show();
+    this.modeStatus.show();
     // A missing Python or pi is reported at activation, before the first prompt.
     void this.checkInstallation(false);
   }
@@ -118,6 +142,10 @@ export class Controller implements vscode.Disposable {
     };
     this.log.info(`starting bridge: ${[launch.command, ...launch.args].join(' ')}`);
     const client = new LanguageClient(CLIENT_ID, 'pi-bridge', serverOptions, clientOptions);
+    client.registerFeature(APPROVALS_FEATURE);
+    client.onRequest(Methods.requestPermission, (params: RequestPermissionParams, token: vscode.CancellationToken) =>
+      this.chat.requestPermission(params, token),
+    );
     client.onDidChangeState((e) => {
       this.log.info(`bridge ${State[e.oldState]} -> ${State[e.newState]}`);
       this.updateStatus();
@@ -306,6 +334,15 @@ export class Controller implements vscode.Disposable {
       : '';
     this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live.${context} Click to pick the model or thinking level.`;
     this.status.accessibilityInformation = { label: `pi model: ${settings.model || 'default'}` };
+    const mode = this.chat.conversation.mode;
+    const waiting = this.chat.pendingApprovals;
+    this.modeStatus.text = `$(shield) ${mode}${waiting > 0 ? ` · $(bell-dot) ${waiting} waiting` : ''}`;
+    this.modeStatus.tooltip = `pi permission mode of this conversation: ${mode}.${
+      waiting > 0 ? ` ${waiting} tool call(s) wait for your approval in the chat.` : ''
+    } Click to pick another mode.`;
+    this.modeStatus.accessibilityInformation = {
+      label: `pi mode: ${mode}${waiting > 0 ? `, ${waiting} approval(s) waiting` : ''}`,
+    };
   }
 
   async dispose(): Promise<void> {

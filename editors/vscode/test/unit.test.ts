@@ -9,6 +9,13 @@ import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } fr
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
 import { applyCancelled, applyEntry, applyMessage, applyResult, newRunRecord, statusLine } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
+import { answerFor, approvalView, diffLines, outcomeText, ruleLabel } from '../src/chat/approvals';
+import { Conversation } from '../src/chat/conversation';
+import type { HostMessage } from '../src/chat/chatProtocol';
+import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
+import type { Session } from '../src/bridge/session';
+import { CancellationTokenSource } from 'vscode-jsonrpc';
+import { withTimeout } from './harness';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 
@@ -202,4 +209,131 @@ test('applyEntry says which item each entry touched, the way the chat renders th
       ['thought', 'live'],
     ],
   );
+});
+
+const permissionParams = (diff?: RequestPermissionParams['diff']): RequestPermissionParams => ({
+  runId: 'chat-1',
+  sessionId: 's1',
+  toolCallId: 't1',
+  tool: diff ? 'edit' : 'bash',
+  kind: diff ? 'edit' : 'execute',
+  title: diff ? 'edit notes.txt' : 'npm test',
+  input: diff ? { path: 'notes.txt' } : { command: 'npm test' },
+  diff,
+  options: [
+    { optionId: 'allow', kind: 'allow_once', name: 'Allow' },
+    {
+      optionId: 'always',
+      kind: 'allow_always',
+      name: 'Always allow `npm test` in this workspace',
+      rule: { id: 'allow-1', tool: 'bash', match: { commandPrefix: ['npm', 'test'] }, decision: 'allow', scope: 'workspace' },
+    },
+    { optionId: 'deny', kind: 'reject_once', name: 'Deny' },
+  ],
+});
+
+test('an approval card shows the command, or the lines an edit removes and adds with context', () => {
+  const command = approvalView(permissionParams());
+  assert.equal(command.key, 'chat-1/t1');
+  assert.equal(command.command, 'npm test');
+  assert.equal(command.diff, null);
+  assert.deepEqual(command.options.map((o) => o.kind), ['allow_once', 'allow_always', 'reject_once']);
+  assert.equal(command.state, 'pending');
+
+  const edit = approvalView(permissionParams({ path: 'notes.txt', oldText: 'a\nb\nc\nd\n', newText: 'a\nb\nC\nd\n' }));
+  assert.ok(edit.diff);
+  assert.deepEqual(
+    edit.diff.lines.map((l) => `${l.op}${l.text}`),
+    [' a', ' b', '-c', '+C', ' d'],
+    'two lines of context before, one after (no empty line for the final newline)',
+  );
+  assert.equal(edit.diff.added, 1);
+  assert.equal(edit.diff.removed, 1);
+  assert.equal(edit.diff.canOpen, true);
+
+  const created = approvalView(permissionParams({ path: 'new.txt', oldText: null, newText: 'x\n' }));
+  assert.equal(created.diff?.note, 'a new file');
+  const failing = approvalView(permissionParams({ path: 'notes.txt', oldText: 'a\n', newText: null }));
+  assert.equal(failing.diff?.canOpen, false);
+  assert.match(failing.diff?.note ?? '', /would not apply/);
+
+  const long = diffLines('', Array.from({ length: 100 }, (_, i) => `l${i}`).join('\n'), 10);
+  assert.equal(long.lines.filter((l) => l.op === '+').length, 10);
+  assert.equal(long.hidden, 90);
+});
+
+test('an answer carries a reason only with a reject, and the card says how it was settled', () => {
+  const [allow, always, deny] = permissionParams().options as [PermissionOption, PermissionOption, PermissionOption];
+  assert.deepEqual(answerFor(allow, 'ignored'), { optionId: 'allow' });
+  assert.deepEqual(answerFor(deny, '  use the test script  '), { optionId: 'deny', message: 'use the test script' });
+  assert.deepEqual(answerFor(deny, '   '), { optionId: 'deny' });
+  assert.equal(outcomeText(deny, { optionId: 'deny', message: 'no' }), 'Denied: no');
+  assert.equal(outcomeText(allow, { optionId: 'allow' }), 'Allowed');
+  assert.equal(outcomeText(always, { optionId: 'always' }), 'Always allow `npm test` in this workspace');
+  assert.equal(ruleLabel(always.rule!), 'allow bash `npm test …`');
+  assert.equal(
+    ruleLabel({ id: 'd', tool: 'edit', match: { path: '/w/notes.txt' }, decision: 'deny', scope: 'workspace' }),
+    'deny edit /w/notes.txt',
+  );
+});
+
+test('a conversation answers a permission request from its card, or cancelled when the bridge withdraws it', async () => {
+  const posted: HostMessage[] = [];
+  let finish: (() => void) | undefined;
+  let started: () => void = () => undefined;
+  const runStarted = new Promise<void>((resolveStarted) => (started = resolveStarted));
+  const fakeSession = {
+    run: (params: RunParams) =>
+      new Promise((resolveRun) => {
+        finish = () => resolveRun({ ...newRunRecord(params.runId!, params.prompt), status: 'completed' });
+        started();
+      }),
+    request: () => Promise.resolve({}),
+  } as unknown as Session;
+  const runs: RunParams[] = [];
+  const conversation = new Conversation({
+    session: () => Promise.resolve(fakeSession),
+    runParams: (prompt, runId) => {
+      const params = { prompt, runId };
+      runs.push(params);
+      return params;
+    },
+    post: (message) => posted.push(message),
+  });
+  const turn = conversation.send('go');
+  await withTimeout(runStarted, 5000, 'the run to start');
+  assert.equal(runs[0]!.mode, undefined, 'no mode picked: the bridge default');
+  assert.equal(conversation.mode, 'ask');
+  const runId = runs[0]!.runId!;
+  const params = { ...permissionParams(), runId };
+  const answered = conversation.requestPermission(params);
+  assert.equal(conversation.pendingApprovals, 1);
+  conversation.answerApproval(`${runId}/t1`, 'deny', 'not now');
+  assert.deepEqual(await answered, { optionId: 'deny', message: 'not now' });
+  conversation.answerApproval(`${runId}/t1`, 'allow', null); // a second click: nothing
+
+  const token = new CancellationTokenSource();
+  const withdrawn = conversation.requestPermission({ ...params, toolCallId: 't2' }, token.token);
+  token.cancel();
+  assert.deepEqual(await withdrawn, { outcome: 'cancelled' });
+  const cards = posted.filter((m): m is Extract<HostMessage, { type: 'approval' }> => m.type === 'approval');
+  assert.deepEqual(
+    cards.map((m) => `${m.payload.key.split('/')[1]}:${m.payload.state}:${m.payload.outcome ?? ''}`),
+    ['t1:pending:', 't1:answered:Denied: not now', 't2:pending:', 't2:cancelled:cancelled'],
+  );
+  const left = conversation.requestPermission({ ...params, toolCallId: 't3' });
+  finish!();
+  await turn;
+  assert.deepEqual(await left, { outcome: 'cancelled' }, 'a card the run left is settled when it ends');
+  assert.equal(conversation.pendingApprovals, 0);
+  await conversation.setMode('plan');
+  const next = conversation.send('again');
+  await withTimeout(
+    new Promise<void>((resolveNext) => (started = resolveNext)),
+    5000,
+    'the second run to start',
+  );
+  assert.equal(runs[1]!.mode, 'plan', 'a picked mode goes with the next run');
+  finish!();
+  await next;
 });

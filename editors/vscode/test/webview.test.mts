@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import { build } from 'esbuild';
 import { CancellationTokenSource } from 'vscode-jsonrpc';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import type { HostMessage } from '../src/chat/chatProtocol.js';
+import type { ApprovalView, HostMessage } from '../src/chat/chatProtocol.js';
 import { Conversations } from '../src/chat/conversations.js';
 import { chatPage } from '../src/chat/page.js';
 import type { RunParams } from '../src/bridge/protocol.js';
@@ -451,5 +451,64 @@ test('opening the session of a conversation that runs unseen shows it live, Stop
   await withTimeout(run, RUN_TIMEOUT, 'the run to end');
   await view.flush();
   await view.until(`document.querySelector('section.turn')?.dataset.status === 'cancelled'`, 'the turn stopped');
+  await view.page.close();
+});
+
+test('an approval card: focused when it appears unless a message is being typed, Enter allows, Escape denies with the reason, markup stays text, settled it takes no answer', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'go', chips: [], live: true } });
+  const options = [
+    { optionId: 'allow', kind: 'allow_once', name: 'Allow' },
+    { optionId: 'always', kind: 'allow_always', name: 'Always allow `rm` in this workspace' },
+    { optionId: 'deny', kind: 'reject_once', name: 'Deny' },
+  ] as const;
+  const card = (key: string, command: string): HostMessage => ({
+    type: 'approval',
+    payload: {
+      key, turnId: 't1', tool: 'bash', kind: 'execute', title: command, command, diff: null,
+      options: [...options], state: 'pending', outcome: null,
+    },
+  });
+  const answers = "window.__toHost.filter((m) => m.type === 'answerApproval').map((m) => m.payload)";
+  view.post(card('t1/c1', '<img src=x onerror="window.__injected = 5">'));
+  await view.flush();
+  await view.until("document.activeElement === document.querySelector('.approval[data-key=\"t1/c1\"]')", 'the card to take the focus');
+  assert.equal(await view.read<string>('document.querySelector(".approval-command").textContent'), '<img src=x onerror="window.__injected = 5">');
+  assert.equal(await view.read<number>("document.querySelectorAll('.approval img').length"), 0, 'the command shows as text');
+  assert.deepEqual(
+    await view.read<string[]>("[...document.querySelectorAll('.approval button.approval-option')].map((b) => b.textContent)"),
+    ['Allow', 'Always allow `rm` in this workspace', 'Deny'],
+    'one real button per option offered',
+  );
+  await view.page.keyboard.press('Enter');
+  await view.until(`${answers}.length === 1`, 'Enter to answer');
+  assert.deepEqual(await view.read<unknown>(answers), [{ key: 't1/c1', optionId: 'allow', message: null }]);
+  view.post({ type: 'approval', payload: { ...(card('t1/c1', 'x').payload as ApprovalView), state: 'answered', outcome: 'Allowed' } });
+
+  // Someone typing a message keeps the focus; in the card, a reason and Escape deny with it.
+  await view.page.focus('#prompt');
+  await view.page.keyboard.type('half a message');
+  view.post(card('t1/c2', 'rm -rf build'));
+  await view.flush();
+  await view.until("!!document.querySelector('.approval[data-key=\"t1/c2\"]')", 'the second card');
+  assert.equal(await view.read<string>('document.activeElement.id'), 'prompt', 'the input kept the focus');
+  await view.page.focus('.approval[data-key="t1/c2"] .approval-reason');
+  await view.page.keyboard.type('use make clean');
+  await view.page.keyboard.press('Escape');
+  await view.until(`${answers}.length === 2`, 'Escape to answer');
+  assert.deepEqual((await view.read<unknown[]>(answers))[1], { key: 't1/c2', optionId: 'deny', message: 'use make clean' });
+
+  // Withdrawn by the bridge: cancelled, and nothing in it answers any more.
+  view.post({ type: 'approval', payload: { ...(card('t1/c2', 'x').payload as ApprovalView), state: 'cancelled', outcome: 'cancelled' } });
+  await view.flush();
+  await view.until("document.querySelector('.approval[data-key=\"t1/c2\"]').dataset.state === 'cancelled'", 'the cancelled card');
+  assert.ok(await view.read<boolean>("[...document.querySelectorAll('.approval[data-key=\"t1/c2\"] button.approval-option, .approval[data-key=\"t1/c2\"] input')].every((b) => b.disabled)"));
+  await view.page.evaluate("document.querySelector('.approval[data-key=\"t1/c2\"]').focus()");
+  await view.page.keyboard.press('Enter');
+  await view.page.evaluate("document.querySelector('.approval[data-key=\"t1/c2\"] button.approval-option').click()");
+  assert.equal((await view.read<unknown[]>(answers)).length, 2, 'a settled card sends nothing');
+  assert.equal(await view.read<string>("document.querySelector('.approval[data-key=\"t1/c2\"] .approval-outcome').textContent"), 'cancelled');
+  assert.equal(await view.read<unknown>('window.__injected ?? null'), null);
   await view.page.close();
 });

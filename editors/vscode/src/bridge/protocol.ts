@@ -24,6 +24,14 @@ export type {
   ShutdownReceipt,
   SteerResult,
   Usage,
+  PermissionOption,
+  PermissionRule,
+  PermissionsResult,
+  ProposedDiff,
+  RequestPermissionAnswer,
+  RequestPermissionParams,
+  SetModeParams,
+  SetModeResult,
 } from '../generated/protocol';
 
 import type { CancelledRunData, PiMessage } from '../generated/protocol';
@@ -37,7 +45,24 @@ export const Methods = {
   sessions: 'pi/sessions',
   session: 'pi/session',
   message: 'pi/message',
+  /** server -> client: may this tool call run? */
+  requestPermission: 'pi/requestPermission',
+  setMode: 'pi/setMode',
+  permissions: 'pi/permissions',
+  setPermissions: 'pi/setPermissions',
 } as const;
+
+/** A conversation's permission mode (contract, turn 3), in the order the pickers list them. */
+export const MODES = ['ask', 'auto-edit', 'plan', 'full'] as const;
+export type Mode = (typeof MODES)[number];
+
+/** What each mode does, in the pickers' words. */
+export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+  ask: 'asks before edits and commands; reads run',
+  'auto-edit': 'edits inside the workspace run; asks before commands',
+  plan: 'read-only: edits and commands are refused',
+  full: 'runs everything without asking',
+};
 
 export const PROTOCOL_VERSION = 1;
 export const SERVER_NAME = 'pi-bridge';

@@ -4,7 +4,7 @@
  * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
  * contract's own types generated from docs/protocol.schema.json.
  */
-import type { ContractEntry } from '../bridge/protocol';
+import type { ContractEntry, Mode, PermissionOption } from '../bridge/protocol';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {
@@ -22,6 +22,45 @@ export interface InputState {
   queueMode: boolean;
   queued: string[];
   chips: ChipView[];
+  /** The conversation's permission mode (the header's picker shows it). */
+  mode: Mode;
+}
+
+/** One line of an approval card's diff: kept as context, removed or added. */
+export interface DiffLine {
+  op: ' ' | '-' | '+';
+  text: string;
+}
+
+/**
+ * An approval card: a tool call that waits for the user (pi/requestPermission), and once settled
+ * how. The host keeps the full texts of a proposed diff (for Open Diff); the card gets its lines.
+ */
+export interface ApprovalView {
+  /** `runId/toolCallId`: unique per pending decision. */
+  key: string;
+  turnId: string;
+  tool: string;
+  kind: 'read' | 'edit' | 'execute' | 'other';
+  title: string;
+  /** The shell command, when the tool runs one. */
+  command: string | null;
+  diff: {
+    path: string;
+    lines: DiffLine[];
+    /** Changed lines left out of `lines` (the card shows a bounded number). */
+    hidden: number;
+    added: number;
+    removed: number;
+    /** Both texts are known: Open Diff can show them. */
+    canOpen: boolean;
+    /** Why there is no diff to show (a new file, an edit that would not apply). */
+    note: string | null;
+  } | null;
+  options: Pick<PermissionOption, 'optionId' | 'kind' | 'name'>[];
+  state: 'pending' | 'answered' | 'cancelled';
+  /** How it was settled ("Allowed", "Denied: reason", "cancelled: the run ended"). */
+  outcome: string | null;
 }
 
 /** Line counts of one edit, computed by the host so file texts never reach the webview. */
@@ -52,6 +91,8 @@ export interface HostToView {
   announce: { text: string };
   /** Put text into the input (e.g. a recalled prompt). */
   fill: { text: string };
+  /** An approval card appears, or changes state (settled by the user or cancelled). */
+  approval: ApprovalView;
 }
 
 export interface ViewToHost {
@@ -64,6 +105,11 @@ export interface ViewToHost {
   removeQueued: { index: number };
   openDiff: { turnId: string; toolCallId: string };
   openFile: { path: string; line: number };
+  /** An approval card's button; `message` is the reason typed in the card (a reject's). */
+  answerApproval: { key: string; optionId: string; message: string | null };
+  openApprovalDiff: { key: string };
+  /** The header's mode picker. */
+  setMode: { mode: Mode };
 }
 
 /** A message of map `M`: `{type, payload}` with the payload of that type. */

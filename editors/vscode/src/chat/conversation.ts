@@ -6,8 +6,10 @@
  * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
  */
 import type { CancellationToken } from 'vscode-jsonrpc';
+import { answerFor, approvalKey, approvalView, commonEnds, outcomeText } from './approvals';
 import {
   envelope,
+  type ApprovalView,
   type EditStat,
   type HostMessage,
   type HostToView,
@@ -22,7 +24,12 @@ import {
   type ContractEntry,
   type ContextUsage,
   type FileDiff,
+  type Mode,
   type PiMessage,
+  type ProposedDiff,
+  type RequestPermissionAnswer,
+  type RequestPermissionParams,
+  type SetModeResult,
   type RunParams,
   type SessionHistory,
   type SessionNotFound,
@@ -41,7 +48,18 @@ export interface ConversationHost {
   post(message: HostMessage): void;
   /** Its context usage or cost changed, or a turn started or ended (the status bar shows them). */
   onChange?(): void;
+  /** An approval of this conversation started or stopped waiting (the view's badge counts them). */
+  onApprovals?(): void;
+  /** The mode the bridge gives a conversation nobody picked one for (this client answers: ask). */
+  defaultMode?(): Mode;
   log?(message: string): void;
+}
+
+/** A tool call of this conversation waiting for the user's decision. */
+interface PendingApproval {
+  params: RequestPermissionParams;
+  view: ApprovalView;
+  settle(answer: RequestPermissionAnswer): void;
 }
 
 /** How a one-shot turn is run: a token that cancels it, and each change of its run's record. */
@@ -61,6 +79,8 @@ interface TurnRecord {
   chips: string[];
   live: boolean;
   entries: HostToView['entry'][];
+  /** Its approval cards, in the order they were asked (kept for a replay). */
+  approvals: ApprovalView[];
   status: TurnStatus;
   summary: string | null;
 }
@@ -76,18 +96,7 @@ export interface RunChange {
 export function editStat(oldText: string | null | undefined, newText: string | null | undefined): EditStat {
   const before = oldText ? oldText.split('\n') : [];
   const after = newText ? newText.split('\n') : [];
-  let head = 0;
-  while (head < before.length && head < after.length && before[head] === after[head]) {
-    head += 1;
-  }
-  let tail = 0;
-  while (
-    tail < before.length - head &&
-    tail < after.length - head &&
-    before[before.length - 1 - tail] === after[after.length - 1 - tail]
-  ) {
-    tail += 1;
-  }
+  const { head, tail } = commonEnds(before, after);
   return { added: after.length - head - tail, removed: before.length - head - tail };
 }
 
@@ -143,8 +152,27 @@ export class Conversation {
   private readonly queue: string[] = [];
   private chips: ContextChip[] = [];
   private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
+  private readonly pending = new Map<string, PendingApproval>();
+  /** Proposed diffs of this conversation's approval cards, by card key (for Open Diff). */
+  private readonly proposed = new Map<string, ProposedDiff>();
+
+  /** The permission mode the user picked for it (null: the bridge's default for this client). */
+  private chosenMode: Mode | null = null;
 
   constructor(private readonly host: ConversationHost) {}
+
+  /**
+   * Its permission mode. Once picked, every run passes it (so it holds across a bridge restart),
+   * and a change while it has a pi session is also sent with pi/setMode.
+   */
+  get mode(): Mode {
+    return this.chosenMode ?? this.host.defaultMode?.() ?? 'ask';
+  }
+
+  /** How many of its tool calls wait for the user. */
+  get pendingApprovals(): number {
+    return this.pending.size;
+  }
 
   get running(): boolean {
     return this.current !== undefined;
@@ -172,6 +200,7 @@ export class Conversation {
       running: this.running,
       queueMode: this.queueMode,
       queued: [...this.queue],
+      mode: this.mode,
       chips: this.chips.map((chip) => ({
         id: chip.id,
         label: chipLabel(chip),
@@ -191,6 +220,9 @@ export class Conversation {
       this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: turn.live });
       for (const entry of turn.entries) {
         this.post('entry', entry);
+      }
+      for (const approval of turn.approvals) {
+        this.post('approval', { ...approval });
       }
       if (turn.status !== 'running') {
         this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary });
@@ -275,6 +307,87 @@ export class Conversation {
     this.postInput();
   }
 
+  /**
+   * The conversation's permission mode from now on: sent with pi/setMode when it has a pi session
+   * (in force from its next tool call, a running run's included), else with its first run.
+   */
+  async setMode(mode: Mode): Promise<void> {
+    this.chosenMode = mode;
+    this.postInput();
+    this.host.onChange?.();
+    if (!this.sessionId) {
+      return;
+    }
+    try {
+      const session = await this.host.session();
+      await session.request<SetModeResult>(Methods.setMode, { sessionId: this.sessionId, mode });
+      this.post('announce', { text: `mode: ${mode}` });
+    } catch (err) {
+      this.host.log?.(`pi/setMode ${mode}: ${String(err)}`);
+      this.post('announce', { text: `the mode could not be set: ${err instanceof Error ? err.message : String(err)}` });
+    }
+  }
+
+  /**
+   * A tool call of this conversation's running turn asks the user (pi/requestPermission): its card
+   * shows in the turn until a button answers it, or `token` (the bridge's $/cancelRequest)
+   * withdraws it, or the turn ends.
+   */
+  requestPermission(params: RequestPermissionParams, token?: CancellationToken): Promise<RequestPermissionAnswer> {
+    const turn = this.turns.find((t) => t.turnId === params.runId);
+    const key = approvalKey(params);
+    if (!turn || turn.status !== 'running' || this.pending.has(key) || token?.isCancellationRequested) {
+      return Promise.resolve({ outcome: 'cancelled' });
+    }
+    return new Promise<RequestPermissionAnswer>((resolve) => {
+      const view = approvalView(params);
+      const link = token?.onCancellationRequested(() => this.settleApproval(key, { outcome: 'cancelled' }, 'cancelled'));
+      this.pending.set(key, {
+        params,
+        view,
+        settle: (answer) => {
+          link?.dispose();
+          resolve(answer);
+        },
+      });
+      if (params.diff) {
+        this.proposed.set(key, params.diff);
+      }
+      turn.approvals.push(view);
+      this.post('approval', { ...view });
+      this.host.onApprovals?.();
+    });
+  }
+
+  /** A card's button: the option's answer goes to the bridge, and the card shows it. */
+  answerApproval(key: string, optionId: string, message: string | null): void {
+    const pending = this.pending.get(key);
+    const option = pending?.params.options.find((o) => o.optionId === optionId);
+    if (!pending || !option) {
+      return; // settled already (cancelled, or a second click)
+    }
+    const answer = answerFor(option, message);
+    this.settleApproval(key, answer, outcomeText(option, answer));
+  }
+
+  private settleApproval(key: string, answer: RequestPermissionAnswer, outcome: string): void {
+    const pending = this.pending.get(key);
+    if (!pending) {
+      return;
+    }
+    this.pending.delete(key);
+    pending.view.state = answer.outcome === 'cancelled' ? 'cancelled' : 'answered';
+    pending.view.outcome = outcome;
+    pending.settle(answer);
+    this.post('approval', { ...pending.view });
+    this.host.onApprovals?.();
+  }
+
+  /** The proposed change of approval card `key` (its before and after texts). */
+  proposedDiff(key: string): ProposedDiff | undefined {
+    return this.proposed.get(key);
+  }
+
   /** Stop the running turn (the three-stage cancel); its partial text stays. */
   async stop(): Promise<void> {
     const current = this.current;
@@ -325,6 +438,7 @@ export class Conversation {
       chips: chips.map(chipLabel),
       live: true,
       entries: [],
+      approvals: [],
       status: 'running',
       summary: null,
     };
@@ -342,6 +456,9 @@ export class Conversation {
       if (this.sessionId) {
         params.sessionId = this.sessionId;
       }
+      if (this.chosenMode) {
+        params.mode = this.chosenMode;
+      }
       record = await session.run(params, {
         title: turn.prompt,
         token: options.token,
@@ -358,6 +475,12 @@ export class Conversation {
     }
     turn.status = status;
     this.current = undefined;
+    // The bridge withdraws a pending request when its run ends; a card it left is settled here.
+    for (const [key, pending] of this.pending) {
+      if (pending.params.runId === turn.turnId) {
+        this.settleApproval(key, { outcome: 'cancelled' }, 'cancelled');
+      }
+    }
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
     this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
@@ -435,6 +558,7 @@ export class Conversation {
         chips: [],
         live: false,
         entries: [],
+        approvals: [],
         status: 'completed',
         summary: null,
       };

@@ -5,7 +5,9 @@
  * reaches the view; a replaced one runs on unseen until it ends, and opening its session again
  * shows it live. A run of any of them can be stopped (pi: Cancel Current Run).
  */
+import type { CancellationToken } from 'vscode-jsonrpc';
 import { Conversation, type ConversationHost } from './conversation';
+import type { RequestPermissionAnswer, RequestPermissionParams } from '../bridge/protocol';
 
 export class Conversations {
   /** The conversation the view shows. */
@@ -26,22 +28,48 @@ export class Conversations {
       // A conversation the view no longer shows must not touch it (its input state, its turns).
       post: (message) => (this.current === conversation ? this.host.post(message) : undefined),
       onChange: () => this.changed(conversation),
+      onApprovals: () => this.host.onApprovals?.(),
+      defaultMode: () => this.host.defaultMode?.() ?? 'ask',
       log: (message) => this.host.log?.(message),
     });
     return conversation;
   }
 
   private changed(conversation: Conversation): void {
+    // A turn that starts goes last; a change while it runs (its usage, its mode) keeps its place.
     const at = this.running.indexOf(conversation);
+    if (conversation.running) {
+      if (at < 0) {
+        this.running.push(conversation);
+      }
+      this.host.onChange?.();
+      return;
+    }
     if (at >= 0) {
       this.running.splice(at, 1);
     }
-    if (conversation.running) {
-      this.running.push(conversation);
-    } else if (conversation !== this.current) {
+    if (conversation !== this.current) {
       this.unseen.delete(conversation);
     }
     this.host.onChange?.();
+  }
+
+  /**
+   * A tool call asks the user (pi/requestPermission): the conversation whose turn is that run
+   * shows the card (a conversation running unseen shows it when opened again).
+   */
+  requestPermission(params: RequestPermissionParams, token?: CancellationToken): Promise<RequestPermissionAnswer> {
+    const conversation = this.running.find((c) => c.runId === params.runId);
+    if (!conversation) {
+      this.host.log?.(`pi/requestPermission for run ${params.runId}, which no conversation runs: cancelled`);
+      return Promise.resolve({ outcome: 'cancelled' });
+    }
+    return conversation.requestPermission(params, token);
+  }
+
+  /** Tool calls waiting for the user, in every conversation (the view's badge). */
+  get pendingApprovals(): number {
+    return [this.current, ...this.unseen].reduce((n, c) => n + c.pendingApprovals, 0);
   }
 
   /** How many runs go, in all conversations (shown or not). */

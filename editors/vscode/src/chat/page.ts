@@ -23,6 +23,10 @@ export function chatPage({ cspSource, nonce, styleUri, scriptUri }: PageResource
 <title>pi chat</title>
 </head>
 <body>
+<header id="header">
+  <label for="mode">Mode</label>
+  <select id="mode" aria-label="Permission mode of this conversation" title="What pi may do without asking, from its next tool call"></select>
+</header>
 <div id="empty">Ask pi anything below. Enter sends, Shift+Enter adds a line. <b>pi: Ask About Selection</b> adds context.</div>
 <main id="thread" aria-label="Conversation"></main>
 <div id="live" class="visually-hidden" aria-live="polite" role="status"></div>

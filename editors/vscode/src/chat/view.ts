@@ -8,12 +8,23 @@
 import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import type { CancellationToken } from 'vscode-jsonrpc';
 import type { HostMessage, ViewMessage } from './chatProtocol';
 import { THINKING_LEVELS } from '../bridge/config';
+import { ruleLabel } from './approvals';
 import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
-import { Methods, type RunParams, type SessionsResult } from '../bridge/protocol';
+import {
+  Methods,
+  MODE_DESCRIPTIONS,
+  MODES,
+  type PermissionsResult,
+  type RequestPermissionAnswer,
+  type RequestPermissionParams,
+  type RunParams,
+  type SessionsResult,
+} from '../bridge/protocol';
 import type { Session } from '../bridge/session';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
@@ -46,6 +57,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
       post: (message) => this.post(message),
       onChange: () => this.deps.onChange(),
+      onApprovals: () => this.showWaiting(),
       log: (message) => this.deps.log.warn(message),
     });
     this.disposables.push(
@@ -58,6 +70,8 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       vscode.commands.registerCommand('piBridge.toggleQueue', () =>
         this.conversation.setQueueMode(!this.conversation.queueMode),
       ),
+      vscode.commands.registerCommand('piBridge.pickMode', () => this.pickMode()),
+      vscode.commands.registerCommand('piBridge.managePermissions', () => this.manageRules()),
       vscode.commands.registerCommand('piBridge.send', (text: unknown) =>
         typeof text === 'string' ? this.conversation.send(text) : undefined,
       ),
@@ -77,6 +91,32 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   /** How many runs go, in every conversation of this window. */
   get running(): number {
     return this.conversations.runningCount;
+  }
+
+  /** Tool calls waiting for the user's decision, in every conversation of this window. */
+  get pendingApprovals(): number {
+    return this.conversations.pendingApprovals;
+  }
+
+  /**
+   * The server->client request pi/requestPermission: a card in the chat of the run's conversation,
+   * answered by its buttons; the bridge's $/cancelRequest (`token`) turns it to "cancelled".
+   */
+  requestPermission(params: RequestPermissionParams, token: CancellationToken): Promise<RequestPermissionAnswer> {
+    return this.conversations.requestPermission(params, token);
+  }
+
+  /** The view's badge counts the waiting approvals while it is hidden; the status bar says so too. */
+  private showWaiting(): void {
+    const waiting = this.pendingApprovals;
+    if (this.view) {
+      // A badge of 0 shows nothing: VS Code 1.100's view pane ignores `undefined` once a badge is set.
+      this.view.badge =
+        waiting > 0 && !this.view.visible
+          ? { value: waiting, tooltip: `${waiting} tool call(s) wait for your approval` }
+          : { value: 0, tooltip: '' };
+    }
+    this.deps.onChange();
   }
 
   /** Stop the run that started last (pi: Cancel Current Run); false when none goes. */
@@ -109,6 +149,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         this.view = undefined;
         this.ready = false;
       }),
+      view.onDidChangeVisibility(() => this.showWaiting()),
     );
   }
 
@@ -152,6 +193,15 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         break;
       case 'openFile':
         void this.openFile(msg.payload.path, msg.payload.line);
+        break;
+      case 'answerApproval':
+        this.conversation.answerApproval(msg.payload.key, msg.payload.optionId, msg.payload.message);
+        break;
+      case 'openApprovalDiff':
+        void this.openApprovalDiff(msg.payload.key);
+        break;
+      case 'setMode':
+        void this.conversation.setMode(msg.payload.mode);
         break;
       default: {
         const unknown: never = msg;
@@ -283,6 +333,21 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     });
   }
 
+  /** Open Diff on an approval card: the file now next to what the edit would make of it. */
+  async openApprovalDiff(key: string): Promise<void> {
+    const diff = this.conversation.proposedDiff(key);
+    if (!diff || typeof diff.newText !== 'string') {
+      void vscode.window.showInformationMessage('pi: this request has no proposed text to compare.');
+      return;
+    }
+    const before = this.beforeUri(diff.path, diff.oldText, `${key}/before`);
+    const after = this.beforeUri(diff.path, diff.newText, `${key}/after`);
+    await vscode.commands.executeCommand('vscode.diff', before, after, `${path.basename(diff.path)} (proposed by pi)`, {
+      preserveFocus: true,
+      preview: true,
+    });
+  }
+
   async openFile(filePath: string, line: number): Promise<void> {
     const position = new vscode.Position(Math.max(0, line - 1), 0);
     await vscode.window.showTextDocument(vscode.Uri.file(filePath), {
@@ -326,6 +391,66 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       if (level) {
         await config.update('pi.thinking', level.value, targetOf(config, 'pi.thinking'));
       }
+    }
+  }
+
+  /** The shown conversation's permission mode, picked (status bar item, Command Palette). */
+  async pickMode(): Promise<void> {
+    const conversation = this.conversation;
+    const picked = await vscode.window.showQuickPick(
+      MODES.map((mode) => ({
+        label: mode,
+        description: mode === conversation.mode ? `${MODE_DESCRIPTIONS[mode]} (current)` : MODE_DESCRIPTIONS[mode],
+        mode,
+      })),
+      { title: 'pi: permission mode of this conversation (from its next tool call)' },
+    );
+    if (picked) {
+      await conversation.setMode(picked.mode);
+    }
+  }
+
+  /** pi: Manage Permission Rules: the workspace's saved rules; the ones picked are removed. */
+  async manageRules(): Promise<void> {
+    const cwd = this.deps.cwd();
+    if (!cwd) {
+      void vscode.window.showInformationMessage('pi: open a folder first; rules are saved per workspace.');
+      return;
+    }
+    let current: PermissionsResult;
+    try {
+      current = await (await this.deps.session()).request<PermissionsResult>(Methods.permissions, { cwd });
+    } catch (err) {
+      void vscode.window.showErrorMessage(`pi: could not read the permission rules: ${String(err)}`);
+      return;
+    }
+    if (current.rules.length === 0) {
+      void vscode.window.showInformationMessage('pi: no permission rules saved for this workspace.');
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      current.rules.map((rule) => ({ label: ruleLabel(rule), description: rule.scope, detail: rule.id, rule })),
+      {
+        title: 'pi: permission rules of this workspace',
+        placeHolder: 'Select the rules to remove, then press Enter',
+        canPickMany: true,
+        matchOnDetail: true,
+      },
+    );
+    if (!picked || picked.length === 0) {
+      return;
+    }
+    const removed = new Set(picked.map((p) => p.rule.id));
+    try {
+      const after = await (await this.deps.session()).request<PermissionsResult>(Methods.setPermissions, {
+        cwd,
+        rules: current.rules.filter((rule) => !removed.has(rule.id)),
+      });
+      void vscode.window.showInformationMessage(
+        `pi: removed ${removed.size} rule(s); ${after.rules.length} left in this workspace.`,
+      );
+    } catch (err) {
+      void vscode.window.showErrorMessage(`pi: could not save the permission rules: ${String(err)}`);
     }
   }
 

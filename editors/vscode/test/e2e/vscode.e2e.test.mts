@@ -7,7 +7,10 @@
  * the chat as the first turn of a new conversation (thoughts, a tool card, the run's final state),
  * cancels a slow one from the progress notification; converses in the chat view (a context chip,
  * two turns, the status bar's context figure, a steer, Stop, Open Diff, reopening a conversation
- * after pi: Restart Bridge, a window reload); then takes pi off the bridge's PATH and follows the
+ * after pi: Restart Bridge, a window reload), answers the approval cards of tool calls (Allow by
+ * keyboard, Always allow and then pi: Manage Permission Rules to remove the rule, Deny with a
+ * reason, a card withdrawn by Stop, a proposed edit's diff), picks the permission mode in the
+ * status bar and the chat's header; then takes pi off the bridge's PATH and follows the
  * Install pi notification to a terminal running the npm command, then takes python3 away and sees
  * the notification that names what is missing. Screenshots go to artifacts/vscode/ at the repo root.
  */
@@ -134,30 +137,6 @@ async function screenshot(name: string): Promise<string> {
   const path = join(artifacts, name);
   await page.screenshot({ path });
   return path;
-}
-
-/**
- * The bridge asks before a tool runs (VS Code's client takes window/showMessageRequest, so its
- * conversations start in ask mode): read the question in its notification, then press Allow.
- */
-async function approveInNotification(what: RegExp, shot?: string): Promise<void> {
-  // The toast that asks about this call (another may still show an earlier question).
-  const findAllow = `(() => {
-    const re = new RegExp(${JSON.stringify(what.source)});
-    for (const toast of document.querySelectorAll('.notification-toast')) {
-      const text = toast.textContent ?? '';
-      if (toast.dataset.piAnswered || !text.includes('wants to run') || !re.test(text) || !/Always allow/.test(text)) continue;
-      const allow = [...toast.querySelectorAll('.monaco-button')].find((b) => b.textContent.trim() === 'Allow');
-      if (allow) return { toast, allow };
-    }
-    return null;
-  })()`;
-  await page.waitForFunction(findAllow, { timeout: UI_TIMEOUT });
-  if (shot) {
-    await screenshot(shot);
-  }
-  // Marked as answered: a later question about the same command must not find this toast.
-  await page.evaluate(`(() => { const found = ${findAllow}; found.toast.dataset.piAnswered = '1'; found.allow.click(); })()`);
 }
 
 /** Run a Command Palette command by its title. */
@@ -406,12 +385,25 @@ test('thoughts render collapsed and tool calls with their status and output', { 
   await setModel('tool');
   await runCommand('pi: Ask…');
   await answerInputBox('Ask pi', 'Run echo hi');
-  await approveInNotification(/bash wants to run: echo hi/, 'chat-approval.png');
+  // The card offers a rule in words; taking it saves it for the workspace.
+  await chatWait(frame, `!!(${pendingCard(/echo hi/)}) && !!(${pendingCard(/echo hi/)}).querySelector('[data-kind="allow_always"]')`);
+  const always = (await frame.evaluate(`(${pendingCard(/echo hi/)}).querySelector('[data-kind="allow_always"]').textContent`)) as string;
+  assert.equal(always, 'Always allow `echo hi` in this workspace');
+  await answerCard(frame, /echo hi/, 'allow_always');
   const turn = await waitForTurn(frame, 'Run echo hi', "status === 'completed' && tools.length > 0", 'the tool run');
   const tool = turn.tools[0]!;
   assert.equal(tool.status, 'completed');
   assert.match(`${tool.name} ${tool.command} ${tool.status}`, /bash echo hi completed/);
   assert.match(tool.output, /hi/);
+
+  // pi: Manage Permission Rules lists that rule; picking it removes it.
+  await runCommand('pi: Manage Permission Rules');
+  const rule = '.quick-input-list .monaco-list-row[aria-label*="allow bash `echo hi …`"]';
+  await page.waitForSelector(rule, { visible: true, timeout: UI_TIMEOUT });
+  await page.click(rule); // in a multi-select pick, a click on a row ticks it
+  await page.waitForSelector(`${rule}[aria-checked="true"]`, { timeout: UI_TIMEOUT });
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.notification-toast ::-p-text(removed 1 rule)', { visible: true, timeout: UI_TIMEOUT });
 }));
 
 test('Cancel in the progress notification stops a slow run and keeps its partial text', { timeout: 3 * UI_TIMEOUT }, () => step('cancel', async () => {
@@ -492,6 +484,33 @@ async function chatWait(frame: Frame, expression: string): Promise<void> {
 async function chatClick(frame: Frame, selector: string): Promise<void> {
   await chatWait(frame, `!!document.querySelector(${JSON.stringify(selector)})`);
   await frame.evaluate(`document.querySelector(${JSON.stringify(selector)}).click()`);
+}
+
+/** The JS expression of the pending approval card whose text matches `what` (null when none). */
+function pendingCard(what: RegExp): string {
+  return `[...document.querySelectorAll('.approval[data-state="pending"]')]
+    .find((c) => new RegExp(${JSON.stringify(what.source)}).test(c.textContent)) ?? null`;
+}
+
+/**
+ * The bridge asks before a tool runs (the extension declares `permissions`, so its conversations
+ * start in ask mode and the question is a card in the chat): wait for the card about `what`, press
+ * its button of option kind `kind` (with `reason` typed first), and see the card settled.
+ */
+async function answerCard(
+  frame: Frame,
+  what: RegExp,
+  kind: 'allow_once' | 'allow_always' | 'reject_once' = 'allow_once',
+  reason = '',
+): Promise<void> {
+  await chatWait(frame, `!!(${pendingCard(what)})`);
+  const key = (await frame.evaluate(`(${pendingCard(what)}).dataset.key`)) as string;
+  const card = `document.querySelector('.approval[data-key="${key}"]')`;
+  if (reason) {
+    await frame.evaluate(`${card}.querySelector('.approval-reason').value = ${JSON.stringify(reason)}`);
+  }
+  await frame.evaluate(`${card}.querySelector('button.approval-option[data-kind="${kind}"]').click()`);
+  await chatWait(frame, `${card}.dataset.state === 'answered' && [...${card}.querySelectorAll('.approval-option')].every((b) => b.disabled)`);
 }
 
 /** Type `text` into the chat's input and press Enter (Alt+Enter with `queue`). */
@@ -624,6 +643,17 @@ test('two turns in one conversation: the second model request holds the first tu
   const label = await status.evaluate((el) => el.textContent ?? '');
   assert.match(label, /pi: fake\/text · ctx \d+\.\d%/, `the status bar shows context and cost: ${label}`);
   await screenshot('chat-2-two-turns.png');
+
+  // The mode: ask by default; picked from the status bar, then from the chat's header.
+  await page.waitForSelector('.statusbar-item[aria-label="pi mode: ask"]', { visible: true, timeout: UI_TIMEOUT });
+  await page.click('.statusbar-item[aria-label="pi mode: ask"] a, .statusbar-item[aria-label="pi mode: ask"]');
+  await page.waitForSelector('.quick-input-list .monaco-list-row[aria-label*="plan"]', { visible: true, timeout: UI_TIMEOUT });
+  await page.click('.quick-input-list .monaco-list-row[aria-label*="plan"]');
+  await page.waitForSelector('.statusbar-item[aria-label="pi mode: plan"]', { visible: true, timeout: UI_TIMEOUT });
+  await chatWait(frame, "document.getElementById('mode').value === 'plan' && document.getElementById('live').textContent === 'mode: plan'");
+  await frame.evaluate("(() => { const s = document.getElementById('mode'); s.value = 'ask'; s.dispatchEvent(new Event('change')); })()");
+  await page.waitForSelector('.statusbar-item[aria-label="pi mode: ask"]', { visible: true, timeout: UI_TIMEOUT });
+  await chatWait(frame, "document.getElementById('live').textContent === 'mode: ask'");
 }));
 
 test('a message sent while a run goes steers it, and pi takes it in', { timeout: 3 * UI_TIMEOUT }, () => step('steer', async () => {
@@ -632,13 +662,21 @@ test('a message sent while a run goes steers it, and pi takes it in', { timeout:
   const prompt = `run the slow tool ${tag}`;
   const steer = `and then say it is steered ${tag}`;
   await sendInChat(frame, prompt);
-  await approveInNotification(/sleep 2/);
+  // The card takes the focus from the (empty) input: Enter allows.
+  await chatWait(frame, `!!(${pendingCard(/sleep 2/)}) && document.activeElement === (${pendingCard(/sleep 2/)})`);
+  await page.keyboard.press('Enter');
+  await chatWait(frame, "document.querySelector('.approval').dataset.state === 'answered'");
   await waitForTurn(frame, prompt, "tools.length > 0 && tools[0].status === 'running'", 'the running tool');
   await chatWait(frame, `!!document.querySelector('#send[data-action="stop"]')`);
   await sendInChat(frame, steer);
-  await approveInNotification(/sleep 2/); // the model, steered, runs the tool once more
+  // The model, steered, runs the tool once more: Deny it with a reason, which pi is told.
+  const reason = `not twice ${tag}`;
+  await answerCard(frame, /sleep 2/, 'reject_once', reason);
   const turn = await waitForTurn(frame, prompt, `status === 'completed' && steered.length > 0`, 'the steered turn');
   assert.deepEqual(turn.steered, [steer], 'the steer is shown once pi took it in');
+  assert.deepEqual(turn.tools.map((t) => t.status), ['completed', 'failed'], 'the denied call failed and the run went on');
+  assert.match(turn.text, new RegExp(`Denied: ${reason}`), 'the card says how it was answered');
+  assert.ok(turn.assistant.includes(reason), `the model was told the reason: ${turn.assistant}`);
   const requests = await requestsEndingWith(steer);
   assert.ok(requests.length > 0, 'the steering message reached the model in the same conversation');
   assert.ok(requests[0]!.includes(FIRST), 'in the same conversation');
@@ -659,6 +697,33 @@ test('Stop ends a streaming run and its partial text stays', { timeout: 3 * UI_T
   assert.match(stopped.text, /stopped/);
   await chatWait(frame, `!!document.querySelector('#send[data-action="send"]')`);
   await chatWait(frame, "document.getElementById('live').textContent === 'pi cancelled'");
+
+  // Stop while a card waits: the bridge withdraws the request ($/cancelRequest), the card says
+  // cancelled and can no longer be answered, and nothing ran.
+  await setModel('tool');
+  const asked = `run echo while I stop ${tag}`;
+  await sendInChat(frame, asked);
+  await chatWait(frame, `!!(${pendingCard(/echo hi/)})`);
+  // With the chat hidden, its icon counts the waiting card; shown again, the card is still there.
+  await runCommand('View: Show Explorer');
+  const piIcon = '.activitybar .action-item:is([aria-label^="pi"], :has(> [aria-label^="pi"]))';
+  await page.waitForSelector(`${piIcon} .badge-content::-p-text(1)`, { visible: true, timeout: UI_TIMEOUT });
+  await page.click(`${piIcon} .action-label`);
+  await page.waitForFunction(
+    `![...document.querySelectorAll(${JSON.stringify(`${piIcon} .badge-content`)})].some((b) => b.offsetParent && b.textContent.trim())`,
+    { timeout: UI_TIMEOUT },
+  );
+  const shown = await chatFrame();
+  await chatWait(shown, `!!(${pendingCard(/echo hi/)})`);
+  await chatClick(shown, '#send[data-action="stop"]');
+  await waitForTurn(shown, asked, "status === 'cancelled'", 'the turn stopped while asking');
+  await chatWait(
+    shown,
+    `[...document.querySelectorAll('section.turn')].at(-1).querySelector('.approval[data-state="cancelled"]')
+       && [...[...document.querySelectorAll('section.turn')].at(-1).querySelectorAll('.approval-option, .approval-reason')].every((b) => b.disabled)`,
+  );
+  const stoppedTurn = await waitForTurn(shown, asked, "status === 'cancelled'", 'the turn stopped while asking');
+  assert.ok(stoppedTurn.tools.every((t) => t.status !== 'completed'), 'the tool did not run');
 }));
 
 test('Open Diff on an edit shows the file before and after the edit', { timeout: 3 * UI_TIMEOUT }, () => step('diff', async () => {
@@ -666,7 +731,26 @@ test('Open Diff on an edit shows the file before and after the edit', { timeout:
   const frame = await chatFrame();
   const prompt = `please edit the notes ${tag}`;
   await sendInChat(frame, prompt);
-  await approveInNotification(/edit wants to run: edit notes\.txt \(changes notes\.txt\)/);
+  // The card shows the lines the edit would remove and add, before it runs.
+  const card = pendingCard(/notes\.txt/);
+  await chatWait(
+    frame,
+    `!!(${card}) && [...(${card}).querySelectorAll('.line-removed')].some((l) => l.textContent === '- line two\\n')
+       && [...(${card}).querySelectorAll('.line-added')].some((l) => l.textContent === '+ line 2, edited\\n')
+       && !!(${card}).querySelector('button.open-diff') && !!(${card}).querySelector('[data-kind="reject_once"]')`,
+  );
+  await screenshot('chat-approval.png');
+  await frame.evaluate(`(${card}).querySelector('button.open-diff').click()`);
+  await page.waitForSelector('.tab[aria-label*="notes.txt (proposed by pi)"]', { visible: true, timeout: UI_TIMEOUT });
+  await page.waitForFunction(
+    `(() => {
+       const sides = (cls) => [...document.querySelectorAll('.monaco-diff-editor .editor.' + cls + ' .view-lines')]
+         .map((el) => el.textContent.replace(/\u00a0/g, ' ')).join('');
+       return sides('original').includes('line two') && sides('modified').includes('line 2, edited');
+     })()`,
+    { timeout: UI_TIMEOUT },
+  );
+  await answerCard(frame, /notes\.txt/);
   const turn = await waitForTurn(frame, prompt, "status === 'completed' && tools.some((t) => t.edit)", 'the edit');
   const edit = turn.tools.find((t) => t.edit)!;
   assert.equal(edit.status, 'completed');

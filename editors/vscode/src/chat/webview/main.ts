@@ -7,7 +7,8 @@
  * Its saved state holds only the conversation's sessionId, for a window reload.
  */
 import { applyEntry, newRunRecord, settleTools, type RunItem, type RunRecord, type ToolItem } from '../../bridge/run';
-import type { EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
+import type { ApprovalView, EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
+import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 
 interface VsCodeApi {
@@ -42,6 +43,14 @@ const chipsRow = document.getElementById('chips')!;
 const queuedList = document.getElementById('queued')!;
 const sendButton = document.getElementById('send') as HTMLButtonElement;
 const queueToggle = document.getElementById('queue-toggle') as HTMLButtonElement;
+const modeSelect = document.getElementById('mode') as HTMLSelectElement;
+for (const mode of MODES) {
+  const option = el('option', undefined, mode);
+  option.value = mode;
+  option.title = MODE_DESCRIPTIONS[mode];
+  modeSelect.append(option);
+}
+modeSelect.addEventListener('change', () => send('setMode', { mode: modeSelect.value as Mode }));
 
 // ------------------------------------------------------------------ turns
 
@@ -53,6 +62,9 @@ interface TurnView {
   nodes: HTMLElement[];
   /** Line counts of each edit, by toolCallId (the host computes them). */
   stats: Map<string, EditStat | null>;
+  /** The turn's approval cards, under its answer, by request key. */
+  approvals: HTMLElement;
+  cards: Map<string, HTMLElement>;
   status: HTMLElement;
 }
 
@@ -105,10 +117,11 @@ function addTurn(p: HostToView['turn']): void {
   }
   const answer = el('div', 'answer');
   const status = el('div', 'turn-status', p.live ? 'pi is working…' : '');
-  section.append(prompt, answer, status);
+  const approvals = el('div', 'approvals');
+  section.append(prompt, answer, approvals, status);
   thread.append(section);
   const record = newRunRecord(p.turnId, p.prompt);
-  turns.set(p.turnId, { section, answer, record, nodes: [], stats: new Map(), status });
+  turns.set(p.turnId, { section, answer, record, nodes: [], stats: new Map(), approvals, cards: new Map(), status });
   empty.hidden = true;
   follow();
 }
@@ -240,6 +253,11 @@ function addEntry(p: HostToView['entry']): void {
   if (!turn) {
     return;
   }
+  // The approval card shows a question and the user's answer; a note says only what a rule or the
+  // mode decided without asking.
+  if (p.entry.type === 'permission.requested' || (p.entry.type === 'permission.resolved' && p.entry.content.by === 'user')) {
+    return;
+  }
   if (p.entry.type === 'tool.completed') {
     turn.stats.set(p.entry.content.toolCallId, p.stat);
   }
@@ -270,6 +288,136 @@ function endTurn(p: HostToView['turnEnded']): void {
   turn.status.textContent = p.summary ?? '';
 }
 
+// ------------------------------------------------------------------ approvals
+
+const KIND_VERB: Record<ApprovalView['kind'], string> = { read: 'read', edit: 'edit', execute: 'run', other: 'use' };
+
+/** The card's answer for the first option of `kind`, with the reason typed in the card. */
+function answerWith(card: HTMLElement, view: ApprovalView, kind: 'allow_once' | 'reject_once'): void {
+  const option = view.options.find((o) => o.kind === kind);
+  if (!option || card.dataset.state !== 'pending') {
+    return;
+  }
+  const reason = card.querySelector<HTMLInputElement>('.approval-reason')?.value.trim() ?? '';
+  send('answerApproval', { key: view.key, optionId: option.optionId, message: reason || null });
+}
+
+/** A new approval card: what the tool would do, Open Diff, a reason, one real button per option. */
+function approvalCard(view: ApprovalView): HTMLElement {
+  const card = el('section', 'approval');
+  card.dataset.key = view.key;
+  card.tabIndex = -1;
+  card.setAttribute('role', 'group');
+  const heading = view.diff
+    ? `pi wants to ${view.tool} ${view.diff.path}`
+    : view.command !== null
+      ? `pi wants to run ${view.tool}`
+      : `pi wants to ${KIND_VERB[view.kind]} ${view.tool}`;
+  card.setAttribute('aria-label', `${heading}. Enter allows, Escape denies.`);
+  const head = el('div', 'approval-head');
+  head.append(el('span', 'approval-icon', '?'), el('span', 'approval-tool', heading));
+  card.append(head);
+  if (view.command !== null) {
+    card.append(el('pre', 'approval-command', view.command));
+  } else if (!view.diff) {
+    card.append(el('code', 'approval-title', view.title));
+  }
+  const diff = view.diff;
+  if (diff) {
+    const row = el('div', 'approval-file');
+    row.append(el('code', 'approval-path', diff.path));
+    if (diff.canOpen) {
+      row.append(el('span', 'added', `+${diff.added}`), el('span', 'removed', `−${diff.removed}`));
+      const open = el('button', 'open-diff', 'Open Diff');
+      open.setAttribute('aria-label', `Open the proposed change of ${diff.path} as a diff`);
+      open.addEventListener('click', () => send('openApprovalDiff', { key: view.key }));
+      row.append(open);
+    }
+    card.append(row);
+    if (diff.lines.length > 0) {
+      const pre = el('pre', 'approval-diff');
+      pre.setAttribute('aria-label', `Proposed change: ${diff.added} line(s) added, ${diff.removed} removed`);
+      for (const line of diff.lines) {
+        const cls = line.op === '+' ? 'line-added' : line.op === '-' ? 'line-removed' : 'line-context';
+        pre.append(el('span', cls, `${line.op} ${line.text}\n`));
+      }
+      card.append(pre);
+    }
+    if (diff.hidden > 0) {
+      card.append(el('div', 'note', `${diff.hidden} more changed line(s): Open Diff shows them all`));
+    }
+    if (diff.note) {
+      card.append(el('div', 'note', diff.note));
+    }
+  }
+  const reason = el('input', 'approval-reason');
+  reason.type = 'text';
+  reason.placeholder = 'Reason for Deny (optional; pi is told)';
+  reason.maxLength = 4096; // the contract's bound of a reject's message
+  reason.setAttribute('aria-label', 'Reason for Deny, told to pi (optional). Enter denies with it.');
+  card.append(reason);
+  const buttons = el('div', 'approval-buttons');
+  for (const option of view.options) {
+    const button = el('button', `approval-option ${option.kind}`, option.name);
+    button.dataset.optionId = option.optionId;
+    button.dataset.kind = option.kind;
+    button.addEventListener('click', () => {
+      const message = option.kind.startsWith('reject') ? reason.value.trim() : '';
+      send('answerApproval', { key: view.key, optionId: option.optionId, message: message || null });
+    });
+    buttons.append(button);
+  }
+  card.append(buttons, el('div', 'approval-outcome'));
+  card.addEventListener('keydown', (event) => {
+    if (event.isComposing || event.keyCode === 229) {
+      return;
+    }
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      answerWith(card, view, 'reject_once');
+    } else if (event.key === 'Enter' && event.target === reason) {
+      event.preventDefault();
+      answerWith(card, view, 'reject_once'); // a typed reason is a reason to deny
+    } else if (event.key === 'Enter' && event.target === card) {
+      event.preventDefault();
+      answerWith(card, view, 'allow_once');
+    }
+  });
+  return card;
+}
+
+function showApproval(view: ApprovalView): void {
+  const turn = turns.get(view.turnId);
+  if (!turn) {
+    return;
+  }
+  let card = turn.cards.get(view.key);
+  const isNew = !card;
+  if (!card) {
+    card = approvalCard(view);
+    turn.cards.set(view.key, card);
+    turn.approvals.append(card);
+  }
+  card.dataset.state = view.state;
+  const settled = view.state !== 'pending';
+  for (const control of card.querySelectorAll<HTMLButtonElement | HTMLInputElement>('.approval-option, .approval-reason')) {
+    control.disabled = settled;
+  }
+  card.querySelector('.approval-icon')!.textContent = view.state === 'pending' ? '?' : view.state === 'cancelled' ? '■' : '✓';
+  card.querySelector('.approval-outcome')!.textContent = view.outcome ?? '';
+  if (isNew && !settled) {
+    live.textContent = `pi asks to ${KIND_VERB[view.kind]} ${view.tool}: ${view.title}`;
+    // Someone typing a message keeps the focus (a card must never take their Enter).
+    if (!(document.activeElement === input && input.value !== '')) {
+      card.focus();
+    }
+    card.scrollIntoView({ block: 'nearest' });
+  } else if (settled && card.contains(document.activeElement)) {
+    input.focus();
+  }
+  follow();
+}
+
 // ------------------------------------------------------------------ input
 
 /** One table from the turn's state to the buttons (so the state and the UI cannot drift). */
@@ -283,7 +431,7 @@ const BUTTONS: Record<'idle' | 'running', { label: string; aria: string; action:
   },
 };
 
-let state: InputState = { running: false, queueMode: false, queued: [], chips: [] };
+let state: InputState = { running: false, queueMode: false, queued: [], chips: [], mode: 'ask' };
 const history: string[] = [];
 
 function renderInput(next: InputState): void {
@@ -294,6 +442,7 @@ function renderInput(next: InputState): void {
   sendButton.dataset.action = config.action;
   input.placeholder = state.running && state.queueMode ? 'Queue a message… (sent when the run ends)' : config.placeholder;
   queueToggle.setAttribute('aria-pressed', String(state.queueMode));
+  modeSelect.value = state.mode;
   queueToggle.classList.toggle('on', state.queueMode);
   chipsRow.replaceChildren(
     ...state.chips.map((chip) => {
@@ -389,6 +538,9 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
     case 'fill':
       input.value = msg.payload.text;
       input.focus();
+      break;
+    case 'approval':
+      showApproval(msg.payload);
       break;
     default: {
       const unknown: never = msg;
