@@ -103,8 +103,15 @@ class BridgeServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
-        level = logging.INFO if isinstance(error, EXPECTED_ERRORS) else logging.ERROR
-        log.log(level, "%s: %s", getattr(source, "__name__", source), error)
+        expected = isinstance(error, EXPECTED_ERRORS)
+        cause = error.__cause__ or error.__context__ or error  # pygls wraps the handler's error
+        log.log(
+            logging.INFO if expected else logging.ERROR,
+            "%s: %s",
+            getattr(source, "__name__", source),
+            error,
+            exc_info=None if expected else cause,  # an unexpected error: where it came from
+        )
 
     def request_stop(self, reason: str) -> None:
         """Ask `serve` to stop every run and exit (nothing before it serves)."""
