@@ -22,6 +22,19 @@ from bridge.agents.seam import DIALOG_CANCELLED, AskDialog, Dialog, DialogKind, 
 from bridge.contract import AskParams
 from bridge.runs.run import Run
 
+#: What a front needs to put a dialog to its user: the seam's dialog types come through here,
+#: since fronts see the runs layer, never the agents' seam.
+__all__ = [
+    "DIALOG_CANCELLED",
+    "Dialog",
+    "DialogKind",
+    "DialogReply",
+    "Question",
+    "Questioner",
+    "checked",
+    "dialogs_for",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_NOTICE_TITLE: Final = 200

@@ -164,7 +164,11 @@ async def test_a_write_carries_its_diff_with_null_old_text(
         m["content"]["diff"] for m in messages if m["type"] == "tool.completed" and "diff" in m["content"]
     ]
     target = tmp_path / WRITE_FILE
-    assert diffs == [{"path": str(target), "oldText": None, "newText": WRITE_CONTENT, "line": 1}]
+    whole = {"path": str(target), "oldText": None, "newText": WRITE_CONTENT, "line": 1}
+    # On a loaded machine the bridge's snapshot can come after the write: then it does not claim
+    # to know the old text (diff_capture.py leaves oldText and line out), and says nothing false.
+    lost_before = {"path": str(target), "newText": WRITE_CONTENT}
+    assert diffs in ([whole], [lost_before]), diffs
 
 
 @pytest.mark.parametrize("agent", AGENTS)

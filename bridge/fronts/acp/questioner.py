@@ -17,10 +17,9 @@ from typing import Any, Final
 from acp import schema
 from pydantic import ValidationError
 
-from bridge.agents.seam import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply
 from bridge.fronts.acp.approver import REQUEST_PERMISSION
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.runs.questions import Question
+from bridge.runs.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,8 @@ from lsprotocol import types
 from pydantic import ValidationError
 
 from bridge import contract
-from bridge.agents.seam import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply
 from bridge.fronts.lsp.client_requests import ClientAnswers, ClientRequests
-from bridge.runs.questions import Question
+from bridge.runs.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
 
 log = logging.getLogger(__name__)
 
