@@ -10,8 +10,7 @@ repo="$(cd "$here/../.." && pwd)"
 python="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
 out="$repo/artifacts/acp"
 mkdir -p "$out"
-# A short, made-up project path: it is shown in the picture.
-demo="$(mktemp -d /tmp/demo.XXXX)"
+demo="$(mktemp -d -t demo.XXXX)"  # under $TMPDIR: the picture shows a short path
 session="pi-bridge-acpx-shot-$$"
 cleanup() { tmux kill-session -t "$session" 2>/dev/null || true; rm -rf "$demo"; }
 trap cleanup EXIT
