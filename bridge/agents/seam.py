@@ -393,6 +393,12 @@ class LiveClient(Protocol):
     #: Answers the agent's own dialogs (set per attempt); None: each is answered cancelled.
     dialogs: AskDialog | None
 
+    @property
+    def run_end_line(self) -> bytes:
+        """The line that ends a run for the mapper, fed once the agent settled (the engine holds
+        the agent's own back until then): pi's a bare end event, Claude Code's `result` line."""
+        ...
+
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""
         ...
@@ -456,9 +462,6 @@ class LiveClient(Protocol):
 
 class LiveMode(Protocol):
     """What an engine needs of an agent that serves a conversation from one long-lived process."""
-
-    #: The line that ends a run for the mapper (the engine holds the agent's own back until it settles).
-    run_end_line: bytes
 
     def launch_spec(
         self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None

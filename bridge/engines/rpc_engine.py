@@ -469,7 +469,7 @@ class RpcAttempt:
             if self._fault is not None:
                 reason = "internal"
         if reason == "settled":
-            outs = self.mapper.feed(self.conversations.mode.run_end_line)
+            outs = self.mapper.feed(agent.rpc.run_end_line)
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)
