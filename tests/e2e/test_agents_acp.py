@@ -1,10 +1,9 @@
 """`pi-bridge acp --agent claude` end to end: the ACP front over the real Claude Code 2.1.197
 against the scripted model's Anthropic endpoint, through the official SDK's client.
 
-Claude Code has no live mode, so an ACP session is a conversation of per-prompt processes: its id
-is minted at session/new, the first prompt starts the Claude Code session under it and each later
-prompt resumes it. The scenario is the model id; Claude Code takes it from ANTHROPIC_MODEL, one
-bridge per scenario (Claude Code lists no models to choose from).
+An ACP session is a live conversation: one Claude Code process (stream-json both ways) serves
+every prompt of it, started under the id session/new answers. The scenario is the model id;
+Claude Code takes it from ANTHROPIC_MODEL, one bridge per scenario.
 """
 
 from __future__ import annotations
