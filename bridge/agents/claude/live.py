@@ -68,6 +68,8 @@ LIVE_FLAGS: Final = (
 )
 # Its first answer waits for its start-up; past this, Claude Code is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+#: Claude Code's name for the model it runs when none is chosen (its `initialize` lists it).
+DEFAULT_MODEL: Final = "default"
 #: The provider every Claude Code model is of (the endpoint comes from the environment).
 PROVIDER: Final = "anthropic"
 _PROMPT_TOOL: Final = "--permission-prompt-tool"
@@ -177,7 +179,8 @@ class ClaudeLive(LiveReader):
             session_id=session_id,
             session_file=self._session_file(session_id),
             provider=PROVIDER,
-            model=_model_of(self.child.argv),
+            # What it runs: the model it was started with, else its configured or default one.
+            model=_model_of(self.child.argv) or self._env.get("ANTHROPIC_MODEL") or DEFAULT_MODEL,
             message_count=1 if resumed else 0,
         )
 
