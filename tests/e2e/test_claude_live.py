@@ -23,6 +23,7 @@ from bridge.scripted_model import ScriptedModelServer
 from tests.support.env import BRIDGE, CLAUDE_BIN, WAIT, requires_claude
 from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
+from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
 
 pytestmark = [requires_claude, pytest.mark.realpi]
@@ -172,3 +173,42 @@ async def test_cancel_mid_bash_interrupts_and_the_same_process_serves_the_next_t
         assert await live_pids(bridge, sid) == [pid], "the interrupted Claude Code served the next turn"
     else:
         assert await live_pids(bridge, sid) != [pid], "a new process resumed the session"
+
+
+# A 1x1 transparent PNG.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_image_reaches_the_model_as_an_image_block(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    images = [{"mimeType": "image/png", "data": PNG}]
+    result, _ = await run(bridge, "echo", prompt="what is this?", cwd=str(tmp_path), images=images)
+    assert result["status"] == "completed" and result["text"] == "ECHO:what is this?"
+    body = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
+    blocks = [
+        block
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+    assert [block["source"] for block in blocks] == [
+        {"type": "base64", "media_type": "image/png", "data": PNG}
+    ]
+
+
+async def test_a_retried_prompt_is_seen_once_with_the_turn_before_it(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
+    scripted_model.reset()  # flaky: two failures, then an answer
+    retry = {"maxAttempts": 3, "initialDelayMs": 0}
+    result, messages = await run(
+        bridge, "flaky", prompt=f"retried-{tag}", cwd=str(tmp_path), sessionId=first["sessionId"], retry=retry
+    )
+    assert (result["status"], result["attempts"]) == ("completed", 3)
+    assert result["sessionId"] == first["sessionId"]
+    bodies = [r["body"] for r in scripted_model.requests if r["model"] == "flaky"]
+    assert [times_seen(body, tag, "before", "retried") for body in bodies] == [[1, 1]] * 3
