@@ -169,3 +169,23 @@ async def test_plan_mode_refuses_the_edit_without_asking(
     (failed,) = contents_of(messages, "tool.failed")
     assert failed["reason"] == "denied"
     assert not (tmp_path / WRITE_FILE).exists(), "plan mode changed nothing"
+
+
+@pytest.mark.parametrize("option", [ALLOW_ONCE, REJECT_ONCE])
+async def test_a_command_that_changes_files_is_asked_about_and_runs_only_when_approved(
+    bridge: LanguageClient, tmp_path: Path, option: str
+) -> None:
+    ASKED.option = option
+    result, messages = await request_run(bridge, tmp_path, "toolcompound")
+    assert result["status"] == "completed", result
+    (asked,) = ASKED.requests
+    assert asked["tool"] == "Bash" and asked["kind"] == "execute"
+    assert _one_decision(messages)["decision"] == ("allow" if option == ALLOW_ONCE else "reject")
+    assert (tmp_path / "compound.txt").exists() is (option == ALLOW_ONCE)
+
+
+async def request_run(client: LanguageClient, cwd: Path, model: str) -> tuple[dict[str, Any], list[Any]]:
+    result = await request(client, "pi/run", {"prompt": "go", "model": model, "cwd": str(cwd)})
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
