@@ -9,6 +9,7 @@ Claude Code takes it from ANTHROPIC_MODEL, one bridge per scenario.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -193,3 +194,25 @@ async def test_acp_claude_three_prompts_of_a_session_run_on_one_process(
         assert len(serving[0]) == 1 and serving == [serving[0]] * 3, serving
         seen = str(_requests_of(scripted_model, "echo")[-1]["body"]["messages"])
         assert all(turn in seen for turn in ("one", "two", "three"))
+
+
+async def test_acp_claude_lists_claude_codes_models_and_switches_between_prompts(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, process):
+        session = await asyncio.wait_for(conn.new_session(cwd=str(_workdir(tmp_path)), mcp_servers=[]), WAIT)
+        (model_option,) = [o for o in session.config_options or [] if o.id == "model"]
+        values = [choice.value for choice in model_option.options]
+        assert model_option.current_value == "anthropic/echo", "the model it runs (ANTHROPIC_MODEL)"
+        assert {"anthropic/default", "anthropic/sonnet", "anthropic/haiku"} <= set(values), values
+        first = await prompt(conn, session.session_id, "hello")
+        assert first.stop_reason == "end_turn" and text_of(recorder.of(session.session_id)) == "ECHO:hello"
+        serving = _claude_serving(process.pid, session.session_id)
+        await conn.set_config_option(
+            config_id="model", session_id=session.session_id, value="anthropic/haiku"
+        )
+        with contextlib.suppress(Exception):  # the scripted model has no such model: a 404 fails the turn
+            await prompt(conn, session.session_id, "and now?")
+        asked = [r["model"] for r in scripted_model.requests]
+        assert asked[-1].startswith("claude-haiku"), "the next turn ran on the model chosen"
+        assert _claude_serving(process.pid, session.session_id) == serving, "set_model, not a respawn"
