@@ -42,6 +42,7 @@ class Asked:
         self.requests: list[dict[str, Any]] = []
         self.option = REJECT_ONCE
         self.message: str | None = None
+        self.questions: list[dict[str, Any]] = []
 
 
 ASKED = Asked()
@@ -54,6 +55,11 @@ def _client() -> LanguageClient:
     async def on_request(ls: LanguageClient, params: Any) -> Any:
         ASKED.requests.append(params)
         return {"optionId": ASKED.option, **({"message": ASKED.message} if ASKED.message else {})}
+
+    @client.feature("pi/ask")
+    async def on_ask(ls: LanguageClient, params: Any) -> Any:
+        ASKED.questions.append(params)
+        return {"value": "blue"}
 
     return client
 
@@ -86,7 +92,9 @@ async def bridge(
     }
     await lsp_client.initialize_session(
         types.InitializeParams(
-            capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
+            capabilities=types.ClientCapabilities(
+                experimental={"piBridge": {"permissions": True, "questions": True}}
+            ),
             initialization_options={"env": env, "warmPool": False},
             root_uri=ROOT.as_uri(),
         )
@@ -189,3 +197,15 @@ async def request_run(client: LanguageClient, cwd: Path, model: str) -> tuple[di
     messages = messages_of(client).by_run[result["runId"]]
     assert_stream_invariants(messages)
     return result, messages
+
+
+async def test_ask_user_question_is_a_select_put_to_the_user_and_the_model_gets_the_choice(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    result, _ = await request_run(bridge, tmp_path, "askuser")
+    assert result["status"] == "completed", result
+    (question,) = ASKED.questions
+    assert question["kind"] == "select" and question["title"] == "Which colour?"
+    assert question["options"] == ["red", "blue"]
+    assert ASKED.requests == [], "a question, not a permission"
+    assert "blue" in result["text"], "the model was given the user's choice"

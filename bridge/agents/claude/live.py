@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -31,9 +32,10 @@ import anyio
 import orjson
 import psutil
 
-from bridge.agents.claude import sessions
+from bridge.agents.claude import questions, sessions
 from bridge.agents.claude.command import BASE_ENV, PermissionMode, model_and_tool_flags
 from bridge.agents.claude.errors import classify_exit
+from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.tool_checks import answer_line, tool_check
 from bridge.agents.live_reader import LiveReader
 from bridge.agents.seam import (
@@ -421,6 +423,9 @@ class ClaudeLive(LiveReader):
         if request_id in self._open_checks:
             return True
         self._open_checks.add(request_id)
+        if request.get("tool_name") == ASK_USER_TOOL:
+            self._put_questions(request_id, request)
+            return True
         check, asks, tasks = tool_check(request), self.asks, self._tasks
         given = request.get("input")
         arguments: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -432,6 +437,35 @@ class ClaudeLive(LiveReader):
             self._decide, request_id, check, asks, partial(answer_line, request_id, tool_input=arguments)
         )
         return True
+
+    def _put_questions(self, request_id: str, request: dict[str, Any]) -> None:
+        """Claude Code's AskUserQuestion: each question a select dialog for the user (the run's
+        `dialogs`); the answers go back as the call's input, a question left unanswered denies it."""
+        given = request.get("input")
+        arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+        dialogs, tasks = self.dialogs, self._tasks
+        if dialogs is None or tasks is None:
+            self._settle_check(
+                request_id, ToolVerdict(allow=False, reason="denied: no one to ask"), arguments
+            )
+            return
+        tasks.start_soon(self._ask_user, request_id, arguments, dialogs)
+
+    async def _ask_user(self, request_id: str, arguments: dict[str, Any], dialogs: AskDialog) -> None:
+        self._deciding += 1
+        try:
+            answers = await questions.ask(arguments, dialogs)
+        except Exception:
+            log.exception("Claude Code: asking the user its questions failed")
+            answers = None
+        finally:
+            self._deciding -= 1
+            self.reading_since = time.monotonic()
+        if answers is None:
+            verdict = ToolVerdict(allow=False, reason="the user gave no answer")
+            self._settle_check(request_id, verdict, arguments)
+            return
+        self._settle_check(request_id, ToolVerdict(allow=True), {**arguments, "answers": answers})
 
     def _settle_check(self, request_id: str, verdict: ToolVerdict, arguments: dict[str, Any]) -> None:
         self._settle(request_id, answer_line(request_id, verdict, tool_input=arguments))
