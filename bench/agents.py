@@ -8,6 +8,10 @@ against its own raw CLI as the floor, measured in the same invocation against th
   same launch (argv, env, prompt on stdin) -> its first text-delta line on stdout.
 - throughput: the `long-N` scenario (N text deltas of 5 characters): `pi/run` sent -> answered,
   vs the raw CLI spawned -> exited; deltas per second of each.
+- Claude Code's follow-up (`--follow-up`): a conversation's next prompt -> its first `assistant`
+  message, on the live engine (`pi-bridge --agent claude`: one process per conversation) against
+  today's per-prompt spawn (a run naming `claude` on a pi bridge: a process resuming the session)
+  and against a raw `claude -p` spawn, in one invocation.
 Medians over `--trials` after one unmeasured run each. Loopback only.
 """
 
@@ -131,6 +135,56 @@ def measure(agent: str, model: ModelEnv, env: dict[str, str], trials: int, delta
     }
 
 
+def _follow_up_first(client: LspClient, model: ModelEnv, trials: int, tag: str) -> float:
+    """The median time to the first message of a conversation's follow-ups on this bridge."""
+    first, times = None, []
+    for trial in range(trials + 1):
+        params = run_params("claude", model, "text", f"{tag}-{trial}")
+        if first is not None:
+            params["sessionId"] = first
+        start = len(client.messages)
+        msg_id, sent = client.request("pi/run", params)
+        run_id = params["runId"]
+        _, at, _ = client.wait_message(
+            lambda m, run_id=run_id: m["params"]["runId"] == run_id and m["params"]["type"] == "assistant",
+            start,
+            120,
+        )
+        _, answer = client.wait_response(msg_id, 120)
+        first = first or answer["result"]["sessionId"]
+        if trial:  # the first prompt starts the conversation: not a follow-up
+            times.append(at - sent)
+    return median(times)
+
+
+def follow_ups(model: ModelEnv, env: dict[str, str], trials: int) -> dict[str, Any]:
+    """Claude Code's follow-up, live against per-prompt against a raw spawn (one invocation)."""
+    options = {
+        "agents": {"claude": list(command_of("claude"))},
+        "env": agent_env(model, Path(env["CLAUDE_CONFIG_DIR"])),
+    }
+    figures = {}
+    for engine, argv in (("live", [*bridge_argv(), "--agent", "claude"]), ("perPrompt", bridge_argv())):
+        path = f"{CLAUDE_BIN.parent}{os.pathsep}{env.get('PATH', '')}"
+        client = LspClient(argv, env={**env, "PATH": path}, cwd=str(ROOT))
+        client.initialize(options)
+        try:
+            figures[engine] = _follow_up_first(client, model, trials, f"follow-{engine}")
+        finally:
+            client.close()
+    raw = median([raw_run("claude", model, "text", env)[0] for _ in range(trials)])
+    return {
+        "agent": "claude",
+        "followUpFirstMessageMs": {
+            "live": ms(figures["live"]),
+            "perPrompt": ms(figures["perPrompt"]),
+            "rawCli": ms(raw),
+        },
+        "perPromptOverLive": figures["perPrompt"] / figures["live"],
+        "trials": trials,
+    }
+
+
 def run(trials: int, deltas: int, names: list[str]) -> list[dict[str, Any]]:
     """Each named agent's figures (Claude Code skipped, with a line, when not installed)."""
     results = []
@@ -151,8 +205,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--agents", default="pi,claude")
+    parser.add_argument(
+        "--follow-up", action="store_true", help="only Claude Code's follow-up: live, per prompt, raw"
+    )
     args = parser.parse_args(argv)
-    results = run(args.trials, args.deltas, args.agents.split(","))
+    if args.follow_up:
+        with scripted_model() as model:
+            claude_dir = model.workdir.parent / "claude-config"
+            claude_dir.mkdir(exist_ok=True)
+            results = [follow_ups(model, {**base_env(), **agent_env(model, claude_dir)}, args.trials)]
+    else:
+        results = run(args.trials, args.deltas, args.agents.split(","))
     for result in results:
         print(json.dumps(result))
     print(

@@ -53,18 +53,22 @@ def serve_main(args: argparse.Namespace) -> int:
     from bridge.config import BridgeConfig, command_from
     from bridge.fronts.lsp.server import create_server, run_stdio
 
+    # The agent named here is the server's own: its conversations are live (the rpc engine).
     adapter = build_adapter(DEFAULT_AGENT)
     if args.agent:
         chosen = _agent_or_exit(args.agent)
         if chosen is None:
             return 2
-    config = BridgeConfig(command=command_from(args.pi_command), default_agent=args.agent)
+        adapter = chosen
+    # --pi-command is pi's; any other agent runs its executable on PATH.
+    command = command_from(args.pi_command) if adapter.name == DEFAULT_AGENT else adapter.default_command
+    config = BridgeConfig(command=command, default_agent=args.agent)
     strict = os.environ.get("PI_BRIDGE_STRICT") == "1"
     with contextlib.ExitStack() as stack:
         if args.scripted_model:
             env = stack.enter_context(scripted_model_env(adapter))
-            if args.agent and args.agent != adapter.name:
-                env = {**env, **stack.enter_context(scripted_model_env(build_adapter(args.agent)))}
+            if adapter.name != DEFAULT_AGENT:  # a run may still name pi
+                env = {**stack.enter_context(scripted_model_env(build_adapter(DEFAULT_AGENT))), **env}
             config = BridgeConfig(
                 command=config.command,
                 default_provider=SCRIPTED_PROVIDER,
@@ -137,7 +141,7 @@ def doctor_main(args: argparse.Namespace) -> int:
     """Check Python, the bridge's dependencies, Node, pi and its models; report the fixes."""
     from bridge.tools.doctor import doctor_main as run_doctor
 
-    return run_doctor(args.pi_command, args.scripted_model, args.json)
+    return run_doctor(args.pi_command, args.scripted_model, args.json, args.agent)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor = sub.add_parser("doctor", help="check that a run could work here and how to fix what is missing")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument(
+        "--agent", default=argparse.SUPPRESS, help="the agent to check: pi (the default) or claude"
+    )
     return parser
 
 

@@ -50,8 +50,17 @@ def _pi_doctor(
 
 
 #: Each agent's own `pi-bridge doctor` checks (its runtime, command, version, configuration).
+def _claude_doctor(
+    command: tuple[str, ...], source: str, environ: Mapping[str, str], scripted_model: bool
+) -> list[Check]:
+    from bridge.agents.claude import doctor
+
+    return doctor.checks(command, source, environ, scripted_model)
+
+
 DOCTORS: Final[dict[str, Callable[[tuple[str, ...], str, Mapping[str, str], bool], list[Check]]]] = {
-    "pi": _pi_doctor
+    "pi": _pi_doctor,
+    "claude": _claude_doctor,
 }
 
 

@@ -393,6 +393,12 @@ class LiveClient(Protocol):
     #: Answers the agent's own dialogs (set per attempt); None: each is answered cancelled.
     dialogs: AskDialog | None
 
+    @property
+    def run_end_line(self) -> bytes:
+        """The line that ends a run for the mapper, fed once the agent settled (the engine holds
+        the agent's own back until then): pi's a bare end event, Claude Code's `result` line."""
+        ...
+
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""
         ...
@@ -457,9 +463,6 @@ class LiveClient(Protocol):
 class LiveMode(Protocol):
     """What an engine needs of an agent that serves a conversation from one long-lived process."""
 
-    #: The line that ends a run for the mapper (the engine holds the agent's own back until it settles).
-    run_end_line: bytes
-
     def launch_spec(
         self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
     ) -> LaunchSpec:
@@ -494,12 +497,13 @@ class LiveMode(Protocol):
         """The stored file of session `session_id` (None: not stored); blocking I/O."""
         ...
 
-    def session_file_size(self, path: str | None) -> int | None:
-        """A session file's size now (None when the agent has not written it yet)."""
+    def session_mark(self, path: str | None) -> int | None:
+        """A mark of a session file now, before a prompt, to cut it back to if that prompt is
+        retried (None when the agent has not written it yet)."""
         ...
 
-    def trim_session_file(self, path: str, size: int | None) -> None:
-        """Cut a session file back to `size` bytes (None: its header only); blocking I/O."""
+    def cut_session_back(self, path: str, mark: int | None) -> None:
+        """Cut a session file back to `mark` (None: its header only, or none); blocking I/O."""
         ...
 
     def classify_exit(

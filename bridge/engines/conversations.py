@@ -172,7 +172,7 @@ class Lease:
     session_id: str | None
     lock: anyio.Lock | None = None
     live: LiveAgent | None = None
-    # (session file, its size before the last failed prompt): a retry cuts the file back to it
+    # (session file, its mark before the last failed prompt): a retry cuts the file back to it
     trim: tuple[str, int | None] | None = None
     used_rpc: bool = False
     # A live slot reserved for the agent this lease is starting (or restarting).
@@ -460,8 +460,8 @@ class Conversations:
             await self.invalidate(agent, keep_slot_for=lease)
             agent = None
         if agent is None and retrying and lease.trim is not None:
-            path, size = lease.trim
-            await anyio.to_thread.run_sync(self.mode.trim_session_file, path, size)
+            path, mark = lease.trim
+            await anyio.to_thread.run_sync(self.mode.cut_session_back, path, mark)
             log.info("session %s cut back before the retried prompt", session_id)
         lease.trim = None
         if agent is None:

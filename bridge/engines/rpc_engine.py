@@ -254,8 +254,8 @@ class RpcAttempt:
             self.mapper = self.adapter.new_mapper(options)
             self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
         if agent.session_file:
-            size = self.conversations.mode.session_file_size(agent.session_file)
-            self.lease.trim = (agent.session_file, size)
+            mark = self.conversations.mode.session_mark(agent.session_file)
+            self.lease.trim = (agent.session_file, mark)
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
@@ -469,7 +469,7 @@ class RpcAttempt:
             if self._fault is not None:
                 reason = "internal"
         if reason == "settled":
-            outs = self.mapper.feed(self.conversations.mode.run_end_line)
+            outs = self.mapper.feed(agent.rpc.run_end_line)
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)

@@ -122,6 +122,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
+    "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -308,6 +309,20 @@ def _path_tool_reply(ask: Ask) -> Reply:
     return Reply(pieces, "tool_calls")
 
 
+ASK_USER_QUESTION: Final = "Which colour?"
+
+
+def _ask_user_reply(ask: Ask) -> Reply:
+    """Ask the user one question with Claude Code's AskUserQuestion, then answer with its result."""
+    result = trailing_tool_result(ask.body)
+    if result is not None:
+        return Reply(_text_pieces(f"The tool said: {result.strip()} Done."))
+    options = [{"label": "red", "description": "warm"}, {"label": "blue", "description": "cool"}]
+    question = {"question": ASK_USER_QUESTION, "header": "Colour", "options": options, "multiSelect": False}
+    call = _tool_call_pieces("AskUserQuestion", {"questions": [question]})
+    return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
+
+
 def _flaky_reply(ask: Ask) -> Reply:
     if ask.flaky_attempt <= FLAKY_FAILURES:
         return _error(500, f"fake flaky failure {ask.flaky_attempt}/{FLAKY_FAILURES}", "server")
@@ -337,6 +352,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "err429": _fixed(lambda: _error(429, "fake rate limit exceeded", "rate_limit", ("Retry-After", "0"))),
     "err401": _fixed(lambda: _error(401, "fake invalid API key", "auth")),
     "flaky": _flaky_reply,
+    "askuser": _ask_user_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,

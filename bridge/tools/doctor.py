@@ -111,6 +111,7 @@ def run_checks(
     environ: Mapping[str, str] | None = None,
     pi_command: str | None = None,
     scripted_model: bool = False,
+    agent: str | None = None,
 ) -> Report:
     """Every check, in order; later checks are skipped when what they need is missing.
 
@@ -128,6 +129,14 @@ def run_checks(
     from bridge.agents import DEFAULT_AGENT, doctor_checks
     from bridge.config import COMMAND_ENV, command_from
 
+    if agent is not None and agent != DEFAULT_AGENT:  # another agent runs its executable on PATH
+        from bridge.agents import UnknownAgentError, build_adapter
+
+        try:
+            command = build_adapter(agent).default_command
+        except UnknownAgentError as exc:
+            return Report([*checks, Check("agent", "agent", "fail", str(exc))])
+        return Report([*checks, *doctor_checks(agent, command, "PATH", env, scripted_model)])
     command = command_from(pi_command, env)
     source = "--pi-command" if pi_command else (COMMAND_ENV if env.get(COMMAND_ENV, "").strip() else "PATH")
     checks += doctor_checks(DEFAULT_AGENT, command, source, env, scripted_model)
@@ -151,9 +160,9 @@ def render_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def doctor_main(pi_command: str | None, scripted_model: bool, as_json: bool) -> int:
+def doctor_main(pi_command: str | None, scripted_model: bool, as_json: bool, agent: str | None = None) -> int:
     """Print the report (text or JSON) to stdout; 1 when a run could not work, else 0."""
-    report = run_checks(pi_command=pi_command, scripted_model=scripted_model)
+    report = run_checks(pi_command=pi_command, scripted_model=scripted_model, agent=agent)
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -1,15 +1,15 @@
 """`pi-bridge acp --agent claude` end to end: the ACP front over the real Claude Code 2.1.197
 against the scripted model's Anthropic endpoint, through the official SDK's client.
 
-Claude Code has no live mode, so an ACP session is a conversation of per-prompt processes: its id
-is minted at session/new, the first prompt starts the Claude Code session under it and each later
-prompt resumes it. The scenario is the model id; Claude Code takes it from ANTHROPIC_MODEL, one
-bridge per scenario (Claude Code lists no models to choose from).
+An ACP session is a live conversation: one Claude Code process (stream-json both ways) serves
+every prompt of it, started under the id session/new answers. The scenario is the model id;
+Claude Code takes it from ANTHROPIC_MODEL, one bridge per scenario.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -99,7 +99,7 @@ async def test_acp_claude_bash_tool_is_a_tool_call_completed_with_its_output(
 async def test_acp_claude_cancel_mid_tool_answers_cancelled_after_the_tree_is_gone(
     pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "toolslow") as (conn, recorder, _):
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "toolslow") as (conn, recorder, process):
         session_id = await new_session(conn, _workdir(tmp_path))
         running = asyncio.ensure_future(prompt(conn, session_id, "sleep"))
         await recorder.wait_for(lambda u: u.session_update == "tool_call")
@@ -110,7 +110,8 @@ async def test_acp_claude_cancel_mid_tool_answers_cancelled_after_the_tree_is_go
         assert not (sleeper.is_running() and sleeper.status() != psutil.STATUS_ZOMBIE), (
             "the tool's sleep is gone when the prompt answers cancelled"
         )
-        assert run_processes() == [], "nothing of the cancelled prompt is left"
+        kept = _claude_serving(process.pid, session_id)  # the conversation's, alive on purpose
+        assert [p for p in run_processes() if p.pid not in kept] == [], "nothing of the prompt is left"
 
 
 async def test_acp_claude_second_prompt_resumes_the_session_and_the_model_sees_the_first(
@@ -164,3 +165,54 @@ async def test_acp_claude_a_retried_prompt_is_seen_once_with_the_turns_before_it
         assert seen == [[1, 1]] * 3, "the earlier turn and the prompt, once in each attempt"
         listed = await asyncio.wait_for(conn.list_sessions(cwd=str(_workdir(tmp_path))), WAIT)
         assert [s.session_id for s in listed.sessions] == [session_id]
+
+
+def _claude_serving(bridge_pid: int, session_id: str) -> list[int]:
+    """The top-level Claude Code processes under the bridge started for `session_id`."""
+    found = []
+    for child in psutil.Process(bridge_pid).children(recursive=True):
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        if "--input-format" in argv and session_id in argv:
+            found.append(child.pid)
+    return found
+
+
+async def test_acp_claude_three_prompts_of_a_session_run_on_one_process(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, process):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        serving = []
+        for turn in ("one", "two", "three"):
+            recorder.clear()
+            answer = await prompt(conn, session_id, turn)
+            assert answer.stop_reason == "end_turn" and text_of(recorder.of(session_id)) == f"ECHO:{turn}"
+            serving.append(_claude_serving(process.pid, session_id))
+        assert len(serving[0]) == 1 and serving == [serving[0]] * 3, serving
+        seen = str(_requests_of(scripted_model, "echo")[-1]["body"]["messages"])
+        assert all(turn in seen for turn in ("one", "two", "three"))
+
+
+async def test_acp_claude_lists_claude_codes_models_and_switches_between_prompts(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, process):
+        session = await asyncio.wait_for(conn.new_session(cwd=str(_workdir(tmp_path)), mcp_servers=[]), WAIT)
+        (model_option,) = [o for o in session.config_options or [] if o.id == "model"]
+        values = [choice.value for choice in model_option.options]
+        assert model_option.current_value == "anthropic/echo", "the model it runs (ANTHROPIC_MODEL)"
+        assert {"anthropic/default", "anthropic/sonnet", "anthropic/haiku"} <= set(values), values
+        first = await prompt(conn, session.session_id, "hello")
+        assert first.stop_reason == "end_turn" and text_of(recorder.of(session.session_id)) == "ECHO:hello"
+        serving = _claude_serving(process.pid, session.session_id)
+        await conn.set_config_option(
+            config_id="model", session_id=session.session_id, value="anthropic/haiku"
+        )
+        with contextlib.suppress(Exception):  # the scripted model has no such model: a 404 fails the turn
+            await prompt(conn, session.session_id, "and now?")
+        asked = [r["model"] for r in scripted_model.requests]
+        assert asked[-1].startswith("claude-haiku"), "the next turn ran on the model chosen"
+        assert _claude_serving(process.pid, session.session_id) == serving, "set_model, not a respawn"

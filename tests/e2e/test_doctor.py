@@ -20,7 +20,7 @@ import pytest
 from bridge.scripted_model import write_pi_agent_dir
 from bridge.tools.doctor import RUNTIME_DEPENDENCIES, check_python
 from tests.conftest import requires_pi
-from tests.support.env import PI_BIN, ROOT
+from tests.support.env import CLAUDE_BIN, PI_BIN, ROOT, requires_claude
 
 SECRET = "sk-ant-doctor-secret-0123456789abcdef"
 
@@ -244,3 +244,26 @@ def test_doctor_reads_the_users_agent_dir_and_writes_nothing_to_home(machine: Ma
 def test_doctor_is_listed_in_the_help(machine: Machine) -> None:
     code, out = machine.doctor("--help")
     assert code == 0 and "doctor" in out
+
+
+@requires_claude
+def test_doctor_for_claude_checks_its_cli_version_binary_and_names_its_keys(machine: Machine) -> None:
+    (machine.bin / "claude").symlink_to(CLAUDE_BIN)
+    machine.env["ANTHROPIC_API_KEY"] = "sk-claude-secret-value"
+    code, checks = machine.doctor_json("--agent", "claude")
+    assert code == 0, checks
+    assert checks["claude"]["status"] == "ok" and checks["claude"]["data"]["version"] == "2.1.197"
+    assert checks["claudeBinary"]["status"] == "ok" and checks["claudeBinary"]["data"]["native"] is True
+    assert checks["claudeKeys"]["data"]["set"] == ["ANTHROPIC_API_KEY"]
+    _, out = machine.doctor("doctor", "--agent", "claude")
+    assert "ANTHROPIC_API_KEY" in out and "sk-claude-secret-value" not in out
+
+
+def test_doctor_for_claude_without_its_cli_gives_the_npm_command(machine: Machine) -> None:
+    code, checks = machine.doctor_json("--agent", "claude")
+    assert code == 1
+    assert (
+        checks["claude"]["status"] == "fail"
+        and "npm install -g @anthropic-ai/claude-code" in checks["claude"]["fix"]
+    )
+    assert checks["claudeBinary"]["status"] == "skip"

@@ -90,8 +90,11 @@ def skip_without_cgroup(reason: str) -> None:
 
 
 def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a bridge under test: the current test's tag, pi on PATH, strict contract checks."""
+    """Environment for a bridge under test: the current test's tag, pi on PATH, strict contract checks,
+    and this checkout first on PYTHONPATH (a bridge started in another cwd would otherwise import
+    whichever bridge the interpreter has installed)."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env[TEST_TAG_ENV] = current_test_tag()
     env["PI_BRIDGE_STRICT"] = "1"
     env["PATH"] = f"{PI_BIN}{os.pathsep}{env.get('PATH', '')}"

@@ -28,9 +28,9 @@ def test_an_unknown_agent_or_permission_mode_is_a_clear_error() -> None:
         agents.build_adapter("claude", {"permission_mode": "yolo"})
 
 
-def test_only_an_rpc_speaking_agent_goes_through_the_rpc_engine() -> None:
+def test_both_agents_have_a_live_mode_and_claude_code_no_warm_launch() -> None:
     assert agents.build_adapter("pi").live_mode() is not None
-    assert agents.build_adapter("claude").live_mode() is None
+    assert agents.build_adapter("claude").live_mode() is not None
     assert agents.build_adapter("claude").warm_launches(("claude",), _options(), None) == []
 
 

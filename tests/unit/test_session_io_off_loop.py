@@ -81,7 +81,7 @@ async def test_a_retry_cuts_the_session_file_back_and_checks_it_off_the_event_lo
         raise conversations.SpawnError("not in this test")
 
     launcher = _Launcher()
-    monkeypatch.setattr(launcher.mode, "trim_session_file", trim)
+    monkeypatch.setattr(launcher.mode, "cut_session_back", trim)
     monkeypatch.setattr(launcher.mode, "session_stored", exists)
     monkeypatch.setattr(conversations, "spawn", no_spawn)
     registry = Conversations(launcher)

@@ -13,9 +13,9 @@ So the interrupt signal is SIGINT: the bridge's three-stage shutdown sends it fi
 Code clean up its tools, then terminates and kills whatever is left of the whole tree (its
 descendants are found by the bridge's tree walk and subreaper, not by process group).
 
-Claude Code has no live mode yet: every attempt is one process (`live_mode` None).
-Nor can it be pre-spawned: with nothing on stdin it gives up waiting after a few seconds, so the
-warm pool is not used for it (`warm_launches` is empty).
+Its live mode (live.py) keeps one process per conversation on the rpc engine, as pi's rpc does.
+A one-shot `claude -p` cannot be pre-spawned: with nothing on stdin it gives up waiting after a
+few seconds, so the warm pool is not used for it (`warm_launches` is empty); a live one waits.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bridge.agents.claude.command import (
     launch_spec,
 )
 from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
+from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
 from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
@@ -53,6 +54,7 @@ class ClaudeAgent:
     ) -> None:
         self.permission_mode: PermissionMode = permission_mode
         self.allowed_tools = allowed_tools
+        self._live = ClaudeLiveMode(permission_mode, allowed_tools)
 
     @classmethod
     def from_settings(cls, permission_mode: str | None, allowed_tools: Sequence[str]) -> ClaudeAgent:
@@ -62,9 +64,9 @@ class ClaudeAgent:
             raise ValueError(f"permissionMode {mode!r}: not one of {', '.join(sorted(PERMISSION_MODES))}")
         return cls(cast("PermissionMode", mode), tuple(allowed_tools))
 
-    def live_mode(self) -> None:
-        """None: every attempt is one process (the json engine)."""
-        return None
+    def live_mode(self) -> ClaudeLiveMode:
+        """One stream-json process per conversation (the rpc engine)."""
+        return self._live
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """Claude Code's command line, environment and stdin for one attempt."""

@@ -30,6 +30,16 @@ BASE_FLAGS: Final = ("-p", "--output-format", "stream-json", "--verbose", "--inc
 BASE_ENV: Final = {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
 
+def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) -> list[str]:
+    """The model, the built-in tools the run may use, and the tools allowed on top."""
+    flags = ["--model", options.model] if options.model else []
+    if options.tools is not None:
+        flags += ["--tools", ",".join(options.tools)]
+    if allowed_tools:
+        flags += ["--allowedTools", ",".join(allowed_tools)]
+    return flags
+
+
 def claude_flags(
     options: RunOptions, permission_mode: PermissionMode, allowed_tools: tuple[str, ...] = ()
 ) -> list[str]:
@@ -40,13 +50,7 @@ def claude_flags(
     A session the bridge named before Claude Code stored it starts with `--session-id` (which
     fails, "already in use", once the session exists); every stored one is `--resume`d.
     """
-    flags = [*BASE_FLAGS, "--permission-mode", permission_mode]
-    if options.model:
-        flags += ["--model", options.model]
-    if options.tools is not None:
-        flags += ["--tools", ",".join(options.tools)]
-    if allowed_tools:
-        flags += ["--allowedTools", ",".join(allowed_tools)]
+    flags = [*BASE_FLAGS, "--permission-mode", permission_mode, *model_and_tool_flags(options, allowed_tools)]
     if options.session_id and options.new_session and not options.resumed:
         flags += ["--session-id", options.session_id]
     elif options.session_id:

@@ -117,6 +117,10 @@ class ClaudeEventMapper(MapperCore):
     def _on_init(self, event: dict[str, Any]) -> list[Out]:
         return self._start_session(event.get("session_id"), event.get("cwd", ""), {})
 
+    def _on_bridge_session(self, event: dict[str, Any]) -> list[Out]:
+        """The live engine's own line naming the conversation before Claude Code's `init`."""
+        return self._start_session(event.get("id"), event.get("cwd", ""), {})
+
     def _on_stream_event(self, event: dict[str, Any]) -> list[Out]:
         if event.get("parent_tool_use_id") is not None:
             return []  # a sub-agent's stream: its answer arrives as the Task tool's result
@@ -279,6 +283,7 @@ class ClaudeEventMapper(MapperCore):
         "assistant": _on_assistant,
         "user": _on_user,
         "result": _on_result,
+        "session": _on_bridge_session,
     }
 
 

@@ -136,6 +136,31 @@ def rewind(
     )
 
 
+def bytes_before(data: bytes, mark_ms: int) -> int:
+    """How many bytes of a session file precede its first entry stamped at or after `mark_ms`
+    (milliseconds since the epoch): what a live Claude Code wrote before a prompt sent then.
+    Entries are not in stamp order (an attachment may be stamped before the prompt it follows),
+    so the cut is at the first late one; a line without a readable stamp never cuts."""
+    offset = 0
+    for line in data.splitlines(keepends=True):
+        stamp = _stamp_ms(line)
+        if stamp is not None and stamp >= mark_ms:
+            return offset
+        offset += len(line)
+    return offset
+
+
+def _stamp_ms(line: bytes) -> int | None:
+    try:
+        entry = orjson.loads(line)
+        stamp = datetime.fromisoformat(entry["timestamp"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
 def _entries(path: Path) -> Iterator[dict[str, Any]]:
     with path.open("rb") as stream:
         for line in stream:

@@ -9,18 +9,19 @@ pi closes its output. It never retries and never interprets events: the attempt'
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 import anyio
 import anyio.abc
 import orjson
 
+from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.pi.command import BASE_ENV, extension_flags, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
@@ -45,7 +46,7 @@ from bridge.agents.seam import (
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
-from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
+from bridge.process.framing import MAX_LINE_BYTES
 from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
 
@@ -57,7 +58,6 @@ JS_WHITESPACE: Final = (
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 
-READ_CHUNK: Final = 256 * 1024
 # pi answers every command but `abort` and `prompt`'s run at once (the first command of a
 # fresh pi waits for its start-up). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
@@ -66,15 +66,6 @@ _UI_REQUEST_HEAD: Final = b'{"type":"extension_ui_request"'
 # The extension UI calls that block the extension until they are answered (pi's
 # docs/rpc-extension-ui.md); the others (notify, setStatus...) expect no answer.
 UI_DIALOGS: Final = frozenset({"select", "confirm", "input", "editor"})
-# The client is asked whether it keeps up once per this much of pi's output, not per read: the
-# ask is cheap while it does, but the wait around it (cut short by a command) is not.
-CLIENT_CHECK_BYTES: Final = 64 * 1024
-# While a command waits for its answer, pi is read this far past a client that is behind: the
-# answer comes after what pi prints first (for `abort`, the end of the run it stops), and this
-# bounds what the bridge then holds.
-READ_AHEAD_FOR_ANSWERS: Final = 4 * 1024 * 1024
-
-Lines = Callable[[list[bytes]], None]
 # What ends a run for the mapper (pi's agent_end; the rpc engine holds it back until pi settles).
 RUN_END_LINE: Final = b'{"type":"agent_end"}'
 _TYPE_KEY: Final = b'"type":'
@@ -223,24 +214,10 @@ def trim_session_file(path: str, size: int | None) -> None:
             os.ftruncate(fd, size)
 
 
-class PendingCommand:
-    """A command written to pi, and (once it came) pi's answer to it."""
-
-    def __init__(self, name: str, command_id: str) -> None:
-        self.name = name
-        self.command_id = command_id
-        self.answered = anyio.Event()
-        self.response: dict[str, Any] | None = None
-
-
-def _own(command: LiveCommand) -> PendingCommand:
-    """A command this client wrote (the engine hands back what it was given)."""
-    assert isinstance(command, PendingCommand), command
-    return command
-
-
-class PiRpc:
+class PiRpc(LiveReader):
     """The client side of one `pi --mode rpc` process."""
+
+    run_end_line = RUN_END_LINE
 
     def __init__(
         self,
@@ -249,49 +226,21 @@ class PiRpc:
         max_line_bytes: int = MAX_LINE_BYTES,
         wait_writable: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.child = child
-        self.stderr = TailBuffer()
-        self.closed = anyio.Event()
-        self.listener: Lines | None = None
-        # Awaited, like the client's backpressure, before each read while a listener is set:
-        # what the listener holds back (messages waiting for a diff's read) bounds what is read.
-        self.backlog: Callable[[], Awaitable[None]] | None = None
-        # While the bridge does not read pi (the client is behind, or the listener holds back),
-        # pi blocks on its pipe: that quiet is the bridge's, not pi's silence.
-        self._holding = False
-        self.reading_since = 0.0
-        self.framer = LineFramer(max_line_bytes)
+        super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
         self.garbage = 0
-        self.lines_read = 0  # every stdout line, answers included: zero means pi never spoke
-        self._wait_writable = wait_writable
-        # The wait for a client that is behind, while it waits: a command cuts it short.
-        self._client_wait: anyio.CancelScope | None = None
-        self._unchecked = 0  # bytes read since the client was last asked whether it keeps up
-        self._ahead_for_answers = 0  # bytes read past a slow client while commands wait for answers
         self._next_id = 0
         self._waiting: dict[str, PendingCommand] = {}
         # Decides the tool calls the gate extension asks about; set per attempt by the engine.
         self.asks: AskTool | None = None
         # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
         self.dialogs: AskDialog | None = None
-        # The gate's questions not answered yet (an id answered once, never twice).
-        self._open_checks: set[str] = set()
-        self._deciding = 0
-        self._tasks: anyio.abc.TaskGroup | None = None
 
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read pi's stdout and stderr until its stdout closes."""
-        async with anyio.create_task_group() as tasks:
-            self._tasks = tasks
-            tasks.start_soon(self._pump_stderr)
-            task_status.started()
-            try:
-                await self._pump_stdout()
-            finally:
-                self.closed.set()
-                for pending in self._waiting.values():
-                    pending.answered.set()
-                tasks.cancel_scope.cancel()
+    def _awaiting_answers(self) -> bool:
+        return bool(self._waiting)
+
+    def _on_closed(self) -> None:
+        for pending in self._waiting.values():
+            pending.answered.set()
 
     # ------------------------------------------------------------------ commands
 
@@ -340,13 +289,12 @@ class PiRpc:
         except (StdinClosed, OSError) as exc:
             raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
         self._waiting[pending.command_id] = pending
-        if self._client_wait is not None:
-            self._client_wait.cancel()  # its answer must be read, client or not
+        self._cut_client_wait()
         return pending
 
     async def answer(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
         """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
-        pending = _own(command)
+        pending = own_command(command)
         name = pending.name
         try:
             with anyio.move_on_after(timeout):
@@ -413,7 +361,7 @@ class PiRpc:
         self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
-        pending = _own(command)
+        pending = own_command(command)
         try:
             with anyio.fail_after(timeout):
                 await self.child.stdin.drain()
@@ -452,62 +400,6 @@ class PiRpc:
         return session_stats(await self.request({"type": "get_session_stats"}, timeout))
 
     # ------------------------------------------------------------------ reading
-
-    async def _pump_stderr(self) -> None:
-        stream = self.child.process.stderr
-        if stream is None:
-            return
-        try:
-            async for chunk in stream:
-                self.stderr.write(chunk)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-
-    async def _pump_stdout(self) -> None:
-        stream = self.child.process.stdout
-        if stream is None:
-            return
-        framer = self.framer
-        while True:
-            if self.listener is not None and (
-                self.backlog is not None or self._unchecked >= CLIENT_CHECK_BYTES
-            ):
-                await self._hold_back()
-            try:
-                chunk = await stream.receive(READ_CHUNK)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                break
-            self._unchecked += len(chunk)
-            self._dispatch(framer.feed(chunk))
-        last = framer.finish()
-        if last:
-            self._dispatch([last])
-
-    async def _hold_back(self) -> None:
-        """Wait while the listener holds messages back (a diff's read), and, once enough was read
-        since it was last asked, while the client is behind: pi's output then waits in its pipe
-        and pi blocks on it. While a command waits for its answer, up to READ_AHEAD_FOR_ANSWERS
-        more is read first (the answer comes after what pi prints before it); a command sent
-        during the wait ends it."""
-        self._holding = True
-        try:
-            if self._unchecked >= CLIENT_CHECK_BYTES:
-                self._ahead_for_answers = self._ahead_for_answers + self._unchecked if self._waiting else 0
-                self._unchecked = 0
-                for_answer = self._waiting and self._ahead_for_answers < READ_AHEAD_FOR_ANSWERS
-                if self._wait_writable is not None and not for_answer:
-                    with anyio.CancelScope() as scope:
-                        self._client_wait = scope
-                        try:
-                            await self._wait_writable()
-                        finally:
-                            self._client_wait = None
-            backlog = self.backlog
-            if backlog is not None:
-                await backlog()
-        finally:
-            self._holding = False
-            self.reading_since = time.monotonic()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)
@@ -557,7 +449,7 @@ class PiRpc:
         if dialog is None or dialogs is None or tasks is None or request_id in self._open_checks:
             if request_id not in self._open_checks:
                 log.info("pi rpc: an extension's %s dialog answered cancelled (no one to ask)", method)
-                self._write_line(reply_line(request_id, DIALOG_CANCELLED))
+                self._write_quietly(reply_line(request_id, DIALOG_CANCELLED))
             return False
         self._open_checks.add(request_id)
         tasks.start_soon(self._put_dialog, request_id, dialog, dialogs)
@@ -587,7 +479,7 @@ class PiRpc:
             self.reading_since = time.monotonic()
             if request_id in self._open_checks:
                 self._open_checks.discard(request_id)
-                self._write_line(reply_line(request_id, reply))
+                self._write_quietly(reply_line(request_id, reply))
 
     def _check_tool(self, request_id: str, check: ToolCheck | None) -> None:
         """Have the gate's question decided, then answered once (a second answer is dropped)."""
@@ -599,34 +491,10 @@ class PiRpc:
             reason = "not a tool call the bridge can read" if check is None else "no run is listening"
             self._settle_check(request_id, ToolVerdict(allow=False, reason=f"denied: {reason}"))
             return
-        tasks.start_soon(self._decide, request_id, check, asks)
-
-    @property
-    def holding_back(self) -> bool:
-        """Whether pi waits on the bridge: its output not read, or a tool call not yet decided."""
-        return self._holding or self._deciding > 0
-
-    async def _decide(self, request_id: str, check: ToolCheck, asks: AskTool) -> None:
-        self._deciding += 1
-        try:
-            verdict = await asks(check)
-        except Exception:
-            log.exception("pi rpc: the permission check of tool call %s failed", check.tool_call_id)
-            verdict = ToolVerdict(allow=False, reason="denied: the bridge could not decide")
-        finally:
-            self._deciding -= 1
-            self.reading_since = time.monotonic()  # the time asking the user is not pi's silence
-        self._settle_check(request_id, verdict)
+        tasks.start_soon(self._decide, request_id, check, asks, partial(answer_line, request_id))
 
     def _settle_check(self, request_id: str, verdict: ToolVerdict) -> None:
-        if request_id not in self._open_checks:
-            return  # answered already: a late answer is ignored
-        self._open_checks.discard(request_id)
-        self._write_line(answer_line(request_id, verdict))
-
-    def _write_line(self, line: bytes) -> None:
-        with contextlib.suppress(StdinClosed, OSError):
-            self.child.stdin.write_now(line)
+        self._settle(request_id, answer_line(request_id, verdict))
 
     def _answer(self, line: bytes) -> bool:
         try:
@@ -647,8 +515,6 @@ class PiRpc:
 
 class PiLiveMode:
     """pi's `LiveMode`: `pi --mode rpc`, one process per conversation, prompt after prompt."""
-
-    run_end_line = RUN_END_LINE
 
     def launch_spec(
         self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
@@ -682,13 +548,13 @@ class PiLiveMode:
         """The file of pi's session `session_id`, if it is stored."""
         return session_file(session_id, cwd, env)
 
-    def session_file_size(self, path: str | None) -> int | None:
-        """A session file's size now."""
+    def session_mark(self, path: str | None) -> int | None:
+        """pi appends to its session file: the mark is the file's size now."""
         return session_file_size(path)
 
-    def trim_session_file(self, path: str, size: int | None) -> None:
-        """Cut a session file back (see `trim_session_file`)."""
-        trim_session_file(path, size)
+    def cut_session_back(self, path: str, mark: int | None) -> None:
+        """Cut a session file back to a size (see `trim_session_file`)."""
+        trim_session_file(path, mark)
 
     def classify_exit(
         self, exit_code: int | None, signal_name: str | None, stderr: str

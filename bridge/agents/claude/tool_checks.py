@@ -1,0 +1,77 @@
+"""Claude Code's permission questions: a `can_use_tool` control request in, a `ToolCheck` out,
+and the verdict written back as its `control_response`.
+
+With `--permission-prompt-tool stdio`, Claude Code asks on stdout before each tool call it does
+not judge safe itself (it runs what it judges read-only, such as `echo hi`, without asking), and
+waits for the answer on stdin: allow with `updatedInput` (the call's own input, unchanged), or
+deny with the message the model is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
+from bridge.contract import ToolKind
+
+_READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead", "WebFetch", "WebSearch"})
+_EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+
+
+def tool_check(request: dict[str, Any]) -> ToolCheck | None:
+    """The tool call a `can_use_tool` request asks about; None when it does not name one."""
+    tool, arguments = request.get("tool_name"), request.get("input")
+    if not isinstance(tool, str):
+        return None
+    arguments = arguments if isinstance(arguments, dict) else {}
+    call_id = request.get("tool_use_id")
+    command, path = arguments.get("command"), arguments.get("file_path")
+    return ToolCheck(
+        tool_call_id=call_id if isinstance(call_id, str) else "",
+        tool=tool,
+        kind=_kind(tool),
+        input=arguments,
+        command=command if tool == "Bash" and isinstance(command, str) else None,
+        path=path if isinstance(path, str) else None,
+        change=_change(tool, arguments),
+    )
+
+
+def _kind(tool: str) -> ToolKind:
+    if tool in _READ_TOOLS:
+        return "read"
+    if tool in _EDIT_TOOLS:
+        return "edit"
+    return "execute" if tool == "Bash" else "other"
+
+
+def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
+    """The change a Write ({file_path, content}), an Edit ({file_path, old_string, new_string})
+    or a MultiEdit ({file_path, edits: [{old_string, new_string}]}) would make."""
+    path = arguments.get("file_path")
+    if not isinstance(path, str):
+        return None
+    if tool == "Write":
+        content = arguments.get("content")
+        return ProposedChange(path, content=content) if isinstance(content, str) else None
+    edits = arguments.get("edits") if tool == "MultiEdit" else [arguments] if tool == "Edit" else []
+    pairs: list[tuple[str, str]] = []
+    for edit in edits if isinstance(edits, list) else []:
+        old, new = (
+            (edit.get("old_string"), edit.get("new_string")) if isinstance(edit, dict) else (None, None)
+        )
+        if isinstance(old, str) and isinstance(new, str):
+            pairs.append((old, new))
+    return ProposedChange(path, replacements=tuple(pairs)) if pairs else None
+
+
+def answer_line(request_id: str, verdict: ToolVerdict, *, tool_input: dict[str, Any]) -> bytes:
+    """The `control_response` line that gives Claude Code `verdict` on request `request_id`."""
+    if verdict.allow:
+        answer: dict[str, Any] = {"behavior": "allow", "updatedInput": tool_input}
+    else:
+        answer = {"behavior": "deny", "message": verdict.reason or "denied"}
+    response = {"subtype": "success", "request_id": request_id, "response": answer}
+    return orjson.dumps({"type": "control_response", "response": response}) + b"\n"

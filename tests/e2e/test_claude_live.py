@@ -1,0 +1,214 @@
+"""Claude Code's live mode through the LSP front: `pi-bridge --agent claude` keeps one Claude Code
+process per conversation, against the real Claude Code and the scripted model's Anthropic API.
+
+The processes are counted by the live conversations `pi/runs` lists (their pids) and by the
+run's own pid; a Claude Code process killed between turns is replaced by one resuming the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import pytest_lsp
+from pytest_lsp import LanguageClient
+
+from bridge.scripted_model import ScriptedModelServer
+from tests.support.env import BRIDGE, CLAUDE_BIN, WAIT, requires_claude
+from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
+from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
+from tests.support.model_requests import times_seen
+from tests.support.streams import assert_stream_invariants
+
+pytestmark = [requires_claude, pytest.mark.realpi]
+
+CLAUDE_PATH = os.pathsep.join([str(CLAUDE_BIN.parent), os.environ.get("PATH", "")])
+CONFIG = BridgeServerConfig(
+    server_command=[*BRIDGE, "--agent", "claude"],
+    client_factory=make_client,
+    extra_env={"PATH": CLAUDE_PATH},
+)
+
+
+@pytest.fixture
+def claude_config_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "claude-config"
+    folder.mkdir()
+    return folder
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, claude_config_dir: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge whose own agent is Claude Code, against the scripted model."""
+    options = {
+        "env": {
+            "ANTHROPIC_BASE_URL": scripted_model.base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "scripted-model-key",
+            "CLAUDE_CONFIG_DIR": str(claude_config_dir),
+        },
+        "silenceTimeoutMs": 30000,
+    }
+    await initialize(lsp_client, options)
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def run(
+    client: LanguageClient, model: str, **params: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = await request(client, "pi/run", {"prompt": "Say hello", "model": model, **params})
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
+
+
+async def live_pids(client: LanguageClient, session_id: str) -> list[int]:
+    runs = await request(client, "pi/runs", {})
+    return [entry["pid"] for entry in runs["live"] if entry["sessionId"] == session_id]
+
+
+async def test_three_turns_of_a_conversation_run_on_one_claude_code_process(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, messages = await run(bridge, "echo", prompt=f"one-{tag}", cwd=str(tmp_path))
+    assert first["status"] == "completed" and first["text"] == f"ECHO:one-{tag}"
+    assert messages[0]["type"] == "session.started"
+    sid = first["sessionId"]
+    [pid] = await live_pids(bridge, sid)
+    for turn in ("two", "three"):
+        result, messages = await run(bridge, "echo", prompt=f"{turn}-{tag}", cwd=str(tmp_path), sessionId=sid)
+        assert result["status"] == "completed" and result["sessionId"] == sid
+        assert messages[0]["type"] == "session.resumed"
+        assert await live_pids(bridge, sid) == [pid], "the same Claude Code process serves every turn"
+    seen = str([r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]["messages"])
+    assert all(f"{turn}-{tag}" in seen for turn in ("one", "two", "three")), "the model saw every turn"
+    claude = psutil.Process(pid)
+    assert claude.is_running() and claude.create_time() < time.time()
+
+
+async def test_a_follow_up_streams_its_first_message_within_3_s(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    first, _ = await run(bridge, "echo", prompt="first", cwd=str(tmp_path))
+    started = time.monotonic()
+    run_id = f"follow-up-{os.urandom(3).hex()}"
+    task = asyncio.ensure_future(
+        request(bridge, "pi/run", {"prompt": "again", "model": "echo", "cwd": str(tmp_path),
+                                   "sessionId": first["sessionId"], "runId": run_id})
+    )  # fmt: skip
+    await messages_of(bridge).wait_type(run_id, "assistant", timeout=WAIT)
+    first_message = time.monotonic() - started
+    result = await task
+    assert result["status"] == "completed" and result["text"] == "ECHO:again"
+    assert first_message < 3.0, f"the follow-up's first text came after {first_message:.2f} s"
+
+
+async def test_a_claude_code_killed_between_turns_is_resumed_by_the_next(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    [pid] = await live_pids(bridge, sid)
+    claude = psutil.Process(pid)
+    claude.kill()
+    claude.wait(WAIT)
+    result, messages = await run(bridge, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert result["status"] == "completed" and result["sessionId"] == sid
+    assert messages[0]["type"] == "session.resumed"
+    [new_pid] = await live_pids(bridge, sid)
+    assert new_pid != pid
+    seen = str([r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]["messages"])
+    assert f"before-{tag}" in seen and f"after-{tag}" in seen, "the new process resumed the session"
+
+
+async def test_close_session_stops_the_live_claude_code(bridge: LanguageClient, tmp_path: Path) -> None:
+    first, _ = await run(bridge, "echo", prompt="hello", cwd=str(tmp_path))
+    [pid] = await live_pids(bridge, first["sessionId"])
+    answer = await request(bridge, "pi/closeSession", {"sessionId": first["sessionId"]})
+    assert answer["closed"] is True
+    assert run_processes_alive([pid]) == []
+    assert await live_pids(bridge, first["sessionId"]) == []
+
+
+async def test_cancel_mid_bash_interrupts_and_the_same_process_serves_the_next_turn(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    first, _ = await run(bridge, "echo", prompt="first", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    [pid] = await live_pids(bridge, sid)
+    run_id = f"cancel-bash-{os.urandom(3).hex()}"
+    task = asyncio.ensure_future(
+        request(bridge, "pi/run", {"prompt": "go", "model": "toolslow", "cwd": str(tmp_path),
+                                   "sessionId": sid, "runId": run_id})
+    )  # fmt: skip
+    await messages_of(bridge).wait_type(run_id, "tool.call")
+    sleeper = await wait_for_run_process("sleep 30")
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    with pytest.raises(Exception) as raised:
+        await task
+    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    receipt = answer["shutdown"]
+    assert receipt["survivors"] == [] and run_processes_alive([sleeper.pid]) == []
+    assert sleeper.pid in receipt["pids"], "the Bash tool's process was the run's, and it is gone"
+    messages = messages_of(bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert messages[-1]["type"] == "terminal.cancelled"
+    failed = [m for m in messages if m["type"] == "tool.failed"]
+    assert failed and failed[0]["content"].get("cancelled") is True
+    after, _ = await run(bridge, "echo", prompt="after the cancel", cwd=str(tmp_path), sessionId=sid)
+    assert after["status"] == "completed" and after["text"].startswith("ECHO:")
+    if receipt["agentKept"]:
+        assert receipt["stage"] == "interrupted"
+        assert await live_pids(bridge, sid) == [pid], "the interrupted Claude Code served the next turn"
+    else:
+        assert await live_pids(bridge, sid) != [pid], "a new process resumed the session"
+
+
+# A 1x1 transparent PNG.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+async def test_an_image_reaches_the_model_as_an_image_block(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    images = [{"mimeType": "image/png", "data": PNG}]
+    result, _ = await run(bridge, "echo", prompt="what is this?", cwd=str(tmp_path), images=images)
+    assert result["status"] == "completed" and result["text"] == "ECHO:what is this?"
+    body = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
+    blocks = [
+        block
+        for message in body["messages"]
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "image"
+    ]
+    assert [block["source"] for block in blocks] == [
+        {"type": "base64", "media_type": "image/png", "data": PNG}
+    ]
+
+
+async def test_a_retried_prompt_is_seen_once_with_the_turn_before_it(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
+    scripted_model.reset()  # flaky: two failures, then an answer
+    retry = {"maxAttempts": 3, "initialDelayMs": 0}
+    result, messages = await run(
+        bridge, "flaky", prompt=f"retried-{tag}", cwd=str(tmp_path), sessionId=first["sessionId"], retry=retry
+    )
+    assert (result["status"], result["attempts"]) == ("completed", 3)
+    assert result["sessionId"] == first["sessionId"]
+    bodies = [r["body"] for r in scripted_model.requests if r["model"] == "flaky"]
+    assert [times_seen(body, tag, "before", "retried") for body in bodies] == [[1, 1]] * 3
