@@ -312,7 +312,7 @@ class RpcAttempt:
         """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
         not read it or one that is gone ends the attempt."""
         try:
-            await agent.rpc.delivered(prompt)
+            accepted = await agent.rpc.delivered(prompt)
         except LiveError as exc:
             if exc.kind == "closed" and not last_try and not self._lines_seen:
                 self._not_taken = True
@@ -320,6 +320,10 @@ class RpcAttempt:
                 return
             self._prompt_error = exc
             self._set("refused")
+            return
+        if accepted.get("disposition") == "handled":
+            # An extension's command consumed the prompt: no run starts, no agent_settled follows.
+            self._set("settled")
             return
         if self._on_steerable is not None and self._reason is None:
             self._on_steerable(self.steer)
