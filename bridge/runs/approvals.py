@@ -199,22 +199,19 @@ def _read_text(path: str) -> str:
 
 async def ask(approver: Approver, request: ApprovalRequest, cancel: CancelToken) -> ApprovalAnswer:
     """The user's answer, or CANCELLED as soon as the run is cancelled (the approver's wait is
-    cancelled then, and it withdraws its request)."""
+    cancelled then, and it withdraws its request).
+
+    The cancel reaches the wait through the token's callback, in this task: no second task to
+    start and tear down, so the request leaves on the call itself."""
+    if cancel.cancelled:
+        return CANCELLED
     answer = CANCELLED
-    async with anyio.create_task_group() as tasks:
-
-        async def wait_for_user() -> None:
-            nonlocal answer
-            try:
-                answer = await approver(request)
-            except Exception:  # a front that broke while asking: no answer, nothing runs
-                log.exception("asking about tool call %s failed", request.tool_call_id)
-            tasks.cancel_scope.cancel()
-
-        async def wait_for_cancel() -> None:
-            await cancel.wait()
-            tasks.cancel_scope.cancel()
-
-        tasks.start_soon(wait_for_user)
-        tasks.start_soon(wait_for_cancel)
+    with anyio.CancelScope() as scope:
+        take_back = cancel.on_cancel(scope.cancel)
+        try:
+            answer = await approver(request)
+        except Exception:  # a front that broke while asking: no answer, nothing runs
+            log.exception("asking about tool call %s failed", request.tool_call_id)
+        finally:
+            take_back()
     return CANCELLED if cancel.cancelled else answer  # an answer racing the cancel runs nothing
