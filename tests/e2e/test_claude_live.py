@@ -113,13 +113,28 @@ async def test_a_follow_up_streams_its_first_message_within_3_s(
     assert first_message < 3.0, f"the follow-up's first text came after {first_message:.2f} s"
 
 
+async def stored(config_dir: Path, session_id: str, text: str) -> None:
+    """Wait (bounded) until Claude Code's session file holds `text`. A file has no event to wait
+    on: it is polled."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        for path in config_dir.glob(f"projects/*/{session_id}.jsonl"):
+            if text in path.read_text(errors="replace"):
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"Claude Code never stored {text!r} in session {session_id}")
+
+
 async def test_a_claude_code_killed_between_turns_is_resumed_by_the_next(
-    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, claude_config_dir: Path
 ) -> None:
     tag = os.urandom(4).hex()
     first, _ = await run(bridge, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
     sid = first["sessionId"]
     [pid] = await live_pids(bridge, sid)
+    # Claude Code writes its session lazily, after the turn's result: a kill before that loses the
+    # turn with the process (nothing is stored to resume). Killed once the turn is stored.
+    await stored(claude_config_dir, sid, f"ECHO:before-{tag}")
     claude = psutil.Process(pid)
     claude.kill()
     claude.wait(WAIT)
