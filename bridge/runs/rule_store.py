@@ -58,7 +58,11 @@ def state_dir(env: Mapping[str, str]) -> Path:
 
 def workspace_key(cwd: str) -> str:
     """The file name part for a workspace: a hash of its resolved path."""
-    return hashlib.sha256(os.fsencode(os.path.realpath(cwd))).hexdigest()[:32]
+    return _key_of_resolved(os.path.realpath(cwd))
+
+
+def _key_of_resolved(resolved: str) -> str:
+    return hashlib.sha256(os.fsencode(resolved)).hexdigest()[:32]
 
 
 #: The look of a rule file and its directories when it was read (see RuleStore.rules_async).
@@ -134,7 +138,8 @@ class RuleStore:
         the decision: a few lstat calls on the loop (the rule file and its two directories) say
         whether the last read still holds. Any change of inode, size, time, mode or owner reads
         the file again, with every check."""
-        stamp = self._stamp(cwd)
+        resolved = os.path.realpath(cwd)  # once: each of its parts is a system call
+        stamp = self._stamp(self.root / RULES_DIR / f"{_key_of_resolved(resolved)}.json")
         kept = self._read.get(cwd)
         if kept is None or kept[0] != stamp or stamp is None:
             rules = await anyio.to_thread.run_sync(self.workspace_rules, cwd)
@@ -144,11 +149,10 @@ class RuleStore:
                 self._read[cwd] = (stamp, rules)
         else:
             rules = kept[1]
-        return [*rules, *self._session_rules.get(os.path.realpath(cwd), [])]
+        return [*rules, *self._session_rules.get(resolved, [])]
 
-    def _stamp(self, cwd: str) -> Stamp:
-        """What the rule file of `cwd` and its directories are now (None: they cannot be looked at)."""
-        path = self.path_for(cwd)
+    def _stamp(self, path: Path) -> Stamp:
+        """What a rule file and its directories are now (None: they cannot be looked at)."""
         stamps: list[tuple[int, ...] | None] = []
         for each in (self.root, path.parent, path):
             try:

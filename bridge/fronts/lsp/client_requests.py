@@ -1,24 +1,30 @@
 """Requests the bridge sends to its LSP client (approvals, the agent's dialogs), and what the
 client declared it can answer.
 
-A request's result is read raw, never structured by pygls, since a malformed one must not be lost
-inside pygls (its future would never resolve). A request whose wait is cancelled is withdrawn
-with `$/cancelRequest`; its late answer then finds no waiter and is dropped.
+A request is framed and written here, and its answer taken from the reader ahead of pygls
+(`take_answer`, a direct hook of reader.py): read raw, never structured by pygls, since a
+malformed one must not be lost inside pygls (its future would never resolve), and with no thread
+future between the answer and the wait, since a user's answer is on the path of every approved
+tool call. A request whose wait is cancelled is withdrawn with `$/cancelRequest`; its late answer
+then finds no waiter and is left to pygls, which drops it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-import uuid
+import os
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from lsprotocol import types
 from pydantic import ValidationError
 from pygls.protocol import JsonRPCProtocol
 
 from bridge import contract
+from bridge.fronts.lsp.writer import frame
 
 log = logging.getLogger(__name__)
 
@@ -56,21 +62,46 @@ class ClientRequests:
 
     def __init__(self, protocol: JsonRPCProtocol) -> None:
         self._protocol = protocol
+        self._prefix = f"pi-bridge-{os.urandom(6).hex()}-"
+        self._numbers = itertools.count(1)
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
 
     async def send(self, method: str, params: Any) -> Any:
-        """Send a request and await its raw result; None for an error answer."""
-        msg_id = f"pi-bridge-{uuid.uuid4().hex}"
-        future = self._protocol.send_request(method, params, msg_id=msg_id)
-        self._protocol._result_types.pop(msg_id, None)
+        """Send a request and await its raw result; None for an error answer, or when the
+        client can no longer be written to."""
+        writer = self._protocol.writer
+        if writer is None:
+            return None
+        msg_id = f"{self._prefix}{next(self._numbers)}"
+        plain = params if isinstance(params, dict) else self._protocol._converter.unstructure(params)
+        body = orjson.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": plain})
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[msg_id] = future
         try:
-            return await asyncio.wrap_future(future)
+            writer.write(frame(body))
+            return await future
         except asyncio.CancelledError:
-            self._protocol._request_futures.pop(msg_id, None)
             self._protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
             raise
-        except Exception as exc:  # the client answered with an error: no answer
-            log.info("%s %s answered with an error: %s", method, msg_id, exc)
-            return None
+        finally:
+            self._waiting.pop(msg_id, None)
+
+    def take_answer(self, message: dict[str, Any]) -> bool:
+        """Hand a response to the request of ours that waits for it (True); anything else is
+        not ours (False)."""
+        if "method" in message:
+            return False
+        msg_id = message.get("id")
+        future = self._waiting.get(msg_id) if isinstance(msg_id, str) else None
+        if future is None:
+            return False
+        if not future.done():
+            if "error" in message:  # the client answered with an error: no answer
+                log.info("request %s answered with an error: %s", msg_id, str(message["error"])[:200])
+                future.set_result(None)
+            else:
+                future.set_result(message.get("result"))
+        return True
 
     def notify(self, method: str, params: Any) -> None:
         """Send a notification."""

@@ -99,7 +99,14 @@ class BridgeServer(LanguageServer):
         self.default_cwd = os.getcwd()
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
+        # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
+        self.client_requests = ClientRequests(self.protocol)
         self.rule_store: RuleStore = self.registry.gate.rules
+
+    def serve_directly(self, message: dict[str, Any]) -> bool:
+        """What the reader hands over ahead of pygls: answers to the bridge's own requests, and
+        pi/run (True: served here)."""
+        return self.client_requests.take_answer(message) or self.run_requests.handle(message)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
@@ -146,7 +153,7 @@ def _lifecycle_features(server: BridgeServer) -> None:
         for warning in warnings:
             log.warning("%s", warning)
             ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=warning))
-        answers, client = client_answers(params.capabilities), ClientRequests(ls.protocol)
+        answers, client = client_answers(params.capabilities), ls.client_requests
         if answers.permissions or answers.message_requests:
             ls.registry.gate.approver = LspApprover(client, permission_requests=answers.permissions)
         ls.registry.gate.questioner = LspQuestioner(client, answers)
@@ -271,7 +278,7 @@ async def serve(server: BridgeServer, stdin: BinaryIO, stdout: BinaryIO) -> int:
     stop = server.stop = Stop()
 
     def start_front(tasks: anyio.abc.TaskGroup) -> None:
-        tasks.start_soon(read_frames, stdin, server.protocol, server.request_stop, server.run_requests.handle)
+        tasks.start_soon(read_frames, stdin, server.protocol, server.request_stop, server.serve_directly)
 
     try:
         await serve_until_stopped(
