@@ -19,8 +19,9 @@ import psutil
 import pytest
 
 from bridge.scripted_model import TEXT_REPLY, ScriptedModelServer
-from tests.support.acp import acp_bridge, new_session, prompt, retry_notes, text_of
-from tests.support.env import CLAUDE_BIN, PI_BIN, WAIT, requires_claude
+from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
+from tests.support.acp import acp_bridge, choose, new_session, prompt, retry_notes, text_of
+from tests.support.env import CLAUDE_BIN, PI_BIN, WAIT, claude_stored, requires_claude
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.model_requests import times_seen
 
@@ -216,3 +217,86 @@ async def test_acp_claude_lists_claude_codes_models_and_switches_between_prompts
         asked = [r["model"] for r in scripted_model.requests]
         assert asked[-1].startswith("claude-haiku"), "the next turn ran on the model chosen"
         assert _claude_serving(process.pid, session.session_id) == serving, "set_model, not a respawn"
+
+
+# --------------------------------------------------------------------------- approvals on a live Claude Code
+
+
+def _tool_ends(recorder: Any, session_id: str) -> list[Any]:
+    return [
+        u
+        for u in recorder.of(session_id)
+        if u.session_update == "tool_call_update" and u.status in ("completed", "failed")
+    ]
+
+
+async def test_acp_claude_a_rejected_write_never_runs_and_allow_always_answers_the_next(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    work = _workdir(tmp_path)
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "write") as (conn, recorder, _):
+        session_id = await new_session(conn, work)
+        recorder.answer = choose("reject_once")
+        assert (await prompt(conn, session_id, "write it")).stop_reason == "end_turn"
+        [asked] = recorder.permission_requests
+        assert asked.tool_call.kind == "edit" and asked.tool_call.title, asked.tool_call
+        [diff] = [c for c in asked.tool_call.content or [] if getattr(c, "type", None) == "diff"]
+        assert diff.new_text == WRITE_CONTENT and diff.old_text is None, "a new file: no old text"
+        assert [end.status for end in _tool_ends(recorder, session_id)] == ["failed"]
+        assert not (work / WRITE_FILE).exists(), "the rejected write never ran"
+        recorder.answer = choose("allow_always")
+        assert (await prompt(conn, session_id, "write it")).stop_reason == "end_turn"
+        assert (work / WRITE_FILE).read_text() == WRITE_CONTENT
+        (work / WRITE_FILE).unlink()
+        recorder.answer = choose("reject_once")
+        assert (await prompt(conn, session_id, "write it")).stop_reason == "end_turn"
+        assert len(recorder.permission_requests) == 2, "the rule answered the third write"
+        assert (work / WRITE_FILE).read_text() == WRITE_CONTENT
+
+
+@pytest.mark.parametrize("kind", ["allow_once", "reject_once"])
+async def test_acp_claude_a_command_that_changes_files_runs_only_when_approved(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path, kind: str
+) -> None:
+    work = _workdir(tmp_path)
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "toolcompound") as (conn, recorder, _):
+        recorder.answer = choose(kind)
+        session_id = await new_session(conn, work)
+        assert (await prompt(conn, session_id, "run it")).stop_reason == "end_turn"
+        [asked] = recorder.permission_requests
+        assert asked.tool_call.kind == "execute"
+        assert (work / "compound.txt").exists() is (kind == "allow_once")
+
+
+async def test_acp_claude_plan_mode_refuses_the_write_without_asking(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    work = _workdir(tmp_path)
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "write") as (conn, recorder, _):
+        session_id = await new_session(conn, work)
+        await asyncio.wait_for(conn.set_session_mode(mode_id="plan", session_id=session_id), WAIT)
+        assert (await prompt(conn, session_id, "write it")).stop_reason == "end_turn"
+        assert recorder.permission_requests == [], "plan refuses: nothing is put to the user"
+        assert [end.status for end in _tool_ends(recorder, session_id)] == ["failed"]
+        assert not (work / WRITE_FILE).exists(), "plan mode changed nothing"
+
+
+async def test_acp_claude_a_process_killed_between_prompts_is_resumed_by_the_next(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, process):
+        session_id = await new_session(conn, _workdir(tmp_path))
+        assert (await prompt(conn, session_id, f"before-{tag}")).stop_reason == "end_turn"
+        [pid] = _claude_serving(process.pid, session_id)
+        await claude_stored(tmp_path / "claude-config", session_id, f"ECHO:before-{tag}")
+        claude = psutil.Process(pid)
+        claude.kill()
+        claude.wait(WAIT)
+        recorder.clear()
+        assert (await prompt(conn, session_id, f"after-{tag}")).stop_reason == "end_turn"
+        assert text_of(recorder.of(session_id)) == f"ECHO:after-{tag}"
+        [new_pid] = _claude_serving(process.pid, session_id)
+        assert new_pid != pid
+        seen = str(_requests_of(scripted_model, "echo")[-1]["body"]["messages"])
+        assert f"before-{tag}" in seen and f"after-{tag}" in seen, "the new process resumed the session"

@@ -20,7 +20,7 @@ import pytest_lsp
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
-from tests.support.env import BRIDGE, CLAUDE_BIN, WAIT, requires_claude
+from tests.support.env import BRIDGE, CLAUDE_BIN, WAIT, claude_stored, requires_claude
 from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
 from tests.support.model_requests import times_seen
@@ -113,18 +113,6 @@ async def test_a_follow_up_streams_its_first_message_within_3_s(
     assert first_message < 3.0, f"the follow-up's first text came after {first_message:.2f} s"
 
 
-async def stored(config_dir: Path, session_id: str, text: str) -> None:
-    """Wait (bounded) until Claude Code's session file holds `text`. A file has no event to wait
-    on: it is polled."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        for path in config_dir.glob(f"projects/*/{session_id}.jsonl"):
-            if text in path.read_text(errors="replace"):
-                return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"Claude Code never stored {text!r} in session {session_id}")
-
-
 async def test_a_claude_code_killed_between_turns_is_resumed_by_the_next(
     bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, claude_config_dir: Path
 ) -> None:
@@ -134,7 +122,7 @@ async def test_a_claude_code_killed_between_turns_is_resumed_by_the_next(
     [pid] = await live_pids(bridge, sid)
     # Claude Code writes its session lazily, after the turn's result: a kill before that loses the
     # turn with the process (nothing is stored to resume). Killed once the turn is stored.
-    await stored(claude_config_dir, sid, f"ECHO:before-{tag}")
+    await claude_stored(claude_config_dir, sid, f"ECHO:before-{tag}")
     claude = psutil.Process(pid)
     claude.kill()
     claude.wait(WAIT)

@@ -8,9 +8,11 @@ can tell whose processes are left.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -117,3 +119,15 @@ def agent_dir_with_extension(pi_agent_dir: Path, where: Path, name: str, source:
     (where / "extensions").mkdir(exist_ok=True)
     (where / "extensions" / name).write_text(source)
     return where
+
+
+async def claude_stored(config_dir: Path, session_id: str, text: str) -> None:
+    """Wait (bounded) until Claude Code's session file holds `text`. It writes the session lazily,
+    after a turn's result, and a file has no event to wait on: it is polled."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        for path in config_dir.glob(f"projects/*/{session_id}.jsonl"):
+            if text in path.read_text(errors="replace"):
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"Claude Code never stored {text!r} in session {session_id}")

@@ -82,12 +82,19 @@ def _tool_call(request: ApprovalRequest, cwd: str | None) -> schema.ToolCallUpda
     return schema.ToolCallUpdate(
         tool_call_id=request.tool_call_id,
         title=request.title,
-        kind=tool_kind(request.tool),
+        kind=_kind_of(request),
         status="pending",
         raw_input=dict(request.input),
         content=content or None,
         locations=locations,
     )
+
+
+def _kind_of(request: ApprovalRequest) -> schema.ToolKind:
+    """ACP's kind of the call: a tool ACP names more closely (pi's grep is a search), else the
+    kind the agent's adapter gave it (Claude Code's Write is an edit, its Bash an execute)."""
+    kind = tool_kind(request.tool)
+    return request.kind if kind == "other" else kind
 
 
 def read_answer(request: ApprovalRequest, result: Any) -> ApprovalAnswer:
