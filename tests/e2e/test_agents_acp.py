@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -186,13 +187,16 @@ async def test_acp_claude_three_prompts_of_a_session_run_on_one_process(
 ) -> None:
     async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "echo") as (conn, recorder, process):
         session_id = await new_session(conn, _workdir(tmp_path))
-        serving = []
+        serving, took = [], []
         for turn in ("one", "two", "three"):
             recorder.clear()
+            started = time.monotonic()
             answer = await prompt(conn, session_id, turn)
+            took.append(time.monotonic() - started)
             assert answer.stop_reason == "end_turn" and text_of(recorder.of(session_id)) == f"ECHO:{turn}"
             serving.append(_claude_serving(process.pid, session_id))
         assert len(serving[0]) == 1 and serving == [serving[0]] * 3, serving
+        assert max(took[1:]) < 3.0, f"a follow-up's whole turn took {max(took[1:]):.2f} s"
         seen = str(_requests_of(scripted_model, "echo")[-1]["body"]["messages"])
         assert all(turn in seen for turn in ("one", "two", "three"))
 
