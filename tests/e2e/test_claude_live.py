@@ -215,3 +215,17 @@ async def test_a_retried_prompt_is_seen_once_with_the_turn_before_it(
     assert result["sessionId"] == first["sessionId"]
     bodies = [r["body"] for r in scripted_model.requests if r["model"] == "flaky"]
     assert [times_seen(body, tag, "before", "retried") for body in bodies] == [[1, 1]] * 3
+
+
+async def test_a_run_s_thinking_level_reaches_the_model_as_claude_code_s_effort(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    result, _ = await run(bridge, "echo", prompt="think less", cwd=str(tmp_path), thinking="minimal")
+    assert result["status"] == "completed", result
+    body = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
+    assert body["output_config"]["effort"] == "low", body.get("output_config")
+    (tmp_path / "other").mkdir()  # another conversation: a process started without a level
+    plain, _ = await run(bridge, "echo", prompt="no level", cwd=str(tmp_path / "other"))
+    assert plain["status"] == "completed", plain
+    body = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
+    assert body.get("output_config", {}).get("effort") != "low", "no level: Claude Code's own default"

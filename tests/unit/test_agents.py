@@ -133,3 +133,13 @@ def test_a_claude_retry_cuts_the_session_back_or_starts_the_one_the_run_started_
     assert not started.exists() and resumed.read_bytes() == before
     assert (retry.session_id, retry.new_session, retry.resumed) == (started.stem, True, False)
     assert claude.checkpoint_session(RunOptions(prompt="p", cwd="/work", session_id="../x"), env) is None
+
+
+@pytest.mark.parametrize(
+    ("thinking", "effort"), [("minimal", ["--effort", "low"]), ("xhigh", ["--effort", "xhigh"]), ("off", [])]
+)
+def test_a_run_s_thinking_level_is_claude_code_s_effort(thinking: str, effort: list[str]) -> None:
+    from bridge.agents.claude.command import model_and_tool_flags
+
+    options = RunOptions(prompt="p", cwd="/tmp", model="sonnet", thinking=thinking)  # type: ignore[arg-type]
+    assert model_and_tool_flags(options, ()) == ["--model", "sonnet", *effort]

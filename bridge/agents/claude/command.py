@@ -29,10 +29,17 @@ BASE_FLAGS: Final = ("-p", "--output-format", "stream-json", "--verbose", "--inc
 # updater or error reporting: the bridge must stay loopback-only with a local endpoint.
 BASE_ENV: Final = {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 
+#: A run's thinking level -> Claude Code's `--effort` (2.1.197 takes low, medium, high, xhigh,
+#: max); `off` gives no flag, so the model's own default holds.
+EFFORTS: Final = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+
 
 def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) -> list[str]:
-    """The model, the built-in tools the run may use, and the tools allowed on top."""
+    """The model and its effort, the built-in tools the run may use, and the tools allowed on top."""
     flags = ["--model", options.model] if options.model else []
+    effort = EFFORTS.get(options.thinking or "")
+    if effort:
+        flags += ["--effort", effort]
     if options.tools is not None:
         flags += ["--tools", ",".join(options.tools)]
     if allowed_tools:
@@ -45,8 +52,8 @@ def claude_flags(
 ) -> list[str]:
     """Claude Code's flags for the options of one run, in a stable order.
 
-    `provider` and `thinking` have no Claude Code flag: the endpoint comes from the environment
-    (ANTHROPIC_BASE_URL), and thinking is the model's. `tools` restricts the built-in tools.
+    `provider` has no Claude Code flag: the endpoint comes from the environment
+    (ANTHROPIC_BASE_URL). `thinking` is `--effort` (EFFORTS). `tools` restricts the built-in tools.
     A session the bridge named before Claude Code stored it starts with `--session-id` (which
     fails, "already in use", once the session exists); every stored one is `--resume`d.
     """

@@ -193,7 +193,8 @@ class ClaudeLive(LiveReader):
         self.send_now("set_model", {"model": model})
 
     async def set_thinking(self, level: str) -> None:
-        """Nothing: Claude Code's thinking is the model's own."""
+        """Nothing: the effort is a flag of the process (`--effort`, from the run that started it),
+        and Claude Code's control protocol has no request to change it."""
 
     async def available_models(self) -> tuple[ModelChoice, ...]:
         """The models `initialize` listed."""
