@@ -56,6 +56,9 @@ MessageType = Literal[
     "notice",
     "permission.requested",
     "permission.resolved",
+    "session.compacting",
+    "session.compacted",
+    "session.renamed",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -433,6 +436,27 @@ class PermissionResolvedContent(WireModel):
     rule: PermissionRule | None = None
 
 
+class CompactingContent(WireModel):
+    """Content of session.compacting: the agent began to summarize the conversation's context."""
+
+    reason: Literal["manual", "threshold", "overflow"]
+
+
+class CompactedContent(WireModel):
+    """Content of session.compacted: the context was summarized (its size before and after, as
+    far as the agent knows them); a failed or aborted compaction says so in `error`."""
+
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    error: str | None = None
+
+
+class RenamedContent(WireModel):
+    """Content of session.renamed: the conversation's title now."""
+
+    title: str
+
+
 class _MessageBase(WireModel):
     run_id: str
     attempt: int = Field(ge=1)
@@ -524,6 +548,21 @@ class PermissionResolvedMessage(_MessageBase):
     content: PermissionResolvedContent
 
 
+class CompactingMessage(_MessageBase):
+    type: Literal["session.compacting"]
+    content: CompactingContent
+
+
+class CompactedMessage(_MessageBase):
+    type: Literal["session.compacted"]
+    content: CompactedContent
+
+
+class RenamedMessage(_MessageBase):
+    type: Literal["session.renamed"]
+    content: RenamedContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -541,7 +580,10 @@ PiMessage = Annotated[
     | RunSteeredMessage
     | NoticeMessage
     | PermissionRequestedMessage
-    | PermissionResolvedMessage,
+    | PermissionResolvedMessage
+    | CompactingMessage
+    | CompactedMessage
+    | RenamedMessage,
     Field(discriminator="type"),
 ]
 
@@ -752,6 +794,9 @@ class ServerCapabilities(WireModel):
             PERMISSIONS,
             SET_PERMISSIONS,
             SET_MODE,
+            COMMANDS,
+            RENAME_SESSION,
+            DELETE_SESSION,
         ]
     )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
@@ -965,6 +1010,71 @@ class ClientPiBridgeCapabilities(WireModel):
     questions: bool = False
 
 
+# --------------------------------------------------------------------------- the conversation toolbox
+
+COMMANDS = "pi/commands"
+RENAME_SESSION = "pi/renameSession"
+DELETE_SESSION = "pi/deleteSession"
+MAX_TITLE = 200
+CommandSource = Literal["extension", "prompt", "skill", "bridge"]
+
+
+class CommandsParams(WireModel):
+    """Params of `pi/commands`: the commands of a conversation, or of a workspace's new one."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str | None = Field(None, min_length=1, max_length=256)
+    cwd: str | None = Field(None, min_length=1)
+
+
+class CommandInfo(WireModel):
+    """One `/` command: its name without the slash, what it does, where it comes from."""
+
+    name: str
+    description: str
+    source: CommandSource
+    argument_hint: str | None = None
+
+
+class CommandsResult(WireModel):
+    """Result of `pi/commands`; `sessionId` is the conversation that answered (a new one was
+    opened when none was named: the client may send its next prompt there)."""
+
+    commands: list[CommandInfo]
+    session_id: str | None = None
+
+
+class RenameSessionParams(WireModel):
+    """Params of `pi/renameSession`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+    title: str = Field(min_length=1, max_length=MAX_TITLE)
+
+
+class RenameSessionResult(WireModel):
+    """Result of `pi/renameSession`: the title the agent stored."""
+
+    session_id: str
+    title: str
+
+
+class DeleteSessionParams(WireModel):
+    """Params of `pi/deleteSession`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+
+
+class DeleteSessionResult(WireModel):
+    """Result of `pi/deleteSession`: whether a stored session was deleted."""
+
+    deleted: bool
+
+
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
@@ -993,6 +1103,12 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ClientPiBridgeCapabilities": ClientPiBridgeCapabilities,
     "AskParams": AskParams,
     "AskAnswer": AskAnswer,
+    "CommandsParams": CommandsParams,
+    "CommandsResult": CommandsResult,
+    "RenameSessionParams": RenameSessionParams,
+    "RenameSessionResult": RenameSessionResult,
+    "DeleteSessionParams": DeleteSessionParams,
+    "DeleteSessionResult": DeleteSessionResult,
 }
 
 
@@ -1010,7 +1126,8 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
-        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}; "
+        f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}, "
+        f"{COMMANDS}, {RENAME_SESSION}, {DELETE_SESSION}; "
         f"notification {MESSAGE}; server -> client requests {REQUEST_PERMISSION}, {ASK}",
         "$defs": dict(sorted(defs.items())),
     }

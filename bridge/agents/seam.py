@@ -66,6 +66,41 @@ class RunOptions:
     # session/new) that the agent has not stored yet: the attempt starts the session under that id.
     new_session: bool = False
     images: tuple[PromptImage, ...] = ()
+    # A bridge command typed as the prompt (`/compact ...`): the attempt runs it instead.
+    command: BridgeCommand | None = None
+
+
+BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeCommand:
+    """One of the bridge's own `/` commands, parsed from a prompt: its name and argument.
+
+    `export_path` is where `/export` writes: the bridge's state dir, never the workspace.
+    """
+
+    name: BridgeCommandName
+    argument: str = ""
+    export_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCommand:
+    """A `/` command the agent offers (an extension's, a prompt template, a skill)."""
+
+    name: str
+    description: str
+    source: Literal["extension", "prompt", "skill"]
+    argument_hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandDone:
+    """What a bridge command did: the text the run answers, and for `/new` the fresh session."""
+
+    text: str
+    state: LiveState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,6 +490,19 @@ class LiveClient(Protocol):
         """The conversation's context use and cost."""
         ...
 
+    async def commands(self) -> list[AgentCommand]:
+        """The `/` commands the agent offers now. Raises LiveError."""
+        ...
+
+    async def run_command(self, command: BridgeCommand) -> CommandDone:
+        """Run a bridge command on this agent (its events stream to `listener` meanwhile).
+        Raises LiveError, kind "refused" when the agent cannot do it."""
+        ...
+
+    async def rename(self, title: str) -> None:
+        """Give the conversation a title. Raises LiveError."""
+        ...
+
     def close_stdin(self) -> None:
         """Ask the agent for an orderly exit."""
         ...
@@ -582,6 +630,9 @@ class AgentAdapter(Protocol):
 
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One stored session's turns, as a live run would have streamed them; blocking I/O."""
+
+    def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
+        """Delete a stored session (its agent stopped first); whether there was one; blocking I/O."""
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

@@ -580,6 +580,15 @@ class Conversations:
         await self.stop(agent)
         return True
 
+    def rebind(self, agent: LiveAgent, state: LiveState) -> None:
+        """The agent started a new session in its process (`/new`): it serves that one now, and
+        the old one, stored, resumes like any other."""
+        if agent.session_id is not None and self._live.get(agent.session_id) is agent:
+            del self._live[agent.session_id]
+        agent.take_state(state, None)
+        if agent.session_id is not None:
+            self._live[agent.session_id] = agent
+
     def live_agent(self, session_id: str) -> LiveAgent | None:
         """The conversation's live agent, if it has one."""
         return self._live.get(session_id)

@@ -30,7 +30,16 @@ from typing import Final, Literal, TypeVar
 import anyio
 import orjson
 
-from bridge.agents.seam import AgentAdapter, AskDialog, AskTool, LiveCommand, LiveError, Out, RunOptions
+from bridge.agents.seam import (
+    AgentAdapter,
+    AskDialog,
+    AskTool,
+    CommandDone,
+    LiveCommand,
+    LiveError,
+    Out,
+    RunOptions,
+)
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
@@ -133,6 +142,9 @@ class RpcAttempt:
         self._prompt_error: LiveError | None = None
         # A bug met while handling the run's output: the run fails with it.
         self._fault: ErrorInfo | None = None
+        # What a bridge command did, and the session `/new` started.
+        self._command_done: CommandDone | None = None
+        self._new_session: str | None = None
 
     def _send(self, outs: list[Out]) -> None:
         self.diffs.send(outs)
@@ -288,8 +300,11 @@ class RpcAttempt:
                     await self._conclude(agent)
         return self._outcome()
 
-    async def _configure_and_send(self, agent: LiveAgent, last_try: bool) -> LiveCommand | AttemptOutcome:
-        """The run's settings given to the agent, then its prompt written; or how that ended.
+    async def _configure_and_send(
+        self, agent: LiveAgent, last_try: bool
+    ) -> LiveCommand | AttemptOutcome | None:
+        """The run's settings given to the agent, then its prompt written (None: the run is a
+        bridge command, run by `_deliver`); or how that ended.
         An agent gone before it took the prompt raises _NotTaken (unless this is the last try)."""
         try:
             await self._until_cancelled(agent.configure(self.options))
@@ -300,6 +315,8 @@ class RpcAttempt:
                 raise _NotTaken from exc
             self._announce_session()
             return await self._command_failed(agent, exc)
+        if self.options.command is not None:
+            return None  # a bridge command: `_deliver` runs it
         try:
             return agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
         except LiveError as exc:
@@ -308,9 +325,12 @@ class RpcAttempt:
             self._announce_session()
             return await self._command_failed(agent, exc)
 
-    async def _deliver(self, agent: LiveAgent, prompt: LiveCommand, last_try: bool) -> None:
+    async def _deliver(self, agent: LiveAgent, prompt: LiveCommand | None, last_try: bool) -> None:
         """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
         not read it or one that is gone ends the attempt."""
+        if prompt is None:
+            await self._run_command(agent)
+            return
         try:
             accepted = await agent.rpc.delivered(prompt)
         except LiveError as exc:
@@ -327,6 +347,37 @@ class RpcAttempt:
             return
         if self._on_steerable is not None and self._reason is None:
             self._on_steerable(self.steer)
+
+    async def _run_command(self, agent: LiveAgent) -> None:
+        """A bridge command instead of a prompt: the agent's own command, whose answer is the
+        run's text; `/new` moves the conversation's agent to the session it started."""
+        command = self.options.command
+        assert command is not None
+        try:
+            done = await agent.rpc.run_command(command)
+        except LiveError as exc:
+            self._prompt_error = exc
+            self._set("refused")
+            return
+        self._command_done = done
+        if done.state is not None:
+            self.conversations.rebind(agent, done.state)
+            if agent.session_id is not None:
+                self._new_session = agent.session_id
+                self._send([Out("session.started", {"sessionId": agent.session_id, "cwd": agent.cwd})])
+                if self._on_session is not None:
+                    self._on_session(agent.session_id)
+        self._set("settled")
+
+    def _with_command_text(self, outs: list[Out]) -> list[Out]:
+        """A bridge command's answer as the run's one assistant delta, and its terminal's text."""
+        done = self._command_done
+        terminal = next((out for out in outs if out.type == "terminal.completed"), None)
+        if done is None or terminal is None or not done.text:
+            return outs
+        text = str(terminal.content.get("text") or "") + done.text
+        terminal.content["text"] = text
+        return [Out("assistant", {"text": done.text}), *outs]
 
     async def steer(self, text: str) -> str | None:
         """Hand pi a steering message; None when it took it, else why not."""
@@ -473,7 +524,7 @@ class RpcAttempt:
             if self._fault is not None:
                 reason = "internal"
         if reason == "settled":
-            outs = self.mapper.feed(agent.rpc.run_end_line)
+            outs = self._with_command_text(self.mapper.feed(agent.rpc.run_end_line))
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)
@@ -622,6 +673,9 @@ class RpcAttempt:
                 retryable=True,
                 stderr=agent.rpc.stderr.text() or None,
             )
+        elif self.options.command is not None and exc.kind == "refused":
+            # the agent cannot do the command now ("nothing to compact"): the same again would not
+            error = ErrorInfo(kind="usage", message=str(exc), retryable=False)
         else:
             model_refused = exc.command == "set_model"
             error = ErrorInfo(
@@ -654,4 +708,9 @@ class RpcAttempt:
     def _outcome(self) -> AttemptOutcome:
         agent = self.agent
         kept = agent is not None and agent.stopped is None and agent.alive
-        return endings.outcome_of(self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept)
+        outcome = endings.outcome_of(
+            self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept
+        )
+        if self._new_session is not None:
+            outcome = dataclasses.replace(outcome, session_id=self._new_session)
+        return outcome

@@ -37,6 +37,7 @@ from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
+from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
 from bridge.runs.redact import Redactor, mask_in_logs
 from bridge.runs.run import DuplicateRunError, Run, Sink
@@ -47,6 +48,7 @@ __all__ = [
     "AgentAdapter",
     "AgentChoiceError",
     "BridgeConfig",
+    "CommandUsageError",
     "DuplicateRunError",
     "NoLiveMode",
     "OpenFailure",
@@ -293,6 +295,9 @@ class RunRegistry:
             raise DuplicateRunError(f"runId {run_id!r} is already live")
         cwd = params.cwd or default_cwd
         adapter = self.agents.choose(params, cwd)
+        command = bridge_command(params.prompt)  # CommandUsageError: the client's to fix
+        if command is not None and command.name == "export":
+            command = dataclasses.replace(command, export_path=export_path(run_id))
         # A live conversation's agent knows whether it has history (the rpc engine asks it): no
         # look through the session files on the hot path of a follow-up prompt.
         session_id = params.session_id
@@ -310,6 +315,7 @@ class RunRegistry:
             live_thoughts=params.live_thoughts,
             resumed=resumed,
             images=tuple(params.images or ()),
+            command=command,
         )
         options = self.stored.options_for(adapter, options, self.config.env)
         run = Run(

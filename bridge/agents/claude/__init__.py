@@ -36,6 +36,7 @@ from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
 from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 
 __all__ = ["PERMISSION_MODES", "ClaudeAgent"]
@@ -121,6 +122,10 @@ class ClaudeAgent:
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One Claude Code session's history."""
         return sessions.read_session(session_id, env)
+
+    def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
+        """Remove the session's file (Claude Code keeps one file per session)."""
+        return delete_file(sessions.find_session_file(session_id, env))
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

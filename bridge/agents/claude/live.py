@@ -40,8 +40,11 @@ from bridge.agents.claude.tool_checks import answer_line, tool_check
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import (
     GATE_DIR_ENV,
+    AgentCommand,
     AskDialog,
     AskTool,
+    BridgeCommand,
+    CommandDone,
     EventKind,
     LaunchSpec,
     LiveCommand,
@@ -121,6 +124,25 @@ def _model_of(argv: Sequence[str]) -> str | None:
     return argv[list(argv).index("--model") + 1] if "--model" in argv[:-1] else None
 
 
+def slash_commands(listed: object) -> tuple[AgentCommand, ...]:
+    """`initialize`'s commands as the seam's (one without a usable name is skipped)."""
+    found: list[AgentCommand] = []
+    for entry in listed if isinstance(listed, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or len(name) > 128 or any(c.isspace() for c in name):
+            continue
+        description, hint = entry.get("description"), entry.get("argumentHint")
+        found.append(
+            AgentCommand(
+                name=name.lstrip("/"),
+                description=description[:500] if isinstance(description, str) else "",
+                source="extension",
+                argument_hint=hint[:200] if isinstance(hint, str) and hint else None,
+            )
+        )
+    return tuple(found)
+
+
 class ClaudeLive(LiveReader):
     """The client side of one live Claude Code process."""
 
@@ -135,6 +157,7 @@ class ClaudeLive(LiveReader):
         self._interrupting: PendingCommand | None = None
         self._result = _BARE_RESULT
         self._models: tuple[ModelChoice, ...] = ()
+        self._commands: tuple[AgentCommand, ...] = ()
         self._env: Mapping[str, str] = {}
         self._session_id, _ = _session_of(child.argv)
         # Claude Code's permission mode now: the bridge's `plan` is Claude Code's own (the model
@@ -159,6 +182,7 @@ class ClaudeLive(LiveReader):
             for m in (listed if isinstance(listed, list) else [])
             if isinstance(m, dict) and m.get("value")
         )
+        self._commands = slash_commands(answer.get("commands"))
         with contextlib.suppress(psutil.Error, OSError):
             self._env = self.child.handle.environ() if self.child.handle is not None else {}
         session_id, resumed = _session_of(self.child.argv)
@@ -295,6 +319,20 @@ class ClaudeLive(LiveReader):
         """Nothing more than the `result` line said (its context use is in the terminal already;
         its cost counts this process's turns, not the session's)."""
         return SessionStats()
+
+    async def commands(self) -> list[AgentCommand]:
+        """The slash commands `initialize` listed (Claude Code's custom commands and skills)."""
+        return list(self._commands)
+
+    async def run_command(self, command: BridgeCommand) -> CommandDone:
+        """Refused: Claude Code's control protocol has no compaction, title or export request."""
+        raise ClaudeLiveError(
+            f"/{command.name}", "is not something Claude Code's control protocol offers", kind="refused"
+        )
+
+    async def rename(self, title: str) -> None:
+        """Refused: Claude Code's sessions have no title the bridge can set."""
+        raise ClaudeLiveError("rename", "is not something Claude Code can do", kind="refused")
 
     def close_stdin(self) -> None:
         """Ask Claude Code for an orderly exit (stdin EOF: an idle one exits at once)."""

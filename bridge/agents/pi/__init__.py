@@ -15,6 +15,7 @@ from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
 from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
@@ -100,6 +101,10 @@ class PiAgent:
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One pi session's history, read from its session file."""
         return session_reader.read_session(session_id, env)
+
+    def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
+        """Remove the session's file (pi keeps one file per session)."""
+        return delete_file(session_reader.find_session_file(session_id, env))
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

@@ -23,7 +23,7 @@ from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
 from bridge.agents.pi.errors import classify_exit, classify_model_error
 from bridge.agents.pi.rpc import UI_DIALOGS
 from bridge.agents.seam import Out, RunOptions
-from bridge.contract import ErrorInfo
+from bridge.contract import MAX_TITLE, ErrorInfo
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,7 @@ _IGNORED_EVENTS: Final = frozenset(
         "turn_start",
         "agent_settled",
         "queue_update",
-        "session_info_changed",
         "thinking_level_changed",
-        "compaction_start",
-        "compaction_end",
         "auto_retry_end",
         "auto_compaction_start",
         "auto_compaction_end",
@@ -46,6 +43,7 @@ _IGNORED_EVENTS: Final = frozenset(
 
 
 MAX_NOTICE_CHARS: Final = 2000
+_COMPACTION_REASONS: Final = frozenset({"manual", "threshold", "overflow"})
 _NOTICE_LEVELS: Final = frozenset({"info", "warning", "error"})
 
 # Cheap dispatch: pi prints `{"type":"<event>",...` first; the head says what a line is.
@@ -412,8 +410,35 @@ class PiEventMapper(MapperCore):
             return [Out("notice", {"level": "warning", "text": text})]
         return []
 
+    def _on_compaction_start(self, event: dict[str, Any]) -> list[Out]:
+        reason = event.get("reason")
+        return [Out("session.compacting", {"reason": reason if reason in _COMPACTION_REASONS else "manual"})]
+
+    def _on_compaction_end(self, event: dict[str, Any]) -> list[Out]:
+        """The context's size before and after; an aborted or failed compaction says why."""
+        result = event.get("result")
+        content: dict[str, Any] = {}
+        if isinstance(result, dict):
+            for key, field in (("tokensBefore", "tokensBefore"), ("estimatedTokensAfter", "tokensAfter")):
+                value = result.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    content[field] = value
+        elif event.get("aborted") is True:
+            content["error"] = "the compaction was aborted"
+        else:
+            content["error"] = str(event.get("errorMessage") or "the compaction failed")[:MAX_NOTICE_CHARS]
+        return [Out("session.compacted", content)]
+
+    def _on_session_info(self, event: dict[str, Any]) -> list[Out]:
+        name = event.get("name")
+        title = " ".join(name.split())[:MAX_TITLE] if isinstance(name, str) else ""
+        return [Out("session.renamed", {"title": title})]
+
     handlers: ClassVar[dict[str, Handler]] = {
         "session": _on_session,
+        "compaction_start": _on_compaction_start,
+        "compaction_end": _on_compaction_end,
+        "session_info_changed": _on_session_info,
         "message_update": _on_update,
         "message_start": _on_message_start,
         "message_end": _on_message_end,

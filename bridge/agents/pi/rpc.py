@@ -29,8 +29,11 @@ from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.seam import (
     DIALOG_CANCELLED,
+    AgentCommand,
     AskDialog,
     AskTool,
+    BridgeCommand,
+    CommandDone,
     ContextUsage,
     Dialog,
     EventKind,
@@ -61,6 +64,12 @@ JS_WHITESPACE: Final = (
 # pi answers every command but `abort` and `prompt`'s run at once (the first command of a
 # fresh pi waits for its start-up). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+# A compaction waits on the model's summary: the run's own limits bound it, this only a lost answer.
+COMPACT_TIMEOUT_SECONDS: Final = 3600.0
+# An extension names its commands: one that could not be typed as `/name`, or a description
+# past a line or two, is not the user's to see.
+MAX_COMMAND_NAME: Final = 128
+MAX_COMMAND_DESCRIPTION: Final = 500
 _RESPONSE_MARK: Final = b'"type":"response"'
 _UI_REQUEST_HEAD: Final = b'{"type":"extension_ui_request"'
 # The extension UI calls that block the extension until they are answered (pi's
@@ -141,6 +150,38 @@ def live_state(state: dict[str, Any]) -> LiveState:
         thinking=level if isinstance(level, str) else None,
         message_count=count if isinstance(count, int) else None,
     )
+
+
+def agent_commands(data: dict[str, Any]) -> list[AgentCommand]:
+    """get_commands' answer as the seam's commands (an entry without a name is skipped)."""
+    listed = data.get("commands")
+    found: list[AgentCommand] = []
+    for entry in listed if isinstance(listed, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or len(name) > MAX_COMMAND_NAME or _has_space(name):
+            continue
+        source = entry.get("source")
+        description = entry.get("description")
+        found.append(
+            AgentCommand(
+                name=name,
+                description=description[:MAX_COMMAND_DESCRIPTION] if isinstance(description, str) else "",
+                source=source if source in ("prompt", "skill") else "extension",
+            )
+        )
+    return found
+
+
+def _has_space(text: str) -> bool:
+    return any(char.isspace() for char in text)
+
+
+def compacted(data: dict[str, Any]) -> CommandDone:
+    """compact's answer as the run's text: the context's size before and after."""
+    before, after = _number(data.get("tokensBefore"), int), _number(data.get("estimatedTokensAfter"), int)
+    if before is None or after is None:
+        return CommandDone("Compacted the conversation.")
+    return CommandDone(f"Compacted the conversation: {before:,} → about {after:,} tokens.")
 
 
 def session_stats(stats: dict[str, Any]) -> SessionStats:
@@ -398,6 +439,45 @@ class PiRpc(LiveReader):
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
         """get_session_stats: the context window's use and the session's cost."""
         return session_stats(await self.request({"type": "get_session_stats"}, timeout))
+
+    async def commands(self) -> list[AgentCommand]:
+        """get_commands: pi's extension commands, prompt templates and skills."""
+        return agent_commands(await self.request({"type": "get_commands"}))
+
+    async def run_command(self, command: BridgeCommand) -> CommandDone:
+        """A bridge command as pi's own rpc command; pi streams compaction_start/_end meanwhile.
+
+        Compaction asks the model for a summary: its wait is the run's (deadline, silence,
+        cancel), not the command timeout of a quick answer.
+        """
+        if command.name == "compact":
+            ask: dict[str, Any] = {"type": "compact"}
+            if command.argument:
+                ask["customInstructions"] = command.argument
+            return compacted(await self.request(ask, COMPACT_TIMEOUT_SECONDS))
+        if command.name == "autocompact":
+            enabled = command.argument == "on"
+            await self.request({"type": "set_auto_compaction", "enabled": enabled})
+            return CommandDone(f"Auto-compaction is {'on' if enabled else 'off'}.")
+        if command.name == "name":
+            await self.rename(command.argument)
+            return CommandDone(f"Renamed the conversation: {command.argument}")
+        if command.name == "export":
+            ask = {"type": "export_html"}
+            if command.export_path:
+                ask["outputPath"] = command.export_path
+            path = (await self.request(ask)).get("path")
+            return CommandDone(str(path) if path else "")
+        data = await self.request({"type": "new_session"})
+        if data.get("cancelled") is True:
+            raise RpcError("new_session", "was cancelled by an extension", kind="refused")
+        return CommandDone(
+            "Started a new conversation.", live_state(await self.request({"type": "get_state"}))
+        )
+
+    async def rename(self, title: str) -> None:
+        """set_session_name: pi stores the title in the session (and prints session_info_changed)."""
+        await self.request({"type": "set_session_name", "name": title})
 
     # ------------------------------------------------------------------ reading
 

@@ -51,6 +51,7 @@ from bridge.fronts.acp.questioner import AcpQuestioner
 from bridge.fronts.lsp.writer import HIGH_WATER, LOW_WATER
 from bridge.runs import history
 from bridge.runs.registry import (
+    CommandUsageError,
     NoLiveMode,
     OpenedConversation,
     OpenFailure,
@@ -435,6 +436,8 @@ class AcpAgent:
             run = self.registry.start(params, session.cwd, on_done=on_done)
         except ShuttingDownError as exc:
             raise RequestError(-32600, str(exc)) from None
+        except CommandUsageError as exc:
+            raise RequestError(-32602, f"invalid params: {exc}") from None
         self._prompts[run.run_id] = (session.session_id, PromptMapper(session.cwd))
         session.runs.append(run)
         return run

@@ -26,7 +26,14 @@ from pygls.protocol import JsonRPCProtocol
 from bridge import contract
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.writer import frame
-from bridge.runs.registry import AgentChoiceError, DuplicateRunError, Run, RunRegistry, ShuttingDownError
+from bridge.runs.registry import (
+    AgentChoiceError,
+    CommandUsageError,
+    DuplicateRunError,
+    Run,
+    RunRegistry,
+    ShuttingDownError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +96,8 @@ class RunRequests:
                 raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
             except AgentChoiceError as exc:
                 raise JsonRpcInvalidParams(message=f"agent: {exc}") from None
+            except CommandUsageError as exc:
+                raise JsonRpcInvalidParams(message=f"prompt: {exc}") from None
             except ShuttingDownError as exc:
                 raise JsonRpcInvalidRequest(message=str(exc)) from None
         except JsonRpcException as exc:

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Generator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import anyio
 import anyio.abc
@@ -37,6 +37,7 @@ from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.runs import history
 from bridge.runs.registry import AgentAdapter, RunRegistry
 from bridge.runs.rule_store import RuleStore, RuleStoreError
+from bridge.runs.toolbox import Toolbox, ToolboxError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 EXPECTED_ERRORS = (JsonRpcInvalidParams, JsonRpcRequestCancelled)
 # The answer to pi/permissions and pi/setPermissions when the rule store cannot be trusted or read.
 RULE_STORE_ERROR = -32000
+TOOLBOX_ERROR = -32000
+T = TypeVar("T")
+NO_SESSION = -32002
 
 
 class _ExpectedErrorFilter(logging.Filter):
@@ -102,6 +106,7 @@ class BridgeServer(LanguageServer):
         # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
         self.client_requests = ClientRequests(self.protocol)
         self.rule_store: RuleStore = self.registry.gate.rules
+        self.toolbox = Toolbox(self.registry)
 
     def serve_directly(self, message: dict[str, Any]) -> bool:
         """What the reader hands over ahead of pygls: answers to the bridge's own requests, and
@@ -141,6 +146,7 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     _run_features(server)
     _session_features(server)
     _permission_features(server)
+    _toolbox_features(server)
     return server
 
 
@@ -251,6 +257,40 @@ def _permission_features(server: BridgeServer) -> None:
         return contract.SetModeResult(session_id=params.session_id, mode=params.mode).model_dump(
             mode="json", by_alias=True
         )
+
+
+def _toolbox_features(server: BridgeServer) -> None:
+    """pi/commands, pi/renameSession and pi/deleteSession (bridge/runs/toolbox.py)."""
+
+    @server.feature(contract.COMMANDS)
+    async def pi_commands(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CommandsParams, raw)
+        if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
+            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of a directory")
+        result = await _toolbox_call(ls.toolbox.commands(params.session_id, params.cwd or ls.default_cwd))
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.RENAME_SESSION)
+    async def pi_rename_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.RenameSessionParams, raw)
+        result = await _toolbox_call(ls.toolbox.rename(params.session_id, params.title))
+        return result.model_dump(mode="json", by_alias=True)
+
+    @server.feature(contract.DELETE_SESSION)
+    async def pi_delete_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.DeleteSessionParams, raw)
+        result = await _toolbox_call(ls.toolbox.delete(params.session_id))
+        return result.model_dump(mode="json", by_alias=True)
+
+
+async def _toolbox_call(call: Awaitable[T]) -> T:
+    """Await a toolbox call; what cannot be done is the client's error, with why."""
+    try:
+        return await call
+    except ToolboxError as exc:
+        raise JsonRpcException(
+            message=str(exc), code=NO_SESSION if exc.not_found else TOOLBOX_ERROR
+        ) from None
 
 
 async def _rule_store_call(call: Awaitable[list[contract.PermissionRule]]) -> list[contract.PermissionRule]:

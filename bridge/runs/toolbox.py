@@ -1,0 +1,109 @@
+"""The conversation toolbox outside a run: its `/` commands, its title, its deletion.
+
+`pi/commands`, `pi/renameSession` and `pi/deleteSession` (and ACP's commands, titles and
+session/delete) ask the conversation's live agent; a conversation without one gets it opened,
+as its next prompt would. Running a bridge command typed as a prompt is a run (rpc_engine.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+from bridge.agents.seam import AgentCommand, LiveError
+from bridge.contract import (
+    CommandInfo,
+    CommandsResult,
+    DeleteSessionResult,
+    RenameSessionResult,
+    SessionHistory,
+)
+from bridge.engines.conversations import LiveAgent
+from bridge.runs import history
+from bridge.runs.commands import command_list
+from bridge.runs.redact import Redactor
+from bridge.runs.registry import NoLiveMode, OpenFailure, RunRegistry
+
+T = TypeVar("T")
+
+
+class ToolboxError(Exception):
+    """A toolbox request that cannot be done: no such session, or its agent refused or failed."""
+
+    def __init__(self, message: str, *, not_found: bool = False) -> None:
+        super().__init__(message)
+        self.not_found = not_found
+
+
+class Toolbox:
+    """The toolbox requests of one front, over its registry."""
+
+    def __init__(self, registry: RunRegistry) -> None:
+        self.registry = registry
+
+    async def commands(self, session_id: str | None, cwd: str) -> CommandsResult:
+        """The bridge's commands and the agent's, for the conversation (a new one in `cwd` when
+        none is named: its id comes back, for the client's next prompt)."""
+        if self.registry.adapter.live_mode() is None:
+            return CommandsResult(commands=[])
+        agent = await self._live(session_id, cwd)
+        listed = await self._ask("list its commands", agent.rpc.commands)
+        return CommandsResult(commands=self.listing(listed), session_id=agent.session_id)
+
+    @staticmethod
+    def listing(agent_commands: list[AgentCommand]) -> list[CommandInfo]:
+        """The list a client shows: the bridge's commands, then the agent's."""
+        return command_list(agent_commands)
+
+    async def rename(self, session_id: str, title: str) -> RenameSessionResult:
+        """Give the conversation a title, stored by its agent (a live run streams session.renamed)."""
+        title = " ".join(title.split())
+        if not title:
+            raise ToolboxError("title: a title needs a visible character")
+        agent = await self._live(session_id, None)
+        await self._ask("rename the session", lambda: agent.rpc.rename(title))
+        return RenameSessionResult(session_id=session_id, title=title)
+
+    async def delete(self, session_id: str) -> DeleteSessionResult:
+        """Stop the conversation's agent (its runs cancelled first), then delete its stored session."""
+        registry = self.registry
+        await registry.close_session(session_id)
+        adapter, env = registry.adapter, registry.config.env
+        try:
+            deleted = await anyio.to_thread.run_sync(adapter.delete_session, session_id, env)
+        except OSError as exc:
+            raise ToolboxError(f"the session could not be deleted: {exc.strerror}") from None
+        return DeleteSessionResult(deleted=deleted)
+
+    async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
+        """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""
+        registry = self.registry
+        agent = registry.conversations.live_agent(session_id) if session_id else None
+        if agent is not None and agent.alive:
+            return agent
+        if session_id is not None:
+            stored = await history.read_session([registry.adapter], session_id, registry.config.env)
+            if not isinstance(stored, SessionHistory):
+                raise ToolboxError(f"no session {session_id!r} was found", not_found=True)
+            cwd = stored.cwd or cwd
+        try:
+            opened = await registry.open_conversation(cwd or os.getcwd(), session_id)
+        except OpenFailure as exc:
+            raise ToolboxError(f"the agent could not start: {exc.error.message}") from None
+        except NoLiveMode as exc:
+            raise ToolboxError(f"the agent has no live mode: {exc}") from None
+        agent = registry.conversations.live_agent(opened.session_id)
+        if agent is None:
+            raise ToolboxError("the conversation's agent was gone as soon as it was opened")
+        return agent
+
+    async def _ask(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """The agent's answer; its refusal or silence is the client's error (secrets masked)."""
+        try:
+            return await call()
+        except LiveError as exc:
+            reason = Redactor(os.environ, self.registry.config.env).text(str(exc))
+            raise ToolboxError(f"the agent could not {what}: {reason}") from None
