@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -48,6 +48,7 @@ from bridge.fronts.acp.mapping import (
 )
 from bridge.fronts.acp.modes import MODE_OPTION, MODES, current_mode_update, mode_of, mode_option, mode_state
 from bridge.fronts.acp.questioner import AcpQuestioner
+from bridge.fronts.acp.toolbox import CommandAnnouncer
 from bridge.fronts.lsp.writer import HIGH_WATER, LOW_WATER
 from bridge.runs import history
 from bridge.runs.registry import (
@@ -59,6 +60,7 @@ from bridge.runs.registry import (
     RunRegistry,
     ShuttingDownError,
 )
+from bridge.runs.toolbox import Toolbox, ToolboxError
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.transport import StdioTransport
@@ -125,6 +127,17 @@ class AcpAgent:
         gate.approver = AcpApprover(self.client, self._cwd_of)
         gate.questioner = AcpQuestioner(self.client)
         gate.default_mode = registry.config.default_mode or "ask"
+        self.toolbox = Toolbox(registry)
+        self.commands = CommandAnnouncer(self.toolbox, self._send_update)
+
+    def _send_update(self, session_id: str, update: Update) -> None:
+        self._send_or_queue([(session_id, update)])
+
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Work that follows an answer (its updates after it), held until the connection closes."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._served.add(task)
+        task.add_done_callback(self._served.discard)
 
     # ------------------------------------------------------------------ the outgoing stream
 
@@ -284,6 +297,7 @@ class AcpAgent:
         cwd = self._cwd(cwd)
         session = self._remember(cwd, await self._open(cwd, None))
         mode = self.registry.gate.mode_of(session.session_id)
+        self._later(self.commands.announce(session.session_id, cwd))
         return schema.NewSessionResponse(
             session_id=session.session_id, config_options=session.options(mode), modes=mode_state(mode)
         )
@@ -304,7 +318,33 @@ class AcpAgent:
         if session is None:
             session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
         mode = self.registry.gate.mode_of(session_id)
+        self._later(self.commands.announce(session_id, session.cwd))
         return schema.LoadSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> schema.ResumeSessionResponse:
+        """Keep a stored session live for its next prompt, without replaying it (session/load does)."""
+        cwd = self._cwd(cwd)
+        session = self.sessions.get(session_id)
+        if session is None:
+            stored = await history.read_session([self.adapter], session_id, self.registry.config.env)
+            if not isinstance(stored, SessionHistory):
+                raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
+            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
+        mode = self.registry.gate.mode_of(session_id)
+        self._later(self.commands.announce(session_id, session.cwd))
+        return schema.ResumeSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
+
+    async def delete_session(self, session_id: str) -> dict[str, Any]:
+        """session/delete: the session's prompts cancelled, its agent stopped, its file deleted."""
+        try:
+            await self.toolbox.delete(session_id)
+        except ToolboxError as exc:
+            raise RequestError(RUN_FAILED, str(exc), {"sessionId": session_id}) from None
+        self.sessions.pop(session_id, None)
+        self.commands.forget(session_id)
+        return {}
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -332,6 +372,7 @@ class AcpAgent:
         self._session(session_id)
         await self.registry.close_session(session_id)
         self.sessions.pop(session_id, None)
+        self.commands.forget(session_id)
         return schema.CloseSessionResponse()
 
     async def set_config_option(
@@ -461,6 +502,8 @@ class AcpAgent:
         self._prompts.pop(run.run_id, None)
         if run in session.runs:
             session.runs.remove(run)
+            if session.session_id in self.sessions:
+                self._later(self.commands.announce(session.session_id, session.cwd))
 
     # ------------------------------------------------------------------ served as read
 
@@ -643,6 +686,11 @@ def _dispatcher(agent: AcpAgent) -> Any:
         agent.dispatched()
         if params is not None and not isinstance(params, dict):
             raise RequestError(-32602, "invalid params: params must be an object")
+        if method == "session/delete" and not is_notification:
+            session_id = (params or {}).get("sessionId")
+            if not isinstance(session_id, str) or not 1 <= len(session_id) <= 256:
+                raise RequestError(-32602, "invalid params: sessionId: a session id is required")
+            return await agent.delete_session(session_id)
         if method == "session/cancel" and not is_notification:
             session_id = (params or {}).get("sessionId")
             if not isinstance(session_id, str) or session_id not in agent.sessions:

@@ -50,7 +50,7 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "delete": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "title": "pi (via pi-bridge)", "version": __version__},

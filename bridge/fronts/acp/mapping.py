@@ -27,6 +27,8 @@ Update = (
     | schema.UsageUpdate
     | schema.CurrentModeUpdate
     | schema.ConfigOptionUpdate
+    | schema.AvailableCommandsUpdate
+    | schema.SessionInfoUpdate
 )
 # An update already in its wire form (camelCase keys, no nulls), sent as is.
 WireUpdate = dict[str, Any]
@@ -240,8 +242,10 @@ class PromptMapper:
                     cwd=self.cwd,
                 )
             ]
-        if kind in ("run.retrying", "notice"):
+        if kind in ("run.retrying", "notice", "session.compacting", "session.compacted"):
             return [bridge_note(kind, content)]
+        if kind == "session.renamed":
+            return [schema.SessionInfoUpdate(session_update="session_info_update", title=content["title"])]
         if kind == "run.steered":
             return [
                 schema.UserMessageChunk(
@@ -261,6 +265,12 @@ def bridge_note(kind: str, content: dict[str, Any]) -> schema.AgentMessageChunk:
     if kind == "notice":
         note = f"\n[pi-bridge: {content.get('level', 'info')}: {content.get('text', '')}]\n"
         meta = {"piBridge": {"notice": content}}
+    elif kind == "session.compacting":
+        note = f"\n[pi-bridge: compacting the conversation ({content.get('reason', 'manual')})]\n"
+        meta = {"piBridge": {"compacting": content}}
+    elif kind == "session.compacted":
+        note = f"\n[pi-bridge: {compaction_line(content)}]\n"
+        meta = {"piBridge": {"compacted": content}}
     else:
         attempt, delay, reason = content["attempt"], content["delayMs"], content["reason"]
         note = f"\n[pi-bridge: attempt {attempt} in {delay} ms, after: {reason}]\n"
@@ -268,6 +278,16 @@ def bridge_note(kind: str, content: dict[str, Any]) -> schema.AgentMessageChunk:
     return schema.AgentMessageChunk(
         session_update="agent_message_chunk", content=text_block(note), field_meta=meta
     )
+
+
+def compaction_line(content: dict[str, Any]) -> str:
+    """What a compaction did, in words: its sizes, or why it did not happen."""
+    if content.get("error"):
+        return f"the compaction did not happen: {content['error']}"
+    before, after = content.get("tokensBefore"), content.get("tokensAfter")
+    if isinstance(before, int) and isinstance(after, int):
+        return f"conversation compacted: {before:,} → about {after:,} tokens"
+    return "conversation compacted"
 
 
 def usage_update(terminal: dict[str, Any]) -> schema.UsageUpdate | None:
