@@ -28,7 +28,14 @@ from acp.agent.router import build_agent_router
 from acp.connection import Connection
 from pydantic import ValidationError
 
-from bridge.contract import CancelledRunData, PermissionMode, RetryPolicy, RunParams, SessionHistory
+from bridge.contract import (
+    MAX_TITLE,
+    CancelledRunData,
+    PermissionMode,
+    RetryPolicy,
+    RunParams,
+    SessionHistory,
+)
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.first_frame import initialize_result
@@ -335,6 +342,21 @@ class AcpAgent:
         mode = self.registry.gate.mode_of(session_id)
         self._later(self.commands.announce(session_id, session.cwd))
         return schema.ResumeSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
+
+    async def set_title(self, session_id: str, title: str) -> dict[str, Any]:
+        """session/set_title: the agent stores it; the client hears it as session_info_update."""
+        try:
+            renamed = await self.toolbox.rename(session_id, title)
+        except ToolboxError as exc:
+            code = -32002 if exc.not_found else RUN_FAILED
+            raise RequestError(code, str(exc), {"sessionId": session_id}) from None
+        update = schema.SessionInfoUpdate(session_update="session_info_update", title=renamed.title)
+        if not self._prompts_of(session_id):
+            self._send_update(session_id, update)  # a prompt streaming now tells it itself
+        return {}
+
+    def _prompts_of(self, session_id: str) -> list[str]:
+        return [run_id for run_id, (sid, _) in self._prompts.items() if sid == session_id]
 
     async def delete_session(self, session_id: str) -> dict[str, Any]:
         """session/delete: the session's prompts cancelled, its agent stopped, its file deleted."""
@@ -686,11 +708,8 @@ def _dispatcher(agent: AcpAgent) -> Any:
         agent.dispatched()
         if params is not None and not isinstance(params, dict):
             raise RequestError(-32602, "invalid params: params must be an object")
-        if method == "session/delete" and not is_notification:
-            session_id = (params or {}).get("sessionId")
-            if not isinstance(session_id, str) or not 1 <= len(session_id) <= 256:
-                raise RequestError(-32602, "invalid params: sessionId: a session id is required")
-            return await agent.delete_session(session_id)
+        if method in ("session/delete", "session/set_title") and not is_notification:
+            return await _toolbox_request(agent, method, params or {})
         if method == "session/cancel" and not is_notification:
             session_id = (params or {}).get("sessionId")
             if not isinstance(session_id, str) or session_id not in agent.sessions:
@@ -705,6 +724,19 @@ def _dispatcher(agent: AcpAgent) -> Any:
             raise _invalid_params(exc) from None
 
     return dispatch
+
+
+async def _toolbox_request(agent: AcpAgent, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """session/delete and session/set_title, which the SDK's router does not route."""
+    session_id = params.get("sessionId")
+    if not isinstance(session_id, str) or not 1 <= len(session_id) <= 256:
+        raise RequestError(-32602, "invalid params: sessionId: a session id is required")
+    if method == "session/delete":
+        return await agent.delete_session(session_id)
+    title = params.get("title")
+    if not isinstance(title, str) or not 1 <= len(title) <= MAX_TITLE:
+        raise RequestError(-32602, f"invalid params: title: a string of 1 to {MAX_TITLE} characters")
+    return await agent.set_title(session_id, title)
 
 
 def connect(agent: AcpAgent, transport: StdioTransport) -> Connection:

@@ -288,6 +288,45 @@ test("asks before acting: session/request_permission approves or rejects, sessio
   }
 });
 
+test("the toolbox: commands after session/new, a title, resume after close, delete", async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "acp-ts-toolbox-"));
+  const bridge = await startBridge(cwd);
+  const { agent, updates, init } = bridge;
+  const isKind = (sessionId, kind) => (n) => n.sessionId === sessionId && n.update.sessionUpdate === kind;
+  try {
+    const caps = init.agentCapabilities.sessionCapabilities;
+    assert.ok(caps.resume && caps.delete, "resume and delete are advertised");
+    const { sessionId } = await newSession(agent, cwd, "echo");
+    const listed = (await bridge.waitFor(isKind(sessionId, "available_commands_update"))).update.availableCommands;
+    assert.deepEqual(listed.slice(0, 4).map((c) => c.name), ["compact", "autocompact", "name", "export"]);
+    assert.equal(listed.find((c) => c.name === "name").input.hint, "<title>");
+
+    assert.equal((await ask(agent, sessionId, "remember ts-kept-4f0")).stopReason, "end_turn");
+    assert.equal((await ask(agent, sessionId, "/name TS title")).stopReason, "end_turn");
+    assert.equal((await bridge.waitFor(isKind(sessionId, "session_info_update"))).update.title, "TS title");
+    await within(agent.request(acp.methods.agent.session.setTitle, { sessionId, title: "Set by the client" }), "session/set_title");
+    await bridge.waitFor((n) => isKind(sessionId, "session_info_update")(n) && n.update.title === "Set by the client");
+    const titled = await within(agent.request(acp.methods.agent.session.list, { cwd }), "session/list");
+    assert.equal(titled.sessions.find((s) => s.sessionId === sessionId).title, "Set by the client");
+
+    // closed, then resumed without a replay: the conversation goes on
+    await within(agent.request(acp.methods.agent.session.close, { sessionId }), "session/close");
+    const before = updates.length;
+    await within(agent.request(acp.methods.agent.session.resume, { sessionId, cwd, mcpServers: [] }), "session/resume");
+    await agent.request(acp.methods.agent.session.setConfigOption, { sessionId, configId: "model", value: "fake/echo" });
+    assert.equal((await ask(agent, sessionId, "again")).stopReason, "end_turn");
+    assert.equal(updates.slice(before).filter(isKind(sessionId, "user_message_chunk")).length, 0, "no replay");
+    assert.equal(textOf(updates.slice(before), sessionId), "ECHO:again");
+
+    await within(agent.request(acp.methods.agent.session.delete, { sessionId }), "session/delete");
+    const after = await within(agent.request(acp.methods.agent.session.list, { cwd }), "session/list");
+    assert.equal(after.sessions.some((s) => s.sessionId === sessionId), false);
+    await assert.rejects(agent.request(acp.methods.agent.session.resume, { sessionId, cwd, mcpServers: [] }), (e) => e.code === -32002);
+  } finally {
+    assert.equal((await bridge.stop()).code, 0);
+  }
+});
+
 /** acpx (a headless ACP client) runs one prompt against `pi-bridge acp` with its permission flag;
  * its home and the bridge's state dir are throwaway. Resolves to {code, stdout}. */
 const ACPX = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", ".bin", "acpx");
