@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 import pytest_lsp
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
@@ -229,3 +230,24 @@ async def test_a_run_s_thinking_level_reaches_the_model_as_claude_code_s_effort(
     assert plain["status"] == "completed", plain
     body = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
     assert body.get("output_config", {}).get("effort") != "low", "no level: Claude Code's own default"
+
+
+async def test_the_toolbox_on_claude_code_lists_its_commands_refuses_what_it_cannot_do_and_deletes(
+    bridge: LanguageClient, tmp_path: Path, claude_config_dir: Path
+) -> None:
+    listed = await request(bridge, "pi/commands", {"cwd": str(tmp_path)})
+    names = [c["name"] for c in listed["commands"]]
+    assert names[:5] == ["compact", "autocompact", "name", "export", "new"]
+    # Claude Code's own, as its `initialize` names them (its skills and custom commands).
+    assert [c for c in listed["commands"] if c["source"] == "extension"], listed
+    first, _ = await run(bridge, "echo", cwd=str(tmp_path), sessionId=listed["sessionId"])
+    session = first["sessionId"]
+    await claude_stored(claude_config_dir, session, "ECHO:")
+    refused, _ = await run(bridge, "echo", prompt="/compact", cwd=str(tmp_path), sessionId=session)
+    assert refused["status"] == "failed" and refused["error"]["kind"] == "usage", refused
+    assert "Claude Code" in refused["error"]["message"]
+    with pytest.raises(JsonRpcException) as not_renamed:
+        await request(bridge, "pi/renameSession", {"sessionId": session, "title": "x"})
+    assert "Claude Code" in not_renamed.value.message
+    assert await request(bridge, "pi/deleteSession", {"sessionId": session}) == {"deleted": True}
+    assert not list(claude_config_dir.glob(f"projects/*/{session}.jsonl"))
