@@ -508,6 +508,11 @@ class LiveClient(Protocol):
         """Give the conversation a title. Raises LiveError."""
         ...
 
+    async def clone(self) -> LiveState:
+        """Continue the conversation as it is now on a new session (the old one left as it was);
+        the agent's state after. Raises LiveError, kind "refused" when the agent cannot."""
+        ...
+
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """Continue the conversation from before one of its prompts (its `ordinal`-th, whose text
         is `prompt`) on a new session, the old one left as it was; the agent's state after.

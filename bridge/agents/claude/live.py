@@ -335,6 +335,11 @@ class ClaudeLive(LiveReader):
             f"/{command.name}", "is not something Claude Code's control protocol offers", kind="refused"
         )
 
+    async def clone(self) -> LiveState:
+        """Refused: a running Claude Code cannot copy its session (a new process would
+        `--fork-session`)."""
+        raise ClaudeLiveError("clone", "is not something a running Claude Code can do", kind="refused")
+
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """Refused: a running Claude Code cannot fork its session (a new process would
         `--resume-session-at` one of its messages)."""

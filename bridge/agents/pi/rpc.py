@@ -492,6 +492,13 @@ class PiRpc(LiveReader):
             "Started a new conversation.", live_state(await self.request({"type": "get_state"}))
         )
 
+    async def clone(self) -> LiveState:
+        """pi's `clone`: the active branch, whole, in a new session."""
+        data = await self.request({"type": "clone"})
+        if data.get("cancelled") is True:
+            raise RpcError("clone", "was cancelled by an extension", kind="refused")
+        return live_state(await self.request({"type": "get_state"}))
+
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """pi's `fork` at the prompt's user message: a new session holding what came before it."""
         listed = (await self.request({"type": "get_fork_messages"})).get("messages")
