@@ -217,6 +217,7 @@ class RunRegistry:
         self.pool.ttl = config.warm_pool_ttl_seconds
         self.conversations.max_live = config.max_live_sessions
         self.conversations.idle_seconds = config.session_idle_seconds
+        self.checkpoints.enabled = config.checkpoints
 
     def prime_live(self, default_cwd: str) -> None:
         """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""

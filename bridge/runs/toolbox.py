@@ -83,6 +83,7 @@ class Toolbox:
             deleted = await anyio.to_thread.run_sync(adapter.delete_session, session_id, env)
         except OSError as exc:
             raise ToolboxError(f"the session could not be deleted: {exc.strerror}") from None
+        await registry.checkpoints.forget_session(session_id)
         return DeleteSessionResult(deleted=deleted)
 
     # ------------------------------------------------------------------ checkpoints

@@ -107,6 +107,24 @@ def _requirement(distribution: str) -> str:
     return distribution
 
 
+def check_checkpoints(env: Mapping[str, str]) -> Check:
+    """Checkpoints (pi/checkpoints, pi/rewind) need git on PATH; without it they are off."""
+    from bridge.runs.shadow_git import find_git
+
+    git = find_git(env.get("PATH"))
+    if git is None:
+        return Check(
+            "checkpoints",
+            "checkpoints",
+            "warn",
+            "off: git is not on PATH (runs work; nothing can be rewound)",
+            fix="install git (Debian/Ubuntu: apt-get install git; Fedora: dnf install git)",
+        )
+    return Check(
+        "checkpoints", "checkpoints", "ok", f"on: a snapshot before every prompt ({git})", data={"git": git}
+    )
+
+
 def run_checks(
     environ: Mapping[str, str] | None = None,
     pi_command: str | None = None,
@@ -120,6 +138,8 @@ def run_checks(
     """
     env = dict(os.environ if environ is None else environ)
     checks = [check_python(), check_dependencies()]
+    if checks[-1].status != "fail":
+        checks.append(check_checkpoints(env))
     if checks[-1].status == "fail":
         checks.append(
             Check("agent", "agent", "skip", "skipped: the agent's own checks need the bridge's dependencies")
