@@ -156,7 +156,8 @@ def summary(res: dict[str, Any]) -> list[str]:
         f"p50 {cost['turn_p50_ms']:.1f} ms, p95 {cost['turn_p95_ms']:.1f} ms (the snapshot before: "
         f"p50 {cost['before_p50_ms']:.1f} ms, p95 {cost['before_p95_ms']:.1f} ms; {cost['turns']} turns)",
         f"checkpoints, first delta: on {delta['on_ms']:.1f} ms, off {delta['off_ms']:.1f} ms: "
-        f"{delta['added_ms']:+.1f} ms, noise (off's IQR) {delta['noise_ms']:.1f} ms ({delta['trials']} trials)",
+        f"{delta['added_ms']:+.1f} ms, noise (off's IQR) {delta['noise_ms']:.1f} ms "
+        f"({delta['trials']} trials)",
     ]
 
 
