@@ -101,6 +101,12 @@ class ClaudeAgent:
         """Cut the session back to the checkpoint; a session the run started is started again."""
         return sessions.rewind(checkpoint, announced, options, env)
 
+    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """Nothing to ask: in `-p` mode Claude Code applies its own rules to a project's
+        `.claude/` and `.mcp.json` (docs/agents.md, "Project trust"), and no flag of it could
+        carry the bridge's answer."""
+        return ()
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Claude Code that could not be started."""
         return ErrorInfo(
