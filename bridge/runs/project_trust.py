@@ -77,10 +77,10 @@ class ProjectTrust:
     def known(self, cwd: str) -> bool | None:
         """The decision in force for `cwd` without asking (None: none yet); blocking I/O."""
         resolved = os.path.realpath(cwd)
-        if resolved in self._this_bridge:
-            return self._this_bridge[resolved]
-        saved = self.store.get(resolved)
-        return None if saved is None else saved == "trusted"
+        saved = self.store.get(resolved)  # first: `pi-bridge trust` may have spoken since
+        if saved is not None:
+            return saved == "trusted"
+        return self._this_bridge.get(resolved)
 
     def trusted_now(self, cwd: str) -> bool:
         """Whether an agent started for `cwd` now (ahead of a prompt) may load its project files."""
