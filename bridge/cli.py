@@ -146,7 +146,7 @@ def doctor_main(args: argparse.Namespace) -> int:
 
 
 def trust_main(args: argparse.Namespace) -> int:
-    """Save, show or forget whether a workspace's project files (pi's `.pi/`) may load."""
+    """Save, show or forget whether a workspace's own agent settings and extensions may load."""
     from bridge.tools.trust import trust_main as run_trust
 
     return run_trust(args.folder, never=args.never, forget=args.forget, show=args.show)
@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--agent", default=argparse.SUPPRESS, help="the agent to check: pi (the default) or claude"
     )
-    trust = sub.add_parser("trust", help="trust a folder's project files (pi's .pi/), or say never")
+    trust = sub.add_parser("trust", help="trust a folder's own agent settings and extensions, or say never")
     trust.add_argument("folder", nargs="?", default=".", help="the workspace (default: the current folder)")
     choice = trust.add_mutually_exclusive_group()
     choice.add_argument("--never", action="store_true", help="never trust it (the bridge asks no more)")

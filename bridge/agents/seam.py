@@ -68,8 +68,8 @@ class RunOptions:
     images: tuple[PromptImage, ...] = ()
     # A bridge command typed as the prompt (`/compact ...`): the attempt runs it instead.
     command: BridgeCommand | None = None
-    # The user trusts the run's folder: the agent may load its project files (pi's `.pi/`
-    # extensions, prompts, settings). False: it is told not to (project_trust.py decides).
+    # The user trusts the run's folder: the agent may load the folder's own settings, extensions
+    # and prompts. False: it is told not to (project_trust.py decides).
     trusted: bool = False
 
 
@@ -636,7 +636,7 @@ class AgentAdapter(Protocol):
 
     def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         """The files of `cwd` the agent loads only from a folder the user trusts, as the user
-        reads them (e.g. `.pi/prompts`); empty: nothing to ask. Blocking I/O."""
+        reads them (a path relative to `cwd`); empty: nothing to ask. Blocking I/O."""
         ...
 
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:

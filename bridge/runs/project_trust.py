@@ -1,5 +1,5 @@
-"""Project trust: whether a run's agent may load the folder's own project files (pi's `.pi/`
-extensions, prompts, skills, settings), asked of the user once per workspace.
+"""Project trust: whether a run's agent may load the folder's own project files (its settings,
+extensions, prompts, skills), asked of the user once per workspace.
 
 A folder can carry code the agent runs at start-up (an extension), so it is never trusted
 silently. Before a run's first attempt:

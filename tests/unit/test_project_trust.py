@@ -101,3 +101,18 @@ def test_the_trust_command_saves_shows_and_forgets(
     assert main(["trust", "--show", str(work)]) == 0 and "untrusted" in capsys.readouterr().out
     assert main(["trust", "--forget", str(work)]) == 0 and store.get(str(work)) is None
     assert main(["trust", str(tmp_path / "missing")]) == 2
+
+
+def test_claude_codes_project_files_and_its_flag_only_where_there_is_something_to_leave_out(
+    tmp_path: Path,
+) -> None:
+    from bridge.agents.claude.trust import protected_resources as claude_resources
+    from bridge.agents.claude.trust import trust_flags as claude_flags
+
+    (tmp_path / "CLAUDE.md").write_text("instructions")
+    assert claude_resources(str(tmp_path)) == () and claude_flags(False, str(tmp_path)) == []
+    (tmp_path / ".mcp.json").write_text("{}")
+    (tmp_path / ".claude" / "commands").mkdir(parents=True)
+    assert claude_resources(str(tmp_path)) == (".claude/commands", ".mcp.json")
+    assert claude_flags(False, str(tmp_path)) == ["--setting-sources", "user"]
+    assert claude_flags(True, str(tmp_path)) == []
