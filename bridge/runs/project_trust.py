@@ -92,12 +92,14 @@ class ProjectTrust:
         """Whether `run`'s agent (started with `env`) may load the project files of its folder."""
         cwd = os.path.realpath(run.options.cwd)
         lock = self._locks.setdefault(cwd, anyio.Lock())
-        async with lock:
-            try:
-                return await self._decide(run, cwd, approver, mode, env)
-            finally:
-                if not lock.statistics().tasks_waiting:
-                    self._locks.pop(cwd, None)
+        if not await _acquired(lock, run):
+            return False  # cancelled while another run of the folder had the question open
+        try:
+            return await self._decide(run, cwd, approver, mode, env)
+        finally:
+            lock.release()
+            if not lock.statistics().tasks_waiting:
+                self._locks.pop(cwd, None)
 
     async def _decide(
         self, run: Run, cwd: str, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
@@ -180,6 +182,20 @@ class ProjectTrust:
             f"or run `{TRUST_COMMAND} {shlex.quote(cwd)}`."
         )
         run.emit([Out("notice", {"level": "warning", "text": text})])
+
+
+async def _acquired(lock: anyio.Lock, run: Run) -> bool:
+    """Take `lock`, unless the run is cancelled first (False)."""
+    if run.cancel.cancelled:
+        return False
+    with anyio.CancelScope() as scope:
+        take_back = run.cancel.on_cancel(scope.cancel)
+        try:
+            await lock.acquire()
+            return True
+        finally:
+            take_back()
+    return False
 
 
 def _wire(content: contract.WireModel) -> dict[str, Any]:

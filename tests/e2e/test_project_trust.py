@@ -291,3 +291,33 @@ def test_a_new_bridge_remembers_the_answer_and_asks_nothing(
             bridge.close()
     assert len(asked) == 1, "the second bridge asked nothing"
     assert all(text is not None and TEMPLATE_WORD in text for text in seen), seen
+
+
+async def test_first_runs_of_one_folder_share_one_question_and_one_cancelled_meanwhile_ends_at_once(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    folder = project(tmp_path, "shared")
+    release = asyncio.Event()
+
+    async def held(params: dict[str, Any]) -> Any:
+        await release.wait()
+        return {"optionId": TRUST_ALWAYS}
+
+    ASKED.answer = held
+    before = len(scripted_model.requests)
+    run = {"prompt": "/greet", "provider": "fake", "model": "text", "cwd": str(folder)}
+    _, first = start_request(bridge, "pi/run", {**run, "runId": "shared-1"})
+    await asyncio.wait_for(ASKED.arrived.wait(), WAIT)
+    _, second = start_request(bridge, "pi/run", {**run, "runId": "shared-2"})
+    _, third = start_request(bridge, "pi/run", {**run, "runId": "shared-3"})
+    await request(bridge, "pi/runs", {})  # both have started: the bridge read them in order
+    await request(bridge, "pi/cancel", {"runId": "shared-3"})
+    with pytest.raises(Exception) as cancelled:  # while the question is still open
+        await asyncio.wait_for(third, WAIT)
+    assert "cancel" in str(cancelled.value).lower()
+    release.set()
+    answers = [await asyncio.wait_for(task, WAIT * 2) for task in (first, second)]
+    assert [a["status"] for a in answers] == ["completed", "completed"], answers
+    assert len(ASKED.requests) == 1, "one question for the folder"
+    sent = [last_user_text_of(r["body"]) or "" for r in scripted_model.requests[before:] if r["body"]]
+    assert len(sent) == 2 and all(TEMPLATE_WORD in text for text in sent), sent
