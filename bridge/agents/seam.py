@@ -68,6 +68,9 @@ class RunOptions:
     images: tuple[PromptImage, ...] = ()
     # A bridge command typed as the prompt (`/compact ...`): the attempt runs it instead.
     command: BridgeCommand | None = None
+    # The user trusts the run's folder: the agent may load the folder's own settings, extensions
+    # and prompts. False: it is told not to (project_trust.py decides).
+    trusted: bool = False
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -634,6 +637,11 @@ class AgentAdapter(Protocol):
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
+        ...
+
+    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The files of `cwd` the agent loads only from a folder the user trusts, as the user
+        reads them (a path relative to `cwd`); empty: nothing to ask. Blocking I/O."""
         ...
 
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:

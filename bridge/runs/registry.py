@@ -227,7 +227,11 @@ class RunRegistry:
         if self.adapter.live_mode() is None:
             return
         options = RunOptions(
-            prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
+            prompt="",
+            cwd=default_cwd,
+            provider=config.default_provider,
+            model=config.default_model,
+            trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
         )
         self.conversations.prime(config.command, options, config.env)
 
@@ -247,6 +251,8 @@ class RunRegistry:
             model=config.default_model,
             session_id=session_id,
             resumed=session_id is not None,
+            # the decision the user made already; the first prompt asks when there is none
+            trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
         )
         try:
             return await self.conversations.open(config.command, options, config.env)
