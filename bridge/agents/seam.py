@@ -23,6 +23,8 @@ import anyio.abc
 from bridge.contract import (
     ErrorInfo,
     ErrorKind,
+    McpServerHttp,
+    McpServerStdio,
     PromptImage,
     SessionHistory,
     SessionNotFound,
@@ -66,6 +68,12 @@ class RunOptions:
     # session/new) that the agent has not stored yet: the attempt starts the session under that id.
     new_session: bool = False
     images: tuple[PromptImage, ...] = ()
+    #: The conversation's MCP servers, and the private file (0600, in the bridge's state dir)
+    #: that lists them whole in the MCP clients' common `{"mcpServers": {name: entry}}` form,
+    #: secrets included: an agent is handed its path, never the values (argv and environment
+    #: are readable by others; see bridge/runs/mcp_config.py).
+    mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
+    mcp_config: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +359,9 @@ DIALOG_CANCELLED: Final = DialogReply(cancelled=True)
 AskDialog = Callable[[Dialog], Awaitable[DialogReply]]
 
 
+#: The environment variable naming the file (see `RunOptions.mcp_config`) the bridge's pi
+#: extension registers a conversation's MCP servers from.
+MCP_CONFIG_ENV: Final = "PI_BRIDGE_MCP_CONFIG"
 #: The environment variable naming the directory an agent's gate reads each conversation's
 #: permission mode from (a file per session id; none: `full`).
 GATE_DIR_ENV: Final = "PI_BRIDGE_GATE_DIR"
@@ -401,6 +412,11 @@ class LiveClient(Protocol):
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""
+        ...
+
+    def take_held(self) -> list[bytes]:
+        """What the agent told the user while no attempt listened (its start-up notices), once:
+        the next attempt streams it first."""
         ...
 
     async def prepare(self) -> LiveState:

@@ -3,7 +3,7 @@ live mode, such as pi's rpc mode) serving it.
 
 Like a connection pool: a run leases its conversation (a second run of a busy conversation waits
 in line), checks the live agent out for each attempt, and returns or invalidates it. Rules:
-- a live agent serves one conversation; a change of tools, cwd, command or environment respawns
+- a live agent serves one conversation; a change of tools, cwd, command, environment or MCP servers respawns
   it on the same session, a change of provider, model or thinking is a command, not a respawn;
 - a closed, evicted or crashed agent is replaced by one that resumes the session file;
 - at most `max_live` live agents at once (the spare aside). A conversation that needs one when
@@ -63,7 +63,7 @@ SPARE_WAIT_SECONDS: Final = 5.0
 # after session never grows the set without end.
 MAX_OPENED_SESSIONS: Final = 4096
 
-LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]]]
+LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], str | None]
 
 
 class NoRpc(Exception):
@@ -98,8 +98,10 @@ def canonical_cwd(cwd: str) -> str:
 
 
 def live_key(command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> LiveKey:
-    """What must be identical for a live agent to take a run (anything else is a command)."""
-    return (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()))
+    """What must be identical for a live agent to take a run (anything else is a command). Its
+    MCP servers too: the file naming them is named by their whole content, so another set is
+    another file, and a process started for one set never serves another."""
+    return (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()), options.mcp_config)
 
 
 @dataclass(eq=False)
@@ -635,6 +637,8 @@ class Conversations:
             model=options.model,
             thinking=options.thinking,
             tools=options.tools,
+            mcp_servers=options.mcp_servers,
+            mcp_config=options.mcp_config,
         )
         self._spare_launch = (command, spare_options, dict(env))
 

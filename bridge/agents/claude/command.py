@@ -35,7 +35,8 @@ EFFORTS: Final = {"minimal": "low", "low": "low", "medium": "medium", "high": "h
 
 
 def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) -> list[str]:
-    """The model and its effort, the built-in tools the run may use, and the tools allowed on top."""
+    """The model and its effort, the built-in tools the run may use, the tools allowed on top,
+    and the conversation's MCP servers."""
     flags = ["--model", options.model] if options.model else []
     effort = EFFORTS.get(options.thinking or "")
     if effort:
@@ -44,6 +45,11 @@ def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) ->
         flags += ["--tools", ",".join(options.tools)]
     if allowed_tools:
         flags += ["--allowedTools", ",".join(allowed_tools)]
+    if options.mcp_config:
+        # The file is in the form Claude Code reads (a path: the servers' secrets stay in it).
+        # Its tools are `mcp__<server>__<tool>` and go through the same permission checks; the
+        # user's own MCP configuration still applies, as pi's does (no --strict-mcp-config).
+        flags += ["--mcp-config", options.mcp_config]
     return flags
 
 

@@ -29,6 +29,7 @@ from acp.connection import Connection
 from pydantic import ValidationError
 
 from bridge.contract import CancelledRunData, PermissionMode, RetryPolicy, RunParams, SessionHistory
+from bridge.fronts.acp import mcp
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.first_frame import initialize_result
@@ -89,6 +90,8 @@ class AcpSession:
     model: str
     thinking: str | None
     runs: list[Run] = field(default_factory=list)
+    #: Its MCP servers (session/new's or session/load's, with the defaults), for every prompt.
+    mcp_servers: mcp.Servers = field(default_factory=list)
 
     def options(self, mode: PermissionMode) -> list[schema.SessionConfigOptionSelect]:
         """The configOptions as they are now, the conversation's permission mode `mode` last."""
@@ -104,6 +107,8 @@ class AcpAgent:
         self.registry = registry
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
+        #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
+        self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
         # session/update frames, serialized, waiting for stdout; the flush marks between them.
         self._outbox: asyncio.Queue[bytes | asyncio.Event] = asyncio.Queue()
@@ -218,10 +223,13 @@ class AcpAgent:
         **kwargs: Any,
     ) -> schema.InitializeResponse:
         """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt,
-        `_meta.piBridge.defaultMode` the mode every new conversation starts in."""
+        `_meta.piBridge.defaultMode` the mode every new conversation starts in,
+        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own."""
         given = kwargs.get("piBridge")
         ours: dict[str, Any] = given if isinstance(given, dict) else {}
         retry, default_mode = ours.get("retry"), ours.get("defaultMode")
+        if ours.get("mcpServers") is not None:
+            self.mcp_defaults = mcp.servers_of(ours["mcpServers"], "_meta.piBridge.mcpServers")
         if retry is not None:
             try:
                 self.retry = RetryPolicy.model_validate(retry)
@@ -250,9 +258,9 @@ class AcpAgent:
             )
         return cwd
 
-    async def _open(self, cwd: str, session_id: str | None) -> OpenedConversation:
+    async def _open(self, cwd: str, session_id: str | None, servers: mcp.Servers) -> OpenedConversation:
         try:
-            return await self.registry.open_conversation(cwd, session_id)
+            return await self.registry.open_conversation(cwd, session_id, servers)
         except OpenFailure as exc:
             error = exc.error
             raise RequestError(
@@ -265,13 +273,19 @@ class AcpAgent:
                 RUN_FAILED, f"the agent does not speak its live (rpc) mode: {exc}", {"kind": "spawn"}
             ) from None
 
-    def _remember(self, cwd: str, opened: OpenedConversation) -> AcpSession:
+    def _servers(self, given: Any) -> mcp.Servers:
+        """A session's MCP servers (the SDK's models, checked raw already) with the defaults."""
+        raw = [server.model_dump(mode="json", by_alias=True, exclude_none=True) for server in given or ()]
+        return mcp.merged(mcp.servers_of(raw), self.mcp_defaults)
+
+    def _remember(self, cwd: str, opened: OpenedConversation, servers: mcp.Servers) -> AcpSession:
         session = AcpSession(
             session_id=opened.session_id,
             cwd=cwd,
             opened=opened,
             model=model_value(opened.provider, opened.model),
             thinking=opened.thinking,
+            mcp_servers=servers,
         )
         self.sessions[session.session_id] = session
         return session
@@ -279,9 +293,10 @@ class AcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
-        """A live conversation; its id is pi's session id."""
+        """A live conversation with its MCP servers; its id is pi's session id."""
         cwd = self._cwd(cwd)
-        session = self._remember(cwd, await self._open(cwd, None))
+        servers = self._servers(mcp_servers)
+        session = self._remember(cwd, await self._open(cwd, None, servers), servers)
         mode = self.registry.gate.mode_of(session.session_id)
         return schema.NewSessionResponse(
             session_id=session.session_id, config_options=session.options(mode), modes=mode_state(mode)
@@ -290,8 +305,10 @@ class AcpAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.LoadSessionResponse:
-        """Replay a stored session as updates, then keep it live for its next prompt."""
+        """Replay a stored session as updates, then keep it live (with these MCP servers) for its
+        next prompt."""
         cwd = self._cwd(cwd)
+        servers = self._servers(mcp_servers)
         stored = await history.read_session([self.adapter], session_id, self.registry.config.env)
         if not isinstance(stored, SessionHistory):
             raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
@@ -301,7 +318,8 @@ class AcpAgent:
         await self.flush()
         session = self.sessions.get(session_id)
         if session is None:
-            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
+            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id, servers), servers)
+        session.mcp_servers = servers
         mode = self.registry.gate.mode_of(session_id)
         return schema.LoadSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
 
@@ -430,6 +448,7 @@ class AcpAgent:
             live_thoughts=True,
             retry=self.retry,
             images=images or None,
+            mcp_servers=list(session.mcp_servers),
         )
         try:
             run = self.registry.start(params, session.cwd, on_done=on_done)
@@ -640,6 +659,7 @@ def _dispatcher(agent: AcpAgent) -> Any:
         agent.dispatched()
         if params is not None and not isinstance(params, dict):
             raise RequestError(-32602, "invalid params: params must be an object")
+        mcp.check_params(method, params)
         if method == "session/cancel" and not is_notification:
             session_id = (params or {}).get("sessionId")
             if not isinstance(session_id, str) or session_id not in agent.sessions:
