@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import stat
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +248,40 @@ async def test_acp_advertises_mcp_capabilities_and_refuses_a_bad_entry_by_name(
         assert (
             await prompt(conn, await new_session(conn, tmp_path, "echo"), "still here")
         ).stop_reason == "end_turn"
+
+
+@pytest.fixture
+def http_fixture() -> Iterator[str]:
+    """The fixture server over streamable HTTP on 127.0.0.1; its URL once it accepts connections."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MCP_FIXTURE_SECRET": SECRET}
+    server = subprocess.Popen(
+        [sys.executable, str(FIXTURE), "http", str(port)], env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("the HTTP MCP fixture did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.kill()
+        server.wait(timeout=WAIT)
+
+
+async def test_lsp_an_http_mcp_server_s_tool_is_called(
+    bridge: LanguageClient, http_fixture: str, tmp_path: Path
+) -> None:
+    server = {"type": "http", "name": "remote", "url": http_fixture,
+              "headers": [{"name": "Authorization", "value": "Bearer $NOT_EXPANDED"}]}  # fmt: skip
+    params = call_params(tmp_path, "over-http", [server], "mcp__remote__echo_token")
+    result = await request(bridge, "pi/run", params)
+    assert result["status"] == "completed", result
+    assert f"{TOKEN} over-http secret={secret_digest(SECRET)}" in result["text"], result
