@@ -4,6 +4,7 @@ Code, the scripted model's Anthropic API and the real stdio MCP server of tests/
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,14 +12,17 @@ from pathlib import Path
 import psutil
 import pytest
 import pytest_lsp
+from acp import schema
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import trailing_tool_result
+from tests.e2e.test_agents_acp import _claude_acp, _workdir
 from tests.e2e.test_claude_live import CONFIG
 from tests.e2e.test_mcp import SECRET, TOOL, call_params, cmdline, stdio_server
 from tests.fixtures.mcp_server import TOKEN, secret_digest
-from tests.support.env import requires_claude
+from tests.support.acp import choose, prompt, text_of
+from tests.support.env import WAIT, requires_claude
 from tests.support.leaks import assert_no_run_processes
 from tests.support.lsp import initialize, messages_of, request
 from tests.support.streams import assert_stream_invariants
@@ -79,3 +83,23 @@ async def test_claude_code_tells_of_an_mcp_server_that_failed_and_the_run_ends(
     assert result["status"] == "completed" and TOKEN in result["text"], result
     notices = [m["content"]["text"] for m in messages if m["type"] == "notice"]
     assert any("MCP server broken: failed" in n for n in notices), notices
+
+
+async def test_acp_claude_code_asks_before_an_mcp_tool_call_and_a_reject_reaches_the_model(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    async with _claude_acp(pi_agent_dir, scripted_model, tmp_path, "calltool") as (conn, recorder, _):
+        recorder.answer = choose("reject_once")
+        servers = [schema.McpServerStdio.model_validate(stdio_server())]
+        work = _workdir(tmp_path)
+        session = await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=servers), WAIT)
+        answer = await prompt(conn, session.session_id, f"{TOOL} refused")
+        assert answer.stop_reason == "end_turn"
+        [asked] = recorder.permission_requests
+        assert TOOL in (asked.tool_call.title or ""), "Claude Code's MCP tool goes through approvals"
+        said = text_of(recorder.of(session.session_id))
+        assert TOKEN not in said, "the tool did not run"
+        recorder.answer = choose("allow_once")
+        again = await prompt(conn, session.session_id, f"{TOOL} allowed")
+        assert again.stop_reason == "end_turn"
+        assert f"{TOKEN} allowed secret={secret_digest(SECRET)}" in text_of(recorder.of(session.session_id))
