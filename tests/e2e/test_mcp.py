@@ -175,8 +175,10 @@ def test_an_mcp_server_s_secret_reaches_it_but_no_log_frame_argv_or_environment(
         stderr_file=stderr_file,
     )
     try:
-        bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)},
-                           "mcpServers": [stdio_server()]})  # fmt: skip
+        init = bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)},
+                                  "mcpServers": [stdio_server()]})  # fmt: skip
+        ours = init["result"]["capabilities"]["experimental"]["piBridge"]
+        assert ours["mcp"] == {"stdio": True, "http": True, "sse": False}
         params = {k: v for k, v in call_params(tmp_path, "quiet", []).items() if k != "mcpServers"}
         answer = bridge.call("pi/run", params)["result"]
         assert answer["status"] == "completed" and secret_digest(SECRET) in answer["text"], "the default set"
@@ -232,6 +234,11 @@ async def test_acp_session_mcp_servers_reach_pi_and_the_tool_call_asks_first(
         assert TOOL in (asked.tool_call.title or ""), "the MCP tool goes through approvals"
         done = [u for u in updates if u.session_update == "tool_call_update" and u.status == "completed"]
         assert done and expected in json.dumps([d.model_dump(mode="json") for d in done])
+        loaded = conn.load_session(cwd=str(tmp_path), session_id=session.session_id, mcp_servers=[])
+        await asyncio.wait_for(loaded, WAIT)
+        await prompt(conn, session.session_id, f"{TOOL} after-load")
+        said = text_of(recorder.of(session.session_id))
+        assert f"No tool named {TOOL} is offered" in said, "session/load's set (none) holds from then on"
 
 
 async def test_acp_advertises_mcp_capabilities_and_refuses_a_bad_entry_by_name(
