@@ -145,6 +145,17 @@ async def test_lsp_an_mcp_server_whose_command_does_not_exist_is_told_and_the_ru
     assert any("broken" in n and "ENOENT" in n for n in notices), notices
 
 
+async def test_lsp_an_mcp_server_that_never_answers_delays_the_first_prompt_boundedly(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    mute = {"name": "mute", "command": "sleep", "args": ["300"], "env": []}
+    params = {**call_params(tmp_path, "x", [mute]), "model": "text", "prompt": "Say hello"}
+    started = time.monotonic()
+    result = await asyncio.wait_for(request(bridge, "pi/run", params), WAIT)
+    assert result["status"] == "completed" and result["text"], result
+    assert time.monotonic() - started < 25, "pi's own bound on waiting for a server, not a hang"
+
+
 async def test_lsp_a_bad_mcp_server_entry_is_invalid_params_naming_its_field(
     bridge: LanguageClient, tmp_path: Path
 ) -> None:
