@@ -359,6 +359,9 @@ DIALOG_CANCELLED: Final = DialogReply(cancelled=True)
 AskDialog = Callable[[Dialog], Awaitable[DialogReply]]
 
 
+#: How long a live agent may take to accept a prompt of a conversation with MCP servers: it may
+#: first wait for them to connect (pi, up to its own bound), longer than any other command takes.
+MCP_PROMPT_ACCEPT_SECONDS: Final = 45.0
 #: The environment variable naming the file (see `RunOptions.mcp_config`) the bridge's pi
 #: extension registers a conversation's MCP servers from.
 MCP_CONFIG_ENV: Final = "PI_BRIDGE_MCP_CONFIG"

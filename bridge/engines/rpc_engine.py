@@ -30,7 +30,16 @@ from typing import Final, Literal, TypeVar
 import anyio
 import orjson
 
-from bridge.agents.seam import AgentAdapter, AskDialog, AskTool, LiveCommand, LiveError, Out, RunOptions
+from bridge.agents.seam import (
+    MCP_PROMPT_ACCEPT_SECONDS,
+    AgentAdapter,
+    AskDialog,
+    AskTool,
+    LiveCommand,
+    LiveError,
+    Out,
+    RunOptions,
+)
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
@@ -319,7 +328,10 @@ class RpcAttempt:
         """The prompt read and accepted by pi; then it can be steered. A refusal, a pi that does
         not read it or one that is gone ends the attempt."""
         try:
-            accepted = await agent.rpc.delivered(prompt)
+            if self.options.mcp_servers:
+                accepted = await agent.rpc.delivered(prompt, MCP_PROMPT_ACCEPT_SECONDS)
+            else:
+                accepted = await agent.rpc.delivered(prompt)
         except LiveError as exc:
             if exc.kind == "closed" and not last_try and not self._lines_seen:
                 self._not_taken = True

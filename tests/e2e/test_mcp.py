@@ -152,7 +152,7 @@ async def test_lsp_an_mcp_server_that_never_answers_delays_the_first_prompt_boun
     params = {**call_params(tmp_path, "x", [mute]), "model": "text", "prompt": "Say hello"}
     started = time.monotonic()
     result = await asyncio.wait_for(request(bridge, "pi/run", params), WAIT)
-    assert result["status"] == "completed" and result["text"], result
+    assert result["status"] == "completed" and result["text"], result.get("error")
     assert time.monotonic() - started < 25, "pi's own bound on waiting for a server, not a hang"
 
 
