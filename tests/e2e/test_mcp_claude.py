@@ -80,8 +80,8 @@ async def test_claude_code_tells_of_an_mcp_server_that_failed_and_the_run_ends(
     params = {**call_params(tmp_path, "still works", [broken, stdio_server()]), "provider": None}
     result = await request(claude_bridge, "pi/run", params)
     messages = messages_of(claude_bridge).by_run[result["runId"]]
-    assert result["status"] == "completed" and TOKEN in result["text"], result
     notices = [m["content"]["text"] for m in messages if m["type"] == "notice"]
+    assert result["status"] == "completed" and TOKEN in result["text"], (result, notices)
     assert any("MCP server broken: failed" in n for n in notices), notices
 
 
