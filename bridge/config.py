@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from bridge.contract import InitializationOptions, PermissionMode, RetryPolicy
+from bridge.contract import InitializationOptions, McpServerHttp, McpServerStdio, PermissionMode, RetryPolicy
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
@@ -46,6 +46,8 @@ class BridgeConfig:
     default_mode: PermissionMode | None = None
     # A checkpoint of the workspace before every prompt.
     checkpoints: bool = True
+    # The MCP servers of a run or ACP session that names none (initializationOptions.mcpServers).
+    mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -93,6 +95,8 @@ def _optional_changes(
         changes["agents"] = {**base.agents, **agents}
     if options.default_agent:
         changes["default_agent"] = options.default_agent
+    if options.mcp_servers is not None:
+        changes["mcp_servers"] = tuple(options.mcp_servers)
     changes.update(_permission_changes(options))
     return changes
 

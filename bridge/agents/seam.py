@@ -23,6 +23,8 @@ import anyio.abc
 from bridge.contract import (
     ErrorInfo,
     ErrorKind,
+    McpServerHttp,
+    McpServerStdio,
     PromptImage,
     SessionHistory,
     SessionNotFound,
@@ -71,6 +73,12 @@ class RunOptions:
     # The user trusts the run's folder: the agent may load the folder's own settings, extensions
     # and prompts. False: it is told not to (project_trust.py decides).
     trusted: bool = False
+    #: The conversation's MCP servers, and the private file (0600, in the bridge's state dir)
+    #: that lists them whole in the MCP clients' common `{"mcpServers": {name: entry}}` form,
+    #: secrets included: an agent is handed its path, never the values (argv and environment
+    #: are readable by others; see bridge/runs/mcp_config.py).
+    mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
+    mcp_config: str | None = None
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -389,6 +397,12 @@ DIALOG_CANCELLED: Final = DialogReply(cancelled=True)
 AskDialog = Callable[[Dialog], Awaitable[DialogReply]]
 
 
+#: How long a live agent may take to accept a prompt of a conversation with MCP servers: it may
+#: first wait for them to connect (pi, up to its own bound), longer than any other command takes.
+MCP_PROMPT_ACCEPT_SECONDS: Final = 45.0
+#: The environment variable naming the file (see `RunOptions.mcp_config`) the bridge's pi
+#: extension registers a conversation's MCP servers from.
+MCP_CONFIG_ENV: Final = "PI_BRIDGE_MCP_CONFIG"
 #: The environment variable naming the directory an agent's gate reads each conversation's
 #: permission mode from (a file per session id; none: `full`).
 GATE_DIR_ENV: Final = "PI_BRIDGE_GATE_DIR"
@@ -444,6 +458,11 @@ class LiveClient(Protocol):
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""
+        ...
+
+    def take_held(self) -> list[bytes]:
+        """What the agent told the user while no attempt listened (its start-up notices), once:
+        the next attempt streams it first."""
         ...
 
     async def prepare(self) -> LiveState:

@@ -40,7 +40,8 @@ from bridge.runs.attempts import Attempts
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
-from bridge.runs.redact import Redactor, mask_in_logs
+from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
+from bridge.runs.redact import Redactor, mask_in_logs, secrets_env
 from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -101,6 +102,8 @@ class RunRegistry:
         self.config = config
         mask_in_logs(config.env)
         self._sink = sink
+        # The private files listing each conversation's MCP servers (mcp_config.py).
+        self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
@@ -226,18 +229,39 @@ class RunRegistry:
             return
         if self.adapter.live_mode() is None:
             return
-        options = RunOptions(
-            prompt="",
-            cwd=default_cwd,
-            provider=config.default_provider,
-            model=config.default_model,
-            trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+        options = self._with_mcp(
+            RunOptions(
+                prompt="",
+                cwd=default_cwd,
+                provider=config.default_provider,
+                model=config.default_model,
+                trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+            ),
+            None,
         )
         self.conversations.prime(config.command, options, config.env)
 
-    async def open_conversation(self, cwd: str, session_id: str | None = None) -> OpenedConversation:
+    def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
+        """`options` with the conversation's MCP servers (None: the configured defaults), their
+        file written, and their secrets masked in every later log line."""
+        chosen = tuple(servers if servers is not None else self.config.mcp_servers)
+        if not chosen:
+            return options
+        secrets = secrets_of(chosen)
+        if secrets:
+            mask_in_logs(secrets_env(secrets))
+        return dataclasses.replace(options, mcp_servers=chosen, mcp_config=self.mcp_files.file_for(chosen))
+
+    def _redactor(self, options: RunOptions) -> Redactor:
+        """Masks the secrets of the bridge's and the agents' environment, and of the MCP servers."""
+        return Redactor(os.environ, self.config.env, secrets_env(secrets_of(options.mcp_servers)))
+
+    async def open_conversation(
+        self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None
+    ) -> OpenedConversation:
         """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
-        the pre-spawned agent, or `session_id` resumed. Raises OpenFailure or NoLiveMode.
+        the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
+        ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         config = self.config
         if self.adapter.live_mode() is None:
@@ -254,10 +278,11 @@ class RunRegistry:
             # the decision the user made already; the first prompt asks when there is none
             trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
         )
+        options = self._with_mcp(options, mcp_servers)
         try:
             return await self.conversations.open(config.command, options, config.env)
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
-            error = Redactor(os.environ, config.env).error(exc.error.model_dump(by_alias=True))
+            error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
         except NoRpc as exc:
             raise NoLiveMode(str(exc)) from exc
@@ -275,6 +300,7 @@ class RunRegistry:
                 with anyio.CancelScope(shield=True):
                     await self.stop_all("the bridge is shutting down")
                 self.gate.close()
+                self.mcp_files.remove()
         self._tasks = None
 
     def close(self) -> None:
@@ -334,13 +360,14 @@ class RunRegistry:
             images=tuple(params.images or ()),
             command=command,
         )
+        options = self._with_mcp(options, params.mcp_servers)
         options = self.stored.options_for(adapter, options, self.config.env)
         run = Run(
             run_id=run_id,
             params=params,
             options=options,
             sink=self._sink,
-            redactor=Redactor(os.environ, self.config.env),
+            redactor=self._redactor(options),
             adapter=adapter,
             command=self.command_of(adapter),
             on_done=on_done,

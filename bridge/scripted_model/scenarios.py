@@ -124,6 +124,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
+    "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
+    ' `{"text": the rest of the prompt}`, then answers what it said',
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -334,6 +336,22 @@ def _ask_user_reply(ask: Ask) -> Reply:
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
+#: What ``calltool`` answers when the request offers no tool of the name its prompt gives.
+NO_SUCH_TOOL: Final = "No tool named {name} is offered."
+
+
+def _call_tool_reply(ask: Ask) -> Reply:
+    """Call the tool the prompt's first word names, exactly as offered, with the rest of the
+    prompt as its `text`; then answer with its result (or say that no such tool is offered)."""
+    result = trailing_tool_result(ask.body)
+    if result is not None:
+        return Reply(_text_pieces(f"The tool said: {result.strip()} Done."))
+    name, _, text = (last_user_text_of(ask.body) or "").strip().partition(" ")
+    if name not in {offered[0] for offered in offered_tools(ask.body).values()}:
+        return Reply(_text_pieces(NO_SUCH_TOOL.format(name=name or "(none)")))
+    return Reply(_text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(name, {"text": text}), "tool_calls")
+
+
 def _flaky_reply(ask: Ask) -> Reply:
     if ask.flaky_attempt <= FLAKY_FAILURES:
         return _error(500, f"fake flaky failure {ask.flaky_attempt}/{FLAKY_FAILURES}", "server")
@@ -365,6 +383,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "flaky": _flaky_reply,
     "askuser": _ask_user_reply,
     "shell": _shell_reply,
+    "calltool": _call_tool_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,

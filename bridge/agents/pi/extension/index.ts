@@ -10,6 +10,13 @@
  *
  * Without a UI (`--mode json`: `ctx.hasUI` is false) nothing can be asked, so the gate does
  * nothing and every mode runs as `full` there.
+ *
+ * It also gives pi the conversation's MCP servers: `$PI_BRIDGE_MCP_CONFIG` names a private file
+ * (`{"mcpServers": {name: entry}}`, bridge/runs/mcp_config.py) whose servers are registered for
+ * this session with `direct` exposure, so the model is offered their tools by name
+ * (`mcp__<server>__<tool>`). Their values are the client's literally: pi would expand `$NAME`
+ * and run a value starting with `!`, so those are escaped (`$$`, `$!`). A server pi refuses is
+ * told to the user once the session starts; the others still connect.
  */
 
 import { readFileSync } from "node:fs";
@@ -17,6 +24,7 @@ import { join } from "node:path";
 
 const MARKER = "pi-bridge:permission";
 const GATE_DIR = process.env.PI_BRIDGE_GATE_DIR;
+const MCP_CONFIG = process.env.PI_BRIDGE_MCP_CONFIG;
 // The session ids the bridge names a mode file by (bridge/runs/gate.py); any other asks.
 const SAFE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 
@@ -30,8 +38,57 @@ function modeOf(sessionId: string | undefined): string {
 }
 
 type Verdict = { decision?: unknown; reason?: unknown };
+type Entry = Record<string, unknown>;
+
+/** A value as pi reads it literally: `$` doubled, and a leading `!` (a command to pi) escaped. */
+function literal(value: unknown): string {
+	const text = String(value).replaceAll("$", "$$$$");
+	return text.startsWith("!") ? `$!${text.slice(1)}` : text;
+}
+
+function literals(values: unknown): Record<string, string> {
+	const out: Record<string, string> = {};
+	for (const [name, value] of Object.entries((values ?? {}) as Record<string, unknown>)) {
+		out[name] = literal(value);
+	}
+	return out;
+}
+
+/** pi's registration config for one entry of the bridge's file. */
+function configOf(entry: Entry): Entry {
+	if (entry.type === "http") {
+		return { type: "http", url: entry.url, headers: literals(entry.headers), exposure: "direct" };
+	}
+	return { command: entry.command, args: entry.args ?? [], env: literals(entry.env), exposure: "direct" };
+}
+
+/** Register every server of the file; what failed, as lines for the user. */
+function registerMcpServers(pi: any): string[] {
+	if (!MCP_CONFIG) return [];
+	let servers: Record<string, Entry>;
+	try {
+		servers = JSON.parse(readFileSync(MCP_CONFIG, "utf8")).mcpServers ?? {};
+	} catch (error) {
+		return [`the bridge's MCP server list could not be read: ${(error as Error).message}`];
+	}
+	const failed: string[] = [];
+	for (const [name, entry] of Object.entries(servers)) {
+		try {
+			pi.registerMcpServer(name, configOf(entry));
+		} catch (error) {
+			failed.push(`MCP server ${name}: ${(error as Error).message}`);
+		}
+	}
+	return failed;
+}
 
 export default function (pi: any) {
+	const failed = registerMcpServers(pi);
+	if (failed.length) {
+		pi.on("session_start", async (_event: any, ctx: any) => {
+			ctx.ui?.notify?.(failed.join("\n"), "error");
+		});
+	}
 	if (!GATE_DIR) return;
 	pi.on("tool_call", async (event: any, ctx: any) => {
 		if (!ctx.hasUI) return undefined;
