@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import agents, crowd, gate, realpi, sidebyside, streams, throughput
+from bench import agents, checkpoints, crowd, gate, realpi, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
 from bridge.scripted_model import LONG_DEFAULT
@@ -58,6 +58,10 @@ class Plan:
     # Alternating trials of the gate's two figures (bench/gate.py): turns, approvals.
     gate_turns: int = 100
     gate_approvals: int = 100
+    # The checkpoints' section (bench/checkpoints.py): workspace files, turns, first-delta trials.
+    checkpoint_files: int = 10_000
+    checkpoint_turns: int = 30
+    checkpoint_trials: int = 20
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
@@ -78,6 +82,9 @@ QUICK = Plan(
     agents_deltas=LONG_DEFAULT,
     gate_turns=3,
     gate_approvals=3,
+    checkpoint_files=500,
+    checkpoint_turns=3,
+    checkpoint_trials=2,
 )
 
 
@@ -308,10 +315,20 @@ def bench_gate(plan: Plan, model: Any) -> dict[str, Any]:
     return out
 
 
+def bench_checkpoints(plan: Plan) -> dict[str, Any]:
+    """11: a turn's checkpoints on a generated workspace, and the first delta with them on and off."""
+    out = checkpoints.run(plan.checkpoint_files, plan.checkpoint_turns, plan.checkpoint_trials)
+    for line in checkpoints.summary(out):
+        _log(line)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
-EVERYTHING = frozenset({"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate"})
+EVERYTHING = frozenset(
+    {"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate", "checkpoints"}
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -325,7 +342,7 @@ def _parser() -> argparse.ArgumentParser:
         "--only",
         nargs="*",
         default=None,
-        help="run only these: throughput first cancel startup side crowd agents gate",
+        help="run only these: throughput first cancel startup side crowd agents gate checkpoints",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -397,6 +414,8 @@ def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None
         _bench_with_model(plan, only, results)
     if "agents" in only:
         results["agents"] = _bench_agents(plan)
+    if "checkpoints" in only:
+        results["checkpoints"] = bench_checkpoints(plan)
 
 
 def main(argv: list[str] | None = None) -> int:

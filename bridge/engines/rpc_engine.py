@@ -103,6 +103,7 @@ class RpcAttempt:
         asks: AskTool | None = None,
         dialogs: AskDialog | None = None,
         before_tools: anyio.Event | None = None,
+        take_checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -130,6 +131,7 @@ class RpcAttempt:
         # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
         # in the permission check; one that does not gets its prompt after it.
         self._before_tools = before_tools
+        self._take_checkpoint = take_checkpoint
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -330,6 +332,8 @@ class RpcAttempt:
         if self.options.command is not None:
             return None  # a bridge command: `_deliver` runs it
         if self._before_tools is not None and not agent.rpc.asks_before_changes:
+            if self._take_checkpoint is not None:
+                self._take_checkpoint()
             try:
                 await self._until_cancelled(self._before_tools.wait())
             except CheckoutCancelled:

@@ -180,6 +180,7 @@ class Attempts:
             self.checkpoints.begin(run)
         try:
             if lease is None and run.before_tools is not None:
+                run.take_checkpoint()
                 await run.before_tools.wait()  # one process per prompt: its tools ask nobody
             outcome = await self._attempts(run, policy, lease)
         finally:
@@ -239,6 +240,7 @@ class Attempts:
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
             before_tools=run.before_tools,
+            take_checkpoint=run.take_checkpoint,
         )
 
     def _on_session(self, run: Run, session_id: str) -> None:

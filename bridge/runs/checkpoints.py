@@ -1,9 +1,10 @@
 """Checkpoints: the workspace's files before every prompt of a conversation, and where each turn
 left them; `pi/checkpoints` lists them and `pi/rewind` puts the files back.
 
-A prompt's snapshot is taken off the event loop while the prompt goes out, so it costs the first
-delta nothing; the turn's tools wait for it instead (the gate holds them: rpc_engine.py and
-gate.py). After the turn a second snapshot records what the turn changed, shell commands
+A prompt's snapshot is taken off the event loop once the agent's first output is out (or at once
+when a tool waits for it), so it costs the first delta nothing, not even a share of the CPU while
+the first delta is on its way; the turn's tools wait for it instead (the gate holds them:
+rpc_engine.py and gate.py). After the turn a second snapshot records what the turn changed, shell commands
 included. What the user changed between turns is told apart from what the turns did, so a
 rewind never takes back the user's own edits unless forced.
 
@@ -113,8 +114,13 @@ class Checkpoints:
         if not self.status()[0] or run.options.command is not None:
             return
         run.before_tools = anyio.Event()
-        if not self._spawn(lambda: self._take_before(run)):
-            run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
+
+        def start() -> None:
+            assert run.before_tools is not None
+            if not self._spawn(lambda: self._take_before(run)):
+                run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
+
+        run.checkpoint_start = start
 
     async def _take_before(self, run: Run) -> None:
         repo = self._repo(run.options.cwd)
@@ -139,6 +145,7 @@ class Checkpoints:
         what the user does next is never taken for the turn's)."""
         if run.before_tools is None:
             return
+        run.take_checkpoint()  # a turn the agent said nothing in: the snapshot before is taken now
         with anyio.CancelScope(shield=True):
             await self._take_after(run)
 

@@ -138,6 +138,7 @@ class Gate:
 
     async def _check(self, run: Run, call: ToolCheck) -> ToolVerdict:
         if run.before_tools is not None:
+            run.take_checkpoint()
             await run.before_tools.wait()  # no tool changes a file before the checkpoint is taken
         cwd, session_id = run.options.cwd, run.session_id
         try:
