@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from bridge.contract import InitializationOptions, PermissionMode, RetryPolicy
+from bridge.contract import InitializationOptions, PermissionMode, RetryPolicy, SandboxSettings
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
@@ -44,6 +44,8 @@ class BridgeConfig:
     allowed_tools: tuple[str, ...] = ()
     # Every conversation's permission mode until changed (None: the contract's default).
     default_mode: PermissionMode | None = None
+    # How every run's tool commands are confined unless the run says otherwise (None: not at all).
+    sandbox: SandboxSettings | None = None
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -104,6 +106,8 @@ def _permission_changes(options: InitializationOptions) -> dict[str, Any]:
         changes["allowed_tools"] = tuple(options.allowed_tools)
     if options.default_mode is not None:
         changes["default_mode"] = options.default_mode
+    if options.sandbox is not None:
+        changes["sandbox"] = options.sandbox
     return changes
 
 

@@ -77,6 +77,7 @@ ErrorKind = Literal[
     "session",
     "busy",
     "internal",
+    "sandbox",
 ]
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
@@ -135,6 +136,41 @@ class PromptImage(WireModel):
 PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
 
 
+#: What the agent's tool commands may touch (contract "Additions, turn 3: sandbox").
+SandboxMode = Literal["off", "workspace-write", "read-only"]
+
+
+class SandboxSettings(WireModel):
+    """`initializationOptions.sandbox` and a run's `sandbox`: how the agent's commands are confined.
+
+    `network` is off unless asked for: a sandbox that lets a command post the workspace anywhere
+    protects little. It means nothing with `mode: "off"`.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    mode: SandboxMode = "off"
+    network: bool = False
+
+
+class SandboxInfo(WireModel):
+    """What confines a session's tool commands (session.started's `sandbox`)."""
+
+    kind: Literal["bwrap", "none"]
+    mode: SandboxMode
+    network: bool
+
+
+class SandboxAvailability(WireModel):
+    """Whether this machine can sandbox the agents' commands (initialize's `sandbox`): when not,
+    why and the fix."""
+
+    available: bool
+    kind: Literal["bwrap", "none"]
+    reason: str | None = None
+    fix: str | None = None
+
+
 class RunParams(WireModel):
     """Params of `pi/run`."""
 
@@ -159,6 +195,8 @@ class RunParams(WireModel):
     images: list[PromptImage] | None = Field(None, max_length=MAX_IMAGES)
     # The conversation's permission mode from this run's next tool call on (as pi/setMode sets it).
     mode: PermissionMode | None = None
+    # How this run's tool commands are confined (default: initializationOptions.sandbox, else off).
+    sandbox: SandboxSettings | None = None
 
 
 class CancelParams(WireModel):
@@ -225,6 +263,8 @@ class InitializationOptions(WireModel):
     allowed_tools: list[str] | None = None
     # The permission mode of every conversation until pi/setMode or a run's `mode` changes it.
     default_mode: PermissionMode | None = None
+    # How every run's tool commands are confined unless the run says otherwise.
+    sandbox: SandboxSettings | None = None
 
 
 # --------------------------------------------------------------------------- message content
@@ -237,6 +277,7 @@ class SessionContent(WireModel):
     cwd: str
     session_file: str | None = None
     pi_version: int | str | None = None
+    sandbox: SandboxInfo | None = None
 
 
 class AssistantContent(WireModel):
@@ -804,6 +845,7 @@ class ServerCapabilities(WireModel):
     settings: EffectiveSettings | None = None
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
+    sandbox: SandboxAvailability | None = None
 
 
 # --------------------------------------------------------------------------- permissions (turn 3)

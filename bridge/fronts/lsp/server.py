@@ -73,6 +73,7 @@ class BridgeProtocol(LanguageServerProtocol):
             settings=registry.settings(),
             agents=registry.agents_info(),
             default_agent=registry.default_agent(),
+            sandbox=registry.sandbox_availability(),
         ).model_dump(mode="json", by_alias=True)
         result.capabilities.experimental = {"piBridge": capabilities}
         return result
