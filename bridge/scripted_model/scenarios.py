@@ -121,6 +121,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
+    "bashprompt": "calls bash with the prompt's text as its command, then answers with what it printed",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
@@ -287,6 +288,15 @@ def _tool_reply(ask: Ask) -> Reply:
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
+def _bash_prompt_reply(ask: Ask) -> Reply:
+    """Call bash with the prompt as the command (the test names it), then answer with its output."""
+    result = trailing_tool_result(ask.body)
+    if result is not None:
+        return Reply(_text_pieces(tool_answer_text(ask.model, result)))
+    call = _tool_call_pieces(offered_tool(ask.body, "bash"), {"command": last_user_text_of(ask.body) or ""})
+    return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
+
+
 def _file_tool_reply(ask: Ask) -> Reply:
     """Make the scenario's file tool calls one by one, then answer with what the last one said."""
     calls = file_tool_calls(ask.model, ask.body)
@@ -344,6 +354,7 @@ SCRIPTS: Final[dict[str, Script]] = {
         lambda: Reply(_text_pieces(ANTHROPIC_THOUGHT, "thinking") + _text_pieces(ANTHROPIC_TEXT))
     ),
     **{model: _tool_reply for model in TOOL_COMMANDS},
+    "bashprompt": _bash_prompt_reply,
     **{model: _file_tool_reply for model in FILE_TOOL_CALLS},
     **{model: _path_tool_reply for model in PATH_TOOL_CALLS},
     "unicode": _fixed(lambda: Reply([Piece("text", p) for p in UNICODE_PIECES])),
