@@ -138,6 +138,7 @@ class SandboxBoard:
             "mode": settings.mode,
             "network": settings.network,
             "workspace": box.workspace,
+            "hidden": list(box.hidden),
             "prefix": bwrap.argv_prefix(found.path, box),
         }
         if not self._made:

@@ -158,6 +158,12 @@ async def test_curl_to_a_loopback_server_follows_network(
         assert _Loopback.hits == []
 
 
+def _cgroup(pid: int) -> str:
+    """The process's cgroup v2 path (the unified hierarchy's line)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return next((line for line in lines if line.startswith("0::")), "")
+
+
 def _find_process(marker: str) -> psutil.Process | None:
     """The process named `marker` (its argv[0]: bwrap's and the shells' argv only contain it)."""
     for process in psutil.process_iter(["cmdline"]):
@@ -186,21 +192,28 @@ async def test_a_daemon_in_the_sandbox_is_gone_after_a_cancel_and_in_the_receipt
             while (daemon := _find_process(marker)) is None:
                 await asyncio.sleep(0.05)
         assert os.readlink(f"/proc/{daemon.pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        chain = daemon.parents()
+        outer_bwrap = max(i for i, p in enumerate(chain) if p.cmdline()[:1] == [bwrap.probe().path])
+        pi = chain[outer_bwrap + 1]  # the bash tool's shell exec'd bwrap: its parent is pi
+        # bwrap's namespaces leave the cgroup alone: the daemon is in its pi's, which a stop sweeps
+        assert _cgroup(daemon.pid) == _cgroup(pi.pid), (_cgroup(daemon.pid), _cgroup(pi.pid))
         await request(bridge, "pi/cancel", {"runId": run_id})
         with pytest.raises(JsonRpcException, match=r"(?i)cancel"):
             await asyncio.wait_for(task, WAIT)
         (cancelled,) = contents_of(messages_of(bridge).by_run[run_id], "terminal.cancelled")
         assert daemon.pid in cancelled["shutdown"]["pids"], cancelled
+        if os.environ.get("PI_BRIDGE_REQUIRE_CGROUP") == "1":
+            assert cancelled["shutdown"]["containment"] == "cgroup", cancelled
         assert not psutil.pid_exists(daemon.pid) or daemon.status() == psutil.STATUS_ZOMBIE
     finally:
         if daemon is not None and daemon.is_running():
             daemon.kill()
 
 
-async def test_pi_write_tool_outside_the_workspace_is_refused(bridge: LanguageClient, tmp_path: Path) -> None:
-    outside = _HOME / "written-by-pi.txt"
+async def _path_tool_refused(bridge: LanguageClient, cwd: Path, model: str, path: Path) -> dict[str, Any]:
+    """pi's file tool (scenario `model`) on `path`: its tool.failed, the run cancelled after it."""
     run_id = f"run-{uuid.uuid4().hex[:8]}"
-    params = {"prompt": str(outside), "provider": "fake", "model": "writepath", "cwd": str(tmp_path)}
+    params = {"prompt": str(path), "provider": "fake", "model": model, "cwd": str(cwd)}
     task = asyncio.ensure_future(request(bridge, "pi/run", {**params, "runId": run_id}))
     collected = messages_of(bridge)
     await collected.wait_until(lambda: contents_of(collected.by_run[run_id], "tool.failed"))
@@ -208,8 +221,20 @@ async def test_pi_write_tool_outside_the_workspace_is_refused(bridge: LanguageCl
     with pytest.raises(JsonRpcException, match=r"(?i)cancel"):
         await asyncio.wait_for(task, WAIT)
     (failed,) = contents_of(collected.by_run[run_id], "tool.failed")
+    assert "planted-by-the-test" not in str(collected.by_run[run_id])
+    return dict(failed)
+
+
+async def test_pi_write_tool_outside_the_workspace_is_refused(bridge: LanguageClient, tmp_path: Path) -> None:
+    outside = _HOME / "written-by-pi.txt"
+    failed = await _path_tool_refused(bridge, tmp_path, "writepath", outside)
     assert "outside the workspace" in failed["error"], failed
     assert not outside.exists()
+
+
+async def test_pi_read_tool_of_a_hidden_secret_is_refused(bridge: LanguageClient, tmp_path: Path) -> None:
+    failed = await _path_tool_refused(bridge, tmp_path, "readpath", _HOME / ".ssh" / "id_rsa")
+    assert "is hidden from the agent's tools" in failed["error"], failed
 
 
 _NO_BWRAP = Path(tempfile.mkdtemp(prefix="pi-bridge-no-bwrap-path-"))

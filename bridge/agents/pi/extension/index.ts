@@ -37,10 +37,11 @@ function modeOf(sessionId: string | undefined): string {
 }
 
 type Verdict = { decision?: unknown; reason?: unknown };
-type Sandbox = { mode: string; workspace: string; prefix: string[] };
+type Sandbox = { mode: string; workspace: string; prefix: string[]; hidden?: string[] };
 
 const SANDBOX_DIR = process.env.PI_BRIDGE_SANDBOX_DIR;
 const FILE_TOOLS = new Set(["write", "edit"]);
+const READ_TOOLS = new Set(["read", "grep", "find", "ls"]);
 
 /** The conversation's sandbox; undefined: none; an Error: a file that cannot be read. */
 function sandboxOf(sessionId: string | undefined): Sandbox | Error | undefined {
@@ -89,6 +90,14 @@ function outsideReason(box: Sandbox, path: unknown, cwd: string): string | undef
 	return `sandbox: ${path} may not be changed: ${where}`;
 }
 
+/** Why pi's read-only tools may not look at `path`: it is one of the secrets the sandbox hides. */
+function hiddenReason(box: Sandbox, path: unknown, cwd: string): string | undefined {
+	if (typeof path !== "string" || !path) return undefined;
+	const target = realOf(isAbsolute(path) ? path : resolve(cwd, path.replace(/^@/, "")));
+	const hidden = (box.hidden ?? []).find((secret) => target === secret || target.startsWith(secret + sep));
+	return hidden ? `sandbox: ${path} is hidden from the agent's tools` : undefined;
+}
+
 /** The bash tool, its spawn confined by the conversation's sandbox (when it has one). */
 function registerSandboxedBash(pi: any) {
 	const plain = createBashToolDefinition(process.cwd());
@@ -117,6 +126,12 @@ export default function (pi: any) {
 		if (!ctx.hasUI) return undefined;
 		const sessionId = ctx.sessionManager?.getSessionId?.();
 		const mode = modeOf(sessionId);
+		if (READ_TOOLS.has(event.toolName)) {
+			const box = sandboxOf(sessionId);
+			if (box instanceof Error) return { block: true, reason: box.message };
+			const hidden = box && hiddenReason(box, event.input?.path, ctx.cwd ?? process.cwd());
+			if (hidden) return { block: true, reason: hidden };
+		}
 		if (FILE_TOOLS.has(event.toolName)) {
 			const box = sandboxOf(sessionId);
 			if (box instanceof Error) return { block: true, reason: box.message };
