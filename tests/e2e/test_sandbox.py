@@ -22,15 +22,25 @@ from typing import Any
 import psutil
 import pytest
 import pytest_lsp
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from bridge.process import bwrap
+from bridge.runs.approvals import REJECT_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 from tests.conftest import requires_pi
 from tests.support.env import WAIT
 from tests.support.leaks import assert_no_run_processes
-from tests.support.lsp import bridge_config, contents_of, initialize, messages_of, request, scripted_run
+from tests.support.lsp import (
+    bridge_config,
+    contents_of,
+    initialize,
+    make_client,
+    messages_of,
+    request,
+    scripted_run,
+)
 
 pytestmark = [
     requires_pi,
@@ -278,3 +288,44 @@ async def test_without_bubblewrap_a_sandboxed_run_fails_at_once_and_nothing_runs
     result, messages = await _bash(bare_bridge, tmp_path, ": > ran.txt")  # no sandbox asked: it runs
     assert result["status"] == "completed", result
     assert (tmp_path / "ran.txt").exists()
+
+
+_ASKED: list[dict[str, Any]] = []
+
+
+def _rejecting_client() -> LanguageClient:
+    """A client that can answer approvals, and rejects every one it is asked."""
+    client = make_client()
+
+    @client.feature("pi/requestPermission")
+    async def on_request(ls: LanguageClient, params: Any) -> Any:
+        _ASKED.append(params)
+        return {"optionId": REJECT_ONCE}
+
+    return client
+
+
+@pytest_lsp.fixture(config=bridge_config({STATE_DIR_ENV: str(_STATE), "HOME": str(_HOME)}, _rejecting_client))
+async def asking_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    options = {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPool": False, "defaultMode": "ask"}
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
+            initialization_options={**options, "sandbox": SANDBOX},
+        )
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_in_ask_mode_pi_write_outside_the_workspace_is_asked(
+    asking_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    """In `ask` mode the sandbox does not refuse the write itself: the user decides (rejects here)."""
+    _ASKED.clear()
+    outside = _HOME / "asked-by-pi.txt"
+    failed = await _path_tool_refused(asking_bridge, tmp_path, "writepath", outside)
+    assert [(asked["tool"], asked["input"]["path"]) for asked in _ASKED] == [("write", str(outside))]
+    assert failed["reason"] == "denied", failed
+    assert not outside.exists()
