@@ -15,7 +15,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from bridge.contract import InitializationOptions, McpServerHttp, McpServerStdio, PermissionMode, RetryPolicy
+from bridge.contract import (
+    InitializationOptions,
+    McpServerHttp,
+    McpServerStdio,
+    PermissionMode,
+    RetryPolicy,
+    SandboxSettings,
+)
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
@@ -48,6 +55,8 @@ class BridgeConfig:
     checkpoints: bool = True
     # The MCP servers of a run or ACP session that names none (initializationOptions.mcpServers).
     mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
+    # How every run's tool commands are confined unless the run says otherwise (None: not at all).
+    sandbox: SandboxSettings | None = None
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -110,6 +119,8 @@ def _permission_changes(options: InitializationOptions) -> dict[str, Any]:
         changes["allowed_tools"] = tuple(options.allowed_tools)
     if options.default_mode is not None:
         changes["default_mode"] = options.default_mode
+    if options.sandbox is not None:
+        changes["sandbox"] = options.sandbox
     return changes
 
 

@@ -86,6 +86,7 @@ ErrorKind = Literal[
     "session",
     "busy",
     "internal",
+    "sandbox",
 ]
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
@@ -252,6 +253,41 @@ def _unique_servers(servers: list[McpServerStdio | McpServerHttp] | None) -> Non
 PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
 
 
+#: What the agent's tool commands may touch (contract "Additions, turn 3: sandbox").
+SandboxMode = Literal["off", "workspace-write", "read-only"]
+
+
+class SandboxSettings(WireModel):
+    """`initializationOptions.sandbox` and a run's `sandbox`: how the agent's commands are confined.
+
+    `network` is off unless asked for: a sandbox that lets a command post the workspace anywhere
+    protects little. It means nothing with `mode: "off"`.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    mode: SandboxMode = "off"
+    network: bool = False
+
+
+class SandboxInfo(WireModel):
+    """What confines a session's tool commands (session.started's `sandbox`)."""
+
+    kind: Literal["bwrap", "none"]
+    mode: SandboxMode
+    network: bool
+
+
+class SandboxAvailability(WireModel):
+    """Whether this machine can sandbox the agents' commands (initialize's `sandbox`): when not,
+    why and the fix."""
+
+    available: bool
+    kind: Literal["bwrap", "none"]
+    reason: str | None = None
+    fix: str | None = None
+
+
 class RunParams(WireModel):
     """Params of `pi/run`."""
 
@@ -285,6 +321,9 @@ class RunParams(WireModel):
     def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
         _unique_servers(value)
         return value
+
+    # How this run's tool commands are confined (default: initializationOptions.sandbox, else off).
+    sandbox: SandboxSettings | None = None
 
 
 class CancelParams(WireModel):
@@ -362,6 +401,9 @@ class InitializationOptions(WireModel):
         _unique_servers(value)
         return value
 
+    # How every run's tool commands are confined unless the run says otherwise.
+    sandbox: SandboxSettings | None = None
+
 
 # --------------------------------------------------------------------------- message content
 
@@ -373,6 +415,7 @@ class SessionContent(WireModel):
     cwd: str
     session_file: str | None = None
     pi_version: int | str | None = None
+    sandbox: SandboxInfo | None = None
 
 
 class AssistantContent(WireModel):
@@ -954,6 +997,7 @@ class ServerCapabilities(WireModel):
     checkpoints: CheckpointsCapability | None = None
     # The MCP transports a run's `mcpServers` may use (turn 3).
     mcp: McpSupport = Field(default_factory=McpSupport)
+    sandbox: SandboxAvailability | None = None
 
 
 # --------------------------------------------------------------------------- permissions (turn 3)

@@ -26,6 +26,7 @@ from bridge.contract import (
     McpServerHttp,
     McpServerStdio,
     PromptImage,
+    SandboxSettings,
     SessionHistory,
     SessionNotFound,
     SessionSummary,
@@ -79,6 +80,8 @@ class RunOptions:
     #: are readable by others; see bridge/runs/mcp_config.py).
     mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
     mcp_config: str | None = None
+    # How the agent's tool commands are confined (None: not at all).
+    sandbox: SandboxSettings | None = None
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -612,6 +615,8 @@ class AgentAdapter(Protocol):
     interrupt_signal: signal.Signals
     #: How to run it when nothing configures its command (its executable on PATH).
     default_command: tuple[str, ...]
+    #: Whether the bridge can confine its tool commands (a run's `sandbox`).
+    can_sandbox: bool
 
     def live_mode(self) -> LiveMode | None:
         """Its live mode (the rpc engine); None: every attempt is one process (the json engine)."""
@@ -676,6 +681,9 @@ class AgentAdapter(Protocol):
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Delete a stored session (its agent stopped first); whether there was one; blocking I/O."""
+
+    def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The agent's credential files, which a sandboxed command of any agent never sees."""
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,6 +26,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.runs import sandbox
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.gate import Gate
 from bridge.runs.run import Run
@@ -82,7 +84,7 @@ class Attempts:
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
-        problem = await self._resolve_session(run)
+        problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)
             return
@@ -103,6 +105,18 @@ class Attempts:
                 self.conversations.release(lease)
         if lease is not None and lease.used_rpc:
             self.conversations.prime_again()
+
+    def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
+        """Why the run cannot have the sandbox it asks for: it then fails before anything runs.
+        Only a live agent reads its sandbox (the extension asks the bridge's board)."""
+        settings = run.options.sandbox
+        if settings is None or settings.mode == "off":
+            return None
+        problem = sandbox.problem(settings, run.agent.display_name, run.agent.can_sandbox)
+        if problem is None and not self.uses_rpc(run):
+            message = f"sandbox {settings.mode!r} needs the rpc engine (engine is {self.config.engine!r})"
+            problem = ErrorInfo(kind="sandbox", message=message, retryable=False)
+        return problem
 
     async def _acquire_slot(self, run: Run) -> bool:
         """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
@@ -235,7 +249,8 @@ class Attempts:
             retrying=run.attempt > 1,
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
-            fallback=lambda: json_attempt().run(),
+            # a sandboxed run never falls back to a process that would not read its sandbox
+            fallback=None if run.sandboxed else lambda: json_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
@@ -248,6 +263,9 @@ class Attempts:
         run.note_session(session_id)
         if self.gate is not None:
             self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
+            settings = run.options.sandbox or sandbox.OFF
+            environ = {**os.environ, **self.config.env}
+            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -29,12 +29,14 @@ from bridge.contract import (
     RunParams,
     RunResult,
     RunsResult,
+    SandboxAvailability,
     SteerResult,
 )
 from bridge.engines.conversations import Conversations, NoRpc, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
+from bridge.runs import sandbox
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
 from bridge.runs.checkpoints import Checkpoints
@@ -98,6 +100,7 @@ class RunRegistry:
         # Every conversation's mode and the check of each tool call (see gate.py).
         self.gate = Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
+        self.gate.sandboxes.agent_secrets = self._agent_secrets
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -194,6 +197,15 @@ class RunRegistry:
     def agent_names(self) -> list[str]:
         """Every agent a run can name: the known ones and any configured."""
         return self.agents.agent_names()
+
+    def _agent_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's credential files: a sandboxed command sees none of them."""
+        return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
+
+    @staticmethod
+    def sandbox_availability() -> SandboxAvailability:
+        """Whether runs can ask for a sandbox here (initialize says it)."""
+        return sandbox.availability()
 
     def agents_info(self) -> list[AgentInfo]:
         """Each known agent with its command, whether it is found and its version (initialize)."""
@@ -359,6 +371,7 @@ class RunRegistry:
             resumed=resumed,
             images=tuple(params.images or ()),
             command=command,
+            sandbox=sandbox.settings_of(params.sandbox, self.config.sandbox),
         )
         options = self._with_mcp(options, params.mcp_servers)
         options = self.stored.options_for(adapter, options, self.config.env)

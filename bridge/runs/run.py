@@ -81,6 +81,11 @@ class Run:
         return self.before_tools is not None and not self.before_tools.is_set()
 
     @property
+    def sandboxed(self) -> bool:
+        """Whether the run's tool commands are to be confined."""
+        return self.options.sandbox is not None and self.options.sandbox.mode != "off"
+
+    @property
     def agent(self) -> AgentAdapter:
         """The run's agent (chosen when the run started)."""
         assert self.adapter is not None, "start() chose the run's agent"

@@ -105,7 +105,7 @@ FILE_TOOL_CALLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
 }
 #: Scenarios that call pi's file tool on the path the prompt names (whatever it is: a FIFO, a
 #: device, a NUL byte), then answer slowly, like ``slow``, so the run stays live to be cancelled.
-PATH_TOOL_CALLS: Final[dict[str, str]] = {"writepath": "write", "editpath": "edit"}
+PATH_TOOL_CALLS: Final[dict[str, str]] = {"writepath": "write", "editpath": "edit", "readpath": "read"}
 
 SCENARIOS: Final[dict[str, str]] = {
     "text": "streams a fixed English reply word by word",
@@ -120,6 +120,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
+    "readpath": "calls pi's read on the path the prompt names, then streams like `slow`",
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
@@ -316,7 +317,8 @@ def _path_tool_reply(ask: Ask) -> Reply:
     """Call a file tool on the path the prompt names, then stream like ``slow``."""
     if tool_results_count(ask.body) != 0:
         return _slow_reply()
-    name, arguments = FILE_TOOL_CALLS[PATH_TOOL_CALLS[ask.model]]
+    name = PATH_TOOL_CALLS[ask.model]
+    arguments = FILE_TOOL_CALLS[name][1] if name in FILE_TOOL_CALLS else {}
     call = {**arguments, "path": last_user_text_of(ask.body) or ""}
     pieces = _text_pieces(FILE_TOOL_PREAMBLE) + _tool_call_pieces(offered_tool(ask.body, name), call)
     return Reply(pieces, "tool_calls")
