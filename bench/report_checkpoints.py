@@ -51,7 +51,7 @@ def checkpoints_section(cp: R) -> list[str]:
         f"copy of the workspace; {delta['trials']} `text` prompts alternate between them, pi/run sent →",
         "first `assistant` message. The snapshot before a prompt is taken in a worker thread once the",
         "agent's first output is out, or at once when a tool waits for it (the turn's tools wait for",
-        "it); the one after, before the run answers.",
+        "it); the one after, once the run has answered.",
         "",
         "| figure | p50 | p95 |",
         "|---|---|---|",
@@ -62,6 +62,12 @@ def checkpoints_section(cp: R) -> list[str]:
         "|---|---|---|---|---|",
         f"| median of {delta['trials']} | {delta['on_ms']:.1f} ms | {delta['off_ms']:.1f} ms | "
         f"{delta['added_ms']:+.1f} ms | {delta['noise_ms']:.1f} ms |",
+        "",
+        "The turn's first tool is where the snapshot's cost shows: it waits for it. The same two",
+        "bridges alternate a `tool` turn (bash `echo hi`), tool.call read → first tool.update read:",
+        f"on {delta['tool_on_ms']:.1f} ms, off {delta['tool_off_ms']:.1f} ms "
+        f"({delta['tool_on_ms'] - delta['tool_off_ms']:+.1f} ms). Section 10's approval runs with",
+        "checkpoints off, so that it measures the approval alone.",
         "",
         "`python -m bench.checkpoints [--files N] [--turns N] [--trials N]` runs this section alone.",
     ]

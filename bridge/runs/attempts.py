@@ -202,7 +202,7 @@ class Attempts:
             if got_slot:
                 self.slots.release()
             if self.checkpoints is not None:
-                await self.checkpoints.end(run)
+                self.checkpoints.end(run)
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
         if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
