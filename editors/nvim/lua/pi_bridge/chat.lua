@@ -340,7 +340,10 @@ local function act(action, session, on_done)
     return M.resume(session.sessionId, on_done)
   elseif action == 'rename' then
     return vim.ui.input(
-      { prompt = 'pi: new title: ', default = session.title or '' },
+      {
+        prompt = 'pi: new title: ',
+        default = type(session.title) == 'string' and session.title or '',
+      },
       function(title)
         if not title then
           return done_with(on_done, false)

@@ -62,7 +62,10 @@ function M.refresh(session_id, cwd, on_done)
       local commands = (not err and result and type(result.commands) == 'table') and result.commands
         or {}
       if loading == key then
-        cache, loading = { key = key, commands = commands }, nil
+        loading = nil
+        if not err then -- a failed fetch is asked again next time
+          cache = { key = key, commands = commands }
+        end
       end
       if err and not warned then
         -- Said once: an older bridge without pi/commands leaves `/` with nothing to complete.
