@@ -18,6 +18,9 @@ M.CLOSE_SESSION = 'pi/closeSession'
 M.PERMISSIONS = 'pi/permissions'
 M.SET_PERMISSIONS = 'pi/setPermissions'
 M.SET_MODE = 'pi/setMode'
+M.COMMANDS = 'pi/commands'
+M.RENAME_SESSION = 'pi/renameSession'
+M.DELETE_SESSION = 'pi/deleteSession'
 --- Server -> client: the bridge asks the user before a tool call runs.
 M.REQUEST_PERMISSION = 'pi/requestPermission'
 --- Server -> client: an agent's own dialog (select, confirm, input, editor) put to the user.
@@ -36,6 +39,9 @@ M.METHODS = {
   M.PERMISSIONS,
   M.SET_PERMISSIONS,
   M.SET_MODE,
+  M.COMMANDS,
+  M.RENAME_SESSION,
+  M.DELETE_SESSION,
 }
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
@@ -65,6 +71,9 @@ M.types = {
   NOTICE = 'notice',
   PERMISSION_REQUESTED = 'permission.requested',
   PERMISSION_RESOLVED = 'permission.resolved',
+  SESSION_COMPACTING = 'session.compacting',
+  SESSION_COMPACTED = 'session.compacted',
+  SESSION_RENAMED = 'session.renamed',
 }
 
 --- Run status that each terminal message ends an attempt with.
