@@ -21,6 +21,9 @@ M.SET_MODE = 'pi/setMode'
 M.COMMANDS = 'pi/commands'
 M.RENAME_SESSION = 'pi/renameSession'
 M.DELETE_SESSION = 'pi/deleteSession'
+M.CHECKPOINTS = 'pi/checkpoints'
+M.REWIND = 'pi/rewind'
+M.CHECKPOINT_FILE = 'pi/checkpointFile'
 --- Server -> client: the bridge asks the user before a tool call runs.
 M.REQUEST_PERMISSION = 'pi/requestPermission'
 --- Server -> client: an agent's own dialog (select, confirm, input, editor) put to the user.
@@ -42,6 +45,9 @@ M.METHODS = {
   M.COMMANDS,
   M.RENAME_SESSION,
   M.DELETE_SESSION,
+  M.CHECKPOINTS,
+  M.REWIND,
+  M.CHECKPOINT_FILE,
 }
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
