@@ -53,3 +53,13 @@ def cmdline(proc: psutil.Process) -> str:
         return " ".join(proc.cmdline())
     except psutil.Error:
         return ""
+
+
+def is_checkpoint_git(proc: psutil.Process) -> bool:
+    """A git the bridge runs itself for a checkpoint (its shadow repository in the state dir):
+    the bridge's own short work, never a process of a run."""
+    try:
+        argv = proc.cmdline()
+    except psutil.Error:
+        return False
+    return bool(argv) and argv[0].endswith("git") and "--git-dir" in argv and "checkpoints" in " ".join(argv)

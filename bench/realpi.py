@@ -168,10 +168,11 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
             cancel_answered, cancel_answer = client.wait_response(cancel_msg, 30)
             error = answer.get("error") or {}
             receipt = (cancel_answer.get("result") or {}).get("shutdown") or {}
+            kept = _agents_kept(client)
             left = [
                 proc
                 for proc in procs.still_alive(tree) + procs.descendants(client.pid)
-                if proc.pid not in _agents_kept(client)
+                if proc.pid not in kept and not procs.is_checkpoint_git(proc)
             ]
             results.append(
                 CancelTrial(

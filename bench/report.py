@@ -422,7 +422,9 @@ def _cancel_section(ca: R) -> list[str]:
         "SIGTERM and SIGINT, so",
         "the 2 s grace runs out and the kill stage ends it. Processes left: the bridge's descendants",
         "snapshotted just before the cancel that are still alive (zombies count as dead) after the answer,",
-        "plus any live descendant of the bridge then. Baseline, same invocation: pi started directly and",
+        "plus any live descendant of the bridge then, less the pis it keeps on purpose and the git of its",
+        "own checkpoint snapshot (no process of the run; it ends by itself). Baseline, same invocation:",
+        "pi started directly and",
         "sent SIGTERM by hand at the same moment (the least any cancel that stops pi can take).",
         "",
         "| case | trials | median | min | max | shutdown itself (receipt elapsedMs, median) | "
