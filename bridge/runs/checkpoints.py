@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 #: Checkpoints kept per conversation (the oldest go first).
 MAX_PER_SESSION: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINTS_PER_SESSION", "100"))
 CHECKPOINTS_DIR: Final = "checkpoints"
+#: How long a listing or a rewind waits for the record of a turn that has just ended.
+RECORD_WAIT_SECONDS: Final = 60.0
 Restore = Literal["files", "conversation", "both"]
 
 
@@ -93,6 +95,9 @@ class Checkpoints:
         self.git = find_git(os.environ.get("PATH"))
         self._locks: dict[str, anyio.Lock] = {}
         self._pending: dict[str, tuple[str, Snapshot | None]] = {}
+        #: Per conversation, the records of its ended turns still being written: a listing or a
+        #: rewind waits for them, so it never misses the turn that just answered.
+        self._recording: dict[str, list[anyio.Event]] = {}
         #: Called once a run's tools may go (its snapshot taken, or given up).
         self.on_ready: Callable[[Run], None] | None = None
         #: initializationOptions.checkpoints.
@@ -152,7 +157,18 @@ class Checkpoints:
             run.before_tools.set()
             self._pending.pop(run.run_id, None)
             return
-        self._spawn(lambda: self._take_after(run))
+        recorded = anyio.Event()
+        if run.session_id is not None:
+            self._recording.setdefault(run.session_id, []).append(recorded)
+
+        async def record() -> None:
+            try:
+                await self._take_after(run)
+            finally:
+                recorded.set()
+
+        if not self._spawn(record):
+            recorded.set()
 
     async def _take_after(self, run: Run) -> None:
         assert run.before_tools is not None
@@ -205,14 +221,26 @@ class Checkpoints:
 
     # ------------------------------------------------------------------ reading
 
+    async def _recorded(self, session_id: str) -> None:
+        """Wait (bounded) until the conversation's ended turns are all recorded."""
+        waiting = self._recording.get(session_id, [])
+        with anyio.move_on_after(RECORD_WAIT_SECONDS):
+            for event in list(waiting):
+                await event.wait()
+        self._recording[session_id] = [event for event in waiting if not event.is_set()]
+        if not self._recording[session_id]:
+            del self._recording[session_id]
+
     async def of_session(self, session_id: str) -> list[CheckpointRecord]:
-        """A conversation's checkpoints, oldest first."""
+        """A conversation's checkpoints, oldest first (its last turn's included, once recorded)."""
+        await self._recorded(session_id)
         stored = await anyio.to_thread.run_sync(self._read, session_id)
         return [r for r in stored.checkpoints if r.kind == "turn"]
 
     async def find(self, session_id: str, checkpoint_id: str) -> tuple[list[CheckpointRecord], int]:
         """A conversation's records (its rewinds too) and the index of one of its checkpoints
         (CheckpointError if none)."""
+        await self._recorded(session_id)
         listed = (await anyio.to_thread.run_sync(self._read, session_id)).checkpoints
         for index, record in enumerate(listed):
             if record.checkpoint_id == checkpoint_id and record.kind == "turn":
