@@ -10,6 +10,7 @@ import { applyEntry, newRunRecord, settleTools, type RunItem, type RunRecord, ty
 import type { ApprovalView, EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
+import { restoreButton } from './restore';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -107,7 +108,8 @@ function addTurn(p: HostToView['turn']): void {
   section.dataset.turnId = p.turnId;
   section.dataset.status = p.live ? 'running' : 'completed';
   const prompt = el('div', 'prompt');
-  prompt.append(el('span', 'who', 'You'), el('div', 'prompt-text', p.prompt));
+  prompt.append(el('span', 'who', 'You'), restoreButton(() => send('restoreCheckpoint', { turnId: p.turnId })));
+  prompt.append(el('div', 'prompt-text', p.prompt));
   if (p.chips.length > 0) {
     const chips = el('div', 'chips');
     for (const label of p.chips) {
