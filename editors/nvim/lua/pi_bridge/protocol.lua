@@ -41,6 +41,12 @@ M.METHODS = {
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
 M.CONVERSATION_METHODS = { M.SESSIONS, M.SESSION, M.STEER }
 
+--- Checkpoints and rewind (:PiRewind, rewind.lua).
+M.CHECKPOINTS = 'pi/checkpoints'
+M.REWIND = 'pi/rewind'
+M.CHECKPOINT_FILE = 'pi/checkpointFile'
+M.CHECKPOINT_METHODS = { M.CHECKPOINTS, M.REWIND, M.CHECKPOINT_FILE }
+
 M.REQUEST_CANCELLED = -32800
 M.INVALID_PARAMS = -32602
 
