@@ -797,6 +797,9 @@ class ServerCapabilities(WireModel):
             COMMANDS,
             RENAME_SESSION,
             DELETE_SESSION,
+            CHECKPOINTS,
+            REWIND,
+            CHECKPOINT_FILE,
         ]
     )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
@@ -804,6 +807,7 @@ class ServerCapabilities(WireModel):
     settings: EffectiveSettings | None = None
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
+    checkpoints: CheckpointsCapability | None = None
 
 
 # --------------------------------------------------------------------------- permissions (turn 3)
@@ -1075,6 +1079,88 @@ class DeleteSessionResult(WireModel):
     deleted: bool
 
 
+# --------------------------------------------------------------------------- checkpoints and rewind
+
+CHECKPOINTS = "pi/checkpoints"
+REWIND = "pi/rewind"
+CHECKPOINT_FILE = "pi/checkpointFile"
+RestoreWhat = Literal["files", "conversation", "both"]
+
+
+class CheckpointsParams(WireModel):
+    """Params of `pi/checkpoints`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+
+
+class CheckpointInfo(WireModel):
+    """One checkpoint: the workspace before a prompt, and the files that prompt's turn changed."""
+
+    checkpoint_id: str
+    prompt: str
+    created_at: str
+    run_id: str | None = None
+    files: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+
+class CheckpointsResult(WireModel):
+    """Result of `pi/checkpoints`: oldest first; `available` false (with why) where they are off."""
+
+    available: bool
+    reason: str | None = None
+    checkpoints: list[CheckpointInfo]
+
+
+class RewindParams(WireModel):
+    """Params of `pi/rewind`."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+    checkpoint_id: str = Field(min_length=1, max_length=256)
+    restore: RestoreWhat
+    dry_run: bool = False
+    force: bool = False
+
+
+class RewindResult(WireModel):
+    """Result of `pi/rewind`: the files put back, the user's own changes left alone, and the
+    conversation's session from now on (a new one after a conversation rewind)."""
+
+    restored: list[str]
+    conflicts: list[str]
+    session_id: str
+    dry_run: bool
+
+
+class CheckpointFileParams(WireModel):
+    """Params of `pi/checkpointFile`: one file as it was at a checkpoint (a preview's old side)."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str = Field(min_length=1, max_length=256)
+    checkpoint_id: str = Field(min_length=1, max_length=256)
+    path: str = Field(min_length=1, max_length=4096)
+
+
+class CheckpointFileResult(WireModel):
+    """Result of `pi/checkpointFile`: its text (null: the file did not exist), or `binary`."""
+
+    path: str
+    content: str | None
+    binary: bool = False
+
+
+class CheckpointsCapability(WireModel):
+    """`capabilities.experimental.piBridge.checkpoints` of the initialize answer."""
+
+    available: bool
+    reason: str | None = None
+
+
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RunParams": RunParams,
     "CancelParams": CancelParams,
@@ -1109,6 +1195,12 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "RenameSessionResult": RenameSessionResult,
     "DeleteSessionParams": DeleteSessionParams,
     "DeleteSessionResult": DeleteSessionResult,
+    "CheckpointsParams": CheckpointsParams,
+    "CheckpointsResult": CheckpointsResult,
+    "RewindParams": RewindParams,
+    "RewindResult": RewindResult,
+    "CheckpointFileParams": CheckpointFileParams,
+    "CheckpointFileResult": CheckpointFileResult,
 }
 
 
@@ -1127,7 +1219,7 @@ def json_schema() -> dict[str, Any]:
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
         f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}, "
-        f"{COMMANDS}, {RENAME_SESSION}, {DELETE_SESSION}; "
+        f"{COMMANDS}, {RENAME_SESSION}, {DELETE_SESSION}, {CHECKPOINTS}, {REWIND}, {CHECKPOINT_FILE}; "
         f"notification {MESSAGE}; server -> client requests {REQUEST_PERMISSION}, {ASK}",
         "$defs": dict(sorted(defs.items())),
     }

@@ -429,6 +429,11 @@ class LiveClient(Protocol):
     dialogs: AskDialog | None
 
     @property
+    def asks_before_changes(self) -> bool:
+        """Whether the agent asks the bridge (`asks`) before each tool that may change a file."""
+        ...
+
+    @property
     def run_end_line(self) -> bytes:
         """The line that ends a run for the mapper, fed once the agent settled (the engine holds
         the agent's own back until then): pi's a bare end event, Claude Code's `result` line."""
@@ -501,6 +506,12 @@ class LiveClient(Protocol):
 
     async def rename(self, title: str) -> None:
         """Give the conversation a title. Raises LiveError."""
+        ...
+
+    async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
+        """Continue the conversation from before one of its prompts (its `ordinal`-th, whose text
+        is `prompt`) on a new session, the old one left as it was; the agent's state after.
+        Raises LiveError, kind "refused" when the agent cannot."""
         ...
 
     def close_stdin(self) -> None:

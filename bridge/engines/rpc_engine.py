@@ -100,6 +100,7 @@ class RpcAttempt:
         on_session: Callable[[str], None] | None = None,
         asks: AskTool | None = None,
         dialogs: AskDialog | None = None,
+        before_tools: anyio.Event | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -124,6 +125,9 @@ class RpcAttempt:
         self._asks = asks
         # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
         self._dialogs = dialogs
+        # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
+        # in the permission check; one that does not gets its prompt after it.
+        self._before_tools = before_tools
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -317,6 +321,11 @@ class RpcAttempt:
             return await self._command_failed(agent, exc)
         if self.options.command is not None:
             return None  # a bridge command: `_deliver` runs it
+        if self._before_tools is not None and not agent.rpc.asks_before_changes:
+            try:
+                await self._until_cancelled(self._before_tools.wait())
+            except CheckoutCancelled:
+                return self._cancelled_before_prompt()
         try:
             return agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
         except LiveError as exc:

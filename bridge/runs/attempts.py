@@ -25,6 +25,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.gate import Gate
 from bridge.runs.run import Run
 
@@ -58,10 +59,15 @@ class Attempts:
     wait_writable: Callable[[], Awaitable[None]] | None = None
     # The conversations' modes and the permission check of the live agents' tool calls.
     gate: Gate | None = None
+    # The workspace's files before each prompt (pi/checkpoints, pi/rewind).
+    checkpoints: Checkpoints | None = None
     slots: anyio.Semaphore = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.slots = anyio.Semaphore(self.config.max_concurrent_runs)
+        gate = self.gate
+        if self.checkpoints is not None and gate is not None:
+            self.checkpoints.on_ready = lambda run: gate.unhold(run.session_id)
 
     def reconfigure(self, config: BridgeConfig) -> None:
         """New settings (before any run starts): the concurrency limit among them."""
@@ -167,12 +173,18 @@ class Attempts:
         self.pool.session_in_use(session)
         if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
             self.pool.forget_session(session)
+        if self.checkpoints is not None and not run.cancel.cancelled:
+            self.checkpoints.begin(run)
         try:
+            if lease is None and run.before_tools is not None:
+                await run.before_tools.wait()  # one process per prompt: its tools ask nobody
             outcome = await self._attempts(run, policy, lease)
         finally:
             self.pool.session_released(session)
             if got_slot:
                 self.slots.release()
+            if self.checkpoints is not None:
+                await self.checkpoints.end(run)
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
         if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
@@ -223,13 +235,14 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
+            before_tools=run.before_tools,
         )
 
     def _on_session(self, run: Run, session_id: str) -> None:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
         run.note_session(session_id)
         if self.gate is not None:
-            self.gate.bind(session_id, run.params.mode)
+            self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

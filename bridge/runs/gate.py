@@ -46,7 +46,7 @@ class ModeBoard:
         self.path = root / f"{os.getpid()}-{os.urandom(6).hex()}"
         self._made = False
 
-    def publish(self, session_id: str, mode: PermissionMode) -> None:
+    def publish(self, session_id: str, mode: PermissionMode | Literal["hold"]) -> None:
         """Write `mode` for `session_id` whole (temp file, then rename); `full` removes the file."""
         if not _SAFE_NAME.fullmatch(session_id):
             return
@@ -99,12 +99,19 @@ class Gate:
         self._modes[session_id] = mode
         self.board.publish(session_id, mode)
 
-    def bind(self, session_id: str, mode: PermissionMode | None) -> None:
+    def bind(self, session_id: str, mode: PermissionMode | None, *, hold: bool = False) -> None:
         """A run streams on conversation `session_id`: its `mode` (if it gave one) is the
-        conversation's now, and the agent's gate sees the conversation's mode."""
+        conversation's now, and the agent's gate sees the conversation's mode. With `hold`, a
+        `full` conversation's agent asks before each tool all the same, until `unhold`: the
+        run's checkpoint is being taken, and no tool may change a file before it is."""
         if mode is not None:
-            self.set_mode(session_id, mode)
-        else:
+            self._modes[session_id] = mode
+        shown = self.mode_of(session_id)
+        self.board.publish(session_id, "hold" if hold and shown == "full" else shown)
+
+    def unhold(self, session_id: str | None) -> None:
+        """The conversation's checkpoint is taken: its agent's gate sees its mode again."""
+        if session_id is not None:
             self.board.publish(session_id, self.mode_of(session_id))
 
     def check(self, run: Run) -> AskTool:
@@ -120,6 +127,8 @@ class Gate:
         return dialogs_for(run, self.questioner)
 
     async def _check(self, run: Run, call: ToolCheck) -> ToolVerdict:
+        if run.before_tools is not None:
+            await run.before_tools.wait()  # no tool changes a file before the checkpoint is taken
         cwd, session_id = run.options.cwd, run.session_id
         try:
             rules = await self.rules.rules_async(cwd)

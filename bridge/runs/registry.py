@@ -37,9 +37,11 @@ from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
+from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
 from bridge.runs.redact import Redactor, mask_in_logs
+from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ class RunRegistry:
         self.adapter = adapter
         # Every conversation's mode and the check of each tool call (see gate.py).
         self.gate = Gate(config.default_mode or "full")
+        self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -127,6 +130,7 @@ class RunRegistry:
             may_prime=lambda: not (self._closing.is_set() or self._stopping),
             wait_writable=wait_writable,
             gate=self.gate,
+            checkpoints=self.checkpoints,
         )
 
     def _gated(self, config: BridgeConfig) -> BridgeConfig:
@@ -173,10 +177,12 @@ class RunRegistry:
         """How to start an agent (see AgentChoice.command_of)."""
         return self.agents.command_of(adapter)
 
-    def spawn_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run `work` in the registry's task group (ended with it); nothing if not serving."""
-        if self._tasks is not None:
-            self._tasks.start_soon(work)
+    def spawn_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        """Run `work` in the registry's task group (ended with it); False if not serving."""
+        if self._tasks is None:
+            return False
+        self._tasks.start_soon(work)
+        return True
 
     async def prepare_first_prompt(self) -> None:
         """Build every agent's adapter now, while the spare agent boots (see AgentChoice)."""
@@ -278,6 +284,10 @@ class RunRegistry:
     def reap_orphans() -> None:
         """Collect the exit status of the dead orphans this process adopted (else: zombies)."""
         spawn.reap_orphans()
+
+    def has_live_run(self, session_id: str) -> bool:
+        """Whether a run of this conversation is live now."""
+        return any(session_id in (run.session_id, run.options.session_id) for run in self._runs.values())
 
     def is_live_session(self, session_id: str) -> bool:
         """Whether a conversation of this session has a live agent now (none in the json engine)."""

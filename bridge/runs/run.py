@@ -66,6 +66,15 @@ class Run:
     on_done: Callable[[Run], None] | None = None
     # The tool calls the bridge refused (permissions): their tool.failed says `reason: "denied"`.
     denied: set[str] = field(default_factory=set)
+    # Set once the workspace's checkpoint before this prompt is taken: its tools wait for it.
+    before_tools: anyio.Event | None = None
+    # Why the run has no checkpoint (git failed, the workspace is too large).
+    checkpoint_note: str | None = None
+
+    @property
+    def tools_held(self) -> bool:
+        """Whether the run's tools must wait for its checkpoint still."""
+        return self.before_tools is not None and not self.before_tools.is_set()
 
     @property
     def agent(self) -> AgentAdapter:

@@ -15,17 +15,24 @@ import anyio
 
 from bridge.agents.seam import AgentCommand, LiveError
 from bridge.contract import (
+    CheckpointFileResult,
+    CheckpointInfo,
+    CheckpointsResult,
     CommandInfo,
     CommandsResult,
     DeleteSessionResult,
     RenameSessionResult,
+    RewindParams,
+    RewindResult,
     SessionHistory,
 )
 from bridge.engines.conversations import LiveAgent
 from bridge.runs import history
+from bridge.runs.checkpoints import CheckpointError, CheckpointRecord
 from bridge.runs.commands import command_list
 from bridge.runs.redact import Redactor
 from bridge.runs.registry import NoLiveMode, OpenFailure, RunRegistry
+from bridge.runs.shadow_git import ShadowGitError
 
 T = TypeVar("T")
 
@@ -77,6 +84,82 @@ class Toolbox:
         except OSError as exc:
             raise ToolboxError(f"the session could not be deleted: {exc.strerror}") from None
         return DeleteSessionResult(deleted=deleted)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    async def checkpoints(self, session_id: str) -> CheckpointsResult:
+        """The conversation's checkpoints, oldest first."""
+        store = self.registry.checkpoints
+        available, reason = store.status()
+        listed = await store.of_session(session_id) if available else []
+        return CheckpointsResult(
+            available=available,
+            reason=reason,
+            checkpoints=[
+                CheckpointInfo(
+                    checkpoint_id=r.checkpoint_id,
+                    prompt=r.prompt,
+                    created_at=r.created_at,
+                    run_id=r.run_id,
+                    files=r.files,
+                    notes=r.notes,
+                )
+                for r in listed
+            ],
+        )
+
+    async def rewind(self, params: RewindParams) -> RewindResult:
+        """Files, the conversation or both back to before a checkpoint's prompt (see checkpoints.py)."""
+        session_id, store = params.session_id, self.registry.checkpoints
+        if self.registry.has_live_run(session_id):
+            raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
+        listed, index = await self._checkpoint(session_id, params.checkpoint_id)
+        restored: list[str] = []
+        conflicts: list[str] = []
+        if params.restore in ("files", "both"):
+            try:
+                plan = await store.rewind_files(
+                    session_id, listed, index, dry_run=params.dry_run, force=params.force
+                )
+            except ShadowGitError as exc:
+                raise ToolboxError(f"the files could not be rewound: {exc}") from None
+            restored, conflicts = plan.restored, plan.conflicts
+        if params.restore in ("conversation", "both") and not params.dry_run:
+            record = listed[index]
+            agent = await self._live(session_id, record.cwd)
+            state = await self._ask(
+                "go back in the conversation", lambda: agent.rpc.fork_before(record.prompt, record.ordinal)
+            )
+            self.registry.conversations.rebind(agent, state)
+            session_id = agent.session_id or session_id
+            await store.copy_to(session_id, [r for r in listed[:index] if r.kind == "turn"])
+        return RewindResult(
+            restored=restored, conflicts=conflicts, session_id=session_id, dry_run=params.dry_run
+        )
+
+    async def checkpoint_file(self, session_id: str, checkpoint_id: str, path: str) -> CheckpointFileResult:
+        """One file as it was at a checkpoint: the old side of a preview."""
+        listed, index = await self._checkpoint(session_id, checkpoint_id)
+        try:
+            data = await self.registry.checkpoints.file_at(listed[index], path)
+        except ShadowGitError as exc:
+            raise ToolboxError(f"the file could not be read: {exc}") from None
+        if data is None:
+            return CheckpointFileResult(path=path, content=None)
+        try:
+            return CheckpointFileResult(path=path, content=data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return CheckpointFileResult(path=path, content=None, binary=True)
+
+    async def _checkpoint(self, session_id: str, checkpoint_id: str) -> tuple[list[CheckpointRecord], int]:
+        store = self.registry.checkpoints
+        available, reason = store.status()
+        if not available:
+            raise ToolboxError(f"checkpoints are off: {reason}")
+        try:
+            return await store.find(session_id, checkpoint_id)
+        except CheckpointError as exc:
+            raise ToolboxError(str(exc), not_found=exc.not_found) from None
 
     async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
         """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""

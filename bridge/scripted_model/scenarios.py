@@ -122,6 +122,7 @@ SCENARIOS: Final[dict[str, str]] = {
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
+    "shell": "calls bash with the prompt's text as the command, then answers what it printed",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
@@ -287,6 +288,16 @@ def _tool_reply(ask: Ask) -> Reply:
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
+def _shell_reply(ask: Ask) -> Reply:
+    """Call bash with the last user message as the command, then answer with what it printed."""
+    result = trailing_tool_result(ask.body)
+    if result is not None:
+        return Reply(_text_pieces(tool_answer_text(ask.model, result)))
+    command = last_user_text_of(ask.body) or "true"
+    call = _tool_call_pieces(offered_tool(ask.body, "bash"), {"command": command})
+    return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
+
+
 def _file_tool_reply(ask: Ask) -> Reply:
     """Make the scenario's file tool calls one by one, then answer with what the last one said."""
     calls = file_tool_calls(ask.model, ask.body)
@@ -353,6 +364,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "err401": _fixed(lambda: _error(401, "fake invalid API key", "auth")),
     "flaky": _flaky_reply,
     "askuser": _ask_user_reply,
+    "shell": _shell_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,

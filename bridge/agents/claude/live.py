@@ -168,6 +168,11 @@ class ClaudeLive(LiveReader):
     # ------------------------------------------------------------------ the seam
 
     @property
+    def asks_before_changes(self) -> bool:
+        """Claude Code asks before an edit, a write or a command, unless started in a mode of its own."""
+        return self._permission_mode is not None
+
+    @property
     def run_end_line(self) -> bytes:
         """The turn's own `result` line: its usage, stop reason and error."""
         return self._result
@@ -329,6 +334,11 @@ class ClaudeLive(LiveReader):
         raise ClaudeLiveError(
             f"/{command.name}", "is not something Claude Code's control protocol offers", kind="refused"
         )
+
+    async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
+        """Refused: a running Claude Code cannot fork its session (a new process would
+        `--resume-session-at` one of its messages)."""
+        raise ClaudeLiveError("fork", "is not something a running Claude Code can do", kind="refused")
 
     async def rename(self, title: str) -> None:
         """Refused: Claude Code's sessions have no title the bridge can set."""

@@ -172,6 +172,18 @@ def agent_commands(data: dict[str, Any]) -> list[AgentCommand]:
     return found
 
 
+def fork_entry(messages: list[dict[str, Any]], text: str, ordinal: int) -> str | None:
+    """The entry id of the conversation's `ordinal`-th user message if its text is `text`, else
+    of the last one whose text is (a steering message or a compaction moves the count)."""
+    entries = [(m.get("entryId"), m.get("text")) for m in messages]
+    if ordinal < len(entries) and entries[ordinal][1] == text and isinstance(entries[ordinal][0], str):
+        return entries[ordinal][0]
+    for entry_id, said in reversed(entries):
+        if said == text and isinstance(entry_id, str):
+            return entry_id
+    return None
+
+
 def _has_space(text: str) -> bool:
     return any(char.isspace() for char in text)
 
@@ -275,6 +287,11 @@ class PiRpc(LiveReader):
         self.asks: AskTool | None = None
         # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
         self.dialogs: AskDialog | None = None
+
+    @property
+    def asks_before_changes(self) -> bool:
+        """pi's gate extension asks before every tool while the conversation's mode file says so."""
+        return True
 
     def _awaiting_answers(self) -> bool:
         return bool(self._waiting)
@@ -474,6 +491,18 @@ class PiRpc(LiveReader):
         return CommandDone(
             "Started a new conversation.", live_state(await self.request({"type": "get_state"}))
         )
+
+    async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
+        """pi's `fork` at the prompt's user message: a new session holding what came before it."""
+        listed = (await self.request({"type": "get_fork_messages"})).get("messages")
+        messages = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+        entry = fork_entry(messages, prompt.strip(JS_WHITESPACE), ordinal)
+        if entry is None:
+            raise RpcError("fork", f"found no message {prompt[:80]!r} to go back to", kind="refused")
+        data = await self.request({"type": "fork", "entryId": entry})
+        if data.get("cancelled") is True:
+            raise RpcError("fork", "was cancelled by an extension", kind="refused")
+        return live_state(await self.request({"type": "get_state"}))
 
     async def rename(self, title: str) -> None:
         """set_session_name: pi stores the title in the session (and prints session_info_changed)."""

@@ -69,10 +69,12 @@ class BridgeProtocol(LanguageServerProtocol):
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         result: types.InitializeResult = yield from super().lsp_initialize(params)
         registry = self._server.registry
+        available, reason = registry.checkpoints.status()
         capabilities = contract.ServerCapabilities(
             settings=registry.settings(),
             agents=registry.agents_info(),
             default_agent=registry.default_agent(),
+            checkpoints=contract.CheckpointsCapability(available=available, reason=reason),
         ).model_dump(mode="json", by_alias=True)
         result.capabilities.experimental = {"piBridge": capabilities}
         return result
@@ -274,6 +276,26 @@ def _toolbox_features(server: BridgeServer) -> None:
     async def pi_rename_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.RenameSessionParams, raw)
         result = await _toolbox_call(ls.toolbox.rename(params.session_id, params.title))
+        return result.model_dump(mode="json", by_alias=True)
+
+    @server.feature(contract.CHECKPOINTS)
+    async def pi_checkpoints(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CheckpointsParams, raw)
+        result = await _toolbox_call(ls.toolbox.checkpoints(params.session_id))
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.REWIND)
+    async def pi_rewind(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.RewindParams, raw)
+        result = await _toolbox_call(ls.toolbox.rewind(params))
+        return result.model_dump(mode="json", by_alias=True)
+
+    @server.feature(contract.CHECKPOINT_FILE)
+    async def pi_checkpoint_file(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.CheckpointFileParams, raw)
+        result = await _toolbox_call(
+            ls.toolbox.checkpoint_file(params.session_id, params.checkpoint_id, params.path)
+        )
         return result.model_dump(mode="json", by_alias=True)
 
     @server.feature(contract.DELETE_SESSION)

@@ -1,0 +1,304 @@
+"""Checkpoints: the workspace's files before every prompt of a conversation, and where each turn
+left them; `pi/checkpoints` lists them and `pi/rewind` puts the files back.
+
+A prompt's snapshot is taken off the event loop while the prompt goes out, so it costs the first
+delta nothing; the turn's tools wait for it instead (the gate holds them: rpc_engine.py and
+gate.py). After the turn a second snapshot records what the turn changed, shell commands
+included. What the user changed between turns is told apart from what the turns did, so a
+rewind never takes back the user's own edits unless forced.
+
+The records live in the bridge's state dir, one file per conversation; the snapshots in one
+shadow git repository per workspace (shadow_git.py). Old checkpoints are pruned by count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bridge.runs.run import Run
+from bridge.runs.shadow_git import ShadowGitError, ShadowRepo, Snapshot, find_git
+
+log = logging.getLogger(__name__)
+
+#: Checkpoints kept per conversation (the oldest go first).
+MAX_PER_SESSION: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINTS_PER_SESSION", "100"))
+CHECKPOINTS_DIR: Final = "checkpoints"
+Restore = Literal["files", "conversation", "both"]
+
+
+class CheckpointError(Exception):
+    """A checkpoint request that cannot be done (the message says why)."""
+
+    def __init__(self, message: str, *, not_found: bool = False) -> None:
+        super().__init__(message)
+        self.not_found = not_found
+
+
+class CheckpointRecord(BaseModel):
+    """One prompt's checkpoint, as stored; or a files rewind (`kind` "rewind"), which is no
+    checkpoint but tells the bridge's own changes from the user's."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["turn", "rewind"] = "turn"
+    checkpoint_id: str
+    run_id: str
+    prompt: str
+    created_at: str
+    cwd: str
+    #: The prompts of the conversation before this one (where a conversation rewind forks).
+    ordinal: int = Field(ge=0)
+    before: str
+    after: str | None = None
+    files: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class _SessionFile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    version: Literal[1] = 1
+    checkpoints: list[CheckpointRecord] = Field(default_factory=list)
+
+
+class FilesPlan(BaseModel):
+    """What a files rewind changes, and what it leaves alone as the user's."""
+
+    restored: list[str]
+    conflicts: list[str]
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(os.fsencode(text)).hexdigest()[:32]
+
+
+class Checkpoints:
+    """Every conversation's checkpoints, over one shadow repository per workspace."""
+
+    def __init__(self, root: Path, spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], bool]) -> None:
+        self.root = root / CHECKPOINTS_DIR
+        self._spawn = spawn
+        self.git = find_git(os.environ.get("PATH"))
+        self._locks: dict[str, anyio.Lock] = {}
+        self._pending: dict[str, tuple[str, Snapshot | None]] = {}
+        #: Called once a run's tools may go (its snapshot taken, or given up).
+        self.on_ready: Callable[[Run], None] | None = None
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> tuple[bool, str | None]:
+        """Whether checkpoints are on, and why not."""
+        if self.git is None:
+            return False, "git is not installed (checkpoints need it: apt-get install git)"
+        return True, None
+
+    # ------------------------------------------------------------------ taking them
+
+    def begin(self, run: Run) -> None:
+        """Start the run's snapshot (a prompt of a conversation); its tools wait for it."""
+        if self.git is None or run.options.command is not None:
+            return
+        run.before_tools = anyio.Event()
+        if not self._spawn(lambda: self._take_before(run)):
+            run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
+
+    async def _take_before(self, run: Run) -> None:
+        repo = self._repo(run.options.cwd)
+        snapshot: Snapshot | None = None
+        try:
+            async with self._lock(repo):
+                snapshot = await anyio.to_thread.run_sync(
+                    repo.snapshot, f"{run.run_id}-before", f"before {run.run_id}"
+                )
+        except ShadowGitError as exc:
+            log.warning("run %s: no checkpoint: %s", run.run_id, exc)
+            run.checkpoint_note = str(exc)
+        finally:
+            self._pending[run.run_id] = (run.options.cwd, snapshot)
+            assert run.before_tools is not None
+            run.before_tools.set()
+            if self.on_ready is not None:
+                self.on_ready(run)
+
+    async def end(self, run: Run) -> None:
+        """The run has ended: record where it left the files, before its answer goes out (so
+        what the user does next is never taken for the turn's)."""
+        if run.before_tools is None:
+            return
+        with anyio.CancelScope(shield=True):
+            await self._take_after(run)
+
+    async def _take_after(self, run: Run) -> None:
+        assert run.before_tools is not None
+        await run.before_tools.wait()
+        cwd, before = self._pending.pop(run.run_id, (run.options.cwd, None))
+        session_id = run.session_id
+        if before is None or session_id is None:
+            return
+        repo = self._repo(cwd)
+        try:
+            async with self._lock(repo):
+                after = await anyio.to_thread.run_sync(
+                    repo.snapshot, f"{run.run_id}-after", f"after {run.run_id}"
+                )
+                files = await anyio.to_thread.run_sync(repo.changed, before.commit, after.commit)
+        except ShadowGitError as exc:
+            log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
+            after, files = None, []
+        await anyio.to_thread.run_sync(self._add, session_id, run, cwd, before, after, files)
+
+    def _add(
+        self, session_id: str, run: Run, cwd: str, before: Snapshot, after: Snapshot | None, files: list[str]
+    ) -> None:
+        stored = self._read(session_id)
+        record = CheckpointRecord(
+            checkpoint_id=f"cp-{run.run_id}",
+            run_id=run.run_id,
+            prompt=run.params.prompt,
+            created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            cwd=cwd,
+            ordinal=sum(1 for r in stored.checkpoints if r.kind == "turn"),
+            before=before.commit,
+            after=after.commit if after is not None else None,
+            files=files,
+            notes=[
+                f"left out {path}: {size / 1e6:.0f} MB, over the size limit" for path, size in before.skipped
+            ],
+        )
+        stored.checkpoints.append(record)
+        dropped = stored.checkpoints[:-MAX_PER_SESSION]
+        stored.checkpoints = stored.checkpoints[-MAX_PER_SESSION:]
+        self._write(session_id, stored)
+        if dropped:
+            repo = self._repo(cwd)
+            names = [f"{r.run_id}-{side}" for r in dropped for side in ("before", "after")]
+            try:
+                repo.forget(names)
+            except ShadowGitError as exc:
+                log.info("old checkpoints not pruned: %s", exc)
+
+    # ------------------------------------------------------------------ reading
+
+    async def of_session(self, session_id: str) -> list[CheckpointRecord]:
+        """A conversation's checkpoints, oldest first."""
+        stored = await anyio.to_thread.run_sync(self._read, session_id)
+        return [r for r in stored.checkpoints if r.kind == "turn"]
+
+    async def find(self, session_id: str, checkpoint_id: str) -> tuple[list[CheckpointRecord], int]:
+        """A conversation's records (its rewinds too) and the index of one of its checkpoints
+        (CheckpointError if none)."""
+        listed = (await anyio.to_thread.run_sync(self._read, session_id)).checkpoints
+        for index, record in enumerate(listed):
+            if record.checkpoint_id == checkpoint_id and record.kind == "turn":
+                return listed, index
+        raise CheckpointError(f"no checkpoint {checkpoint_id!r} in session {session_id!r}", not_found=True)
+
+    async def file_at(self, record: CheckpointRecord, path: str) -> bytes | None:
+        """A file as it was at a checkpoint (None: it did not exist)."""
+        repo = self._repo(record.cwd)
+        return await anyio.to_thread.run_sync(repo.show, record.before, path)
+
+    # ------------------------------------------------------------------ rewinding files
+
+    async def rewind_files(
+        self, session_id: str, listed: list[CheckpointRecord], index: int, *, dry_run: bool, force: bool
+    ) -> FilesPlan:
+        """The files back to how they were before checkpoint `index`'s prompt.
+
+        What the turns since did is undone; what the user changed since (between turns, or after
+        the last) is a conflict, left alone unless `force`. The rewind is recorded, so a later
+        one does not take its changes for the user's.
+        """
+        record = listed[index]
+        repo = self._repo(record.cwd)
+        async with self._lock(repo):
+            plan, now, after = await anyio.to_thread.run_sync(
+                self._rewind_files, repo, listed[index:], dry_run, force
+            )
+            if after is not None:
+                await anyio.to_thread.run_sync(self._add_rewind, session_id, record.cwd, now, after)
+        return plan
+
+    def _add_rewind(self, session_id: str, cwd: str, before: str, after: str) -> None:
+        stored = self._read(session_id)
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        event = CheckpointRecord(
+            kind="rewind",
+            checkpoint_id=f"rewind-{os.urandom(4).hex()}",
+            run_id="",
+            prompt="",
+            created_at=stamp,
+            cwd=cwd,
+            ordinal=0,
+            before=before,
+            after=after,
+        )
+        stored.checkpoints.append(event)
+        self._write(session_id, stored)
+
+    @staticmethod
+    def _rewind_files(
+        repo: ShadowRepo, since: list[CheckpointRecord], dry_run: bool, force: bool
+    ) -> tuple[FilesPlan, str, str | None]:
+        now = repo.snapshot("rewind-now", "the workspace at a rewind")
+        target = since[0].before
+        user: set[str] = set()
+        for turn, following in zip(since, [*since[1:], None], strict=True):
+            after = turn.after or turn.before
+            later = following.before if following is not None else now.commit
+            user.update(repo.changed(after, later))
+        differing = repo.changed(target, now.commit)
+        conflicts = sorted(p for p in differing if p in user)
+        restored = sorted(p for p in differing if force or p not in user)
+        plan = FilesPlan(restored=restored, conflicts=[] if force else conflicts)
+        if dry_run or not restored:
+            return plan, now.commit, None
+        repo.restore(target, restored)
+        return plan, now.commit, repo.snapshot(f"rewind-{now.commit[:12]}", "after a rewind").commit
+
+    # ------------------------------------------------------------------ conversations
+
+    async def copy_to(self, session_id: str, records: list[CheckpointRecord]) -> None:
+        """A conversation rewound onto a new session keeps the checkpoints before the rewind."""
+        stored = _SessionFile(checkpoints=records)
+        await anyio.to_thread.run_sync(self._write, session_id, stored)
+
+    # ------------------------------------------------------------------ storage
+
+    def _repo(self, cwd: str) -> ShadowRepo:
+        assert self.git is not None
+        resolved = os.path.realpath(cwd)
+        return ShadowRepo(self.git, self.root / "workspaces" / _key(resolved) / "git", Path(resolved))
+
+    def _lock(self, repo: ShadowRepo) -> anyio.Lock:
+        return self._locks.setdefault(str(repo.git_dir), anyio.Lock())
+
+    def _session_path(self, session_id: str) -> Path:
+        return self.root / "sessions" / f"{_key(session_id)}.json"
+
+    def _read(self, session_id: str) -> _SessionFile:
+        path = self._session_path(session_id)
+        try:
+            return _SessionFile.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return _SessionFile()
+        except (OSError, ValidationError) as exc:
+            log.warning("the checkpoints of session %s cannot be read (%s): starting afresh", session_id, exc)
+            return _SessionFile()
+
+    def _write(self, session_id: str, stored: _SessionFile) -> None:
+        path = self._session_path(session_id)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temp = path.with_suffix(f".{os.getpid()}.tmp")
+        temp.write_text(stored.model_dump_json())
+        os.replace(temp, path)
