@@ -381,6 +381,13 @@ function M.pick(on_done)
     notify('a run of this conversation is going: stop it (:PiStop) or wait, then rewind')
     return on_done(nil)
   end
+  local run = chat.state().run
+  if run and not (run.result or run.error or run.cancel_result) then
+    -- The turn has ended, its pi/run not answered yet: the bridge records the checkpoint first.
+    vim.wait(5000, function()
+      return run.result ~= nil or run.error ~= nil or run.cancel_result ~= nil
+    end, 20)
+  end
   request(protocol.CHECKPOINTS, { sessionId = session_id }, function(err, answer)
     if err or not answer then
       notify('cannot list the checkpoints: ' .. (err and err.message or 'no answer'), vim.log.levels.WARN)
