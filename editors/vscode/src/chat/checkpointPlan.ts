@@ -4,6 +4,13 @@
  * them; the tests check them without a VS Code.
  */
 import { promptTitle } from './prompts';
+import type {
+  CheckpointFileResult,
+  CheckpointInfo,
+  CheckpointsResult,
+  RewindParams,
+  RewindResult,
+} from '../generated/protocol';
 
 /** What `pi/checkpoints`, `pi/rewind` and `pi/checkpointFile` are called on the wire. */
 export const CheckpointMethods = {
@@ -12,51 +19,11 @@ export const CheckpointMethods = {
   checkpointFile: 'pi/checkpointFile',
 } as const;
 
-/** One checkpoint: the workspace's files as they were before a prompt of the conversation ran. */
-export interface Checkpoint {
-  checkpointId: string;
-  prompt: string;
-  createdAt: string;
-  runId?: string | null;
-  /** The files the prompt's turn changed, relative to the workspace. */
-  files: string[];
-  /** Why a file was left out of the checkpoint (e.g. over the size limit). */
-  notes: string[];
-}
-
-export interface CheckpointsResult {
-  available: boolean;
-  reason?: string | null;
-  /** Oldest first. */
-  checkpoints: Checkpoint[];
-}
-
-export type RestoreWhat = 'files' | 'conversation' | 'both';
-
-export interface RewindParams {
-  sessionId: string;
-  checkpointId: string;
-  restore: RestoreWhat;
-  dryRun?: boolean;
-  force?: boolean;
-}
-
-export interface RewindResult {
-  /** The files put back (a dry run: that would be). */
-  restored: string[];
-  /** Files changed after the checkpoint by someone else than the agent: left alone unless forced. */
-  conflicts: string[];
-  /** The conversation's session from now on (a new one after a conversation rewind). */
-  sessionId: string;
-  dryRun: boolean;
-}
-
-export interface CheckpointFile {
-  path: string;
-  /** The file's text at the checkpoint; null: it did not exist. */
-  content: string | null;
-  binary: boolean;
-}
+/** The contract's types of checkpoints and rewind (generated from docs/protocol.schema.json). */
+export type Checkpoint = CheckpointInfo;
+export type CheckpointFile = CheckpointFileResult;
+export type RestoreWhat = RewindParams['restore'];
+export type { CheckpointsResult, RewindParams, RewindResult };
 
 /** A turn of the chat, as far as finding its checkpoint goes. */
 export interface TurnPlace {
@@ -100,10 +67,10 @@ export interface PreviewFile {
 }
 
 const CHANGE_TEXT: Record<FileChange, string> = {
-  restored: 'goes back to its text at the checkpoint',
-  removed: 'created after the checkpoint: will be removed',
-  recreated: 'deleted after the checkpoint: will come back',
-  conflict: 'conflict: changed after the checkpoint by someone else than pi; kept unless you overwrite it',
+  restored: 'back to its text at the checkpoint',
+  removed: 'created since the checkpoint: will be removed',
+  recreated: 'deleted since the checkpoint: will come back',
+  conflict: 'conflict: changed since by someone else than pi; kept unless overwritten',
 };
 
 /**

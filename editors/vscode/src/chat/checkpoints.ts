@@ -134,7 +134,7 @@ export class Checkpoints implements vscode.TextDocumentContentProvider, vscode.D
   }
 
   private async pickWhat(checkpoint: Checkpoint): Promise<RestoreWhat | undefined> {
-    const notes = checkpoint.notes.length > 0 ? ` (${checkpoint.notes.join('; ')})` : '';
+    const notes = checkpoint.notes?.length ? ` (${checkpoint.notes.join('; ')})` : '';
     const picked = await vscode.window.showQuickPick(
       RESTORE_CHOICES.map((choice) => ({ label: choice.label, detail: choice.detail, what: choice.what })),
       { title: `pi: Restore checkpoint ${checkpointTitle(checkpoint)}`, placeHolder: `Restore what?${notes}` },
@@ -192,7 +192,7 @@ export class Checkpoints implements vscode.TextDocumentContentProvider, vscode.D
         action: 'force',
       });
     }
-    items.push({ label: files.length > 0 ? 'Files (Enter or the diff button: Open Diff)' : 'No file changes', kind: vscode.QuickPickItemKind.Separator } as PreviewItem);
+    items.push({ label: files.length > 0 ? 'files: Enter opens the diff' : 'no file changes', kind: vscode.QuickPickItemKind.Separator } as PreviewItem);
     for (const file of files) {
       items.push({
         label: file.change === 'conflict' ? `$(warning) ${file.path}` : file.path,
