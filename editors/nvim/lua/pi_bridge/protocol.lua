@@ -46,6 +46,7 @@ M.CHECKPOINTS = 'pi/checkpoints'
 M.REWIND = 'pi/rewind'
 M.CHECKPOINT_FILE = 'pi/checkpointFile'
 M.CHECKPOINT_METHODS = { M.CHECKPOINTS, M.REWIND, M.CHECKPOINT_FILE }
+vim.list_extend(M.METHODS, M.CHECKPOINT_METHODS) -- the bridge advertises them last
 
 M.REQUEST_CANCELLED = -32800
 M.INVALID_PARAMS = -32602
