@@ -1,4 +1,5 @@
-"""Command line: `pi-bridge` serves JSON-RPC on stdio; `demo` shows one run end to end; `doctor` checks.
+"""Command line: `pi-bridge` serves JSON-RPC on stdio; `demo` shows one run end to end; `doctor` checks;
+`trust` saves a workspace's project-trust decision.
 
 Logging goes to stderr (or --log-file), never stdout: stdout belongs to JSON-RPC.
 """
@@ -144,6 +145,13 @@ def doctor_main(args: argparse.Namespace) -> int:
     return run_doctor(args.pi_command, args.scripted_model, args.json, args.agent)
 
 
+def trust_main(args: argparse.Namespace) -> int:
+    """Save, show or forget whether a workspace's own agent settings and extensions may load."""
+    from bridge.tools.trust import trust_main as run_trust
+
+    return run_trust(args.folder, never=args.never, forget=args.forget, show=args.show)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `pi-bridge`."""
     parser = argparse.ArgumentParser(
@@ -183,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--agent", default=argparse.SUPPRESS, help="the agent to check: pi (the default) or claude"
     )
+    trust = sub.add_parser("trust", help="trust a folder's own agent settings and extensions, or say never")
+    trust.add_argument("folder", nargs="?", default=".", help="the workspace (default: the current folder)")
+    choice = trust.add_mutually_exclusive_group()
+    choice.add_argument("--never", action="store_true", help="never trust it (the bridge asks no more)")
+    choice.add_argument("--forget", action="store_true", help="forget the decision (the next prompt asks)")
+    choice.add_argument("--show", action="store_true", help="print the saved decision")
     return parser
 
 
@@ -196,4 +210,6 @@ def main(argv: list[str] | None = None) -> int:
         return acp_main(args)
     if args.command == "doctor":
         return doctor_main(args)
+    if args.command == "trust":
+        return trust_main(args)
     return serve_main(args)

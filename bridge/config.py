@@ -44,6 +44,8 @@ class BridgeConfig:
     allowed_tools: tuple[str, ...] = ()
     # Every conversation's permission mode until changed (None: the contract's default).
     default_mode: PermissionMode | None = None
+    # A checkpoint of the workspace before every prompt.
+    checkpoints: bool = True
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -118,6 +120,7 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         "max_concurrent_runs": options.max_concurrent_runs,
         "queue_when_busy": options.queue_when_busy,
         "warm_pool": options.warm_pool,
+        "checkpoints": options.checkpoints,
         "warm_pool_ttl_seconds": options.warm_pool_ttl_ms / 1000,
         "engine": options.engine,
         "max_live_sessions": options.max_live_sessions,

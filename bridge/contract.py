@@ -225,6 +225,8 @@ class InitializationOptions(WireModel):
     allowed_tools: list[str] | None = None
     # The permission mode of every conversation until pi/setMode or a run's `mode` changes it.
     default_mode: PermissionMode | None = None
+    # A checkpoint of the workspace before every prompt (pi/checkpoints, pi/rewind).
+    checkpoints: bool = True
 
 
 # --------------------------------------------------------------------------- message content

@@ -68,6 +68,9 @@ class RunOptions:
     images: tuple[PromptImage, ...] = ()
     # A bridge command typed as the prompt (`/compact ...`): the attempt runs it instead.
     command: BridgeCommand | None = None
+    # The user trusts the run's folder: the agent may load the folder's own settings, extensions
+    # and prompts. False: it is told not to (project_trust.py decides).
+    trusted: bool = False
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -508,6 +511,11 @@ class LiveClient(Protocol):
         """Give the conversation a title. Raises LiveError."""
         ...
 
+    async def clone(self) -> LiveState:
+        """Continue the conversation as it is now on a new session (the old one left as it was);
+        the agent's state after. Raises LiveError, kind "refused" when the agent cannot."""
+        ...
+
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """Continue the conversation from before one of its prompts (its `ordinal`-th, whose text
         is `prompt`) on a new session, the old one left as it was; the agent's state after.
@@ -629,6 +637,11 @@ class AgentAdapter(Protocol):
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """Describe a failure to start the agent."""
+        ...
+
+    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The files of `cwd` the agent loads only from a folder the user trusts, as the user
+        reads them (a path relative to `cwd`); empty: nothing to ask. Blocking I/O."""
         ...
 
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:

@@ -63,6 +63,8 @@ class ApprovalRequest:
     input: Mapping[str, Any]
     diff: ProposedDiff | None
     options: tuple[PermissionOption, ...]
+    #: The whole question, for a request that is no tool call (a front shows it as it is).
+    message: str | None = None
 
     def params(self) -> RequestPermissionParams:
         """The request as `pi/requestPermission` sends it."""

@@ -86,6 +86,9 @@ class Attempts:
         if problem is not None:
             run.fail(problem)
             return
+        if self.gate is not None:
+            trusted = await self.gate.trusts(run, self.config.env)
+            run.options = dataclasses.replace(run.options, trusted=trusted)
         lease = await self._lease(run)
         if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
             receipt = _no_processes()

@@ -93,11 +93,15 @@ class Checkpoints:
         self._pending: dict[str, tuple[str, Snapshot | None]] = {}
         #: Called once a run's tools may go (its snapshot taken, or given up).
         self.on_ready: Callable[[Run], None] | None = None
+        #: initializationOptions.checkpoints.
+        self.enabled = True
 
     # ------------------------------------------------------------------ status
 
     def status(self) -> tuple[bool, str | None]:
         """Whether checkpoints are on, and why not."""
+        if not self.enabled:
+            return False, "off (initializationOptions.checkpoints is false)"
         if self.git is None:
             return False, "git is not installed (checkpoints need it: apt-get install git)"
         return True, None
@@ -106,7 +110,7 @@ class Checkpoints:
 
     def begin(self, run: Run) -> None:
         """Start the run's snapshot (a prompt of a conversation); its tools wait for it."""
-        if self.git is None or run.options.command is not None:
+        if not self.status()[0] or run.options.command is not None:
             return
         run.before_tools = anyio.Event()
         if not self._spawn(lambda: self._take_before(run)):
@@ -267,6 +271,11 @@ class Checkpoints:
         return plan, now.commit, repo.snapshot(f"rewind-{now.commit[:12]}", "after a rewind").commit
 
     # ------------------------------------------------------------------ conversations
+
+    async def forget_session(self, session_id: str) -> None:
+        """A deleted conversation's checkpoints go with it (the snapshots at the next prune)."""
+        path = self._session_path(session_id)
+        await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
 
     async def copy_to(self, session_id: str, records: list[CheckpointRecord]) -> None:
         """A conversation rewound onto a new session keeps the checkpoints before the rewind."""

@@ -27,9 +27,11 @@ from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, Out, ToolCheck,
 from bridge.contract import PermissionMode, PermissionOption, PermissionRule
 from bridge.runs.approvals import ApprovalRequest, Approver, ask, options_for, proposed_diff, title_of
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
+from bridge.runs.project_trust import ProjectTrust
 from bridge.runs.questions import Questioner, dialogs_for
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 from bridge.runs.run import Run
+from bridge.runs.trust_store import TrustStore
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ class Gate:
         self.default_mode: PermissionMode = default_mode
         self.rules = RuleStore(base)
         self.board = ModeBoard(base / MODES_DIR)
+        # Whether each workspace's project files may load, asked of the user once (project_trust.py).
+        self.trust = ProjectTrust(TrustStore(base))
         self._modes: dict[str, PermissionMode] = {}
         #: How the front asks the user (None: it cannot, and a call that would ask is refused).
         self.approver: Approver | None = None
@@ -121,6 +125,12 @@ class Gate:
             return await self._check(run, call)
 
         return check
+
+    async def trusts(self, run: Run, env: dict[str, str]) -> bool:
+        """Whether `run`'s agent may load its folder's project files: the user's decision, asked
+        through the approver in the run's mode when there is none yet."""
+        mode = run.params.mode or self.mode_of(run.options.session_id)
+        return await self.trust.decide(run, self.approver, mode, env)
 
     def dialogs(self, run: Run) -> AskDialog:
         """How one run's agent dialogs are answered (questions.py), by the front's questioner."""

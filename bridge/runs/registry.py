@@ -217,6 +217,7 @@ class RunRegistry:
         self.pool.ttl = config.warm_pool_ttl_seconds
         self.conversations.max_live = config.max_live_sessions
         self.conversations.idle_seconds = config.session_idle_seconds
+        self.checkpoints.enabled = config.checkpoints
 
     def prime_live(self, default_cwd: str) -> None:
         """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""
@@ -226,7 +227,11 @@ class RunRegistry:
         if self.adapter.live_mode() is None:
             return
         options = RunOptions(
-            prompt="", cwd=default_cwd, provider=config.default_provider, model=config.default_model
+            prompt="",
+            cwd=default_cwd,
+            provider=config.default_provider,
+            model=config.default_model,
+            trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
         )
         self.conversations.prime(config.command, options, config.env)
 
@@ -246,6 +251,8 @@ class RunRegistry:
             model=config.default_model,
             session_id=session_id,
             resumed=session_id is not None,
+            # the decision the user made already; the first prompt asks when there is none
+            trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
         )
         try:
             return await self.conversations.open(config.command, options, config.env)

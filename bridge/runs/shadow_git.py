@@ -104,7 +104,7 @@ class ShadowRepo:
         exclude.parent.mkdir(exist_ok=True)
         exclude.write_text("".join(f"/{_glob_escape(path)}\n" for path, _ in skipped))
         if skipped:
-            self._git("rm", "--cached", "--quiet", "--ignore-unmatch", "--", *(p for p, _ in skipped))
+            self._git("rm", "--cached", "-f", "--quiet", "--ignore-unmatch", "--", *(p for p, _ in skipped))
         return tuple(skipped)
 
     # ------------------------------------------------------------------ reading

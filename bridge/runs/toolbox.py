@@ -83,6 +83,7 @@ class Toolbox:
             deleted = await anyio.to_thread.run_sync(adapter.delete_session, session_id, env)
         except OSError as exc:
             raise ToolboxError(f"the session could not be deleted: {exc.strerror}") from None
+        await registry.checkpoints.forget_session(session_id)
         return DeleteSessionResult(deleted=deleted)
 
     # ------------------------------------------------------------------ checkpoints
@@ -136,6 +137,20 @@ class Toolbox:
         return RewindResult(
             restored=restored, conflicts=conflicts, session_id=session_id, dry_run=params.dry_run
         )
+
+    async def fork(self, session_id: str, cwd: str) -> str:
+        """The conversation as it is now, continued on a new session (ACP session/fork); its id.
+        The old session stays stored and readable."""
+        if self.registry.has_live_run(session_id):
+            raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
+        agent = await self._live(session_id, cwd)
+        state = await self._ask("fork the session", agent.rpc.clone)
+        self.registry.conversations.rebind(agent, state)
+        if agent.session_id is None:
+            raise ToolboxError("the agent did not name the forked session")
+        store = self.registry.checkpoints
+        await store.copy_to(agent.session_id, await store.of_session(session_id))
+        return agent.session_id
 
     async def checkpoint_file(self, session_id: str, checkpoint_id: str, path: str) -> CheckpointFileResult:
         """One file as it was at a checkpoint: the old side of a preview."""

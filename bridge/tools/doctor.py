@@ -2,7 +2,8 @@
 
 Checks, in order: the Python running the bridge, the bridge's dependencies (importable, with
 versions), then the default agent's own checks, from its package behind the seam (for pi,
-bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables set).
+bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables set),
+and last the current folder's saved project-trust decision.
 A readable report or JSON; the exit status is 1 when a run could not work, else 0.
 
 Only the standard library is imported at module level: the doctor must run, and say so, when the
@@ -107,6 +108,47 @@ def _requirement(distribution: str) -> str:
     return distribution
 
 
+def check_checkpoints(env: Mapping[str, str]) -> Check:
+    """Checkpoints (pi/checkpoints, pi/rewind) need git on PATH; without it they are off."""
+    from bridge.runs.shadow_git import find_git
+
+    git = find_git(env.get("PATH"))
+    if git is None:
+        return Check(
+            "checkpoints",
+            "checkpoints",
+            "warn",
+            "off: git is not on PATH (runs work; nothing can be rewound)",
+            fix="install git (Debian/Ubuntu: apt-get install git; Fedora: dnf install git)",
+        )
+    return Check(
+        "checkpoints", "checkpoints", "ok", f"on: a snapshot before every prompt ({git})", data={"git": git}
+    )
+
+
+def check_project_trust(env: Mapping[str, str], cwd: str) -> Check:
+    """The saved project-trust decision of the current folder (runs/project_trust.py): whether its
+    own agent settings and extensions load, or whether its first prompt will ask."""
+    from bridge.runs.rule_store import state_dir
+    from bridge.runs.trust_store import TrustStore
+
+    folder = os.path.realpath(cwd)
+    decision = TrustStore(state_dir(env)).get(folder)
+    summary = {
+        "trusted": "this folder is trusted: its agent settings and extensions load",
+        "untrusted": "this folder is never trusted: its agent settings and extensions stay out",
+        None: "no decision for this folder: its first prompt asks, if it has agent settings or extensions",
+    }[decision]
+    return Check(
+        "projectTrust",
+        "project trust",
+        "ok",
+        summary,
+        fix="`pi-bridge trust` (or --never, --forget)",
+        data={"cwd": folder, "decision": decision},
+    )
+
+
 def run_checks(
     environ: Mapping[str, str] | None = None,
     pi_command: str | None = None,
@@ -125,6 +167,7 @@ def run_checks(
             Check("agent", "agent", "skip", "skipped: the agent's own checks need the bridge's dependencies")
         )
         return Report(checks)
+    checks.append(check_checkpoints(env))
 
     from bridge.agents import DEFAULT_AGENT, doctor_checks
     from bridge.config import COMMAND_ENV, command_from
@@ -136,11 +179,12 @@ def run_checks(
             command = build_adapter(agent).default_command
         except UnknownAgentError as exc:
             return Report([*checks, Check("agent", "agent", "fail", str(exc))])
-        return Report([*checks, *doctor_checks(agent, command, "PATH", env, scripted_model)])
+        agent_checks = doctor_checks(agent, command, "PATH", env, scripted_model)
+        return Report([*checks, *agent_checks, check_project_trust(env, os.getcwd())])
     command = command_from(pi_command, env)
     source = "--pi-command" if pi_command else (COMMAND_ENV if env.get(COMMAND_ENV, "").strip() else "PATH")
     checks += doctor_checks(DEFAULT_AGENT, command, source, env, scripted_model)
-    return Report(checks)
+    return Report([*checks, check_project_trust(env, os.getcwd())])
 
 
 def render_text(report: Report) -> str:

@@ -124,3 +124,42 @@ async def test_acp_resume_goes_on_with_the_history_and_delete_removes_the_sessio
         with pytest.raises(RequestError) as bad:
             await asyncio.wait_for(conn._conn.send_request("session/delete", {"sessionId": 7}), WAIT)
         assert bad.value.code == -32602
+
+
+async def test_acp_rewind_points_and_rewind_and_session_fork(toolbox_agent_dir: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "old.txt").write_text("old\n")
+    full = {"piBridge": {"defaultMode": "full"}}
+    async with acp_bridge(toolbox_agent_dir, workspace, meta=full) as (conn, recorder, _):
+        initialized = await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+        assert "_pi/rewind" in initialized.field_meta["piBridge"]["extMethods"]
+        assert initialized.agent_capabilities.session_capabilities.fork is not None
+        session_id = await new_session(conn, workspace, "shell")
+        await prompt(conn, session_id, "echo made > new.txt && rm old.txt", timeout=WAIT * 2)
+        await prompt(conn, session_id, "echo x > extra.txt", timeout=WAIT * 2)
+        points = await asyncio.wait_for(conn.ext_method("pi/rewind_points", {"sessionId": session_id}), WAIT)
+        assert [c["files"] for c in points["checkpoints"]] == [["new.txt", "old.txt"], ["extra.txt"]]
+        second = points["checkpoints"][1]["checkpointId"]
+        rewound = await asyncio.wait_for(
+            conn.ext_method(
+                "pi/rewind", {"sessionId": session_id, "checkpointId": second, "restore": "both"}
+            ),
+            WAIT,
+        )
+        assert rewound["restored"] == ["extra.txt"] and not (workspace / "extra.txt").exists()
+        moved = rewound["sessionId"]
+        assert moved != session_id
+        # The conversation goes on in the session the rewind names.
+        await asyncio.wait_for(
+            conn.set_config_option(config_id="model", session_id=moved, value="fake/echo"), WAIT
+        )
+        answer = await prompt(conn, moved, "after the rewind", timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        assert text_of(recorder.of(moved)).endswith("ECHO:after the rewind")
+        forked = await asyncio.wait_for(conn.fork_session(session_id=moved, cwd=str(workspace)), WAIT)
+        assert forked.session_id not in (moved, session_id)
+        await prompt(conn, forked.session_id, "in the fork", timeout=WAIT * 2)
+        with pytest.raises(RequestError) as bad:
+            await asyncio.wait_for(conn.ext_method("pi/rewind", {"sessionId": moved, "restore": "all"}), WAIT)
+        assert bad.value.code == -32602

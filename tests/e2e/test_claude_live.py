@@ -251,3 +251,34 @@ async def test_the_toolbox_on_claude_code_lists_its_commands_refuses_what_it_can
     assert "Claude Code" in not_renamed.value.message
     assert await request(bridge, "pi/deleteSession", {"sessionId": session}) == {"deleted": True}
     assert not list(claude_config_dir.glob(f"projects/*/{session}.jsonl"))
+
+
+async def test_checkpoints_on_claude_code_rewind_files_and_refuse_a_conversation_rewind(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"  # the test's Claude config dir is in tmp_path
+    workspace.mkdir()
+    (workspace / "old.txt").write_text("old\n")
+    first, _ = await run(bridge, "shell", prompt="echo made > new.txt && rm old.txt", cwd=str(workspace))
+    session = first["sessionId"]
+    await run(bridge, "shell", prompt="echo x > extra.txt", cwd=str(workspace), sessionId=session)
+    deadline = time.monotonic() + WAIT
+    while True:
+        listed = await request(bridge, "pi/checkpoints", {"sessionId": session})
+        if len(listed["checkpoints"]) == 2 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert [c["files"] for c in listed["checkpoints"]] == [["new.txt", "old.txt"], ["extra.txt"]], listed
+    first_point = listed["checkpoints"][0]["checkpointId"]
+    done = await request(
+        bridge, "pi/rewind", {"sessionId": session, "checkpointId": first_point, "restore": "files"}
+    )
+    assert done["restored"] == ["extra.txt", "new.txt", "old.txt"]
+    assert (workspace / "old.txt").read_text() == "old\n" and not (workspace / "new.txt").exists()
+    with pytest.raises(JsonRpcException) as refused:
+        await request(
+            bridge,
+            "pi/rewind",
+            {"sessionId": session, "checkpointId": first_point, "restore": "conversation"},
+        )
+    assert "Claude Code" in refused.value.message

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
+from bridge.agents.claude.trust import trust_flags
 from bridge.agents.seam import LaunchSpec, RunOptions
 
 PermissionMode = Literal["acceptEdits", "bypassPermissions", "default", "plan"]
@@ -57,7 +58,13 @@ def claude_flags(
     A session the bridge named before Claude Code stored it starts with `--session-id` (which
     fails, "already in use", once the session exists); every stored one is `--resume`d.
     """
-    flags = [*BASE_FLAGS, "--permission-mode", permission_mode, *model_and_tool_flags(options, allowed_tools)]
+    flags = [
+        *BASE_FLAGS,
+        "--permission-mode",
+        permission_mode,
+        *trust_flags(options.trusted, options.cwd),
+        *model_and_tool_flags(options, allowed_tools),
+    ]
     if options.session_id and options.new_session and not options.resumed:
         flags += ["--session-id", options.session_id]
     elif options.session_id:

@@ -37,6 +37,7 @@ from bridge.agents.claude.command import BASE_ENV, PermissionMode, model_and_too
 from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.tool_checks import answer_line, tool_check
+from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import (
     GATE_DIR_ENV,
@@ -109,6 +110,7 @@ def live_flags(
         flags += ["--permission-mode", permission_mode]
     else:
         flags += ["--permission-mode", "default", _PROMPT_TOOL, "stdio"]
+    flags += trust_flags(options.trusted, options.cwd)
     return [*flags, *model_and_tool_flags(options, allowed_tools), *session]
 
 
@@ -334,6 +336,11 @@ class ClaudeLive(LiveReader):
         raise ClaudeLiveError(
             f"/{command.name}", "is not something Claude Code's control protocol offers", kind="refused"
         )
+
+    async def clone(self) -> LiveState:
+        """Refused: a running Claude Code cannot copy its session (a new process would
+        `--fork-session`)."""
+        raise ClaudeLiveError("clone", "is not something a running Claude Code can do", kind="refused")
 
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """Refused: a running Claude Code cannot fork its session (a new process would

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +15,7 @@ from bridge.agents.pi.file_changes import PiFileChangeWatch
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
+from bridge.agents.pi.trust import protected_resources
 from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
@@ -89,6 +91,11 @@ class PiAgent:
             "initializationOptions.piCommand, --pi-command or PI_BRIDGE_PI_COMMAND.",
             retryable=False,
         )
+
+    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """What pi loads from `cwd` only when the folder is trusted (its `.pi/` settings,
+        extensions, skills, prompts, themes, system prompts, `mcp.json`; `.agents/skills`)."""
+        return protected_resources(cwd, {**os.environ, **env})
 
     def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
         """Which of pi's edit and write calls change which file, read off pi's events."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
+from bridge.agents.pi.trust import trust_flags
 from bridge.agents.seam import LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
@@ -54,7 +55,7 @@ def pi_flags(options: RunOptions, *, live: bool = False, new_session_id: str | N
 def launch_spec(command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
     """The full launch of one pi attempt: argv, cwd, extra environment and the prompt as stdin."""
     return LaunchSpec(
-        argv=(*command, *pi_flags(options), *extension_flags()),
+        argv=(*command, *pi_flags(options), *trust_flags(options.trusted), *extension_flags()),
         cwd=options.cwd,
         env=dict(BASE_ENV),
         stdin=options.prompt.encode("utf-8"),

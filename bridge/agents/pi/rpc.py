@@ -27,6 +27,7 @@ from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
 from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
+from bridge.agents.pi.trust import trust_flags
 from bridge.agents.seam import (
     DIALOG_CANCELLED,
     AgentCommand,
@@ -220,7 +221,11 @@ def rpc_launch_spec(
     Provider, model and thinking are set with commands between prompts, so they are not part of
     what makes two live pis interchangeable; the session to resume is (`--session`).
     """
-    flags = [*pi_flags(options, live=True, new_session_id=new_session_id), *extension_flags()]
+    flags = [
+        *pi_flags(options, live=True, new_session_id=new_session_id),
+        *trust_flags(options.trusted),
+        *extension_flags(),
+    ]
     return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
 
 
@@ -491,6 +496,13 @@ class PiRpc(LiveReader):
         return CommandDone(
             "Started a new conversation.", live_state(await self.request({"type": "get_state"}))
         )
+
+    async def clone(self) -> LiveState:
+        """pi's `clone`: the active branch, whole, in a new session."""
+        data = await self.request({"type": "clone"})
+        if data.get("cancelled") is True:
+            raise RpcError("clone", "was cancelled by an extension", kind="refused")
+        return live_state(await self.request({"type": "get_state"}))
 
     async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
         """pi's `fork` at the prompt's user message: a new session holding what came before it."""

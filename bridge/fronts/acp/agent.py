@@ -31,10 +31,14 @@ from pydantic import ValidationError
 from bridge.contract import (
     MAX_TITLE,
     CancelledRunData,
+    CheckpointsParams,
     PermissionMode,
     RetryPolicy,
+    RewindParams,
+    RewindResult,
     RunParams,
     SessionHistory,
+    WireModel,
 )
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
@@ -641,8 +645,30 @@ class AcpAgent:
         for run in runs:
             await self.registry.cancel(run.run_id, "cancelled by the client (session/cancel)")
 
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: Any = None, **kwargs: Any
+    ) -> schema.ForkSessionResponse:
+        """session/fork: the conversation as it is now on a new session, the old one kept."""
+        cwd = self._cwd(cwd)
+        self._session(session_id)
+        try:
+            forked = await self.toolbox.fork(session_id, cwd)
+        except ToolboxError as exc:
+            raise RequestError(RUN_FAILED, str(exc), {"sessionId": session_id}) from None
+        self.sessions.pop(session_id, None)  # its agent serves the fork now
+        session = self._remember(cwd, await self._open(cwd, forked))
+        mode = self.registry.gate.mode_of(forked)
+        self._later(self.commands.announce(forked, cwd))
+        return schema.ForkSessionResponse(
+            session_id=forked, config_options=session.options(mode), modes=mode_state(mode)
+        )
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """`_pi/steer {sessionId, message}`: hand pi a steering message for the running prompt."""
+        """`_pi/steer {sessionId, message}`: hand pi a steering message for the running prompt.
+        `_pi/rewind_points {sessionId}` and `_pi/rewind {sessionId, checkpointId, restore,
+        dryRun?, force?}`: pi/checkpoints and pi/rewind (protocol.md)."""
+        if method in ("pi/rewind_points", "pi/rewind"):
+            return await self._rewind_method(method, params)
         if method != "pi/steer":
             raise RequestError.method_not_found(f"_{method}")
         session_id, message = params.get("sessionId"), params.get("message")
@@ -653,6 +679,27 @@ class AcpAgent:
             return {"accepted": False, "reason": "no prompt of this session is running"}
         result = await self.registry.steer(session.runs[0].run_id, message)
         return {"accepted": result.accepted, "reason": result.reason}
+
+    async def _rewind_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if method == "pi/rewind_points":
+                listed = CheckpointsParams.model_validate(params)
+                result: WireModel = await self.toolbox.checkpoints(listed.session_id)
+            else:
+                wanted = RewindParams.model_validate(params)
+                result = await self.toolbox.rewind(wanted)
+        except ValidationError as exc:
+            raise _invalid_params(exc) from None
+        except ToolboxError as exc:
+            code = -32002 if exc.not_found else RUN_FAILED
+            raise RequestError(code, str(exc), {"sessionId": params.get("sessionId")}) from None
+        if isinstance(result, RewindResult) and result.session_id != wanted.session_id:
+            # a conversation rewind continues on a new session: the client prompts it from now on
+            old = self.sessions.pop(wanted.session_id, None)
+            cwd = old.cwd if old is not None else self.default_cwd
+            self._remember(cwd, await self._open(cwd, result.session_id))
+        answer: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return answer
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         """Unknown extension notifications are ignored, as JSON-RPC wants."""

@@ -50,10 +50,12 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "delete": {}},
+            "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "delete": {}, "fork": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "title": "pi (via pi-bridge)", "version": __version__},
+        # The bridge's extension methods (docs/acp.md): steering, and checkpoints and rewind.
+        "_meta": {"piBridge": {"extMethods": ["_pi/steer", "_pi/rewind_points", "_pi/rewind"]}},
     }
 
 

@@ -33,7 +33,7 @@ class LspApprover:
         if self._permission_requests:
             params = request.params().model_dump(mode="json", by_alias=True, exclude_none=True)
             return _read_answer(request, await self._client.send(contract.REQUEST_PERMISSION, params))
-        message = f"{request.tool} wants to run: {request.title}"
+        message = request.message or f"{request.tool} wants to run: {request.title}"
         if request.diff is not None:
             message += f" (changes {request.diff.path})"
         names = [option.name for option in request.options]

@@ -1,0 +1,39 @@
+"""Claude Code's project files: which of a folder's files it loads on its own, and the flag that
+keeps them out of an untrusted folder's runs.
+
+In `-p` mode Claude Code skips its workspace trust dialog and loads the project's settings (hooks
+that run commands among them), its commands, agents and skills, and starts the servers of its
+`.mcp.json` without asking. `--setting-sources user` leaves all of those out (and the project's
+CLAUDE.md) and keeps the user's own settings, so the bridge asks the user about such a folder as
+it does for pi's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+#: A project's files that Claude Code loads only from its project setting source.
+PROTECTED: Final = (
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".claude/commands",
+    ".claude/agents",
+    ".claude/skills",
+    ".mcp.json",
+)
+
+
+def protected_resources(cwd: str) -> tuple[str, ...]:
+    """What Claude Code would load from `cwd` only if the folder is trusted; blocking I/O."""
+    root = os.path.realpath(cwd)
+    return tuple(entry for entry in PROTECTED if os.path.exists(os.path.join(root, entry)))
+
+
+def trust_flags(trusted: bool, cwd: str) -> list[str]:
+    """The user's settings only, for an untrusted folder that has files of its own to leave out;
+    nothing otherwise. (The flag also leaves out the project's CLAUDE.md, so a folder with no
+    other file of Claude Code's keeps it: there was nothing to ask about.) A few stat calls."""
+    if trusted or not protected_resources(cwd):
+        return []
+    return ["--setting-sources", "user"]

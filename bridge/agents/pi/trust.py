@@ -1,0 +1,60 @@
+"""pi's project trust: which files of a folder pi loads only when the folder is trusted, and the flag
+that tells pi the decision (pi's docs/security.md, "Resources protected by project trust").
+
+pi's rpc mode cannot show its own trust prompt: with its default `defaultProjectTrust: "ask"` and
+no saved decision it skips these files without a word. The bridge asks the user itself (the
+agent-neutral runs/project_trust.py) and passes the answer as `--approve` or `--no-approve`,
+always one of them, so neither pi's saved decisions nor its `defaultProjectTrust` trust a folder
+behind the user's back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Final
+
+#: Entries of a project's `.pi/` that need a trust decision (a bare `.pi/` does not).
+PROTECTED_IN_CONFIG_DIR: Final = (
+    "settings.json",
+    "mcp.json",
+    "extensions",
+    "skills",
+    "prompts",
+    "themes",
+    "SYSTEM.md",
+    "APPEND_SYSTEM.md",
+)
+CONFIG_DIR: Final = ".pi"
+#: Skills of the folder or any folder above it (the user's own `~/.agents/skills` excepted).
+AGENTS_SKILLS: Final = os.path.join(".agents", "skills")
+
+
+def protected_resources(cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What pi would load from `cwd` only if it is trusted: `.pi/prompts`, `.pi/settings.json`,
+    an `.agents/skills` of it or of a folder above (shown by its path); empty: nothing to ask.
+
+    The same look as pi's own (existence only, symlinks followed), so the bridge asks exactly
+    when pi would have needed a decision. Blocking I/O (a few stat calls)."""
+    root = os.path.realpath(cwd)
+    found = [
+        f"{CONFIG_DIR}/{entry}"
+        for entry in PROTECTED_IN_CONFIG_DIR
+        if os.path.exists(os.path.join(root, CONFIG_DIR, entry))
+    ]
+    home = env.get("HOME") or os.path.expanduser("~")
+    users_own = os.path.join(os.path.realpath(home), AGENTS_SKILLS)
+    folder = root
+    while True:
+        skills = os.path.join(folder, AGENTS_SKILLS)
+        if skills != users_own and os.path.exists(skills):
+            found.append(AGENTS_SKILLS if folder == root else skills)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return tuple(found)
+        folder = parent
+
+
+def trust_flags(trusted: bool) -> list[str]:
+    """The flag that decides project trust for one pi process (in every launch)."""
+    return ["--approve"] if trusted else ["--no-approve"]

@@ -1,0 +1,36 @@
+"""`pi-bridge trust`: save, show or forget a workspace's project-trust decision from a shell.
+
+The same decision the trust question saves (runs/project_trust.py), for a client that cannot ask
+(or a conversation in `full` mode), so a folder is trusted by a deliberate act, never silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bridge.runs.rule_store import state_dir
+from bridge.runs.trust_store import TrustStore
+
+
+def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:
+    """Save (trusted, or untrusted with `never`), forget or show the decision of `folder`."""
+    if not os.path.isdir(folder):
+        print(f"pi-bridge trust: {folder}: not a directory", file=sys.stderr)
+        return 2
+    cwd = os.path.realpath(folder)
+    store = TrustStore(state_dir(os.environ))
+    if show:
+        print(f"{cwd}: {store.get(cwd) or 'no decision (the first prompt there asks)'}")
+        return 0
+    if forget:
+        gone = store.forget(cwd)
+        print(f"{cwd}: {'decision forgotten' if gone else 'had no decision'}")
+        return 0
+    try:
+        store.set(cwd, "untrusted" if never else "trusted")
+    except (OSError, ValueError) as exc:
+        print(f"pi-bridge trust: the decision was not saved: {exc}", file=sys.stderr)
+        return 1
+    print(f"{cwd}: {'never trusted' if never else 'trusted'} (from the next prompt there on)")
+    return 0
