@@ -83,7 +83,8 @@ return function(t)
     }
   end
 
-  t.test(':PiRewind previews the files in a diff split, keeps a conflict, then rewinds files and conversation', function()
+  local name = ':PiRewind previews the files in a diff split, keeps a conflict, then rewinds'
+  t.test(name .. ' files and conversation', function()
     vim.fn.mkdir(project, 'p')
     vim.cmd('cd ' .. vim.fn.fnameescape(project))
     local notes, created = project .. '/notes.txt', project .. '/created/new.txt'
@@ -115,15 +116,22 @@ return function(t)
     })
     local labels = shown['pi_bridge.checkpoint'].labels
     eq(2, #labels, 'both checkpoints are offered: ' .. vim.inspect(labels))
-    truthy(labels[1]:find(second .. ' · changed created/new.txt', 1, true), 'newest first: ' .. labels[1])
+    local newest = second .. ' · changed created/new.txt'
+    truthy(labels[1]:find(newest, 1, true), 'newest first: ' .. labels[1])
     truthy(labels[2]:find(first .. ' · changed notes.txt', 1, true), labels[2])
-    truthy(seen.list[3]:find('^%- created/new%.txt'), 'the new file will be removed: ' .. vim.inspect(seen.list))
-    truthy(seen.list[4]:find('^! notes%.txt.*conflict'), 'the conflict is shown as such: ' .. vim.inspect(seen.list))
+    local list = vim.inspect(seen.list)
+    truthy(seen.list[3]:find('^%- created/new%.txt'), 'the new file will be removed: ' .. list)
+    truthy(seen.list[4]:find('^! notes%.txt.*conflict'), 'the conflict is shown as such: ' .. list)
     eq({ '' }, seen.before, 'created/new.txt did not exist at the checkpoint')
     eq({ 'first line', 'second line' }, seen.after, 'the file now')
-    truthy(shown['pi_bridge.rewind_confirm'].labels[2]:find('overwrite the conflicts', 1, true), 'a force choice')
+    local force = shown['pi_bridge.rewind_confirm'].labels[2]
+    truthy(force:find('overwrite the conflicts', 1, true), 'a force choice: ' .. force)
     truthy(result, 'the rewind answered')
-    eq({ { 'created/new.txt' }, { 'notes.txt' } }, { result.restored, result.conflicts }, 'restored, conflicts')
+    eq(
+      { { 'created/new.txt' }, { 'notes.txt' } },
+      { result.restored, result.conflicts },
+      'restored, conflicts'
+    )
     eq(0, vim.fn.filereadable(created), 'the new file is removed')
     eq(users, vim.fn.readfile(notes), "the user's change is kept")
     eq(session, chat.state().session_id, 'a files rewind keeps the conversation')
@@ -153,14 +161,17 @@ return function(t)
     truthy(new_session ~= session, 'a new session')
     eq(new_session, chat.state().session_id, 'the chat continues in the new session')
     local text = t.thread_text()
-    truthy(text:find(first, 1, true) and not text:find(second, 1, true), 'the thread shows turn 1 only:\n' .. text)
-    eq({ second }, vim.api.nvim_buf_get_lines(chat_view.prompt(), 0, -1, true), 'the rewound prompt is back')
+    local only_first = text:find(first, 1, true) and not text:find(second, 1, true)
+    truthy(only_first, 'the thread shows turn 1 only:\n' .. text)
+    local prompt_lines = vim.api.nvim_buf_get_lines(chat_view.prompt(), 0, -1, true)
+    eq({ second }, prompt_lines, 'the rewound prompt is back')
 
     chat.state().model = 'echo'
     local third = 'rewind-third-' .. t.tag
     t.type_and_send(third)
     eq('completed', turn_done().status, 'the turn after the rewind')
-    eq({ first, third }, t.texts_of(t.request_ending_with(third).body, 'user'), 'the model saw turn 1 only')
+    local seen_by_model = t.texts_of(t.request_ending_with(third).body, 'user')
+    eq({ first, third }, seen_by_model, 'the model saw turn 1 only')
     vim.cmd('cd ' .. vim.fn.fnameescape(t.root))
   end)
 

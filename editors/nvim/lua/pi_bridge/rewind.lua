@@ -1,5 +1,6 @@
 --- :PiRewind: put the files, the conversation or both back to how they were before a prompt of the
---- chat's conversation (the bridge's checkpoints: `pi/checkpoints`, `pi/rewind`, `pi/checkpointFile`).
+--- chat's conversation (the bridge's checkpoints: `pi/checkpoints`, `pi/rewind`,
+--- `pi/checkpointFile`).
 ---
 --- Everything is asked through `vim.ui.select` (Telescope, fzf-lua and snacks pickers work): the
 --- checkpoint, then what to restore. Before files change, a preview tab lists the files a dry run
@@ -390,11 +391,13 @@ function M.pick(on_done)
   end
   request(protocol.CHECKPOINTS, { sessionId = session_id }, function(err, answer)
     if err or not answer then
-      notify('cannot list the checkpoints: ' .. (err and err.message or 'no answer'), vim.log.levels.WARN)
+      local why = err and err.message or 'no answer'
+      notify('cannot list the checkpoints: ' .. why, vim.log.levels.WARN)
       return on_done(nil)
     end
     if not answer.available then
-      notify('checkpoints are off: ' .. tostring(answer.reason or 'no reason given'), vim.log.levels.WARN)
+      local why = tostring(answer.reason or 'no reason given')
+      notify('checkpoints are off: ' .. why, vim.log.levels.WARN)
       return on_done(nil)
     end
     local checkpoints = {}
@@ -434,8 +437,9 @@ function M.pick(on_done)
           return preview_then_confirm(params, checkpoint, on_done)
         end
         vim.ui.select({ 'continue from before that prompt', 'cancel' }, {
-          prompt = ('pi: rewind the conversation to before "%s"? (this one stays in :PiSessions)'):format(
-            first_line(checkpoint.prompt, 40)
+          prompt = ('pi: rewind the conversation to before "%s"? (this one stays in %s)'):format(
+            first_line(checkpoint.prompt, 40),
+            ':PiSessions'
           ),
           kind = 'pi_bridge.rewind_confirm',
         }, function(ok)
