@@ -16,6 +16,7 @@ export interface RestoreUi {
   workspace: string;
   tag: string;
   timeout: number;
+  runCommand(title: string): Promise<void>;
   chatFrame(): Promise<Frame>;
   chatWait(frame: Frame, expression: string): Promise<void>;
   sendInChat(frame: Frame, text: string): Promise<void>;
@@ -44,7 +45,9 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
   const notes = join(ui.workspace, 'notes.txt');
   const created = join(ui.workspace, 'created/new.txt');
   writeFileSync(notes, 'line one\nline two\nline three\n');
+  await ui.runCommand('pi: New Conversation');
   const frame = await ui.chatFrame();
+  await ui.chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
   const first = `edit the notes once more ${tag}`;
   const second = `write a new file ${tag}`;
   await ui.setModel('edit');
@@ -92,7 +95,7 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
     { timeout: ui.timeout },
   );
   await page.waitForFunction(`!!(${row('Restore')})`, { timeout: ui.timeout }); // the preview stays open
-  await ui.screenshot('chat-9-restore-checkpoint.png');
+  await ui.screenshot('chat-restore-1-preview.png');
   assert.ok(existsSync(created) && readFileSync(notes, 'utf8') === usersText, 'the preview changed nothing');
 
   // Restore (the conflict kept): the new file is gone, the user's change stays.
@@ -117,5 +120,8 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
   const [request] = await ui.requestsEndingWith(third);
   assert.ok(request, 'the prompt after the restore reached the model');
   assert.ok(request.includes(first) && !request.includes(second), `the model sees turn 1, not turn 2: ${JSON.stringify(request)}`);
-  await ui.screenshot('chat-10-after-restore.png');
+  await ui.screenshot('chat-restore-2-after.png');
+  // The next tests reload without pi or Python: leave them no conversation to restore.
+  await ui.runCommand('pi: New Conversation');
+  await ui.chatWait(after, "document.querySelectorAll('section.turn').length === 0");
 }
