@@ -16,7 +16,6 @@ export interface RestoreUi {
   workspace: string;
   tag: string;
   timeout: number;
-  runCommand(title: string): Promise<void>;
   chatFrame(): Promise<Frame>;
   chatWait(frame: Frame, expression: string): Promise<void>;
   sendInChat(frame: Frame, text: string): Promise<void>;
@@ -45,9 +44,8 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
   const notes = join(ui.workspace, 'notes.txt');
   const created = join(ui.workspace, 'created/new.txt');
   writeFileSync(notes, 'line one\nline two\nline three\n');
-  await ui.runCommand('pi: New Conversation');
   const frame = await ui.chatFrame();
-  await ui.chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
+  await ui.chatWait(frame, "document.querySelectorAll('section.turn').length === 0"); // the reload test's New Conversation
   const first = `edit the notes once more ${tag}`;
   const second = `write a new file ${tag}`;
   await ui.setModel('edit');
@@ -121,7 +119,4 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
   assert.ok(request, 'the prompt after the restore reached the model');
   assert.ok(request.includes(first) && !request.includes(second), `the model sees turn 1, not turn 2: ${JSON.stringify(request)}`);
   await ui.screenshot('chat-restore-2-after.png');
-  // The next tests reload without pi or Python: leave them no conversation to restore.
-  await ui.runCommand('pi: New Conversation');
-  await ui.chatWait(after, "document.querySelectorAll('section.turn').length === 0");
 }

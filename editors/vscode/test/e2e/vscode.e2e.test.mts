@@ -802,6 +802,10 @@ test('the current conversation survives a window reload', { timeout: 3 * UI_TIME
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
 }));
 
+test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
+  restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
+));
+
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
   // The activation check has logged one report per bridge start already: wait for one more.
   const reports = (): number => extensionLog().split('doctor: ok pi models:').length - 1;
@@ -813,10 +817,6 @@ test('pi: Check Installation shows the doctor\'s report in the bridge log', { ti
     { timeout: UI_TIMEOUT },
   );
 }));
-
-test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
-  restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, runCommand, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
-));
 
 test('with pi gone from PATH, a notification offers Install pi, which runs the npm command in a terminal', { timeout: 3 * UI_TIMEOUT }, () => step('install-pi', async () => {
   // Only setting of the whole test: the bridge's PATH without pi. A reload of the window
