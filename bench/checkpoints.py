@@ -84,6 +84,20 @@ def turn_cost(workspace: Path, turns: int) -> dict[str, Any]:
     }
 
 
+def _first_tool(client: LspClient, model: ModelEnv, cwd: Path, run_id: str, session: str) -> float:
+    """A `tool` turn (bash `echo hi`): its tool.call read → its first tool.update read, the segment
+    that holds the wait for the snapshot before the prompt."""
+    params = {**run_params(model, "tool", run_id, session), "cwd": str(cwd)}
+    start = len(client.messages)
+    msg_id, _ = client.request("pi/run", params)
+    client.wait_response(msg_id, 60)
+    first: dict[str, float] = {}
+    for at, message in client.messages[start:]:
+        if message["params"]["runId"] == run_id:
+            first.setdefault(message["params"]["type"], at)
+    return first["tool.update"] - first["tool.call"]
+
+
 def _first_delta(client: LspClient, model: ModelEnv, cwd: Path, run_id: str, session: str) -> float:
     params = {**run_params(model, "text", run_id, session), "cwd": str(cwd)}
     start = len(client.messages)
@@ -99,6 +113,7 @@ def first_delta(model: ModelEnv, workspace: Path, trials: int) -> dict[str, Any]
     """Figure 2: pi/run sent → first assistant message, checkpoints on against off (ms)."""
     clients: dict[str, tuple[LspClient, Path, str]] = {}
     times: dict[str, list[float]] = {"on": [], "off": []}
+    tools: dict[str, list[float]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="pi-bench-cp-") as tmp:
         try:
             for name in ("on", "off"):
@@ -122,6 +137,7 @@ def first_delta(model: ModelEnv, workspace: Path, trials: int) -> dict[str, Any]
                 for name in order:
                     client, cwd, session = clients[name]
                     times[name].append(_first_delta(client, model, cwd, f"{name}-{trial}", session))
+                    tools[name].append(_first_tool(client, model, cwd, f"{name}-t{trial}", session))
         finally:
             for client, _, _ in clients.values():
                 client.close()
@@ -133,6 +149,8 @@ def first_delta(model: ModelEnv, workspace: Path, trials: int) -> dict[str, Any]
         "off_ms": ms(median(off)),
         "added_ms": ms(median(times["on"])) - ms(median(off)),
         "noise_ms": ms(quartiles[2] - quartiles[0]),
+        "tool_on_ms": ms(median(tools["on"])),
+        "tool_off_ms": ms(median(tools["off"])),
         "raw_on_ms": [round(ms(t), 2) for t in times["on"]],
         "raw_off_ms": [round(ms(t), 2) for t in off],
     }
@@ -158,6 +176,8 @@ def summary(res: dict[str, Any]) -> list[str]:
         f"checkpoints, first delta: on {delta['on_ms']:.1f} ms, off {delta['off_ms']:.1f} ms: "
         f"{delta['added_ms']:+.1f} ms, noise (off's IQR) {delta['noise_ms']:.1f} ms "
         f"({delta['trials']} trials)",
+        f"checkpoints, a turn's first tool (tool.call → first tool.update): on {delta['tool_on_ms']:.1f} ms, "
+        f"off {delta['tool_off_ms']:.1f} ms: {delta['tool_on_ms'] - delta['tool_off_ms']:+.1f} ms",
     ]
 
 

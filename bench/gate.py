@@ -227,8 +227,10 @@ def approval_cost(model: ModelEnv, trials: int) -> dict[str, Any]:
         env = {**base_env(), STATE_DIR_ENV: state}
         client = ApprovingClient(bridge_argv(), env=env, cwd=str(model.workdir))
         try:
+            # Checkpoints off: this figure is the approval's own (what a checkpoint adds to a
+            # turn's first tool is bench/checkpoints.py's).
             client.initialize(
-                {"piCommand": ["pi"], "env": model.pi_env()},
+                {"piCommand": ["pi"], "env": model.pi_env(), "checkpoints": False},
                 root_uri=model.workdir.as_uri(),
                 capabilities=PERMISSIONS,
             )

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import crowd
+from bench.report_checkpoints import checkpoint_rows, checkpoints_section
 from bench.report_gate import commits_section, gate_rows, gate_section
+from bench.report_sandbox import sandbox_rows, sandbox_section
 
 R = dict[str, Any]
 
@@ -210,6 +212,7 @@ HEADER = ["metric", "pi-bridge", "baseline (same invocation)", "ratio", "target"
 def summary_lines(res: R) -> list[str]:
     """The console summary: every row of the docs table."""
     rows = _throughput_rows(res) + _realpi_rows(res) + _sbs_rows(res) + gate_rows(res)
+    rows += checkpoint_rows(res) + sandbox_rows(res)
     width = max((len(r[0]) for r in rows), default=10)
     out = ["", f"pi-bridge benchmarks ({res['command']}, {res['seconds']:.0f} s)"]
     for row in rows:
@@ -309,7 +312,14 @@ def render_markdown(res: R) -> str:
         "",
         "## Summary",
         "",
-        *_table(_throughput_rows(res) + _realpi_rows(res) + gate_rows(res), HEADER),
+        *_table(
+            _throughput_rows(res)
+            + _realpi_rows(res)
+            + gate_rows(res)
+            + checkpoint_rows(res)
+            + sandbox_rows(res),
+            HEADER,
+        ),
         "",
     ]
     lines += _method_sections(res, plan)
@@ -542,6 +552,10 @@ def _method_sections(res: R, plan: R) -> list[str]:
     out += agents_section(res.get("agents")) if res.get("agents") else _kept_section("## 9. Per agent")
     if res.get("gate"):
         out += gate_section(res["gate"], res["command"])
+    if res.get("checkpoints"):
+        out += checkpoints_section(res["checkpoints"])
+    if res.get("sandbox"):
+        out += sandbox_section(res["sandbox"], res["command"])
     out += commits_section()
     out += _REPRODUCING
     return out

@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import agents, crowd, gate, realpi, sidebyside, streams, throughput
+from bench import agents, checkpoints, crowd, gate, realpi, sandbox, sidebyside, streams, throughput
 from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
 from bench.model import DEAD_REGISTRY, scripted_model
 from bridge.scripted_model import LONG_DEFAULT
@@ -58,6 +58,12 @@ class Plan:
     # Alternating trials of the gate's two figures (bench/gate.py): turns, approvals.
     gate_turns: int = 100
     gate_approvals: int = 100
+    # The checkpoints' section (bench/checkpoints.py): workspace files, turns, first-delta trials.
+    checkpoint_files: int = 10_000
+    checkpoint_turns: int = 30
+    checkpoint_trials: int = 20
+    # Alternating trials of the sandbox's figures (bench/sandbox.py).
+    sandbox_trials: int = 100
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
@@ -78,6 +84,10 @@ QUICK = Plan(
     agents_deltas=LONG_DEFAULT,
     gate_turns=3,
     gate_approvals=3,
+    checkpoint_files=500,
+    checkpoint_turns=3,
+    checkpoint_trials=2,
+    sandbox_trials=3,
 )
 
 
@@ -308,10 +318,29 @@ def bench_gate(plan: Plan, model: Any) -> dict[str, Any]:
     return out
 
 
+def bench_checkpoints(plan: Plan) -> dict[str, Any]:
+    """11: a turn's checkpoints on a generated workspace, and the first delta with them on and off."""
+    out = checkpoints.run(plan.checkpoint_files, plan.checkpoint_turns, plan.checkpoint_trials)
+    for line in checkpoints.summary(out):
+        _log(line)
+    return out
+
+
+def bench_sandbox(plan: Plan, model: Any) -> dict[str, Any]:
+    """12: the sandbox: one sandboxed bash call against an unsandboxed one (pi's and the spawn's)."""
+    trials = plan.sandbox_trials
+    out = {"pi": sandbox.pi_cost(model, trials), "spawn": sandbox.spawn_cost(trials)}
+    for line in sandbox.summary(out):
+        _log(line)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
-EVERYTHING = frozenset({"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate"})
+EVERYTHING = frozenset(
+    {"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate", "checkpoints", "sandbox"}
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -325,7 +354,7 @@ def _parser() -> argparse.ArgumentParser:
         "--only",
         nargs="*",
         default=None,
-        help="run only these: throughput first cancel startup side crowd agents gate",
+        help="run only these: throughput first cancel startup side crowd agents gate checkpoints sandbox",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -361,7 +390,7 @@ def _invocation(plan: Plan, quick: bool) -> dict[str, Any]:
 
 
 def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> None:
-    """2, 3, 6 and 10, those of them in ``only``: the benchmarks that share one scripted model."""
+    """2, 3, 6, 10 and 11, those of them in ``only``: the benchmarks that share one scripted model."""
     with scripted_model() as model:
         if "first" in only:
             results["first_message"] = bench_first_message(plan, model)
@@ -371,6 +400,8 @@ def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> No
             results["side_by_side"] = bench_side_by_side(plan, model)
         if "gate" in only:
             results["gate"] = bench_gate(plan, model)
+        if "sandbox" in only:
+            results["sandbox"] = bench_sandbox(plan, model)
 
 
 def _bench_agents(plan: Plan) -> list[dict[str, Any]]:
@@ -393,10 +424,12 @@ def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None
         results["startup"] = bench_startup(plan)
     if "crowd" in only:
         results["crowd"] = bench_crowd(plan)
-    if only & {"first", "cancel", "side", "gate"}:
+    if only & {"first", "cancel", "side", "gate", "sandbox"}:
         _bench_with_model(plan, only, results)
     if "agents" in only:
         results["agents"] = _bench_agents(plan)
+    if "checkpoints" in only:
+        results["checkpoints"] = bench_checkpoints(plan)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from bridge.contract import InitializationOptions, PermissionMode, RetryPolicy
+from bridge.contract import (
+    InitializationOptions,
+    McpServerHttp,
+    McpServerStdio,
+    PermissionMode,
+    RetryPolicy,
+    SandboxSettings,
+)
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 
@@ -46,6 +53,10 @@ class BridgeConfig:
     default_mode: PermissionMode | None = None
     # A checkpoint of the workspace before every prompt.
     checkpoints: bool = True
+    # The MCP servers of a run or ACP session that names none (initializationOptions.mcpServers).
+    mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
+    # How every run's tool commands are confined unless the run says otherwise (None: not at all).
+    sandbox: SandboxSettings | None = None
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -93,6 +104,8 @@ def _optional_changes(
         changes["agents"] = {**base.agents, **agents}
     if options.default_agent:
         changes["default_agent"] = options.default_agent
+    if options.mcp_servers is not None:
+        changes["mcp_servers"] = tuple(options.mcp_servers)
     changes.update(_permission_changes(options))
     return changes
 
@@ -106,6 +119,8 @@ def _permission_changes(options: InitializationOptions) -> dict[str, Any]:
         changes["allowed_tools"] = tuple(options.allowed_tools)
     if options.default_mode is not None:
         changes["default_mode"] = options.default_mode
+    if options.sandbox is not None:
+        changes["sandbox"] = options.sandbox
     return changes
 
 

@@ -16,7 +16,16 @@ import json
 import sys
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 PROTOCOL_VERSION = 1
@@ -77,6 +86,7 @@ ErrorKind = Literal[
     "session",
     "busy",
     "internal",
+    "sandbox",
 ]
 RunStatus = Literal["completed", "failed", "cancelled"]
 RunState = Literal["queued", "starting", "running", "backoff", "stopping"]
@@ -131,8 +141,151 @@ class PromptImage(WireModel):
         return value
 
 
+# MCP servers of a conversation (contract "Additions, turn 3: the conversation toolbox"), in
+# ACP's shape. Names as the agents take them (pi and Claude Code name their tools
+# `mcp__<server>__<tool>`); env values and headers can be secrets: the bridge never logs them.
+MAX_MCP_SERVERS: Final = 64
+MAX_MCP_ITEMS: Final = 256
+MAX_MCP_TEXT: Final = 16_384
+MCP_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]{1,64}$"
+ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
+HEADER_NAME_PATTERN: Final = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$"
+McpText = Annotated[str, Field(max_length=MAX_MCP_TEXT)]
+
+
+class McpEnvVariable(WireModel):
+    """One environment variable of a stdio MCP server (ACP's `EnvVariable`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    name: str = Field(pattern=ENV_NAME_PATTERN)
+    value: McpText
+    meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+    @field_validator("value")
+    @classmethod
+    def _value_has_no_nul(cls, value: str) -> str:
+        return _no_nul(value)
+
+
+class McpHeader(WireModel):
+    """One HTTP header of an http MCP server (ACP's `HttpHeader`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    name: str = Field(pattern=HEADER_NAME_PATTERN)
+    value: McpText
+
+    meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+    @field_validator("value")
+    @classmethod
+    def _value_is_one_line(cls, value: str) -> str:
+        if any(c in value for c in "\r\n\x00"):
+            raise ValueError("must not contain CR, LF or NUL")
+        return value
+
+
+class McpServerStdio(WireModel):
+    """An MCP server the agent starts and speaks to over stdio (ACP's `McpServerStdio`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    type: Literal["stdio"] = "stdio"
+    name: str = Field(pattern=MCP_NAME_PATTERN)
+    command: str = Field(min_length=1, max_length=MAX_MCP_TEXT)
+    args: list[McpText] = Field(default_factory=list, max_length=MAX_MCP_ITEMS)
+    env: list[McpEnvVariable] = Field(default_factory=list, max_length=MAX_MCP_ITEMS)
+    meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+    @field_validator("command")
+    @classmethod
+    def _command_has_no_nul(cls, value: str) -> str:
+        return _no_nul(value)
+
+    @field_validator("args")
+    @classmethod
+    def _args_have_no_nul(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            _no_nul(arg)
+        return value
+
+
+class McpServerHttp(WireModel):
+    """An MCP server the agent reaches over streamable HTTP (ACP's `McpServerHttp`)."""
+
+    model_config = ConfigDict(strict=True)
+
+    type: Literal["http"]
+    name: str = Field(pattern=MCP_NAME_PATTERN)
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=MAX_MCP_TEXT)
+    headers: list[McpHeader] = Field(default_factory=list, max_length=MAX_MCP_ITEMS)
+    meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+
+def _mcp_transport(value: Any) -> str:
+    """Which transport an entry names: its `type` (ACP's stdio entries have none: stdio)."""
+    kind = value.get("type", "stdio") if isinstance(value, dict) else getattr(value, "type", "stdio")
+    return kind if isinstance(kind, str) else "?"
+
+
+McpServer = Annotated[
+    Annotated[McpServerStdio, Tag("stdio")] | Annotated[McpServerHttp, Tag("http")],
+    Discriminator(
+        _mcp_transport,
+        custom_error_type="mcp_transport",
+        custom_error_message="type must be 'stdio' (or absent) or 'http'; sse and acp are not supported",
+    ),
+]
+
+
+def _unique_servers(servers: list[McpServerStdio | McpServerHttp] | None) -> None:
+    """Two servers whose names differ only in `-` and `_` are one to the agents: refused."""
+    seen: dict[str, str] = {}
+    for server in servers or ():
+        key = server.name.replace("-", "_")
+        if key in seen:
+            raise ValueError(f"MCP server names {seen[key]!r} and {server.name!r} name the same server")
+        seen[key] = server.name
+
+
 #: How much a conversation's agent may do without asking (contract "Additions, turn 3").
 PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
+
+
+#: What the agent's tool commands may touch (contract "Additions, turn 3: sandbox").
+SandboxMode = Literal["off", "workspace-write", "read-only"]
+
+
+class SandboxSettings(WireModel):
+    """`initializationOptions.sandbox` and a run's `sandbox`: how the agent's commands are confined.
+
+    `network` is off unless asked for: a sandbox that lets a command post the workspace anywhere
+    protects little. It means nothing with `mode: "off"`.
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    mode: SandboxMode = "off"
+    network: bool = False
+
+
+class SandboxInfo(WireModel):
+    """What confines a session's tool commands (session.started's `sandbox`)."""
+
+    kind: Literal["bwrap", "none"]
+    mode: SandboxMode
+    network: bool
+
+
+class SandboxAvailability(WireModel):
+    """Whether this machine can sandbox the agents' commands (initialize's `sandbox`): when not,
+    why and the fix."""
+
+    available: bool
+    kind: Literal["bwrap", "none"]
+    reason: str | None = None
+    fix: str | None = None
 
 
 class RunParams(WireModel):
@@ -159,6 +312,18 @@ class RunParams(WireModel):
     images: list[PromptImage] | None = Field(None, max_length=MAX_IMAGES)
     # The conversation's permission mode from this run's next tool call on (as pi/setMode sets it).
     mode: PermissionMode | None = None
+    # The conversation's MCP servers (default: initializationOptions.mcpServers); a live agent
+    # started with another set is not reused.
+    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
+        _unique_servers(value)
+        return value
+
+    # How this run's tool commands are confined (default: initializationOptions.sandbox, else off).
+    sandbox: SandboxSettings | None = None
 
 
 class CancelParams(WireModel):
@@ -227,6 +392,17 @@ class InitializationOptions(WireModel):
     default_mode: PermissionMode | None = None
     # A checkpoint of the workspace before every prompt (pi/checkpoints, pi/rewind).
     checkpoints: bool = True
+    # The MCP servers of a run (or ACP session) that names none.
+    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
+        _unique_servers(value)
+        return value
+
+    # How every run's tool commands are confined unless the run says otherwise.
+    sandbox: SandboxSettings | None = None
 
 
 # --------------------------------------------------------------------------- message content
@@ -239,6 +415,7 @@ class SessionContent(WireModel):
     cwd: str
     session_file: str | None = None
     pi_version: int | str | None = None
+    sandbox: SandboxInfo | None = None
 
 
 class AssistantContent(WireModel):
@@ -780,6 +957,14 @@ class EffectiveSettings(WireModel):
     session_idle_ms: int = 600_000
 
 
+class McpSupport(WireModel):
+    """Which MCP server transports the bridge hands its agents (ACP's mcpCapabilities, plus stdio)."""
+
+    stdio: bool = True
+    http: bool = True
+    sse: bool = False
+
+
 class ServerCapabilities(WireModel):
     """`capabilities.experimental.piBridge` of the initialize answer."""
 
@@ -810,6 +995,9 @@ class ServerCapabilities(WireModel):
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
     checkpoints: CheckpointsCapability | None = None
+    # The MCP transports a run's `mcpServers` may use (turn 3).
+    mcp: McpSupport = Field(default_factory=McpSupport)
+    sandbox: SandboxAvailability | None = None
 
 
 # --------------------------------------------------------------------------- permissions (turn 3)

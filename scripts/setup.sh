@@ -5,6 +5,7 @@
 #   .tools-claude/  Claude Code 2.1.197 from the npm registry (its native binary comes in the
 #            optional dependency @anthropic-ai/claude-code-linux-x64); a prefix of its own
 #            because .tools may be shared between checkouts
+#   bubblewrap from the distribution's packages when run as root on Debian/Ubuntu (else a note)
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,15 @@ fi
 if [ ! -x .tools-claude/node_modules/.bin/claude ]; then
   mkdir -p .tools-claude
   npm install --prefix .tools-claude --no-audit --no-fund --loglevel=error "$CLAUDE_PACKAGE"
+fi
+# bubblewrap: the sandbox of the agents' commands (optional; the README says how per distribution).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
+  else
+    echo "setup: bubblewrap is missing: runs cannot ask for a sandbox (README: Install, the sandbox)"
+  fi
 fi
 echo "setup: claude $(.tools-claude/node_modules/.bin/claude --version 2>&1 | tail -1)"
 echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"

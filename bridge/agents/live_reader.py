@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -53,6 +54,10 @@ def own_command(command: LiveCommand) -> PendingCommand:
     return command
 
 
+#: How many lines told while no attempt listened are kept for the next one (the newest).
+HELD_LINES: Final = 16
+
+
 class LiveReader:
     """Reads one live agent process; a subclass says what each batch of lines is (`_dispatch`)."""
 
@@ -67,6 +72,9 @@ class LiveReader:
         self.stderr = TailBuffer()
         self.closed = anyio.Event()
         self.listener: Lines | None = None
+        # What the agent told the user while no attempt listened (pi's start-up notifies, such as
+        # an MCP server that failed to connect): the next attempt streams them first.
+        self.held: deque[bytes] = deque(maxlen=HELD_LINES)
         # Awaited, like the client's backpressure, before each read while a listener is set:
         # what the listener holds back (messages waiting for a diff's read) bounds what is read.
         self.backlog: Callable[[], Awaitable[None]] | None = None
@@ -105,6 +113,12 @@ class LiveReader:
             self._deciding -= 1
             self.reading_since = time.monotonic()  # the time asking the user is not the agent's silence
         self._settle(request_id, answer(verdict))
+
+    def take_held(self) -> list[bytes]:
+        """The lines held while no attempt listened, once (see `held`)."""
+        lines = list(self.held)
+        self.held.clear()
+        return lines
 
     def _settle(self, request_id: str, line: bytes) -> None:
         """Answer an open question (a late second answer is dropped)."""

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final
 import orjson
 
 from bridge.agents.seam import Out, RunOptions
-from bridge.contract import ErrorInfo, ErrorKind, ShutdownReceipt
+from bridge.contract import ErrorInfo, ErrorKind, SandboxSettings, ShutdownReceipt
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class MapperCore:
     def __init__(self, options: RunOptions) -> None:
         self._live_thoughts = options.live_thoughts
         self._resumed = options.resumed
+        self._sandbox = _sandbox_info(options.sandbox)
         self._deltas: list[str] = []
         self._thoughts: list[str] = []
         self._open_tools: dict[str, str] = {}
@@ -209,6 +210,7 @@ class MapperCore:
             return []
         self._session_id = session_id
         content: dict[str, Any] = {"sessionId": session_id, "cwd": str(cwd), **extra}
+        content["sandbox"] = self._sandbox
         return [Out("session.resumed" if self._resumed else "session.started", content)]
 
     def _text_out(self, delta: str) -> Out:
@@ -262,3 +264,10 @@ class MapperCore:
         self._open_tools.clear()
         out.extend(self._flush_thought())  # after the closes: never between a call and its close
         return out
+
+
+def _sandbox_info(sandbox: SandboxSettings | None) -> dict[str, Any]:
+    """session.started's `sandbox`: bwrap confines the session's commands, or nothing does."""
+    if sandbox is None or sandbox.mode == "off":
+        return {"kind": "none", "mode": "off", "network": True}
+    return {"kind": "bwrap", "mode": sandbox.mode, "network": sandbox.network}

@@ -23,7 +23,10 @@ import anyio.abc
 from bridge.contract import (
     ErrorInfo,
     ErrorKind,
+    McpServerHttp,
+    McpServerStdio,
     PromptImage,
+    SandboxSettings,
     SessionHistory,
     SessionNotFound,
     SessionSummary,
@@ -71,6 +74,14 @@ class RunOptions:
     # The user trusts the run's folder: the agent may load the folder's own settings, extensions
     # and prompts. False: it is told not to (project_trust.py decides).
     trusted: bool = False
+    #: The conversation's MCP servers, and the private file (0600, in the bridge's state dir)
+    #: that lists them whole in the MCP clients' common `{"mcpServers": {name: entry}}` form,
+    #: secrets included: an agent is handed its path, never the values (argv and environment
+    #: are readable by others; see bridge/runs/mcp_config.py).
+    mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
+    mcp_config: str | None = None
+    # How the agent's tool commands are confined (None: not at all).
+    sandbox: SandboxSettings | None = None
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -389,6 +400,12 @@ DIALOG_CANCELLED: Final = DialogReply(cancelled=True)
 AskDialog = Callable[[Dialog], Awaitable[DialogReply]]
 
 
+#: How long a live agent may take to accept a prompt of a conversation with MCP servers: it may
+#: first wait for them to connect (pi, up to its own bound), longer than any other command takes.
+MCP_PROMPT_ACCEPT_SECONDS: Final = 45.0
+#: The environment variable naming the file (see `RunOptions.mcp_config`) the bridge's pi
+#: extension registers a conversation's MCP servers from.
+MCP_CONFIG_ENV: Final = "PI_BRIDGE_MCP_CONFIG"
 #: The environment variable naming the directory an agent's gate reads each conversation's
 #: permission mode from (a file per session id; none: `full`).
 GATE_DIR_ENV: Final = "PI_BRIDGE_GATE_DIR"
@@ -444,6 +461,11 @@ class LiveClient(Protocol):
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the agent's stdout and stderr until its stdout closes."""
+        ...
+
+    def take_held(self) -> list[bytes]:
+        """What the agent told the user while no attempt listened (its start-up notices), once:
+        the next attempt streams it first."""
         ...
 
     async def prepare(self) -> LiveState:
@@ -593,6 +615,8 @@ class AgentAdapter(Protocol):
     interrupt_signal: signal.Signals
     #: How to run it when nothing configures its command (its executable on PATH).
     default_command: tuple[str, ...]
+    #: Whether the bridge can confine its tool commands (a run's `sandbox`).
+    can_sandbox: bool
 
     def live_mode(self) -> LiveMode | None:
         """Its live mode (the rpc engine); None: every attempt is one process (the json engine)."""
@@ -657,6 +681,9 @@ class AgentAdapter(Protocol):
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Delete a stored session (its agent stopped first); whether there was one; blocking I/O."""
+
+    def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The agent's credential files, which a sandboxed command of any agent never sees."""
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

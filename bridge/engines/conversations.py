@@ -3,8 +3,9 @@ live mode, such as pi's rpc mode) serving it.
 
 Like a connection pool: a run leases its conversation (a second run of a busy conversation waits
 in line), checks the live agent out for each attempt, and returns or invalidates it. Rules:
-- a live agent serves one conversation; a change of tools, cwd, command, environment or project
-  trust respawns it on the same session, a change of provider, model or thinking is a command, not a respawn;
+- a live agent serves one conversation; a change of tools, cwd, command, environment, project
+  trust or MCP servers respawns it on the same session, a change of provider, model or thinking
+  is a command, not a respawn;
 - a closed, evicted or crashed agent is replaced by one that resumes the session file;
 - at most `max_live` live agents at once (the spare aside). A conversation that needs one when
   they are all busy waits for a slot, first come first served; when one is needed and none is
@@ -63,7 +64,7 @@ SPARE_WAIT_SECONDS: Final = 5.0
 # after session never grows the set without end.
 MAX_OPENED_SESSIONS: Final = 4096
 
-LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], bool]
+LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], bool, str | None]
 
 
 class NoRpc(Exception):
@@ -98,9 +99,12 @@ def canonical_cwd(cwd: str) -> str:
 
 
 def live_key(command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> LiveKey:
-    """What must be identical for a live agent to take a run (anything else is a command); the
-    project trust it was started with among them, since an agent loads its project files once."""
-    return (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()), options.trusted)
+    """What must be identical for a live agent to take a run (anything else is a command): the
+    project trust it was started with among them, since an agent loads its project files once,
+    and its MCP servers, whose file is named by their whole content, so a process started for one
+    set never serves another."""
+    key = (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()))
+    return (*key, options.trusted, options.mcp_config)
 
 
 @dataclass(eq=False)
@@ -646,6 +650,8 @@ class Conversations:
             thinking=options.thinking,
             tools=options.tools,
             trusted=options.trusted,
+            mcp_servers=options.mcp_servers,
+            mcp_config=options.mcp_config,
         )
         self._spare_launch = (command, spare_options, dict(env))
 

@@ -31,6 +31,7 @@ import anyio
 import orjson
 
 from bridge.agents.seam import (
+    MCP_PROMPT_ACCEPT_SECONDS,
     AgentAdapter,
     AskDialog,
     AskTool,
@@ -57,6 +58,7 @@ from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
     contained_besides,
     contained_now,
+    helpers_now,
     members_now,
     shutdown_tree,
     stop_descendants,
@@ -101,6 +103,7 @@ class RpcAttempt:
         asks: AskTool | None = None,
         dialogs: AskDialog | None = None,
         before_tools: anyio.Event | None = None,
+        take_checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.conversations = conversations
         self.lease = lease
@@ -128,6 +131,7 @@ class RpcAttempt:
         # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
         # in the permission check; one that does not gets its prompt after it.
         self._before_tools = before_tools
+        self._take_checkpoint = take_checkpoint
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -140,6 +144,7 @@ class RpcAttempt:
         self._abort: LiveCommand | None = None
         self._before_abort: asyncio.Future[list[int]] | None = None
         self._listed_at_cancel: list[int] = []
+        self._helpers: dict[int, int] = {}
         # The prompt's fate before its run streams: gone before pi read it, or refused.
         self._not_taken = False
         self._lines_seen = False
@@ -272,6 +277,8 @@ class RpcAttempt:
         if agent.session_file:
             mark = self.conversations.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
+        # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
+        self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
@@ -283,6 +290,9 @@ class RpcAttempt:
         # The session message goes out once the prompt is on its way to pi, not before it:
         # the client's first message costs the prompt nothing.
         self._announce_session()
+        held = agent.rpc.take_held()
+        if held:
+            self._map_lines(held)
         take_back = self.cancel.on_cancel(lambda: self._cancel_now(agent))
         if self.cancel.cancelled:
             self._cancel_now(agent)
@@ -322,6 +332,8 @@ class RpcAttempt:
         if self.options.command is not None:
             return None  # a bridge command: `_deliver` runs it
         if self._before_tools is not None and not agent.rpc.asks_before_changes:
+            if self._take_checkpoint is not None:
+                self._take_checkpoint()
             try:
                 await self._until_cancelled(self._before_tools.wait())
             except CheckoutCancelled:
@@ -341,7 +353,10 @@ class RpcAttempt:
             await self._run_command(agent)
             return
         try:
-            accepted = await agent.rpc.delivered(prompt)
+            if self.options.mcp_servers:
+                accepted = await agent.rpc.delivered(prompt, MCP_PROMPT_ACCEPT_SECONDS)
+            else:
+                accepted = await agent.rpc.delivered(prompt)
         except LiveError as exc:
             if exc.kind == "closed" and not last_try and not self._lines_seen:
                 self._not_taken = True
@@ -583,7 +598,7 @@ class RpcAttempt:
 
     async def _sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
-        receipt = await stop_descendants(agent.child)
+        receipt = await stop_descendants(agent.child, keep=self._helpers)
         if receipt.pids:
             log.warning(
                 "the run left %d processes under %s %d; killed %s",
@@ -622,7 +637,7 @@ class RpcAttempt:
             except LiveError as exc:
                 log.info("%s did not settle after abort: %s", self.name, exc)
         if kept:
-            receipt = await stop_descendants(agent.child)
+            receipt = await stop_descendants(agent.child, keep=self._helpers)
             if receipt.survivors:
                 kept = False
         if kept:

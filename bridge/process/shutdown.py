@@ -261,12 +261,17 @@ def _receipt(
 
 
 async def _kill_until_gone(
-    child: ChildProcess, seen: dict[int, int], wait: float, spare: int | None
+    child: ChildProcess,
+    seen: dict[int, int],
+    wait: float,
+    spare: int | None,
+    keep: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
-    """Kill every live process of `seen` (rescanned each tick) but `spare`; what is left alive."""
+    """Kill every live process of `seen` (rescanned each tick) but `spare` (and `keep`, with
+    their descendants); what is left alive."""
     deadline = time.monotonic() + wait
     while True:
-        alive = await _scan(child, seen)
+        alive = _kept(await _scan(child, seen), keep or {})
         if spare is not None:
             alive.pop(spare, None)
         seen.update(alive)
@@ -318,17 +323,50 @@ async def shutdown_tree(
     return _receipt(child, stage, started, seen, list(survivors))
 
 
-async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> ShutdownReceipt:
+def helpers_now(child: ChildProcess) -> dict[int, int]:
+    """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`)."""
+    found: dict[int, int] = {}
+    for pid in members_now(child):
+        stat = read_stat(pid)
+        if stat is not None and not stat.zombie:
+            found[pid] = stat.start
+    return found
+
+
+def _kept(found: dict[int, int], keep: Mapping[int, int]) -> dict[int, int]:
+    """`found` without the processes of `keep` (the same pid and start) and their descendants."""
+    if not keep:
+        return found
+    kept = {pid for pid, start in found.items() if keep.get(pid) == start}
+    if not kept:
+        return found
+    left: dict[int, int] = {}
+    for pid, start in found.items():
+        ancestor, hops = pid, 0
+        while ancestor not in kept and ancestor > 1 and hops < 64:
+            stat = read_stat(ancestor)
+            ancestor, hops = (stat.ppid if stat is not None else 0), hops + 1
+        if ancestor not in kept:
+            left[pid] = start
+    return left
+
+
+async def stop_descendants(
+    child: ChildProcess, *, grace: float = 0.0, keep: Mapping[int, int] | None = None
+) -> ShutdownReceipt:
     """Kill every process contained with `child` EXCEPT the child itself; a truthful receipt.
 
     For a long-lived agent (rpc mode) whose run is over while it must stay: its cgroup (or its
-    tree, token holders and adopted orphans) is emptied of everything else. With `grace` > 0 they
-    get SIGTERM and that long first. Waits up to 5 s for them to die; stage `exited` when none
-    were found, `interrupted` when SIGTERM sufficed, else `killed`; survivors are checked.
+    tree, token holders and adopted orphans) is emptied of everything else, except the processes
+    of `keep` (pid -> start time, from `helpers_now`) and their descendants: the agent's own
+    helpers from before the run, such as its MCP servers. With `grace` > 0 they get SIGTERM and
+    that long first. Waits up to 5 s for them to die; stage `exited` when none were found,
+    `interrupted` when SIGTERM sufficed, else `killed`; survivors are checked.
     """
     with anyio.CancelScope(shield=True):
         started = time.monotonic()
-        seen = await _scan(child, {}, besides_child=True)
+        keep = keep or {}
+        seen = _kept(await _scan(child, {}, besides_child=True), keep)
         if not seen:
             # Nothing besides the agent: that scan was the check, a second would only delay
             # the run's answer. (What the agent killed may linger as our zombies, dead: the
@@ -339,16 +377,16 @@ async def stop_descendants(child: ChildProcess, *, grace: float = 0.0) -> Shutdo
             for pid, start in seen.items():
                 _signal_exact(pid, start, signal.SIGTERM)
             deadline = time.monotonic() + grace
-            alive = await _scan(child, seen, besides_child=True)
+            alive = _kept(await _scan(child, seen, besides_child=True), keep)
             while alive and time.monotonic() < deadline:
                 await anyio.sleep(POLL_SECONDS)
-                alive = await _scan(child, seen, besides_child=True)
-        left = await _scan(child, seen, besides_child=True)
+                alive = _kept(await _scan(child, seen, besides_child=True), keep)
+        left = _kept(await _scan(child, seen, besides_child=True), keep)
         if left or grace <= 0:
             stage = "killed"
-            await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid)
+            await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid, keep)
         reap_orphans()
-        survivors = await _scan(child, seen, besides_child=True)
+        survivors = _kept(await _scan(child, seen, besides_child=True), keep)
         seen.update(survivors)
     return _receipt(child, stage, started, seen, list(survivors))
 

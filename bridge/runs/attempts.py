@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,6 +26,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.runs import sandbox
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.gate import Gate
 from bridge.runs.run import Run
@@ -82,7 +84,7 @@ class Attempts:
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
-        problem = await self._resolve_session(run)
+        problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)
             return
@@ -103,6 +105,18 @@ class Attempts:
                 self.conversations.release(lease)
         if lease is not None and lease.used_rpc:
             self.conversations.prime_again()
+
+    def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
+        """Why the run cannot have the sandbox it asks for: it then fails before anything runs.
+        Only a live agent reads its sandbox (the extension asks the bridge's board)."""
+        settings = run.options.sandbox
+        if settings is None or settings.mode == "off":
+            return None
+        problem = sandbox.problem(settings, run.agent.display_name, run.agent.can_sandbox)
+        if problem is None and not self.uses_rpc(run):
+            message = f"sandbox {settings.mode!r} needs the rpc engine (engine is {self.config.engine!r})"
+            problem = ErrorInfo(kind="sandbox", message=message, retryable=False)
+        return problem
 
     async def _acquire_slot(self, run: Run) -> bool:
         """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
@@ -180,6 +194,7 @@ class Attempts:
             self.checkpoints.begin(run)
         try:
             if lease is None and run.before_tools is not None:
+                run.take_checkpoint()
                 await run.before_tools.wait()  # one process per prompt: its tools ask nobody
             outcome = await self._attempts(run, policy, lease)
         finally:
@@ -187,7 +202,7 @@ class Attempts:
             if got_slot:
                 self.slots.release()
             if self.checkpoints is not None:
-                await self.checkpoints.end(run)
+                self.checkpoints.end(run)
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
         if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
@@ -234,11 +249,13 @@ class Attempts:
             retrying=run.attempt > 1,
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
-            fallback=lambda: json_attempt().run(),
+            # a sandboxed run never falls back to a process that would not read its sandbox
+            fallback=None if run.sandboxed else lambda: json_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
             before_tools=run.before_tools,
+            take_checkpoint=run.take_checkpoint,
         )
 
     def _on_session(self, run: Run, session_id: str) -> None:
@@ -246,6 +263,9 @@ class Attempts:
         run.note_session(session_id)
         if self.gate is not None:
             self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
+            settings = run.options.sandbox or sandbox.OFF
+            environ = {**os.environ, **self.config.env}
+            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

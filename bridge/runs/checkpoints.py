@@ -1,11 +1,13 @@
 """Checkpoints: the workspace's files before every prompt of a conversation, and where each turn
 left them; `pi/checkpoints` lists them and `pi/rewind` puts the files back.
 
-A prompt's snapshot is taken off the event loop while the prompt goes out, so it costs the first
-delta nothing; the turn's tools wait for it instead (the gate holds them: rpc_engine.py and
-gate.py). After the turn a second snapshot records what the turn changed, shell commands
-included. What the user changed between turns is told apart from what the turns did, so a
-rewind never takes back the user's own edits unless forced.
+A prompt's snapshot is taken off the event loop once the agent's first output is out (or at once
+when a tool waits for it), so it costs the first delta nothing, not even a share of the CPU while
+the first delta is on its way; the turn's tools wait for it instead (the gate holds them:
+rpc_engine.py and gate.py). After the turn a second snapshot, queued as the run ends and taken
+once it has answered, records what the turn changed, shell commands included. What the user
+changed between turns is told apart from what the turns did, so a rewind never takes back the
+user's own edits unless forced.
 
 The records live in the bridge's state dir, one file per conversation; the snapshots in one
 shadow git repository per workspace (shadow_git.py). Old checkpoints are pruned by count.
@@ -113,8 +115,13 @@ class Checkpoints:
         if not self.status()[0] or run.options.command is not None:
             return
         run.before_tools = anyio.Event()
-        if not self._spawn(lambda: self._take_before(run)):
-            run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
+
+        def start() -> None:
+            assert run.before_tools is not None
+            if not self._spawn(lambda: self._take_before(run)):
+                run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
+
+        run.checkpoint_start = start
 
     async def _take_before(self, run: Run) -> None:
         repo = self._repo(run.options.cwd)
@@ -134,13 +141,18 @@ class Checkpoints:
             if self.on_ready is not None:
                 self.on_ready(run)
 
-    async def end(self, run: Run) -> None:
-        """The run has ended: record where it left the files, before its answer goes out (so
-        what the user does next is never taken for the turn's)."""
+    def end(self, run: Run) -> None:
+        """The run has ended: record where it left the files. The snapshot is queued now, ahead
+        of the conversation's next prompt's (one workspace's snapshots are taken in order), and
+        taken off the run's answer: a cancel or an answer waits for no git."""
         if run.before_tools is None:
             return
-        with anyio.CancelScope(shield=True):
-            await self._take_after(run)
+        if run.checkpoint_start is not None:
+            run.checkpoint_start = None  # the agent never spoke: nothing it did to record
+            run.before_tools.set()
+            self._pending.pop(run.run_id, None)
+            return
+        self._spawn(lambda: self._take_after(run))
 
     async def _take_after(self, run: Run) -> None:
         assert run.before_tools is not None

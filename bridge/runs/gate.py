@@ -31,6 +31,7 @@ from bridge.runs.project_trust import ProjectTrust
 from bridge.runs.questions import Questioner, dialogs_for
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 from bridge.runs.run import Run
+from bridge.runs.sandbox import SANDBOXES_DIR, SandboxBoard
 from bridge.runs.trust_store import TrustStore
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class Gate:
         self.board = ModeBoard(base / MODES_DIR)
         # Whether each workspace's project files may load, asked of the user once (project_trust.py).
         self.trust = ProjectTrust(TrustStore(base))
+        #: Each conversation's sandbox, read by the same extension (sandbox.py).
+        self.sandboxes = SandboxBoard(base / SANDBOXES_DIR)
         self._modes: dict[str, PermissionMode] = {}
         #: How the front asks the user (None: it cannot, and a call that would ask is refused).
         self.approver: Approver | None = None
@@ -90,7 +93,7 @@ class Gate:
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""
-        return {GATE_DIR_ENV: str(self.board.path)}
+        return {GATE_DIR_ENV: str(self.board.path), **self.sandboxes.agent_env()}
 
     def mode_of(self, session_id: str | None) -> PermissionMode:
         """The mode of a conversation now."""
@@ -138,6 +141,7 @@ class Gate:
 
     async def _check(self, run: Run, call: ToolCheck) -> ToolVerdict:
         if run.before_tools is not None:
+            run.take_checkpoint()
             await run.before_tools.wait()  # no tool changes a file before the checkpoint is taken
         cwd, session_id = run.options.cwd, run.session_id
         try:
@@ -213,8 +217,9 @@ class Gate:
             log.warning("the rule %s was not saved: %s", rule.id, exc)
 
     def close(self) -> None:
-        """The bridge is done: its mode files go."""
+        """The bridge is done: its mode and sandbox files go."""
         self.board.remove()
+        self.sandboxes.remove()
 
 
 def _resolved(

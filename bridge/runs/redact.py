@@ -77,6 +77,12 @@ class RedactingFormatter(logging.Formatter):
         return redactor.text(super().format(record))
 
 
+def secrets_env(values: list[str]) -> dict[str, str]:
+    """Values that are secrets whatever they are called (an MCP server's env values and headers),
+    as an environment whose every name says secret, for `Redactor` and `mask_in_logs`."""
+    return {f"PI_BRIDGE_SECRET_{i}": value for i, value in enumerate(values)}
+
+
 def mask_in_logs(env: Mapping[str, str]) -> None:
     """Mask this environment's secret-looking values in every later log line too (the agents'
     environment from initializationOptions.env, which os.environ does not hold)."""

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -29,18 +29,21 @@ from bridge.contract import (
     RunParams,
     RunResult,
     RunsResult,
+    SandboxAvailability,
     SteerResult,
 )
 from bridge.engines.conversations import Conversations, NoRpc, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
+from bridge.runs import sandbox
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
-from bridge.runs.redact import Redactor, mask_in_logs
+from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
+from bridge.runs.redact import Redactor, mask_in_logs, secrets_env
 from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -97,10 +100,13 @@ class RunRegistry:
         # Every conversation's mode and the check of each tool call (see gate.py).
         self.gate = Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
+        self.gate.sandboxes.agent_secrets = self._agent_secrets
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
         self._sink = sink
+        # The private files listing each conversation's MCP servers (mcp_config.py).
+        self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
@@ -192,6 +198,15 @@ class RunRegistry:
         """Every agent a run can name: the known ones and any configured."""
         return self.agents.agent_names()
 
+    def _agent_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's credential files: a sandboxed command sees none of them."""
+        return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
+
+    @staticmethod
+    def sandbox_availability() -> SandboxAvailability:
+        """Whether runs can ask for a sandbox here (initialize says it)."""
+        return sandbox.availability()
+
     def agents_info(self) -> list[AgentInfo]:
         """Each known agent with its command, whether it is found and its version (initialize)."""
         return self.agents.agents_info()
@@ -226,18 +241,39 @@ class RunRegistry:
             return
         if self.adapter.live_mode() is None:
             return
-        options = RunOptions(
-            prompt="",
-            cwd=default_cwd,
-            provider=config.default_provider,
-            model=config.default_model,
-            trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+        options = self._with_mcp(
+            RunOptions(
+                prompt="",
+                cwd=default_cwd,
+                provider=config.default_provider,
+                model=config.default_model,
+                trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+            ),
+            None,
         )
         self.conversations.prime(config.command, options, config.env)
 
-    async def open_conversation(self, cwd: str, session_id: str | None = None) -> OpenedConversation:
+    def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
+        """`options` with the conversation's MCP servers (None: the configured defaults), their
+        file written, and their secrets masked in every later log line."""
+        chosen = tuple(servers if servers is not None else self.config.mcp_servers)
+        if not chosen:
+            return options
+        secrets = secrets_of(chosen)
+        if secrets:
+            mask_in_logs(secrets_env(secrets))
+        return dataclasses.replace(options, mcp_servers=chosen, mcp_config=self.mcp_files.file_for(chosen))
+
+    def _redactor(self, options: RunOptions) -> Redactor:
+        """Masks the secrets of the bridge's and the agents' environment, and of the MCP servers."""
+        return Redactor(os.environ, self.config.env, secrets_env(secrets_of(options.mcp_servers)))
+
+    async def open_conversation(
+        self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None
+    ) -> OpenedConversation:
         """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
-        the pre-spawned agent, or `session_id` resumed. Raises OpenFailure or NoLiveMode.
+        the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
+        ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         config = self.config
         if self.adapter.live_mode() is None:
@@ -254,10 +290,11 @@ class RunRegistry:
             # the decision the user made already; the first prompt asks when there is none
             trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
         )
+        options = self._with_mcp(options, mcp_servers)
         try:
             return await self.conversations.open(config.command, options, config.env)
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
-            error = Redactor(os.environ, config.env).error(exc.error.model_dump(by_alias=True))
+            error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
         except NoRpc as exc:
             raise NoLiveMode(str(exc)) from exc
@@ -275,6 +312,7 @@ class RunRegistry:
                 with anyio.CancelScope(shield=True):
                     await self.stop_all("the bridge is shutting down")
                 self.gate.close()
+                self.mcp_files.remove()
         self._tasks = None
 
     def close(self) -> None:
@@ -333,14 +371,16 @@ class RunRegistry:
             resumed=resumed,
             images=tuple(params.images or ()),
             command=command,
+            sandbox=sandbox.settings_of(params.sandbox, self.config.sandbox),
         )
+        options = self._with_mcp(options, params.mcp_servers)
         options = self.stored.options_for(adapter, options, self.config.env)
         run = Run(
             run_id=run_id,
             params=params,
             options=options,
             sink=self._sink,
-            redactor=Redactor(os.environ, self.config.env),
+            redactor=self._redactor(options),
             adapter=adapter,
             command=self.command_of(adapter),
             on_done=on_done,

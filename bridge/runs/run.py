@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -30,6 +30,8 @@ from bridge.engines.endings import AttemptOutcome
 from bridge.runs.redact import Redactor
 
 log = logging.getLogger(__name__)
+#: What the agent streams of its own: the first of it starts the checkpoint (take_checkpoint).
+_AGENT_OUTPUT: Final = frozenset({"assistant", "assistant.thought", "tool.call"})
 
 Sink = Callable[[list[dict[str, Any]]], None]
 
@@ -68,6 +70,8 @@ class Run:
     denied: set[str] = field(default_factory=set)
     # Set once the workspace's checkpoint before this prompt is taken: its tools wait for it.
     before_tools: anyio.Event | None = None
+    # Starts that checkpoint (None: started, or there is none).
+    checkpoint_start: Callable[[], None] | None = None
     # Why the run has no checkpoint (git failed, the workspace is too large).
     checkpoint_note: str | None = None
 
@@ -75,6 +79,11 @@ class Run:
     def tools_held(self) -> bool:
         """Whether the run's tools must wait for its checkpoint still."""
         return self.before_tools is not None and not self.before_tools.is_set()
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether the run's tool commands are to be confined."""
+        return self.options.sandbox is not None and self.options.sandbox.mode != "off"
 
     @property
     def agent(self) -> AgentAdapter:
@@ -113,6 +122,15 @@ class Run:
             )
         if batch:
             self.sink(batch)
+            if self.checkpoint_start is not None and any(out.type in _AGENT_OUTPUT for out in outs):
+                self.take_checkpoint()
+
+    def take_checkpoint(self) -> None:
+        """Start the snapshot before this prompt now, if it has not started: once the agent's
+        first output is out (it then competes with no first delta), or when a tool waits for it."""
+        start, self.checkpoint_start = self.checkpoint_start, None
+        if start is not None:
+            start()
 
     def note_session(self, session_id: str) -> None:
         """The run's conversation is known (a new one's id included): pi/closeSession finds it."""

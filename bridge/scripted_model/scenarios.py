@@ -105,7 +105,7 @@ FILE_TOOL_CALLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
 }
 #: Scenarios that call pi's file tool on the path the prompt names (whatever it is: a FIFO, a
 #: device, a NUL byte), then answer slowly, like ``slow``, so the run stays live to be cancelled.
-PATH_TOOL_CALLS: Final[dict[str, str]] = {"writepath": "write", "editpath": "edit"}
+PATH_TOOL_CALLS: Final[dict[str, str]] = {"writepath": "write", "editpath": "edit", "readpath": "read"}
 
 SCENARIOS: Final[dict[str, str]] = {
     "text": "streams a fixed English reply word by word",
@@ -120,10 +120,13 @@ SCENARIOS: Final[dict[str, str]] = {
     "edit": f"calls pi's edit on {EDIT_FILE} ({EDIT_OLD!r} -> {EDIT_NEW!r}), then answers what it said",
     "write": f"calls pi's write to create {WRITE_FILE} (2 lines), then answers what it said",
     "writepath": "calls pi's write on the path the prompt names (2 lines), then streams like `slow`",
+    "readpath": "calls pi's read on the path the prompt names, then streams like `slow`",
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
+    "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
+    ' `{"text": the rest of the prompt}`, then answers what it said',
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -314,7 +317,8 @@ def _path_tool_reply(ask: Ask) -> Reply:
     """Call a file tool on the path the prompt names, then stream like ``slow``."""
     if tool_results_count(ask.body) != 0:
         return _slow_reply()
-    name, arguments = FILE_TOOL_CALLS[PATH_TOOL_CALLS[ask.model]]
+    name = PATH_TOOL_CALLS[ask.model]
+    arguments = FILE_TOOL_CALLS[name][1] if name in FILE_TOOL_CALLS else {}
     call = {**arguments, "path": last_user_text_of(ask.body) or ""}
     pieces = _text_pieces(FILE_TOOL_PREAMBLE) + _tool_call_pieces(offered_tool(ask.body, name), call)
     return Reply(pieces, "tool_calls")
@@ -332,6 +336,22 @@ def _ask_user_reply(ask: Ask) -> Reply:
     question = {"question": ASK_USER_QUESTION, "header": "Colour", "options": options, "multiSelect": False}
     call = _tool_call_pieces("AskUserQuestion", {"questions": [question]})
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
+
+
+#: What ``calltool`` answers when the request offers no tool of the name its prompt gives.
+NO_SUCH_TOOL: Final = "No tool named {name} is offered."
+
+
+def _call_tool_reply(ask: Ask) -> Reply:
+    """Call the tool the prompt's first word names, exactly as offered, with the rest of the
+    prompt as its `text`; then answer with its result (or say that no such tool is offered)."""
+    result = trailing_tool_result(ask.body)
+    if result is not None:
+        return Reply(_text_pieces(f"The tool said: {result.strip()} Done."))
+    name, _, text = (last_user_text_of(ask.body) or "").strip().partition(" ")
+    if name not in {offered[0] for offered in offered_tools(ask.body).values()}:
+        return Reply(_text_pieces(NO_SUCH_TOOL.format(name=name or "(none)")))
+    return Reply(_text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(name, {"text": text}), "tool_calls")
 
 
 def _flaky_reply(ask: Ask) -> Reply:
@@ -365,6 +385,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "flaky": _flaky_reply,
     "askuser": _ask_user_reply,
     "shell": _shell_reply,
+    "calltool": _call_tool_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,

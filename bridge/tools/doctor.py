@@ -1,9 +1,10 @@
 """`pi-bridge doctor`: check that a run could work here and say how to fix what is missing.
 
 Checks, in order: the Python running the bridge, the bridge's dependencies (importable, with
-versions), then the default agent's own checks, from its package behind the seam (for pi,
-bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables set),
-and last the current folder's saved project-trust decision.
+versions), whether git can keep checkpoints and bubblewrap can sandbox the agents' commands,
+then the default agent's own checks, from its package behind the seam (for pi,
+bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables
+set), and last the current folder's saved project-trust decision.
 A readable report or JSON; the exit status is 1 when a run could not work, else 0.
 
 Only the standard library is imported at module level: the doctor must run, and say so, when the
@@ -94,6 +95,21 @@ def check_dependencies() -> Check:
     return Check("dependencies", "dependencies", "ok", summary, data=data)
 
 
+def check_sandbox(environ: Mapping[str, str]) -> Check:
+    """bubblewrap is on PATH and can create its namespaces: runs may ask for a sandbox.
+
+    A warning, not a failure: runs without a sandbox work, and one that asks for it is refused.
+    """
+    from bridge.process import bwrap
+
+    found = bwrap.probe(environ.get("PATH", os.defpath))
+    if not found.ok:
+        summary = f"{found.reason}: a run that asks for a sandbox is refused"
+        return Check("sandbox", "sandbox", "warn", summary, found.fix, {"available": False})
+    data = {"available": True, "kind": "bwrap", "path": found.path}
+    return Check("sandbox", "sandbox", "ok", f"bubblewrap ({found.path}) creates its namespaces", data=data)
+
+
 def _requirement(distribution: str) -> str:
     """The quoted requirement of `distribution` as the installed bridge declares it, else its name."""
     try:
@@ -168,6 +184,7 @@ def run_checks(
         )
         return Report(checks)
     checks.append(check_checkpoints(env))
+    checks.append(check_sandbox(env))
 
     from bridge.agents import DEFAULT_AGENT, doctor_checks
     from bridge.config import COMMAND_ENV, command_from

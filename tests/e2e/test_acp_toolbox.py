@@ -138,7 +138,12 @@ async def test_acp_rewind_points_and_rewind_and_session_fork(toolbox_agent_dir: 
         session_id = await new_session(conn, workspace, "shell")
         await prompt(conn, session_id, "echo made > new.txt && rm old.txt", timeout=WAIT * 2)
         await prompt(conn, session_id, "echo x > extra.txt", timeout=WAIT * 2)
-        points = await asyncio.wait_for(conn.ext_method("pi/rewind_points", {"sessionId": session_id}), WAIT)
+        async with asyncio.timeout(WAIT):  # each turn's record is written just after its answer
+            while True:
+                points = await conn.ext_method("pi/rewind_points", {"sessionId": session_id})
+                if len(points["checkpoints"]) == 2:
+                    break
+                await asyncio.sleep(0.05)
         assert [c["files"] for c in points["checkpoints"]] == [["new.txt", "old.txt"], ["extra.txt"]]
         second = points["checkpoints"][1]["checkpointId"]
         rewound = await asyncio.wait_for(

@@ -193,6 +193,7 @@ async def test_a_file_the_user_changed_after_a_turn_is_a_conflict_and_kept_unles
     first = await _run(bridge, workspace, "edit", "edit the notes")
     session = first["sessionId"]
     await _run(bridge, workspace, "shell", "echo made > new.txt && rm old.txt", sessionId=session)
+    await _checkpoints(bridge, session, 2)  # the turn's record is written just after its answer
     (workspace / EDIT_FILE).write_text("the user's own words\n")
     await _run(bridge, workspace, "shell", "echo x > extra.txt", sessionId=session)
     listed = await _checkpoints(bridge, session, 3)

@@ -267,3 +267,21 @@ def test_doctor_for_claude_without_its_cli_gives_the_npm_command(machine: Machin
         and "npm install -g @anthropic-ai/claude-code" in checks["claude"]["fix"]
     )
     assert checks["claudeBinary"]["status"] == "skip"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed here")
+def test_doctor_checks_bubblewrap_and_its_namespaces(machine: Machine) -> None:
+    code, checks = machine.doctor_json()
+    assert checks["sandbox"]["status"] == "warn", checks["sandbox"]
+    assert "not on PATH" in checks["sandbox"]["summary"]
+    assert "apt-get install bubblewrap" in checks["sandbox"]["fix"]
+    machine.link("bwrap")
+    code, checks = machine.doctor_json()
+    assert checks["sandbox"]["status"] == "ok", checks["sandbox"]
+    assert checks["sandbox"]["data"]["available"] is True
+    (machine.bin / "bwrap").unlink()  # the link, not what it points to, is replaced
+    machine.fake("bwrap", "echo 'bwrap: No permissions to creating new namespace' >&2; exit 1\n")
+    code, checks = machine.doctor_json()
+    assert checks["sandbox"]["status"] == "warn", checks["sandbox"]
+    assert "cannot create its namespaces: bwrap: No permissions" in checks["sandbox"]["summary"]
+    assert "unprivileged_userns" in checks["sandbox"]["fix"]

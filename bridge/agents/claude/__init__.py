@@ -20,6 +20,7 @@ few seconds, so the warm pool is not used for it (`warm_launches` is empty); a l
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,6 +50,8 @@ class ClaudeAgent:
     name = "claude"
     display_name = "Claude Code"
     default_command: tuple[str, ...] = ("claude",)
+    # Its commands are not wrapped yet: a run that asks for a sandbox is refused (docs/reliability.md).
+    can_sandbox = False
     interrupt_signal = signal.SIGINT
 
     def __init__(
@@ -132,6 +135,11 @@ class ClaudeAgent:
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the session's file (Claude Code keeps one file per session)."""
         return delete_file(sessions.find_session_file(session_id, env))
+
+    def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """Claude Code's credentials in its config dir, and ~/.claude.json (its account and keys)."""
+        home = env.get("HOME") or str(Path.home())
+        return (str(sessions.config_dir(env) / ".credentials.json"), os.path.join(home, ".claude.json"))
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

@@ -35,8 +35,20 @@ BASE_ENV: Final = {"CLAUDE_CODE_MAX_RETRIES": "0", "CLAUDE_CODE_DISABLE_NONESSEN
 EFFORTS: Final = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
 
 
+#: With MCP servers, the first turn waits until they connected (bounded by Claude Code's own
+#: MCP_TIMEOUT): a live Claude Code otherwise starts it with them still pending, their tools
+#: not offered.
+MCP_ENV: Final = {"MCP_CONNECTION_NONBLOCKING": "0"}
+
+
+def claude_env(options: RunOptions) -> dict[str, str]:
+    """The environment Claude Code gets on top of the bridge's (see BASE_ENV and MCP_ENV)."""
+    return {**BASE_ENV, **(MCP_ENV if options.mcp_config else {})}
+
+
 def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) -> list[str]:
-    """The model and its effort, the built-in tools the run may use, and the tools allowed on top."""
+    """The model and its effort, the built-in tools the run may use, the tools allowed on top,
+    and the conversation's MCP servers."""
     flags = ["--model", options.model] if options.model else []
     effort = EFFORTS.get(options.thinking or "")
     if effort:
@@ -45,6 +57,11 @@ def model_and_tool_flags(options: RunOptions, allowed_tools: tuple[str, ...]) ->
         flags += ["--tools", ",".join(options.tools)]
     if allowed_tools:
         flags += ["--allowedTools", ",".join(allowed_tools)]
+    if options.mcp_config:
+        # The file is in the form Claude Code reads (a path: the servers' secrets stay in it).
+        # Its tools are `mcp__<server>__<tool>` and go through the same permission checks; the
+        # user's own MCP configuration still applies, as pi's does (no --strict-mcp-config).
+        flags += ["--mcp-config", options.mcp_config]
     return flags
 
 
@@ -84,6 +101,6 @@ def launch_spec(
     return LaunchSpec(
         argv=(*command, *claude_flags(options, permission_mode, allowed_tools)),
         cwd=options.cwd,
-        env=dict(BASE_ENV),
+        env=claude_env(options),
         stdin=options.prompt.encode("utf-8"),
     )

@@ -33,7 +33,7 @@ import orjson
 import psutil
 
 from bridge.agents.claude import questions, sessions
-from bridge.agents.claude.command import BASE_ENV, PermissionMode, model_and_tool_flags
+from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
 from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.tool_checks import answer_line, tool_check
@@ -534,7 +534,7 @@ class ClaudeLiveMode:
         else:
             session = ("--session-id", new_session_id or str(uuid.uuid4()))
         flags = live_flags(options, self.permission_mode, self.allowed_tools, session)
-        return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
+        return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=claude_env(options))
 
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None

@@ -115,7 +115,8 @@ class ClaudeEventMapper(MapperCore):
         return []
 
     def _on_init(self, event: dict[str, Any]) -> list[Out]:
-        return self._start_session(event.get("session_id"), event.get("cwd", ""), {})
+        started = self._start_session(event.get("session_id"), event.get("cwd", ""), {})
+        return started + _mcp_failures(event.get("mcp_servers"))
 
     def _on_bridge_session(self, event: dict[str, Any]) -> list[Out]:
         """The live engine's own line naming the conversation before Claude Code's `init`."""
@@ -298,3 +299,20 @@ _STOP_REASONS: Final = {
 def _stop_reason(raw: Any) -> str:
     """The contract's stop reason (pi's words, which editors already know) for Anthropic's."""
     return _STOP_REASONS.get(raw, raw) if isinstance(raw, str) else "stop"
+
+
+#: The states of an MCP server in `system/init` that are worth telling the user.
+_MCP_FAILED: Final = frozenset({"failed", "needs-auth"})
+
+
+def _mcp_failures(servers: object) -> list[Out]:
+    """A notice for each MCP server `system/init` reports as not connected (Claude Code goes on
+    without it, and says nothing else about it)."""
+    if not isinstance(servers, list):
+        return []
+    outs: list[Out] = []
+    for server in servers:
+        if isinstance(server, dict) and server.get("status") in _MCP_FAILED:
+            text = f"MCP server {server.get('name')}: {server.get('status')} (Claude Code goes on without it)"
+            outs.append(Out("notice", {"level": "warning", "text": text}))
+    return outs

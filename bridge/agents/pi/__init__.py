@@ -34,6 +34,8 @@ class PiAgent:
     # detached, in their own session) survive; on SIGTERM pi's own handler kills them first.
     interrupt_signal = signal.SIGTERM
     default_command: tuple[str, ...] = ("pi",)
+    # The bridge's extension wraps pi's bash tool in bubblewrap (extension/index.ts).
+    can_sandbox = True
 
     def live_mode(self) -> LiveMode:
         """pi's `--mode rpc`: one long-lived pi per conversation."""
@@ -112,6 +114,14 @@ class PiAgent:
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the session's file (pi keeps one file per session)."""
         return delete_file(session_reader.find_session_file(session_id, env))
+
+    def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """pi's auth.json, in its agent dir and in the default one."""
+        home = env.get("HOME") or str(Path.home())
+        default = os.path.join(home, ".pi", "agent")
+        return tuple(
+            os.path.join(d, "auth.json") for d in dict.fromkeys((env.get(AGENT_DIR_ENV) or default, default))
+        )
 
     def warm_launches(
         self, command: tuple[str, ...], options: RunOptions, session_created: str | None

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Final
 
 from bridge.agents.pi.trust import trust_flags
-from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.agents.seam import MCP_CONFIG_ENV, LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
 # and "@" as file attachments, and argv has a size limit. With a non-TTY stdin pi reads it to EOF
@@ -21,6 +21,15 @@ BASE_ENV: dict[str, str] = {"PI_OFFLINE": "1"}
 # The bridge's own extension (package data), loaded on every pi the bridge starts: its
 # `tool_call` handler asks the bridge before each tool (extension/index.ts says how).
 GATE_EXTENSION: Final = Path(__file__).resolve().parent / "extension" / "index.ts"
+
+
+def pi_env(options: RunOptions) -> dict[str, str]:
+    """The environment pi gets on top of the bridge's: the offline switch, and the file the
+    extension registers the conversation's MCP servers from (a path: never their secrets)."""
+    env = dict(BASE_ENV)
+    if options.mcp_config:
+        env[MCP_CONFIG_ENV] = options.mcp_config
+    return env
 
 
 def extension_flags() -> list[str]:
@@ -57,6 +66,6 @@ def launch_spec(command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
     return LaunchSpec(
         argv=(*command, *pi_flags(options), *trust_flags(options.trusted), *extension_flags()),
         cwd=options.cwd,
-        env=dict(BASE_ENV),
+        env=pi_env(options),
         stdin=options.prompt.encode("utf-8"),
     )

@@ -22,7 +22,7 @@ import anyio.abc
 import orjson
 
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.pi.command import BASE_ENV, extension_flags, pi_flags
+from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
 from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
@@ -73,6 +73,7 @@ MAX_COMMAND_NAME: Final = 128
 MAX_COMMAND_DESCRIPTION: Final = 500
 _RESPONSE_MARK: Final = b'"type":"response"'
 _UI_REQUEST_HEAD: Final = b'{"type":"extension_ui_request"'
+_NOTIFY: Final = b'"method":"notify"'
 # The extension UI calls that block the extension until they are answered (pi's
 # docs/rpc-extension-ui.md); the others (notify, setStatus...) expect no answer.
 UI_DIALOGS: Final = frozenset({"select", "confirm", "input", "editor"})
@@ -226,7 +227,7 @@ def rpc_launch_spec(
         *trust_flags(options.trusted),
         *extension_flags(),
     ]
-    return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=dict(BASE_ENV))
+    return LaunchSpec(argv=(*command, *flags), cwd=options.cwd, env=pi_env(options))
 
 
 def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
@@ -539,6 +540,9 @@ class PiRpc(LiveReader):
                 listener(events)
             else:
                 self.garbage += sum(1 for line in events if not line.startswith(b"{"))
+                self.held.extend(
+                    line for line in events if line.startswith(_UI_REQUEST_HEAD) and _NOTIFY in line
+                )
 
     def _answer_dialog(self, line: bytes) -> bool:
         """Answer an extension's dialog; True when the line is handled here, not the run's event.

@@ -40,6 +40,7 @@ from bridge.contract import (
     SessionHistory,
     WireModel,
 )
+from bridge.fronts.acp import mcp
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.first_frame import initialize_result
@@ -103,6 +104,8 @@ class AcpSession:
     model: str
     thinking: str | None
     runs: list[Run] = field(default_factory=list)
+    #: Its MCP servers (session/new's or session/load's, with the defaults), for every prompt.
+    mcp_servers: mcp.Servers = field(default_factory=list)
 
     def options(self, mode: PermissionMode) -> list[schema.SessionConfigOptionSelect]:
         """The configOptions as they are now, the conversation's permission mode `mode` last."""
@@ -118,6 +121,8 @@ class AcpAgent:
         self.registry = registry
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
+        #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
+        self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
         # session/update frames, serialized, waiting for stdout; the flush marks between them.
         self._outbox: asyncio.Queue[bytes | asyncio.Event] = asyncio.Queue()
@@ -243,10 +248,13 @@ class AcpAgent:
         **kwargs: Any,
     ) -> schema.InitializeResponse:
         """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt,
-        `_meta.piBridge.defaultMode` the mode every new conversation starts in."""
+        `_meta.piBridge.defaultMode` the mode every new conversation starts in,
+        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own."""
         given = kwargs.get("piBridge")
         ours: dict[str, Any] = given if isinstance(given, dict) else {}
         retry, default_mode = ours.get("retry"), ours.get("defaultMode")
+        if ours.get("mcpServers") is not None:
+            self.mcp_defaults = mcp.servers_of(ours["mcpServers"], "_meta.piBridge.mcpServers")
         if retry is not None:
             try:
                 self.retry = RetryPolicy.model_validate(retry)
@@ -275,9 +283,9 @@ class AcpAgent:
             )
         return cwd
 
-    async def _open(self, cwd: str, session_id: str | None) -> OpenedConversation:
+    async def _open(self, cwd: str, session_id: str | None, servers: mcp.Servers) -> OpenedConversation:
         try:
-            return await self.registry.open_conversation(cwd, session_id)
+            return await self.registry.open_conversation(cwd, session_id, servers)
         except OpenFailure as exc:
             error = exc.error
             raise RequestError(
@@ -290,13 +298,19 @@ class AcpAgent:
                 RUN_FAILED, f"the agent does not speak its live (rpc) mode: {exc}", {"kind": "spawn"}
             ) from None
 
-    def _remember(self, cwd: str, opened: OpenedConversation) -> AcpSession:
+    def _servers(self, given: Any) -> mcp.Servers:
+        """A session's MCP servers (the SDK's models, checked raw already) with the defaults."""
+        raw = [server.model_dump(mode="json", by_alias=True, exclude_none=True) for server in given or ()]
+        return mcp.merged(mcp.servers_of(raw), self.mcp_defaults)
+
+    def _remember(self, cwd: str, opened: OpenedConversation, servers: mcp.Servers) -> AcpSession:
         session = AcpSession(
             session_id=opened.session_id,
             cwd=cwd,
             opened=opened,
             model=model_value(opened.provider, opened.model),
             thinking=opened.thinking,
+            mcp_servers=servers,
         )
         self.sessions[session.session_id] = session
         return session
@@ -304,9 +318,10 @@ class AcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
-        """A live conversation; its id is pi's session id."""
+        """A live conversation with its MCP servers; its id is pi's session id."""
         cwd = self._cwd(cwd)
-        session = self._remember(cwd, await self._open(cwd, None))
+        servers = self._servers(mcp_servers)
+        session = self._remember(cwd, await self._open(cwd, None, servers), servers)
         mode = self.registry.gate.mode_of(session.session_id)
         self._later(self.commands.announce(session.session_id, cwd))
         return schema.NewSessionResponse(
@@ -316,8 +331,10 @@ class AcpAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.LoadSessionResponse:
-        """Replay a stored session as updates, then keep it live for its next prompt."""
+        """Replay a stored session as updates, then keep it live (with these MCP servers) for its
+        next prompt."""
         cwd = self._cwd(cwd)
+        servers = self._servers(mcp_servers)
         stored = await history.read_session([self.adapter], session_id, self.registry.config.env)
         if not isinstance(stored, SessionHistory):
             raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
@@ -327,7 +344,8 @@ class AcpAgent:
         await self.flush()
         session = self.sessions.get(session_id)
         if session is None:
-            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
+            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id, servers), servers)
+        session.mcp_servers = servers
         mode = self.registry.gate.mode_of(session_id)
         self._later(self.commands.announce(session_id, session.cwd))
         return schema.LoadSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
@@ -335,14 +353,17 @@ class AcpAgent:
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.ResumeSessionResponse:
-        """Keep a stored session live for its next prompt, without replaying it (session/load does)."""
+        """Keep a stored session live (with these MCP servers) for its next prompt, without
+        replaying it (session/load does)."""
         cwd = self._cwd(cwd)
+        servers = self._servers(mcp_servers)
         session = self.sessions.get(session_id)
         if session is None:
             stored = await history.read_session([self.adapter], session_id, self.registry.config.env)
             if not isinstance(stored, SessionHistory):
                 raise RequestError(-32002, f"no session {session_id!r} was found", {"sessionId": session_id})
-            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id))
+            session = self._remember(cwd, await self._open(stored.cwd or cwd, session_id, servers), servers)
+        session.mcp_servers = servers
         mode = self.registry.gate.mode_of(session_id)
         self._later(self.commands.announce(session_id, session.cwd))
         return schema.ResumeSessionResponse(config_options=session.options(mode), modes=mode_state(mode))
@@ -498,6 +519,7 @@ class AcpAgent:
             live_thoughts=True,
             retry=self.retry,
             images=images or None,
+            mcp_servers=list(session.mcp_servers),
         )
         try:
             run = self.registry.start(params, session.cwd, on_done=on_done)
@@ -650,13 +672,13 @@ class AcpAgent:
     ) -> schema.ForkSessionResponse:
         """session/fork: the conversation as it is now on a new session, the old one kept."""
         cwd = self._cwd(cwd)
-        self._session(session_id)
+        servers = self._session(session_id).mcp_servers  # the agent that forks has these
         try:
             forked = await self.toolbox.fork(session_id, cwd)
         except ToolboxError as exc:
             raise RequestError(RUN_FAILED, str(exc), {"sessionId": session_id}) from None
         self.sessions.pop(session_id, None)  # its agent serves the fork now
-        session = self._remember(cwd, await self._open(cwd, forked))
+        session = self._remember(cwd, await self._open(cwd, forked, servers), servers)
         mode = self.registry.gate.mode_of(forked)
         self._later(self.commands.announce(forked, cwd))
         return schema.ForkSessionResponse(
@@ -697,7 +719,8 @@ class AcpAgent:
             # a conversation rewind continues on a new session: the client prompts it from now on
             old = self.sessions.pop(wanted.session_id, None)
             cwd = old.cwd if old is not None else self.default_cwd
-            self._remember(cwd, await self._open(cwd, result.session_id))
+            servers = old.mcp_servers if old is not None else self._servers(None)
+            self._remember(cwd, await self._open(cwd, result.session_id, servers), servers)
         answer: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return answer
 
@@ -755,6 +778,7 @@ def _dispatcher(agent: AcpAgent) -> Any:
         agent.dispatched()
         if params is not None and not isinstance(params, dict):
             raise RequestError(-32602, "invalid params: params must be an object")
+        mcp.check_params(method, params)
         if method in ("session/delete", "session/set_title") and not is_notification:
             return await _toolbox_request(agent, method, params or {})
         if method == "session/cancel" and not is_notification:

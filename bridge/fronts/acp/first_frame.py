@@ -51,6 +51,8 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "sessionCapabilities": {"list": {}, "close": {}, "resume": {}, "delete": {}, "fork": {}},
+            # stdio is every agent's; http servers are handed on too, sse ones refused
+            "mcpCapabilities": {"http": True, "sse": False},
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "title": "pi (via pi-bridge)", "version": __version__},

@@ -75,6 +75,7 @@ class BridgeProtocol(LanguageServerProtocol):
             agents=registry.agents_info(),
             default_agent=registry.default_agent(),
             checkpoints=contract.CheckpointsCapability(available=available, reason=reason),
+            sandbox=registry.sandbox_availability(),
         ).model_dump(mode="json", by_alias=True)
         result.capabilities.experimental = {"piBridge": capabilities}
         return result

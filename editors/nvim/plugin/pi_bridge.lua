@@ -74,9 +74,15 @@ command('PiNew', function()
   chat().new()
 end, { nargs = 0, desc = 'Start a new conversation' })
 
-command('PiSessions', function()
-  chat().pick_session()
-end, { nargs = 0, desc = "Pick one of this directory's pi sessions and continue it" })
+command('PiSessions', function(o)
+  chat().pick_session(nil, o.args ~= '' and o.args or nil)
+end, {
+  nargs = '?',
+  desc = "Pick one of this directory's pi sessions: open (continue), rename or delete it",
+  complete = function()
+    return require('pi_bridge.chat').SESSION_ACTIONS
+  end,
+})
 
 command('PiDiff', function()
   chat().diff_at_cursor()

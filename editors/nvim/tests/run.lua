@@ -65,6 +65,19 @@ export default function (pi) {
 }
 ]]
 vim.fn.mkdir(agent_dir .. '/extensions', 'p')
+-- Compaction on the scripted model's short sessions: pi keeps no recent tokens out of a summary.
+vim.fn.writefile(
+  { vim.json.encode({ compaction = { keepRecentTokens = 1 } }) },
+  agent_dir .. '/settings.json'
+)
+-- A user's prompt template: a `/review-notes` command pi lists.
+vim.fn.mkdir(agent_dir .. '/prompts', 'p')
+vim.fn.writefile({
+  '---',
+  'description: Review the notes file',
+  '---',
+  'Review notes.txt and list what is missing.',
+}, agent_dir .. '/prompts/review-notes.md')
 vim.fn.writefile(vim.split(ASKING_EXTENSION, '\n'), agent_dir .. '/extensions/asking.ts')
 
 local pi_bridge = require('pi_bridge')
@@ -437,7 +450,10 @@ test("an extension's own confirm and input reach the user, and their answers are
   wait_done(run)
   eq('completed', run.status, 'status')
   eq(before + 3, #approval_prompts, 'the approval, then the confirm and the input')
-  truthy(approval_prompts[before + 2]:find('Run this command?\necho hi', 1, true), approval_prompts[before + 2])
+  truthy(
+    approval_prompts[before + 2]:find('Run this command?\necho hi', 1, true),
+    approval_prompts[before + 2]
+  )
   eq(1, #messages_of(run, 'tool.completed'), 'yes and "because": the command ran')
 
   ask_answers.input = nil -- <Esc> at the input
@@ -845,7 +861,11 @@ test(
     vim.cmd('PiNew')
     eq(nil, chat.state().session_id, ':PiNew forgets the session')
     truthy(not thread_text():find(first, 1, true), ':PiNew empties the thread')
-    local shown, restore = stub_select(function(items)
+    local shown, restore = stub_select(function(items, _, opts)
+      if opts.kind == 'pi_bridge.session_action' then
+        eq({ 'open', 'rename', 'delete' }, items, 'the actions on a session')
+        return 'open'
+      end
       for _, s in ipairs(items) do
         if s.sessionId == sid then
           return s
@@ -886,6 +906,230 @@ test(
     )
   end
 )
+
+--- The sessions pi/sessions lists for the project (synchronously, for the tests).
+local function list_sessions()
+  local answer
+  require('pi_bridge.client').request(
+    'pi/sessions',
+    { cwd = vim.fn.getcwd(), limit = 100 },
+    function(err, result)
+      answer = err and { error = err } or result
+    end
+  )
+  wait_for('pi/sessions', 20000, function()
+    return answer ~= nil
+  end)
+  truthy(not answer.error, 'pi/sessions: ' .. vim.inspect(answer.error))
+  return answer.sessions
+end
+
+local function session_by_id(sid)
+  for _, s in ipairs(list_sessions()) do
+    if s.sessionId == sid then
+      return s
+    end
+  end
+  return nil
+end
+
+test(
+  "`/` in the prompt area completes the conversation's commands (omnifunc, the / key)",
+  function()
+    local commands = require('pi_bridge.commands')
+    local prompt = truthy(chat_view.prompt(), 'no prompt area')
+    eq(
+      "v:lua.require'pi_bridge.commands'.omnifunc",
+      vim.bo[prompt].omnifunc,
+      "the prompt area's omnifunc"
+    )
+    local win = truthy(vim.fn.win_findbuf(prompt)[1], 'the prompt area is not shown')
+    vim.api.nvim_set_current_win(win)
+    -- The `/` key at the start of the prompt opens the menu; what it lists is read from inside
+    -- insert mode, then <C-e> closes it and <Esc> leaves insert mode.
+    vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { '' })
+    _G.pi_test_menu = nil
+    vim.api.nvim_feedkeys(
+      vim.keycode(
+        'i/<Cmd>lua _G.pi_test_menu = vim.fn.complete_info({"items", "mode", "pum_visible"})<CR><C-e><Esc>'
+      ),
+      'xt',
+      false
+    )
+    local menu = truthy(_G.pi_test_menu, 'no completion info')
+    eq('omni', menu.mode, 'the / key started the omni completion')
+    eq(1, menu.pum_visible, 'the menu is shown')
+    local words = vim.tbl_map(function(i)
+      return i.word
+    end, menu.items)
+    for _, w in ipairs({ '/compact', '/autocompact', '/name', '/export', '/new', '/review-notes' }) do
+      truthy(vim.tbl_contains(words, w), w .. ' is offered: ' .. vim.inspect(words))
+    end
+    local compact = vim.tbl_filter(function(i)
+      return i.word == '/compact'
+    end, menu.items)[1]
+    eq('/compact [instructions]', compact.abbr, 'the argument hint beside the name')
+    truthy(compact.menu:find('[bridge]', 1, true), 'the source: ' .. compact.menu)
+    local notes = vim.tbl_filter(function(i)
+      return i.word == '/review-notes'
+    end, menu.items)[1]
+    truthy(
+      notes.menu:find('[prompt] Review the notes file', 1, true),
+      'a prompt template: ' .. notes.menu
+    )
+    -- Typed further, the list narrows; in the middle of a prompt nothing completes.
+    vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { '/autoc' })
+    vim.api.nvim_win_set_cursor(win, { 1, 6 })
+    eq(0, commands.omnifunc(1, ''), 'the command starts at column 0')
+    eq(
+      { '/autocompact' },
+      vim.tbl_map(function(i)
+        return i.word
+      end, commands.omnifunc(0, '/autoc')),
+      'narrowed to /autoc…'
+    )
+    vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { 'fix /comp' })
+    vim.api.nvim_win_set_cursor(win, { 1, 9 })
+    eq(-3, commands.omnifunc(1, ''), 'not at the start of the prompt: no completion')
+    -- The nvim-cmp source offers the same list in the prompt area only.
+    -- (Normal mode: the cursor stands on the last character, where Insert mode's would follow it.)
+    vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { '/c' })
+    vim.api.nvim_win_set_cursor(win, { 1, 1 })
+    local source = commands.cmp_source()
+    eq(true, source:is_available(), 'the cmp source is available in the prompt area')
+    local got
+    source:complete({}, function(result)
+      got = result
+    end)
+    wait_for('the cmp source', 5000, function()
+      return got ~= nil
+    end)
+    truthy(
+      vim.tbl_contains(
+        vim.tbl_map(function(i)
+          return i.insertText
+        end, got.items),
+        '/compact'
+      ),
+      'cmp items: ' .. vim.inspect(got.items)
+    )
+    vim.api.nvim_buf_set_lines(prompt, 0, -1, true, { '' })
+  end
+)
+
+test(
+  '/compact in the chat: a "Context compacted: N → M tokens" line under a compacting one',
+  function()
+    chat.state().model = 'text'
+    type_and_send('/compact keep the test names')
+    local run = chat_run_done(90000)
+    eq('completed', run.status, 'the /compact run')
+    truthy(#messages_of(run, 'session.compacting') == 1, 'session.compacting streamed')
+    local compacted = truthy(messages_of(run, 'session.compacted')[1], 'session.compacted streamed')
+    local lines, row = line_with(chat_view.thread(), '── Context compacted: ')
+    eq(require('pi_bridge.render').compacted_line(compacted.content), lines[row], 'the line')
+    truthy(lines[row]:find('→', 1, true), 'before → after: ' .. lines[row])
+    truthy(
+      lines[row - 1]:find('── compacting the context (manual)…', 1, true),
+      'the compacting line first: ' .. lines[row - 1]
+    )
+    local sizes = compacted.content
+    truthy(
+      type(sizes.tokensBefore) == 'number' and type(sizes.tokensAfter) == 'number',
+      'both sizes: ' .. vim.inspect(sizes)
+    )
+    local render = require('pi_bridge.render')
+    eq(
+      { '950', '1k', '1.5k', '48k' },
+      vim.tbl_map(render.tokens, { 950, 1000, 1500, 48213 }),
+      'sizes'
+    )
+    eq(
+      '── Context not compacted: aborted',
+      render.compacted_line({ error = 'aborted' }),
+      'a failure'
+    )
+  end
+)
+
+test('/name in the chat renames the conversation: its title follows session.renamed', function()
+  local sid = truthy(chat.state().session_id, 'no conversation')
+  local title = 'Named in chat ' .. tag
+  type_and_send('/name ' .. title)
+  local run = chat_run_done()
+  eq('completed', run.status, 'the /name run')
+  eq(
+    title,
+    truthy(messages_of(run, 'session.renamed')[1], 'session.renamed').content.title,
+    'title'
+  )
+  eq(title, chat.state().title, "the chat's title")
+  eq(
+    '# pi chat: ' .. title,
+    vim.api.nvim_buf_get_lines(chat_view.thread(), 0, 1, true)[1],
+    'line 1'
+  )
+  eq(title, truthy(session_by_id(sid), 'the session is listed').title, 'pi/sessions has the title')
+end)
+
+test(':PiSessions rename and delete: vim.ui.input gives the title, a confirm deletes', function()
+  local sid = truthy(chat.state().session_id, 'no conversation')
+  local old_title = chat.state().title
+  local title = 'Renamed from PiSessions ' .. tag
+  local shown, restore = stub_select(function(items, _, opts)
+    if opts.kind == 'pi_bridge.confirm' then
+      eq({ 'Delete', 'Keep' }, items, 'the confirm')
+      return 'Delete'
+    end
+    for _, s in ipairs(items) do
+      if s.sessionId == sid then
+        return s
+      end
+    end
+  end)
+  local real_input = vim.ui.input
+  local asked
+  vim.ui.input = function(opts, on_confirm)
+    asked = opts
+    on_confirm(title)
+  end
+  local ok, err = pcall(function()
+    vim.cmd('PiSessions rename')
+    wait_for('the rename', 20000, function()
+      return chat.state().title == title
+    end)
+    truthy(asked and asked.prompt:find('new title', 1, true), 'vim.ui.input asked for the title')
+    eq(old_title, asked.default, 'the current title is the default')
+    eq(title, truthy(session_by_id(sid), 'listed').title, 'pi/sessions has the new title')
+    eq(
+      '# pi chat: ' .. title,
+      vim.api.nvim_buf_get_lines(chat_view.thread(), 0, 1, true)[1],
+      'line 1'
+    )
+    vim.cmd('PiSessions delete')
+    wait_for('the delete', 20000, function()
+      return chat.state().session_id == nil
+    end)
+  end)
+  restore()
+  vim.ui.input = real_input
+  truthy(ok, tostring(err))
+  eq(nil, session_by_id(sid), 'the session is gone from pi/sessions')
+  eq('# pi chat', vim.api.nvim_buf_get_lines(chat_view.thread(), 0, 1, true)[1], 'line 1')
+  eq(3, #shown, 'pickers: the session twice, the confirm once')
+  -- An unknown action is refused with a message, nothing asked.
+  local notes, real = {}, vim.notify
+  vim.notify = function(msg)
+    notes[#notes + 1] = msg
+  end
+  local refused
+  chat.pick_session(function(r)
+    refused = r
+  end, 'frobnicate')
+  vim.notify = real
+  eq(false, refused, 'refused')
+  truthy(notes[1] and notes[1]:find('open, rename, delete', 1, true), vim.inspect(notes))
+end)
 
 test('a send while the chat runs steers it; run.steered shows in the thread', function()
   chat.state().model = 'toolsteer'

@@ -7,7 +7,17 @@ import { bridgeLaunch, readSettings, runParams } from '../src/bridge/config';
 import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
-import { applyCancelled, applyEntry, applyMessage, applyResult, newRunRecord, statusLine } from '../src/bridge/run';
+import {
+  applyCancelled,
+  applyEntry,
+  applyMessage,
+  applyResult,
+  compactionText,
+  formatTokens,
+  newRunRecord,
+  statusLine,
+  type CompactionItem,
+} from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
 import { answerFor, approvalView, diffLines, outcomeText, ruleLabel } from '../src/chat/approvals';
 import { Conversation } from '../src/chat/conversation';
@@ -336,4 +346,24 @@ test('a conversation answers a permission request from its card, or cancelled wh
   assert.equal(runs[1]!.mode, 'plan', 'a picked mode goes with the next run');
   finish!();
   await next;
+});
+
+test('compaction folds into one divider item: compacting, then compacted with its token counts', () => {
+  const r = newRunRecord('r1', '/compact');
+  assert.deepEqual(applyMessage(r, msg(1, 'session.compacting', { reason: 'manual' })), { index: 0, inserted: true });
+  assert.equal(compactionText(r.items[0] as CompactionItem), 'Compacting context…');
+  assert.deepEqual(
+    applyMessage(r, msg(2, 'session.compacted', { tokensBefore: 48_213, tokensAfter: 9_120, summary: 's' })),
+    { index: 0, inserted: false },
+  );
+  assert.equal(r.items.length, 1);
+  assert.equal(compactionText(r.items[0] as CompactionItem), 'Context compacted: 48k → 9.1k tokens');
+  // A compaction pi started by itself, its start not seen: the divider still shows.
+  const auto = newRunRecord('r2', 'go');
+  applyMessage(auto, msg(1, 'session.compacted', {}));
+  assert.equal(compactionText(auto.items[0] as CompactionItem), 'Context compacted');
+  assert.equal(compactionText({ kind: 'compaction', attempt: 1, state: 'compacting', reason: 'threshold' }), 'Compacting context (threshold)…');
+  assert.deepEqual([950, 1000, 1500, 9_999, 10_000, 48_213].map(formatTokens), ['950', '1k', '1.5k', '10k', '10k', '48k']);
+  // A rename is the conversation's title, not an item of the run.
+  assert.equal(applyMessage(auto, msg(2, 'session.renamed', { title: 'New title' })), undefined);
 });

@@ -115,7 +115,16 @@ async function openChat(): Promise<ChatView> {
     page,
     post(message) {
       chain = chain.then(async () => {
-        await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`);
+        // A closed page is a disposed webview: the host's late messages (a command list that
+        // arrives after the test) go nowhere, as VS Code drops them.
+        if (page.isClosed()) {
+          return;
+        }
+        await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`).catch((err: unknown) => {
+          if (!page.isClosed() && !String(err).includes('detached Frame')) {
+            throw err;
+          }
+        });
       });
     },
     flush: () => chain,
@@ -510,5 +519,56 @@ test('an approval card: focused when it appears unless a message is being typed,
   assert.equal((await view.read<unknown[]>(answers)).length, 2, 'a settled card sends nothing');
   assert.equal(await view.read<string>("document.querySelector('.approval[data-key=\"t1/c2\"] .approval-outcome').textContent"), 'cancelled');
   assert.equal(await view.read<unknown>('window.__injected ?? null'), null);
+  await view.page.close();
+});
+
+test("`/` in the input lists the conversation's commands from pi/commands: filtered as typed, arrows pick, Tab takes, Escape closes, a full `/new` sends", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, {});
+  conversations.current.replay(); // a new conversation fetches the workspace's commands
+  await view.flush();
+  const rows = "[...document.querySelectorAll('#commands li')].map((li) => li.dataset.name)";
+  await view.page.focus('#prompt');
+  await view.page.keyboard.type('/');
+  await view.until("!document.getElementById('commands').hidden", 'the popup after /');
+  const all = await view.read<string[]>(rows);
+  for (const name of ['compact', 'autocompact', 'name', 'export', 'new']) {
+    assert.ok(all.includes(name), `/${name} is listed: ${JSON.stringify(all)}`);
+  }
+  const compactRow = await view.read<string>(
+    "document.querySelector('#commands li[data-name=\"compact\"]').textContent",
+  );
+  assert.match(compactRow, /^\/compact\[instructions\].+bridge$/, 'name, argument hint, description, source');
+  assert.equal(await view.read<string>("document.getElementById('prompt').getAttribute('aria-expanded')"), 'true');
+
+  await view.page.keyboard.type('comp');
+  await view.until(`JSON.stringify(${rows}) === JSON.stringify(['compact', 'autocompact'])`, 'starts-with first, then contains');
+  await view.page.keyboard.press('ArrowDown');
+  await view.until("document.querySelector('#commands li[aria-selected=\"true\"]').dataset.name === 'autocompact'", 'ArrowDown');
+  assert.equal(
+    await view.read<string>("document.getElementById('prompt').getAttribute('aria-activedescendant')"),
+    'command-1',
+  );
+  await view.page.keyboard.press('Tab');
+  await view.until("document.getElementById('prompt').value === '/autocompact ' && document.getElementById('commands').hidden", 'Tab takes it');
+  await view.page.keyboard.type('off');
+  assert.equal(await view.read<boolean>("document.getElementById('commands').hidden"), true, 'no popup on the arguments');
+
+  // Escape closes it until the text changes; a prompt that does not start with / shows none.
+  await view.page.evaluate("document.getElementById('prompt').value = ''");
+  await view.page.keyboard.type('/na');
+  await view.until("!document.getElementById('commands').hidden", 'the popup for /na');
+  await view.page.keyboard.press('Escape');
+  await view.until("document.getElementById('commands').hidden", 'Escape closes it');
+  await view.page.evaluate("document.getElementById('prompt').value = ''");
+  await view.page.keyboard.type('fix /comp');
+  assert.equal(await view.read<boolean>("document.getElementById('commands').hidden"), true, 'not mid-prompt');
+
+  // `/new` typed in full takes no arguments: Enter sends it rather than completing it.
+  await view.page.evaluate("document.getElementById('prompt').value = ''");
+  await view.page.keyboard.type('/new');
+  await view.until("!document.getElementById('commands').hidden", 'the popup for /new');
+  await view.page.keyboard.press('Enter');
+  await view.until("window.__toHost.some((m) => m.type === 'send' && m.payload.text === '/new')", 'Enter sends /new');
   await view.page.close();
 });

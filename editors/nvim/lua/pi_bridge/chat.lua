@@ -54,11 +54,17 @@ local sink = setmetatable({
       state.context_usage = c.contextUsage
     end
     require('pi_bridge.render').message(run, msg)
+    if msg.type == T.SESSION_RENAMED and type(c.title) == 'string' then
+      state.title = c.title
+      view.set_title(c.title)
+    end
   end,
   finish = function(run)
     state.session_id = state.session_id or run.session_id
     require('pi_bridge.render').finish(run)
     vim.cmd.redrawstatus({ bang = true })
+    -- The conversation's own commands (its session's extensions), ready for the next `/`.
+    M.load_commands()
   end,
 }, { __index = require('pi_bridge.render') })
 
@@ -66,7 +72,22 @@ local actions -- the functions chat_view maps keys to (set below)
 
 --- Open the chat (the thread and the prompt area) and focus the prompt.
 function M.open()
-  view.open(cfg().chat_layout, cfg().keys, actions)
+  local c = cfg()
+  view.open(c.chat_layout, c.keys, actions, c.slash_complete)
+  M.load_commands()
+end
+
+--- Fetch the conversation's `/` commands for the prompt's completion. Asked for a conversation
+--- without a session, the bridge opens its pi: the first prompt goes there (unless one was sent
+--- meanwhile, which started a session of its own).
+function M.load_commands()
+  local commands = require('pi_bridge.commands')
+  commands.refresh(state.session_id, vim.fn.getcwd(), function(_, opened)
+    if opened and not state.session_id and not state.run then
+      state.session_id = opened
+      commands.rekey(opened) -- the list is that session's from now on
+    end
+  end)
 end
 
 local function run_params(prompt)
@@ -145,6 +166,7 @@ function M.new()
     M.stop()
   end
   state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
+  require('pi_bridge.commands').invalidate()
   if view.thread() then
     view.clear()
   end
@@ -239,9 +261,10 @@ function M.resume(session_id, on_done)
         end
         return
       end
-      M.open()
       state.session_id, state.run, state.context_usage = answer.sessionId, nil, nil
       state.title = answer.title
+      require('pi_bridge.commands').invalidate()
+      M.open()
       draw_history(answer)
       if on_done then
         on_done(true)
@@ -250,10 +273,112 @@ function M.resume(session_id, on_done)
   )
 end
 
---- :PiSessions: pick one of this directory's sessions (vim.ui.select, so Telescope, fzf-lua and
---- snacks pickers work) and continue it.
+--- What :PiSessions can do with the session picked.
+M.SESSION_ACTIONS = { 'open', 'rename', 'delete' }
+
+local function done_with(on_done, ok)
+  if on_done then
+    on_done(ok)
+  end
+end
+
+--- Give session `session_id` the title `title` (pi/renameSession); the chat's first line follows
+--- when it is the chat's conversation.
+--- @param session_id string
+--- @param title string
 --- @param on_done fun(ok: boolean)?
-function M.pick_session(on_done)
+function M.rename(session_id, title, on_done)
+  title = vim.trim(title or '')
+  if title == '' then
+    vim.notify('pi_bridge: a title cannot be empty', vim.log.levels.INFO)
+    return done_with(on_done, false)
+  end
+  require('pi_bridge.client').request(
+    protocol.RENAME_SESSION,
+    { sessionId = session_id, title = title },
+    function(err, answer)
+      if err then
+        vim.notify('pi_bridge: rename failed: ' .. tostring(err.message), vim.log.levels.WARN)
+        return done_with(on_done, false)
+      end
+      if state.session_id == session_id then
+        state.title = answer and answer.title or title
+        view.set_title(state.title)
+      end
+      vim.notify('pi_bridge: renamed to ' .. ((answer and answer.title) or title))
+      done_with(on_done, true)
+    end
+  )
+end
+
+--- Delete session `session_id` (pi/deleteSession); the chat starts over when it was its
+--- conversation.
+--- @param session_id string
+--- @param on_done fun(ok: boolean)?
+function M.delete(session_id, on_done)
+  require('pi_bridge.client').request(
+    protocol.DELETE_SESSION,
+    { sessionId = session_id },
+    function(err, answer)
+      if err or not (answer and answer.deleted) then
+        local why = err and err.message or 'the bridge did not delete it'
+        vim.notify('pi_bridge: delete failed: ' .. tostring(why), vim.log.levels.WARN)
+        return done_with(on_done, false)
+      end
+      if state.session_id == session_id then
+        M.new()
+      end
+      vim.notify('pi_bridge: conversation deleted')
+      done_with(on_done, true)
+    end
+  )
+end
+
+--- Run `action` (one of SESSION_ACTIONS) on `session`, asking what it needs (a title, a yes).
+local function act(action, session, on_done)
+  if action == 'open' then
+    return M.resume(session.sessionId, on_done)
+  elseif action == 'rename' then
+    return vim.ui.input(
+      {
+        prompt = 'pi: new title: ',
+        default = type(session.title) == 'string' and session.title or '',
+      },
+      function(title)
+        if not title then
+          return done_with(on_done, false)
+        end
+        M.rename(session.sessionId, title, on_done)
+      end
+    )
+  end
+  vim.ui.select({ 'Delete', 'Keep' }, {
+    prompt = ('pi: delete %q for good?'):format(session.title or session.sessionId),
+    kind = 'pi_bridge.confirm',
+  }, function(answer)
+    if answer ~= 'Delete' then
+      return done_with(on_done, false)
+    end
+    M.delete(session.sessionId, on_done)
+  end)
+end
+
+--- :PiSessions [open|rename|delete]: pick one of this directory's sessions (vim.ui.select, so
+--- Telescope, fzf-lua and snacks pickers work), then what to do with it (asked when `action` is
+--- nil): continue it, rename it (vim.ui.input) or delete it (confirmed).
+--- @param on_done fun(ok: boolean)?
+--- @param action string?
+function M.pick_session(on_done, action)
+  if action and not vim.tbl_contains(M.SESSION_ACTIONS, action) then
+    vim.notify(
+      ('pi_bridge: :PiSessions %s: not one of %s'):format(
+        action,
+        table.concat(M.SESSION_ACTIONS, ', ')
+      ),
+      vim.log.levels.WARN
+    )
+    return done_with(on_done, false)
+  end
   local params = { cwd = vim.fn.getcwd(), limit = cfg().sessions_limit }
   require('pi_bridge.client').request(protocol.SESSIONS, params, function(err, answer)
     local sessions = answer and answer.sessions or {}
@@ -262,23 +387,28 @@ function M.pick_session(on_done)
         'pi_bridge: ' .. (err and err.message or 'no pi sessions in ' .. params.cwd),
         vim.log.levels.INFO
       )
-      if on_done then
-        on_done(false)
-      end
-      return
+      return done_with(on_done, false)
     end
     vim.ui.select(sessions, {
-      prompt = 'pi: open conversation',
+      prompt = 'pi: ' .. (action or 'pick a') .. ' conversation',
       kind = 'pi_bridge.session',
       format_item = M.session_label,
     }, function(choice)
       if not choice then
-        if on_done then
-          on_done(false)
-        end
-        return
+        return done_with(on_done, false)
       end
-      M.resume(choice.sessionId, on_done)
+      if action then
+        return act(action, choice, on_done)
+      end
+      vim.ui.select(M.SESSION_ACTIONS, {
+        prompt = 'pi: ' .. M.session_label(choice),
+        kind = 'pi_bridge.session_action',
+      }, function(picked)
+        if not picked then
+          return done_with(on_done, false)
+        end
+        act(picked, choice, on_done)
+      end)
     end)
   end)
 end

@@ -51,6 +51,7 @@ M.highlights = {
   PiBridgeAdded = 'DiffAdd',
   PiBridgeRemoved = 'DiffDelete',
   PiBridgeBanner = 'WinBar',
+  PiBridgeCompaction = 'DiagnosticInfo',
 }
 
 function M.define_highlights()
@@ -74,6 +75,7 @@ local function add_matches(win)
     vim.fn.matchadd('PiBridgeRemoved', [[^⚙ \(edit\|write\):.* +\d\+ \zs-\d\+]])
     vim.fn.matchadd('PiBridgeThought', [[^▸ thought$]])
     vim.fn.matchadd('PiBridgeSteered', [[^➜ steered: .*$]])
+    vim.fn.matchadd('PiBridgeCompaction', [[^── \(Context compacted\|compacting\).*$]])
   end)
 end
 
@@ -92,7 +94,8 @@ end
 --- Create the buffers once and map the keys of `actions` (chat.lua's functions).
 --- @param keys table<string, string|string[]|false>
 --- @param actions table<string, function>
-local function ensure_buffers(keys, actions)
+--- @param slash_complete boolean
+local function ensure_buffers(keys, actions, slash_complete)
   if thread_buf and api.nvim_buf_is_valid(thread_buf) then
     return
   end
@@ -102,6 +105,16 @@ local function ensure_buffers(keys, actions)
     api.nvim_buf_set_lines(thread_buf, 0, -1, true, { TITLE })
   end)
   prompt_buf = scratch('pi://chat-prompt', 'markdown')
+  vim.b[prompt_buf].pi_bridge_prompt = true
+  vim.bo[prompt_buf].omnifunc = "v:lua.require'pi_bridge.commands'.omnifunc"
+  if slash_complete then
+    -- `/` at the start of the prompt opens the list of the conversation's commands.
+    vim.keymap.set('i', '/', function()
+      local row, col = unpack(api.nvim_win_get_cursor(0))
+      local at_start = row == 1 and api.nvim_get_current_line():sub(1, col):match('^%s*$')
+      return at_start and '/<C-x><C-o>' or '/'
+    end, { buffer = prompt_buf, expr = true, desc = 'pi: / completes the commands' })
+  end
   api.nvim_create_autocmd('BufWinEnter', {
     buffer = thread_buf,
     callback = function()
@@ -151,9 +164,10 @@ end
 --- @param layout 'split'|'vsplit'
 --- @param keys table
 --- @param actions table
-function M.open(layout, keys, actions)
+--- @param slash_complete boolean? `/` at the prompt's start opens the command completion
+function M.open(layout, keys, actions, slash_complete)
   M.define_highlights()
-  ensure_buffers(keys, actions)
+  ensure_buffers(keys, actions, slash_complete ~= false)
   local pwin = vim.fn.win_findbuf(prompt_buf)[1]
   if not M.thread_win() then
     vim.cmd(layout == 'vsplit' and 'botright vsplit' or 'botright split')
@@ -242,6 +256,18 @@ end
 --- @param text string
 function M.note(text)
   append({ '', text })
+end
+
+--- The thread's first line names the conversation: `# pi chat: <title>`.
+--- @param title string?
+function M.set_title(title)
+  local buf = M.thread()
+  if not buf then
+    return
+  end
+  with_modifiable(buf, function()
+    api.nvim_buf_set_lines(buf, 0, 1, true, { title and (TITLE .. ': ' .. title) or TITLE })
+  end)
 end
 
 --- Empty the thread (a new conversation), with `title` on its first line.

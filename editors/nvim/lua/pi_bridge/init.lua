@@ -33,6 +33,8 @@ end
 --- @field chat_layout 'split'|'vsplit' Where :PiChat opens the chat.
 --- @field models string[] "provider/model" entries :PiModel offers (besides typing one).
 --- @field sessions_limit integer How many sessions :PiSessions lists.
+--- @field slash_complete boolean `/` at the start of the prompt area opens the completion of the
+---   conversation's commands (its 'omnifunc' completes them either way: i_CTRL-X_CTRL-O).
 --- @field keys pi_bridge.Keys Keys of the chat and the diff; a key set to false is not mapped.
 
 --- @class pi_bridge.Keys
@@ -66,6 +68,7 @@ local defaults = {
   chat_layout = 'vsplit',
   models = {},
   sessions_limit = 50,
+  slash_complete = true,
   keys = {
     send = '<CR>',
     send_insert = '<C-s>',
@@ -158,6 +161,7 @@ local schema = {
     false,
     'integer 1..1000',
   },
+  slash_complete = { 'boolean', false },
   keys = {
     function(v)
       if type(v) ~= 'table' then

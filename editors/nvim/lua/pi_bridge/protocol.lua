@@ -18,6 +18,12 @@ M.CLOSE_SESSION = 'pi/closeSession'
 M.PERMISSIONS = 'pi/permissions'
 M.SET_PERMISSIONS = 'pi/setPermissions'
 M.SET_MODE = 'pi/setMode'
+M.COMMANDS = 'pi/commands'
+M.RENAME_SESSION = 'pi/renameSession'
+M.DELETE_SESSION = 'pi/deleteSession'
+M.CHECKPOINTS = 'pi/checkpoints'
+M.REWIND = 'pi/rewind'
+M.CHECKPOINT_FILE = 'pi/checkpointFile'
 --- Server -> client: the bridge asks the user before a tool call runs.
 M.REQUEST_PERMISSION = 'pi/requestPermission'
 --- Server -> client: an agent's own dialog (select, confirm, input, editor) put to the user.
@@ -36,17 +42,16 @@ M.METHODS = {
   M.PERMISSIONS,
   M.SET_PERMISSIONS,
   M.SET_MODE,
+  M.COMMANDS,
+  M.RENAME_SESSION,
+  M.DELETE_SESSION,
+  M.CHECKPOINTS,
+  M.REWIND,
+  M.CHECKPOINT_FILE,
 }
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).
 M.CONVERSATION_METHODS = { M.SESSIONS, M.SESSION, M.STEER }
-
---- Checkpoints and rewind (:PiRewind, rewind.lua).
-M.CHECKPOINTS = 'pi/checkpoints'
-M.REWIND = 'pi/rewind'
-M.CHECKPOINT_FILE = 'pi/checkpointFile'
-M.CHECKPOINT_METHODS = { M.CHECKPOINTS, M.REWIND, M.CHECKPOINT_FILE }
-vim.list_extend(M.METHODS, M.CHECKPOINT_METHODS) -- the bridge advertises them last
 
 M.REQUEST_CANCELLED = -32800
 M.INVALID_PARAMS = -32602
@@ -72,6 +77,9 @@ M.types = {
   NOTICE = 'notice',
   PERMISSION_REQUESTED = 'permission.requested',
   PERMISSION_RESOLVED = 'permission.resolved',
+  SESSION_COMPACTING = 'session.compacting',
+  SESSION_COMPACTED = 'session.compacted',
+  SESSION_RENAMED = 'session.renamed',
 }
 
 --- Run status that each terminal message ends an attempt with.

@@ -314,6 +314,36 @@ local function update_tool(buf, tool, status, output)
   tool.lines = #lines
 end
 
+--- A token count the way the chat shows it: 950, 1.5k, 48k.
+--- @param n number?
+--- @return string?
+function M.tokens(n)
+  if type(n) ~= 'number' then
+    return nil
+  end
+  if n < 1000 then
+    return tostring(math.floor(n))
+  elseif n < 10000 then
+    return (('%.1f'):format(n / 1000):gsub('%.0$', '')) .. 'k'
+  end
+  return ('%dk'):format(math.floor(n / 1000 + 0.5))
+end
+
+--- The line of a finished compaction: "── Context compacted: 48k → 9k tokens".
+--- @param content table session.compacted's content
+--- @return string
+function M.compacted_line(content)
+  local before, after = M.tokens(content.tokensBefore), M.tokens(content.tokensAfter)
+  if type(content.error) == 'string' then
+    return '── Context not compacted: ' .. content.error
+  elseif before and after then
+    return ('── Context compacted: %s → %s tokens'):format(before, after)
+  elseif before then
+    return ('── Context compacted: %s tokens before'):format(before)
+  end
+  return '── Context compacted'
+end
+
 --- Draw one pi/message.
 --- @param run pi_bridge.Run
 --- @param msg table
@@ -376,6 +406,15 @@ function M.message(run, msg)
       append(buf, {
         ('↻ retrying (attempt %d in %d ms): %s'):format(c.attempt, c.delayMs, c.reason or ''),
       })
+    elseif t == T.SESSION_COMPACTING then
+      view.text_open, view.thought_open = false, false
+      append(buf, { ('── compacting the context (%s)…'):format(c.reason or 'manual') })
+    elseif t == T.SESSION_COMPACTED then
+      view.text_open, view.thought_open = false, false
+      append(buf, { M.compacted_line(c) })
+    elseif t == T.SESSION_RENAMED then
+      view.text_open, view.thought_open = false, false
+      append(buf, { ('── renamed: %s'):format(c.title or '') })
     elseif protocol.terminal_status[t] then
       view.text_open, view.thought_open = false, false
       if t == T.TERMINAL_FAILED and c.error then

@@ -6,7 +6,10 @@ export type {
   CancelParams,
   CancelResult,
   CancelledRunData,
+  CommandInfo,
+  CommandsResult,
   ContextUsage,
+  DeleteSessionResult,
   ErrorInfo,
   FileDiff,
   HistoryTurn,
@@ -32,9 +35,11 @@ export type {
   RequestPermissionParams,
   SetModeParams,
   SetModeResult,
+  RenameSessionResult,
 } from '../generated/protocol';
 
 import type { CancelledRunData, PiMessage } from '../generated/protocol';
+
 
 /** Method and notification names; the bridge defines them once in bridge/contract.py. */
 export const Methods = {
@@ -50,6 +55,10 @@ export const Methods = {
   setMode: 'pi/setMode',
   permissions: 'pi/permissions',
   setPermissions: 'pi/setPermissions',
+  /** The conversation's `/` commands: pi's own (extensions, prompts, skills) and the bridge's. */
+  commands: 'pi/commands',
+  renameSession: 'pi/renameSession',
+  deleteSession: 'pi/deleteSession',
 } as const;
 
 /** A conversation's permission mode (contract, turn 3), in the order the pickers list them. */

@@ -59,7 +59,52 @@ export interface NoticeItem {
   text: string;
 }
 
-export type RunItem = TextItem | ThoughtItem | ToolItem | SteeredItem | NoticeItem;
+/**
+ * pi compacts the conversation's context (`session.compacting`), then says how far
+ * (`session.compacted`): one item, a divider in the thread, that the second message completes.
+ */
+export interface CompactionItem {
+  kind: 'compaction';
+  attempt: number;
+  state: 'compacting' | 'compacted';
+  /** What started it: `/compact` (manual), the context filling up (threshold), an overflow. */
+  reason: string;
+  tokensBefore?: number;
+  tokensAfter?: number;
+  /** A compaction that failed or was aborted says why. */
+  error?: string;
+}
+
+export type RunItem = TextItem | ThoughtItem | ToolItem | SteeredItem | NoticeItem | CompactionItem;
+
+/** A token count as the thread shows it: 950, 1.5k, 48k. */
+export function formatTokens(n: number): string {
+  if (n < 1000) {
+    return String(Math.round(n));
+  }
+  if (n < 10_000) {
+    return `${(n / 1000).toFixed(1).replace(/\.0$/, '')}k`;
+  }
+  return `${Math.round(n / 1000)}k`;
+}
+
+/** The divider's words: "Compacting context…", "Context compacted: 48k → 9k tokens". */
+export function compactionText(item: CompactionItem): string {
+  if (item.state === 'compacting') {
+    return item.reason === 'manual' ? 'Compacting context…' : `Compacting context (${item.reason})…`;
+  }
+  const { tokensBefore, tokensAfter } = item;
+  if (item.error) {
+    return `Context not compacted: ${item.error}`;
+  }
+  if (typeof tokensBefore === 'number' && typeof tokensAfter === 'number') {
+    return `Context compacted: ${formatTokens(tokensBefore)} → ${formatTokens(tokensAfter)} tokens`;
+  }
+  if (typeof tokensBefore === 'number') {
+    return `Context compacted: ${formatTokens(tokensBefore)} tokens before`;
+  }
+  return 'Context compacted';
+}
 
 /** Everything known about one run, in the order it happened. */
 export interface RunRecord {
@@ -241,6 +286,26 @@ export function applyEntry(record: RunRecord, entry: ContractEntry, attempt = 1)
         level: 'warning',
         text: `pi asks to run ${entry.content.tool}: ${entry.content.title}`,
       });
+    case 'session.compacting':
+      return push(record, { kind: 'compaction', attempt, state: 'compacting', reason: entry.content.reason });
+    case 'session.compacted': {
+      const done = {
+        tokensBefore: entry.content.tokensBefore ?? undefined,
+        tokensAfter: entry.content.tokensAfter ?? undefined,
+        error: entry.content.error ?? undefined,
+      };
+      for (let i = record.items.length - 1; i >= 0; i--) {
+        const item = record.items[i];
+        if (item?.kind === 'compaction' && item.state === 'compacting') {
+          Object.assign(item, { state: 'compacted', ...done });
+          return { index: i, inserted: false };
+        }
+      }
+      return push(record, { kind: 'compaction', attempt, state: 'compacted', reason: 'manual', ...done });
+    }
+    case 'session.renamed':
+      // The conversation's title, not an item of the run (the chat's header shows it).
+      return undefined;
     case 'permission.resolved': {
       const { decision, by } = entry.content;
       const verb = decision === 'allow' ? 'allowed' : decision === 'reject' ? 'denied' : 'not answered';

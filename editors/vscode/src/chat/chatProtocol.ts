@@ -69,6 +69,15 @@ export interface EditStat {
   removed: number;
 }
 
+/** One `/` command the input completes (pi/commands). */
+export interface CommandView {
+  /** Without the slash: `compact`, `skill:review`. */
+  name: string;
+  description: string;
+  source: string;
+  argumentHint: string | null;
+}
+
 export interface HostToView {
   /** Forget the thread: a new or another conversation follows. */
   reset: { sessionId: string | null; title: string | null; omittedTurns: number };
@@ -93,6 +102,10 @@ export interface HostToView {
   fill: { text: string };
   /** An approval card appears, or changes state (settled by the user or cancelled). */
   approval: ApprovalView;
+  /** The `/` commands of the shown conversation (sent again when it changes). */
+  commands: { commands: CommandView[] };
+  /** The conversation's title changed (a rename, `/name`). */
+  title: { title: string | null };
 }
 
 export interface ViewToHost {

@@ -10,6 +10,7 @@ import { answerFor, approvalKey, approvalView, commonEnds, outcomeText } from '.
 import {
   envelope,
   type ApprovalView,
+  type CommandView,
   type EditStat,
   type HostMessage,
   type HostToView,
@@ -22,6 +23,7 @@ import {
   Methods,
   newRunId,
   type CancelResult,
+  type CommandsResult,
   type ContractEntry,
   type ContextUsage,
   type FileDiff,
@@ -53,6 +55,10 @@ export interface ConversationHost {
   onApprovals?(): void;
   /** The mode the bridge gives a conversation nobody picked one for (this client answers: ask). */
   defaultMode?(): Mode;
+  /** The workspace folder a new conversation runs in (pi/commands of one without a session). */
+  cwd?(): string | undefined;
+  /** Its title changed (the view's title bar shows it). */
+  onTitle?(): void;
   log?(message: string): void;
 }
 
@@ -159,6 +165,9 @@ export class Conversation {
 
   /** The permission mode the user picked for it (null: the bridge's default for this client). */
   private chosenMode: Mode | null = null;
+  /** Its `/` commands, and for which session (or `cwd:` without one) they were fetched. */
+  private commands: CommandView[] = [];
+  private commandsFor: string | null = null;
 
   constructor(private readonly host: ConversationHost) {}
 
@@ -233,6 +242,53 @@ export class Conversation {
       this.post('session', { sessionId: this.sessionId });
     }
     this.postInput();
+    this.post('commands', { commands: this.commands });
+    void this.loadCommands();
+  }
+
+  /**
+   * Fetch its `/` commands (pi/commands of its session, or of the workspace before it has one)
+   * unless they are held already, and send them to the view. A bridge that cannot list them
+   * leaves the list empty: `/` then completes nothing, and a typed command is still sent.
+   */
+  async loadCommands(): Promise<void> {
+    const key = this.sessionId ?? `cwd:${this.host.cwd?.() ?? ''}`;
+    if (this.commandsFor === key) {
+      return;
+    }
+    this.commandsFor = key;
+    try {
+      const session = await this.host.session();
+      const cwd = this.host.cwd?.();
+      const params = this.sessionId ? { sessionId: this.sessionId } : cwd ? { cwd } : {};
+      const answer = await session.request<CommandsResult>(Methods.commands, params);
+      if (this.commandsFor !== key) {
+        return; // the conversation got a session meanwhile: that list is on its way
+      }
+      // Asked without a session, the bridge opened the conversation's pi: its first prompt goes
+      // there (unless a prompt was sent meanwhile, which started a session of its own).
+      if (answer.sessionId && this.sessionId === null && this.turns.length === 0) {
+        this.commandsFor = answer.sessionId;
+        this.adoptSession(answer.sessionId);
+      }
+      this.commands = answer.commands.map((c) => ({
+        name: c.name,
+        description: c.description ?? '',
+        source: c.source,
+        argumentHint: c.argumentHint ?? null,
+      }));
+      this.post('commands', { commands: this.commands });
+    } catch (err) {
+      this.commandsFor = null; // ask again next time
+      this.host.log?.(`pi/commands: ${String(err)}`);
+    }
+  }
+
+  /** Its title from now on (a rename, `/name`, `session.renamed`). */
+  setTitle(title: string): void {
+    this.title = title;
+    this.post('title', { title });
+    this.host.onTitle?.();
   }
 
   addChip(chip: ContextData): void {
@@ -444,7 +500,9 @@ export class Conversation {
       summary: null,
     };
     this.turns.push(turn);
-    this.title ??= promptTitle(question);
+    if (this.title === null) {
+      this.setTitle(promptTitle(question));
+    }
     this.current = { runId, turn };
     this.post('turn', { turnId: turn.turnId, prompt: turn.prompt, chips: turn.chips, live: true });
     this.postInput();
@@ -494,6 +552,7 @@ export class Conversation {
     if (this.sessionId !== sessionId) {
       this.sessionId = sessionId;
       this.post('session', { sessionId });
+      void this.loadCommands(); // the session's own commands (its extensions, its project)
     }
   }
 
@@ -506,6 +565,9 @@ export class Conversation {
         return;
       case 'tool.update':
         // Cumulative output: the view replaces the tool's output.
+        break;
+      case 'session.renamed':
+        this.setTitle(entry.content.title);
         break;
       case 'terminal.completed':
         this.usage = {

@@ -30,6 +30,8 @@ export class Conversations {
       onChange: () => this.changed(conversation),
       onApprovals: () => this.host.onApprovals?.(),
       defaultMode: () => this.host.defaultMode?.() ?? 'ask',
+      cwd: () => this.host.cwd?.(),
+      onTitle: () => (this.current === conversation ? this.host.onTitle?.() : undefined),
       log: (message) => this.host.log?.(message),
     });
     return conversation;
@@ -92,6 +94,26 @@ export class Conversations {
     this.current = conversation;
     this.host.onChange?.();
     return conversation;
+  }
+
+  /** The conversation (shown, or running unseen) of pi session `sessionId`. */
+  find(sessionId: string): Conversation | undefined {
+    return [this.current, ...this.unseen].find((c) => c.sessionId === sessionId);
+  }
+
+  /**
+   * Session `sessionId` was deleted: a conversation of it that is shown gives way to a new one,
+   * one running unseen is forgotten (the bridge closed its agent).
+   */
+  forget(sessionId: string): void {
+    for (const conversation of this.unseen) {
+      if (conversation.sessionId === sessionId) {
+        this.unseen.delete(conversation);
+      }
+    }
+    if (this.current.sessionId === sessionId) {
+      this.replace().replay();
+    }
   }
 
   /** Show a new, empty conversation instead of the current one. */

@@ -24,16 +24,18 @@ export function chatPage({ cspSource, nonce, styleUri, scriptUri }: PageResource
 </head>
 <body>
 <header id="header">
+  <h1 id="title" class="title"></h1>
   <label for="mode">Mode</label>
   <select id="mode" aria-label="Permission mode of this conversation" title="What pi may do without asking, from its next tool call"></select>
 </header>
-<div id="empty">Ask pi anything below. Enter sends, Shift+Enter adds a line. <b>pi: Ask About Selection</b> adds context.</div>
+<div id="empty">Ask pi anything below. Enter sends, Shift+Enter adds a line, <b>/</b> lists the commands. <b>pi: Ask About Selection</b> adds context.</div>
 <main id="thread" aria-label="Conversation"></main>
 <div id="live" class="visually-hidden" aria-live="polite" role="status"></div>
 <footer id="composer">
   <ul id="queued" aria-label="Queued messages"></ul>
   <div id="chips" class="chips" aria-label="Context for the next prompt"></div>
-  <textarea id="prompt" rows="3" aria-label="Message to pi"></textarea>
+  <ul id="commands" role="listbox" aria-label="Commands" hidden></ul>
+  <textarea id="prompt" rows="3" aria-label="Message to pi (/ lists the commands)" aria-autocomplete="list" aria-controls="commands" aria-expanded="false"></textarea>
   <div class="buttons">
     <button id="queue-toggle" aria-pressed="false" aria-label="Queue messages instead of steering (Alt+Enter queues one)" title="While a run goes: queue messages instead of steering it">Queue</button>
     <button id="send" aria-label="Send">Send</button>

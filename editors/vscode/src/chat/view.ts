@@ -20,10 +20,13 @@ import {
   Methods,
   MODE_DESCRIPTIONS,
   MODES,
+  type DeleteSessionResult,
   type PermissionsResult,
+  type RenameSessionResult,
   type RequestPermissionAnswer,
   type RequestPermissionParams,
   type RunParams,
+  type SessionSummary,
   type SessionsResult,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
@@ -58,8 +61,13 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       session: () => this.deps.session(),
       runParams: (prompt, runId) => this.deps.runParams(prompt, runId),
       post: (message) => this.post(message),
-      onChange: () => this.deps.onChange(),
+      onChange: () => {
+        this.showTitle();
+        this.deps.onChange();
+      },
       onApprovals: () => this.showWaiting(),
+      onTitle: () => this.showTitle(),
+      cwd: () => this.deps.cwd(),
       log: (message) => this.deps.log.warn(message),
     });
     this.checkpoints = new Checkpoints({
@@ -129,6 +137,13 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     this.deps.onChange();
   }
 
+  /** The view's title bar names the shown conversation ("CHAT: <title>"). */
+  private showTitle(): void {
+    if (this.view) {
+      this.view.description = this.conversation.title ?? undefined;
+    }
+  }
+
   /** Stop the run that started last (pi: Cancel Current Run); false when none goes. */
   stopNewest(): boolean {
     return this.conversations.stopNewest();
@@ -153,6 +168,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     const roots = [vscode.Uri.joinPath(this.extensionUri, 'media'), vscode.Uri.joinPath(this.extensionUri, 'dist')];
     view.webview.options = { enableScripts: true, localResourceRoots: roots };
     view.webview.html = this.html(view.webview);
+    this.showTitle();
     this.disposables.push(
       view.webview.onDidReceiveMessage((msg: ViewMessage) => this.onViewMessage(msg)),
       view.onDidDispose(() => {
@@ -264,6 +280,11 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     conversation.replay();
   }
 
+  /**
+   * pi: Open Conversation…: the workspace's conversations, newest first; a row's buttons rename
+   * it (pi/renameSession) or delete it (pi/deleteSession, after a modal confirm), and the list
+   * comes back after either.
+   */
   async openConversation(): Promise<void> {
     let sessions: SessionsResult;
     try {
@@ -275,21 +296,94 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       return;
     }
     const now = Date.now();
-    const picked = await vscode.window.showQuickPick(
-      sessions.sessions.map((s) => ({
-        label: s.title || '(untitled)',
-        description: relativeTime(s.updatedAt, now),
-        detail: `${s.messageCount} messages · ${new Date(s.updatedAt).toLocaleString()}`,
-        sessionId: s.sessionId,
-      })),
-      { title: 'Open Conversation', placeHolder: 'Pick a pi conversation of this workspace', matchOnDetail: true },
-    );
-    if (!picked) {
+    const rename: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('edit'), tooltip: 'Rename' };
+    const remove: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('trash'), tooltip: 'Delete' };
+    type Item = vscode.QuickPickItem & { summary: SessionSummary };
+    const pick = vscode.window.createQuickPick<Item>();
+    pick.title = 'Open Conversation';
+    pick.placeholder = 'Pick a pi conversation of this workspace (the buttons rename or delete it)';
+    pick.matchOnDetail = true;
+    pick.items = sessions.sessions.map((s) => ({
+      label: s.title || '(untitled)',
+      description: relativeTime(s.updatedAt, now),
+      detail: `${s.messageCount} messages · ${new Date(s.updatedAt).toLocaleString()}`,
+      buttons: [rename, remove],
+      summary: s,
+    }));
+    const choice = await new Promise<{ item: Item; action: 'open' | 'rename' | 'delete' } | undefined>((resolve) => {
+      pick.onDidAccept(() => {
+        const item = pick.selectedItems[0];
+        resolve(item ? { item, action: 'open' } : undefined);
+        pick.hide();
+      });
+      pick.onDidTriggerItemButton((e) => {
+        resolve({ item: e.item, action: e.button === rename ? 'rename' : 'delete' });
+        pick.hide();
+      });
+      pick.onDidHide(() => resolve(undefined));
+      pick.show();
+    });
+    pick.dispose();
+    if (!choice) {
       return;
     }
+    if (choice.action === 'rename') {
+      await this.renameConversation(choice.item.summary);
+      return this.openConversation();
+    }
+    if (choice.action === 'delete') {
+      await this.deleteConversation(choice.item.summary);
+      return this.openConversation();
+    }
     await this.reveal(true);
-    if (!(await this.conversations.open(picked.sessionId))) {
-      void vscode.window.showErrorMessage(`pi: conversation ${picked.sessionId} was not found`);
+    if (!(await this.conversations.open(choice.item.summary.sessionId))) {
+      void vscode.window.showErrorMessage(`pi: conversation ${choice.item.summary.sessionId} was not found`);
+    }
+  }
+
+  /** Ask for a new title of session `s` and give it (the chat's title follows if it is shown). */
+  private async renameConversation(s: SessionSummary): Promise<void> {
+    const title = await vscode.window.showInputBox({
+      title: 'Rename Conversation',
+      prompt: 'The new title of this pi conversation',
+      value: s.title ?? '',
+      validateInput: (value) => (value.trim() ? undefined : 'A title cannot be empty'),
+    });
+    if (title === undefined || !title.trim()) {
+      return;
+    }
+    try {
+      const session = await this.deps.session();
+      const answer = await session.request<RenameSessionResult>(Methods.renameSession, {
+        sessionId: s.sessionId,
+        title: title.trim(),
+      });
+      this.conversations.find(s.sessionId)?.setTitle(answer.title);
+    } catch (err) {
+      void vscode.window.showErrorMessage(`pi: could not rename the conversation: ${String(err)}`);
+    }
+  }
+
+  /** Delete session `s` once the user confirms; a chat that showed it starts a new conversation. */
+  private async deleteConversation(s: SessionSummary): Promise<void> {
+    const confirmed = await vscode.window.showWarningMessage(
+      `Delete the pi conversation "${s.title || '(untitled)'}"?`,
+      { modal: true, detail: 'Its session file is removed; this cannot be undone.' },
+      'Delete',
+    );
+    if (confirmed !== 'Delete') {
+      return;
+    }
+    try {
+      const session = await this.deps.session();
+      const answer = await session.request<DeleteSessionResult>(Methods.deleteSession, { sessionId: s.sessionId });
+      if (!answer.deleted) {
+        void vscode.window.showWarningMessage('pi: the bridge did not delete that conversation.');
+        return;
+      }
+      this.conversations.forget(s.sessionId);
+    } catch (err) {
+      void vscode.window.showErrorMessage(`pi: could not delete the conversation: ${String(err)}`);
     }
   }
 

@@ -237,6 +237,14 @@ before(async () => {
   });
   const { baseUrl } = JSON.parse(await withTimeout(firstLine, 30_000, 'the scripted model to start')) as { baseUrl: string };
   scriptedModelUrl = baseUrl.replace(/\/v1$/, '');
+  // pi compacts even the short sessions of the scripted model (it keeps no recent tokens out of
+  // the summary), and a user's prompt template gives pi a command of its own: /review-notes.
+  writeFileSync(join(agentDir, 'settings.json'), JSON.stringify({ compaction: { keepRecentTokens: 1 } }));
+  mkdirSync(join(agentDir, 'prompts'), { recursive: true });
+  writeFileSync(
+    join(agentDir, 'prompts/review-notes.md'),
+    '---\ndescription: Review the notes file\n---\nReview notes.txt and list what is missing.\n',
+  );
   writeFileSync(join(tmp, 'config.yaml'), '');
   writeFileSync(
     join(userData, 'User/settings.json'),
@@ -802,6 +810,103 @@ test('the current conversation survives a window reload', { timeout: 3 * UI_TIME
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
 }));
 
+test('/ in the chat input lists the commands; /compact with instructions compacts the conversation behind a divider', { timeout: 4 * UI_TIMEOUT }, () => step('compact', async () => {
+  await setModel('text');
+  const frame = await chatFrame();
+  const first = `compact me ${tag}`;
+  await sendInChat(frame, first);
+  await waitForTurn(frame, first, "status === 'completed'", 'the first turn');
+  const popup = "!document.getElementById('commands').hidden";
+  const names = "[...document.querySelectorAll('#commands li')].map((li) => li.dataset.name)";
+  const typeSlash = async (): Promise<void> => {
+    for (let attempt = 1; ; attempt++) {
+      await frame.evaluate("document.getElementById('prompt').value = ''; document.getElementById('prompt').focus()");
+      await page.keyboard.type('/');
+      const shown = await frame
+        .waitForFunction(`${popup} && ${names}.includes('compact')`, { timeout: 10_000, polling: 'mutation' })
+        .then(() => true, () => false);
+      if (shown) return;
+      assert.ok(attempt < 3, `no command list after typing / (input: ${String(await frame.evaluate("document.getElementById('prompt').value"))})`);
+    }
+  };
+  await typeSlash();
+  const listed = (await frame.evaluate(names)) as string[];
+  for (const name of ['compact', 'autocompact', 'name', 'export', 'new', 'review-notes']) {
+    assert.ok(listed.includes(name), `/${name} is listed: ${JSON.stringify(listed)}`);
+  }
+  const notes = (await frame.evaluate(
+    "document.querySelector('#commands li[data-name=\"review-notes\"]').textContent",
+  )) as string;
+  assert.match(notes, /Review the notes file\s*prompt$/, 'a prompt template, with its description and source');
+  await chatWait(frame, `document.getElementById('title').textContent === ${JSON.stringify(first)}`);
+  await screenshot('chat-9-commands.png');
+  await page.keyboard.press('Escape');
+  await chatWait(frame, "document.getElementById('commands').hidden");
+
+  // A long answer, then a short turn: pi keeps the last turn and summarizes the long one (the
+  // `text` model's summary is short).
+  await setModel('long');
+  const long = `a long answer ${tag}`;
+  await sendInChat(frame, long);
+  await waitForTurn(frame, long, "status === 'completed'", 'the long turn');
+  await setModel('text');
+  const second = `and a short one ${tag}`;
+  await sendInChat(frame, second);
+  await waitForTurn(frame, second, "status === 'completed'", 'the short turn');
+  await typeSlash();
+  await page.keyboard.type('comp');
+  await chatWait(frame, "document.querySelector('#commands li[aria-selected=\"true\"]')?.dataset.name === 'compact'");
+  await page.keyboard.press('Tab');
+  await chatWait(frame, "document.getElementById('prompt').value === '/compact ' && document.getElementById('commands').hidden");
+  const instructions = `keep the test names ${tag}`;
+  await page.keyboard.type(instructions);
+  await page.keyboard.press('Enter');
+  const prompt = `/compact ${instructions}`;
+  await waitForTurn(frame, prompt, "status === 'completed' && !!s.querySelector('.compaction[data-state=\"compacted\"]')", 'the compaction divider');
+  const divider = (await frame.evaluate(
+    "[...document.querySelectorAll('.compaction[data-state=\"compacted\"]')].at(-1).textContent",
+  )) as string;
+  assert.match(divider, /^Context compacted: [\d.]+k? → [\d.]+k? tokens$/, divider);
+  const [before, after] = [...divider.matchAll(/([\d.]+)(k?)/g)].map((m) => Number(m[1]) * (m[2] ? 1000 : 1));
+  assert.ok(after! < before!, `the context shrank: ${divider}`);
+  const requests = await modelRequests();
+  assert.ok(
+    requests.some((r) => r.userTexts.some((t) => t.includes(instructions))),
+    'the instructions reached the model with the summary request',
+  );
+  await screenshot('chat-10-compacted.png');
+}));
+
+test('pi: Open Conversation… renames a conversation (the chat\'s title follows) and deletes one after a confirm', { timeout: 4 * UI_TIMEOUT }, () => step('rename-delete', async () => {
+  const frame = await chatFrame();
+  const first = `compact me ${tag}`;
+  const renamed = `Renamed in VS Code ${tag}`;
+  await runCommand('pi: Open Conversation…');
+  const row = (label: string): string => `.quick-input-list .monaco-list-row[aria-label*="${label}"]`;
+  await page.waitForSelector(row(first), { visible: true, timeout: UI_TIMEOUT });
+  await page.hover(row(first));
+  await page.click(`${row(first)} .action-label[aria-label="Rename"], ${row(first)} .codicon-edit`);
+  await answerInputBox('Rename Conversation', renamed);
+  // The list comes back with the new title; the chat, which shows that conversation, follows.
+  await page.waitForSelector(row(renamed), { visible: true, timeout: UI_TIMEOUT });
+  await chatWait(frame, `document.getElementById('title').textContent === ${JSON.stringify(renamed)}`);
+  await page.waitForSelector(`.pane-header[aria-label*="Chat"] .description::-p-text(${renamed}), .pane-header .description::-p-text(${renamed})`, {
+    timeout: UI_TIMEOUT,
+  });
+  await screenshot('chat-11-rename.png');
+  await page.hover(row(renamed));
+  await page.click(`${row(renamed)} .action-label[aria-label="Delete"], ${row(renamed)} .codicon-trash`);
+  const confirm = await page.waitForSelector('.monaco-dialog-box .monaco-button::-p-text(Delete)', { visible: true, timeout: UI_TIMEOUT });
+  assert.ok(confirm);
+  const question = await page.$eval('.monaco-dialog-box', (el) => el.textContent ?? '');
+  assert.match(question, new RegExp(`Delete the pi conversation "${renamed}"\\?`));
+  await confirm.click();
+  // Back in the list, without it; the chat starts a new conversation.
+  await page.waitForSelector('.quick-input-widget .quick-input-title::-p-text(Open Conversation)', { visible: true, timeout: UI_TIMEOUT });
+  await page.waitForFunction(`!document.querySelector(${JSON.stringify(row(renamed))})`, { timeout: UI_TIMEOUT });
+  await chatWait(frame, "document.querySelectorAll('section.turn').length === 0 && document.getElementById('title').textContent === ''");
+  await page.keyboard.press('Escape');
+}));
 test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
   restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
 ));

@@ -6,8 +6,25 @@
  * most once per animation frame); the thread is never rebuilt per delta.
  * Its saved state holds only the conversation's sessionId, for a window reload.
  */
-import { applyEntry, newRunRecord, settleTools, type RunItem, type RunRecord, type ToolItem } from '../../bridge/run';
-import type { ApprovalView, EditStat, HostMessage, HostToView, InputState, ViewMessage, ViewToHost } from '../chatProtocol';
+import {
+  applyEntry,
+  compactionText,
+  newRunRecord,
+  settleTools,
+  type RunItem,
+  type RunRecord,
+  type ToolItem,
+} from '../../bridge/run';
+import type {
+  ApprovalView,
+  CommandView,
+  EditStat,
+  HostMessage,
+  HostToView,
+  InputState,
+  ViewMessage,
+  ViewToHost,
+} from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
@@ -45,6 +62,8 @@ const queuedList = document.getElementById('queued')!;
 const sendButton = document.getElementById('send') as HTMLButtonElement;
 const queueToggle = document.getElementById('queue-toggle') as HTMLButtonElement;
 const modeSelect = document.getElementById('mode') as HTMLSelectElement;
+const titleNode = document.getElementById('title')!;
+const commandList = document.getElementById('commands') as HTMLUListElement;
 for (const mode of MODES) {
   const option = el('option', undefined, mode);
   option.value = mode;
@@ -219,6 +238,11 @@ function itemNode(item: RunItem): HTMLElement {
     }
     case 'notice':
       return el('div', `notice ${item.level}`, item.text);
+    case 'compaction': {
+      const divider = el('div', 'compaction');
+      divider.setAttribute('role', 'separator');
+      return divider;
+    }
   }
 }
 
@@ -242,6 +266,16 @@ function showItem(turn: TurnView, node: HTMLElement, item: RunItem): void {
         node.append(el('div', 'note', `output truncated${where}`));
       }
       addEdit(node, turn.record.runId, item, turn.stats.get(item.toolCallId) ?? null);
+      return;
+    }
+    case 'compaction': {
+      const text = compactionText(item);
+      node.dataset.state = item.state;
+      node.textContent = text;
+      node.setAttribute('aria-label', text);
+      if (item.state === 'compacted') {
+        live.textContent = text;
+      }
       return;
     }
     case 'steered':
@@ -469,6 +503,128 @@ function renderInput(next: InputState): void {
   );
 }
 
+// ------------------------------------------------------------------ / commands
+
+/** The shown conversation's commands (the host sends them), the ones the popup lists, its pick. */
+let commands: CommandView[] = [];
+let matches: CommandView[] = [];
+let selected = 0;
+/** The input's value when Escape closed the popup: it stays closed until the text changes. */
+let dismissed: string | null = null;
+
+/** The command word being typed: `/x` at the start of the input, the caret at its end (or null). */
+function commandQuery(): string | null {
+  const caret = input.selectionStart ?? input.value.length;
+  const after = input.value.slice(caret);
+  const typed = /^\s*\/(\S*)$/.exec(input.value.slice(0, caret));
+  return typed && !/^\S/.test(after) ? typed[1]!.toLowerCase() : null;
+}
+
+function popupOpen(): boolean {
+  return !commandList.hidden;
+}
+
+function closePopup(): void {
+  commandList.hidden = true;
+  input.setAttribute('aria-expanded', 'false');
+  input.removeAttribute('aria-activedescendant');
+}
+
+/** Show the commands that match what is typed: names that start with it, then names holding it. */
+function updatePopup(): void {
+  const query = commandQuery();
+  if (query === null || commands.length === 0 || dismissed === input.value) {
+    closePopup();
+    return;
+  }
+  const starts = commands.filter((c) => c.name.toLowerCase().startsWith(query));
+  const holds = commands.filter((c) => !c.name.toLowerCase().startsWith(query) && c.name.toLowerCase().includes(query));
+  matches = [...starts, ...holds];
+  if (matches.length === 0) {
+    closePopup();
+    return;
+  }
+  selected = Math.min(selected, matches.length - 1);
+  commandList.replaceChildren(
+    ...matches.map((c, index) => {
+      const row = el('li');
+      row.id = `command-${index}`;
+      row.setAttribute('role', 'option');
+      row.setAttribute('aria-selected', String(index === selected));
+      row.dataset.name = c.name;
+      row.append(el('span', 'cmd-name', `/${c.name}`));
+      if (c.argumentHint) {
+        row.append(el('span', 'cmd-hint', c.argumentHint));
+      }
+      row.append(el('span', 'cmd-desc', c.description), el('span', 'cmd-source', c.source));
+      row.title = c.description;
+      // A click picks it and leaves the focus in the input.
+      row.addEventListener('mousedown', (event) => {
+        event.preventDefault();
+        selected = index;
+        acceptCommand();
+      });
+      return row;
+    }),
+  );
+  commandList.hidden = false;
+  input.setAttribute('aria-expanded', 'true');
+  input.setAttribute('aria-activedescendant', `command-${selected}`);
+  commandList.children[selected]?.scrollIntoView({ block: 'nearest' });
+}
+
+/** Put the picked command into the input as `/name `, the caret after it, ready for its arguments. */
+function acceptCommand(): void {
+  const command = matches[selected];
+  if (!command) {
+    return;
+  }
+  const caret = input.selectionStart ?? input.value.length;
+  const rest = input.value.slice(caret).replace(/^\s+/, '');
+  const head = `/${command.name} `;
+  input.value = head + rest;
+  input.setSelectionRange(head.length, head.length);
+  closePopup();
+  input.focus();
+}
+
+/** The popup's keys; true when the key was its own (the input does nothing more with it). */
+function popupKey(event: KeyboardEvent): boolean {
+  if (!popupOpen()) {
+    return false;
+  }
+  if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+    selected = (selected + (event.key === 'ArrowDown' ? 1 : matches.length - 1)) % matches.length;
+    updatePopup();
+    return true;
+  }
+  if (event.key === 'Escape') {
+    dismissed = input.value;
+    closePopup();
+    return true;
+  }
+  if (event.key === 'Tab' || (event.key === 'Enter' && !event.shiftKey && !event.altKey)) {
+    const command = matches[selected];
+    // `/new` typed in full and taking no arguments: Enter sends it.
+    if (event.key === 'Enter' && command && !command.argumentHint && commandQuery() === command.name.toLowerCase()) {
+      closePopup();
+      return false;
+    }
+    acceptCommand();
+    return true;
+  }
+  return false;
+}
+
+input.addEventListener('input', () => {
+  if (dismissed !== input.value) {
+    dismissed = null;
+  }
+  selected = 0;
+  updatePopup();
+});
+input.addEventListener('blur', () => closePopup());
+
 function submit(queue: boolean): void {
   const text = input.value;
   if (!text.trim()) {
@@ -476,12 +632,17 @@ function submit(queue: boolean): void {
   }
   history.push(text);
   input.value = '';
+  closePopup();
   send('send', { text, queue });
 }
 
 input.addEventListener('keydown', (event) => {
   // An IME composition's Enter picks a candidate; it never sends.
   if (event.isComposing || event.keyCode === 229) {
+    return;
+  }
+  if (popupKey(event)) {
+    event.preventDefault();
     return;
   }
   if (event.key === 'Enter' && !event.shiftKey && !event.ctrlKey && !event.metaKey) {
@@ -510,7 +671,13 @@ function reset(p: HostToView['reset']): void {
   if (p.omittedTurns > 0) {
     thread.append(el('div', 'notice', `${p.omittedTurns} earlier turn(s) not shown`));
   }
+  showTitle(p.title);
   vscode.setState({ sessionId: p.sessionId });
+}
+
+function showTitle(title: string | null): void {
+  titleNode.textContent = title ?? '';
+  titleNode.title = title ?? '';
 }
 
 window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
@@ -543,6 +710,13 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'approval':
       showApproval(msg.payload);
+      break;
+    case 'commands':
+      commands = msg.payload.commands;
+      updatePopup();
+      break;
+    case 'title':
+      showTitle(msg.payload.title);
       break;
     default: {
       const unknown: never = msg;

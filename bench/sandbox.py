@@ -1,0 +1,167 @@
+"""What the sandbox costs (issue #26): one sandboxed bash call against an unsandboxed one.
+
+    python -m bench.sandbox [--trials N]
+
+1. **pi's bash tool.** Two `pi --mode rpc` started directly, with the argv the bridge gives a live
+   pi (its extension included) and the same environment, `PI_BRIDGE_SANDBOX_DIR` set for both.
+   One conversation has a sandbox file (`workspace-write`, no network, written by the bridge's
+   own board: bridge/runs/sandbox.py), the other none. Per trial, each pi (order alternating) runs
+   the `tool` turn (bash `echo hi`): `tool_execution_start` → `tool_execution_end`, the whole bash
+   call, the extension's file read and bubblewrap's namespaces included.
+2. **The spawn alone.** `bash -c 'echo hi'` against the same command behind the bwrap prefix,
+   alternating: the floor of what the sandbox adds, without pi.
+
+The added latency is each figure's median with the sandbox less its median without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import base_env, median, ms
+from bench.conversation import RawRpc
+from bench.model import PROVIDER, ModelEnv, scripted_model
+from bridge.agents.pi.rpc import rpc_launch_spec
+from bridge.agents.seam import GATE_DIR_ENV, RunOptions
+from bridge.contract import SandboxSettings
+from bridge.process import bwrap
+from bridge.runs.sandbox import SANDBOX_DIR_ENV, SandboxBoard, confinement
+
+SETTINGS = SandboxSettings(mode="workspace-write", network=False)
+COMMAND = "echo hi"
+TARGET_MS = 15.0
+
+
+class SandboxedPi(RawRpc):
+    """A live pi launched as the bridge launches one, with the sandbox dir in its environment."""
+
+    def __init__(self, model: ModelEnv, gate_dir: Path, sandbox_dir: Path) -> None:
+        spec = rpc_launch_spec(
+            ("pi",), RunOptions(prompt="", cwd=str(model.workdir), provider=PROVIDER, model="tool")
+        )
+        env = {
+            **base_env(),
+            **spec.env,
+            **model.pi_env(),
+            GATE_DIR_ENV: str(gate_dir),
+            SANDBOX_DIR_ENV: str(sandbox_dir),
+        }
+        super().__init__(model, list(spec.argv), env)
+
+    def session_id(self) -> str:
+        """The id of pi's session (what the board names its file by)."""
+        start = len(self.lines)
+        self.send({"id": "state", "type": "get_state"})
+        self.wait(lambda r: r.get("id") == "state", start, 60)
+        state = next(r for _, r in self.lines[start:] if r.get("id") == "state")
+        return str(state["data"]["sessionId"])
+
+    def bash_call(self) -> tuple[float, str]:
+        """One `tool` turn: (tool_execution_start → tool_execution_end in seconds, its output)."""
+        start = len(self.lines)
+        self.send({"type": "prompt", "message": "go"})
+        self.wait(lambda r: r.get("type") == "agent_settled", start, 60)
+        records = self.lines[start:]
+        began = next(at for at, r in records if r.get("type") == "tool_execution_start")
+        ended, end = next((at, r) for at, r in records if r.get("type") == "tool_execution_end")
+        return ended - began, json.dumps(end.get("result"))
+
+
+def pi_cost(model: ModelEnv, trials: int) -> dict[str, Any]:
+    """Figure 1: pi's bash call with and without the sandbox (ms)."""
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    with tempfile.TemporaryDirectory(prefix="pi-bench-sandbox-") as tmp:
+        gate_dir, root = Path(tmp) / "gate", Path(tmp) / "state"
+        gate_dir.mkdir()
+        board = SandboxBoard(root)
+        pis = {name: SandboxedPi(model, gate_dir, board.path) for name in ("with", "without")}
+        try:
+            board.publish(pis["with"].session_id(), SETTINGS, str(model.workdir), dict(os.environ))
+            pis["without"].session_id()
+            for pi in pis.values():  # one unmeasured call each
+                pi.bash_call()
+            for trial in range(trials):
+                for name in ("with", "without") if trial % 2 == 0 else ("without", "with"):
+                    took, output = pis[name].bash_call()
+                    if "hi" not in output:
+                        raise RuntimeError(f"the {name} call printed no `hi`: {output[:300]}")
+                    times[name].append(took)
+        finally:
+            for pi in pis.values():
+                pi.close()
+            board.remove()
+    return _figure(times, trials)
+
+
+def spawn_cost(trials: int) -> dict[str, Any]:
+    """Figure 2: `bash -c` of the command, plain and behind the bwrap prefix (ms)."""
+    found = bwrap.probe()
+    bash = shutil.which("bash")
+    if found.path is None or bash is None:
+        raise RuntimeError(f"no sandbox here: {found.reason}")
+    with tempfile.TemporaryDirectory(prefix="pi-bench-sandbox-ws-") as workspace:
+        prefix = bwrap.argv_prefix(found.path, confinement(SETTINGS, workspace, dict(os.environ)))
+        argv = {"with": [*prefix, bash, "-c", COMMAND], "without": [bash, "-c", COMMAND]}
+        times: dict[str, list[float]] = {"with": [], "without": []}
+        for trial in range(trials + 1):
+            for name in ("with", "without") if trial % 2 == 0 else ("without", "with"):
+                began = time.perf_counter()
+                subprocess.run(argv[name], cwd=workspace, capture_output=True, check=True)
+                if trial:  # the first is unmeasured
+                    times[name].append(time.perf_counter() - began)
+    return _figure(times, trials)
+
+
+def _figure(times: dict[str, list[float]], trials: int) -> dict[str, Any]:
+    with_ms, without_ms = ms(median(times["with"])), ms(median(times["without"]))
+    return {
+        "trials": trials,
+        "with_ms": with_ms,
+        "without_ms": without_ms,
+        "added_ms": with_ms - without_ms,
+        "raw_with_ms": [round(ms(t), 2) for t in times["with"]],
+        "raw_without_ms": [round(ms(t), 2) for t in times["without"]],
+    }
+
+
+def run(trials: int) -> dict[str, Any]:
+    """Both figures, on one scripted model."""
+    with scripted_model() as model:
+        return {"pi": pi_cost(model, trials), "spawn": spawn_cost(trials)}
+
+
+def summary(res: dict[str, Any]) -> list[str]:
+    """One line per figure."""
+    lines = []
+    for key, label in (("pi", "pi's bash call (tool start → end)"), ("spawn", "bash -c spawn alone")):
+        f = res[key]
+        verdict = "within" if f["added_ms"] <= TARGET_MS else "over"
+        lines.append(
+            f"sandbox, {label}: with {f['with_ms']:.2f} ms, without {f['without_ms']:.2f} ms: "
+            f"{f['added_ms']:+.2f} ms ({verdict} the {TARGET_MS:g} ms target, {f['trials']} trials)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.sandbox", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=40, help="alternating trials of each figure")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    res = run(args.trials)
+    print("\n".join(summary(res)))
+    print(json.dumps({k: {n: v for n, v in f.items() if not n.startswith("raw")} for k, f in res.items()}))
+    print(f"{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
