@@ -100,13 +100,16 @@ return function(t)
     eq('completed', turn_done().status, 'the write turn')
     eq({ 'first line', 'second line' }, vim.fn.readfile(created), 'turn 2 created the file')
     local session = truthy(chat.state().session_id, 'no session')
-    vim.fn.writefile(users, notes) -- the user changes notes.txt after turn 2
     local tabs = #vim.api.nvim_list_tabpages()
 
     -- Files only: the preview lists the new file and the conflict; Restore keeps the conflict.
     local seen
     local result, shown = pi_rewind({
-      ['pi_bridge.checkpoint'] = the_second,
+      ['pi_bridge.checkpoint'] = function(items)
+        -- Listed, turn 2's checkpoint is recorded: the user changes notes.txt after it.
+        vim.fn.writefile(users, notes)
+        return the_second(items)
+      end,
       ['pi_bridge.rewind_what'] = what('files'),
       ['pi_bridge.rewind_confirm'] = function(items)
         seen = preview_now()

@@ -389,7 +389,26 @@ function M.pick(on_done)
       return run.result ~= nil or run.error ~= nil or run.cancel_result ~= nil
     end, 20)
   end
-  request(protocol.CHECKPOINTS, { sessionId = session_id }, function(err, answer)
+  -- The bridge records a turn's checkpoint just after the turn has answered: a list asked for
+  -- right then may lack the last turn's, so it is asked again a bounded number of times.
+  local last = run and run.id
+  local on_list
+  local function list(tries)
+    request(protocol.CHECKPOINTS, { sessionId = session_id }, function(err, answer)
+      local has_last = not last
+        or vim.iter((answer and answer.checkpoints) or {}):any(function(c)
+          return c.runId == last
+        end)
+      if not err and answer and answer.available and not has_last and tries > 1 then
+        vim.defer_fn(function()
+          list(tries - 1)
+        end, 100)
+        return
+      end
+      on_list(err, answer)
+    end)
+  end
+  on_list = function(err, answer)
     if err or not answer then
       local why = err and err.message or 'no answer'
       notify('cannot list the checkpoints: ' .. why, vim.log.levels.WARN)
@@ -450,7 +469,8 @@ function M.pick(on_done)
         end)
       end)
     end)
-  end)
+  end
+  list(30)
 end
 
 return M
