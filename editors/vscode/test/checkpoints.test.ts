@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import {
   checkpointOfTurn,
   CheckpointMethods,
+  listCheckpoints,
   previewFiles,
   rewindSummary,
   type Checkpoint,
@@ -109,12 +110,17 @@ test('restore a checkpoint: the dry run and the old texts the preview shows, the
   const sessionId = conversation.sessionId!;
   const turnIds = posted.flatMap((m) => (m.type === 'turn' ? [m.payload.turnId] : []));
   assert.equal(turnIds.length, 2);
-  // The user changes a file after the checkpoint of turn 2: a rewind must not overwrite it unasked.
+
+  const list = await listCheckpoints(
+    (params) => session.request<CheckpointsResult>(CheckpointMethods.checkpoints, params),
+    sessionId,
+    conversation.turnPlace(turnIds[1]!)!.runId,
+  );
+  assert.equal(list.available, true, `checkpoints available: ${JSON.stringify(list)}`);
+  // Listed, turn 2's checkpoint is recorded: the user changes a file after it, which a rewind
+  // must not overwrite unasked.
   const usersText = 'line one\nline 2, edited\nline three\nthe user was here\n';
   writeFileSync(notes, usersText);
-
-  const list = await session.request<CheckpointsResult>(CheckpointMethods.checkpoints, { sessionId });
-  assert.equal(list.available, true, `checkpoints available: ${JSON.stringify(list)}`);
   assert.deepEqual(list.checkpoints.map((c) => c.prompt), ['edit the notes', 'write a new file']);
   const second = checkpointOfTurn(list.checkpoints, conversation.turnPlace(turnIds[1]!)!);
   assert.equal(second?.checkpointId, list.checkpoints[1]!.checkpointId, 'turn 2 is the second checkpoint');

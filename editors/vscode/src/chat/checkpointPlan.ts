@@ -25,6 +25,25 @@ export type CheckpointFile = CheckpointFileResult;
 export type RestoreWhat = RewindParams['restore'];
 export type { CheckpointsResult, RewindParams, RewindResult };
 
+/**
+ * The conversation's checkpoints, once the one of run `runId` is among them (when given): the
+ * bridge records a turn's checkpoint just after the turn has answered, so a list asked for right
+ * then may not hold it yet; asked again a bounded number of times, then taken as it is.
+ */
+export async function listCheckpoints(
+  request: (params: { sessionId: string }) => Promise<CheckpointsResult>,
+  sessionId: string,
+  runId?: string | null,
+  tries = 30,
+): Promise<CheckpointsResult> {
+  let list = await request({ sessionId });
+  for (let i = 1; i < tries && runId && list.available && !list.checkpoints.some((c) => c.runId === runId); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the bridge sends no event for it
+    list = await request({ sessionId });
+  }
+  return list;
+}
+
 /** A turn of the chat, as far as finding its checkpoint goes. */
 export interface TurnPlace {
   /** Its place among the turns the chat shows (0: the oldest shown). */

@@ -12,6 +12,7 @@ import {
   checkpointOfTurn,
   CheckpointMethods,
   checkpointTitle,
+  listCheckpoints,
   previewFiles,
   RESTORE_CHOICES,
   rewindSummary,
@@ -78,12 +79,16 @@ export class Checkpoints implements vscode.TextDocumentContentProvider, vscode.D
     }
     try {
       const session = await this.deps.session();
-      const list = await session.request<CheckpointsResult>(CheckpointMethods.checkpoints, { sessionId });
+      const place = turnId ? conversation.turnPlace(turnId) : undefined;
+      const list = await listCheckpoints(
+        (params) => session.request<CheckpointsResult>(CheckpointMethods.checkpoints, params),
+        sessionId,
+        place?.runId,
+      );
       if (!list.available) {
         void vscode.window.showInformationMessage(`pi: checkpoints are off: ${list.reason ?? 'the bridge gave no reason'}`);
         return;
       }
-      const place = turnId ? conversation.turnPlace(turnId) : undefined;
       const checkpoint = (place && checkpointOfTurn(list.checkpoints, place)) ?? (await this.pickCheckpoint(list.checkpoints));
       if (!checkpoint) {
         return;

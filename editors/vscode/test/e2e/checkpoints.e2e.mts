@@ -58,13 +58,14 @@ export async function restoreCheckpointFlow(ui: RestoreUi): Promise<void> {
   await ui.waitForTurn(frame, second, "status === 'completed'", 'the write turn');
   assert.equal(readFileSync(created, 'utf8'), 'first line\nsecond line\n', 'turn 2 created the file');
   const usersText = 'line one\nline 2, edited\nline three\nthe user was here\n';
-  writeFileSync(notes, usersText);
 
   // Restore checkpoint on the second message: what to restore, then the preview of the dry run.
   await frame.evaluate(`[...document.querySelectorAll('section.turn')]
     .find((t) => t.querySelector('.prompt-text')?.textContent === ${JSON.stringify(second)})
     .querySelector('button.restore-checkpoint').click()`);
   await page.waitForFunction(`!!(${row('Files and conversation')})`, { timeout: ui.timeout });
+  // The choice shows once turn 2's checkpoint is listed (recorded): the user changes a file after it.
+  writeFileSync(notes, usersText);
   await clickRow(page, 'Files and conversation');
   await page.waitForFunction(`!!(${row('created/new.txt')}) && !!(${row('notes.txt')}) && !!(${row('Restore')})`, {
     timeout: ui.timeout,
