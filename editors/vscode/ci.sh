@@ -100,7 +100,7 @@ ls -l dist/pi-bridge-linux-x64.vsix
 step "unit tests, tests against the real bridge with real pi and with the fake pi, the chat's webview in Chromium (node --test)"
 npx tsc -p tsconfig.test.json
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
-node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js \
+node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js out/test/checkpoints.test.js \
   out/test/webview.test.mjs
 
 step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"

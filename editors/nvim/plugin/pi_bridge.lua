@@ -88,6 +88,13 @@ command('PiDiff', function()
   chat().diff_at_cursor()
 end, { nargs = 0, desc = 'Diff of the edit on the cursor line of the chat' })
 
+command('PiRewind', function()
+  require('pi_bridge.rewind').pick()
+end, {
+  nargs = 0,
+  desc = "Put the files, the chat's conversation or both back to before one of its prompts",
+})
+
 command('PiModel', function()
   chat().pick_model()
 end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts' })

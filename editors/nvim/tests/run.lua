@@ -1242,6 +1242,13 @@ test(
   end
 )
 
+dofile(nvim_dir .. '/tests/rewind.lua')({
+  test = test, eq = eq, truthy = truthy, wait_for = wait_for, chat = chat, chat_view = chat_view,
+  tmp = tmp, tag = tag, root = root, nvim_dir = nvim_dir, type_and_send = type_and_send,
+  chat_run_done = chat_run_done, thread_text = thread_text, texts_of = texts_of,
+  request_ending_with = request_ending_with,
+})
+
 test('stopping the client leaves no process of the bridge', function()
   local nvim_pid = vim.fn.getpid()
   local model = { [model_server.pid] = true } -- the scripted model is the tests', not the bridge's

@@ -123,6 +123,8 @@ export interface ViewToHost {
   openApprovalDiff: { key: string };
   /** The header's mode picker. */
   setMode: { mode: Mode };
+  /** A user message's Restore checkpoint button (checkpoints.ts). */
+  restoreCheckpoint: { turnId: string };
 }
 
 /** A message of map `M`: `{type, payload}` with the payload of that type. */

@@ -17,6 +17,7 @@ import {
   type InputState,
   type TurnStatus,
 } from './chatProtocol';
+import type { TurnPlace } from './checkpointPlan';
 import { chipLabel, contextPrompt, promptTitle, type ContextChip, type ContextData } from './prompts';
 import {
   Methods,
@@ -631,6 +632,13 @@ export class Conversation {
     });
     this.replay();
     return true;
+  }
+
+  /** Where turn `turnId` is among the shown turns, to find its checkpoint (checkpoints.ts). */
+  turnPlace(turnId: string): TurnPlace | undefined {
+    const index = this.turns.findIndex((t) => t.turnId === turnId);
+    const turn = this.turns[index];
+    return turn && { index, count: this.turns.length, prompt: turn.prompt, runId: turn.live ? turn.turnId : null };
   }
 
   /** The full diff of an edit shown in turn `turnId`. */

@@ -13,6 +13,7 @@ import type { HostMessage, ViewMessage } from './chatProtocol';
 import { THINKING_LEVELS } from '../bridge/config';
 import { ruleLabel } from './approvals';
 import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
+import { Checkpoints } from './checkpoints';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
 import {
@@ -45,6 +46,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   static readonly viewId = 'piBridge.chat';
 
   private readonly conversations: Conversations;
+  private readonly checkpoints: Checkpoints;
   private view: vscode.WebviewView | undefined;
   private ready = false;
   private readonly disposables: vscode.Disposable[] = [];
@@ -68,7 +70,15 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       cwd: () => this.deps.cwd(),
       log: (message) => this.deps.log.warn(message),
     });
+    this.checkpoints = new Checkpoints({
+      session: () => this.deps.session(),
+      cwd: () => this.deps.cwd(),
+      conversation: () => this.conversation,
+      continueIn: (sessionId, prompt) => this.continueIn(sessionId, prompt),
+      log: this.deps.log,
+    });
     this.disposables.push(
+      this.checkpoints,
       vscode.window.registerWebviewViewProvider(Chat.viewId, this),
       vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, this),
       vscode.commands.registerCommand('piBridge.newConversation', () => this.newConversation()),
@@ -219,6 +229,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       case 'setMode':
         void this.conversation.setMode(msg.payload.mode);
         break;
+      case 'restoreCheckpoint':
+        void this.checkpoints.restore(msg.payload.turnId);
+        break;
       default: {
         const unknown: never = msg;
         void unknown;
@@ -248,6 +261,15 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       styleUri: webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'media', 'chat.css')).toString(),
       scriptUri: webview.asWebviewUri(vscode.Uri.joinPath(this.extensionUri, 'dist', 'webview.js')).toString(),
     });
+  }
+
+  /** After a conversation rewind: the chat shows session `sessionId`, the rewound prompt in its input. */
+  private async continueIn(sessionId: string, prompt: string): Promise<void> {
+    await this.reveal(true);
+    if (!(await this.conversations.open(sessionId))) {
+      throw new Error(`the rewound conversation ${sessionId} was not found`);
+    }
+    this.post({ type: 'fill', payload: { text: prompt } });
   }
 
   // ------------------------------------------------------------------ commands

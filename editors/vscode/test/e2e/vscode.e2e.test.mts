@@ -33,6 +33,7 @@ import {
   waitUntil,
   withTimeout,
 } from '../harness.js';
+import { restoreCheckpointFlow } from './checkpoints.e2e.mjs';
 
 const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../..');
 const codeServerDir =
@@ -906,6 +907,9 @@ test('pi: Open Conversation… renames a conversation (the chat\'s title follows
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0 && document.getElementById('title').textContent === ''");
   await page.keyboard.press('Escape');
 }));
+test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
+  restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
+));
 
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
   // The activation check has logged one report per bridge start already: wait for one more.

@@ -27,6 +27,7 @@ import type {
 } from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
+import { restoreButton } from './restore';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -126,7 +127,8 @@ function addTurn(p: HostToView['turn']): void {
   section.dataset.turnId = p.turnId;
   section.dataset.status = p.live ? 'running' : 'completed';
   const prompt = el('div', 'prompt');
-  prompt.append(el('span', 'who', 'You'), el('div', 'prompt-text', p.prompt));
+  prompt.append(el('span', 'who', 'You'), restoreButton(() => send('restoreCheckpoint', { turnId: p.turnId })));
+  prompt.append(el('div', 'prompt-text', p.prompt));
   if (p.chips.length > 0) {
     const chips = el('div', 'chips');
     for (const label of p.chips) {
