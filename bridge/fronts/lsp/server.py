@@ -178,8 +178,13 @@ def _lifecycle_features(server: BridgeServer) -> None:
 
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: BridgeServer, params: Any) -> None:
-        ls.registry.prime_live(ls.default_cwd)
-        ls.registry.spawn_background(ls.registry.prepare_first_prompt)
+        # In a task of its own: pygls calls a sync notification handler outside any task, where
+        # what primes the live agent (its events and locks) cannot run.
+        async def after_initialized() -> None:
+            ls.registry.prime_live(ls.default_cwd)
+            await ls.registry.prepare_first_prompt()
+
+        ls.registry.spawn_background(after_initialized)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: BridgeServer, *args: Any) -> None:
