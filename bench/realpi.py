@@ -172,8 +172,8 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
             left = [
                 proc
                 for proc in procs.still_alive(tree) + procs.descendants(client.pid)
-                if proc.pid not in kept and not procs.is_checkpoint_git(proc)
-            ]
+                if proc.pid not in kept and not procs.is_checkpoint_git(proc) and procs.alive(proc)
+            ]  # alive again: a process that ended while it was looked at is no leftover
             results.append(
                 CancelTrial(
                     latency=answered - sent,
