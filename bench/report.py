@@ -285,6 +285,20 @@ def _kept_section(heading: str) -> list[str]:
     return [*text[start : end if end >= 0 else len(text)].rstrip("\n").split("\n"), ""]
 
 
+def _kept_paragraph(marker: str) -> list[str]:
+    """A paragraph another command writes (`python -m bench.agents --follow-up`), from the current file."""
+    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    start = text.find(marker)
+    if start < 0:
+        return []
+    end = text.find("\n\n", start)
+    return [*text[start : end if end >= 0 else len(text)].split("\n"), ""]
+
+
 def render_markdown(res: R) -> str:
     """docs/benchmarks.md."""
     m = res["machine"]
@@ -552,6 +566,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
     out += _notes(res)
     out += _kept_section("## 7. Live conversations")
     out += agents_section(res.get("agents")) if res.get("agents") else _kept_section("## 9. Per agent")
+    out += _kept_paragraph("**Claude Code's follow-up, live.**")
     if res.get("gate"):
         out += gate_section(res["gate"], res["command"])
     if res.get("checkpoints"):
