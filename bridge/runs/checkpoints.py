@@ -82,6 +82,15 @@ class FilesPlan(BaseModel):
     conflicts: list[str]
 
 
+async def _guarded(run: Run, work: Coroutine[Any, Any, None]) -> None:
+    """A checkpoint's work in the background: whatever goes wrong there is logged, and never
+    reaches the task group every run shares (the bridge must not die of a snapshot)."""
+    try:
+        await work
+    except Exception:
+        log.exception("run %s: a checkpoint failed", run.run_id)
+
+
 def _key(text: str) -> str:
     return hashlib.sha256(os.fsencode(text)).hexdigest()[:32]
 
@@ -123,7 +132,7 @@ class Checkpoints:
 
         def start() -> None:
             assert run.before_tools is not None
-            if not self._spawn(lambda: self._take_before(run)):
+            if not self._spawn(lambda: _guarded(run, self._take_before(run))):
                 run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
 
         run.checkpoint_start = start
@@ -163,7 +172,7 @@ class Checkpoints:
 
         async def record() -> None:
             try:
-                await self._take_after(run)
+                await _guarded(run, self._take_after(run))
             finally:
                 recorded.set()
 
@@ -178,16 +187,17 @@ class Checkpoints:
         if before is None or session_id is None:
             return
         repo = self._repo(cwd)
-        try:
-            async with self._lock(repo):
-                after = await anyio.to_thread.run_sync(
+        async with self._lock(repo):  # one workspace's snapshots and records, one at a time
+            try:
+                after: Snapshot | None = await anyio.to_thread.run_sync(
                     repo.snapshot, f"{run.run_id}-after", f"after {run.run_id}"
                 )
+                assert after is not None
                 files = await anyio.to_thread.run_sync(repo.changed, before.commit, after.commit)
-        except ShadowGitError as exc:
-            log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
-            after, files = None, []
-        await anyio.to_thread.run_sync(self._add, session_id, run, cwd, before, after, files)
+            except ShadowGitError as exc:
+                log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
+                after, files = None, []
+            await anyio.to_thread.run_sync(self._add, session_id, run, cwd, before, after, files)
 
     def _add(
         self, session_id: str, run: Run, cwd: str, before: Snapshot, after: Snapshot | None, files: list[str]
@@ -348,6 +358,6 @@ class Checkpoints:
     def _write(self, session_id: str, stored: _SessionFile) -> None:
         path = self._session_path(session_id)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = path.with_suffix(f".{os.getpid()}.tmp")
+        temp = path.with_suffix(f".{os.getpid()}.{os.urandom(6).hex()}.tmp")
         temp.write_text(stored.model_dump_json())
         os.replace(temp, path)

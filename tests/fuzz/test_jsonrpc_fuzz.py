@@ -27,7 +27,14 @@ from tests.support.leaks import no_run_processes
 from tests.support.raw import RawBridge
 from tests.support.streams import assert_stream_invariants
 
-OPTIONS = {"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "silenceTimeoutMs": 20000}
+# Checkpoints off: these frames test the protocol, and a snapshot of the workspace per prompt is
+# bench section 11's and tests/e2e/test_checkpoints.py's.
+OPTIONS = {
+    "piCommand": fake_pi_command(),
+    "maxConcurrentRuns": 64,
+    "silenceTimeoutMs": 20000,
+    "checkpoints": False,
+}
 INFLIGHT = "inflight-run"
 FUZZ = settings(
     max_examples=25,
@@ -557,7 +564,7 @@ def test_50_mb_prompt_reaches_the_agent_intact(tmp_path: Path) -> None:
     prompt = ("0123456789abcdef\u2028\u00e9\U0001f600 " * (50 * 1024 * 1024 // 28))[: 50 * 1024 * 1024]
     bridge = RawBridge()
     try:
-        bridge.initialize({"piCommand": fake_pi_command()})
+        bridge.initialize({"piCommand": fake_pi_command(), "checkpoints": False})
         answer = bridge.call("pi/run", {"prompt": prompt, "model": "digest"}, timeout=120)
         result = answer["result"]
         encoded = prompt.encode()

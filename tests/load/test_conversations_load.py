@@ -101,7 +101,12 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
     started = time.monotonic()
     try:
         bridge.initialize(
-            {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 32, "maxLiveSessions": 8}
+            {
+                "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)},
+                "maxConcurrentRuns": 32,
+                "maxLiveSessions": 8,
+                "checkpoints": False,
+            }
         )
         crowd = _Crowd(bridge, tmp_path)
         threads = [
@@ -138,7 +143,7 @@ def test_500_turns_in_one_conversation_keep_memory_fds_and_threads_flat(
 ) -> None:
     bridge = RawBridge()
     try:
-        bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}})
+        bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "checkpoints": False})
         marks: dict[int, dict[str, int]] = {}
         session_id: str | None = None
         live_pids: set[int] = set()

@@ -5,6 +5,9 @@ them; docs/reliability.md records them). Peaks are sampled from /proc by a backg
 (measurement only: no test waits on it). Every wait has a timeout; processes are ended by pid.
 """
 
+# Every bridge here runs with checkpoints off: these measure the bridge's own memory, fds, threads
+# and buffering; a workspace snapshot per prompt is bench section 11's and tests/e2e/test_checkpoints.py's.
+
 from __future__ import annotations
 
 import json
@@ -98,7 +101,7 @@ def report(name: str, **figures: Any) -> None:
 def fake_bridge_raw() -> Iterator[RawBridge]:
     bridge = RawBridge()
     try:
-        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
+        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "checkpoints": False})
         yield bridge
     finally:
         bridge.close()
@@ -161,8 +164,10 @@ def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_ag
     fake = RawBridge()
     bridges = [real, fake]
     try:
-        real.initialize({"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 64})
-        fake.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
+        real.initialize(
+            {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "maxConcurrentRuns": 64, "checkpoints": False}
+        )
+        fake.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "checkpoints": False})
         plan = _plan_of_50(rng, real, fake)
         assert len(plan) == 50
         started = time.monotonic()
@@ -246,7 +251,7 @@ def test_client_that_stops_reading_for_10_s_gets_every_message_in_order() -> Non
     deltas, size = 12_000, 1000  # 12 MB of text: past the writer's 8 MB high-water mark
     bridge = RawBridge()
     try:
-        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64})
+        bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "checkpoints": False})
         other = bridge.request("pi/run", {"prompt": "x", "model": "sleep", "runId": "other"})
         bridge.wait_message("other", "assistant")
         other_pid = next(p.pid for p in psutil.Process(bridge.pid).children() if "sleep" in p.cmdline())
