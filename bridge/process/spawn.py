@@ -20,10 +20,11 @@ import contextlib
 import os
 import select
 import shutil
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -256,6 +257,36 @@ def _remove_cgroups_at_exit() -> None:
     while _cgroups_to_remove and time.monotonic() < deadline:
         reap_orphans()
         time.sleep(0.01)
+
+
+def run_own(
+    argv: Sequence[str], *, stdin: bytes | None, env: Mapping[str, str], cwd: str, timeout: float
+) -> subprocess.CompletedProcess[bytes]:
+    """Run a short helper of the bridge's own (git, for checkpoints) to its end; blocking.
+
+    While it runs its pid counts as spawned: no run's tree containment takes it for an orphan
+    the bridge adopted, and the orphan reaper leaves its exit to this wait. Raises OSError, and
+    subprocess.TimeoutExpired (the helper killed first).
+    """
+    with subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=cwd,
+    ) as proc:
+        _spawned_pids.add(proc.pid)
+        try:
+            try:
+                out, err = proc.communicate(stdin, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
+        finally:
+            _spawned_pids.discard(proc.pid)
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def is_spawned(pid: int) -> bool:

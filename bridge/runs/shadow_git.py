@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from bridge.process.spawn import run_own
+
 #: A file bigger than this is left out of the snapshots (its path is in the snapshot's notes).
 MAX_FILE_BYTES: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINT_MAX_FILE_BYTES", str(10 * 1024 * 1024)))
 #: A workspace with more files than this gets no checkpoints (a snapshot would take too long).
@@ -179,14 +181,12 @@ class ShadowRepo:
     ) -> subprocess.CompletedProcess[bytes]:
         argv = [self.git, "--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree), *args]
         try:
-            done = subprocess.run(
+            done = run_own(
                 argv,
-                input=stdin.encode("utf-8", "surrogateescape") if stdin is not None else None,
-                capture_output=True,
+                stdin=stdin.encode("utf-8", "surrogateescape") if stdin is not None else None,
                 env=self._env,
-                cwd=self.work_tree,
+                cwd=str(self.work_tree),
                 timeout=GIT_TIMEOUT_SECONDS,
-                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ShadowGitError(f"git {args[0]}: {exc}") from None
