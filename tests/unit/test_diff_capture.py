@@ -133,6 +133,72 @@ def test_a_write_snapshotted_too_late_leaves_old_text_out_rather_than_guess(tmp_
     assert out.content["diff"] == {"path": str(target), "newText": "content\n"}
 
 
+def told_original(call_id: str, told: dict[str, Any]) -> bytes:
+    """The extension's setStatus telling what a write's file held just before pi wrote it."""
+    return line(
+        {"type": "extension_ui_request", "id": "u1", "method": "setStatus",
+         "statusKey": "pi-bridge:original", "statusText": json.dumps({"toolCallId": call_id, **told})}
+    )  # fmt: skip
+
+
+def _late_pi_write(tmp_path: Path, told: dict[str, Any] | None, *, call_id: str = "w1") -> dict[str, Any]:
+    """A pi write whose file was written before the bridge's snapshot; its diff."""
+    target = tmp_path / "notes.txt"
+    capture = Capture(tmp_path)
+    target.write_text("content\n")  # pi wrote before the bridge read toolcall_end
+    capture.note_line(toolcall_end("w1", "write", {"path": "notes.txt", "content": "content\n"}))
+    if told is not None:
+        capture.note_line(told_original(call_id, told))
+    capture.note_line(execution_end("w1", "write", None))
+    (out,) = capture.observe([completed("w1", "write")])
+    diff: dict[str, Any] = out.content["diff"]
+    return diff
+
+
+def test_a_pi_write_told_its_file_was_missing_is_null_old_text_however_late_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    diff = _late_pi_write(tmp_path, {"exists": False})
+    assert diff == {"path": str(tmp_path / "notes.txt"), "oldText": None, "newText": "content\n", "line": 1}
+
+
+def test_a_pi_write_over_a_file_takes_its_old_text_from_the_extension(tmp_path: Path) -> None:
+    diff = _late_pi_write(tmp_path, {"exists": True, "text": "old one\nold two\n"})
+    assert diff == {
+        "path": str(tmp_path / "notes.txt"),
+        "oldText": "old one\nold two\n",
+        "newText": "content\n",
+        "line": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    "told",
+    [{"exists": True}, {"exists": "yes", "text": "x"}, {"text": 3}, {"exists": True, "text": ["x"]}],
+)
+def test_a_malformed_original_is_ignored_and_the_snapshot_decides(
+    tmp_path: Path, told: dict[str, Any]
+) -> None:
+    assert _late_pi_write(tmp_path, told) == {"path": str(tmp_path / "notes.txt"), "newText": "content\n"}
+
+
+def test_an_original_told_for_another_call_is_ignored(tmp_path: Path) -> None:
+    diff = _late_pi_write(tmp_path, {"exists": False}, call_id="someone-else")
+    assert diff == {"path": str(tmp_path / "notes.txt"), "newText": "content\n"}
+
+
+def test_an_original_whose_status_text_is_not_json_is_ignored(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    capture = Capture(tmp_path)
+    target.write_text("content\n")
+    capture.note_line(toolcall_end("w1", "write", {"path": "notes.txt", "content": "content\n"}))
+    capture.note_line(line({"type": "extension_ui_request", "id": "u1", "method": "setStatus",
+                            "statusKey": "pi-bridge:original", "statusText": "{not json"}))  # fmt: skip
+    capture.note_line(execution_end("w1", "write", None))
+    (out,) = capture.observe([completed("w1", "write")])
+    assert out.content["diff"] == {"path": str(target), "newText": "content\n"}
+
+
 def _claude_write(tmp_path: Path, target: Path, result: dict[str, Any]) -> dict[str, Any]:
     """A Claude Code Write whose file changed before the bridge's snapshot; its diff."""
     sent: list[Out] = []

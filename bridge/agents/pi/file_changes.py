@@ -5,7 +5,10 @@ the call's arguments); pi runs the tool only after `message_end` and `tool_execu
 snapshot taken there usually precedes the change. `tool_execution_start` is the fallback (older
 pi, or a line that was lost). `tool_execution_end` of an edit carries pi's own unified patch
 (`details.patch`, over the LF-normalized text) and `details.firstChangedLine`, which let the
-capture reconstruct the text before the edit even when its snapshot came too late.
+capture reconstruct the text before the edit even when its snapshot came too late. A `write`
+has no patch: the bridge's extension reads its file in pi just before the write and tells it in a
+`setStatus` (ORIGINAL_KEY, extension/index.ts), which makes its old text exact however late the
+bridge's own snapshot is.
 Only lines with one of those heads are parsed; every other line costs a prefix check.
 """
 
@@ -26,6 +29,10 @@ _UPDATE: Final = b'{"type":"message_update"'
 _TOOLCALL_END: Final = b'"type":"toolcall_end"'
 _EXECUTION_START: Final = b'{"type":"tool_execution_start"'
 _EXECUTION_END: Final = b'{"type":"tool_execution_end"'
+_UI_REQUEST: Final = b'{"type":"extension_ui_request"'
+# The key of the extension's setStatus that tells what a write's file held (extension/index.ts).
+ORIGINAL_KEY: Final = "pi-bridge:original"
+_ORIGINAL_MARK: Final = b'"statusKey":"' + ORIGINAL_KEY.encode() + b'"'
 # pi 1.6.0 puts `usage` before `assistantMessageEvent`: the event type still sits well within the head.
 _HEAD: Final = 1024
 _UNICODE_SPACES: Final = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
@@ -89,6 +96,7 @@ class PiFileChangeWatch:
         self._cwd = cwd
         self._announced: set[str] = set()
         self._tools: dict[str, str] = {}
+        self._originals: dict[str, str | None] = {}
 
     def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
         """Announcements at toolcall_end / tool_execution_start, reports at tool_execution_end."""
@@ -113,8 +121,27 @@ class PiFileChangeWatch:
                 return ()
             result = event.get("result") if event else None
             details = result.get("details") if isinstance(result, dict) else None
-            return [_done(call_id, details)]
+            return [_done(call_id, details, self._originals.pop(call_id, _UNTOLD))]
+        if line.startswith(_UI_REQUEST) and _ORIGINAL_MARK in line:
+            self._note_original(_load(line))
         return ()
+
+    def _note_original(self, event: dict[str, Any] | None) -> None:
+        """Keep what the extension says an announced write's file held before it ran."""
+        text = event.get("statusText") if event else None
+        try:
+            told = orjson.loads(text) if isinstance(text, str) else None
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(told, dict):
+            return
+        call_id, exists, original = told.get("toolCallId"), told.get("exists"), told.get("text")
+        if not isinstance(call_id, str) or self._tools.get(call_id) != "write":
+            return
+        if exists is False:
+            self._originals[call_id] = None
+        elif exists is True and isinstance(original, str):
+            self._originals[call_id] = original
 
     def _announce(self, call_id: Any, name: Any, arguments: Any) -> Sequence[FileChangeAnnounced]:
         if not isinstance(call_id, str) or name not in FILE_TOOLS or call_id in self._announced:
@@ -136,13 +163,19 @@ def _load(line: bytes) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def _done(call_id: str, details: Any) -> FileChangeDone:
+_UNTOLD: Final[Any] = object()
+
+
+def _done(call_id: str, details: Any, original: Any = _UNTOLD) -> FileChangeDone:
+    """The report of a call: pi's patch and first line, and what the extension said it held."""
+    told = {"original_known": True, "original": original} if original is not _UNTOLD else {}
     if not isinstance(details, dict):
-        return FileChangeDone(call_id)
+        return FileChangeDone(call_id, **told)
     patch = details.get("patch")
     first = details.get("firstChangedLine")
     return FileChangeDone(
         call_id,
         parse_unified_patch(patch) if isinstance(patch, str) else None,
         first if isinstance(first, int) and not isinstance(first, bool) and first >= 1 else None,
+        **told,
     )

@@ -23,13 +23,24 @@
  * bubblewrap's argv prefix. The bash tool's spawn is then wrapped in that prefix, and pi's own
  * write and edit tools are held to the workspace: outside it a call is refused, or asked in `ask`
  * mode. No file: the conversation runs unconfined. A file that cannot be read: nothing runs.
+ *
+ * A `write` the gate lets through first tells the bridge what its file held, read here just
+ * before pi writes it: a `setStatus` whose key is ORIGINAL_KEY and whose text is
+ * `{"toolCallId", "exists", "text"?}` (bridge/agents/pi/file_changes.py). The bridge's own read
+ * of the file races pi's write; this one cannot, so the diff's old text is never lost. A file
+ * that is not a regular one, or is too big to diff, is not read, and nothing is told.
  */
 
-import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, readSync, realpathSync } from "node:fs";
+import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { createBashToolDefinition } from "@earendil-works/pi-coding-agent";
 
 const MARKER = "pi-bridge:permission";
+const ORIGINAL_KEY = "pi-bridge:original";
+// The bridge's diffs carry no texts past this (bridge/engines/diff_capture.py MAX_DIFF_BYTES).
+const MAX_DIFF_BYTES = 1024 * 1024;
+const KERNEL_TREES = ["/proc", "/sys", "/dev"];
 const GATE_DIR = process.env.PI_BRIDGE_GATE_DIR;
 const MCP_CONFIG = process.env.PI_BRIDGE_MCP_CONFIG;
 // The session ids the bridge names a mode file by (bridge/runs/gate.py); any other asks.
@@ -198,9 +209,53 @@ export default function (pi: any) {
 			if (outside && mode !== "ask") return { block: true, reason: outside };
 			if (outside) return ask(ctx, event);
 		}
-		if (mode === "full") return undefined;
-		return ask(ctx, event);
+		const verdict = mode === "full" ? undefined : await ask(ctx, event);
+		if (verdict === undefined && event.toolName === "write") tellOriginal(ctx, event);
+		return verdict;
 	});
+}
+
+/** The path pi's file tools use for the model's `path` (pi's resolveToCwd). */
+function toolPath(path: string, cwd: string): string {
+	let normalized = path.replace(/[\u00a0\u2000-\u200a\u202f\u205f\u3000]/g, " ").replace(/^@/, "");
+	if (normalized === "~") normalized = homedir();
+	else if (normalized.startsWith("~/")) normalized = join(homedir(), normalized.slice(2));
+	return resolve(cwd, normalized);
+}
+
+/** What `path` holds now: missing, its text, or undefined (not a regular file, too big, unreadable).
+ * Opened without blocking and judged by the opened descriptor: a FIFO or a device is never read. */
+function contentOf(path: string): { exists: boolean; text?: string } | undefined {
+	if (KERNEL_TREES.some((tree) => path === tree || path.startsWith(tree + sep))) return undefined;
+	let fd: number;
+	try {
+		fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+	} catch (error: any) {
+		return error?.code === "ENOENT" ? { exists: false } : undefined;
+	}
+	try {
+		const info = fstatSync(fd);
+		if (!info.isFile() || info.size > MAX_DIFF_BYTES) return undefined;
+		const buffer = Buffer.alloc(MAX_DIFF_BYTES + 1);
+		let size = 0;
+		for (let n = 1; n > 0 && size <= MAX_DIFF_BYTES; size += n) {
+			n = readSync(fd, buffer, size, MAX_DIFF_BYTES + 1 - size, null);
+		}
+		return size > MAX_DIFF_BYTES ? undefined : { exists: true, text: buffer.toString("utf8", 0, size) };
+	} catch {
+		return undefined;
+	} finally {
+		closeSync(fd);
+	}
+}
+
+/** Tell the bridge what the file of a `write` about to run holds (see the top of this file). */
+function tellOriginal(ctx: any, event: any) {
+	const path = event.input?.path;
+	if (typeof path !== "string" || !path || typeof ctx.ui?.setStatus !== "function") return;
+	const content = contentOf(toolPath(path, ctx.cwd ?? process.cwd()));
+	if (content === undefined) return;
+	ctx.ui.setStatus(ORIGINAL_KEY, JSON.stringify({ toolCallId: event.toolCallId, ...content }));
 }
 
 /** Ask the bridge about one tool call; anything but an allow blocks it. */
