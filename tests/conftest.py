@@ -3,6 +3,9 @@ and a fresh leak tag per test with a leak check at its end."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
+from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from tests.support.env import BRIDGE, begin_test_tag, fake_pi_command, real_pi_available, requires_pi
 from tests.support.leaks import assert_no_run_processes, no_run_processes
@@ -17,6 +21,22 @@ from tests.support.lsp import bridge_config, initialize
 
 # Defined in tests/support/env.py; kept importable here.
 __all__ = ["BRIDGE", "real_pi_available", "requires_pi"]
+
+_own_state_dir: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every bridge and CLI the tests start keeps its state (rules, trust, checkpoints) in a
+    state dir of the test session's own, never the user's: set before xdist starts its workers,
+    which inherit it."""
+    global _own_state_dir
+    if STATE_DIR_ENV not in os.environ:
+        _own_state_dir = os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="pi-bridge-test-state-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _own_state_dir is not None:
+        shutil.rmtree(_own_state_dir, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
