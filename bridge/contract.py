@@ -1289,6 +1289,7 @@ class CheckpointInfo(WireModel):
     """One checkpoint: the workspace before a prompt, and the files that prompt's turn changed."""
 
     checkpoint_id: str
+    #: The prompt, to name the checkpoint by: cut to its first 65,536 characters.
     prompt: str
     created_at: str
     run_id: str | None = None

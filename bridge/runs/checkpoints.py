@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 #: Checkpoints kept per conversation (the oldest go first).
 MAX_PER_SESSION: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINTS_PER_SESSION", "100"))
 CHECKPOINTS_DIR: Final = "checkpoints"
+#: A checkpoint keeps its prompt to name it by, cut to this: a prompt of many megabytes would
+#: otherwise sit in every listing and in the records rewritten at each turn.
+MAX_PROMPT_CHARS: Final = 65_536
 #: How long a listing or a rewind waits for the record of a turn that has just ended.
 RECORD_WAIT_SECONDS: Final = 60.0
 Restore = Literal["files", "conversation", "both"]
@@ -206,7 +209,7 @@ class Checkpoints:
         record = CheckpointRecord(
             checkpoint_id=f"cp-{run.run_id}",
             run_id=run.run_id,
-            prompt=run.params.prompt,
+            prompt=run.params.prompt[:MAX_PROMPT_CHARS],
             created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             cwd=cwd,
             ordinal=sum(1 for r in stored.checkpoints if r.kind == "turn"),
