@@ -26,7 +26,7 @@ from bridge.scripted_model import (
 )
 from tests.support.acp import AcpRecorder, RawAcp, acp_bridge, new_session, prompt, text_of
 from tests.support.env import ROOT, WAIT, requires_pi
-from tests.support.leaks import no_run_processes, run_processes
+from tests.support.leaks import agents_under, no_run_processes, run_processes
 from tests.support.model_requests import PIXEL_PNG, image_urls
 
 FAKE_RPC_PI = ROOT / "tests" / "fakes" / "fake_rpc_pi.py"
@@ -306,10 +306,10 @@ async def test_acp_close_session_ends_its_live_pi(pi_agent_dir: Path, tmp_path: 
     async with acp_bridge(pi_agent_dir, tmp_path) as (conn, _, process):
         session_id = await new_session(conn, tmp_path)
         await prompt(conn, session_id, "hi")
-        before = {p.pid for p in psutil.Process(process.pid).children()}
+        before = agents_under(process.pid)
         await asyncio.wait_for(conn.close_session(session_id=session_id), WAIT)
-        after = {p.pid for p in psutil.Process(process.pid).children() if p.status() != psutil.STATUS_ZOMBIE}
-        assert len(before - after) == 1, "the session's pi is gone (the spare stays)"
+        after = agents_under(process.pid)
+        assert len(before - after) == 1, "the session's pi is gone (a spare, if any, stays)"
         with pytest.raises(RequestError):
             await prompt(conn, session_id, "still there?")
 

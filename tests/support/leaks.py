@@ -67,6 +67,13 @@ def _under_a_bridge(proc: psutil.Process) -> bool:
     return False
 
 
+def agents_under(bridge_pid: int) -> set[int]:
+    """The live agents a bridge started (its children that carry a run token): not the bridge's
+    own short helpers, such as a checkpoint's git, which may come and go at any moment."""
+    runs = {proc.pid for proc in run_processes()}
+    return {child.pid for child in psutil.Process(bridge_pid).children() if child.pid in runs}
+
+
 def tagged_processes() -> list[psutil.Process]:
     """Live processes of runs started under the current test's tag (or the session's)."""
     return run_processes()
