@@ -53,7 +53,9 @@ def serve_main(args: argparse.Namespace) -> int:
     from bridge.agents import DEFAULT_AGENT, build_adapter
     from bridge.config import BridgeConfig, command_from
     from bridge.fronts.lsp.server import create_server, run_stdio
+    from bridge.process.memory import return_big_blocks
 
+    return_big_blocks()  # a big prompt's memory goes back to the system once it is freed
     # The agent named here is the server's own: its conversations are live (the rpc engine).
     adapter = build_adapter(DEFAULT_AGENT)
     if args.agent:
@@ -109,7 +111,9 @@ def acp_main(args: argparse.Namespace) -> int:
     from bridge.config import BridgeConfig, command_from
     from bridge.contract import RetryPolicy
     from bridge.fronts.acp.serve import run_acp
+    from bridge.process.memory import return_big_blocks
 
+    return_big_blocks()  # a big prompt's memory goes back to the system once it is freed
     adapter = chosen or _agent_or_exit(DEFAULT_AGENT)
     if adapter is None:
         return 2
