@@ -843,7 +843,13 @@ class Conversations:
                 await self.stop(agent)
                 return
             if not agent.busy:
-                log.warning("live agent pid %d of session %s closed its output", agent.pid, agent.session_id)
+                said = " ".join(agent.rpc.stderr.text().split())[-300:]
+                log.warning(
+                    "live agent pid %d of session %s closed its output%s",
+                    agent.pid,
+                    agent.session_id,
+                    f", saying: {said}" if said else "",
+                )
                 self._forget(agent)
                 await self.stop(agent)
 
