@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from bench import procs
 from bench.common import BENCH, PYTHON, ROOT, base_env, bridge_argv
 from bench.lsp import LspClient
@@ -130,6 +132,27 @@ def _wait_for_process(root_pid: int, needle: str, timeout: float = 10.0) -> bool
     return False
 
 
+def _new_since(tree: list[psutil.Process], bridge_pid: int) -> list[psutil.Process]:
+    """The bridge's descendants that were not in `tree`, less the bridge's own fresh spawns: a new
+    child of the bridge caught between its fork and its exec (its command line is still the
+    bridge's, or empty) is the next agent the bridge starts, not a process of the cancelled run.
+    An orphan of the run, which the bridge adopts as a subreaper, has its own command line."""
+    before = {proc.pid for proc in tree}
+    bridge_argv = procs.cmdline(psutil.Process(bridge_pid))
+    found = []
+    for proc in procs.descendants(bridge_pid):
+        try:
+            parent = proc.ppid()
+        except psutil.Error:
+            continue
+        if proc.pid in before:
+            continue
+        if parent == bridge_pid and procs.cmdline(proc) in ("", bridge_argv):
+            continue
+        found.append(proc)
+    return found
+
+
 def _agents_kept(client: LspClient) -> set[int]:
     """The pis the bridge keeps on purpose (live conversations, spares, the warm pool): not leftovers."""
     runs_msg, _ = client.request("pi/runs", {})
@@ -171,7 +194,7 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
             kept = _agents_kept(client)
             left = [
                 proc
-                for proc in procs.still_alive(tree) + procs.descendants(client.pid)
+                for proc in procs.still_alive(tree) + _new_since(tree, client.pid)
                 if proc.pid not in kept and not procs.is_checkpoint_git(proc) and procs.alive(proc)
             ]  # alive again: a process that ended while it was looked at is no leftover
             results.append(
