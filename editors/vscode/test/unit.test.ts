@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
 import { bridgeLaunch, DEFAULT_SETTINGS, readSettings, runParams } from '../src/bridge/config';
+import { sandboxStatus } from '../src/bridge/sandbox';
 import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
@@ -194,6 +195,36 @@ test("runParams carries the sandbox only when it confines, and carries the netwo
     mode: 'read-only',
     network: true,
   });
+});
+
+test('the sandbox status item says what confines the commands, the network, and why none can be had', () => {
+  const off = sandboxStatus({ sandboxMode: 'off', sandboxNetwork: true });
+  assert.equal(off.text, '$(unlock) no sandbox');
+  assert.match(off.tooltip, /unconfined/);
+  assert.equal(off.unavailable, false);
+  const unavailableBridge = { available: false, kind: 'none' as const, reason: 'bubblewrap (bwrap) is not on PATH', fix: 'install bubblewrap' };
+  assert.equal(sandboxStatus({ sandboxMode: 'off', sandboxNetwork: false }, unavailableBridge).unavailable, false, 'off needs no sandbox');
+
+  const write = sandboxStatus({ sandboxMode: 'workspace-write', sandboxNetwork: false });
+  assert.equal(write.text, '$(lock) workspace-write');
+  assert.match(write.tooltip, /only the workspace and a private \/tmp/);
+  assert.match(write.tooltip, /Network: off/);
+  assert.equal(write.label, 'pi sandbox: workspace-write, network off');
+
+  const readOnly = sandboxStatus(
+    { sandboxMode: 'read-only', sandboxNetwork: true },
+    { available: true, kind: 'bwrap', reason: null, fix: null },
+  );
+  assert.equal(readOnly.text, '$(lock) read-only · net');
+  assert.match(readOnly.tooltip, /nothing outside a private \/tmp/);
+  assert.match(readOnly.tooltip, /Network: on/);
+  assert.equal(readOnly.unavailable, false);
+
+  const missing = sandboxStatus({ sandboxMode: 'workspace-write', sandboxNetwork: false }, unavailableBridge);
+  assert.equal(missing.text, '$(warning) workspace-write');
+  assert.equal(missing.unavailable, true);
+  assert.match(missing.tooltip, /cannot sandbox here: bubblewrap \(bwrap\) is not on PATH\. Fix: install bubblewrap\./);
+  assert.match(missing.label, /not available here/);
 });
 
 test('prompts fence code safely', () => {
