@@ -23,7 +23,7 @@ step() { echo "== vscode: $* ($(( $(date +%s) - started )) s)"; }
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 
 step "Debian packages"
-apt_wanted=(chromium ripgrep g++ make)
+apt_wanted=(chromium ripgrep g++ make bubblewrap)
 apt_missing=()
 for pkg in "${apt_wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$pkg")

@@ -2,7 +2,7 @@
  * The extension's behaviour in VS Code: owns the bridge's LanguageClient and the Session on it,
  * registers the commands, runs each one-shot prompt (pi: Ask…) as the first turn of a new chat
  * conversation under a cancellable progress notification whose Cancel reaches the bridge as
- * `$/cancelRequest`, and keeps the status bar item and context keys current.
+ * `$/cancelRequest`, and keeps the status bar items and context keys current.
  */
 import * as vscode from 'vscode';
 import {
@@ -14,13 +14,22 @@ import {
   type ServerOptions,
   type StaticFeature,
 } from 'vscode-languageclient/node';
-import { Chat } from './chat/view';
+import { Chat, targetOf } from './chat/view';
 import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
 import { usageLabel } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
-import { Methods, PROTOCOL_VERSION, type RequestPermissionParams } from './bridge/protocol';
+import {
+  Methods,
+  PROTOCOL_VERSION,
+  SANDBOX_MODE_DESCRIPTIONS,
+  SANDBOX_MODES,
+  type RequestPermissionParams,
+  type SandboxAvailability,
+  type ServerCapabilities,
+} from './bridge/protocol';
 import { statusLine, type RunRecord } from './bridge/run';
+import { sandboxStatus } from './bridge/sandbox';
 import { Session } from './bridge/session';
 
 const CLIENT_ID = 'piBridge';
@@ -51,6 +60,8 @@ export class Controller implements vscode.Disposable {
   private readonly status: vscode.StatusBarItem;
   /** The shown conversation's permission mode (click: pick another), and approvals waiting. */
   private readonly modeStatus: vscode.StatusBarItem;
+  /** The sandbox of the next runs' commands (click: pick another), warning when none can be had. */
+  private readonly sandboxStatus: vscode.StatusBarItem;
   private readonly chat: Chat;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -62,6 +73,10 @@ export class Controller implements vscode.Disposable {
     this.modeStatus = vscode.window.createStatusBarItem('piBridge.mode', vscode.StatusBarAlignment.Right, 99);
     this.modeStatus.name = 'pi mode';
     this.modeStatus.command = 'piBridge.pickMode';
+    // Just below the mode's priority: on the right, a lower priority sits immediately to its right.
+    this.sandboxStatus = vscode.window.createStatusBarItem('piBridge.sandbox', vscode.StatusBarAlignment.Right, 98.9);
+    this.sandboxStatus.name = 'pi sandbox';
+    this.sandboxStatus.command = 'piBridge.pickSandbox';
     this.chat = new Chat(context.extensionUri, {
       session: () => this.ensureSession(),
       runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
@@ -74,6 +89,7 @@ export class Controller implements vscode.Disposable {
       this.log,
       this.status,
       this.modeStatus,
+      this.sandboxStatus,
       vscode.commands.registerCommand('piBridge.ask', (prompt?: unknown) => this.ask(prompt)),
       // Context for the chat's next prompt (a one-shot pi: Ask… takes it along too).
       vscode.commands.registerCommand('piBridge.askSelection', () => this.chat.addContext('selection')),
@@ -82,6 +98,7 @@ export class Controller implements vscode.Disposable {
       ),
       vscode.commands.registerCommand('piBridge.cancel', () => this.cancelCurrent()),
       vscode.commands.registerCommand('piBridge.setModel', () => this.setModel()),
+      vscode.commands.registerCommand('piBridge.pickSandbox', () => this.pickSandbox()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
       vscode.commands.registerCommand('piBridge.checkInstallation', () => this.checkInstallation(true)),
@@ -90,6 +107,7 @@ export class Controller implements vscode.Disposable {
     this.updateStatus();
     this.status.show();
     this.modeStatus.show();
+    this.sandboxStatus.show();
     // A missing Python or pi is reported at activation, before the first prompt.
     void this.checkInstallation(false);
   }
@@ -205,7 +223,8 @@ export class Controller implements vscode.Disposable {
     if (
       e.affectsConfiguration('piBridge.pi.model') ||
       e.affectsConfiguration('piBridge.pi.provider') ||
-      e.affectsConfiguration('piBridge.pi.thinking')
+      e.affectsConfiguration('piBridge.pi.thinking') ||
+      e.affectsConfiguration('piBridge.sandbox')
     ) {
       this.updateStatus();
     }
@@ -319,6 +338,57 @@ export class Controller implements vscode.Disposable {
     await config.update('pi.model', value.trim(), target);
   }
 
+  /** The status bar's sandbox click: the mode, then (when it confines) the network, for the next runs. */
+  private async pickSandbox(): Promise<void> {
+    const config = vscode.workspace.getConfiguration('piBridge');
+    const current = this.settings();
+    const markCurrent = (yes: boolean, description: string): string => (yes ? `${description} (current)` : description);
+    const picked = await vscode.window.showQuickPick(
+      SANDBOX_MODES.map((mode) => ({
+        label: mode,
+        description: markCurrent(mode === current.sandboxMode, SANDBOX_MODE_DESCRIPTIONS[mode]),
+        mode,
+      })),
+      { title: "pi: sandbox of the agent's commands (from the next prompt)" },
+    );
+    if (!picked) {
+      return;
+    }
+    if (picked.mode !== 'off') {
+      const network = await vscode.window.showQuickPick(
+        [
+          {
+            label: '$(circle-slash) No network',
+            description: markCurrent(!current.sandboxNetwork, 'no network at all, loopback included'),
+            network: false,
+          },
+          {
+            label: '$(globe) Network',
+            description: markCurrent(current.sandboxNetwork, 'commands may reach the network'),
+            network: true,
+          },
+        ],
+        { title: `pi: network of the ${picked.mode} sandbox's commands` },
+      );
+      if (!network) {
+        return;
+      }
+      await config.update('sandbox.network', network.network, targetOf(config, 'sandbox.network'));
+    }
+    await config.update('sandbox.mode', picked.mode, targetOf(config, 'sandbox.mode'));
+  }
+
+  /**
+   * Whether the running bridge can sandbox, from its initialize answer; undefined while none runs
+   * (the client drops that answer when it stops), so nothing is claimed before the first start.
+   */
+  private sandboxAvailability(): SandboxAvailability | undefined {
+    const experimental = this.client?.initializeResult?.capabilities.experimental as
+      | { piBridge?: ServerCapabilities }
+      | undefined;
+    return experimental?.piBridge?.sandbox ?? undefined;
+  }
+
   private updateStatus(): void {
     const settings = this.settings();
     const model = [settings.provider, settings.model].filter(Boolean).join('/') || 'default model';
@@ -343,6 +413,13 @@ export class Controller implements vscode.Disposable {
     this.modeStatus.accessibilityInformation = {
       label: `pi mode: ${mode}${waiting > 0 ? `, ${waiting} approval(s) waiting` : ''}`,
     };
+    const sandbox = sandboxStatus(settings, this.sandboxAvailability());
+    this.sandboxStatus.text = sandbox.text;
+    this.sandboxStatus.tooltip = sandbox.tooltip;
+    this.sandboxStatus.accessibilityInformation = { label: sandbox.label };
+    this.sandboxStatus.backgroundColor = sandbox.unavailable
+      ? new vscode.ThemeColor('statusBarItem.warningBackground')
+      : undefined;
   }
 
   async dispose(): Promise<void> {

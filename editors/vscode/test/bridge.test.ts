@@ -1,9 +1,12 @@
 /**
  * The client modules against the REAL bridge running the real pi on the bridge's scripted model:
- * streaming, tools, cancel through a CancellationTokenSource (-32800) and through pi/cancel, and no
- * process of a cancelled run left behind.
+ * streaming, tools, cancel through a CancellationTokenSource (-32800) and through pi/cancel, no
+ * process of a cancelled run left behind, and the sandbox setting reaching the session.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { CancellationTokenSource, ResponseError } from 'vscode-jsonrpc/node';
 import {
@@ -17,6 +20,7 @@ import {
   type RunResult,
   type RunsResult,
 } from '../src/bridge/protocol';
+import { readSettings, runParams } from '../src/bridge/config';
 import type { HostMessage } from '../src/chat/chatProtocol';
 import { Conversation } from '../src/chat/conversation';
 import type { RunRecord } from '../src/bridge/run';
@@ -282,4 +286,34 @@ test('Conversation: the second turn continues the first one\'s session, and open
   assert.deepEqual(prompts, ['first turn of the conversation', 'second turn of the conversation']);
   assert.ok(replayed.some((m) => m.type === 'entry' && m.payload.entry.type === 'assistant'), 'the answers are replayed');
   session.dispose();
+});
+
+test('a run made with runParams under the workspace-write setting starts a session confined by bwrap', { timeout: RUN_TIMEOUT }, async () => {
+  const availability = bridge.initializeResult.capabilities.experimental?.piBridge?.sandbox;
+  // CI installs bubblewrap (ci.sh), so a missing sandbox fails here instead of skipping.
+  assert.equal(availability?.available, true, `the bridge can sandbox here: ${JSON.stringify(availability)}`);
+  const raw: Record<string, unknown> = { 'pi.model': 'text', 'sandbox.mode': 'workspace-write' };
+  const warnings: string[] = [];
+  const settings = readSettings((key) => raw[key], (w) => warnings.push(w));
+  assert.deepEqual(warnings, []);
+  const workspace = mkdtempSync(join(tmpdir(), 'pi-bridge-vscode-sandbox-'));
+  try {
+    const runId = newRunId('test');
+    const result = await withTimeout(
+      bridge.connection.sendRequest<RunResult>(Methods.run, runParams(settings, 'Say hello', runId, workspace)),
+      RUN_TIMEOUT,
+      'the sandboxed pi/run answer',
+    );
+    assert.equal(result.status, 'completed', JSON.stringify(result));
+    const started = await bridge.messages.waitFor(
+      (m) => m.runId === runId && m.type === 'session.started',
+      10_000,
+      'session.started of the sandboxed run',
+    );
+    assert.ok(started.type === 'session.started');
+    assert.deepEqual(started.content.sandbox, { kind: 'bwrap', mode: 'workspace-write', network: false });
+    assertSequence(bridge.messages.of(runId));
+  } finally {
+    rmSync(workspace, { recursive: true, force: true });
+  }
 });

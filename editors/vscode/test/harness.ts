@@ -13,7 +13,13 @@ import {
   StreamMessageWriter,
   type MessageConnection,
 } from 'vscode-jsonrpc/node';
-import { isPiMessage, Methods, type InitializationOptions, type PiMessage } from '../src/bridge/protocol';
+import {
+  isPiMessage,
+  Methods,
+  type InitializationOptions,
+  type PiMessage,
+  type SandboxAvailability,
+} from '../src/bridge/protocol';
 import type { RpcConnection } from '../src/bridge/session';
 
 export const repoRoot = resolve(__dirname, '../../../..');
@@ -99,7 +105,11 @@ export interface Bridge {
   stderr: () => string;
   initializeResult: {
     serverInfo?: { name: string; version?: string };
-    capabilities: { experimental?: { piBridge?: { protocolVersion: number; methods?: string[] } } };
+    capabilities: {
+      experimental?: {
+        piBridge?: { protocolVersion: number; methods?: string[]; sandbox?: SandboxAvailability | null };
+      };
+    };
   };
   /** LSP shutdown + exit; resolves with the bridge's exit code. */
   close(): Promise<number | null>;

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
-import { bridgeLaunch, readSettings, runParams } from '../src/bridge/config';
+import { bridgeLaunch, DEFAULT_SETTINGS, readSettings, runParams } from '../src/bridge/config';
+import { sandboxStatus } from '../src/bridge/sandbox';
 import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
@@ -154,6 +155,76 @@ test('settings default, reject bad values with a warning, and build params', () 
   assert.equal(launch.env['PATH'], '/bin');
   assert.deepEqual(runParams(s, 'hi', 'id1', '/w'), { prompt: 'hi', runId: 'id1', cwd: '/w', model: 'slow' });
   assert.equal(readSettings(() => undefined).bridgeCommand, '', 'empty: the bundled bridge');
+});
+
+test('sandbox settings are taken when valid, and a bad value falls back to its default with a warning', () => {
+  const unset = readSettings(() => undefined);
+  assert.equal(unset.sandboxMode, 'off');
+  assert.equal(unset.sandboxNetwork, false);
+  for (const mode of ['off', 'workspace-write', 'read-only'] as const) {
+    const warnings: string[] = [];
+    const raw: Record<string, unknown> = { 'sandbox.mode': mode, 'sandbox.network': true };
+    const s = readSettings((k) => raw[k], (w) => warnings.push(w));
+    assert.equal(s.sandboxMode, mode);
+    assert.equal(s.sandboxNetwork, true);
+    assert.deepEqual(warnings, []);
+  }
+  const warnings: string[] = [];
+  const raw: Record<string, unknown> = { 'sandbox.mode': 'workspace', 'sandbox.network': 'yes' };
+  const bad = readSettings((k) => raw[k], (w) => warnings.push(w));
+  assert.equal(bad.sandboxMode, 'off');
+  assert.equal(bad.sandboxNetwork, false);
+  assert.equal(warnings.length, 2);
+  assert.match(warnings[0] ?? '', /piBridge\.sandbox\.mode.*"workspace"/);
+  assert.match(warnings[1] ?? '', /piBridge\.sandbox\.network.*"yes"/);
+  const numeric = readSettings((k) => (k === 'sandbox.mode' ? 1 : undefined), () => undefined);
+  assert.equal(numeric.sandboxMode, 'off', 'a non-string mode is never thrown on');
+});
+
+test("runParams carries the sandbox only when it confines, and carries the network choice", () => {
+  const base = { ...DEFAULT_SETTINGS };
+  assert.equal('sandbox' in runParams(base, 'hi', 'id1'), false, 'off sends no sandbox');
+  assert.equal('sandbox' in runParams({ ...base, sandboxNetwork: true }, 'hi', 'id1'), false, 'network alone is meaningless');
+  assert.deepEqual(runParams({ ...base, sandboxMode: 'workspace-write' }, 'hi', 'id1', '/w'), {
+    prompt: 'hi',
+    runId: 'id1',
+    cwd: '/w',
+    sandbox: { mode: 'workspace-write', network: false },
+  });
+  assert.deepEqual(runParams({ ...base, sandboxMode: 'read-only', sandboxNetwork: true }, 'hi', 'id1').sandbox, {
+    mode: 'read-only',
+    network: true,
+  });
+});
+
+test('the sandbox status item says what confines the commands, the network, and why none can be had', () => {
+  const off = sandboxStatus({ sandboxMode: 'off', sandboxNetwork: true });
+  assert.equal(off.text, '$(unlock) no sandbox');
+  assert.match(off.tooltip, /unconfined/);
+  assert.equal(off.unavailable, false);
+  const unavailableBridge = { available: false, kind: 'none' as const, reason: 'bubblewrap (bwrap) is not on PATH', fix: 'install bubblewrap' };
+  assert.equal(sandboxStatus({ sandboxMode: 'off', sandboxNetwork: false }, unavailableBridge).unavailable, false, 'off needs no sandbox');
+
+  const write = sandboxStatus({ sandboxMode: 'workspace-write', sandboxNetwork: false });
+  assert.equal(write.text, '$(lock) workspace-write');
+  assert.match(write.tooltip, /only the workspace and a private \/tmp/);
+  assert.match(write.tooltip, /Network: off/);
+  assert.equal(write.label, 'pi sandbox: workspace-write, network off');
+
+  const readOnly = sandboxStatus(
+    { sandboxMode: 'read-only', sandboxNetwork: true },
+    { available: true, kind: 'bwrap', reason: null, fix: null },
+  );
+  assert.equal(readOnly.text, '$(lock) read-only · net');
+  assert.match(readOnly.tooltip, /nothing outside a private \/tmp/);
+  assert.match(readOnly.tooltip, /Network: on/);
+  assert.equal(readOnly.unavailable, false);
+
+  const missing = sandboxStatus({ sandboxMode: 'workspace-write', sandboxNetwork: false }, unavailableBridge);
+  assert.equal(missing.text, '$(warning) workspace-write');
+  assert.equal(missing.unavailable, true);
+  assert.match(missing.tooltip, /cannot sandbox here: bubblewrap \(bwrap\) is not on PATH\. Fix: install bubblewrap\./);
+  assert.match(missing.label, /not available here/);
 });
 
 test('prompts fence code safely', () => {

@@ -2,7 +2,7 @@
  * The extension's settings as one typed, fully defaulted object, and what follows from them: how
  * to start the bridge and the params of a run. No `vscode` import; controller.ts reads the values.
  */
-import type { InitializationOptions, RunParams } from './protocol';
+import { SANDBOX_MODES, type InitializationOptions, type RunParams, type SandboxMode } from './protocol';
 
 export const THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
 export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
@@ -16,6 +16,10 @@ export interface Settings {
   model: string;
   thinking: ThinkingLevel | '';
   liveThoughts: boolean;
+  /** How each run's tool commands are confined; `off` sends no `sandbox` (the bridge's default). */
+  sandboxMode: SandboxMode;
+  /** Whether sandboxed commands may use the network; meaningless when sandboxMode is `off`. */
+  sandboxNetwork: boolean;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -28,6 +32,8 @@ export const DEFAULT_SETTINGS: Settings = {
   model: '',
   thinking: '',
   liveThoughts: false,
+  sandboxMode: 'off',
+  sandboxNetwork: false,
 };
 
 /** Settings whose change needs a bridge restart (the others are read at each run). */
@@ -77,6 +83,12 @@ export function readSettings(get: (key: string) => unknown, warn: (message: stri
       d.thinking,
     ),
     liveThoughts: pick('pi.liveThoughts', (v) => (typeof v === 'boolean' ? v : undefined), d.liveThoughts),
+    sandboxMode: pick(
+      'sandbox.mode',
+      (v) => ((SANDBOX_MODES as readonly unknown[]).includes(v) ? (v as SandboxMode) : undefined),
+      d.sandboxMode,
+    ),
+    sandboxNetwork: pick('sandbox.network', (v) => (typeof v === 'boolean' ? v : undefined), d.sandboxNetwork),
   };
 }
 
@@ -146,6 +158,11 @@ export function runParams(settings: Settings, prompt: string, runId: string, cwd
   }
   if (settings.liveThoughts) {
     params.liveThoughts = true;
+  }
+  // Nothing for `off`: the run takes the bridge's own default (none unless the bridge was started
+  // with one), and the params of a user who never set a sandbox stay as they were before sandboxes.
+  if (settings.sandboxMode !== 'off') {
+    params.sandbox = { mode: settings.sandboxMode, network: settings.sandboxNetwork };
   }
   return params;
 }

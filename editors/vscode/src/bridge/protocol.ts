@@ -19,6 +19,9 @@ export type {
   RunParams,
   RunResult,
   RunsResult,
+  SandboxAvailability,
+  SandboxInfo,
+  SandboxSettings,
   ServerCapabilities,
   SessionHistory,
   SessionNotFound,
@@ -38,7 +41,7 @@ export type {
   RenameSessionResult,
 } from '../generated/protocol';
 
-import type { CancelledRunData, PiMessage } from '../generated/protocol';
+import type { CancelledRunData, PiMessage, SandboxSettings } from '../generated/protocol';
 
 
 /** Method and notification names; the bridge defines them once in bridge/contract.py. */
@@ -71,6 +74,17 @@ export const MODE_DESCRIPTIONS: Record<Mode, string> = {
   'auto-edit': 'edits inside the workspace run; asks before commands',
   plan: 'read-only: edits and commands are refused',
   full: 'runs everything without asking',
+};
+
+/** How a run's tool commands are confined (contract "Sandbox"), in the order the pickers list them. */
+export type SandboxMode = NonNullable<SandboxSettings['mode']>;
+export const SANDBOX_MODES: readonly SandboxMode[] = ['off', 'workspace-write', 'read-only'];
+
+/** What each sandbox mode confines, in the pickers' words (the agent itself is never confined). */
+export const SANDBOX_MODE_DESCRIPTIONS: Record<SandboxMode, string> = {
+  off: 'commands run unconfined, as you',
+  'workspace-write': 'commands write only the workspace and a private /tmp; secrets masked',
+  'read-only': 'commands write nothing outside a private /tmp; secrets masked',
 };
 
 export const PROTOCOL_VERSION = 1;
