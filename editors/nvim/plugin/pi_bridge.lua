@@ -113,3 +113,14 @@ end, {
 command('PiPermissions', function()
   require('pi_bridge.approve').manage_rules(vim.fn.getcwd())
 end, { nargs = 0, desc = "List this workspace's permission rules and remove one" })
+
+command('PiSandbox', function(o)
+  require('pi_bridge.sandbox').command(o.fargs)
+end, {
+  nargs = '*',
+  desc = "Sandbox of the agent's commands in the next runs: [off|workspace-write|read-only] "
+    .. '[network|nonetwork]',
+  complete = function(lead, line)
+    return require('pi_bridge.sandbox').complete(lead, line)
+  end,
+})

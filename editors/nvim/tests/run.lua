@@ -441,6 +441,100 @@ test(':PiMode plan: the next tool call is refused without asking', function()
   truthy(failed[1].content.error:find('plan mode', 1, true), failed[1].content.error)
 end)
 
+--- The `sandbox` of a run's session.started message.
+local function started_sandbox(run)
+  local started = messages_of(run, 'session.started')[1]
+  return truthy(started, 'no session.started').content.sandbox
+end
+
+test("setup's sandbox confines a run: session.started says bwrap, the mode, no network", function()
+  local sandbox = require('pi_bridge.sandbox')
+  local notes, real_notify = {}, vim.notify
+  vim.notify = function(msg)
+    notes[#notes + 1] = msg
+  end
+  local ok, err = pcall(function()
+    pi_bridge.setup(vim.tbl_extend('force', options, { sandbox = { mode = 'workspace-write' } }))
+    eq({ mode = 'workspace-write', network = false }, pi_bridge.config().sandbox, 'config')
+    local run = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
+    eq({ mode = 'workspace-write', network = false }, run.params.sandbox, 'pi/run sandbox')
+    wait_done(run)
+    eq('completed', run.status, 'status')
+    local capability = truthy(sandbox.capability(), 'initialize says nothing of a sandbox')
+    eq(true, capability.available, 'sandbox available: ' .. vim.inspect(capability))
+    eq(
+      { kind = 'bwrap', mode = 'workspace-write', network = false },
+      started_sandbox(run),
+      'session.started sandbox'
+    )
+    -- the statusline shows the conversation's mode beside the sandbox
+    local status = pi_bridge.status()
+    truthy(status:find('· ask · sandbox workspace-write ·', 1, true), 'status: ' .. status)
+
+    vim.cmd('PiSandbox read-only network')
+    eq({ mode = 'read-only', network = true }, sandbox.current(), ':PiSandbox')
+    eq({ 'pi_bridge: next runs: sandbox read-only+net' }, notes, ':PiSandbox notifies')
+    eq('workspace-write', pi_bridge.config().sandbox.mode, 'the config is left as it was')
+    status = pi_bridge.status()
+    truthy(status:find('sandbox read-only+net', 1, true), 'status: ' .. status)
+    local next_run = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
+    eq({ mode = 'read-only', network = true }, next_run.params.sandbox, 'next pi/run sandbox')
+    wait_done(next_run)
+    eq('completed', next_run.status, 'next status')
+    eq(
+      { kind = 'bwrap', mode = 'read-only', network = true },
+      started_sandbox(next_run),
+      'next session.started sandbox'
+    )
+
+    -- off sends no sandbox (the bridge's default holds) and leaves it out of the statusline
+    vim.cmd('PiSandbox off')
+    local plain = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
+    eq(nil, plain.params.sandbox, 'no sandbox param when off')
+    wait_done(plain)
+    eq('none', started_sandbox(plain).kind, 'an unconfined run')
+    truthy(not pi_bridge.status():find('sandbox', 1, true), 'status: ' .. pi_bridge.status())
+    eq(
+      { 'off', 'workspace-write', 'read-only' },
+      vim.fn.getcompletion('PiSandbox ', 'cmdline'),
+      'mode completion'
+    )
+    eq({ 'network', 'nonetwork' }, vim.fn.getcompletion('PiSandbox read-only ', 'cmdline'), 'net')
+    eq({ 'read-only' }, vim.fn.getcompletion('PiSandbox re', 'cmdline'), 'completion of a lead')
+  end)
+  vim.notify = real_notify
+  sandbox.set(nil)
+  pi_bridge.setup(options)
+  truthy(ok, tostring(err))
+end)
+
+test('a bad sandbox option at setup is a clear warning and the default holds', function()
+  local notes, real = {}, vim.notify
+  vim.notify = function(msg)
+    notes[#notes + 1] = msg
+  end
+  local ok, err = pcall(function()
+    local bads = { { mode = 'sealed' }, { network = 'yes' }, { mode = 'off', net = true }, 'on' }
+    for _, bad in ipairs(bads) do
+      notes = {}
+      pi_bridge.setup(vim.tbl_extend('force', options, { sandbox = bad }))
+      local note = notes[1] or ''
+      truthy(
+        note:find('sandbox', 1, true) and note:find('workspace-write|read-only', 1, true),
+        ('a warning names sandbox and its modes for %s: %s'):format(
+          vim.inspect(bad),
+          vim.inspect(notes)
+        )
+      )
+      local default = { mode = 'off', network = false }
+      eq(default, pi_bridge.config().sandbox, 'default after ' .. vim.inspect(bad))
+    end
+  end)
+  vim.notify = real
+  pi_bridge.setup(options)
+  truthy(ok, tostring(err))
+end)
+
 test("an extension's own confirm and input reach the user, and their answers are obeyed", function()
   local project = tmp .. '/asking-project'
   vim.fn.mkdir(project, 'p')
@@ -637,6 +731,7 @@ test(':PiLog opens the bridge log; the help file has a tag per command', functio
   local commands = { 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog', 'PiBridgeInstall' }
   vim.list_extend(commands, { 'PiChat', 'PiSend' })
   vim.list_extend(commands, { 'PiSteer', 'PiStop', 'PiNew', 'PiSessions', 'PiDiff', 'PiModel' })
+  vim.list_extend(commands, { 'PiMode', 'PiPermissions', 'PiSandbox' })
   for _, name in ipairs(commands) do
     truthy(vim.fn.exists(':' .. name) == 2, 'no command ' .. name)
     truthy(tags:find('\n?:' .. name .. '\t'), 'no help tag :' .. name)
@@ -1248,6 +1343,42 @@ dofile(nvim_dir .. '/tests/rewind.lua')({
   chat_run_done = chat_run_done, thread_text = thread_text, texts_of = texts_of,
   request_ending_with = request_ending_with,
 })
+
+test(':PiSandbox without arguments picks the mode then the network; :PiMode shows', function()
+  local sandbox = require('pi_bridge.sandbox')
+  local picks, real = { 'workspace-write', 'nonetwork' }, vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    if opts and (opts.kind == 'pi_bridge.sandbox' or opts.kind == 'pi_bridge.sandbox_network') then
+      local pick = table.remove(picks, 1)
+      truthy(vim.tbl_contains(items, pick), pick .. ' not offered: ' .. vim.inspect(items))
+      return on_choice(pick)
+    end
+    return real(items, opts, on_choice)
+  end
+  local real_notify = vim.notify
+  vim.notify = function() end
+  local ok, err = pcall(function()
+    vim.cmd('PiSandbox')
+    eq({}, picks, 'both picks asked')
+    eq({ mode = 'workspace-write', network = false }, sandbox.current(), 'picked sandbox')
+    local first = handlers.get(chat.send('Say hello'))
+    wait_done(first)
+    local answered
+    require('pi_bridge.approve').set_mode(first.session_id, 'plan', function(e)
+      answered = { err = e }
+    end)
+    wait_for('pi/setMode', 10000, function()
+      return answered ~= nil
+    end)
+    eq(nil, answered.err, 'pi/setMode error')
+    local status = pi_bridge.status()
+    truthy(status:find('· plan · sandbox workspace-write ·', 1, true), 'status: ' .. status)
+  end)
+  vim.ui.select, vim.notify = real, real_notify
+  sandbox.set(nil)
+  chat.new()
+  truthy(ok, tostring(err))
+end)
 
 test('stopping the client leaves no process of the bridge', function()
   local nvim_pid = vim.fn.getpid()

@@ -88,7 +88,13 @@ function M.set_mode(session_id, mode, done)
     done({ message = 'no conversation yet: send a prompt first' }, nil)
     return
   end
-  require('pi_bridge.client').request(protocol.SET_MODE, { sessionId = session_id, mode = mode }, done)
+  local params = { sessionId = session_id, mode = mode }
+  require('pi_bridge.client').request(protocol.SET_MODE, params, function(err, result)
+    if not err and type(result) == 'table' and type(result.mode) == 'string' then
+      require('pi_bridge.chat').mode_set(result.sessionId, result.mode) -- the statusline's mode
+    end
+    done(err, result)
+  end)
 end
 
 --- `:PiPermissions`: list the workspace's rules and remove the one picked.

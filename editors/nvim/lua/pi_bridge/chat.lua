@@ -17,6 +17,7 @@ local M = {}
 --- @field thinking string?
 --- @field context_usage table? contextUsage of the latest completed run
 --- @field title string?
+--- @field mode string? the permission mode :PiMode set (nil: the bridge's default for a new one)
 local state = {}
 
 --- The conversation's state (read-only for callers; tests inspect it).
@@ -101,6 +102,7 @@ local function run_params(prompt)
     thinking = state.thinking or c.thinking,
     tools = c.tools,
     liveThoughts = c.live_thoughts or nil,
+    sandbox = require('pi_bridge.sandbox').run_param(),
   }
 end
 
@@ -166,6 +168,7 @@ function M.new()
     M.stop()
   end
   state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
+  state.mode = nil
   require('pi_bridge.commands').invalidate()
   if view.thread() then
     view.clear()
@@ -477,7 +480,28 @@ function M.diff_at_cursor()
   )
 end
 
---- The statusline text: model, running or idle, context %. Empty before the first chat.
+--- Record the mode pi/setMode answered for `session_id` when it is the chat's conversation.
+--- @param session_id string?
+--- @param mode string
+function M.mode_set(session_id, mode)
+  if session_id and session_id == state.session_id then
+    state.mode = mode
+    vim.cmd.redrawstatus({ bang = true })
+  end
+end
+
+--- The permission mode of the conversation: what :PiMode set, else the one a conversation starts
+--- in: `defaultMode` of init_options, else `ask` (this plugin answers approvals, see approve.lua).
+--- @return string
+function M.mode()
+  if state.mode then
+    return state.mode
+  end
+  local default = cfg().init_options.defaultMode
+  return type(default) == 'string' and default or 'ask'
+end
+
+--- The statusline text: model, permission mode, sandbox (when on), running or idle, context %.
 --- @return string
 function M.status()
   local c = cfg()
@@ -491,6 +515,8 @@ function M.status()
   if thinking then
     parts[#parts + 1] = 'thinking ' .. thinking
   end
+  parts[#parts + 1] = M.mode()
+  parts[#parts + 1] = require('pi_bridge.sandbox').status()
   parts[#parts + 1] = running() and 'running' or 'idle'
   local usage = state.context_usage
   if usage and type(usage.percent) == 'number' then

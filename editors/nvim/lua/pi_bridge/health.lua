@@ -99,6 +99,7 @@ local function check_bridge(cfg)
         )
       )
       M.check_conversation_methods(pib.methods)
+      M.check_sandbox(cfg.sandbox, pib.sandbox)
     end
   end
   local down = false
@@ -216,6 +217,42 @@ function M.check_conversation_methods(methods)
       'the bridge lacks ' .. table.concat(missing, ', ') .. ': :PiChat cannot steer or resume',
       { 'update pi-bridge' }
     )
+  end
+end
+
+--- The sandbox setup asks for against what the bridge says it can give (its reason and fix).
+--- @param wanted pi_bridge.Sandbox
+--- @param capability table? `{available, kind, reason, fix}` of initialize
+function M.check_sandbox(wanted, capability)
+  if type(capability) ~= 'table' then
+    if wanted.mode ~= 'off' then
+      health.warn('the bridge says nothing of a sandbox: runs asking for one may fail', {
+        'update pi-bridge',
+      })
+    end
+    return
+  end
+  local reason = type(capability.reason) == 'string' and capability.reason or 'no reason given'
+  local advice = type(capability.fix) == 'string' and { capability.fix } or nil
+  if capability.available then
+    health.ok(
+      ('sandbox: %s available; setup asks for %s%s'):format(
+        tostring(capability.kind),
+        wanted.mode,
+        wanted.mode ~= 'off' and (wanted.network and ', network on' or ', network off') or ''
+      )
+    )
+  elseif wanted.mode ~= 'off' then
+    health.error(
+      ('sandbox %s is asked for but unavailable: %s (every run will fail)'):format(
+        wanted.mode,
+        reason
+      ),
+      advice
+    )
+  else
+    local fix = advice and ('; fix: ' .. advice[1]) or '' -- health.info takes no advice
+    health.info('sandbox unavailable (setup asks for none): ' .. reason .. fix)
   end
 end
 

@@ -36,6 +36,8 @@ end
 --- @field slash_complete boolean `/` at the start of the prompt area opens the completion of the
 ---   conversation's commands (its 'omnifunc' completes them either way: i_CTRL-X_CTRL-O).
 --- @field keys pi_bridge.Keys Keys of the chat and the diff; a key set to false is not mapped.
+--- @field sandbox pi_bridge.Sandbox How the agent's commands are confined (bubblewrap): `mode`
+---   off, workspace-write or read-only, `network` on or off; :PiSandbox changes it per Neovim.
 
 --- @class pi_bridge.Keys
 --- @field send string|string[]|false normal mode, chat and prompt: send (steers while a run goes)
@@ -69,6 +71,7 @@ local defaults = {
   models = {},
   sessions_limit = 50,
   slash_complete = true,
+  sandbox = { mode = 'off', network = false },
   keys = {
     send = '<CR>',
     send_insert = '<C-s>',
@@ -162,6 +165,22 @@ local schema = {
     'integer 1..1000',
   },
   slash_complete = { 'boolean', false },
+  sandbox = {
+    function(v)
+      if type(v) ~= 'table' then
+        return false
+      end
+      for name in pairs(v) do
+        if name ~= 'mode' and name ~= 'network' then
+          return false
+        end
+      end
+      return (v.mode == nil or vim.tbl_contains(protocol.SANDBOX_MODES, v.mode))
+        and (v.network == nil or type(v.network) == 'boolean')
+    end,
+    false,
+    ('{ mode = %s, network = boolean }'):format(table.concat(protocol.SANDBOX_MODES, '|')),
+  },
   keys = {
     function(v)
       if type(v) ~= 'table' then
@@ -204,8 +223,8 @@ function M.setup(opts)
       problems[#problems + 1] = ('unknown option %q'):format(tostring(key))
     else
       local ok, err = pcall(validate, key, value, spec)
-      if ok and key == 'keys' then
-        cfg.keys = vim.tbl_extend('force', cfg.keys, vim.deepcopy(value))
+      if ok and (key == 'keys' or key == 'sandbox') then
+        cfg[key] = vim.tbl_extend('force', cfg[key], vim.deepcopy(value))
       elseif ok then
         cfg[key] = vim.deepcopy(value)
       else
@@ -277,13 +296,14 @@ function M.run(prompt, overrides)
     thinking = cfg.thinking,
     tools = cfg.tools,
     liveThoughts = cfg.live_thoughts or nil,
+    sandbox = require('pi_bridge.sandbox').run_param(),
   }
   params = vim.tbl_extend('force', params, overrides or {})
   return M.start(params)
 end
 
---- The statusline text of the chat: model, running or idle, context % (for lualine:
---- `sections = { lualine_x = { require('pi_bridge').status } }`; refresh on the
+--- The statusline text of the chat: model, permission mode, sandbox, running or idle, context %
+--- (for lualine: `sections = { lualine_x = { require('pi_bridge').status } }`; refresh on the
 --- `User PiBridgeRunStarted` / `PiBridgeRunFinished` autocmds).
 --- @return string
 function M.status()

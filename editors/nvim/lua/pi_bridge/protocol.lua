@@ -29,6 +29,8 @@ M.REQUEST_PERMISSION = 'pi/requestPermission'
 --- Server -> client: an agent's own dialog (select, confirm, input, editor) put to the user.
 M.ASK = 'pi/ask'
 M.MODES = { 'ask', 'auto-edit', 'plan', 'full' }
+--- How a run's tool commands are confined (pi/run's `sandbox.mode`).
+M.SANDBOX_MODES = { 'off', 'workspace-write', 'read-only' }
 
 --- Every request method of the contract, in the order the bridge advertises them.
 M.METHODS = {

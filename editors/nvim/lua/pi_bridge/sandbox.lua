@@ -1,0 +1,139 @@
+--- The sandbox of the agent's commands: setup's `sandbox`, changed for this Neovim by :PiSandbox.
+---
+--- The bridge confines a run's tool commands when its pi/run asks (`sandbox = {mode, network}`);
+--- `off` sends nothing, so the bridge's own default (`initializationOptions.sandbox`) holds. The
+--- bridge's `initialize` says whether a sandbox can be had here; a run asking for one that cannot
+--- fails at once with the fix, and the statusline says so before the user sends one.
+local protocol = require('pi_bridge.protocol')
+
+local M = {}
+
+--- @class pi_bridge.Sandbox
+--- @field mode 'off'|'workspace-write'|'read-only'
+--- @field network boolean
+
+--- Set by :PiSandbox: holds for the next runs of this Neovim, over setup's `sandbox`.
+--- @type pi_bridge.Sandbox?
+local override
+
+--- The sandbox of the next runs.
+--- @return pi_bridge.Sandbox
+function M.current()
+  return vim.deepcopy(override or require('pi_bridge').config().sandbox)
+end
+
+--- The `sandbox` param of a pi/run, nil when the mode is off.
+--- @return table?
+function M.run_param()
+  local sandbox = M.current()
+  if sandbox.mode == 'off' then
+    return nil
+  end
+  return { mode = sandbox.mode, network = sandbox.network }
+end
+
+--- Change the sandbox of the next runs (not setup's config); nil forgets the change.
+--- @param sandbox pi_bridge.Sandbox?
+function M.set(sandbox)
+  override = sandbox and vim.deepcopy(sandbox) or nil
+  vim.cmd.redrawstatus({ bang = true })
+end
+
+--- What the running bridge says of its sandbox (`{available, kind, reason, fix}`), nil before it
+--- answered initialize.
+--- @return table?
+function M.capability()
+  local client = require('pi_bridge.client').get()
+  local caps = client and client.server_capabilities
+  local pib = caps and caps.experimental and caps.experimental.piBridge
+  return type(pib) == 'table' and type(pib.sandbox) == 'table' and pib.sandbox or nil
+end
+
+--- The statusline part: `sandbox workspace-write`, `+net` when network is on, `sandbox
+--- unavailable` when the bridge cannot give the one asked for; nil when the mode is off.
+--- @return string?
+function M.status()
+  local sandbox = M.current()
+  if sandbox.mode == 'off' then
+    return nil
+  end
+  local capability = M.capability()
+  if capability and capability.available == false then
+    return 'sandbox unavailable'
+  end
+  return 'sandbox ' .. sandbox.mode .. (sandbox.network and '+net' or '')
+end
+
+local NETWORK_WORDS = { network = true, nonetwork = false }
+
+--- Completion of :PiSandbox: the modes, then network or nonetwork.
+--- @param lead string the word being typed
+--- @param line string the command line so far
+--- @return string[]
+function M.complete(lead, line)
+  local words = vim.split(vim.trim(line), '%s+')
+  local typing_first = #words == 1 or (#words == 2 and not line:match('%s$'))
+  local candidates = typing_first and protocol.SANDBOX_MODES or { 'network', 'nonetwork' }
+  return vim.tbl_filter(function(word)
+    return vim.startswith(word, lead)
+  end, candidates)
+end
+
+local function apply(mode, network)
+  M.set({ mode = mode, network = network })
+  local status = M.status() or 'no sandbox'
+  vim.notify('pi_bridge: next runs: ' .. status, vim.log.levels.INFO)
+end
+
+--- `:PiSandbox [mode] [network|nonetwork]`: without arguments, pick the mode then the network
+--- with vim.ui.select. A mode alone keeps the current network choice.
+--- @param args string[]
+function M.command(args)
+  local mode, word = args[1], args[2]
+  if mode then
+    if not vim.tbl_contains(protocol.SANDBOX_MODES, mode) or #args > 2 then
+      vim.notify(
+        ('pi_bridge: :PiSandbox [%s] [network|nonetwork]'):format(
+          table.concat(protocol.SANDBOX_MODES, '|')
+        ),
+        vim.log.levels.ERROR
+      )
+      return
+    end
+    if word ~= nil and NETWORK_WORDS[word] == nil then
+      vim.notify('pi_bridge: :PiSandbox: network or nonetwork, not ' .. word, vim.log.levels.ERROR)
+      return
+    end
+    local network = M.current().network
+    if word ~= nil then
+      network = NETWORK_WORDS[word]
+    end
+    apply(mode, network)
+    return
+  end
+  vim.ui.select(protocol.SANDBOX_MODES, {
+    prompt = "Sandbox of the agent's commands",
+    kind = 'pi_bridge.sandbox',
+  }, function(picked)
+    if not picked then
+      return
+    end
+    if picked == 'off' then
+      apply(picked, false)
+      return
+    end
+    vim.ui.select({ 'nonetwork', 'network' }, {
+      prompt = 'Network in the sandbox',
+      kind = 'pi_bridge.sandbox_network',
+      format_item = function(item)
+        return item == 'network' and 'network on' or 'network off'
+      end,
+    }, function(net)
+      if net then
+        apply(picked, NETWORK_WORDS[net])
+      end
+    end)
+  end)
+end
+
+return M
