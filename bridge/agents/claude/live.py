@@ -74,6 +74,10 @@ LIVE_FLAGS: Final = (
 )
 # Its first answer waits for its start-up; past this, Claude Code is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+#: How long Claude Code's first `initialize` may take: its start (a large binary, and the MCP
+#: servers it connects) is far slower than a command, most of all on a busy machine, and a start
+#: taken for silence would run the conversation one spawn per prompt.
+START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_CLAUDE_START_TIMEOUT", "60"))
 #: Claude Code's name for the model it runs when none is chosen (its `initialize` lists it).
 DEFAULT_MODEL: Final = "default"
 #: The provider every Claude Code model is of (the endpoint comes from the environment).
@@ -182,7 +186,7 @@ class ClaudeLive(LiveReader):
     async def prepare(self) -> LiveState:
         """`initialize` (its answer proves Claude Code speaks stream-json and lists its models);
         the session is the one the process was started on."""
-        answer = await self.request("initialize", {})
+        answer = await self.request("initialize", {}, timeout=START_TIMEOUT_SECONDS)
         listed = answer.get("models")
         self._models = tuple(
             ModelChoice(PROVIDER, str(m["value"]), str(m.get("displayName") or m["value"]))
