@@ -605,6 +605,12 @@ class LiveMode(Protocol):
         """Whether the agent's stderr says it has no live mode at all."""
         ...
 
+    def silence_may_mean_no_live_mode(self) -> bool:
+        """Whether a first start that never answers may be a CLI reading stdin for something
+        else (then its prompts run one process each); False: it is only a slow start, a
+        visible and retryable failure."""
+        ...
+
 
 class AgentAdapter(Protocol):
     """What the bridge must know about one agent CLI."""

@@ -813,7 +813,12 @@ class Conversations:
             code = None
         if exc.kind == "closed" and mode.lacks_live_mode(stderr):
             raise NoRpc(f"it exited (code {code}) saying so: {' '.join(stderr.split())[-200:]}") from exc
-        if exc.kind == "timeout" and self.supported is not True and agent.rpc.lines_read == 0:
+        if (
+            exc.kind == "timeout"
+            and self.supported is not True
+            and agent.rpc.lines_read == 0
+            and mode.silence_may_mean_no_live_mode()
+        ):
             # Alive, silent, never answering: an agent that reads stdin for something else
             raise NoRpc(f"it never answered its first command ({exc})") from exc
         kind, retryable = mode.classify_exit(code, signal_name, stderr)

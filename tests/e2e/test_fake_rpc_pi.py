@@ -34,7 +34,7 @@ FAKE_RPC_PI = [sys.executable, str(ROOT / "tests" / "fakes" / "fake_rpc_pi.py")]
     config=ClientServerConfig(
         server_command=BRIDGE,
         client_factory=make_client,
-        server_env=bridge_env({"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"}),
+        server_env=bridge_env({"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5", "PI_BRIDGE_PI_START_TIMEOUT": "1.5"}),
     )
 )
 async def rpc_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:

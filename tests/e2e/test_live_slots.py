@@ -111,7 +111,7 @@ def test_conversations_waiting_for_the_one_live_slot_get_it_in_the_order_they_ca
 
 def test_every_slot_comes_back_after_cancel_steer_death_and_error(tmp_path: Path) -> None:
     """One live slot: a leaked one would leave every later conversation waiting for ever."""
-    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"})
+    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5", "PI_BRIDGE_PI_START_TIMEOUT": "1.5"})
     try:
         bridge.initialize({"piCommand": FAKE_RPC_PI, "warmPool": False, "maxLiveSessions": 1})
         cancelled = start(bridge, "cancelled", "slow")
@@ -238,7 +238,7 @@ def _pi_alive(bridge: RawBridge) -> bool:
 def test_an_agent_that_never_answers_its_rpc_mode_falls_back_to_one_process_per_prompt() -> None:
     from tests.support.env import fake_pi_command
 
-    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5"})
+    bridge = RawBridge(env={"PI_BRIDGE_RPC_COMMAND_TIMEOUT": "1.5", "PI_BRIDGE_PI_START_TIMEOUT": "1.5"})
     try:
         bridge.initialize({"piCommand": fake_pi_command(), "warmPool": False, "env": {"FAKE_PI_RPC": "hang"}})
         for run_id in ("first", "second"):
@@ -269,11 +269,12 @@ def test_a_cancel_is_never_lost_to_pi_settling_at_once(tmp_path: Path) -> None:
             messages = bridge.run_messages(f"r{index}")
             assert_stream_invariants(messages)
             assert messages[-1]["type"] == "terminal.cancelled"
+            assert receipt["agentKept"] is True and receipt["stage"] == "interrupted", receipt
             live = bridge.call("pi/runs", {})["result"]["live"]
             session = answer["error"]["data"]["sessionId"]
-            [pid] = [entry["pid"] for entry in live if entry["sessionId"] == session]
-            assert receipt["agentKept"] is True and receipt["stage"] == "interrupted", receipt
-            assert pid not in receipt["pids"], "the kept pi is not a process of the run"
+            pids = [entry["pid"] for entry in live if entry["sessionId"] == session]
+            assert len(pids) == 1, f"session {session}: live {live}, receipt {receipt}"
+            assert pids[0] not in receipt["pids"], "the kept pi is not a process of the run"
     finally:
         bridge.close()
 

@@ -31,9 +31,10 @@ def report(name: str, **figures: Any) -> None:
 class _Crowd:
     """20 conversations sharing one bridge: each turn's outcome, what broke, the most pis live."""
 
-    def __init__(self, bridge: RawBridge, cwd: Path) -> None:
+    def __init__(self, bridge: RawBridge, cwd: Path, log_file: Path) -> None:
         self.bridge = bridge
         self.cwd = cwd
+        self.log_file = log_file
         self.failures: list[str] = []
         self.outcomes: dict[str, int] = {"completed": 0, "cancelled": 0, "failed": 0, "steered": 0}
         self.most_live = 0
@@ -44,6 +45,14 @@ class _Crowd:
         session_id: str | None = None
         for number in range(5):
             session_id = self.turn(local, f"c{index}-t{number}", index, number, session_id)
+
+    def stalled(self, run_id: str, exc: AssertionError) -> None:
+        """Record a stalled turn with what the bridge had said of it and what it held live then."""
+        kinds = [m["type"] for m in self.bridge.run_messages(run_id)]
+        runs = self.bridge.call("pi/runs", {}, timeout=30).get("result")
+        logged = [line for line in self.log_file.read_text().splitlines() if run_id in line][-20:]
+        with self.lock:
+            self.failures.append(f"{run_id}: {exc}; its messages {kinds}; pi/runs {runs}; its log {logged}")
 
     def turn(
         self, local: random.Random, run_id: str, index: int, number: int, session_id: str | None
@@ -63,7 +72,18 @@ class _Crowd:
         msg_id = bridge.request("pi/run", params)
         action = local.random()
         if model != "echo" and action < 0.7:
-            bridge.wait_message(run_id, "assistant", timeout=120)
+            try:
+                bridge.wait_until(
+                    lambda: (
+                        bridge.has_response(msg_id)
+                        or any(m["type"] == "assistant" for m in bridge.by_run.get(run_id, []))
+                    ),
+                    timeout=120,
+                    what=f"an assistant message or the answer of run {run_id}",
+                )
+            except AssertionError as exc:
+                self.stalled(run_id, exc)
+                raise
             if action < 0.35:
                 steer = bridge.call("pi/steer", {"runId": run_id, "message": f"steer {index}"})
                 if steer["result"]["accepted"]:
@@ -71,7 +91,11 @@ class _Crowd:
                         self.outcomes["steered"] += 1
             else:
                 bridge.call("pi/cancel", {"runId": run_id}, timeout=60)
-        answer = bridge.response(msg_id, timeout=180)
+        try:
+            answer = bridge.response(msg_id, timeout=180)
+        except AssertionError as exc:
+            self.stalled(run_id, exc)
+            raise
         try:
             assert_stream_invariants(bridge.run_messages(run_id))
         except AssertionError as exc:
@@ -82,6 +106,8 @@ class _Crowd:
             or run_processes_alive([p for p in data["shutdown"]["pids"] if not data["shutdown"]["agentKept"]])
         ):
             self.failures.append(f"{run_id}: processes survived the cancel")
+        if data["status"] == "failed":  # every turn here can run: a failure is the bridge's
+            self.failures.append(f"{run_id} failed: {data.get('error')}")
         live = len(bridge.call("pi/runs", {})["result"]["live"])
         with self.lock:
             self.outcomes[data["status"]] += 1
@@ -108,7 +134,7 @@ def test_20_conversations_of_5_turns_with_random_cancels_and_steers(
                 "checkpoints": False,
             }
         )
-        crowd = _Crowd(bridge, tmp_path)
+        crowd = _Crowd(bridge, tmp_path, log_file)
         threads = [
             threading.Thread(target=crowd.conversation, args=(i, rng.randrange(1 << 30)), daemon=True)
             for i in range(20)

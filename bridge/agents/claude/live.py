@@ -596,3 +596,7 @@ class ClaudeLiveMode:
         """Whether Claude Code says it takes no stream-json input."""
         lowered = stderr.lower()
         return "input-format" in lowered and ("unknown" in lowered or "invalid" in lowered)
+
+    def silence_may_mean_no_live_mode(self) -> bool:
+        """A Claude Code without stream-json input says so and exits: a silent one is slow."""
+        return False

@@ -65,6 +65,10 @@ JS_WHITESPACE: Final = (
 # pi answers every command but `abort` and `prompt`'s run at once (the first command of a
 # fresh pi waits for its start-up). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+#: How long a fresh pi's first command may take: it waits for Node's start-up, pi's extensions
+#: and MCP servers, far slower than a command on a busy machine; a slow start taken for a stall
+#: fails a prompt that a moment more would have run.
+START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_PI_START_TIMEOUT", "60"))
 # A compaction waits on the model's summary: the run's own limits bound it, this only a lost answer.
 COMPACT_TIMEOUT_SECONDS: Final = 3600.0
 # An extension names its commands: one that could not be typed as `/name`, or a description
@@ -382,7 +386,7 @@ class PiRpc(LiveReader):
     async def prepare(self) -> LiveState:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
         state; the first answer also proves it speaks rpc."""
-        await self.request({"type": "set_auto_retry", "enabled": False})
+        await self.request({"type": "set_auto_retry", "enabled": False}, START_TIMEOUT_SECONDS)
         return live_state(await self.request({"type": "get_state"}))
 
     async def set_model(self, provider: str, model: str) -> None:
@@ -690,3 +694,7 @@ class PiLiveMode:
     def lacks_live_mode(self, stderr: str) -> bool:
         """Whether pi says it has no `--mode rpc`."""
         return lacks_rpc_mode(stderr)
+
+    def silence_may_mean_no_live_mode(self) -> bool:
+        """A `piCommand` may name a wrapper or an old pi that reads stdin as something else."""
+        return True
