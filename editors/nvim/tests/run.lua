@@ -487,10 +487,10 @@ test("setup's sandbox confines a run: session.started says bwrap, the mode, no n
       'next session.started sandbox'
     )
 
-    -- off sends no sandbox (the bridge's default holds) and leaves it out of the statusline
+    -- :PiSandbox off is sent as it is (over a bridge default) and is left out of the statusline
     vim.cmd('PiSandbox off')
     local plain = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
-    eq(nil, plain.params.sandbox, 'no sandbox param when off')
+    eq({ mode = 'off', network = true }, plain.params.sandbox, ':PiSandbox off is sent')
     wait_done(plain)
     eq('none', started_sandbox(plain).kind, 'an unconfined run')
     truthy(not pi_bridge.status():find('sandbox', 1, true), 'status: ' .. pi_bridge.status())

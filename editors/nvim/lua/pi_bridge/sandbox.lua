@@ -1,7 +1,8 @@
 --- The sandbox of the agent's commands: setup's `sandbox`, changed for this Neovim by :PiSandbox.
 ---
 --- The bridge confines a run's tool commands when its pi/run asks (`sandbox = {mode, network}`);
---- `off` sends nothing, so the bridge's own default (`initializationOptions.sandbox`) holds. The
+--- setup's `off` sends nothing, so the bridge's own default (`initializationOptions.sandbox`)
+--- holds; `:PiSandbox off` is the user's word for the next runs and is sent as it is. The
 --- bridge's `initialize` says whether a sandbox can be had here; a run asking for one that cannot
 --- fails at once with the fix, and the statusline says so before the user sends one.
 local protocol = require('pi_bridge.protocol')
@@ -22,11 +23,11 @@ function M.current()
   return vim.deepcopy(override or require('pi_bridge').config().sandbox)
 end
 
---- The `sandbox` param of a pi/run, nil when the mode is off.
+--- The `sandbox` param of a pi/run; nil when setup's mode is off and :PiSandbox changed nothing.
 --- @return table?
 function M.run_param()
   local sandbox = M.current()
-  if sandbox.mode == 'off' then
+  if sandbox.mode == 'off' and not override then
     return nil
   end
   return { mode = sandbox.mode, network = sandbox.network }
