@@ -72,7 +72,8 @@ LIVE_FLAGS: Final = (
     "--verbose",
     "--include-partial-messages",
 )
-# Its first answer waits for its start-up; past this, Claude Code is not answering.
+# Claude Code answers a command at once (its first waits for its start-up: START_TIMEOUT_SECONDS);
+# past this, it is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long Claude Code's first `initialize` may take: its start (a large binary, and the MCP
 #: servers it connects) is far slower than a command, most of all on a busy machine, and a start

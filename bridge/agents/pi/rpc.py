@@ -63,7 +63,7 @@ JS_WHITESPACE: Final = (
 )
 
 # pi answers every command but `abort` and `prompt`'s run at once (the first command of a
-# fresh pi waits for its start-up). Past this, pi is not answering.
+# fresh pi waits for its start-up: START_TIMEOUT_SECONDS). Past this, pi is not answering.
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long a fresh pi's first command may take: it waits for Node's start-up, pi's extensions
 #: and MCP servers, far slower than a command on a busy machine; a slow start taken for a stall

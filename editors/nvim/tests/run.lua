@@ -442,6 +442,17 @@ test(':PiMode plan: the next tool call is refused without asking', function()
 end)
 
 --- The `sandbox` of a run's session.started message.
+--- Every vim.notify message goes into the returned list until the returned restore() is called.
+local function capture_notes()
+  local notes, real = {}, vim.notify
+  vim.notify = function(msg)
+    notes[#notes + 1] = msg
+  end
+  return notes, function()
+    vim.notify = real
+  end
+end
+
 local function started_sandbox(run)
   local started = messages_of(run, 'session.started')[1]
   return truthy(started, 'no session.started').content.sandbox
@@ -449,10 +460,7 @@ end
 
 test("setup's sandbox confines a run: session.started says bwrap, the mode, no network", function()
   local sandbox = require('pi_bridge.sandbox')
-  local notes, real_notify = {}, vim.notify
-  vim.notify = function(msg)
-    notes[#notes + 1] = msg
-  end
+  local notes, restore_notify = capture_notes()
   local ok, err = pcall(function()
     pi_bridge.setup(vim.tbl_extend('force', options, { sandbox = { mode = 'workspace-write' } }))
     eq({ mode = 'workspace-write', network = false }, pi_bridge.config().sandbox, 'config')
@@ -502,35 +510,32 @@ test("setup's sandbox confines a run: session.started says bwrap, the mode, no n
     eq({ 'network', 'nonetwork' }, vim.fn.getcompletion('PiSandbox read-only ', 'cmdline'), 'net')
     eq({ 'read-only' }, vim.fn.getcompletion('PiSandbox re', 'cmdline'), 'completion of a lead')
   end)
-  vim.notify = real_notify
+  restore_notify()
   sandbox.set(nil)
   pi_bridge.setup(options)
   truthy(ok, tostring(err))
 end)
 
 test('a bad sandbox option at setup is a clear warning and the default holds', function()
-  local notes, real = {}, vim.notify
-  vim.notify = function(msg)
-    notes[#notes + 1] = msg
-  end
+  local notes, restore_notify = capture_notes()
   local ok, err = pcall(function()
     local bads = { { mode = 'sealed' }, { network = 'yes' }, { mode = 'off', net = true }, 'on' }
     for _, bad in ipairs(bads) do
-      notes = {}
+      local first = #notes + 1
       pi_bridge.setup(vim.tbl_extend('force', options, { sandbox = bad }))
-      local note = notes[1] or ''
+      local note = notes[first] or ''
       truthy(
         note:find('sandbox', 1, true) and note:find('workspace-write|read-only', 1, true),
         ('a warning names sandbox and its modes for %s: %s'):format(
           vim.inspect(bad),
-          vim.inspect(notes)
+          vim.inspect(vim.list_slice(notes, first))
         )
       )
       local default = { mode = 'off', network = false }
       eq(default, pi_bridge.config().sandbox, 'default after ' .. vim.inspect(bad))
     end
   end)
-  vim.notify = real
+  restore_notify()
   pi_bridge.setup(options)
   truthy(ok, tostring(err))
 end)
@@ -829,10 +834,7 @@ end
 test(
   'setup() keys: a remap merges over the defaults, false unmaps, an unknown name is refused',
   function()
-    local notes, real = {}, vim.notify
-    vim.notify = function(msg)
-      notes[#notes + 1] = msg
-    end
+    local notes, restore_notify = capture_notes()
     local ok, err = pcall(function()
       pi_bridge.setup(vim.tbl_extend('force', options, { keys = { send = '<C-g>', stop = false } }))
       local keys = pi_bridge.config().keys
@@ -847,7 +849,7 @@ test(
       )
       eq('<CR>', pi_bridge.config().keys.send, 'defaults after a bad keys table')
     end)
-    vim.notify = real
+    restore_notify()
     pi_bridge.setup(options)
     truthy(ok, tostring(err))
   end
@@ -1213,15 +1215,12 @@ test(':PiSessions rename and delete: vim.ui.input gives the title, a confirm del
   eq('# pi chat', vim.api.nvim_buf_get_lines(chat_view.thread(), 0, 1, true)[1], 'line 1')
   eq(3, #shown, 'pickers: the session twice, the confirm once')
   -- An unknown action is refused with a message, nothing asked.
-  local notes, real = {}, vim.notify
-  vim.notify = function(msg)
-    notes[#notes + 1] = msg
-  end
+  local notes, restore_notify = capture_notes()
   local refused
   chat.pick_session(function(r)
     refused = r
   end, 'frobnicate')
-  vim.notify = real
+  restore_notify()
   eq(false, refused, 'refused')
   truthy(notes[1] and notes[1]:find('open, rename, delete', 1, true), vim.inspect(notes))
 end)
