@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -16,6 +17,8 @@ CACHE = BENCH / ".cache"
 NODE_BIN = ROOT / ".tools" / "node_modules" / ".bin"
 PI_ACP = CACHE / "node_modules" / "pi-acp" / "dist" / "index.js"
 PYTHON = sys.executable
+#: The pi-acp the side-by-side figures run against, installed into bench/.cache on first use.
+PI_ACP_VERSION = "0.0.34"
 
 
 def base_env() -> dict[str, str]:
@@ -81,3 +84,26 @@ class Inbox:
             if not self._cond.wait_for(ready, timeout) or not found:
                 raise TimeoutError(f"no matching message from {self.peer} within {timeout} s")
             return found[0]
+
+
+def _note(message: str) -> None:
+    print(f"[bench] {message}", flush=True)
+
+
+def ensure_pi_acp() -> bool:
+    """Install pi-acp into bench/.cache (git-ignored) with npm if it is not there yet."""
+    if PI_ACP.exists():
+        return True
+    _note(f"installing pi-acp {PI_ACP_VERSION} into bench/.cache with npm")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"pi-acp@{PI_ACP_VERSION}"],
+            check=True,
+            capture_output=True,
+            timeout=300,
+            env=base_env(),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        _note(f"could not install pi-acp: {exc}")
+    return PI_ACP.exists()

@@ -37,7 +37,7 @@ import orjson
 
 from bench import procs
 from bench.acp import AcpClient
-from bench.common import PI_ACP, base_env, bridge_argv, median, ms
+from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
 from bench.lsp import LspClient
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
 from bench.realpi import _wait_for_process
@@ -312,8 +312,6 @@ def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(trials: int, consecutive: int = 5) -> dict[str, Any]:
     """Every figure's median over `trials`, alternating the three subjects."""
-    from bench.run_all import ensure_pi_acp
-
     with_pi_acp = ensure_pi_acp()
     rpc, raw, json_engine, pi_acp = [], [], [], []
     with scripted_model() as model:

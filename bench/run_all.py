@@ -25,7 +25,19 @@ if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import agents, checkpoints, crowd, gate, realpi, sandbox, sidebyside, streams, throughput
-from bench.common import BENCH, CACHE, PI_ACP, PYTHON, ROOT, base_env, bridge_argv, median, ms
+from bench.common import (
+    BENCH,
+    CACHE,
+    PI_ACP,
+    PI_ACP_VERSION,
+    PYTHON,
+    ROOT,
+    base_env,
+    bridge_argv,
+    ensure_pi_acp,
+    median,
+    ms,
+)
 from bench.model import DEAD_REGISTRY, scripted_model
 from bridge.scripted_model import LONG_DEFAULT
 
@@ -239,34 +251,11 @@ SBS_FIELDS = (
 )
 
 
-PI_ACP_VERSION = "0.0.34"
-
-
-def ensure_pi_acp() -> bool:
-    """Install pi-acp into bench/.cache (git-ignored) with npm if it is not there yet."""
-    if PI_ACP.exists():
-        return True
-    _log(f"installing pi-acp {PI_ACP_VERSION} into bench/.cache with npm")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"pi-acp@{PI_ACP_VERSION}"],
-            check=True,
-            capture_output=True,
-            timeout=300,
-            env=base_env(),
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        _log(f"could not install pi-acp: {exc}")
-    return PI_ACP.exists()
-
-
 def bench_side_by_side(plan: Plan, model: Any) -> dict[str, Any] | None:
     """6: the same sequence on pi-bridge and pi-acp, alternating, `sbs_trials` times."""
     if not ensure_pi_acp():
-        _log(
-            "side by side skipped: pi-acp is not installed (npm install --prefix bench/.cache pi-acp@0.0.34)"
-        )
+        install = f"npm install --prefix bench/.cache pi-acp@{PI_ACP_VERSION}"
+        _log(f"side by side skipped: pi-acp is not installed ({install})")
         return None
     runs: dict[str, list[sidebyside.Sequence]] = {"bridge": [], "pi_acp": []}
     for _ in range(plan.sbs_trials):
