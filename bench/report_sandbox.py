@@ -36,8 +36,9 @@ def sandbox_section(s: R, command: str) -> list[str]:
         "of alternating trials after one unmeasured call each. **pi's bash call**: two live pis "
         "with the bridge's argv and extension, one conversation with a sandbox file written by the "
         "bridge's own board, the other none; `tool_execution_start` → `tool_execution_end` of "
-        "bash `echo hi`. **The spawn alone**: `bash -c 'echo hi'` with and without the bwrap "
-        "prefix, no pi: the floor of what bubblewrap's namespaces and mounts add.",
+        "bash `echo hi`. **The spawn alone**: a shell that execs `bash -c 'echo hi'`, with and "
+        "without the bwrap prefix and its seccomp filter on fd 3 (as the extension runs it), no "
+        "pi: the floor of what bubblewrap's namespaces, mounts and filter add.",
         "",
         "| Figure | With the sandbox | Without | Added |",
         "|---|---|---|---|",
