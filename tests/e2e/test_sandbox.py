@@ -127,7 +127,9 @@ async def test_a_planted_ssh_key_is_not_found(bridge: LanguageClient, tmp_path: 
     assert "planted-by-the-test" not in str(messages)
 
 
-async def test_a_key_variable_is_not_passed_on(bridge: LanguageClient, tmp_path: Path) -> None:
+async def test_a_key_variable_is_not_passed_on(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
     """Neither a secret-named variable nor any the client gave (PI_CODING_AGENT_DIR, which used to
     be passed on, is one): the client's values are the user's."""
     command = (
@@ -137,7 +139,7 @@ async def test_a_key_variable_is_not_passed_on(bridge: LanguageClient, tmp_path:
     assert result["status"] == "completed", result
     output = contents_of(messages, "tool.completed")[0]["output"]
     assert "key=[none]" in output and str(_HOME) in output, output
-    assert CLIENT_VALUE not in str(messages)
+    assert CLIENT_VALUE not in _seen(bridge, scripted_model) and "sekret" not in _seen(bridge, scripted_model)
 
 
 class _Loopback(http.server.BaseHTTPRequestHandler):

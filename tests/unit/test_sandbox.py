@@ -224,8 +224,9 @@ _USERS = ["root"] + (["nobody"] if os.geteuid() == 0 and shutil.which("setpriv")
 
 
 @needs_bwrap
+@pytest.mark.parametrize("network", [False, True])
 @pytest.mark.parametrize("user", _USERS)
-def test_the_confined_command_cannot_escape_as_root_or_as_a_user(user: str) -> None:
+def test_the_confined_command_cannot_escape_as_root_or_as_a_user(user: str, network: bool) -> None:
     """The whole prefix with its filter on a real command, as root (CI, containers) and, when
     root can switch, as an unprivileged user (a desktop): the same promises either way."""
     found = bwrap.probe()
@@ -245,7 +246,13 @@ def test_the_confined_command_cannot_escape_as_root_or_as_a_user(user: str) -> N
         outside.chmod(0o777)
         server.listen(1)
         server.setblocking(False)
-        box = _box(workspace, hidden=[str(secret)], read_only=[str(workspace / ".git")], seccomp_fd=3)
+        box = _box(
+            workspace,
+            network=network,
+            hidden=[str(secret)],
+            read_only=[str(workspace / ".git")],
+            seccomp_fd=3,
+        )
         prefix = " ".join(shlex.quote(arg) for arg in bwrap.argv_prefix(found.path, box))
         script = (
             "grep CapEff /proc/self/status; umount " + str(secret) + " 2>&1 | grep -c . ;"
