@@ -48,4 +48,7 @@ def sandbox_section(s: R, command: str) -> list[str]:
         lines.append(
             f"| {label} | {f['with_ms']:.2f} ms | {f['without_ms']:.2f} ms | {f['added_ms']:+.2f} ms |"
         )
+    loads = [f"{s[key]['load']:.2f}" for key in ("pi", "spawn") if "load" in s[key]]
+    if loads:
+        lines += ["", f"1-minute load average as each figure ended: {', '.join(loads)}."]
     return [*lines, ""]

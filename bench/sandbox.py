@@ -133,6 +133,8 @@ def _figure(times: dict[str, list[float]], trials: int) -> dict[str, Any]:
         "with_ms": with_ms,
         "without_ms": without_ms,
         "added_ms": with_ms - without_ms,
+        # the machine's 1-minute load average as the figure ends: a loaded machine inflates both
+        "load": round(os.getloadavg()[0], 2),
         "raw_with_ms": [round(ms(t), 2) for t in times["with"]],
         "raw_without_ms": [round(ms(t), 2) for t in times["without"]],
     }
@@ -152,7 +154,8 @@ def summary(res: dict[str, Any]) -> list[str]:
         verdict = "within" if f["added_ms"] <= TARGET_MS else "over"
         lines.append(
             f"sandbox, {label}: with {f['with_ms']:.2f} ms, without {f['without_ms']:.2f} ms: "
-            f"{f['added_ms']:+.2f} ms ({verdict} the {TARGET_MS:g} ms target, {f['trials']} trials)"
+            f"{f['added_ms']:+.2f} ms ({verdict} the {TARGET_MS:g} ms target, {f['trials']} trials, "
+            f"load average {f.get('load', 0):.2f} on {os.cpu_count()} CPUs)"
         )
     return lines
 
