@@ -24,8 +24,14 @@ What a sandboxed command cannot reach (bwrap.py says how, seccomp.py why a filte
   `git commit` fails inside the sandbox (as in Codex's workspace-write); status, diff and log
   work. One that does not exist yet is not made read-only (its mount point would be a file left
   in the user's workspace): a command may create it, and project trust, which keeps a hash of
-  the config it trusted, asks again before the agent loads it. With the workspace at $HOME or
-  above, the shell's rc files and git's global config are read-only too.
+  the config it trusted, asks again before the agent loads it. The same holds for one that is a
+  symlink: its target is bound read-only, but the link itself is no mount point and can be
+  replaced. With the workspace at $HOME or above, the shell's rc files and git's global config
+  are read-only too.
+
+Another caller of `confinement()` (a sandbox for another agent's commands) gets `seccomp_fd` 3:
+its shell opens the board's filter file (the sandbox file's `seccomp`) on that fd, else bwrap
+refuses to start, never a command without the filter.
 """
 
 from __future__ import annotations
