@@ -17,17 +17,20 @@ What a sandboxed command cannot reach (bwrap.py says how, seccomp.py why a filte
   but a few ordinary ones (PATH, HOME, the locale), besides the secret-named ones;
 - unix sockets outside its own (the seccomp filter), and the variables that point at the usual
   ones (ssh and gpg agents, D-Bus);
-- a write to the workspace's agent config and hooks, which run outside the sandbox later:
-  `.pi/`, `.claude/`, `.mcp.json`, `.git/`, `.vscode/`, `.idea/` are bound read-only. All of
-  `.git`, not only `.git/hooks` and `.git/config`: a written `.git/commondir` makes git read its
-  config and hooks from any folder, and a renamed `.git` takes its read-only mounts with it. So
-  `git commit` fails inside the sandbox (as in Codex's workspace-write); status, diff and log
-  work. One that does not exist yet is not made read-only (its mount point would be a file left
-  in the user's workspace): a command may create it, and project trust, which keeps a hash of
-  the config it trusted, asks again before the agent loads it. The same holds for one that is a
-  symlink: its target is bound read-only, but the link itself is no mount point and can be
-  replaced. With the workspace at $HOME or above, the shell's rc files and git's global config
-  are read-only too.
+- a write to the workspace's agent config and hooks, which run outside the sandbox later, and
+  to the agents' own config dirs when the workspace holds them: bound read-only are `.git`,
+  `.vscode`, `.idea`, `.mcp.json`, the top folder of every project file an agent loads only from
+  a trusted folder (each adapter's `project_resources`: its settings, extensions, skills), and
+  the folder of each agent's credentials (its config dir, where its user-level extensions and
+  hooks live; not $HOME itself). All of `.git`, not only its hooks and config: a written
+  `.git/commondir` makes git read its config and hooks from any folder, and a renamed `.git`
+  takes read-only mounts inside it along. So `git commit` fails inside the sandbox (as in
+  Codex's workspace-write); status, diff and log work. One that does not exist when the run
+  starts is not made read-only (its mount point would be a file left in the user's workspace):
+  a command may create it, and project trust, which keeps a hash of the config it trusted, asks
+  again before the agent loads it. The same holds for one that is a symlink: its target is bound
+  read-only, but the link itself is no mount point and can be replaced. With the workspace at
+  $HOME or above, the shell's rc files and git's global config are read-only too.
 
 Another caller of `confinement()` (a sandbox for another agent's commands) gets `seccomp_fd` 3:
 its shell opens the board's filter file (the sandbox file's `seccomp`) on that fd, else bwrap
@@ -99,8 +102,9 @@ SOCKET_VARS: Final = (
 )
 #: Names a client may give in `initializationOptions.env` that are kept: ordinary, never a key.
 KEPT_CLIENT_VARS: Final = re.compile(r"PATH|HOME|USER|LOGNAME|SHELL|TERM|TZ|TMPDIR|LANG|LANGUAGE|LC_[A-Z]+")
-#: The workspace's agent config and hooks: read-only inside the sandbox (see the top).
-AGENT_CONFIG: Final = (".pi", ".claude", ".mcp.json", ".git", ".vscode", ".idea")
+#: The workspace's hooks and config that no agent owns: read-only inside the sandbox (see the top);
+#: each agent's own come from its adapter (`SandboxBoard.agent_config`).
+WORKSPACE_CONFIG: Final = (".git", ".vscode", ".idea", ".mcp.json")
 #: Under $HOME, what runs at a login or a git command: read-only when the workspace holds them.
 HOME_STARTUP: Final = (
     ".bashrc",
@@ -168,9 +172,12 @@ def secret_vars(environ: Mapping[str, str], given: Mapping[str, str] | None = No
     return sorted(names - {RUN_TOKEN_VAR})
 
 
-def read_only_paths(workspace: str, environ: Mapping[str, str]) -> list[str]:
-    """The workspace's agent config and hooks, and $HOME's start-up files when it holds them."""
-    paths = [os.path.join(workspace, name) for name in AGENT_CONFIG]
+def read_only_paths(
+    workspace: str, environ: Mapping[str, str], agent_config: Sequence[str] = ()
+) -> list[str]:
+    """The workspace's hooks and config, the agents' (`agent_config`: paths, or names in the
+    workspace), and $HOME's start-up files when the workspace holds them."""
+    paths = [os.path.join(workspace, name) for name in (*WORKSPACE_CONFIG, *agent_config)]
     home = environ.get("HOME")
     if home and _under(os.path.realpath(home), workspace):
         paths += [os.path.join(home, name) for name in HOME_STARTUP]
@@ -190,6 +197,7 @@ def confinement(
     *,
     given: Mapping[str, str] | None = None,
     state: Path | None = None,
+    agent_config: Sequence[str] = (),
 ) -> bwrap.Confinement:
     """The bwrap confinement of `settings` for a workspace `cwd` and the agent's environment:
     `given` is what the client gave (`initializationOptions.env`), `state` the bridge's state dir."""
@@ -201,7 +209,7 @@ def confinement(
         network=settings.network,
         hidden=sorted({*hidden_paths(environ, agent_secrets), *extra}),
         unset_env=secret_vars(environ, given),
-        read_only=read_only_paths(workspace, environ),
+        read_only=read_only_paths(workspace, environ, agent_config),
         seccomp_fd=SECCOMP_FD,
     )
 
@@ -217,6 +225,8 @@ class SandboxBoard:
         self._made = False
         #: Every known agent's credential files, for the environment given (set by the registry).
         self.agent_secrets: Callable[[Mapping[str, str]], Sequence[str]] = lambda _environ: ()
+        #: Every known agent's config in a workspace, for the environment given (set by the registry).
+        self.agent_config: Callable[[str, Mapping[str, str]], Sequence[str]] = lambda _cwd, _environ: ()
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's extension where the sandboxes are."""
@@ -244,7 +254,15 @@ class SandboxBoard:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
             return
-        box = confinement(settings, cwd, environ, self.agent_secrets(environ), given=given, state=self.state)
+        box = confinement(
+            settings,
+            cwd,
+            environ,
+            self.agent_secrets(environ),
+            given=given,
+            state=self.state,
+            agent_config=self.agent_config(os.path.realpath(cwd), environ),
+        )
         if not self._made:
             self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._write(SECCOMP_FILE, seccomp.program() or b"")

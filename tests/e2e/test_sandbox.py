@@ -462,17 +462,21 @@ async def test_the_state_dir_and_the_mcp_config_cannot_be_read(
 async def test_with_the_workspace_at_home_the_key_and_the_state_stay_hidden(
     bridge: LanguageClient, scripted_model: ScriptedModelServer
 ) -> None:
-    command = f"cat ~/.ssh/id_rsa; ls -A ~/.ssh | wc -l; find {_STATE} -type f | wc -l; echo x > ~/.bashrc"
+    command = f"cat ~/.ssh/id_rsa; ls -A ~/.ssh | wc -l; find {_STATE} -type f | wc -l; echo x > ~/.bashrc; "
+    command += "echo evil > ~/.pi/agent/extensions/evil.ts"  # pi's own config dir: its user-level extensions
     (_HOME / ".bashrc").write_text("# the user's\n")
+    (_HOME / ".pi" / "agent" / "extensions").mkdir(parents=True)
     try:
         result, messages = await _bash(bridge, _HOME, command)
         assert result["status"] == "completed", result
         output = _output(messages)
         assert "No such file or directory" in output and "Read-only file system" in output, output
         assert (_HOME / ".bashrc").read_text() == "# the user's\n"
+        assert not (_HOME / ".pi" / "agent" / "extensions" / "evil.ts").exists()
         assert "planted-by-the-test" not in _seen(bridge, scripted_model)
     finally:
         (_HOME / ".bashrc").unlink()
+        shutil.rmtree(_HOME / ".pi")
 
 
 def _git_repo(path: Path) -> None:

@@ -167,7 +167,7 @@ def test_a_mask_that_holds_the_workspace_comes_before_its_bind() -> None:
 
 def test_read_only_paths_that_do_not_exist_get_no_mount(tmp_path: Path) -> None:
     (tmp_path / ".pi").mkdir()
-    paths = sandbox.read_only_paths(str(tmp_path), {"HOME": "/nowhere"})
+    paths = sandbox.read_only_paths(str(tmp_path), {"HOME": "/nowhere"}, [".pi"])
     argv = bwrap.argv_prefix("bwrap", _box(tmp_path, read_only=paths))
     assert argv[argv.index(str(tmp_path / ".pi")) - 1] == "--ro-bind"
     assert not any(".claude" in arg or ".git" in arg for arg in argv)
