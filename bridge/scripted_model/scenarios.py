@@ -125,6 +125,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
+    "toolcalls": "calls the tools the prompt lists as JSON `[[name, input], ...]` one by one, exactly as"
+    " given, then answers what the last one said",
     "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
     ' `{"text": the rest of the prompt}`, then answers what it said',
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
@@ -354,6 +356,33 @@ def _call_tool_reply(ask: Ask) -> Reply:
     return Reply(_text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(name, {"text": text}), "tool_calls")
 
 
+def _listed_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The `[[name, input], ...]` the prompt lists (a prompt that lists none: no call)."""
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        return []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for entry in listed if isinstance(listed, list) else []:
+        name, arguments = entry if isinstance(entry, list) and len(entry) == 2 else (None, None)
+        if isinstance(name, str) and isinstance(arguments, dict):
+            calls.append((name, arguments))
+    return calls
+
+
+def _listed_calls_reply(ask: Ask) -> Reply:
+    """Make the calls the prompt lists one by one (name and input as given: the model chooses
+    them, not the agent), then answer with what the last one said."""
+    calls = _listed_calls(last_user_text_of(ask.body) or "")
+    done = tool_results_count(ask.body)
+    if done < len(calls):
+        name, arguments = calls[done]
+        preamble = _text_pieces(TOOL_PREAMBLE) if done == 0 else []
+        return Reply(preamble + _tool_call_pieces(name, arguments), "tool_calls")
+    result = trailing_tool_result(ask.body)
+    return Reply(_text_pieces(f"The tool said: {(result or '').strip()} Done."))
+
+
 def _flaky_reply(ask: Ask) -> Reply:
     if ask.flaky_attempt <= FLAKY_FAILURES:
         return _error(500, f"fake flaky failure {ask.flaky_attempt}/{FLAKY_FAILURES}", "server")
@@ -386,6 +415,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "askuser": _ask_user_reply,
     "shell": _shell_reply,
     "calltool": _call_tool_reply,
+    "toolcalls": _listed_calls_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,
