@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -90,8 +91,10 @@ async def _run(client: LanguageClient, cwd: Path, model: str, prompt: str, **par
     assert result["status"] == "completed", result
     messages = messages_of(client).by_run[result["runId"]]
     assert_stream_invariants(messages)
-    (started,) = contents_of(messages, "session.started")
-    assert started["sandbox"] == {"kind": "bwrap", **params.get("sandbox", SANDBOX)}
+    (started,) = contents_of(messages, "session.started") or contents_of(messages, "session.resumed")
+    sandbox = params.get("sandbox", SANDBOX)
+    off = {"kind": "none", "mode": "off", "network": True}
+    assert started["sandbox"] == (off if sandbox["mode"] == "off" else {"kind": "bwrap", **sandbox})
     return result, messages
 
 
@@ -210,3 +213,28 @@ async def test_read_only_refuses_claude_codes_writes_in_the_workspace(
     assert "Read-only file system" in bash and "kept" in bash, bash
     assert not (tmp_path / "new.txt").exists()
     assert (tmp_path / "kept.txt").read_text() == "kept\n"
+
+
+async def test_a_sandbox_turned_on_mid_conversation_confines_claude_codes_next_call(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """A Claude Code started without a sandbox runs some calls unasked (EnterWorktree, which runs
+    git and its hooks outside any sandbox): the run that turns the sandbox on gets a Claude Code
+    that asks about every call, and the sandbox refuses that one."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=30)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first"], check=True, timeout=30)
+    off = {"mode": "off"}
+    first, _ = await _run(bridge, tmp_path, "shell", "echo unconfined > first.txt", sandbox=off)
+    assert (tmp_path / "first.txt").read_text() == "unconfined\n"
+    mark = len(scripted_model.requests)
+    params = {"sessionId": first["sessionId"], "sandbox": SANDBOX}
+    calls = json.dumps([["EnterWorktree", {"name": "escape"}]])
+    second, _ = await _run(bridge, tmp_path, "toolcalls", calls, **params)
+    assert second["sessionId"] == first["sessionId"]
+    said = _tool_results(scripted_model, mark)[-1]  # the first turn's result is history
+    assert "sandbox: EnterWorktree cannot be confined" in said, said
+    listed = subprocess.run(
+        [*git, "worktree", "list"], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert len(listed.stdout.splitlines()) == 1, listed.stdout
