@@ -43,6 +43,7 @@ from bridge.scripted_model import (
     tool_answer_text,
     write_pi_agent_dir,
 )
+from bridge.scripted_model.scenarios import build_reply
 from tests.support.env import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -829,3 +830,32 @@ def test_get_requests_answers_each_model_request_with_its_user_texts(server: Scr
     assert resp.status == 200
     assert answer == {"requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"]}]}
     assert len(server.requests) == 1, "asking for the requests is not itself recorded"
+
+
+def _calls_of(reply: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls a reply makes: (name, arguments) from its streamed pieces."""
+    calls: list[tuple[str, str]] = []
+    for piece in reply.pieces:
+        if piece.kind == "tool_start":
+            calls.append((piece.text, ""))
+        elif piece.kind == "tool_args":
+            calls[-1] = (calls[-1][0], calls[-1][1] + piece.text)
+    return [(name, json.loads(arguments)) for name, arguments in calls]
+
+
+def test_toolcalls_makes_the_listed_calls_one_by_one_then_answers() -> None:
+    listed = [["Read", {"file_path": "~/.ssh/id_rsa"}], ["Bash", {"command": "echo hi"}]]
+    user = {"role": "user", "content": json.dumps(listed)}
+    first = build_reply("toolcalls", {"messages": [user]}, 0)
+    assert _calls_of(first) == [("Read", {"file_path": "~/.ssh/id_rsa"})]
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "one"}]}
+    second = build_reply("toolcalls", {"messages": [user, call, result]}, 0)
+    assert _calls_of(second) == [("Bash", {"command": "echo hi"})]
+    call2 = {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "Bash", "input": {}}]}
+    result2 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "hi"}]}
+    last = build_reply("toolcalls", {"messages": [user, call, result, call2, result2]}, 0)
+    assert _calls_of(last) == [] and "The tool said: hi" in "".join(p.text for p in last.pieces)
+    assert (
+        _calls_of(build_reply("toolcalls", {"messages": [{"role": "user", "content": "not json"}]}, 0)) == []
+    )
