@@ -23,14 +23,16 @@ from typing import Any
 
 import pytest
 import pytest_lsp
+from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from bridge.process import bwrap
+from bridge.runs.approvals import ALLOW_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
-from tests.support.env import BRIDGE, CLAUDE_BIN, requires_claude
+from tests.support.env import BRIDGE, CLAUDE_BIN, ROOT, requires_claude
 from tests.support.leaks import assert_no_run_processes
-from tests.support.lsp import BridgeServerConfig, contents_of, initialize, make_client, messages_of, request
+from tests.support.lsp import BridgeServerConfig, contents_of, make_client, messages_of, request
 from tests.support.streams import assert_stream_invariants
 
 pytestmark = [
@@ -45,9 +47,24 @@ _HOME = Path(tempfile.mkdtemp(prefix="pi-bridge-claude-sandbox-home-", dir=_HOME
 _STATE = Path(tempfile.mkdtemp(prefix="pi-bridge-claude-sandbox-state-"))
 SANDBOX = {"mode": "workspace-write", "network": False}
 
+#: Every pi/requestPermission the client got; it allows each once.
+ASKED: list[dict[str, Any]] = []
+
+
+def _client() -> LanguageClient:
+    client = make_client()
+
+    @client.feature("pi/requestPermission")
+    async def on_request(ls: LanguageClient, params: Any) -> Any:
+        ASKED.append(params)
+        return {"optionId": ALLOW_ONCE}
+
+    return client
+
+
 CONFIG = BridgeServerConfig(
     server_command=[*BRIDGE, "--agent", "claude"],
-    client_factory=make_client,
+    client_factory=_client,
     extra_env={
         "PATH": os.pathsep.join([str(CLAUDE_BIN.parent), os.environ.get("PATH", "")]),
         STATE_DIR_ENV: str(_STATE),
@@ -80,7 +97,13 @@ async def bridge(
         "sandbox": SANDBOX,
         "silenceTimeoutMs": 30000,
     }
-    await initialize(lsp_client, options)
+    await lsp_client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
+            initialization_options=options,
+            root_uri=ROOT.as_uri(),
+        )
+    )
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()
@@ -238,3 +261,23 @@ async def test_a_sandbox_turned_on_mid_conversation_confines_claude_codes_next_c
         [*git, "worktree", "list"], capture_output=True, text=True, timeout=30, check=True
     )
     assert len(listed.stdout.splitlines()) == 1, listed.stdout
+
+
+async def test_in_ask_mode_the_user_approves_the_models_command_and_it_runs_confined(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """The sandbox comes first and the mode after it: the user is asked about the command the
+    model wrote (not the bridge's bwrap argv), and what runs is confined; a Write outside the
+    workspace is refused by the sandbox without asking."""
+    ASKED.clear()
+    command = 'echo x > "$HOME/pwned-asked"; echo "home-write=$?"'
+    calls = [["Bash", {"command": command}], ["Write", {"file_path": "~/pwned-asked.txt", "content": "x"}]]
+    mark = len(scripted_model.requests)
+    await _run(bridge, tmp_path, "toolcalls", json.dumps(calls), mode="ask")
+    bash, write = _tool_results(scripted_model, mark)
+    (asked,) = ASKED
+    shown = json.dumps(asked)
+    assert asked["tool"] == "Bash" and json.dumps(command)[1:-1] in shown and "bwrap" not in shown, shown
+    assert "Read-only file system" in bash and "home-write=1" in bash, bash
+    assert "sandbox:" in write and "outside the workspace" in write, write
+    assert not (_HOME / "pwned-asked").exists() and not (_HOME / "pwned-asked.txt").exists()
