@@ -74,6 +74,13 @@ def test_a_symlink_out_of_the_workspace_is_refused_even_dangling(box: Sandbox, t
     assert refusal("link", box.workspace, box.hidden) is not None
 
 
+def test_the_workspace_through_a_symlink_is_the_workspace(box: Sandbox, tmp_path: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(box.workspace)
+    assert refusal(str(alias / "a.txt"), box.workspace, box.hidden) is None
+    assert refusal(str(alias / ".." / "home" / "x"), box.workspace, box.hidden) is not None
+
+
 def test_a_secret_inside_the_workspace_stays_masked(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)

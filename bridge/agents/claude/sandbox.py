@@ -153,8 +153,8 @@ def wrapped(command: str, prefix: Sequence[str]) -> str:
 
 def refusal(path: str, workspace: str, hidden: Sequence[str]) -> str | None:
     """Why a file tool may not touch `path` (None: it may): outside the workspace after every
-    symlink, or in a masked secret, or in /proc, /sys or /dev. `~` and a leading `@` are read
-    as the agents read them; each reading must pass."""
+    symlink, or in a masked secret or /proc, /sys or /dev as written or as resolved. `~`, a
+    leading `@` and `file://` are read as the agents read them; each reading must pass."""
     root = os.path.realpath(workspace)
     bare = path.removeprefix("file://")
     spellings = {path, bare, os.path.expanduser(bare)}
@@ -162,13 +162,14 @@ def refusal(path: str, workspace: str, hidden: Sequence[str]) -> str | None:
         spellings |= {bare[1:], os.path.expanduser(bare[1:])}
     for spelling in spellings:
         lexical = os.path.normpath(os.path.join(root, spelling))
-        for resolved in {lexical, _resolved(lexical)}:
-            if any(_under(resolved, system) for system in _SYSTEM):
+        resolved = _resolved(lexical)
+        for reading in (lexical, resolved):
+            if any(_under(reading, system) for system in _SYSTEM):
                 return f"{path} is a system path"
-            if any(_under(resolved, secret) for secret in hidden):
+            if any(_under(reading, secret) for secret in hidden):
                 return f"{path} is a masked secret"
-            if not _under(resolved, root):
-                return f"{path} is outside the workspace {root}"
+        if not _under(resolved, root):  # where it lands: a symlinked spelling of the workspace is in it
+            return f"{path} is outside the workspace {root}"
     return None
 
 
