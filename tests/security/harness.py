@@ -215,12 +215,14 @@ class Bench:
         self.bridge = bridge
         self.model = model
         self.home = home
+        #: What every run's params hold unless a test says otherwise (Claude Code takes no provider).
+        self.defaults: dict[str, Any] = {"provider": "fake"}
 
     def script(self, cwd: Path, calls: list[list[Any]], **params: Any) -> tuple[Message, list[Message], Seen]:
         """One run of the `script` scenario making `calls` in `cwd`: its answer, its pi/messages,
         and everything the client and the model got meanwhile."""
         frames, requests, asked = self.bridge.mark(), len(self.model.requests), len(self.bridge.asked)
-        run = {"prompt": json.dumps(calls), "provider": "fake", "model": "script", "cwd": str(cwd), **params}
+        run = {**self.defaults, "prompt": json.dumps(calls), "model": "script", "cwd": str(cwd), **params}
         answer = self.bridge.call("pi/run", run, timeout=RUN_WAIT)
         run_id = (answer.get("result") or {}).get("runId") or (answer.get("error", {}).get("data") or {}).get(
             "runId"
