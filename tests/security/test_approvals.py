@@ -24,6 +24,7 @@ from tests.security.harness import (
     choose_kind,
     pi_options,
     reject_all,
+    run_texts,
     start_bench,
 )
 from tests.support.env import requires_pi
@@ -186,10 +187,12 @@ def test_13_a_deleted_mode_file_does_not_turn_asking_off(bench: Bench) -> None:
     modes = bench.home.state / "modes"
     bench.bridge.answer = _allow_bash_reject_rest
     calls = [
-        ["bash", {"command": f"rm -rf {modes}/*/* ; ls -A {modes}/* ; true"}],
+        ["bash", {"command": f"n=$(ls {modes}/*/ | wc -l); rm -rf {modes}/*/*; echo mode-files-deleted=$n"}],
         ["write", {"path": "after.txt", "content": "written unasked\n"}],
     ]
-    answer, _, seen = bench.script(ws, calls, mode="ask")
+    answer, messages, seen = bench.script(ws, calls, mode="ask")
     _completed(answer)
+    # The test found the conversation's mode file where the bridge keeps it (else it proves nothing).
+    assert "mode-files-deleted=1" in run_texts(messages), run_texts(messages)
     assert [p["tool"] for p in seen.permission_requests()] == ["bash", "write"], seen.asked
     assert not (ws / "after.txt").exists()
