@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bridge.process import bwrap
 from bridge.scripted_model import ScriptedModelServer
 from tests.security.harness import (
     BASHRC,
@@ -34,6 +35,7 @@ from tests.security.harness import (
 from tests.support.env import requires_claude
 
 pytestmark = [requires_claude, pytest.mark.realpi]
+NEEDS_BWRAP = pytest.mark.skipif(not bwrap.probe().ok, reason=f"no sandbox here: {bwrap.probe().reason}")
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +128,7 @@ def test_10_claude_in_auto_edit_asks_before_writing_shell_rc_config_or_hooks(ben
     assert [target for target in targets[1:] if target.exists()] == []
 
 
+@NEEDS_BWRAP
 def test_4_8_claude_sandboxed_reads_leak_no_key(bench: Bench) -> None:
     ws = bench.home.workspace("claude-read")
     home = bench.home.root
@@ -141,6 +144,7 @@ def test_4_8_claude_sandboxed_reads_leak_no_key(bench: Bench) -> None:
     assert seen.leaked() == [], seen.leaked()
 
 
+@NEEDS_BWRAP
 def test_1_3_claude_sandboxed_bash_and_write_stay_in_the_workspace(bench: Bench) -> None:
     ws = bench.home.workspace("claude-write")
     home = bench.home.root

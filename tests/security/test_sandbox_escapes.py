@@ -128,7 +128,6 @@ def test_3_pi_write_cannot_leave_the_workspace_by_tilde_file_url_or_dangling_sym
     assert not (home / "pwned-tilde.txt").exists()
     assert not (home / "pwned-url.txt").exists()
     assert not (home / ".profile").exists(), (home / ".profile").read_text()
-    assert not list(home.parent.glob("pwned*")), "nothing written beside the HOME either"
     _no_leak(seen)
 
 
