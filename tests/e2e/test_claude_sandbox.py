@@ -1,5 +1,5 @@
 """The sandbox on the real Claude Code with the scripted model: every tool call is the model's
-own (the `shell` scenario runs the prompt as a Bash command; `toolcalls` makes the calls the
+own (the `shell` scenario runs the prompt as a Bash command; `script` makes the calls the
 prompt lists, paths and all), in a `full` conversation, so nobody is asked and only the sandbox
 stands between the model and the machine.
 
@@ -209,7 +209,7 @@ async def test_claude_codes_write_and_read_outside_the_workspace_are_refused(
     ]
     (tmp_path / "link").symlink_to(_HOME / ".profile")  # dangling: ~/.profile does not exist
     mark = len(scripted_model.requests)
-    await _run(bridge, tmp_path, "toolcalls", json.dumps(calls))
+    await _run(bridge, tmp_path, "script", json.dumps(calls))
     said = _tool_results(scripted_model, mark)
     assert len(said) == len(calls), said
     assert all("sandbox:" in answer for answer in said[:5]), said
@@ -230,7 +230,7 @@ async def test_read_only_refuses_claude_codes_writes_in_the_workspace(
     ]
     mark = len(scripted_model.requests)
     sandbox = {"mode": "read-only", "network": False}
-    await _run(bridge, tmp_path, "toolcalls", json.dumps(calls), sandbox=sandbox)
+    await _run(bridge, tmp_path, "script", json.dumps(calls), sandbox=sandbox)
     write, bash = _tool_results(scripted_model, mark)
     assert "sandbox: the sandbox is read-only" in write, write
     assert "Read-only file system" in bash and "kept" in bash, bash
@@ -253,7 +253,7 @@ async def test_a_sandbox_turned_on_mid_conversation_confines_claude_codes_next_c
     mark = len(scripted_model.requests)
     params = {"sessionId": first["sessionId"], "sandbox": SANDBOX}
     calls = json.dumps([["EnterWorktree", {"name": "escape"}]])
-    second, _ = await _run(bridge, tmp_path, "toolcalls", calls, **params)
+    second, _ = await _run(bridge, tmp_path, "script", calls, **params)
     assert second["sessionId"] == first["sessionId"]
     said = _tool_results(scripted_model, mark)[-1]  # the first turn's result is history
     assert "sandbox: EnterWorktree cannot be confined" in said, said
@@ -273,7 +273,7 @@ async def test_in_ask_mode_the_user_approves_the_models_command_and_it_runs_conf
     command = 'echo x > "$HOME/pwned-asked"; echo "home-write=$?"'
     calls = [["Bash", {"command": command}], ["Write", {"file_path": "~/pwned-asked.txt", "content": "x"}]]
     mark = len(scripted_model.requests)
-    await _run(bridge, tmp_path, "toolcalls", json.dumps(calls), mode="ask")
+    await _run(bridge, tmp_path, "script", json.dumps(calls), mode="ask")
     bash, write = _tool_results(scripted_model, mark)
     (asked,) = ASKED
     shown = json.dumps(asked)
