@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
+import anyio
 import orjson
 import pytest
 
 from bridge.agents.claude import ClaudeAgent
 from bridge.agents.claude import sandbox as claude_sandbox
-from bridge.agents.claude.live import live_flags
+from bridge.agents.claude.live import ClaudeLive, live_flags
 from bridge.agents.claude.sandbox import Sandbox, confine, read_sandbox, refusal
-from bridge.agents.seam import RunOptions
+from bridge.agents.seam import RunOptions, ToolCheck, ToolVerdict
 from bridge.contract import SandboxSettings
+from bridge.process.spawn import ChildProcess
 from bridge.runs import sandbox as runs_sandbox
 
 PREFIX = ("/usr/bin/bwrap", "--ro-bind", "/", "/", "--unshare-net", "--")
@@ -145,3 +149,66 @@ def test_a_sandboxed_live_claude_code_asks_about_every_call(tmp_path: Path) -> N
                                            ("bypassPermissions", False)])  # fmt: skip
 def test_claude_code_can_be_sandboxed_unless_it_asks_about_nothing(mode: str, can: bool) -> None:
     assert ClaudeAgent.from_settings(mode, ()).can_sandbox is can
+
+
+class _Stdin:
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+
+    def write_now(self, data: bytes) -> None:
+        self.lines.extend(orjson.loads(line) for line in data.splitlines() if line)
+
+
+def _asked(tool: str, arguments: dict[str, Any]) -> bytes:
+    request = {"subtype": "can_use_tool", "tool_name": tool, "input": arguments, "tool_use_id": "t1"}
+    return orjson.dumps({"type": "control_request", "request_id": f"r-{tool}", "request": request})
+
+
+async def _answers(env: dict[str, str], argv: tuple[str, ...], *asked: bytes) -> list[dict[str, Any]]:
+    """What a ClaudeLive answers to `asked`, in their order, its gate allowing all it is given."""
+    stdin = _Stdin()
+    child = SimpleNamespace(stdin=stdin, argv=argv, handle=None)
+    client = ClaudeLive(cast(ChildProcess, child))
+    client._env = env
+    gated: list[str] = []
+
+    async def allow(call: ToolCheck) -> ToolVerdict:
+        gated.append(call.tool)
+        return ToolVerdict(allow=True)
+
+    client.asks = allow
+    async with anyio.create_task_group() as tasks:
+        client._tasks = tasks
+        client._dispatch(list(asked))
+    answers = {line["response"]["request_id"]: line["response"]["response"] for line in stdin.lines}
+    return [answers[orjson.loads(line)["request_id"]] for line in asked]
+
+
+SANDBOXED = ("claude", "--permission-prompt-tool", "stdio", "--settings", claude_sandbox.SETTINGS,
+             "--session-id", "s-1")  # fmt: skip
+
+
+async def test_the_live_client_confines_bash_and_refuses_a_read_outside(tmp_path: Path) -> None:
+    board = runs_sandbox.SandboxBoard(tmp_path)
+    board.publish("s-1", SandboxSettings(mode="workspace-write"), str(tmp_path), {"HOME": "/nowhere"})
+    if not (board.path / "s-1").exists():
+        pytest.skip("no bwrap here: the board writes no sandbox")
+    bash, read = await _answers(
+        board.agent_env(),
+        SANDBOXED,
+        _asked("Bash", {"command": "echo hi"}),
+        _asked("Read", {"file_path": "/etc/passwd"}),
+    )
+    assert bash["behavior"] == "allow", bash
+    assert bash["updatedInput"]["command"].endswith("-c 'echo hi'")
+    assert "bwrap" in bash["updatedInput"]["command"] and "--unshare-net" in bash["updatedInput"]["command"]
+    assert read["behavior"] == "deny" and "outside the workspace" in read["message"]
+
+
+async def test_a_sandboxed_claude_code_whose_sandbox_dir_is_unknown_runs_nothing() -> None:
+    (bash,) = await _answers({}, SANDBOXED, _asked("Bash", {"command": "echo hi"}))
+    assert bash["behavior"] == "deny" and bash["message"].startswith("sandbox:")
+    (unsandboxed,) = await _answers(
+        {}, ("claude", "--session-id", "s-1"), _asked("Bash", {"command": "echo hi"})
+    )
+    assert unsandboxed == {"behavior": "allow", "updatedInput": {"command": "echo hi"}}

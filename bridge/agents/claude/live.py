@@ -36,8 +36,8 @@ from bridge.agents.claude import questions, sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
 from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
+from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, read_sandbox
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
-from bridge.agents.claude.sandbox import confine, read_sandbox
 from bridge.agents.claude.tool_checks import answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
@@ -496,6 +496,9 @@ class ClaudeLive(LiveReader):
             return True
         runs_as = arguments
         box = read_sandbox(self._env, self._session_id)
+        if box is None and self._asks_every_call and SANDBOX_DIR_ENV not in self._env:
+            # started for a sandbox whose file it cannot find: nothing runs unconfined
+            box = UNREADABLE
         if box is not None:
             # the sandbox first: what it refuses is never asked about; what it allows runs confined
             confined = confine(check.tool, arguments, box)

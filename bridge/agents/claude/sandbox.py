@@ -88,6 +88,10 @@ class Sandbox:
     prefix: tuple[str, ...]
 
 
+#: The sandbox of a conversation whose sandbox cannot be read: no command, no file, no network.
+UNREADABLE: Final = Sandbox("read-only", False, "/nonexistent", (), ())
+
+
 @dataclass(frozen=True, slots=True)
 class Confined:
     """A call the sandbox lets through (its input as it will run), or why it refuses it."""
@@ -106,8 +110,7 @@ def read_sandbox(environ: Mapping[str, str], session_id: str | None) -> Sandbox 
     except FileNotFoundError:
         return None
     except (OSError, orjson.JSONDecodeError):
-        # a sandbox the bridge wrote but that cannot be read: nothing runs unconfined
-        return Sandbox("read-only", False, "/nonexistent", (), ())
+        return UNREADABLE  # a sandbox the bridge wrote but that cannot be read
     prefix, hidden = body.get("prefix"), body.get("hidden")
     return Sandbox(
         mode=str(body.get("mode")),
