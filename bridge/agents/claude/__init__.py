@@ -50,8 +50,6 @@ class ClaudeAgent:
     name = "claude"
     display_name = "Claude Code"
     default_command: tuple[str, ...] = ("claude",)
-    # Its commands are not wrapped yet: a run that asks for a sandbox is refused (docs/reliability.md).
-    can_sandbox = False
     interrupt_signal = signal.SIGINT
 
     def __init__(
@@ -59,6 +57,9 @@ class ClaudeAgent:
     ) -> None:
         self.permission_mode: PermissionMode = permission_mode
         self.allowed_tools = allowed_tools
+        # The bridge confines each tool call Claude Code asks about (sandbox.py): in its own
+        # `plan` or `bypassPermissions` it asks about none, so the sandbox could not hold.
+        self.can_sandbox = permission_mode not in ("plan", "bypassPermissions")
         self._live = ClaudeLiveMode(permission_mode, allowed_tools)
 
     @classmethod
