@@ -109,7 +109,7 @@ class ProjectTrust:
         self._told: set[str] = set()
         self._locks: dict[str, anyio.Lock] = {}
 
-    def known(self, cwd: str, roots: tuple[str, ...] = ()) -> Known:
+    def known(self, cwd: str, roots: tuple[str, ...]) -> Known:
         """The decision in force for `cwd` without asking, a trust holding only while the config
         under `roots` is as the user saw it; blocking I/O (a stat per config file)."""
         resolved = os.path.realpath(cwd)

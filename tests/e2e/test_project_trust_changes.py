@@ -59,12 +59,13 @@ def _agent_dir(root: Path, scripted_model: ScriptedModelServer) -> Path:
     write_pi_agent_dir(agent_dir, scripted_model.base_url)
     (agent_dir / "extensions").mkdir(parents=True, exist_ok=True)
     (agent_dir / "extensions" / "starts.ts").write_text(
-        'import { writeFileSync } from "node:fs";\n'
+        'import { renameSync, writeFileSync } from "node:fs";\n'
         "export default function (pi: any) {\n"
         f"  const dir = {str(_STARTS)!r};\n"
         '  pi.on("session_start", async () => {\n'
         "    const seen = { pid: process.pid, cwd: process.cwd(), argv: process.argv };\n"
-        "    writeFileSync(`${dir}/started-${process.pid}.json`, JSON.stringify(seen));\n"
+        "    writeFileSync(`${dir}/.${process.pid}.tmp`, JSON.stringify(seen));\n"
+        "    renameSync(`${dir}/.${process.pid}.tmp`, `${dir}/started-${process.pid}.json`);\n"
         "  });\n"
         '  pi.on("agent_start", async () => { writeFileSync(`${dir}/prompted-${process.pid}`, ""); });\n'
         "}\n"
@@ -116,32 +117,43 @@ def _trust_questions(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in contents_of(messages, "permission.requested") if c["tool"] == TRUST_TOOL]
 
 
-async def _spare_in(folder: Path) -> list[str]:
-    """The argv of the spare pi started in `folder` (live, started, never prompted), once all
-    its extensions are loaded."""
+async def _spare_in(folder: Path, but: frozenset[int] = frozenset()) -> tuple[int, list[str]]:
+    """The pid and argv of the spare pi started in `folder` (live, never prompted, not one of
+    `but`), once all its extensions are loaded."""
     with anyio.fail_after(30):
         while True:
             for started in _STARTS.glob("started-*.json"):
                 seen = json.loads(started.read_text())
                 pid = seen["pid"]
                 prompted = (_STARTS / f"prompted-{pid}").exists()
-                if seen["cwd"] == str(folder.resolve()) and not prompted and psutil.pid_exists(pid):
-                    return list(seen["argv"])
+                if (
+                    seen["cwd"] == str(folder.resolve())
+                    and not prompted
+                    and pid not in but
+                    and psutil.pid_exists(pid)
+                ):
+                    return pid, list(seen["argv"])
             await anyio.sleep(0.05)
 
 
-async def _trusted_then_planted(client: LanguageClient, folder: Path, outside: Path) -> None:
-    """`folder` trusted through the question, then a turn's bash plants the extension."""
+async def _trusted_then_planted(client: LanguageClient, folder: Path, outside: Path) -> int:
+    """`folder` trusted through the question, then a turn's bash plants the extension; the pid
+    of the spare the planting turn took (started before the plant, trusted)."""
     (folder / ".pi").mkdir(parents=True)
     (folder / ".pi" / "settings.json").write_text("{}\n")
     ASKED.answer = _choose(TRUST_ALWAYS)
     messages = await _run(client, folder, "text", "hello")
     assert len(_trust_questions(messages)) == 1, "the folder is trusted through the question"
+    # The spare primed after that run is up before the planting run, which takes it: the next
+    # spare is then primed after the plant, like the planting run.
+    taken, _ = await _spare_in(folder)
     payload = base64.b64encode(_evil(outside).encode()).decode()
     plant = f"mkdir -p .pi/extensions && echo {payload} | base64 -d > .pi/extensions/evil.ts"
     messages = await _run(client, folder, "shell", plant, mode="full")
-    assert _trust_questions(messages) == [], "nothing changed yet: the trust holds, unasked"
+    notices = [c["text"] for c in contents_of(messages, "notice")]
+    assert not any("not trusted" in text for text in notices), ("the trust held for this turn", notices)
     assert (folder / ".pi" / "extensions" / "evil.ts").read_text() == _evil(outside), "the turn planted it"
+    return taken
 
 
 async def test_a_config_planted_after_the_trust_asks_again_and_a_refusal_keeps_it_from_running(
@@ -150,9 +162,9 @@ async def test_a_config_planted_after_the_trust_asks_again_and_a_refusal_keeps_i
     refused, control = tmp_path / "refused", tmp_path / "control"
     refused_mark, control_mark = tmp_path / "outside-refused.txt", tmp_path / "outside-control.txt"
     await _trusted_then_planted(bridge, control, control_mark)
-    await _trusted_then_planted(bridge, refused, refused_mark)
+    taken = await _trusted_then_planted(bridge, refused, refused_mark)
     # The spare primed like the planting run (which was trusted) starts without the folder's config.
-    spare = await _spare_in(refused)
+    _, spare = await _spare_in(refused, frozenset({taken}))
     assert "--no-approve" in spare and "--approve" not in spare, spare
     assert not refused_mark.exists() and not control_mark.exists(), "no pi has loaded it yet"
 
@@ -163,7 +175,10 @@ async def test_a_config_planted_after_the_trust_asks_again_and_a_refusal_keeps_i
     assert "changed since you trusted it" in question["title"], question
     assert "added .pi/extensions/evil.ts" in question["title"], question
     [sent] = ASKED.requests[asked_before:]
-    assert "added .pi/extensions/evil.ts" in sent["input"]["changed"], sent
+    assert sent["input"]["changed"] == ["added .pi/extensions", "added .pi/extensions/evil.ts"], (
+        "what the turn planted, and nothing pi itself wrote",
+        sent,
+    )
     messages = await _run(bridge, refused, "text", "and another")
     assert _trust_questions(messages) == [], "not now holds for this bridge"
     assert not refused_mark.exists(), "the refused extension never ran"
