@@ -674,6 +674,12 @@ class AgentAdapter(Protocol):
         reads them (a path relative to `cwd`); empty: nothing to ask. Blocking I/O."""
         ...
 
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The files and folders a trust decision of `cwd` covers (relative to `cwd`, or
+        absolute): the config the agent loads from a trusted folder, and what that config can
+        pull in. Any change under them since the user trusted the folder asks again."""
+        ...
+
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:
         """A fresh watch of the file-changing tool calls of one attempt in `cwd` (None: no diffs)."""
         ...

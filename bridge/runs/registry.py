@@ -124,6 +124,9 @@ class RunRegistry:
             idle_seconds=config.session_idle_seconds,
             wait_writable=self._writable,
         )
+        self.conversations.trust_holds = lambda cwd: self.gate.trust.trusted_now(
+            cwd, adapter, self.config.env
+        )
         # The conversations of agents with no live mode (their sessions, resumed per prompt).
         self.stored = StoredConversations()
         self._attempts = Attempts(
@@ -247,7 +250,8 @@ class RunRegistry:
                 cwd=default_cwd,
                 provider=config.default_provider,
                 model=config.default_model,
-                trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+                # a trust that still holds (a few stat calls, once)
+                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, config.env),
             ),
             None,
         )
@@ -288,7 +292,9 @@ class RunRegistry:
             session_id=session_id,
             resumed=session_id is not None,
             # the decision the user made already; the first prompt asks when there is none
-            trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
+            trusted=await anyio.to_thread.run_sync(
+                self.gate.trust.trusted_now, cwd, self.adapter, config.env
+            ),
         )
         options = self._with_mcp(options, mcp_servers)
         try:
