@@ -134,7 +134,7 @@ async def test_a_steer_is_taken_in_as_run_steered(rpc_bridge: LanguageClient) ->
     assert unknown["accepted"] is False and unknown["reason"]
 
 
-async def test_a_second_run_of_a_busy_conversation_waits_then_runs(rpc_bridge: LanguageClient) -> None:
+async def test_a_stop_takes_the_runs_queued_behind_it_along(rpc_bridge: LanguageClient) -> None:
     first, _ = await run(rpc_bridge, "text")
     sid = first["sessionId"]
     _, slow = start_request(
@@ -145,11 +145,17 @@ async def test_a_second_run_of_a_busy_conversation_waits_then_runs(rpc_bridge: L
         rpc_bridge, "pi/run", {"runId": "next", "prompt": "b", "model": "text", "sessionId": sid}
     )
     await messages_of(rpc_bridge).wait_type("next", "run.queued")
-    await request(rpc_bridge, "pi/cancel", {"runId": "busy"})
-    await answer_or_error(slow)
-    result, _ = await answer_or_error(queued)
-    assert result["status"] == "completed" and result["sessionId"] == sid
-    assert_stream_invariants(messages_of(rpc_bridge).by_run["next"])
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "busy"})
+    assert cancel["unsent"] == ["b"]
+    _, error = await answer_or_error(slow)
+    assert error is not None and error.data["unsent"] == ["b"]
+    _, error = await answer_or_error(queued)
+    assert error is not None and error.data["status"] == "cancelled" and error.data["shutdown"]["pids"] == []
+    messages = messages_of(rpc_bridge).by_run["next"]
+    assert_stream_invariants(messages)
+    assert not [m for m in messages if m["type"] in ("assistant", "session.resumed")], "it never started"
+    after, _ = await run(rpc_bridge, "text", sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid
 
 
 async def test_an_agent_without_rpc_falls_back_to_json(fake_bridge: LanguageClient) -> None:
