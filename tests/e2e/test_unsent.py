@@ -3,6 +3,7 @@ the model later, and the cancel's answer hands their texts back (`unsent`). Real
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from pytest_lsp import LanguageClient
 from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.e2e.test_conversations import turn, user_texts
+from tests.support.acp import acp_bridge, new_session, prompt
+from tests.support.env import WAIT
 from tests.support.lsp import answer_or_error, messages_of, request, start_request
 from tests.support.streams import assert_stream_invariants
 
@@ -116,3 +119,28 @@ async def test_a_run_queued_behind_a_stopped_run_is_stopped_across_two_stops(
 def every_text(seen: dict[str, Any]) -> str:
     """A model request's user messages, as one text."""
     return "\n".join(user_texts(seen["body"])) if seen["body"] else ""
+
+
+async def test_acp_session_cancel_hands_the_steer_back_and_the_next_prompt_has_none_of_it(
+    pi_agent_dir: Path, tmp_path: Path, scripted_model: ScriptedModelServer
+) -> None:
+    tag = os.urandom(4).hex()
+    steer = f"Focus on division by zero only {tag}"
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path, "slow")
+        running = asyncio.ensure_future(prompt(conn, session_id, f"divide-{tag}"))
+        await recorder.wait_for(lambda u: u.session_update == "agent_message_chunk")
+        steered = await asyncio.wait_for(
+            conn.ext_method("pi/steer", {"sessionId": session_id, "message": steer}), WAIT
+        )
+        assert steered["accepted"] is True, steered
+        await conn.cancel(session_id=session_id)
+        answer = await asyncio.wait_for(running, WAIT)
+        assert answer.stop_reason == "cancelled"
+        assert answer.field_meta == {"piBridge": {"unsent": [steer]}}
+        await conn.set_config_option(config_id="model", session_id=session_id, value="fake/echo")
+        again = await asyncio.wait_for(prompt(conn, session_id, f"Hello again {tag}"), WAIT)
+        assert again.stop_reason == "end_turn"
+    [hello] = [r for r in scripted_model.requests if f"Hello again {tag}" in every_text(r)]
+    assert user_texts(hello["body"])[-1] == f"Hello again {tag}"
+    assert steer not in every_user_text(scripted_model), "the steer reached the model"
