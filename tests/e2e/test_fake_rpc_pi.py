@@ -134,6 +134,49 @@ async def test_a_steer_is_taken_in_as_run_steered(rpc_bridge: LanguageClient) ->
     assert unknown["accepted"] is False and unknown["reason"]
 
 
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
+)
+async def logged_rpc_bridge(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[LanguageClient]:
+    """The fake rpc pi, logging every command it reads to tmp_path/commands."""
+    commands = tmp_path / "commands"
+    await initialize(
+        lsp_client,
+        {"piCommand": FAKE_RPC_PI, "warmPool": False, "env": {"FAKE_RPC_PI_COMMANDS": str(commands)}},
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_a_steer_the_cancel_overtakes_is_cleared_once_pi_queued_it(
+    logged_rpc_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    client = logged_rpc_bridge
+    first, _ = await run(client, "text")
+    sid = first["sessionId"]
+    _, slow = start_request(
+        client, "pi/run", {"runId": "late", "prompt": "a", "model": "latesteer", "sessionId": sid}
+    )
+    await messages_of(client).wait_type("late", "assistant")
+    steer = asyncio.ensure_future(request(client, "pi/steer", {"runId": "late", "message": "overtaken"}))
+    log = tmp_path / "commands"
+    deadline = time.monotonic() + 10
+    while "steer" not in (log.read_text().split() if log.exists() else []):
+        assert time.monotonic() < deadline, "the fake never read the steer"
+        await asyncio.sleep(0.02)
+    cancel = await request(client, "pi/cancel", {"runId": "late"})
+    assert (await asyncio.wait_for(steer, 10))["accepted"] is True
+    assert cancel["unsent"] == ["overtaken"], "queued after the first clear, taken by the second"
+    _, error = await answer_or_error(slow)
+    assert error is not None and error.data["unsent"] == ["overtaken"]
+    commands = [line.split()[1] for line in log.read_text().splitlines()]
+    assert commands.count("clear_queue") == 2 and commands.index("clear_queue") < commands.index("abort")
+    after, messages = await run(client, "text", sessionId=sid)
+    assert after["status"] == "completed"
+    assert not [m for m in messages if m["type"] == "run.steered"], "the overtaken steer acted later"
+
+
 async def test_a_stop_takes_the_runs_queued_behind_it_along(rpc_bridge: LanguageClient) -> None:
     first, _ = await run(rpc_bridge, "text")
     sid = first["sessionId"]
