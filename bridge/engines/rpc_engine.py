@@ -654,7 +654,7 @@ class RpcAttempt:
                 kept = agent.alive
             except LiveError as exc:
                 log.info("%s did not settle after abort: %s", self.name, exc)
-            await self._take_back_queue(agent)
+            await self._take_back_queue(agent, kept)
         if kept:
             receipt = await stop_descendants(agent.child, keep=self._helpers)
             if receipt.survivors:
@@ -679,15 +679,16 @@ class RpcAttempt:
             )
         return receipt
 
-    async def _take_back_queue(self, agent: LiveAgent) -> None:
+    async def _take_back_queue(self, agent: LiveAgent, settled: bool) -> None:
         """The steers and follow-ups the clear took out of pi, for the cancel's `unsent`; a steer
         that was on its way as the cancel came is waited for and cleared too, so that nothing of
-        the run waits in pi's queue for the next prompt (a pi that is gone holds nothing)."""
+        the run waits in pi's queue for the next prompt. A pi that did not settle is killed next
+        (its queue goes with it): it is not waited for, only what it answered already counts."""
         clears: list[LiveCommand | None] = [self._clear]
-        if self._steers_at_cancel and self._steers_out and agent.alive:
-            with anyio.move_on_after(ABORT_GRACE_SECONDS):
-                await self._steers_answered.wait()
-        if self._steers_at_cancel and agent.alive:
+        if settled and self._steers_at_cancel:
+            if self._steers_out:
+                with anyio.move_on_after(ABORT_GRACE_SECONDS):
+                    await self._steers_answered.wait()
             try:
                 clears.append(agent.rpc.send_clear_queue_now())
             except LiveError:
@@ -696,7 +697,7 @@ class RpcAttempt:
             if clear is None:
                 continue
             try:
-                self.unsent.extend(await agent.rpc.unsent(clear, ABORT_GRACE_SECONDS))
+                self.unsent.extend(await agent.rpc.unsent(clear, ABORT_GRACE_SECONDS if settled else 0.05))
             except LiveError as exc:
                 log.info("%s's queue could not be read back: %s", self.name, exc)
 
