@@ -398,8 +398,8 @@ class RunRegistry:
         pressed Stop on that conversation, so nothing already sent to it goes on afterwards.
         Their prompts join the stopped run's `unsent`, in the order they were sent."""
         session = run.session_id or run.options.session_id
-        if session is None:
-            return
+        if session is None or run.waits_for is not None:
+            return  # a run still waiting in line holds nothing up: the others wait for the first
         behind = [other for other in self._runs.values() if other is not run and other.waits_for == session]
         for other in behind:
             other.waits_for = None

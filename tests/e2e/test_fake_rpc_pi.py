@@ -338,3 +338,28 @@ def test_a_session_file_that_is_a_fifo_never_freezes_the_bridge(tmp_path: Path) 
         except OSError:
             pass
         bridge.close()
+
+
+async def test_stopping_a_run_that_waits_in_line_takes_nothing_else_along(rpc_bridge: LanguageClient) -> None:
+    first, _ = await run(rpc_bridge, "text")
+    sid = first["sessionId"]
+    _, slow = start_request(
+        rpc_bridge, "pi/run", {"runId": "head", "prompt": "a", "model": "slow", "sessionId": sid}
+    )
+    await messages_of(rpc_bridge).wait_type("head", "assistant")
+    waiting = {}
+    for run_id, prompt in (("second", "b"), ("third", "c")):
+        _, waiting[run_id] = start_request(
+            rpc_bridge, "pi/run", {"runId": run_id, "prompt": prompt, "model": "text", "sessionId": sid}
+        )
+        await messages_of(rpc_bridge).wait_type(run_id, "run.queued")
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "second"})
+    assert cancel["found"] is True and "unsent" not in cancel
+    _, error = await answer_or_error(waiting["second"])
+    assert error is not None and error.data["status"] == "cancelled" and "unsent" not in error.data
+    assert not waiting["third"].done(), "the third still waits for the head of the line"
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "head"})
+    assert cancel["unsent"] == ["c"]
+    await answer_or_error(slow)
+    _, error = await answer_or_error(waiting["third"])
+    assert error is not None and error.data["status"] == "cancelled"
