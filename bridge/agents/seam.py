@@ -516,6 +516,16 @@ class LiveClient(Protocol):
         """Write an abort now (from a synchronous callback too); its answer is awaited with `answer`."""
         ...
 
+    def send_clear_queue_now(self) -> LiveCommand | None:
+        """Take the run's queued messages (steers, follow-ups) out of the agent now, written just
+        before its abort so that the abort goes on with none of them; None when the agent holds
+        no queue of a run's messages. Its answer is read with `unsent`."""
+        ...
+
+    async def unsent(self, command: LiveCommand, timeout: float = ...) -> list[str]:
+        """The texts `send_clear_queue_now` took out of the agent, in the order they were queued."""
+        ...
+
     async def stats(self, timeout: float = ...) -> SessionStats:
         """The conversation's context use and cost."""
         ...

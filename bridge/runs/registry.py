@@ -23,6 +23,7 @@ from bridge.agents.seam import RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
+    CancelledRunData,
     CancelResult,
     EffectiveSettings,
     ErrorInfo,
@@ -392,10 +393,25 @@ class RunRegistry:
             on_done=on_done,
         )
         self._runs[run_id] = run
+        run.cancel.on_cancel(lambda: self._stop_runs_behind(run))
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
         self._run_tasks.add(task)
         task.add_done_callback(self._run_tasks.discard)
         return run
+
+    def _stop_runs_behind(self, run: Run) -> None:
+        """A stopped run takes the runs queued behind it in its conversation along: the user
+        pressed Stop on that conversation, so nothing already sent to it goes on afterwards.
+        Their prompts join the stopped run's `unsent`, in the order they were sent."""
+        session = run.session_id or run.options.session_id
+        if session is None or run.waits_for is not None:
+            return  # a run still waiting in line holds nothing up: the others wait for the first
+        behind = [other for other in self._runs.values() if other is not run and other.waits_for == session]
+        for other in behind:
+            other.waits_for = None
+            run.unsent_behind.append(other.params.prompt)
+        for other in behind:
+            other.cancel.cancel(f"the run before it in its conversation ({run.run_id}) was stopped")
 
     def live_run(self, run_id: str) -> Run | None:
         """The live run of this id, if any."""
@@ -409,7 +425,8 @@ class RunRegistry:
         run.cancel.cancel(reason)
         with anyio.CancelScope(shield=True):
             await run.done.wait()
-        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
+        unsent = run.answer.unsent if isinstance(run.answer, CancelledRunData) else None
+        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt, unsent=unsent)
 
     def list(self) -> RunsResult:
         """The live runs, the idle pre-spawned agents and the live conversations."""
