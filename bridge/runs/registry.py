@@ -209,12 +209,13 @@ class RunRegistry:
 
     def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
         """Every known agent's config a sandboxed command may not change: the top folder of each
-        project file it loads only from a trusted `cwd`, and the folder of its credentials (its
-        config dir, with its user-level extensions; never $HOME itself)."""
+        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
+        the folder of its credentials (its config dir, with its user-level extensions; never
+        $HOME itself)."""
         home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
         paths: list[str] = []
         for adapter in self.history_adapters():
-            for resource in adapter.project_resources(cwd, environ) or ():
+            for resource in adapter.trust_roots(cwd, environ) or ():
                 paths.append(
                     resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
                 )
