@@ -42,8 +42,18 @@ _MAX_LINKS: Final = 40
 Writes = Literal["anywhere", "workspace", "none"]
 
 
-class Refused(Exception):
-    """The operation is not allowed, or failed; the message is the one the model is given."""
+@dataclass(frozen=True, slots=True)
+class Original:
+    """What a written file held before: whether it existed, and its bytes when they were kept."""
+
+    existed: bool
+    data: bytes | None = None
+
+
+class Refused(PermissionError):
+    """The operation is not allowed, or failed; the message is the one the model is given.
+
+    A missing file is FileNotFoundError instead, so a caller can tell "not there" apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +90,7 @@ class FileAccess:
         """Why `real` (resolved) may never be read or written; None: it may be."""
         for tree in self.kept_out:
             if within(real, tree):
-                return f"refused: {real} is kept out of the agent's tools"
+                return f"refused: {real} is hidden from the agent's tools"
         return None
 
     def is_agent_config(self, real: str) -> bool:
@@ -100,7 +110,7 @@ class FileAccess:
         real = self.judge_read(path)
         for tree in self.kept_out:
             if within(tree, real) and tree != real:
-                raise Refused(f"refused: {real} holds {tree}, which is kept out of the agent's tools")
+                raise Refused(f"refused: {real} holds {tree}, which is hidden from the agent's tools")
         return real
 
     def judge_write(self, path: str) -> str:
@@ -143,29 +153,43 @@ class FileAccess:
         """A small regular file's UTF-8 text (ValueError: not text); for diffs shown to the user."""
         return self.read_bytes(path, limit).decode("utf-8")
 
-    def write_bytes(self, path: str, data: bytes) -> None:
-        """Write `data` over the file (created if missing); its parent must exist."""
+    def write_bytes(self, path: str, data: bytes, *, keep: int = 0) -> Original:
+        """Write `data` over the file (created if missing; its parent must exist). What it held
+        before is returned when it was a text of at most `keep` bytes (for the change's diff)."""
         real = self.judge_write(path)
         parent, name = os.path.split(real)
+        base = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
         with _opened(parent, os.O_PATH | os.O_DIRECTORY) as dir_fd:
-            try:
-                fd = os.open(
-                    name,
-                    os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                    0o666,
-                    dir_fd=dir_fd,
-                )
-            except OSError as exc:
-                raise _refused(real, exc) from None
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise Refused(f"refused: {real} is not a regular file")
-                os.ftruncate(fd, 0)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            fd, existed = -1, True
+            for flags in (os.O_RDWR, os.O_WRONLY, os.O_WRONLY | os.O_CREAT | os.O_EXCL):
+                try:
+                    fd = os.open(name, flags | base, 0o666, dir_fd=dir_fd)
+                    existed = not flags & os.O_CREAT
+                    break
+                except PermissionError as exc:
+                    if flags != os.O_RDWR:
+                        raise _refused(real, exc) from None
+                except FileNotFoundError:
+                    if flags & os.O_CREAT:
+                        raise
+                except OSError as exc:
+                    raise _refused(real, exc) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise Refused(f"refused: {real} is not a regular file")
+            old = None
+            if existed and keep > 0 and info.st_size <= keep:
+                with contextlib.suppress(OSError):
+                    old = os.pread(fd, keep + 1, 0)
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            offset = 0
+            while offset < len(view):
+                offset += os.pwrite(fd, view[offset:], offset)
+        finally:
+            os.close(fd)
+        return Original(existed, old if old is not None and len(old) <= keep else None)
 
     def mkdir(self, path: str) -> None:
         """Make `path` and its missing parents, each one inside the judged path."""
@@ -194,17 +218,15 @@ class FileAccess:
         try:
             with _opened(real, os.O_PATH) as fd:
                 mode = os.fstat(fd).st_mode
-        except Refused:
-            if not _lexists(real):
-                return "missing"
-            raise
+        except FileNotFoundError:
+            return "missing"
         return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
     def listdir(self, path: str) -> list[str]:
-        """The names in directory `path`."""
+        """The names in directory `path`, a directory's with a trailing `/`."""
         real = self.judge_read(path)
-        with _opened(real, os.O_RDONLY | os.O_DIRECTORY) as fd:
-            return os.listdir(fd)
+        with _opened(real, os.O_RDONLY | os.O_DIRECTORY) as fd, os.scandir(fd) as entries:
+            return [entry.name + ("/" if entry.is_dir(follow_symlinks=False) else "") for entry in entries]
 
 
 def within(path: str, root: str) -> bool:
@@ -306,7 +328,9 @@ def _opened(real: str, flags: int) -> Iterator[int]:
         os.close(opened)
 
 
-def _refused(real: str, exc: OSError) -> Refused:
+def _refused(real: str, exc: OSError) -> OSError:
+    if exc.errno == errno.ENOENT:
+        return FileNotFoundError(errno.ENOENT, f"no such file or directory: {real}")
     if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _lexists(real):
         return Refused(f"refused: {real}: a symlink was put in its path")
     return Refused(f"{exc.strerror or exc}: {real}")

@@ -49,7 +49,7 @@ def test_reads_inside_the_workspace_return_the_bytes(work: Path, home: Path, mod
 )
 @pytest.mark.parametrize("mode", ["off", "workspace-write"])
 def test_kernel_trees_are_kept_out(work: Path, home: Path, path: str, mode: str) -> None:
-    with pytest.raises(Refused, match="kept out"):
+    with pytest.raises(Refused, match="hidden from"):
         access(work, home, mode).read_bytes(path)
     with pytest.raises(Refused):
         access(work, home, mode).write_bytes(path, b"x")
@@ -61,7 +61,7 @@ def test_secrets_and_the_state_dir_are_kept_out_of_reads_and_writes(
 ) -> None:
     policy = access(work, home, mode)
     for path in (home / ".ssh" / "id_rsa", home / "state" / "rules.json", home / "state"):
-        with pytest.raises(Refused, match="kept out"):
+        with pytest.raises(Refused, match="hidden from"):
             policy.read_bytes(str(path))
         with pytest.raises(Refused):
             policy.write_bytes(str(path / "x" if path.is_dir() else path), b"pwned")
@@ -133,8 +133,15 @@ def test_agent_config_is_read_only_under_a_sandbox(work: Path, home: Path, name:
 
 
 def test_without_a_sandbox_writes_go_anywhere_not_kept_out(work: Path, home: Path) -> None:
-    access(work, home).write_bytes(str(home / "note.txt"), b"ok")
+    assert access(work, home).write_bytes(str(home / "note.txt"), b"ok", keep=10).existed is False
     assert (home / "note.txt").read_text() == "ok"
+
+
+def test_a_write_tells_what_the_file_held(work: Path, home: Path) -> None:
+    original = access(work, home).write_bytes("a.txt", b"new", keep=100)
+    assert (original.existed, original.data) == (True, b"hello\n")
+    assert (work / "a.txt").read_bytes() == b"new"
+    assert access(work, home).write_bytes("a.txt", b"newer", keep=2).data is None  # too big to keep
 
 
 def test_fifos_and_devices_are_never_opened_for_read(work: Path, home: Path) -> None:
@@ -205,7 +212,7 @@ def test_racing_symlink_swaps_never_leak_the_secret(work: Path, home: Path) -> N
         for _ in range(500):
             try:
                 seen.add(policy.read_bytes("d/id_rsa"))
-            except Refused:
+            except OSError:  # refused, or missing for an instant
                 pass
     finally:
         stop.set()
@@ -240,4 +247,5 @@ def test_kind_and_listdir(work: Path, home: Path) -> None:
     assert policy.kind("a.txt") == "file"
     assert policy.kind(".") == "dir"
     assert policy.kind("missing") == "missing"
-    assert policy.listdir(".") == ["a.txt"]
+    (work / "d").mkdir()
+    assert sorted(policy.listdir(".")) == ["a.txt", "d/"]
