@@ -124,6 +124,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
+    "calls": 'makes the tool calls the prompt lists as JSON (`[["write", {"path": ...}], ...]`), one'
+    " by one, then answers what the last one said",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
     ' `{"text": the rest of the prompt}`, then answers what it said',
@@ -313,6 +315,23 @@ def _file_tool_reply(ask: Ask) -> Reply:
     return Reply(_text_pieces(f"The tool said: {(result or '').strip()} Done."))
 
 
+def _calls_reply(ask: Ask) -> Reply:
+    """Make the calls the prompt lists (JSON: [[tool, arguments], ...]) one by one, then answer
+    with what the last one said: a new trick of a hostile model costs one line of a test."""
+    try:
+        listed = json.loads(last_user_text_of(ask.body) or "[]")
+        calls = [(str(name), dict(arguments)) for name, arguments in listed]
+    except (ValueError, TypeError):
+        return Reply(_text_pieces("The prompt is not a JSON list of [tool, arguments] calls."))
+    done = tool_results_count(ask.body)
+    if done < len(calls):
+        name, arguments = calls[done]
+        preamble = _text_pieces(FILE_TOOL_PREAMBLE) if done == 0 else []
+        return Reply(preamble + _tool_call_pieces(offered_tool(ask.body, name), arguments), "tool_calls")
+    result = trailing_tool_result(ask.body)
+    return Reply(_text_pieces(f"The tool said: {(result or '').strip()} Done."))
+
+
 def _path_tool_reply(ask: Ask) -> Reply:
     """Call a file tool on the path the prompt names, then stream like ``slow``."""
     if tool_results_count(ask.body) != 0:
@@ -377,6 +396,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     **{model: _tool_reply for model in TOOL_COMMANDS},
     **{model: _file_tool_reply for model in FILE_TOOL_CALLS},
     **{model: _path_tool_reply for model in PATH_TOOL_CALLS},
+    "calls": _calls_reply,
     "unicode": _fixed(lambda: Reply([Piece("text", p) for p in UNICODE_PIECES])),
     "length": _fixed(lambda: Reply(_text_pieces(LENGTH_TEXT), "length")),
     "err500": _fixed(lambda: _error(500, "fake internal server error", "server")),
