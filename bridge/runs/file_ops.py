@@ -11,6 +11,7 @@ operation of that call on another path is refused, so what the user approved is 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import anyio.to_thread
@@ -24,6 +25,8 @@ from bridge.runs.run import Run
 MAX_ORIGINAL_BYTES = 1024 * 1024
 #: Tools that work on a tree: their operations stay inside the judged path, not on it.
 _TREE_TOOLS = frozenset({"ls", "find", "grep"})
+#: Up to this, a read or write is done on the event loop.
+_SMALL_BYTES = 256 * 1024
 
 
 def file_access(
@@ -40,11 +43,22 @@ def file_ops(run: Run, access: Callable[[], FileAccess]) -> DoFileOp:
 
     async def do(op: FileOp) -> FileOpResult:
         policy = access()
-        if op.op in ("read", "write"):
+        if _large(op):  # off the event loop; a small one costs less than the thread's hop
             return await anyio.to_thread.run_sync(do_op, policy, run.judged_paths, op)
         return do_op(policy, run.judged_paths, op)
 
     return do
+
+
+def _large(op: FileOp) -> bool:
+    if op.op == "write":
+        return len(op.data or b"") > _SMALL_BYTES
+    if op.op != "read":
+        return False
+    try:
+        return os.stat(op.path).st_size > _SMALL_BYTES  # a hint only: the policy opens it
+    except OSError:
+        return False
 
 
 def do_op(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> FileOpResult:
@@ -56,8 +70,7 @@ def do_op(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> FileOpRe
         if op.op == "read":
             return FileOpResult(data=policy.read_bytes(op.path))
         if op.op == "write":
-            original = policy.write_bytes(op.path, op.data or b"", keep=MAX_ORIGINAL_BYTES)
-            return FileOpResult(kind="file" if original.existed else "missing", data=original.data)
+            return _write(policy, op)
         if op.op == "mkdir":
             policy.mkdir(op.path)
         elif op.op == "access":
@@ -73,6 +86,16 @@ def do_op(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> FileOpRe
     except OSError as exc:
         message = exc.strerror or str(exc)
         return FileOpResult(error=message if op.path in message else f"{message}: {op.path}")
+
+
+def _write(policy: FileAccess, op: FileOp) -> FileOpResult:
+    """Write the file, its missing parent made here (one round trip per write); what it held."""
+    try:
+        original = policy.write_bytes(op.path, op.data or b"", keep=MAX_ORIGINAL_BYTES)
+    except FileNotFoundError:
+        policy.mkdir(os.path.dirname(op.path))
+        original = policy.write_bytes(op.path, op.data or b"", keep=MAX_ORIGINAL_BYTES)
+    return FileOpResult(kind="file" if original.existed else "missing", data=original.data)
 
 
 def _held_to(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> str | None:

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -177,8 +177,7 @@ class Gate:
             except Refused as exc:
                 return self._refused(run, call, str(exc), "mode")
             run.judged_paths[call.tool_call_id] = real
-            change = call.change and dataclasses.replace(call.change, path=real)
-            call = dataclasses.replace(call, path=real, change=change)
+            call = dataclasses.replace(call, path=real)
         tool_call = ToolCall(
             tool=call.tool, kind=call.kind, command=call.command, path=call.path, session_id=session_id
         )
@@ -217,7 +216,7 @@ class Gate:
             kind=call.kind,
             title=title_of(call),
             input=call.input,
-            diff=await proposed_diff(call.change, cwd, read=self._diff_reader(run)),
+            diff=await proposed_diff(call.change, cwd, read=self._diff_reader(run, call)),
             options=options_for(call, cwd),
         )
         requested = contract.PermissionRequestedContent(
@@ -243,9 +242,11 @@ class Gate:
         run.denied.add(call.tool_call_id)
         return ToolVerdict(allow=False, reason=answer.message or "denied by the user")
 
-    def _diff_reader(self, run: Run) -> Any:
-        access = self.file_access(run)
-        return lambda path: access.read_text(path, MAX_DIFF_BYTES)
+    def _diff_reader(self, run: Run, call: ToolCheck) -> Callable[[str], str]:
+        """How the approval's diff reads the file: the path judged for the call (as the model
+        gave it, it is only shown), under the run's policy."""
+        access, judged = self.file_access(run), run.judged_paths.get(call.tool_call_id)
+        return lambda path: access.read_text(judged or path, MAX_DIFF_BYTES)
 
     async def _keep_rule(self, cwd: str, rule: PermissionRule | None) -> None:
         """Save an "always" option's rule; a store that refuses it leaves this one answer standing."""

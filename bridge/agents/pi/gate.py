@@ -58,7 +58,7 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
         input=arguments,
         command=command if tool == "bash" and isinstance(command, str) else None,
         path=path if isinstance(path, str) else None,
-        change=_change(tool, arguments, path if isinstance(path, str) else None),
+        change=_change(tool, arguments),
     )
 
 
@@ -103,9 +103,11 @@ def fs_answer_line(request_id: str, result: FileOpResult) -> bytes:
     return orjson.dumps(reply) + b"\n"
 
 
-def _change(tool: str, arguments: dict[str, Any], path: str | None) -> ProposedChange | None:
+def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
     """The change a `write` ({path, content}) or an `edit` ({path, edits: [{oldText, newText}]},
-    or one oldText/newText pair at the top, as some models send it) would make to `path`."""
+    or one oldText/newText pair at the top, as some models send it) would make (its path as the
+    model gave it, for the user: the bridge reads the file at the path it judged)."""
+    path = arguments.get("path")
     if not isinstance(path, str):
         return None
     if tool == "write":

@@ -268,9 +268,8 @@ function bridgeOperations(ctx: any, id: string, tool: string): any {
 			const text = exists ? bytesOf(answer).toString("utf8") : undefined;
 			ctx.ui.setStatus(ORIGINAL_KEY, JSON.stringify({ toolCallId: id, exists, ...(exists ? { text } : {}) }));
 		},
-		mkdir: async (path: string) => {
-			await call("mkdir", path);
-		},
+		// The bridge's write makes a missing parent itself: one round trip per write.
+		mkdir: async (_path: string) => {},
 		exists: async (path: string) => (await kindOf(path)) !== "missing",
 		stat: async (path: string) => {
 			const kind = await kindOf(path);
