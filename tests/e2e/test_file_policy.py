@@ -62,6 +62,7 @@ class Session:
         mode: str,
         sandbox: dict[str, Any] | None,
         allow: tuple[str, ...] = (),
+        engine: str | None = None,
     ) -> None:
         self.state = home / "state"
         self.state.mkdir(exist_ok=True)
@@ -85,6 +86,8 @@ class Session:
         }
         if sandbox is not None:
             options["sandbox"] = sandbox
+        if engine is not None:
+            options["engine"] = engine
         self.bridge.initialize(options, {"experimental": {"piBridge": {"permissions": True}}})
 
     def run(self, model: ScriptedModelServer, cwd: Path, calls: list[list[Any]]) -> list[dict[str, Any]]:
@@ -231,5 +234,27 @@ def test_a_deleted_mode_file_means_ask(
         assert not (session.state / "modes").exists() or not any((session.state / "modes").iterdir())
         assert [asked["tool"] for asked in session.asked] == ["bash", "write"]
         assert not (tmp_path / "after.txt").exists()
+    finally:
+        session.close()
+
+
+def test_the_json_engine_keeps_the_kernel_trees_and_the_state_dir_out(
+    home: Path, pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """`--mode json` has no channel to the bridge: the extension's own check refuses there."""
+    (tmp_path / "inside.txt").write_text(INSIDE)
+    session = Session(home, pi_agent_dir, "full", None, engine="json")
+    try:
+        calls = [
+            ["read", {"path": "/proc/self/environ"}],
+            ["read", {"path": "file:///proc/self/environ"}],
+            ["read", {"path": str(session.state / "planted.txt")}],
+            ["read", {"path": "inside.txt"}],
+        ]
+        requests = session.run(scripted_model, tmp_path, calls)
+        sent = session.frames() + json.dumps([r["body"] for r in requests])
+        assert ENV_KEY not in sent and INIT_KEY not in sent and STATE_SECRET not in sent
+        results = _tool_results(requests)
+        assert INSIDE in results and results.count("hidden from the agent's tools") == 3, results
     finally:
         session.close()
