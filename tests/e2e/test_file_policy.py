@@ -169,6 +169,8 @@ def test_sandboxed_writes_never_leave_the_workspace(
             ["write", {"path": ".pi/extensions/evil.ts", "content": "pwned\n"}],
             ["write", {"path": ".git/hooks/pre-commit", "content": "pwned\n"}],
             ["write", {"path": str(session.state / "rules.json"), "content": "{}"}],
+            ["write", {"path": "~/.ssh/id_rsa", "content": "pwned\n"}],
+            ["edit", {"path": "~/.ssh/id_rsa", "edits": [{"oldText": "PRIVATE", "newText": "pwned"}]}],
             ["write", {"path": "inside.txt", "content": INSIDE}],
         ]
         requests = session.run(scripted_model, tmp_path, calls)
@@ -179,6 +181,7 @@ def test_sandboxed_writes_never_leave_the_workspace(
         assert not (tmp_path / ".pi").exists() and not (tmp_path / ".git").exists()
         rules = session.state / "rules.json"
         assert not rules.exists() or "pwned" not in rules.read_text(errors="replace")
+        assert (home / ".ssh" / "id_rsa").read_text() == KEY + "\n"
         assert (tmp_path / "inside.txt").read_text() == INSIDE
         said = [json.loads(_tool_results(requests))[i]["content"] for i in range(len(calls))]
         assert all("sandbox:" in text or "refused:" in text for text in said[:-1]), said

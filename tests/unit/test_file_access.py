@@ -9,9 +9,12 @@ import os
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
+from bridge.agents.seam import ProposedChange
 from bridge.policy.file_access import AGENT_CONFIG, FileAccess, Refused, resolve
+from bridge.runs.approvals import proposed_diff
 
 
 @pytest.fixture
@@ -249,3 +252,15 @@ def test_kind_and_listdir(work: Path, home: Path) -> None:
     assert policy.kind("missing") == "missing"
     (work / "d").mkdir()
     assert sorted(policy.listdir(".")) == ["a.txt", "d/"]
+
+
+def test_an_approval_diff_read_through_the_policy_never_shows_a_kept_out_file(work: Path, home: Path) -> None:
+    """Item 9: the approval's diff of an edit of /proc/self/environ or a secret shows the path only."""
+    policy = access(work, home)
+    reader = lambda path: policy.read_text(path, 1 << 20)  # noqa: E731
+    for path in ("/proc/self/environ", str(home / ".ssh" / "id_rsa")):
+        change = ProposedChange(path, replacements=(("PATH", "x"), ("PRIVATE", "x")))
+        diff = anyio.run(proposed_diff, change, str(work), reader)
+        assert diff is not None and diff.old_text is None and diff.new_text is None, diff
+    inside = anyio.run(proposed_diff, ProposedChange("a.txt", content="new\n"), str(work), reader)
+    assert inside is not None and inside.old_text == "hello\n"
