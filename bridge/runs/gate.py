@@ -185,7 +185,7 @@ class Gate:
         mode = self.mode_of(session_id)
         verdict = decide(tool_call, mode, cwd, rules, can_answer=approver is not None)
         if verdict.decision == "allow" and _agent_config_edit(verdict.by, mode, call, access):
-            # Code that runs later outside any sandbox (.pi/, .git/hooks, ...): never unasked.
+            # Code that runs later outside any sandbox (agent config, git hooks): never unasked.
             if approver is None:
                 return self._refused(run, call, "denied: the workspace's agent config is asked about", "mode")
             return await self._ask_user(run, call, approver)
