@@ -161,6 +161,9 @@ def test_sandboxed_writes_never_leave_the_workspace(
     session = Session(home, pi_agent_dir, "full", SANDBOX)
     try:
         calls = [
+            ["bash", {"command": f"ln -s {home}/.profile made-by-bash && ln -s {home}/.new made-dangling"}],
+            ["write", {"path": "made-by-bash", "content": "pwned\n"}],
+            ["write", {"path": "made-dangling", "content": "pwned\n"}],
             ["write", {"path": "~/pwned.txt", "content": "pwned\n"}],
             ["write", {"path": (home / "pwned-url.txt").as_uri(), "content": "pwned\n"}],
             ["write", {"path": "dangling", "content": "pwned\n"}],
@@ -176,7 +179,8 @@ def test_sandboxed_writes_never_leave_the_workspace(
         requests = session.run(scripted_model, tmp_path, calls)
         assert not (home / "pwned.txt").exists()
         assert not (home / "pwned-url.txt").exists()
-        assert not (home / ".profile-new").exists()
+        assert not (home / ".profile-new").exists() and not (home / ".new").exists()
+        assert (tmp_path / "made-by-bash").is_symlink()  # the sandboxed command made its links
         assert (home / ".profile").read_text() == "original profile\n"
         assert not (tmp_path / ".pi").exists() and not (tmp_path / ".git").exists()
         rules = session.state / "rules.json"
@@ -184,7 +188,7 @@ def test_sandboxed_writes_never_leave_the_workspace(
         assert (home / ".ssh" / "id_rsa").read_text() == KEY + "\n"
         assert (tmp_path / "inside.txt").read_text() == INSIDE
         said = [json.loads(_tool_results(requests))[i]["content"] for i in range(len(calls))]
-        assert all("sandbox:" in text or "refused:" in text for text in said[:-1]), said
+        assert all("sandbox:" in text or "refused:" in text for text in said[1:-1]), said
         _assert_no_secret(session, requests)
     finally:
         session.close()
