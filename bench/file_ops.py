@@ -67,7 +67,7 @@ def _turn(
 def run(samples: int) -> dict[str, Any]:
     """Both ops, each with and without the bridge's operations (ms)."""
     turns = max(1, samples // PER_TURN)
-    times = {op: {"with": [], "without": []} for op in ("read", "write")}
+    times: dict[str, dict[str, list[float]]] = {op: {"with": [], "without": []} for op in ("read", "write")}
     with scripted_model() as model, tempfile.TemporaryDirectory(prefix="pi-bench-fs-") as state:
         (model.workdir / FILE).write_text(TEXT)
         clients: dict[str, LspClient] = {}
