@@ -406,7 +406,9 @@ function contentOf(path: string): { exists: boolean; text?: string } | undefined
 function tellOriginal(ctx: any, event: any) {
 	const path = event.input?.path;
 	if (typeof path !== "string" || !path || typeof ctx.ui?.setStatus !== "function") return;
-	const content = contentOf(toolPath(path, ctx.cwd ?? process.cwd()));
+	const target = toolPath(path, ctx.cwd ?? process.cwd());
+	if (keptOutLocally(target)) return; // never read what the tools keep out, not even for a diff
+	const content = contentOf(target);
 	if (content === undefined) return;
 	ctx.ui.setStatus(ORIGINAL_KEY, JSON.stringify({ toolCallId: event.toolCallId, ...content }));
 }
