@@ -6,7 +6,7 @@ the bridge's policy against pi's own tools, side by side.
 Two bridges in one invocation, on one scripted model, each with one `full` conversation. One
 runs pi as usual: the extension's read and write hand every file operation to the bridge
 (bridge/runs/file_ops.py). The other passes `PI_BRIDGE_FS_LOCAL=1` to its pi: the extension
-keeps pi's own operations (the baseline). Each turn is the `calls` scenario making ten reads (or
+keeps pi's own operations (the baseline). Each turn is the `script` scenario making ten reads (or
 ten writes) of a small file of the workspace; a sample is one call, `tool.call` read →
 `tool.completed` read on this client (the bridge's mapping is the same on both sides). Turns
 alternate between the bridges. The added latency is the median with the bridge less the median
@@ -43,7 +43,7 @@ def _turn(
 ) -> tuple[str, list[float]]:
     """One turn of PER_TURN calls: the session, and each call's tool.call → tool.completed."""
     start = len(client.messages)
-    params = {**run_params(model, "calls", run_id, session), "prompt": _calls(op)}
+    params = {**run_params(model, "script", run_id, session), "prompt": _calls(op)}
     msg_id, _ = client.request("pi/run", params)
     _, answer = client.wait_response(msg_id, 60)
     result = answer.get("result") or {}

@@ -1,5 +1,5 @@
 """pi's own file tools under the bridge's file access policy (bridge/policy/file_access.py), on
-real pi with the scripted model's `calls` scenario: the model chooses every path, as a prompt
+real pi with the scripted model's `script` scenario: the model chooses every path, as a prompt
 injection would.
 
 Each test reads its outcome from the disk, from every frame the bridge sent to the client, and
@@ -93,7 +93,7 @@ class Session:
     def run(self, model: ScriptedModelServer, cwd: Path, calls: list[list[Any]]) -> list[dict[str, Any]]:
         """Run the model's `calls`; the requests the model received meanwhile."""
         before = len(model.requests)
-        params = {"prompt": json.dumps(calls), "provider": "fake", "model": "calls", "cwd": str(cwd)}
+        params = {"prompt": json.dumps(calls), "provider": "fake", "model": "script", "cwd": str(cwd)}
         answered = self.bridge.call("pi/run", params, timeout=WAIT * 2)
         assert answered["result"]["status"] == "completed", answered
         return [r for r in model.requests[before:] if r["body"]]
