@@ -161,18 +161,21 @@ def _rule_match(check: ToolCheck, cwd: str) -> RuleMatch | None:
     return None if _GLOB_CHARS.intersection(path) or "\x00" in path else RuleMatch(path=path)
 
 
-async def proposed_diff(change: ProposedChange | None, cwd: str) -> ProposedDiff | None:
+async def proposed_diff(
+    change: ProposedChange | None, cwd: str, read: Callable[[str], str] | None = None
+) -> ProposedDiff | None:
     """The diff `change` would make, the file read off the event loop (path only when it cannot be
-    read: not a regular file, too large, not text)."""
+    read: not a regular file, too large, not text, or kept out by `read`, the run's file access
+    policy: /proc/self/environ is never shown)."""
     if change is None:
         return None
-    return await anyio.to_thread.run_sync(_diff, change, cwd)
+    return await anyio.to_thread.run_sync(_diff, change, cwd, read or _read_text)
 
 
-def _diff(change: ProposedChange, cwd: str) -> ProposedDiff:
+def _diff(change: ProposedChange, cwd: str, read: Callable[[str], str]) -> ProposedDiff:
     path = os.path.join(cwd, change.path)
     try:
-        old = _read_text(path)
+        old = read(path)
     except FileNotFoundError:
         old = None
     except (OSError, ValueError):

@@ -257,6 +257,7 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
+            file_ops=self.gate.file_ops(run, {**os.environ, **self.config.env}) if self.gate else None,
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )

@@ -27,6 +27,7 @@ from bridge.contract import (
 )
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptOutcome
+from bridge.policy.file_access import FileAccess
 from bridge.runs.redact import Redactor
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ class Run:
     on_done: Callable[[Run], None] | None = None
     # The tool calls the bridge refused (permissions): their tool.failed says `reason: "denied"`.
     denied: set[str] = field(default_factory=set)
+    # The resolved path the permission gate judged for a tool call: its file operations stay on it.
+    judged_paths: dict[str, str] = field(default_factory=dict)
+    # The run's file access policy (runs/file_ops.py), built with its first use.
+    file_access: FileAccess | None = None
     # Set once the workspace's checkpoint before this prompt is taken: its tools wait for it.
     before_tools: anyio.Event | None = None
     # Starts that checkpoint (None: started, or there is none).

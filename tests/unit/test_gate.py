@@ -93,14 +93,16 @@ async def test_the_check_decides_and_the_question_is_answered_once() -> None:
     assert len(stdin.lines) == 1, "a late answer is ignored"
 
 
-async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path: Path) -> None:
+async def test_modes_decide_and_every_bound_conversation_has_a_file(tmp_path: Path) -> None:
+    """`full` is written too: the agent reads a missing file as `ask` (issue 34 item 13; a
+    missing file once meant `full`, so deleting it turned asking off)."""
     gate = Gate("full", root=tmp_path)
     board = gate.board.path
     call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="echo hi")
     run, _ = make_run("r1", str(tmp_path), session_id="s1")
     check = gate.check(run)
     gate.bind("s1", None)
-    assert not board.exists(), "full: no file, so the agent asks nothing"
+    assert (board / "s1").read_text() == "full", "full: the agent reads it and asks nothing"
     assert (await check(call)).allow
     gate.bind("s1", "plan")
     assert (board / "s1").read_text() == "plan"
@@ -108,7 +110,11 @@ async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path:
     gate.set_mode("s1", "ask")
     assert await check(call) == ToolVerdict(allow=False, reason=CANNOT_ASK_REASON)
     gate.set_mode("s1", "full")
-    assert not (board / "s1").exists()
+    assert (board / "s1").read_text() == "full"
+    (board / "s1").unlink()
+    board.rmdir()  # deleted by a command: the next publish puts it back
+    gate.set_mode("s1", "ask")
+    assert (board / "s1").read_text() == "ask"
     gate.set_mode("../evil", "plan")
     assert not (tmp_path / "evil").exists() and not list(board.glob("*evil*"))
     gate.close()

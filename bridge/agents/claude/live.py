@@ -48,6 +48,7 @@ from bridge.agents.seam import (
     AskTool,
     BridgeCommand,
     CommandDone,
+    DoFileOp,
     EventKind,
     LaunchSpec,
     LiveCommand,
@@ -164,6 +165,8 @@ class ClaudeLive(LiveReader):
         super().__init__(child, wait_writable=wait_writable)
         self.asks: AskTool | None = None
         self.dialogs: AskDialog | None = None
+        # Claude Code's own tools do their own I/O: nothing is handed over.
+        self.file_ops: DoFileOp | None = None
         self._waiting: dict[str, PendingCommand] = {}
         # The interrupt on its way: it is done when the turn's `result` line came.
         self._interrupting: PendingCommand | None = None
