@@ -35,6 +35,7 @@ import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync, re
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { createBashToolDefinition } from "@earendil-works/pi-coding-agent";
+import { registerSecrets, scrubbedEnv } from "./secrets.ts";
 
 const MARKER = "pi-bridge:permission";
 const ORIGINAL_KEY = "pi-bridge:original";
@@ -163,7 +164,9 @@ function hiddenReason(box: Sandbox, path: unknown, cwd: string): string | undefi
 
 /** The bash tool, its spawn confined by the conversation's sandbox (when it has one). */
 function registerSandboxedBash(pi: any) {
-	const plain = createBashToolDefinition(process.cwd());
+	const plain = createBashToolDefinition(process.cwd(), {
+		spawnHook: ({ command, cwd, env }: { command: string; cwd: string; env: any }) => ({ command, cwd, env: scrubbedEnv(env) }),
+	});
 	pi.registerTool({
 		...plain,
 		async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
@@ -174,7 +177,7 @@ function registerSandboxedBash(pi: any) {
 				spawnHook: ({ command, cwd, env }: { command: string; cwd: string; env: any }) => ({
 					command: `exec ${box.prefix.map(quoted).join(" ")} bash -c ${quoted(command)}`,
 					cwd,
-					env,
+					env: scrubbedEnv(env),
 				}),
 			});
 			return confined.execute(id, params, signal, onUpdate, ctx);
@@ -189,7 +192,8 @@ export default function (pi: any) {
 			ctx.ui?.notify?.(failed.join("\n"), "error");
 		});
 	}
-	if (SANDBOX_DIR) registerSandboxedBash(pi);
+	registerSecrets(pi);
+	registerSandboxedBash(pi); // its env scrubbed (secrets.ts), confined when a sandbox says so
 	if (!GATE_DIR) return;
 	pi.on("tool_call", async (event: any, ctx: any) => {
 		if (!ctx.hasUI) return undefined;
