@@ -118,10 +118,11 @@ async def test_a_planted_ssh_key_is_not_found(bridge: LanguageClient, tmp_path: 
 
 async def test_a_key_variable_is_not_passed_on(bridge: LanguageClient, tmp_path: Path) -> None:
     result, messages = await _bash(
-        bridge, tmp_path, 'echo "key=[${PI_CODING_AGENT_DIR:+dir}${PROBE_API_KEY:-none}]"'
+        bridge, tmp_path, 'echo "key=[${HOME:+home}${PI_CODING_AGENT_DIR:-nodir}${PROBE_API_KEY:-none}]"'
     )
     assert result["status"] == "completed", result
-    assert "key=[dirnone]" in contents_of(messages, "tool.completed")[0]["output"]
+    # the client's variables (initializationOptions.env) are the agent's, not its commands'
+    assert "key=[homenodirnone]" in contents_of(messages, "tool.completed")[0]["output"]
 
 
 class _Loopback(http.server.BaseHTTPRequestHandler):
