@@ -142,3 +142,19 @@ def test_a_secret_cut_across_two_deltas_is_masked_whole() -> None:
 def test_the_variables_naming_the_secrets_do_not_look_secret_themselves() -> None:
     """Else their values (the names) would be masked everywhere, `OPENAI_API_KEY` in any text."""
     assert not secret_named(SECRET_NAMES_ENV) and not secret_named(SCRUB_NAMES_ENV)
+
+
+def test_every_cut_of_a_stream_masks_every_secret_whole() -> None:
+    """Two and three deltas, cut at every place: the deltas hold no secret and no piece of one
+    past its first characters, and their concatenation is the whole text masked."""
+    other = "ghp_0123456789abcdefXYZ"
+    book = SecretBook({"A_KEY": KEY, "B_TOKEN": other})
+    full = f"see {KEY}sk{other} and sk-test-Abc end s"
+    for first in range(len(full) + 1):
+        for second in range(first, len(full) + 1, 7):
+            guard = StreamGuard(book)
+            pieces = [guard.feed(full[:first]), guard.feed(full[first:second]), guard.feed(full[second:])]
+            pieces.append(guard.flush())
+            assert "".join(pieces) == book.text(full) == f"see {MASK}sk{MASK} and sk-test-Abc end s"
+            for piece in pieces:
+                assert KEY[-12:] not in piece and other[-12:] not in piece, (first, second, pieces)
