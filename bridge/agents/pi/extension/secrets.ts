@@ -31,8 +31,8 @@ const MASK = "[redacted]";
 const MIN_SECRET_LENGTH = 8;
 // A variable whose value is a secret (bridge/runs/redact.py _SECRET_NAME).
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)|COOKIE/i;
-// A variable a command does not get (bridge/runs/sandbox.py SECRET_VAR).
-const SECRET_VAR = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|^AWS_/i;
+// A variable a command does not get (bridge/runs/sandbox.py SECRET_VAR, GIT_AUTHOR_* kept).
+const SECRET_VAR = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)|COOKIE|^AWS_/i;
 // Keys of an auth file's JSON whose string leaves are secrets (redact.py _SECRET_LEAF).
 const SECRET_LEAF = /key|token|secret|passw|credential|access|refresh|cookie/i;
 
