@@ -26,6 +26,7 @@ from bridge.runs.approvals import REJECT_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from bridge.scripted_model.scenarios import EDIT_OLD
+from tests.support.acp import RawAcp
 from tests.support.env import ROOT, requires_pi
 from tests.support.raw import Message, RawBridge
 from tests.support.streams import assert_stream_invariants
@@ -47,6 +48,8 @@ SECRETS = {
 MASK = "[redacted]"
 PERMISSIONS = {"experimental": {"piBridge": {"permissions": True}}}
 MCP_FIXTURE = ROOT / "tests" / "fixtures" / "mcp_server.py"
+# Homes and state outside /tmp, like tests/e2e/test_sandbox.py (a sandbox's /tmp is private).
+_BASE = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
 
 
 class _RecordingBridge(RawBridge):
@@ -144,9 +147,7 @@ class _Setup:
 
 @pytest.fixture
 def setup(scripted_model: ScriptedModelServer) -> Iterator[_Setup]:
-    # a HOME outside /tmp, like tests/e2e/test_sandbox.py (the sandbox's /tmp is private)
-    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
-    root = Path(tempfile.mkdtemp(prefix="pi-bridge-secrets-", dir=base))
+    root = Path(tempfile.mkdtemp(prefix="pi-bridge-secrets-", dir=_BASE))
     made = _Setup(root, scripted_model)
     try:
         yield made
@@ -226,3 +227,92 @@ def test_an_approval_of_an_edit_whose_diff_holds_a_key_is_masked(setup: _Setup) 
     assert diff["oldText"].startswith(f"OPENAI_API_KEY={MASK}\nX={MASK}\n"), diff
     assert target.read_text().endswith(f"{EDIT_OLD}\n"), "the edit was refused: the file is as it was"
     setup.assert_nowhere()
+
+
+class _RecordingAcp(RawAcp):
+    """A RawAcp that also keeps every line as the bytes it was written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.raw: list[bytes] = []
+        super().__init__(*args, **kwargs)
+
+    def received(self, now: float, bodies: list[bytes]) -> None:
+        self.raw.extend(bodies)
+        super().received(now, bodies)
+
+
+def test_acp_the_keys_a_command_prints_are_masked_for_client_and_model(
+    scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """The ACP front: pi's environment, auth.json and the MCP config read by the model's command
+    reach the client's lines and the model masked."""
+    setup_root = Path(tempfile.mkdtemp(prefix="pi-bridge-secrets-acp-", dir=_BASE))
+    agent_dir, state, workspace = setup_root / "agent", setup_root / "state", setup_root / "work"
+    write_pi_agent_dir(agent_dir, scripted_model.base_url)
+    (agent_dir / "auth.json").write_text(json.dumps({"anthropic": {"type": "api_key", "key": FROM_AUTH}}))
+    workspace.mkdir()
+    first_request = len(scripted_model.requests)
+    bridge = _RecordingAcp(
+        agent_dir, workspace, extra_env={"X_API_KEY": FROM_BRIDGE, STATE_DIR_ENV: str(state)}
+    )
+    try:
+        bridge.request("initialize", {"protocolVersion": 1, "_meta": {"piBridge": {"defaultMode": "full"}}})
+        server = {
+            "name": "fixture",
+            "command": sys.executable,
+            "args": [str(MCP_FIXTURE)],
+            "env": [{"name": "MCP_FIXTURE_SECRET", "value": FROM_MCP}],
+        }
+        opened = bridge.request("session/new", {"cwd": str(workspace), "mcpServers": [server]})
+        session_id = opened["result"]["sessionId"]
+        chosen = bridge.request(
+            "session/set_config_option", {"sessionId": session_id, "configId": "model", "value": "fake/shell"}
+        )
+        assert "result" in chosen, chosen
+        command = (
+            f"tr '\\0' '\\n' < /proc/$PPID/environ; cat \"{agent_dir}/auth.json\"; cat {state}/mcp/*/*.json"
+        )
+        answer = bridge.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": command}]}
+        )
+        assert answer.get("result", {}).get("stopReason") == "end_turn", answer
+    finally:
+        code = bridge.close()
+        shutil.rmtree(setup_root, ignore_errors=True)
+    assert code == 0
+    wire = b"\n".join(bridge.raw)
+    assert b"X_API_KEY=" + MASK.encode() in wire, "the command's output reached the client, masked"
+    model = json.dumps([r["body"] for r in scripted_model.requests[first_request:]], ensure_ascii=False)
+    assert "X_API_KEY=" + MASK in model, "the model got the output, masked"
+    for where, secret in SECRETS.items():
+        if where.startswith("initializationOptions"):
+            continue  # the ACP front has no initializationOptions
+        for piece in (secret, secret[-12:]):
+            assert piece.encode() not in wire, f"the key from {where} reached the client"
+            assert piece not in model, f"the key from {where} reached the model"
+
+
+def test_a_key_the_model_streams_in_pieces_is_masked_whole(setup: _Setup) -> None:
+    """The `echo` scenario streams its answer in 16-character deltas, so the key in it is cut
+    across three of them: no delta carries any piece of it, and the deltas still add up to the
+    whole answer, masked. (The prompt itself is the user's and reaches the model as it is.)"""
+    answer = setup.bridge.call(
+        "pi/run",
+        {
+            "prompt": f"say {FROM_BRIDGE} now",
+            "provider": "fake",
+            "model": "echo",
+            "cwd": str(setup.workspace),
+        },
+        timeout=120,
+    )
+    assert answer["result"]["status"] == "completed", answer
+    messages = setup.bridge.run_messages(answer["result"]["runId"])
+    assert_stream_invariants(messages)
+    deltas = [m["content"]["text"] for m in messages if m["type"] == "assistant"]
+    assert "".join(deltas) == f"ECHO:say {MASK} now", deltas
+    assert len(deltas) >= 2, deltas
+    wire = b"\n".join(setup.bridge.raw)
+    unique = FROM_BRIDGE[len("sk-bridge-") :]  # "pi-bridge" is in the wire anyway
+    for i in range(len(unique) - 6):
+        assert unique[i : i + 6].encode() not in wire, f"a piece of the key reached the client: {deltas}"
