@@ -11,7 +11,7 @@ What the book knows (docs/protocol.md, "Secrets", says what is promised):
 - `initializationOptions.env`: those too, and every other value that looks like a key
   (`looks_like_key`), since the client hands that environment over to carry credentials;
 - each MCP server's env and header values (a header's token after its scheme word too);
-- the agents' auth files (pi's auth.json, Claude Code's credentials): their secret-keyed leaves,
+- the agents' auth files (each adapter's `secret_files`): their secret-keyed leaves,
   read again when a file changes.
 A value shorter than `MIN_SECRET_LENGTH` is never a secret: masking `1` or `true` everywhere
 would garble every frame and protect nothing.
