@@ -295,7 +295,9 @@ def test_acp_the_keys_a_command_prints_are_masked_for_client_and_model(
 def test_a_key_the_model_streams_in_pieces_is_masked_whole(setup: _Setup) -> None:
     """The `echo` scenario streams its answer in 16-character deltas, so the key in it is cut
     across three of them: no delta carries any piece of it, and the deltas still add up to the
-    whole answer, masked. (The prompt itself is the user's and reaches the model as it is.)"""
+    whole answer, masked. (The prompt itself is the user's and reaches the model as it is.)
+    A loaded machine may join the deltas before the bridge maps them; the frame's mask holds
+    then, and tests/unit/test_redact.py cuts a stream at every place without timing."""
     answer = setup.bridge.call(
         "pi/run",
         {
@@ -311,7 +313,6 @@ def test_a_key_the_model_streams_in_pieces_is_masked_whole(setup: _Setup) -> Non
     assert_stream_invariants(messages)
     deltas = [m["content"]["text"] for m in messages if m["type"] == "assistant"]
     assert "".join(deltas) == f"ECHO:say {MASK} now", deltas
-    assert len(deltas) >= 2, deltas
     wire = b"\n".join(setup.bridge.raw)
     unique = FROM_BRIDGE[len("sk-bridge-") :]  # "pi-bridge" is in the wire anyway
     for i in range(len(unique) - 6):
