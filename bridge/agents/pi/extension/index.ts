@@ -56,6 +56,7 @@ import {
 	createReadToolDefinition,
 	createWriteToolDefinition,
 } from "@earendil-works/pi-coding-agent";
+import { registerSecrets, scrubbedEnv } from "./secrets.ts";
 
 const MARKER = "pi-bridge:permission";
 const FS_MARKER = "pi-bridge:fs";
@@ -152,7 +153,9 @@ function quoted(word: string): string {
 
 /** The bash tool, its spawn confined by the conversation's sandbox (when it has one). */
 function registerSandboxedBash(pi: any) {
-	const plain = createBashToolDefinition(process.cwd());
+	const plain = createBashToolDefinition(process.cwd(), {
+		spawnHook: ({ command, cwd, env }: { command: string; cwd: string; env: any }) => ({ command, cwd, env: scrubbedEnv(env) }),
+	});
 	pi.registerTool({
 		...plain,
 		async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
@@ -166,7 +169,7 @@ function registerSandboxedBash(pi: any) {
 				spawnHook: ({ command, cwd, env }: { command: string; cwd: string; env: any }) => ({
 					command: `exec ${box.prefix.map(quoted).join(" ")} bash -c ${quoted(command)}${opened}`,
 					cwd,
-					env,
+					env: scrubbedEnv(env),
 				}),
 			});
 			return confined.execute(id, params, signal, onUpdate, ctx);
@@ -181,7 +184,8 @@ export default function (pi: any) {
 			ctx.ui?.notify?.(failed.join("\n"), "error");
 		});
 	}
-	if (SANDBOX_DIR) registerSandboxedBash(pi);
+	registerSecrets(pi);
+	registerSandboxedBash(pi); // its env scrubbed (secrets.ts), confined when a sandbox says so
 	if (!GATE_DIR) return;
 	if (!FS_LOCAL) registerFileTools(pi);
 	pi.on("tool_call", async (event: any, ctx: any) => {
