@@ -183,6 +183,8 @@ class Gate:
             input=call.input,
             diff=await proposed_diff(call.change, cwd),
             options=options_for(call, cwd),
+            command=call.command,
+            path=call.path,
         )
         requested = contract.PermissionRequestedContent(
             tool_call_id=call.tool_call_id, tool=call.tool, title=request.title, options=list(request.options)

@@ -16,7 +16,10 @@ import orjson
 from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
-_READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead", "WebFetch", "WebSearch"})
+_READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+#: WebFetch and WebSearch read nothing local, but what they send (a URL, a query) leaves the machine:
+#: a channel out for what the model read. They are "other": asked in `ask` and `auto-edit`,
+#: refused in `plan`.
 _EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 
 
