@@ -36,7 +36,7 @@ from bridge.agents.claude import questions, sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
 from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
-from bridge.agents.claude.tool_checks import answer_line, tool_check
+from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import (
@@ -187,7 +187,8 @@ class ClaudeLive(LiveReader):
     async def prepare(self) -> LiveState:
         """`initialize` (its answer proves Claude Code speaks stream-json and lists its models);
         the session is the one the process was started on."""
-        answer = await self.request("initialize", {}, timeout=START_TIMEOUT_SECONDS)
+        hooks = {"hooks": WEB_TOOL_HOOKS} if self._permission_mode is not None else {}
+        answer = await self.request("initialize", hooks, timeout=START_TIMEOUT_SECONDS)
         listed = answer.get("models")
         self._models = tuple(
             ModelChoice(PROVIDER, str(m["value"]), str(m.get("displayName") or m["value"]))
@@ -461,6 +462,10 @@ class ClaudeLive(LiveReader):
         request_id = message.get("request_id") if isinstance(message, dict) else None
         if not isinstance(request, dict) or not isinstance(request_id, str):
             return False
+        hooked = hook_answer_line(request_id, request) if request.get("subtype") == "hook_callback" else None
+        if hooked is not None:
+            self._write_quietly(hooked)
+            return True
         if request.get("subtype") != "can_use_tool":
             log.info("Claude Code's control request %r answered as unsupported", request.get("subtype"))
             error = {"subtype": "error", "request_id": request_id, "error": "not supported by pi-bridge"}
