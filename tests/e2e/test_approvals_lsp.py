@@ -426,3 +426,43 @@ async def test_a_deny_rule_on_rm_holds_however_rm_is_written(
     decision = _one_decision(messages)
     assert decision["decision"] == "reject", decision
     assert decision["by"] == ("user" if asked else "rule"), decision
+
+
+@pytest_lsp.fixture(config=bridge_config({STATE_DIR_ENV: str(_STATE)}, _client(ASKED)))
+async def unheld_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    """No checkpoints: no run's first tool call is held for one, so `full` takes pi's fast path."""
+    yield await _start(lsp_client, pi_agent_dir, PERMISSIONS, checkpoints=False)
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_a_deny_rule_holds_in_full_mode_where_nothing_else_is_asked(
+    unheld_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    """pi's gate skips the bridge in `full`; under a deny rule it must not (issue 34, item 12)."""
+    bridge = unheld_bridge
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    deny = {
+        "id": "no-rm",
+        "tool": "*",
+        "match": {"commandPrefix": ["rm"]},
+        "decision": "deny",
+        "scope": "workspace",
+    }
+    await request(bridge, "pi/setPermissions", {"cwd": str(tmp_path), "rules": [deny]})
+    result, messages = await scripted_run(
+        bridge, tmp_path, "shell", prompt="env /bin/rm victim.txt", mode="full"
+    )
+    assert result["status"] == "completed", result
+    assert victim.read_text() == "keep me"
+    assert ASKED.requests == [], "full asks nobody"
+    decision = _one_decision(messages)
+    assert (decision["decision"], decision["by"]) == ("reject", "rule"), decision
+    session = result["sessionId"]
+    again, messages = await scripted_run(
+        bridge, tmp_path, "shell", prompt="touch made.txt", sessionId=session
+    )
+    assert again["status"] == "completed", again
+    assert (tmp_path / "made.txt").exists(), "any other command runs unasked in full"
+    assert ASKED.requests == []
