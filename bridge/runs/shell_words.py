@@ -54,6 +54,18 @@ _FIND_EXEC: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _MAX_NESTING: Final = 4
 #: Characters that make a command's name unknowable without running the shell.
 _DYNAMIC_NAME: Final = frozenset("$`*?[")
+#: What one deny check may spend: texts parsed (`eval`, `sh -c`) and words read. Past it the
+#: rest is doubt (asked), so a hostile command cannot make a decision slow.
+MAX_NESTED_PARSES: Final = 16
+MAX_WORDS_READ: Final = 20_000
+
+
+class _Budget:
+    """What is left of one deny check's work (MAX_NESTED_PARSES, MAX_WORDS_READ)."""
+
+    def __init__(self) -> None:
+        self.parses = MAX_NESTED_PARSES
+        self.words = MAX_WORDS_READ
 
 
 def simple_command_words(command: str) -> list[str] | None:
@@ -108,7 +120,7 @@ def deny_match(command: str, words: Sequence[str]) -> DenyMatch:
     if _contains(_CRUDE_SEPARATORS.split(command), list(words)):
         return "match"
     doubt = False
-    for found in _invocations(command, 0):
+    for found in _invocations(command, 0, _Budget()):
         if found is None:
             doubt = True
         elif _contains(found, wanted):
@@ -121,10 +133,17 @@ def _name(word: str) -> str:
     return os.path.basename(word) or word
 
 
-def _invocations(command: str, depth: int) -> Iterator[list[str] | None]:
+def _invocations(command: str, depth: int, budget: _Budget) -> Iterator[list[str] | None]:
     """Each command `command` may run, as words from its name on (the name without its path);
-    None for one whose name cannot be known without running the shell."""
-    if depth > _MAX_NESTING or len(command) > MAX_PARSED_CHARS or "$'" in command or '$"' in command:
+    None for one whose name cannot be known without running the shell (or past the budget)."""
+    budget.parses -= 1
+    if (
+        budget.parses < 0
+        or depth > _MAX_NESTING
+        or len(command) > MAX_PARSED_CHARS
+        or "$'" in command
+        or '$"' in command
+    ):
         yield None
         return
     nodes = _parse(command)
@@ -132,7 +151,7 @@ def _invocations(command: str, depth: int) -> Iterator[list[str] | None]:
         yield None
         return
     for words in _command_words(command, nodes):
-        yield from _unwrapped(words, depth)
+        yield from _unwrapped(words, depth, budget)
 
 
 def _command_words(source: str, nodes: tuple[Any, ...]) -> Iterator[list[tuple[str, bool]]]:
@@ -161,13 +180,18 @@ def _may_expand(raw: str, part: Any) -> bool:
     )
 
 
-def _unwrapped(words: list[tuple[str, bool]], depth: int) -> Iterator[list[str] | None]:
+def _unwrapped(
+    words: list[tuple[str, bool]], depth: int, budget: _Budget, *, runner_args: bool = True
+) -> Iterator[list[str] | None]:
     """The commands one simple command runs: itself, and what its runner, `eval`, `sh -c` or
-    `find -exec` runs in turn."""
+    `find -exec` runs in turn. A runner's every later word is read as a command name once: with
+    `runner_args` off (a suffix a runner already gave), a runner inside it is not read again, so
+    `env env env …` costs its length, not two to its power."""
     if not words:
         return
+    budget.words -= len(words)
     (first, dynamic), rest = words[0], words[1:]
-    if dynamic:
+    if dynamic or budget.words < 0:
         yield None
         return
     name = _name(first)
@@ -175,31 +199,32 @@ def _unwrapped(words: list[tuple[str, bool]], depth: int) -> Iterator[list[str] 
     if any(expands for _, expands in rest) and (name in _RUNNERS or name in _SHELLS or name == "eval"):
         yield None  # `env $x`, `sh -c "$x"`, `eval "$x"`: what runs is not written here
     if name in _RUNNERS:
-        for start in range(len(rest)):
-            yield from _unwrapped(rest[start:], depth)
+        if runner_args:
+            for start in range(len(rest)):
+                yield from _unwrapped(rest[start:], depth, budget, runner_args=False)
     elif name == "eval":
-        yield from _invocations(" ".join(word for word, _ in rest), depth + 1)
+        yield from _invocations(" ".join(word for word, _ in rest), depth + 1, budget)
     elif name in _SHELLS:
-        yield from _shell_runs(rest, depth)
+        yield from _shell_runs(rest, depth, budget)
     elif name == "find":
-        yield from _find_runs(rest, depth)
+        yield from _find_runs(rest, depth, budget)
 
 
-def _find_runs(args: list[tuple[str, bool]], depth: int) -> Iterator[list[str] | None]:
+def _find_runs(args: list[tuple[str, bool]], depth: int, budget: _Budget) -> Iterator[list[str] | None]:
     """What `find`'s `-exec`, `-execdir`, `-ok` and `-okdir` run, each up to `;` or `+`."""
     for index, (word, _) in enumerate(args):
         if word in _FIND_EXEC:
             end = next((at for at in range(index + 1, len(args)) if args[at][0] in (";", "+")), len(args))
-            yield from _unwrapped(args[index + 1 : end], depth)
+            yield from _unwrapped(args[index + 1 : end], depth, budget)
 
 
-def _shell_runs(args: list[tuple[str, bool]], depth: int) -> Iterator[list[str] | None]:
+def _shell_runs(args: list[tuple[str, bool]], depth: int, budget: _Budget) -> Iterator[list[str] | None]:
     """What a shell runs: the text after `-c` (read as a command), or, with no script operand,
     its stdin (unknowable)."""
     for index, (word, _) in enumerate(args):
         if word.startswith("-") and not word.startswith("--") and "c" in word[1:]:
             if index + 1 < len(args):
-                yield from _invocations(args[index + 1][0], depth + 1)
+                yield from _invocations(args[index + 1][0], depth + 1, budget)
             return
         if not word.startswith(("-", "+")):
             return  # `sh script.sh`: a script file, as any program is

@@ -294,3 +294,21 @@ def test_a_deny_rule_matches_the_command_name_after_normalization(
 def test_a_command_name_that_cannot_be_known_is_never_a_plain_no(name: str, runner: str) -> None:
     command = runner.format(name + " -rf build")
     assert deny_match(command, ["rm"]) in ("match", "doubt"), command
+
+
+def test_a_deny_check_of_nested_runners_stays_fast_and_reads_too_much_as_doubt() -> None:
+    """`env env env …`, `env eval eval …` would cost two to the power of their length to read
+    naively; the check has a budget, and past it the command is asked, never allowed."""
+    for command in (
+        "env " * 1_000 + "x",
+        "env " + "eval " * 800,
+        "env " + "sh -c " * 600,
+        "xargs " + "a " * 2_040,
+        "env find " + "-exec " * 800,
+    ):
+        started = time.monotonic()
+        deny_match(command, ["rm"])
+        assert time.monotonic() - started < 5.0, command[:40]
+    for nested in ("env " + "eval " * 800, "env " + "sh -c " * 600, "env find " + "-exec " * 800):
+        assert deny_match(nested + " rm x", ["rm"]) != "no", nested[:40]
+    assert deny_match("env " * 1_000 + "rm x", ["rm"]) == "match"
