@@ -6,9 +6,12 @@
 #            optional dependency @anthropic-ai/claude-code-linux-x64); a prefix of its own
 #            because .tools may be shared between checkouts
 #   bubblewrap from the distribution's packages when run as root on Debian/Ubuntu (else a note)
+# `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code or bubblewrap.
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lean=0
+[ "${1:-}" = "--lean" ] && lean=1
 
 PI_PACKAGE="${PI_PACKAGE:-@earendil-works/pi-coding-agent@1.6.0}"
 NODE_PACKAGE="${NODE_PACKAGE:-node@22}"
@@ -17,12 +20,20 @@ CLAUDE_PACKAGE="${CLAUDE_PACKAGE:-@anthropic-ai/claude-code@2.1.197}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+[ "$lean" = 1 ] || .venv/bin/python -m pip install --quiet --upgrade pip
+if [ "$lean" = 1 ]; then
+  .venv/bin/python -m pip install --quiet -e .
+else
+  .venv/bin/python -m pip install --quiet -e '.[test]'
+fi
 
 if [ ! -x .tools/node_modules/.bin/pi ] || [ ! -x .tools/node_modules/.bin/node ]; then
   mkdir -p .tools
   npm install --prefix .tools --no-audit --no-fund --loglevel=error "$NODE_PACKAGE" "$PI_PACKAGE"
+fi
+if [ "$lean" = 1 ]; then
+  echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"
+  exit 0
 fi
 if [ ! -x .tools-claude/node_modules/.bin/claude ]; then
   mkdir -p .tools-claude

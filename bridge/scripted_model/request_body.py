@@ -129,3 +129,19 @@ def tool_results_count(body: dict[str, Any]) -> int:
             else:
                 break
     return count
+
+
+def tool_results_since_user(body: dict[str, Any]) -> list[str]:
+    """Texts of every tool result since the last user text, in order (one per result)."""
+    results: list[str] = []
+    for message in reversed(request_messages(body)):
+        content = message.get("content")
+        if message.get("role") == "tool":
+            results.append(content_text(content) or "")
+        elif message.get("role") == "user":
+            blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+            found = [b for b in blocks if b.get("type") == "tool_result"]
+            if not found:
+                break
+            results += [content_text(b.get("content")) or "" for b in reversed(found)]
+    return list(reversed(results))

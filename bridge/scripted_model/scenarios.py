@@ -21,6 +21,7 @@ from bridge.scripted_model.request_body import (
     offered_tool,
     offered_tools,
     tool_results_count,
+    tool_results_since_user,
     trailing_tool_result,
 )
 
@@ -124,6 +125,9 @@ SCENARIOS: Final[dict[str, str]] = {
     "editpath": f"calls pi's edit on the path the prompt names ({EDIT_OLD!r} -> {EDIT_NEW!r}), then `slow`",
     "toolescape": "calls bash with a detached, env-less `sleep 300` writing escaped.pid in the cwd",
     "shell": "calls bash with the prompt's text as the command, then answers what it printed",
+    "script": 'the prompt is JSON, a list of `[tool, arguments]` calls (e.g. `[["read", {"path": "x"}]]`):'
+    " makes them one by one under the names and argument shapes offered, then answers with every"
+    " tool result it got",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
     ' `{"text": the rest of the prompt}` (or the rest itself when it is a JSON object), then'
@@ -325,6 +329,72 @@ def _path_tool_reply(ask: Ask) -> Reply:
     return Reply(pieces, "tool_calls")
 
 
+#: What ``script`` answers when its prompt is not a JSON list of ``[tool, arguments]`` pairs.
+SCRIPT_UNREADABLE: Final = "The script is not a JSON list of [tool, arguments] calls."
+SCRIPT_PREAMBLE: Final = "Following the script."
+#: Argument renames from pi's shapes to those of a tool taking ``file_path`` (Claude Code's).
+_CLAUDE_ARGUMENTS: Final = {"path": "file_path"}
+
+
+def script_calls(text: str) -> list[tuple[str, dict[str, Any]]] | None:
+    """The calls a ``script`` prompt lists, or None when it is not a JSON list of
+    ``[tool, arguments]`` pairs."""
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(listed, list):
+        return None
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+            return None
+        if not isinstance(item[1], dict):
+            return None
+        calls.append((item[0], item[1]))
+    return calls
+
+
+def offered_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A scripted call as the request offers its tool: the tool's spelling, and pi's argument
+    shapes mapped to a ``file_path`` tool's (``path`` -> ``file_path``, one ``edits`` entry ->
+    ``old_string``/``new_string``) or back, as the offered schema names them."""
+    offered, props = offered_tools(body).get(name.lower(), (name, frozenset()))
+    mapped = dict(arguments)
+    if "file_path" in props and "path" in mapped and "path" not in props:
+        path = str(mapped.pop("path"))
+        # Claude Code's file tools take absolute paths: a relative one is the cwd's.
+        relative = not path.startswith(("/", "~", "file:"))
+        mapped["file_path"] = _cwd_path(body, path) if relative else path
+    if "path" in props and "file_path" in mapped and "file_path" not in props:
+        mapped["path"] = mapped.pop("file_path")
+    edits = mapped.get("edits")
+    if "old_string" in props and isinstance(edits, list) and len(edits) == 1 and isinstance(edits[0], dict):
+        del mapped["edits"]
+        mapped["old_string"] = edits[0].get("oldText", "")
+        mapped["new_string"] = edits[0].get("newText", "")
+    if "edits" in props and "old_string" in mapped and "edits" not in mapped:
+        old, new = mapped.pop("old_string"), mapped.pop("new_string", "")
+        mapped["edits"] = [{"oldText": old, "newText": new}]
+    return offered, mapped
+
+
+def _script_reply(ask: Ask) -> Reply:
+    """Make the calls the prompt lists one by one (counting the tool results the request holds),
+    then answer with every tool result it got."""
+    calls = script_calls(last_user_text_of(ask.body) or "")
+    if calls is None:
+        return Reply(_text_pieces(SCRIPT_UNREADABLE))
+    done = tool_results_count(ask.body)
+    if done < len(calls):
+        name, arguments = offered_call(ask.body, *calls[done])
+        preamble = _text_pieces(SCRIPT_PREAMBLE) if done == 0 else []
+        return Reply(preamble + _tool_call_pieces(name, arguments), "tool_calls")
+    results = tool_results_since_user(ask.body)
+    told = "\n".join(f"[{i + 1}] {result.strip()}" for i, result in enumerate(results))
+    return Reply(_text_pieces(f"The tools said:\n{told}\nDone."))
+
+
 ASK_USER_QUESTION: Final = "Which colour?"
 
 
@@ -399,6 +469,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "flaky": _flaky_reply,
     "askuser": _ask_user_reply,
     "shell": _shell_reply,
+    "script": _script_reply,
     "calltool": _call_tool_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),

@@ -43,6 +43,7 @@ from bridge.scripted_model import (
     tool_answer_text,
     write_pi_agent_dir,
 )
+from bridge.scripted_model.scenarios import SCRIPT_UNREADABLE
 from tests.support.env import requires_pi
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -829,3 +830,96 @@ def test_get_requests_answers_each_model_request_with_its_user_texts(server: Scr
     assert resp.status == 200
     assert answer == {"requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"]}]}
     assert len(server.requests) == 1, "asking for the requests is not itself recorded"
+
+
+# ------------------------------------------------------------------------------------------------
+# script: the calls come from the prompt
+
+
+SCRIPT = [["bash", {"command": "echo one"}], ["read", {"path": "notes.txt"}]]
+
+
+def _offering(*tools: tuple[str, list[str]]) -> list[dict[str, Any]]:
+    """OpenAI tool specs offering `tools` (name, argument names)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": name, "parameters": {"properties": {key: {} for key in args}}},
+        }
+        for name, args in tools
+    ]
+
+
+def _call_of(chunks: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    calls = tool_calls(chunks)
+    return calls[0]["function"]["name"], json.loads(
+        "".join(tc["function"].get("arguments", "") for tc in calls)
+    )
+
+
+def _answered(prompt: str, *outputs: str) -> list[dict[str, Any]]:
+    """A conversation: the prompt, then one assistant call and its tool result per output."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, user(prompt)]
+    for i, output in enumerate(outputs):
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": output},
+        ]
+    return messages
+
+
+def test_script_makes_the_prompt_s_calls_one_by_one_then_answers_every_result(
+    server: ScriptedModelServer,
+) -> None:
+    prompt = json.dumps(SCRIPT)
+    tools = _offering(("bash", ["command"]), ("read", ["path", "offset"]))
+    first = openai_chunks(post(server, {**openai_body("script", [user(prompt)]), "tools": tools}).body)
+    assert _call_of(first) == ("bash", {"command": "echo one"})
+    assert finish_reasons(first) == ["tool_calls"]
+    second_body = {**openai_body("script", _answered(prompt, "one")), "tools": tools}
+    second = openai_chunks(post(server, second_body).body)
+    assert _call_of(second) == ("read", {"path": "notes.txt"})
+    assert "".join(deltas(second, "content")) == ""
+    last = openai_chunks(post(server, openai_body("script", _answered(prompt, "one", "two"))).body)
+    assert "".join(deltas(last, "content")) == "The tools said:\n[1] one\n[2] two\nDone."
+    assert finish_reasons(last) == ["stop"]
+
+
+def test_script_maps_names_and_arguments_to_claude_s_tools(server: ScriptedModelServer) -> None:
+    prompt = json.dumps(
+        [
+            ["read", {"path": "~/.ssh/id_rsa"}],
+            ["edit", {"path": "a.txt", "edits": [{"oldText": "x", "newText": "y"}]}],
+        ]
+    )
+    tools = [
+        {"name": "Read", "input_schema": {"properties": {"file_path": {}}}},
+        {
+            "name": "Edit",
+            "input_schema": {"properties": {"file_path": {}, "old_string": {}, "new_string": {}}},
+        },
+    ]
+    body = {**anthropic_body("script", [user(prompt)]), "tools": tools}
+    body["system"] = [{"type": "text", "text": "Working directory: /work/here\nOther context"}]
+    events = anthropic_events(post(server, body, path="/v1/messages").body)
+    (block,) = [
+        d["content_block"]
+        for n, d in events
+        if n == "content_block_start" and d["content_block"]["type"] == "tool_use"
+    ]
+    args = "".join(d["delta"].get("partial_json", "") for n, d in events if n == "content_block_delta")
+    assert (block["name"], json.loads(args)) == ("Read", {"file_path": "~/.ssh/id_rsa"})
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "k"}]}
+    body["messages"] = [user(prompt), {"role": "assistant", "content": []}, result]
+    events = anthropic_events(post(server, body, path="/v1/messages").body)
+    args = "".join(d["delta"].get("partial_json", "") for n, d in events if n == "content_block_delta")
+    edit = {"file_path": "/work/here/a.txt", "old_string": "x", "new_string": "y"}
+    assert json.loads(args) == edit
+
+
+def test_script_that_is_no_list_of_calls_says_so(server: ScriptedModelServer) -> None:
+    for prompt in ("not json", '{"bash": 1}', '[["bash"]]', '[["bash", "echo"]]'):
+        chunks = openai_chunks(chat(server, "script", messages=[user(prompt)]).body)
+        assert "".join(deltas(chunks, "content")) == SCRIPT_UNREADABLE
+        assert tool_calls(chunks) == []

@@ -36,7 +36,7 @@ from bridge.agents.claude.command import (
 from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
-from bridge.agents.claude.trust import protected_resources
+from bridge.agents.claude.trust import protected_resources, trust_roots
 from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
@@ -50,8 +50,6 @@ class ClaudeAgent:
     name = "claude"
     display_name = "Claude Code"
     default_command: tuple[str, ...] = ("claude",)
-    # Its commands are not wrapped yet: a run that asks for a sandbox is refused (docs/reliability.md).
-    can_sandbox = False
     interrupt_signal = signal.SIGINT
 
     def __init__(
@@ -59,6 +57,9 @@ class ClaudeAgent:
     ) -> None:
         self.permission_mode: PermissionMode = permission_mode
         self.allowed_tools = allowed_tools
+        # The bridge confines each tool call Claude Code asks about (sandbox.py): in its own
+        # `plan` or `bypassPermissions` it asks about none, so the sandbox could not hold.
+        self.can_sandbox = permission_mode not in ("plan", "bypassPermissions")
         self._live = ClaudeLiveMode(permission_mode, allowed_tools)
 
     @classmethod
@@ -109,6 +110,10 @@ class ClaudeAgent:
         """What Claude Code loads from `cwd` unasked in `-p` mode (its `.claude/` settings,
         commands, agents, skills, and `.mcp.json`): left out unless the folder is trusted."""
         return protected_resources(cwd)
+
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """All of `.claude/` and `.mcp.json`: what a trust decision covers."""
+        return trust_roots(cwd)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Claude Code that could not be started."""

@@ -36,6 +36,8 @@ from bridge.agents.claude import questions, sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
 from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
+from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, read_sandbox
+from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
@@ -108,13 +110,16 @@ def live_flags(
 
     `permission_mode` `plan` and `bypassPermissions` are Claude Code's own; any other runs in
     `default` with the prompt tool, so every call Claude Code would ask about is the bridge's to
-    decide (its permission modes, rules and the user).
+    decide (its permission modes, rules and the user). A sandboxed one asks about every call
+    (sandbox.py), so that each is confined.
     """
     flags = [*LIVE_FLAGS]
     if permission_mode in ("plan", "bypassPermissions"):
         flags += ["--permission-mode", permission_mode]
     else:
         flags += ["--permission-mode", "default", _PROMPT_TOOL, "stdio"]
+        if options.sandbox is not None and options.sandbox.mode != "off":
+            flags += ["--settings", SANDBOX_SETTINGS]
     flags += trust_flags(options.trusted, options.cwd)
     return [*flags, *model_and_tool_flags(options, allowed_tools), *session]
 
@@ -171,6 +176,8 @@ class ClaudeLive(LiveReader):
         # then plans and asks before any change); every other mode is `default`, the bridge
         # deciding each call it asks about. None: it was started in a mode of its own.
         self._permission_mode: str | None = "default" if _PROMPT_TOOL in child.argv else None
+        # Whether it asks before every tool call, so that a sandbox confines each one.
+        self._asks_every_call = _PROMPT_TOOL in child.argv and SANDBOX_SETTINGS in child.argv
 
     # ------------------------------------------------------------------ the seam
 
@@ -259,6 +266,14 @@ class ClaudeLive(LiveReader):
             "session_id": "",
         }
         self._follow_the_gate()
+        if not self._asks_every_call and read_sandbox(self._env, self._session_id) is not None:
+            # started without a sandbox, it runs what it judges read-only unasked: unconfined
+            raise ClaudeLiveError(
+                "prompt",
+                "cannot be sandboxed: this Claude Code was started without a sandbox (start a new "
+                "conversation with the sandbox on)",
+                kind="refused",
+            )
         self._write("prompt", orjson.dumps(line) + b"\n")
         return PendingCommand("prompt", "")
 
@@ -327,6 +342,16 @@ class ClaudeLive(LiveReader):
         self._waiting.pop(pending.command_id, None)
         self._interrupting = pending
         return pending
+
+    def send_clear_queue_now(self) -> None:
+        """None: nothing of a turn waits in Claude Code to be sent after its interrupt. A steer is
+        refused (a user line written mid-turn would be a turn of its own), and the engine writes a
+        prompt only to a process whose last turn has ended (its `result` line came)."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing: Claude Code holds no queue of a turn's messages."""
+        return []
 
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
         """Nothing more than the `result` line said (its context use is in the terminal already;
@@ -462,14 +487,8 @@ class ClaudeLive(LiveReader):
         request_id = message.get("request_id") if isinstance(message, dict) else None
         if not isinstance(request, dict) or not isinstance(request_id, str):
             return False
-        hooked = hook_answer_line(request_id, request) if request.get("subtype") == "hook_callback" else None
-        if hooked is not None:
-            self._write_quietly(hooked)
-            return True
         if request.get("subtype") != "can_use_tool":
-            log.info("Claude Code's control request %r answered as unsupported", request.get("subtype"))
-            error = {"subtype": "error", "request_id": request_id, "error": "not supported by pi-bridge"}
-            self._write_quietly(orjson.dumps({"type": "control_response", "response": error}) + b"\n")
+            self._answer_other(request_id, request)
             return True
         if request_id in self._open_checks:
             return True
@@ -484,10 +503,33 @@ class ClaudeLive(LiveReader):
             reason = "not a tool call the bridge can read" if check is None else "no run is listening"
             self._settle_check(request_id, ToolVerdict(allow=False, reason=f"denied: {reason}"), arguments)
             return True
+        runs_as = arguments
+        box = read_sandbox(self._env, self._session_id)
+        if box is None and self._asks_every_call and SANDBOX_DIR_ENV not in self._env:
+            # started for a sandbox whose file it cannot find: nothing runs unconfined
+            box = UNREADABLE
+        if box is not None:
+            # the sandbox first: what it refuses is never asked about; what it allows runs confined
+            confined = confine(check.tool, arguments, box)
+            if confined.refused is not None:
+                self._settle_check(request_id, ToolVerdict(allow=False, reason=confined.refused), arguments)
+                return True
+            runs_as = confined.input
         tasks.start_soon(
-            self._decide, request_id, check, asks, partial(answer_line, request_id, tool_input=arguments)
+            self._decide, request_id, check, asks, partial(answer_line, request_id, tool_input=runs_as)
         )
         return True
+
+    def _answer_other(self, request_id: str, request: dict[str, Any]) -> None:
+        """A control request that is no tool call: the web tools' hook answers "ask" (so the call
+        comes as `can_use_tool`); anything else is answered as unsupported."""
+        hooked = hook_answer_line(request_id, request) if request.get("subtype") == "hook_callback" else None
+        if hooked is not None:
+            self._write_quietly(hooked)
+            return
+        log.info("Claude Code's control request %r answered as unsupported", request.get("subtype"))
+        error = {"subtype": "error", "request_id": request_id, "error": "not supported by pi-bridge"}
+        self._write_quietly(orjson.dumps({"type": "control_response", "response": error}) + b"\n")
 
     def _put_questions(self, request_id: str, request: dict[str, Any]) -> None:
         """Claude Code's AskUserQuestion: each question a select dialog for the user (the run's
