@@ -266,7 +266,7 @@ class Attempts:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
         run.note_session(session_id)
         if self.gate is not None:
-            self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
+            self.gate.bind(session_id, run.params.mode, hold=run.tools_held, cwd=run.options.cwd)
             settings = run.options.sandbox or sandbox.OFF
             environ = {**os.environ, **self.config.env}
             self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self.config.env)

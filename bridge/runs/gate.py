@@ -94,6 +94,9 @@ class Gate:
         #: Each conversation's sandbox, read by the same extension (sandbox.py).
         self.sandboxes = SandboxBoard(base / SANDBOXES_DIR)
         self._modes: dict[str, PermissionMode] = {}
+        #: Conversations whose workspace has a deny rule: in `full` their agent still asks the gate
+        #: (the agent's own `full` fast path would skip the rule).
+        self._guarded: set[str] = set()
         #: How the front asks the user (None: it cannot, and a call that would ask is refused).
         self.approver: Approver | None = None
         #: How the front puts the agent's own dialogs to the user (None: each is cancelled at once).
@@ -112,22 +115,44 @@ class Gate:
     def set_mode(self, session_id: str, mode: PermissionMode) -> None:
         """The conversation's mode from its next tool call on."""
         self._modes[session_id] = mode
-        self.board.publish(session_id, mode)
+        self.board.publish(session_id, self._shown(session_id))
 
-    def bind(self, session_id: str, mode: PermissionMode | None, *, hold: bool = False) -> None:
+    def bind(
+        self, session_id: str, mode: PermissionMode | None, *, hold: bool = False, cwd: str | None = None
+    ) -> None:
         """A run streams on conversation `session_id`: its `mode` (if it gave one) is the
         conversation's now, and the agent's gate sees the conversation's mode. With `hold`, a
         `full` conversation's agent asks before each tool all the same, until `unhold`: the
-        run's checkpoint is being taken, and no tool may change a file before it is."""
+        run's checkpoint is being taken, and no tool may change a file before it is. So it does
+        while the run's workspace `cwd` has a deny rule: a deny rule holds in every mode."""
         if mode is not None:
             self._modes[session_id] = mode
-        shown = self.mode_of(session_id)
+        if cwd is not None:
+            self._guard(session_id, cwd)
+        shown = self._shown(session_id)
         self.board.publish(session_id, "hold" if hold and shown == "full" else shown)
 
     def unhold(self, session_id: str | None) -> None:
         """The conversation's checkpoint is taken: its agent's gate sees its mode again."""
         if session_id is not None:
-            self.board.publish(session_id, self.mode_of(session_id))
+            self.board.publish(session_id, self._shown(session_id))
+
+    def _shown(self, session_id: str) -> PermissionMode | Literal["hold"]:
+        """The mode the agent's gate sees: `hold` for a `full` conversation under a deny rule."""
+        mode = self.mode_of(session_id)
+        return "hold" if mode == "full" and session_id in self._guarded else mode
+
+    def _guard(self, session_id: str, cwd: str) -> None:
+        """Note whether a deny rule applies in `cwd` (rules that cannot be read count: the gate
+        then refuses each call, as it must)."""
+        try:
+            denies = any(rule.decision == "deny" for rule in self.rules.rules(cwd))
+        except (RuleStoreError, OSError):
+            denies = True
+        if denies:
+            self._guarded.add(session_id)
+        else:
+            self._guarded.discard(session_id)
 
     def check(self, run: Run) -> AskTool:
         """The permission check of one run's tool calls (the agent asks it before each one)."""
@@ -218,6 +243,8 @@ class Gate:
             input=call.input,
             diff=await proposed_diff(call.change, cwd, read=self._diff_reader(run, call)),
             options=options_for(call, cwd),
+            command=call.command,
+            path=call.path,
         )
         requested = contract.PermissionRequestedContent(
             tool_call_id=call.tool_call_id, tool=call.tool, title=request.title, options=list(request.options)

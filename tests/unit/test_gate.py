@@ -12,6 +12,7 @@ import orjson
 from bridge.agents.pi.gate import MARKER, answer_line, tool_check
 from bridge.agents.pi.rpc import PiRpc
 from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.contract import PermissionRule
 from bridge.process.spawn import ChildProcess
 from bridge.runs.gate import Gate
 from bridge.runs.permissions import CANNOT_ASK_REASON, PLAN_REASON
@@ -119,3 +120,34 @@ async def test_modes_decide_and_every_bound_conversation_has_a_file(tmp_path: Pa
     assert not (tmp_path / "evil").exists() and not list(board.glob("*evil*"))
     gate.close()
     assert not board.exists()
+
+
+async def test_a_full_conversation_under_a_deny_rule_still_asks_the_gate(tmp_path: Path) -> None:
+    """pi's gate skips the bridge in `full`; a deny rule holds in every mode, so a conversation
+    whose workspace has one shows `hold` to the agent (it asks), and the gate refuses by rule."""
+    gate = Gate("full", root=tmp_path)
+    board = gate.board.path
+    deny = PermissionRule.model_validate(
+        {
+            "id": "no-rm",
+            "tool": "*",
+            "match": {"commandPrefix": ["rm"]},
+            "decision": "deny",
+            "scope": "workspace",
+        }
+    )
+    gate.bind("plain", None, cwd=str(tmp_path))
+    assert not (board / "plain").exists(), "no deny rule: full keeps its fast path"
+    gate.rules.add(str(tmp_path), deny)
+    gate.bind("s1", None, cwd=str(tmp_path))
+    assert (board / "s1").read_text() == "hold"
+    gate.unhold("s1")
+    gate.set_mode("s1", "full")
+    assert (board / "s1").read_text() == "hold", "still asked after the checkpoint and a mode change"
+    run, _ = make_run("r1", str(tmp_path), session_id="s1")
+    call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="/bin/rm -rf x")
+    verdict = await gate.check(run)(call)
+    assert not verdict.allow and "no-rm" in (verdict.reason or "")
+    echo = ToolCheck(tool_call_id="d", tool="bash", kind="execute", input={}, command="echo hi")
+    assert (await gate.check(run)(echo)).allow
+    gate.close()
