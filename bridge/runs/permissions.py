@@ -84,8 +84,9 @@ def decide(
 def _denied(
     call: ToolCall, cwd: str, rules: list[PermissionRule], mode: PermissionMode, *, can_answer: bool
 ) -> Verdict | None:
-    """The verdict of the deny rules: a refusal on a match; on a doubt, ask (refuse in `plan`, or
-    when nobody can answer), since no mode and no allow rule may let such a call run unasked."""
+    """The verdict of the deny rules: a refusal on a match, and on a doubt too. A name that cannot
+    be known (`r${x}m`, `$(…)`) is how a model would spell past the rule, and a user asked about
+    it would be judging a spelling: the rule holds, and the model is told why."""
     doubt: PermissionRule | None = None
     for rule in rules:
         if rule.decision != "deny":
@@ -96,10 +97,7 @@ def _denied(
         doubt = doubt or (rule if found == "doubt" else None)
     if doubt is None:
         return None
-    if mode == "plan":
-        return Verdict("refuse", "mode", PLAN_REASON)
-    reason = DOUBT_REASON.format(doubt.id)
-    return Verdict("ask" if can_answer else "refuse", "rule", reason, doubt)
+    return Verdict("refuse", "rule", DOUBT_REASON.format(doubt.id), doubt)
 
 
 def inside(path: str, cwd: str) -> bool:

@@ -401,13 +401,14 @@ async def test_an_always_rule_allows_exactly_its_command_and_a_prefix_rule_says_
         ("command rm victim.txt", False),
         ("echo victim.txt | xargs rm", False),
         ("find . -name victim.txt -exec rm {} +", False),
-        ("x=m; r${x} victim.txt", True),
+        ("x=m; r${x} victim.txt", False),
     ],
 )
 async def test_a_deny_rule_on_rm_holds_however_rm_is_written(
     bridge: LanguageClient, tmp_path: Path, command: str, asked: bool
 ) -> None:
-    """The deny rule refuses without asking however `rm` is spelled; a name it cannot know is asked."""
+    """The deny rule refuses without asking however `rm` is spelled, and a name it cannot know too
+    (asking would have the user judge a spelling the model chose to slip past the rule)."""
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     deny = {

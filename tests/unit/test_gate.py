@@ -137,7 +137,7 @@ async def test_a_full_conversation_under_a_deny_rule_still_asks_the_gate(tmp_pat
         }
     )
     gate.bind("plain", None, cwd=str(tmp_path))
-    assert not (board / "plain").exists(), "no deny rule: full keeps its fast path"
+    assert (board / "plain").read_text() == "full", "no deny rule: full keeps its fast path"
     gate.rules.add(str(tmp_path), deny)
     gate.bind("s1", None, cwd=str(tmp_path))
     assert (board / "s1").read_text() == "hold"
