@@ -83,6 +83,8 @@ SECRET_VAR: Final = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|^
 BRIDGE_VAR_PREFIX: Final = "PI_BRIDGE_"
 #: Except this one: it names no file, and a `tree` containment finds the run's processes by it.
 RUN_TOKEN_VAR: Final = "PI_BRIDGE_RUN_TOKEN"
+#: A launcher's tags (a test's): they name no file and hold no secret, and find the run's processes.
+TAG_VAR_PREFIX: Final = "PI_BRIDGE_TEST_"
 #: The bridge's variables a live agent gets whether or not they are in the bridge's environment.
 BRIDGE_VARS: Final = (
     "PI_BRIDGE_GATE_DIR",
@@ -169,7 +171,7 @@ def secret_vars(environ: Mapping[str, str], given: Mapping[str, str] | None = No
     names = {name for name in environ if SECRET_VAR.search(name) or name.startswith(BRIDGE_VAR_PREFIX)}
     names |= {name for name in given or {} if not KEPT_CLIENT_VARS.fullmatch(name)}
     names |= {*BRIDGE_VARS, *SOCKET_VARS}
-    return sorted(names - {RUN_TOKEN_VAR})
+    return sorted(name for name in names if name != RUN_TOKEN_VAR and not name.startswith(TAG_VAR_PREFIX))
 
 
 def read_only_paths(

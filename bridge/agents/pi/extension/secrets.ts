@@ -42,13 +42,18 @@ function namesIn(variable: string): Set<string> {
 
 const MASKED = namesIn("PI_BRIDGE_MASKED_VARS");
 const DROPPED = namesIn("PI_BRIDGE_DROPPED_VARS");
+const RUN_TOKEN = "PI_BRIDGE_RUN_TOKEN";
+const TAG_PREFIX = "PI_BRIDGE_TEST_";
 
 /** The environment a command of the bash tool gets: `env` without keys (see the top). */
 export function scrubbedEnv(env: Record<string, string | undefined>): Record<string, string> {
 	const kept: Record<string, string> = {};
 	for (const [name, value] of Object.entries(env)) {
-		if (value === undefined || name.startsWith("PI_BRIDGE_") || DROPPED.has(name)) continue;
-		if (SECRET_VAR.test(name) && !(isAbsolute(value) && !value.includes("\n"))) continue;
+		// The run's token and a launcher's tags name no file and hold no secret: they are how the
+		// bridge (and a test) finds the run's processes.
+		const tag = name === RUN_TOKEN || name.startsWith(TAG_PREFIX);
+		if (value === undefined || (name.startsWith("PI_BRIDGE_") && !tag) || DROPPED.has(name)) continue;
+		if (!tag && SECRET_VAR.test(name) && !(isAbsolute(value) && !value.includes("\n"))) continue;
 		kept[name] = value;
 	}
 	return kept;
