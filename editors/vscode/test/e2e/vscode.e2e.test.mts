@@ -407,7 +407,7 @@ test('thoughts render collapsed and tool calls with their status and output', { 
 
   // pi: Manage Permission Rules lists that rule; picking it removes it.
   await runCommand('pi: Manage Permission Rules');
-  const rule = '.quick-input-list .monaco-list-row[aria-label*="allow bash `echo hi …`"]';
+  const rule = '.quick-input-list .monaco-list-row[aria-label*="allow bash `echo hi`"]';
   await page.waitForSelector(rule, { visible: true, timeout: UI_TIMEOUT });
   await page.click(rule); // in a multi-select pick, a click on a row ticks it
   await page.waitForSelector(`${rule}[aria-checked="true"]`, { timeout: UI_TIMEOUT });
