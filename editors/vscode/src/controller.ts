@@ -88,7 +88,10 @@ export class Controller implements vscode.Disposable {
       runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
       cwd: defaultCwd,
       log: this.log,
-      onChange: () => this.updateStatus(),
+      onChange: () => {
+        this.updateStatus();
+        this.models.refreshIfMoved();
+      },
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
     });
@@ -217,7 +220,7 @@ export class Controller implements vscode.Disposable {
       );
     }
     this.log.info(`bridge ready: ${info?.serverInfo?.name ?? '?'} ${info?.serverInfo?.version ?? ''}`);
-    setTimeout(() => void this.models.refresh(), 0); // after this start has settled: refresh asks for the session
+    this.models.forget();
     return session;
   }
 

@@ -45,11 +45,32 @@ export class Models {
     return this.agentCurrent;
   }
 
-  /** Ask the agent for its models again (after a start, a pick, another conversation). */
+  /** The conversation the list was last asked of (undefined: not asked since the bridge started). */
+  private askedFor: string | null | undefined;
+
+  /** The bridge (re)started: its agent's list is asked again once a conversation has a session. */
+  forget(): void {
+    this.askedFor = undefined;
+  }
+
+  /**
+   * Ask again when the shown conversation has a session the list was not asked of (a run ended,
+   * another conversation is shown). A conversation without one is left alone: asking would open
+   * an agent for it beside the one its `/` commands opened.
+   */
+  refreshIfMoved(): void {
+    const sessionId = this.deps.sessionId();
+    if (sessionId && sessionId !== this.askedFor) {
+      void this.refresh();
+    }
+  }
+
+  /** Ask the agent for its models again (the picker, a run's end, another conversation). */
   async refresh(): Promise<void> {
     try {
       const session = await this.deps.session();
       const sessionId = this.deps.sessionId();
+      this.askedFor = sessionId;
       const cwd = this.deps.cwd();
       const params = sessionId ? { sessionId } : cwd ? { cwd } : {};
       const result = await session.request<ModelsResult>(Methods.models, params);
