@@ -1269,7 +1269,7 @@ class ModelInfo(WireModel):
 
 class ModelsResult(WireModel):
     """Result of `pi/models`: the agent's own list; `current` is the model the conversation runs
-    now (null when the agent names none); `sessionId` is the conversation that answered."""
+    now (absent unless it is one of the listed); `sessionId` is the conversation that answered."""
 
     models: list[ModelInfo]
     current: ModelInfo | None = None

@@ -79,9 +79,9 @@ class Toolbox:
             )
             for m in listed
         ]
+        # Only a listed model is current: an agent with no usable model names a placeholder
+        # (pi without a key says "unknown"), which no run could name.
         current = next((m for m in models if m.current), None)
-        if current is None and model is not None:  # a model the agent runs but does not list
-            current = ModelInfo(provider=provider or "", id=model, current=True)
         return ModelsResult(models=models, current=current, session_id=agent.session_id)
 
     @staticmethod

@@ -45,3 +45,14 @@ async def test_a_prompt_without_a_key_fails_once_with_kind_auth(
     assert len(failed) == 1, "one failure, not one per retry"
     assert failed[0]["content"]["error"]["kind"] == "auth"
     assert result["attempts"] == 1
+
+
+async def test_models_without_a_key_names_no_current_model(
+    keyless_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    # pi with no key names a placeholder model ("unknown"): no picker may show it as current.
+    with anyio.fail_after(60):
+        listed = await request(keyless_bridge, "pi/models", {"cwd": str(tmp_path)})
+    assert "current" not in listed, listed
+    assert not any(m["current"] for m in listed["models"])
+    assert all(m["id"] != "unknown" for m in listed["models"])

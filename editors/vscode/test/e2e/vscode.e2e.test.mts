@@ -934,13 +934,14 @@ test('the first run without a provider: the chat says what is missing, its scrip
   delete settings['piBridge.pi.provider'];
   delete settings['piBridge.pi.model'];
   const starts = (): number => extensionLog().split('bridge ready:').length - 1;
-  const before = starts();
   writeFileSync(
     settingsFile,
     JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2),
   );
-  // A changed piBridge.bridge.env restarts the bridge (no run is live).
-  await waitUntilAsync(() => Promise.resolve(starts() > before), UI_TIMEOUT, 'the bridge to restart without a provider');
+  // A reload activates the extension again with them, as when a new user opens VS Code; no model
+  // is picked, so the status bar says the agent's default.
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: default"]', { timeout: UI_TIMEOUT });
   await runCommand('pi: New Conversation');
   const frame = await chatFrame();
   const prompt = `hello, first run ${tag}`;
@@ -998,6 +999,7 @@ test('the first run without a provider: the chat says what is missing, its scrip
   await screenshot('firstrun-3-model-picker.png');
   await page.keyboard.press('Escape');
   writeFileSync(settingsFile, original);
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   await page.waitForSelector('.statusbar-item[aria-label="pi model: text"]', { timeout: UI_TIMEOUT });
 }));
 
