@@ -998,9 +998,11 @@ test('the first run without a provider: the chat says what is missing, its scrip
   );
   await screenshot('firstrun-3-model-picker.png');
   await page.keyboard.press('Escape');
+  // The settings as they were (the model the earlier tests picked), for the tests after this one.
   writeFileSync(settingsFile, original);
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
-  await page.waitForSelector('.statusbar-item[aria-label="pi model: text"]', { timeout: UI_TIMEOUT });
+  const model = (JSON.parse(original) as Record<string, unknown>)['piBridge.pi.model'];
+  await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${typeof model === 'string' && model ? model : 'default'}"]`, { timeout: UI_TIMEOUT });
 }));
 
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
