@@ -37,6 +37,7 @@ from bridge.agents.seam import (
     AskDialog,
     AskTool,
     CommandDone,
+    DoFileOp,
     LiveCommand,
     LiveError,
     Out,
@@ -103,6 +104,7 @@ class RpcAttempt:
         on_session: Callable[[str], None] | None = None,
         asks: AskTool | None = None,
         dialogs: AskDialog | None = None,
+        file_ops: DoFileOp | None = None,
         before_tools: anyio.Event | None = None,
         take_checkpoint: Callable[[], None] | None = None,
     ) -> None:
@@ -129,6 +131,8 @@ class RpcAttempt:
         self._asks = asks
         # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
         self._dialogs = dialogs
+        # Does the file operations the agent's own tools hand over (the run's file access policy).
+        self._file_ops = file_ops
         # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
         # in the permission check; one that does not gets its prompt after it.
         self._before_tools = before_tools
@@ -254,6 +258,7 @@ class RpcAttempt:
         agent.rpc.backlog = None
         agent.rpc.asks = None
         agent.rpc.dialogs = None
+        agent.rpc.file_ops = None
         if self._on_steerable is not None:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
@@ -292,6 +297,7 @@ class RpcAttempt:
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
         agent.rpc.dialogs = self._dialogs
+        agent.rpc.file_ops = self._file_ops
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt

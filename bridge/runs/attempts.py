@@ -257,6 +257,7 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
+            file_ops=self.gate.file_ops(run, {**os.environ, **self.config.env}) if self.gate else None,
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
@@ -265,7 +266,7 @@ class Attempts:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
         run.note_session(session_id)
         if self.gate is not None:
-            self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
+            self.gate.bind(session_id, run.params.mode, hold=run.tools_held, cwd=run.options.cwd)
             settings = run.options.sandbox or sandbox.OFF
             environ = {**os.environ, **self.config.env}
             self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self.config.env)

@@ -44,7 +44,17 @@ from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
 from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
-from bridge.runs.redact import Redactor, mask_in_logs, secrets_env
+from bridge.runs.redact import (
+    BOOK,
+    SCRUB_NAMES_ENV,
+    SECRET_NAMES_ENV,
+    Redactor,
+    header_secrets,
+    mask_in_logs,
+    scrubbed_names,
+    secret_env_names,
+    secrets_env,
+)
 from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -110,6 +120,7 @@ class RunRegistry:
         # The private files listing each conversation's MCP servers (mcp_config.py).
         self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
+        self._learn_secrets(config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -145,8 +156,20 @@ class RunRegistry:
         )
 
     def _gated(self, config: BridgeConfig) -> BridgeConfig:
-        """`config` with the environment every agent gets telling its gate where the modes are."""
-        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env()})
+        """`config` with the environment every agent gets telling its gate where the modes are,
+        and its extension which of the client's variables hold secrets (names only: the values
+        are in its own environment already)."""
+        client = _client_env(config)
+        names = {
+            SECRET_NAMES_ENV: ",".join(secret_env_names(client)),
+            SCRUB_NAMES_ENV: ",".join(scrubbed_names(client)),
+        }
+        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env(), **names})
+
+    def _learn_secrets(self, config: BridgeConfig) -> None:
+        """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
+        BOOK.add_env(_client_env(config), client=True)
+        BOOK.watch_files(self._agent_secrets({**os.environ, **config.env}))
 
     @property
     def wait_writable(self) -> Callable[[], Awaitable[None]] | None:
@@ -209,12 +232,13 @@ class RunRegistry:
 
     def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
         """Every known agent's config a sandboxed command may not change: the top folder of each
-        project file it loads only from a trusted `cwd`, and the folder of its credentials (its
-        config dir, with its user-level extensions; never $HOME itself)."""
+        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
+        the folder of its credentials (its config dir, with its user-level extensions; never
+        $HOME itself)."""
         home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
         paths: list[str] = []
         for adapter in self.history_adapters():
-            for resource in adapter.project_resources(cwd, environ) or ():
+            for resource in adapter.trust_roots(cwd, environ) or ():
                 paths.append(
                     resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
                 )
@@ -247,6 +271,7 @@ class RunRegistry:
         self.config = config
         mask_in_logs(config.env)  # the agents get these: what they print may show them
         self.agents.config = config
+        self._learn_secrets(config)
         self._attempts.reconfigure(config)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
@@ -283,6 +308,7 @@ class RunRegistry:
         secrets = secrets_of(chosen)
         if secrets:
             mask_in_logs(secrets_env(secrets))
+            BOOK.add_values(header_secrets(secrets))
         return dataclasses.replace(options, mcp_servers=chosen, mcp_config=self.mcp_files.file_for(chosen))
 
     def _redactor(self, options: RunOptions) -> Redactor:
@@ -508,3 +534,9 @@ class RunRegistry:
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
+
+
+def _client_env(config: BridgeConfig) -> dict[str, str]:
+    """The environment the client gave the agents (initializationOptions.env), without the
+    bridge's own variables."""
+    return {name: value for name, value in config.env.items() if not name.startswith("PI_BRIDGE_")}

@@ -173,8 +173,9 @@ def test_5_the_state_dir_and_the_mcp_config_are_out_of_the_sandbox_s_reach(bench
         'cat "$PI_BRIDGE_MCP_CONFIG"; env | grep -i PI_BRIDGE; '
         # the patterns match the markers without spelling them: the command itself is in the frames
         f"grep -rh -e 'redteam-rule-word[s]' -e 'MCP_FIXTUR[E]' {state}; "
-        f'for f in $(find {state} -type f); do echo pwned >> "$f"; done; '
-        f"echo pwned > {state}/planted-by-the-sandbox; true"
+        # what it writes is spelled nowhere in the command: the prompt is kept in the checkpoints
+        f'for f in $(find {state} -type f); do echo "PW$((1+1))NED" >> "$f"; done; '
+        f'echo "PW$((1+1))NED" > {state}/planted-by-the-sandbox; true'
     )
     fixture = ROOT / "tests" / "fixtures" / "mcp_server.py"
     server = {
@@ -189,7 +190,7 @@ def test_5_the_state_dir_and_the_mcp_config_are_out_of_the_sandbox_s_reach(bench
     assert MCP_SECRET not in seen.frames and MCP_SECRET not in seen.requests
     after = _state_files(state)
     assert "planted-by-the-sandbox" not in after
-    changed = [name for name, data in after.items() if b"pwned" in data]
+    changed = [name for name, data in after.items() if b"PW2NED" in data]
     assert changed == [], changed
     _no_leak(seen)
 

@@ -18,6 +18,7 @@ from bridge.agents.claude.live import ClaudeLive, live_flags
 from bridge.agents.claude.sandbox import Sandbox, confine, read_sandbox, refusal
 from bridge.agents.seam import RunOptions, ToolCheck, ToolVerdict
 from bridge.contract import SandboxSettings
+from bridge.process import bwrap
 from bridge.process.spawn import ChildProcess
 from bridge.runs import sandbox as runs_sandbox
 
@@ -188,11 +189,11 @@ SANDBOXED = ("claude", "--permission-prompt-tool", "stdio", "--settings", claude
              "--session-id", "s-1")  # fmt: skip
 
 
+@pytest.mark.skipif(not bwrap.probe().ok, reason=f"no sandbox here: {bwrap.probe().reason}")
 async def test_the_live_client_confines_bash_and_refuses_a_read_outside(tmp_path: Path) -> None:
     board = runs_sandbox.SandboxBoard(tmp_path)
     board.publish("s-1", SandboxSettings(mode="workspace-write"), str(tmp_path), {"HOME": "/nowhere"})
-    if not (board.path / "s-1").exists():
-        pytest.skip("no bwrap here: the board writes no sandbox")
+    assert (board.path / "s-1").exists(), "the board wrote no sandbox though bwrap works"
     bash, read = await _answers(
         board.agent_env(),
         SANDBOXED,

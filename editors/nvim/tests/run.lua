@@ -418,6 +418,25 @@ test('a tool call asks first: Deny runs nothing and the model is told', function
   eq('reject', messages_of(run, 'permission.resolved')[1].content.decision, 'decision')
 end)
 
+test('the approval prompt shows the whole command, its tail after a marked cut', function()
+  approve_with = 'reject-once'
+  local before = #approval_prompts
+  local command = 'echo ' .. string.rep('harmless-looking-words ', 12) .. '; touch tail-ran.txt'
+  local run = handlers.get(pi_bridge.run(command, { model = 'shell' }))
+  wait_done(run)
+  approve_with = 'allow-once'
+  eq('completed', run.status, 'status')
+  eq(before + 1, #approval_prompts, 'one approval prompt')
+  local prompt = approval_prompts[#approval_prompts]
+  local first = vim.split(prompt, '\n', { plain = true })[1]
+  truthy(
+    first:find(' … ', 1, true) and first:find('touch tail%-ran%.txt$'),
+    'one line, the tail kept: ' .. first
+  )
+  truthy(prompt:find(command, 1, true), 'the whole command is in the prompt:\n' .. prompt)
+  eq(0, vim.fn.filereadable(root .. '/tail-ran.txt'), 'nothing ran')
+end)
+
 test(':PiMode plan: the next tool call is refused without asking', function()
   local first = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
   wait_done(first)
