@@ -192,6 +192,9 @@ local function check_doctor(cfg)
   for _, check in ipairs(report.checks) do
     local line = ('%s: %s'):format(check.label, check.summary)
     local advice = type(check.fix) == 'string' and { check.fix } or nil
+    if advice and (check.name == 'models' or check.name == 'apiKeys') then
+      vim.list_extend(advice, M.first_run_advice())
+    end
     if check.status == 'ok' then
       health.ok(line)
     elseif check.status == 'warn' then
@@ -202,6 +205,17 @@ local function check_doctor(cfg)
       health.info(line)
     end
   end
+end
+
+--- What a first run without a key needs, in Neovim's terms: the doctor's fix says which
+--- variable and the scripted model; these say where a Neovim user sets them.
+--- @return string[]
+function M.first_run_advice()
+  return {
+    "in Neovim: setup({ cmd_env = { ANTHROPIC_API_KEY = os.getenv('ANTHROPIC_API_KEY') } }) with"
+      .. ' the variable exported before Neovim starts, or `pi` then /login once',
+    "to try without a key: setup({ cmd = { 'pi-bridge', '--scripted-model' }, model = 'tool' })",
+  }
 end
 
 --- The chat (:PiChat, :PiSessions, steering) needs the conversation methods.
