@@ -798,6 +798,10 @@ class CancelledRunData(WireModel):
     shutdown: ShutdownReceipt | None
     session_id: str | None = None
     attempts: int = 1
+    # What the user sent into the run that never reached the agent's model (its steers and
+    # queued messages, then the prompts of runs queued behind it), for the editor's input;
+    # absent when there were none.
+    unsent: list[str] | None = None
 
 
 class CancelResult(WireModel):
@@ -806,6 +810,8 @@ class CancelResult(WireModel):
     run_id: str
     found: bool
     shutdown: ShutdownReceipt | None = None
+    # As the cancelled run's data: the texts that never reached the model (absent: none).
+    unsent: list[str] | None = None
 
 
 class RunInfo(WireModel):

@@ -516,6 +516,16 @@ class LiveClient(Protocol):
         """Write an abort now (from a synchronous callback too); its answer is awaited with `answer`."""
         ...
 
+    def send_clear_queue_now(self) -> LiveCommand | None:
+        """Take the run's queued messages (steers, follow-ups) out of the agent now, written just
+        before its abort so that the abort goes on with none of them; None when the agent holds
+        no queue of a run's messages. Its answer is read with `unsent`."""
+        ...
+
+    async def unsent(self, command: LiveCommand, timeout: float = ...) -> list[str]:
+        """The texts `send_clear_queue_now` took out of the agent, in the order they were queued."""
+        ...
+
     async def stats(self, timeout: float = ...) -> SessionStats:
         """The conversation's context use and cost."""
         ...
@@ -672,6 +682,12 @@ class AgentAdapter(Protocol):
     def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         """The files of `cwd` the agent loads only from a folder the user trusts, as the user
         reads them (a path relative to `cwd`); empty: nothing to ask. Blocking I/O."""
+        ...
+
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The files and folders a trust decision of `cwd` covers (relative to `cwd`, or
+        absolute): the config the agent loads from a trusted folder, and what that config can
+        pull in. Any change under them since the user trusted the folder asks again."""
         ...
 
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:

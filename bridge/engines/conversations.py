@@ -220,6 +220,10 @@ class Conversations:
         self._spare_ready = anyio.Event()
         self._spare_spawning = False
         self._spare_launch: tuple[tuple[str, ...], RunOptions, dict[str, str]] | None = None
+        #: Whether a folder's project trust still holds now (runs/project_trust.py; blocking): a
+        #: spare primed like a trusted run is started untrusted once the folder's config changed
+        #: since the user trusted it, since an agent loads that config as it starts.
+        self.trust_holds: Callable[[str], bool] | None = None
         self._locks: dict[str, anyio.Lock] = {}
         # Sessions a live agent of this bridge opened and pi may not have written yet: only those
         # may be started anew under their id (any other unknown id is the client's error).
@@ -679,6 +683,13 @@ class Conversations:
                 return
             self._spare_spawning = True
             command, options, env = self._spare_launch
+            holds = self.trust_holds
+            if (
+                options.trusted
+                and holds is not None
+                and not await anyio.to_thread.run_sync(holds, options.cwd)
+            ):
+                options = replace(options, trusted=False)
             key = live_key(command, options, env)
             try:
                 spare = await self._start(command, options, env, key, None)

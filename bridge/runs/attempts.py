@@ -150,11 +150,14 @@ class Attempts:
         session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
+            run.waits_for = session_id
             run.emit([Out("run.queued", {"position": 1, "limit": 1, "reason": "session"})])
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
-        lease = await self.conversations.lease(session_id, run.cancel, queued)
-        return lease
+        try:
+            return await self.conversations.lease(session_id, run.cancel, queued)
+        finally:
+            run.waits_for = None
 
     async def _resolve_session(self, run: Run) -> ErrorInfo | None:
         """The run's sessionId as the full id of the session it names (a unique prefix, a file

@@ -7,7 +7,9 @@ the first delta is on its way; the turn's tools wait for it instead (the gate ho
 rpc_engine.py and gate.py). After the turn a second snapshot, queued as the run ends and taken
 once it has answered, records what the turn changed, shell commands included. What the user
 changed between turns is told apart from what the turns did, so a rewind never takes back the
-user's own edits unless forced.
+user's own edits unless forced. A rewind deletes only what the checkpoint shows the turns created:
+a path its snapshot does not hold but that its own `.gitignore` files ignored, or that it left
+out for its size, may have been there before the prompt, and stays (even when forced).
 
 The records live in the bridge's state dir, one file per conversation; the snapshots in one
 shadow git repository per workspace (shadow_git.py). Old checkpoints are pruned by count.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +44,7 @@ MAX_PROMPT_CHARS: Final = 65_536
 #: How long a listing or a rewind waits for the record of a turn that has just ended.
 RECORD_WAIT_SECONDS: Final = 60.0
 Restore = Literal["files", "conversation", "both"]
+_LEFT_OUT: Final = re.compile(r"left out (.+): \d+ MB, over the size limit", re.DOTALL)
 
 
 class CheckpointError(Exception):
@@ -69,6 +73,15 @@ class CheckpointRecord(BaseModel):
     after: str | None = None
     files: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    #: The files the snapshot before left out for their size: there, but not in it.
+    left_out: list[str] = Field(default_factory=list)
+
+    def left_out_paths(self) -> set[str]:
+        """The files `before` left out (read off the notes of a record written before
+        `left_out` was)."""
+        if self.left_out:
+            return set(self.left_out)
+        return {m.group(1) for note in self.notes if (m := _LEFT_OUT.fullmatch(note)) is not None}
 
 
 class _SessionFile(BaseModel):
@@ -219,6 +232,7 @@ class Checkpoints:
             notes=[
                 f"left out {path}: {size / 1e6:.0f} MB, over the size limit" for path, size in before.skipped
             ],
+            left_out=[path for path, _ in before.skipped],
         )
         stored.checkpoints.append(record)
         dropped = stored.checkpoints[:-MAX_PER_SESSION]
@@ -315,6 +329,10 @@ class Checkpoints:
             later = following.before if following is not None else now.commit
             user.update(repo.changed(after, later))
         differing = repo.changed(target, now.commit)
+        held = repo.files(target)
+        absent = [p for p in differing if p not in held]  # what a restore would delete
+        there_before = since[0].left_out_paths() | repo.ignored_in(target, absent)
+        differing = [p for p in differing if p in held or p not in there_before]
         conflicts = sorted(p for p in differing if p in user)
         restored = sorted(p for p in differing if force or p not in user)
         plan = FilesPlan(restored=restored, conflicts=[] if force else conflicts)

@@ -12,6 +12,14 @@ silently. Before a run's first attempt:
    why and how to trust it. No answer (a cancel, an answer that is none of the options) leaves it
    untrusted for this run, and the next run asks again.
 Concurrent first runs of one workspace share one question.
+
+A trust covers the config the user saw. Each decision to trust keeps a fingerprint of what the
+agent's trust roots held when the question was put (the whole `.pi/`, `.claude/`, `.mcp.json`:
+the agent says, trust_roots), and every run (and every agent started ahead of one) compares it
+with the disk: when anything there was added, removed or changed since (a turn that planted
+`.pi/extensions/evil.ts`), the decision no longer holds and the user is asked again, as for a
+folder never trusted, with what changed named in the question. A "never" or "not now" holds
+whatever changes.
 """
 
 from __future__ import annotations
@@ -21,17 +29,27 @@ import os
 import shlex
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import anyio
 import anyio.to_thread
 
 from bridge import contract
-from bridge.agents.seam import Out
+from bridge.agents.seam import AgentAdapter, Out
 from bridge.contract import PermissionMode, PermissionOption
 from bridge.runs.approvals import ApprovalRequest, Approver, ask
 from bridge.runs.run import Run
-from bridge.runs.trust_store import TrustDecision, TrustStore
+from bridge.runs.trust_store import (
+    Fingerprint,
+    TrustDecision,
+    TrustStore,
+    changes,
+    fingerprint,
+    merged,
+    shown,
+    within,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +73,28 @@ def trust_options() -> tuple[PermissionOption, ...]:
     )
 
 
-def question(agent: str, resources: tuple[str, ...]) -> str:
-    """The question as the user reads it, naming what the folder holds."""
+def question(agent: str, resources: tuple[str, ...], changed: list[str] | None = None) -> str:
+    """The question as the user reads it, naming what the folder holds (and what changed in it
+    since the user trusted it)."""
+    if changed:
+        return (
+            f"This folder's {agent} settings/extensions changed since you trusted it "
+            f"({shown(changed)}): trust it again? Trusting lets {agent} load "
+            f"{', '.join(resources)}, and run the folder's extensions."
+        )
     return (
         f"This folder has {agent} settings/extensions ({', '.join(resources)}): trust it? "
         f"Trusting lets {agent} load them, and run the folder's extensions."
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """The decision in force without asking (`trusted` None: none), and, when a trust no longer
+    holds, what changed since it was given."""
+
+    trusted: bool | None
+    changed: tuple[str, ...] = ()
 
 
 class ProjectTrust:
@@ -68,23 +102,41 @@ class ProjectTrust:
 
     def __init__(self, store: TrustStore) -> None:
         self.store = store
-        #: resolved cwd -> "trust this time" (True) or "not now" (False), for this bridge's life.
-        self._this_bridge: dict[str, bool] = {}
+        #: resolved cwd -> "trust this time" (True) or "not now" (False), for this bridge's life,
+        #: with the fingerprint of the config the user saw.
+        self._this_bridge: dict[str, tuple[bool, Fingerprint]] = {}
         #: Workspaces whose untrusted files a notice has told of (once per bridge).
         self._told: set[str] = set()
         self._locks: dict[str, anyio.Lock] = {}
 
-    def known(self, cwd: str) -> bool | None:
-        """The decision in force for `cwd` without asking (None: none yet); blocking I/O."""
+    def known(self, cwd: str, roots: tuple[str, ...]) -> Known:
+        """The decision in force for `cwd` without asking, a trust holding only while the config
+        under `roots` is as the user saw it; blocking I/O (a stat per config file)."""
         resolved = os.path.realpath(cwd)
-        saved = self.store.get(resolved)  # first: `pi-bridge trust` may have spoken since
+        changed: list[str] = []
+        saved = self.store.get_record(resolved)  # first: `pi-bridge trust` may have spoken since
         if saved is not None:
-            return saved == "trusted"
-        return self._this_bridge.get(resolved)
+            decision, config = saved
+            if decision == "untrusted":
+                return Known(False)
+            changed = _changed_since(config, roots, resolved)
+            if not changed:
+                return Known(True)
+        here = self._this_bridge.get(resolved)
+        if here is not None:
+            trusted, config = here
+            if not trusted:
+                return Known(False)
+            here_changed = _changed_since(config, roots, resolved)
+            if not here_changed:
+                return Known(True)
+            changed = changed or here_changed
+        return Known(None, tuple(changed))
 
-    def trusted_now(self, cwd: str) -> bool:
-        """Whether an agent started for `cwd` now (ahead of a prompt) may load its project files."""
-        return self.known(cwd) is True
+    def trusted_now(self, cwd: str, agent: AgentAdapter, env: Mapping[str, str]) -> bool:
+        """Whether `agent` started for `cwd` now (ahead of a prompt) may load its project files:
+        a decision to trust that still holds. Blocking I/O."""
+        return self.known(cwd, agent.trust_roots(cwd, env)).trusted is True
 
     async def decide(
         self, run: Run, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
@@ -104,31 +156,41 @@ class ProjectTrust:
     async def _decide(
         self, run: Run, cwd: str, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
     ) -> bool:
-        known = await anyio.to_thread.run_sync(self.known, cwd)
-        if known is not None:
-            return known
+        roots = await anyio.to_thread.run_sync(run.agent.trust_roots, cwd, env)
+        known = await anyio.to_thread.run_sync(self.known, cwd, roots)
+        if known.trusted is not None:
+            return known.trusted
         resources = await anyio.to_thread.run_sync(run.agent.project_resources, cwd, env)
         if not resources:
             return False
+        # What the user is asked about: a later change is one they did not see.
+        seen = await anyio.to_thread.run_sync(fingerprint, roots, cwd)
+        changed = list(known.changed)
         if mode == "full" or approver is None:
-            self._tell_untrusted(run, cwd, resources, "full mode" if mode == "full" else "no one to ask")
+            why = "full mode" if mode == "full" else "no one to ask"
+            if changed:
+                why = f"its config changed since it was trusted: {shown(changed)}; {why}"
+            self._tell_untrusted(run, cwd, resources, why)
             return False
-        return await self._ask(run, cwd, resources, approver)
+        return await self._ask(run, cwd, resources, approver, _Seen(roots, seen, changed))
 
-    async def _ask(self, run: Run, cwd: str, resources: tuple[str, ...], approver: Approver) -> bool:
+    async def _ask(
+        self, run: Run, cwd: str, resources: tuple[str, ...], approver: Approver, seen: _Seen
+    ) -> bool:
         """Put the question to the user; exactly one permission.resolved follows it."""
         agent = run.agent.display_name
+        changed = seen.changed
         request = ApprovalRequest(
             run_id=run.run_id,
             session_id=run.session_id or run.options.session_id,
             tool_call_id=f"trust-{uuid.uuid4().hex[:12]}",
             tool=TRUST_TOOL,
             kind="other",
-            title=question(agent, resources),
-            input={"cwd": cwd, "resources": list(resources)},
+            title=question(agent, resources, changed),
+            input={"cwd": cwd, "resources": list(resources), **({"changed": changed} if changed else {})},
             diff=None,
             options=trust_options(),
-            message=question(agent, resources),
+            message=question(agent, resources, changed),
         )
         requested = contract.PermissionRequestedContent(
             tool_call_id=request.tool_call_id,
@@ -159,15 +221,22 @@ class ProjectTrust:
             return False
         trusted = option.kind.startswith("allow")
         if option.kind.endswith("always"):
-            await self._save(cwd, "trusted" if trusted else "untrusted", resources)
-        self._this_bridge[cwd] = trusted
+            await self._save(cwd, "trusted" if trusted else "untrusted", resources, seen)
+        self._this_bridge[cwd] = (trusted, seen.config)
         log.info("project trust of %s: %s (%s)", cwd, option.option_id, ", ".join(resources))
         return trusted
 
-    async def _save(self, cwd: str, decision: TrustDecision, resources: tuple[str, ...]) -> None:
-        """Save an "always" answer; a store that refuses it leaves this bridge's answer standing."""
+    async def _save(self, cwd: str, decision: TrustDecision, resources: tuple[str, ...], seen: _Seen) -> None:
+        """Save an "always" answer, with the config it covers (another agent's part of a saved
+        fingerprint kept); a store that refuses it leaves this bridge's answer standing."""
+
+        def save() -> None:
+            saved = self.store.get_record(cwd)
+            config = merged(saved[1] if saved is not None else None, seen.roots, cwd, seen.config)
+            self.store.set(cwd, decision, resources, config)
+
         try:
-            await anyio.to_thread.run_sync(self.store.set, cwd, decision, resources)
+            await anyio.to_thread.run_sync(save)
         except (OSError, ValueError) as exc:
             log.warning("the project-trust decision for %s was not saved: %s", cwd, exc)
 
@@ -182,6 +251,25 @@ class ProjectTrust:
             f"or run `{TRUST_COMMAND} {shlex.quote(cwd)}`."
         )
         run.emit([Out("notice", {"level": "warning", "text": text})])
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """The config the question is about: the agent's trust roots, their fingerprint when the
+    question was put, and what had changed since an earlier trust."""
+
+    roots: tuple[str, ...]
+    config: Fingerprint
+    changed: list[str]
+
+
+def _changed_since(config: Fingerprint | None, roots: tuple[str, ...], cwd: str) -> list[str]:
+    """What changed under `roots` since `config` was taken; a decision with no fingerprint
+    (saved by an older bridge) covers nothing."""
+    if config is None:
+        return ["the config it covered was not recorded (trusted by an older pi-bridge)"]
+    before = within(config, roots, cwd)
+    return changes(before, fingerprint(roots, cwd, before))
 
 
 async def _acquired(lock: anyio.Lock, run: Run) -> bool:

@@ -23,6 +23,7 @@ from bridge.agents.seam import RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
+    CancelledRunData,
     CancelResult,
     EffectiveSettings,
     ErrorInfo,
@@ -123,6 +124,9 @@ class RunRegistry:
             max_live=config.max_live_sessions,
             idle_seconds=config.session_idle_seconds,
             wait_writable=self._writable,
+        )
+        self.conversations.trust_holds = lambda cwd: self.gate.trust.trusted_now(
+            cwd, adapter, self.config.env
         )
         # The conversations of agents with no live mode (their sessions, resumed per prompt).
         self.stored = StoredConversations()
@@ -247,7 +251,8 @@ class RunRegistry:
                 cwd=default_cwd,
                 provider=config.default_provider,
                 model=config.default_model,
-                trusted=self.gate.trust.trusted_now(default_cwd),  # one small file read, once
+                # a trust that still holds (a few stat calls, once)
+                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, config.env),
             ),
             None,
         )
@@ -288,7 +293,9 @@ class RunRegistry:
             session_id=session_id,
             resumed=session_id is not None,
             # the decision the user made already; the first prompt asks when there is none
-            trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd),
+            trusted=await anyio.to_thread.run_sync(
+                self.gate.trust.trusted_now, cwd, self.adapter, config.env
+            ),
         )
         options = self._with_mcp(options, mcp_servers)
         try:
@@ -386,10 +393,25 @@ class RunRegistry:
             on_done=on_done,
         )
         self._runs[run_id] = run
+        run.cancel.on_cancel(lambda: self._stop_runs_behind(run))
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
         self._run_tasks.add(task)
         task.add_done_callback(self._run_tasks.discard)
         return run
+
+    def _stop_runs_behind(self, run: Run) -> None:
+        """A stopped run takes the runs queued behind it in its conversation along: the user
+        pressed Stop on that conversation, so nothing already sent to it goes on afterwards.
+        Their prompts join the stopped run's `unsent`, in the order they were sent."""
+        session = run.session_id or run.options.session_id
+        if session is None or run.waits_for is not None:
+            return  # a run still waiting in line holds nothing up: the others wait for the first
+        behind = [other for other in self._runs.values() if other is not run and other.waits_for == session]
+        for other in behind:
+            other.waits_for = None
+            run.unsent_behind.append(other.params.prompt)
+        for other in behind:
+            other.cancel.cancel(f"the run before it in its conversation ({run.run_id}) was stopped")
 
     def live_run(self, run_id: str) -> Run | None:
         """The live run of this id, if any."""
@@ -403,7 +425,8 @@ class RunRegistry:
         run.cancel.cancel(reason)
         with anyio.CancelScope(shield=True):
             await run.done.wait()
-        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
+        unsent = run.answer.unsent if isinstance(run.answer, CancelledRunData) else None
+        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt, unsent=unsent)
 
     def list(self) -> RunsResult:
         """The live runs, the idle pre-spawned agents and the live conversations."""

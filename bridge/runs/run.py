@@ -74,6 +74,10 @@ class Run:
     checkpoint_start: Callable[[], None] | None = None
     # Why the run has no checkpoint (git failed, the workspace is too large).
     checkpoint_note: str | None = None
+    # The conversation whose run this one waits for (run.queued, reason "session"), while it waits.
+    waits_for: str | None = None
+    # The prompts of the runs a cancel of this one took along (see RunRegistry._stop_runs_behind).
+    unsent_behind: list[str] = field(default_factory=list)
 
     @property
     def tools_held(self) -> bool:
@@ -166,6 +170,7 @@ class Run:
                 shutdown=outcome.shutdown,
                 session_id=self.session_id,
                 attempts=self.attempt,
+                unsent=[*outcome.unsent, *self.unsent_behind] or None,
             )
         return RunResult(
             run_id=self.run_id,

@@ -3,8 +3,12 @@
 `git --git-dir <state>/checkpoints/<workspace key>/git --work-tree <workspace>`: the user's own
 `.git`, index and stash are never touched (git never stores a `.git` path, and this repository's
 index is its own), the workspace's `.gitignore` rules hold, and a file over the size limit is
-left out with a note. No user or system git configuration applies (its hooks, filters and
-line-ending rules are the user's repository's business, not a snapshot's).
+left out with a note.
+
+A snapshot holds a file's exact bytes and a restore writes them back: no user or system git
+configuration applies (GIT_CONFIG_GLOBAL/NOSYSTEM, the repository's own config pinned), and the
+workspace's `.gitattributes` are overridden for every path (`info/attributes`, git's highest
+precedence): no line-ending conversion, `$Id$` expansion, filter, encoding. No hook runs.
 
 Every method is blocking: callers run it in a worker thread, one at a time per workspace.
 """
@@ -15,6 +19,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -28,6 +33,21 @@ MAX_FILES: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINT_MAX_FILES", "50000")
 #: One git command; past this, the snapshot fails (and the run goes on without it).
 GIT_TIMEOUT_SECONDS: Final = 120.0
 _REF_PREFIX: Final = "refs/pi-bridge/"
+#: Every attribute that would change a file's bytes between the workspace and a snapshot, unset
+#: for every path: it outranks the workspace's `.gitattributes` and the user's attributes file.
+ATTRIBUTES: Final = "* -text -eol -ident -filter -diff -merge -working-tree-encoding -export-subst\n"
+#: The shadow repository's own config: what a user's repository could set to change bytes or run
+#: code is pinned (global and system config are not read at all).
+_CONFIG: Final = (
+    ("core.autocrlf", "false"),
+    ("core.safecrlf", "false"),
+    ("core.symlinks", "true"),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.hooksPath", os.devnull),
+    ("core.quotepath", "false"),
+    ("gc.auto", "0"),
+)
 _IDENTITY: Final = {
     "GIT_AUTHOR_NAME": "pi-bridge",
     "GIT_AUTHOR_EMAIL": "pi-bridge@localhost",
@@ -79,12 +99,21 @@ class ShadowRepo:
         return Snapshot(commit=commit, skipped=skipped)
 
     def _ensure(self) -> None:
-        if (self.git_dir / "HEAD").exists():
-            return
+        """Create the repository, or bring one made by an older bridge to today's settings (its
+        attributes file says which: it is written last)."""
+        attributes = self.git_dir / "info" / "attributes"
+        try:
+            if attributes.read_text() == ATTRIBUTES:
+                return
+        except OSError:
+            pass
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._git("init", "--quiet")
-        for key, value in (("core.autocrlf", "false"), ("core.quotepath", "false"), ("gc.auto", "0")):
+        if not (self.git_dir / "HEAD").exists():
+            self._git("init", "--quiet", "--template=")  # no sample hooks, no template of the user's
+        for key, value in _CONFIG:
             self._git("config", key, value)
+        attributes.parent.mkdir(exist_ok=True)
+        attributes.write_text(ATTRIBUTES)
 
     def _leave_out_big_files(self) -> tuple[tuple[str, int], ...]:
         """Exclude the files over the size limit from this snapshot (untracked or changed ones:
@@ -129,6 +158,48 @@ class ShadowRepo:
             return None
         done = self._run("cat-file", "blob", f"{commit}:{path}", check=False)
         return done.stdout if done.returncode == 0 else None
+
+    def ignored_in(self, commit: str, paths: list[str]) -> set[str]:
+        """Those of `paths` that the snapshot's own `.gitignore` files ignore: a path such a
+        snapshot does not hold may have been there all the same, and is nobody's to delete.
+
+        The rules are read from the snapshot (written to a scratch work tree), not from the
+        workspace, whose `.gitignore` may have changed since."""
+        if not paths:
+            return set()
+        listed = self._run("ls-tree", "-r", "-z", commit).stdout.split(b"\0")
+        rules: list[tuple[str, str]] = []
+        for entry in listed:
+            meta, _, raw = entry.partition(b"\t")
+            path = raw.decode("utf-8", "surrogateescape")
+            fields = meta.split()
+            if (
+                len(fields) == 3
+                and fields[0] in (b"100644", b"100755")
+                and os.path.basename(path) == ".gitignore"
+            ):
+                rules.append((fields[2].decode(), path))
+        with tempfile.TemporaryDirectory(dir=self.git_dir, prefix="rules-") as scratch:
+            if rules:
+                batch = self._run("cat-file", "--batch", stdin="".join(f"{oid}\n" for oid, _ in rules)).stdout
+                for (_, path), content in zip(rules, _batch_contents(batch), strict=True):
+                    target = Path(scratch, path)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(content)
+            done = self._run(
+                "check-ignore",
+                "--no-index",
+                "-z",
+                "--stdin",
+                stdin="".join(f"./{p}\0" for p in paths),  # "./": no pathspec magic in a name
+                check=False,
+                work_tree=Path(scratch),
+                literal=False,  # check-ignore refuses literal pathspecs
+            )
+        if done.returncode not in (0, 1):
+            reason = done.stderr.decode("utf-8", "replace").strip()
+            raise ShadowGitError(f"git check-ignore failed: {reason or done.returncode}")
+        return {p.removeprefix("./") for p in done.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
     # ------------------------------------------------------------------ restoring
 
@@ -177,15 +248,23 @@ class ShadowRepo:
         return self._run(*args).stdout.decode("utf-8", "surrogateescape")
 
     def _run(
-        self, *args: str, stdin: str | None = None, check: bool = True
+        self,
+        *args: str,
+        stdin: str | None = None,
+        check: bool = True,
+        work_tree: Path | None = None,
+        literal: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
-        argv = [self.git, "--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree), *args]
+        tree = work_tree or self.work_tree
+        argv = [self.git, "--git-dir", str(self.git_dir), "--work-tree", str(tree), *args]
         try:
             done = run_own(
                 argv,
                 stdin=stdin.encode("utf-8", "surrogateescape") if stdin is not None else None,
-                env=self._env,
-                cwd=str(self.work_tree),
+                env=self._env
+                if literal
+                else {k: v for k, v in self._env.items() if k != "GIT_LITERAL_PATHSPECS"},
+                cwd=str(tree),
                 timeout=GIT_TIMEOUT_SECONDS,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -194,6 +273,21 @@ class ShadowRepo:
             reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise ShadowGitError(f"git {args[0]} failed: {reason[-1] if reason else done.returncode}")
         return done
+
+
+def _batch_contents(output: bytes) -> list[bytes]:
+    """The objects' bytes in `git cat-file --batch` output (`<oid> <type> <size>\\n<bytes>\\n` each)."""
+    contents: list[bytes] = []
+    at = 0
+    while at < len(output):
+        end = output.index(b"\n", at)
+        header = output[at:end].split()
+        if len(header) != 3:
+            raise ShadowGitError(f"git cat-file: unexpected {output[at:end]!r}")
+        size = int(header[2])
+        contents.append(output[end + 1 : end + 1 + size])
+        at = end + 1 + size + 1
+    return contents
 
 
 def _glob_escape(path: str) -> str:

@@ -2,6 +2,8 @@
 
 The same decision the trust question saves (runs/project_trust.py), for a client that cannot ask
 (or a conversation in `full` mode), so a folder is trusted by a deliberate act, never silently.
+A trust covers the config every agent would load from the folder as it is now (its fingerprint
+is saved with it): a change there asks again.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
+from bridge.agents.claude.trust import trust_roots as claude_roots
+from bridge.agents.pi.trust import trust_roots as pi_roots
 from bridge.runs.rule_store import state_dir
-from bridge.runs.trust_store import TrustStore
+from bridge.runs.trust_store import TrustStore, fingerprint
 
 
 def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:
@@ -28,7 +32,8 @@ def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:
         print(f"{cwd}: {'decision forgotten' if gone else 'had no decision'}")
         return 0
     try:
-        store.set(cwd, "untrusted" if never else "trusted")
+        roots = tuple(dict.fromkeys((*pi_roots(cwd, os.environ), *claude_roots(cwd))))
+        store.set(cwd, "untrusted" if never else "trusted", config=fingerprint(roots, cwd))
     except (OSError, ValueError) as exc:
         print(f"pi-bridge trust: the decision was not saved: {exc}", file=sys.stderr)
         return 1

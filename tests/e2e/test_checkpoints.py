@@ -285,3 +285,63 @@ async def test_without_git_checkpoints_are_off_with_the_reason_and_runs_go_on(
     listed = await request(gitless_bridge, "pi/checkpoints", {"sessionId": result["sessionId"]})
     assert listed["available"] is False and "git is not installed" in listed["reason"]
     assert listed["checkpoints"] == []
+
+
+async def test_a_files_rewind_never_deletes_what_the_turn_did_not_create(
+    bridge: LanguageClient, workspace: Path
+) -> None:
+    """The user's only `.env` was ignored before the turn; the turn rewrote `.gitignore` so that
+    its snapshot after holds `.env`. A big file, left out of the snapshot before, is shrunk by
+    the turn. Neither is the turn's creation: a rewind, even a forced one, keeps both."""
+    (workspace / ".gitignore").write_text("build/\n.env\n")
+    secret = b"API_KEY=the-users-only-copy\r\n"
+    (workspace / ".env").write_bytes(secret)
+    with (workspace / "big.bin").open("wb") as big:
+        big.truncate(50 * 1024 * 1024)
+    command = "printf 'build/\\n' > .gitignore && echo made > made.txt && truncate -s 10 big.bin"
+    first = await _run(bridge, workspace, "shell", command)
+    session = first["sessionId"]
+    (checkpoint,) = await _checkpoints(bridge, session, 1)
+    assert (workspace / ".gitignore").read_text() == "build/\n", "the turn ran"
+    assert ".env" in checkpoint["files"], "the snapshot after holds .env: the turn un-ignored it"
+    rewind = {"sessionId": session, "checkpointId": checkpoint["checkpointId"], "restore": "files"}
+    dry = await request(bridge, "pi/rewind", {**rewind, "dryRun": True, "force": True})
+    assert dry["restored"] == [".gitignore", "made.txt"], dry
+    done = await request(bridge, "pi/rewind", rewind)
+    assert done["restored"] == [".gitignore", "made.txt"] and done["conflicts"] == [], done
+    assert (workspace / ".env").read_bytes() == secret, "the user's .env is still there, byte for byte"
+    assert (workspace / "big.bin").stat().st_size == 10, "a file the snapshot left out is never deleted"
+    assert (workspace / ".gitignore").read_text() == "build/\n.env\n"
+    assert not (workspace / "made.txt").exists(), "what the turn created is gone"
+    assert (workspace / "build" / "artifact.bin").read_text() == "built\n"
+
+
+async def test_a_files_rewind_puts_back_the_exact_bytes_whatever_the_workspace_s_attributes(
+    bridge: LanguageClient, workspace: Path
+) -> None:
+    files = {
+        ".gitattributes": b"* text=auto eol=crlf ident\n*.dat filter=evil\n",
+        "lf.txt": b"one\ntwo\n",
+        "crlf.txt": b"one\r\ntwo\r\n",
+        "id.txt": b"$Id$\n",
+        "filtered.dat": b"plain\n",
+        "binary.bin": bytes(range(256)) * 4,
+        "run.sh": b"#!/bin/sh\necho hi\n",
+    }
+    for name, data in files.items():
+        (workspace / name).write_bytes(data)
+    (workspace / "run.sh").chmod(0o755)
+    (workspace / "link").symlink_to("lf.txt")
+    names = " ".join(n for n in files if n != "lf.txt")
+    command = (
+        f"for f in {names}; do echo changed > $f; done; rm lf.txt; chmod -x run.sh; ln -sfn crlf.txt link"
+    )
+    first = await _run(bridge, workspace, "shell", command)
+    session = first["sessionId"]
+    (checkpoint,) = await _checkpoints(bridge, session, 1)
+    assert set(checkpoint["files"]) == {*files, "link"}, checkpoint
+    rewind = {"sessionId": session, "checkpointId": checkpoint["checkpointId"], "restore": "files"}
+    await request(bridge, "pi/rewind", rewind)
+    assert {name: (workspace / name).read_bytes() for name in files} == files
+    assert os.access(workspace / "run.sh", os.X_OK) and not os.access(workspace / "lf.txt", os.X_OK)
+    assert os.readlink(workspace / "link") == "lf.txt"

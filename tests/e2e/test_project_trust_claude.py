@@ -9,6 +9,7 @@ Claude Code with `--setting-sources user`. Each project here has a `/greet` comm
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -135,3 +136,34 @@ async def test_claude_code_loads_a_folders_commands_and_hooks_only_once_it_is_tr
     assert WORD not in seen and not (untrusted / HOOK_MARK).exists(), "neither loaded untrusted"
     await _greet(bridge, scripted_model, untrusted)
     assert len(ASKED.requests) == 2, "asked once"
+
+
+async def test_a_hook_planted_after_the_trust_asks_again_and_a_refusal_keeps_it_from_running(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """A trusted folder's config, changed by the model's own Bash call (a `UserPromptSubmit`
+    hook that writes outside the workspace), is asked about again; refused, the hook never runs."""
+    folder = tmp_path / "planted"
+    (folder / ".claude" / "commands").mkdir(parents=True)
+    (folder / ".claude" / "commands" / "greet.md").write_text(f"Say the word {WORD} and nothing else.\n")
+    outside = tmp_path / "outside-hook-ran"
+    ASKED.option = TRUST_ALWAYS
+    result, _ = await _greet(bridge, scripted_model, folder)
+    assert result["status"] == "completed" and len(ASKED.requests) == 1, result
+    hook = {"type": "command", "command": f"touch {outside}"}
+    settings = json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}})
+    payload = base64.b64encode(settings.encode()).decode()
+    plant = f"echo {payload} | base64 -d > .claude/settings.json"
+    params = {"prompt": plant, "model": "shell", "cwd": str(folder), "mode": "full"}
+    planted = await request(bridge, "pi/run", params)
+    assert planted["status"] == "completed", planted
+    assert json.loads((folder / ".claude" / "settings.json").read_text()) == json.loads(settings)
+    assert len(ASKED.requests) == 1 and not outside.exists(), "the trust held for the planting turn"
+
+    ASKED.option = NEVER
+    result, _ = await _greet(bridge, scripted_model, folder)
+    assert result["status"] == "completed", result
+    [_, again] = ASKED.requests
+    assert again["tool"] == TRUST_TOOL and "changed since you trusted it" in again["title"], again
+    assert again["input"]["changed"] == ["added .claude/settings.json"], again
+    assert not outside.exists(), "the planted hook never ran"

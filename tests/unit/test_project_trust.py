@@ -116,3 +116,83 @@ def test_claude_codes_project_files_and_its_flag_only_where_there_is_something_t
     assert claude_resources(str(tmp_path)) == (".claude/commands", ".mcp.json")
     assert claude_flags(False, str(tmp_path)) == ["--setting-sources", "user"]
     assert claude_flags(True, str(tmp_path)) == []
+
+
+def _pi_folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    work = tmp_path / "work"
+    (work / ".pi" / "prompts").mkdir(parents=True)
+    (work / ".pi" / "prompts" / "greet.md").write_text("hello\n")
+    (work / ".pi" / "settings.json").write_text("{}")
+    return work, {"HOME": str(tmp_path / "home")}
+
+
+def test_a_fingerprint_sees_added_removed_changed_and_relinked_config(tmp_path: Path) -> None:
+    from bridge.agents.pi.trust import trust_roots
+    from bridge.runs.trust_store import changes, fingerprint
+
+    work, env = _pi_folder(tmp_path)
+    roots = trust_roots(str(work), env)
+    seen = fingerprint(roots, str(work))
+    assert set(seen) == {".pi", ".pi/prompts", ".pi/prompts/greet.md", ".pi/settings.json"}
+    assert changes(seen, fingerprint(roots, str(work), seen)) == [], "nothing changed: the same"
+    (work / "src.py").write_text("not config\n")
+    assert changes(seen, fingerprint(roots, str(work), seen)) == [], "outside the roots: not covered"
+    (work / ".pi" / "extensions").mkdir()
+    (work / ".pi" / "extensions" / "evil.ts").write_text("export default () => {}\n")
+    assert changes(seen, fingerprint(roots, str(work), seen)) == [
+        "added .pi/extensions",
+        "added .pi/extensions/evil.ts",
+    ]
+    (work / ".pi" / "extensions" / "evil.ts").unlink()
+    (work / ".pi" / "extensions").rmdir()
+    # Same size, and its mtime set back: the content's hash still tells.
+    settings = work / ".pi" / "settings.json"
+    stamp = settings.stat()
+    settings.write_text("[]")
+    os.utime(settings, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert changes(seen, fingerprint(roots, str(work), seen)) == ["changed .pi/settings.json"]
+    settings.write_text("{}")
+    assert changes(seen, fingerprint(roots, str(work), seen)) == [], "the same bytes again: the same"
+    (work / ".pi" / "prompts" / "greet.md").unlink()
+    (work / ".pi" / "prompts" / "greet.md").symlink_to(work / "src.py")
+    assert changes(seen, fingerprint(roots, str(work), seen)) == ["changed .pi/prompts/greet.md"]
+
+
+def test_a_trust_holds_only_while_the_config_is_as_the_user_saw_it(tmp_path: Path) -> None:
+    from bridge.agents.pi import PiAgent
+    from bridge.runs.project_trust import ProjectTrust
+    from bridge.runs.trust_store import fingerprint
+
+    work, env = _pi_folder(tmp_path)
+    agent, store = PiAgent(), TrustStore(tmp_path / "state")
+    roots = agent.trust_roots(str(work), env)
+    store.set(str(work), "trusted", (".pi/prompts",), fingerprint(roots, str(work)))
+    trust = ProjectTrust(store)
+    assert trust.known(str(work), roots).trusted is True and trust.trusted_now(str(work), agent, env)
+    (work / ".pi" / "extensions").mkdir()
+    (work / ".pi" / "extensions" / "evil.ts").write_text("export default () => {}\n")
+    known = trust.known(str(work), roots)
+    assert known.trusted is None and "added .pi/extensions/evil.ts" in known.changed
+    assert not trust.trusted_now(str(work), agent, env)
+    store.set(str(work), "trusted")  # saved without a fingerprint (an older bridge): covers nothing
+    assert trust.known(str(work), roots).trusted is None
+    store.set(str(work), "untrusted")
+    assert trust.known(str(work), roots).trusted is False, "never holds whatever changes"
+
+
+def test_the_trust_command_records_what_it_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.agents.claude.trust import trust_roots as claude_roots
+    from bridge.agents.pi.trust import trust_roots as pi_roots
+    from bridge.runs.project_trust import ProjectTrust
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    work, env = _pi_folder(tmp_path)
+    (work / ".mcp.json").write_text("{}")
+    assert main(["trust", str(work)]) == 0
+    trust = ProjectTrust(TrustStore(tmp_path / "state"))
+    assert trust.known(str(work), pi_roots(str(work), env)).trusted is True
+    assert trust.known(str(work), claude_roots(str(work))).trusted is True
+    (work / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "sh"}}}')
+    assert trust.known(str(work), claude_roots(str(work))).changed == ("changed .mcp.json",)
+    assert trust.known(str(work), pi_roots(str(work), env)).trusted is True, "pi's part is unchanged"

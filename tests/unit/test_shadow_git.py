@@ -138,3 +138,99 @@ def test_no_user_or_system_git_configuration_applies(tmp_path: Path, monkeypatch
     snap = repo.snapshot("one", "one")
     assert repo.show(snap.commit, "crlf.txt") == b"a\nb\n"
     assert not (tmp_path / "elsewhere").exists()
+
+
+def _tricky_files(ws: Path) -> dict[str, bytes]:
+    """Files whose bytes git would change under the workspace's attributes: LF, CRLF, `$Id$`, a
+    filtered one, binary, and an executable; with those attributes and a symlink."""
+    files = {
+        ".gitattributes": b"* text=auto eol=crlf ident\n*.dat filter=evil\n",
+        "lf.txt": b"one\ntwo\n",
+        "crlf.txt": b"one\r\ntwo\r\n",
+        "mixed.txt": b"one\r\ntwo\nthree\r",
+        "id.txt": b"$Id$\nkeep $Id: not-a-hash $ too\n",
+        "filtered.dat": b"plain\n",
+        "binary.bin": bytes(range(256)) * 4,
+        "run.sh": b"#!/bin/sh\necho hi\n",
+    }
+    for name, data in files.items():
+        (ws / name).write_bytes(data)
+    (ws / "run.sh").chmod(0o755)
+    (ws / "link").symlink_to("lf.txt")
+    return files
+
+
+def _hostile_git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user whose global git config and attributes file would rewrite every checkout."""
+    home = tmp_path / "home"
+    marker = tmp_path / "filter-ran"
+    (home / ".config" / "git").mkdir(parents=True)
+    config = (
+        f"[core]\n\tautocrlf = true\n\teol = crlf\n\thooksPath = {home / 'hooks'}\n"
+        f'[filter "evil"]\n\tsmudge = "touch {marker}; sed s/plain/SMUDGED/"\n'
+        f'\tclean = "touch {marker}; sed s/plain/CLEANED/"\n\trequired = true\n'
+    )
+    (home / ".gitconfig").write_text(config)
+    (home / ".config" / "git" / "config").write_text(config)
+    (home / ".config" / "git" / "attributes").write_text("* text eol=crlf ident filter=evil\n")
+    (home / "hooks").mkdir()
+    hook = home / "hooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    return marker
+
+
+def test_a_restore_puts_back_the_exact_bytes_whatever_the_attributes_and_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = _hostile_git_config(tmp_path, monkeypatch)
+    repo, ws = _repo(tmp_path)
+    files = _tricky_files(ws)
+    before = repo.snapshot("t-before", "before")
+    for name, data in files.items():
+        assert repo.show(before.commit, name) == data, f"{name}: stored as it was"
+    for name in files:
+        (ws / name).write_bytes(b"changed by the turn\n")
+    (ws / "run.sh").chmod(0o644)
+    (ws / "link").unlink()
+    (ws / "link").symlink_to("crlf.txt")
+    after = repo.snapshot("t-after", "after")
+    repo.restore(before.commit, repo.changed(before.commit, after.commit))
+    for name, data in files.items():
+        assert (ws / name).read_bytes() == data, f"{name}: the exact bytes came back"
+    assert os.access(ws / "run.sh", os.X_OK) and not os.access(ws / "lf.txt", os.X_OK)
+    assert os.readlink(ws / "link") == "lf.txt"
+    for name in files:  # deleted files are written afresh, the same way
+        (ws / name).unlink()
+    gone = repo.snapshot("t-gone", "gone")
+    repo.restore(before.commit, repo.changed(before.commit, gone.commit))
+    assert {name: (ws / name).read_bytes() for name in files} == files
+    assert not marker.exists(), "no filter or hook of the user's ran"
+
+
+def test_a_repository_made_before_the_attributes_gets_them(tmp_path: Path) -> None:
+    repo, ws = _repo(tmp_path)
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("one", "one")
+    (repo.git_dir / "info" / "attributes").unlink()
+    _tricky_files(ws)
+    second = repo.snapshot("two", "two")
+    assert (repo.git_dir / "info" / "attributes").read_text() == shadow_git.ATTRIBUTES
+    assert repo.show(second.commit, "lf.txt") == b"one\ntwo\n"
+
+
+def test_ignored_in_reads_the_snapshot_s_rules_not_the_workspace_s(tmp_path: Path) -> None:
+    repo, ws = _repo(tmp_path)
+    (ws / ".gitignore").write_text(".env\nbuild/\n")
+    (ws / "sub").mkdir()
+    (ws / "sub" / ".gitignore").write_text("*.o\n")
+    (ws / ".env").write_text("SECRET=1\n")
+    before = repo.snapshot("t-before", "before")
+    assert ".env" not in repo.files(before.commit)
+    (ws / ".gitignore").write_text("")
+    (ws / "sub" / ".gitignore").unlink()
+    asked = [".env", "build/x", "sub/a.o", "sub/deep/build/y", "a.o", "new.txt", "ünï cödé.txt"]
+    assert repo.ignored_in(before.commit, asked) == {".env", "build/x", "sub/a.o", "sub/deep/build/y"}
+    assert repo.ignored_in(before.commit, []) == set()

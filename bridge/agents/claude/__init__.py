@@ -36,7 +36,7 @@ from bridge.agents.claude.command import (
 from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
-from bridge.agents.claude.trust import protected_resources
+from bridge.agents.claude.trust import protected_resources, trust_roots
 from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
@@ -110,6 +110,10 @@ class ClaudeAgent:
         """What Claude Code loads from `cwd` unasked in `-p` mode (its `.claude/` settings,
         commands, agents, skills, and `.mcp.json`): left out unless the folder is trusted."""
         return protected_resources(cwd)
+
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """All of `.claude/` and `.mcp.json`: what a trust decision covers."""
+        return trust_roots(cwd)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Claude Code that could not be started."""

@@ -342,6 +342,16 @@ class ClaudeLive(LiveReader):
         self._interrupting = pending
         return pending
 
+    def send_clear_queue_now(self) -> None:
+        """None: nothing of a turn waits in Claude Code to be sent after its interrupt. A steer is
+        refused (a user line written mid-turn would be a turn of its own), and the engine writes a
+        prompt only to a process whose last turn has ended (its `result` line came)."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing: Claude Code holds no queue of a turn's messages."""
+        return []
+
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
         """Nothing more than the `result` line said (its context use is in the terminal already;
         its cost counts this process's turns, not the session's)."""

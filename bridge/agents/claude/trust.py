@@ -30,6 +30,16 @@ def protected_resources(cwd: str) -> tuple[str, ...]:
     return tuple(entry for entry in PROTECTED if os.path.exists(os.path.join(root, entry)))
 
 
+#: What a trust decision covers: all of `.claude/` (the scripts its hooks run live there too) and
+#: `.mcp.json`. CLAUDE.md is left out: it is instructions, not code or settings.
+TRUST_ROOTS: Final = (".claude", ".mcp.json")
+
+
+def trust_roots(cwd: str) -> tuple[str, ...]:
+    """What a trust decision covers, relative to `cwd`: a change under any asks again."""
+    return TRUST_ROOTS
+
+
 def trust_flags(trusted: bool, cwd: str) -> list[str]:
     """The user's settings only, for an untrusted folder that has files of its own to leave out;
     nothing otherwise. (The flag also leaves out the project's CLAUDE.md, so a folder with no

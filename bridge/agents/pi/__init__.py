@@ -15,7 +15,7 @@ from bridge.agents.pi.file_changes import PiFileChangeWatch
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
-from bridge.agents.pi.trust import protected_resources
+from bridge.agents.pi.trust import protected_resources, trust_roots
 from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
@@ -98,6 +98,10 @@ class PiAgent:
         """What pi loads from `cwd` only when the folder is trusted (its `.pi/` settings,
         extensions, skills, prompts, themes, system prompts, `mcp.json`; `.agents/skills`)."""
         return protected_resources(cwd, {**os.environ, **env})
+
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The whole `.pi/` and the `.agents/skills` pi loads: what a trust decision covers."""
+        return trust_roots(cwd, {**os.environ, **env})
 
     def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
         """Which of pi's edit and write calls change which file, read off pi's events."""

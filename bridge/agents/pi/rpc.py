@@ -178,6 +178,16 @@ def agent_commands(data: dict[str, Any]) -> list[AgentCommand]:
     return found
 
 
+def unsent_texts(data: dict[str, Any]) -> list[str]:
+    """clear_queue's answer as the texts pi had queued and not taken in: steers, then follow-ups."""
+    texts: list[str] = []
+    for key in ("steering", "followUp"):
+        listed = data.get(key)
+        if isinstance(listed, list):
+            texts.extend(text for text in listed if isinstance(text, str))
+    return texts
+
+
 def fork_entry(messages: list[dict[str, Any]], text: str, ordinal: int) -> str | None:
     """The entry id of the conversation's `ordinal`-th user message if its text is `text`, else
     of the last one whose text is (a steering message or a compaction moves the count)."""
@@ -453,6 +463,17 @@ class PiRpc(LiveReader):
         """Write `abort` now (from a synchronous callback too); its answer (pi has settled) is
         awaited later with `answer`."""
         return self.send_now({"type": "abort"})
+
+    def send_clear_queue_now(self) -> PendingCommand:
+        """Write `clear_queue` now, ahead of an `abort`: pi's abort would go on with the queued
+        steers and follow-ups otherwise (pi's docs/rpc-commands.md). pi answers it at once, with
+        their texts (read with `unsent_texts`); written just before the abort, it costs the cancel
+        no round trip of its own."""
+        return self.send_now({"type": "clear_queue"})
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """The texts a `clear_queue` took out of pi's queue (steers first, then follow-ups)."""
+        return unsent_texts(await self.answer(own_command(command), timeout))
 
     async def switch_session(self, session_file: str) -> LiveState:
         """Load a stored session into this pi (a spare taking a resumed conversation); its state

@@ -55,6 +55,14 @@ def protected_resources(cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         folder = parent
 
 
+def trust_roots(cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What a trust decision covers, as paths relative to `cwd` (absolute above it): the whole
+    `.pi/` (its extensions may import any file of it, and packages installed into it are code)
+    and each `.agents/skills` pi would load. A change under any asks again. A few stat calls."""
+    skills = [r for r in protected_resources(cwd, env) if r.endswith(AGENTS_SKILLS)]
+    return (CONFIG_DIR, *skills)
+
+
 def trust_flags(trusted: bool) -> list[str]:
     """The flag that decides project trust for one pi process (in every launch)."""
     return ["--approve"] if trusted else ["--no-approve"]

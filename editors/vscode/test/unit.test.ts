@@ -22,7 +22,7 @@ import {
 import { renderMarkdown } from '../src/chat/markdown';
 import { answerFor, approvalView, diffLines, outcomeText, ruleLabel } from '../src/chat/approvals';
 import { Conversation } from '../src/chat/conversation';
-import type { HostMessage } from '../src/chat/chatProtocol';
+import { withUnsent, type HostMessage } from '../src/chat/chatProtocol';
 import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
 import type { Session } from '../src/bridge/session';
 import { CancellationTokenSource } from 'vscode-jsonrpc';
@@ -437,4 +437,45 @@ test('compaction folds into one divider item: compacting, then compacted with it
   assert.deepEqual([950, 1000, 1500, 9_999, 10_000, 48_213].map(formatTokens), ['950', '1k', '1.5k', '10k', '10k', '48k']);
   // A rename is the conversation's title, not an item of the run.
   assert.equal(applyMessage(auto, msg(2, 'session.renamed', { title: 'New title' })), undefined);
+});
+
+test('after a Stop the unsent messages go back ahead of the draft, and nothing queued runs later', async () => {
+  assert.equal(withUnsent(['steer', 'queued'], ''), 'steer\n\nqueued');
+  assert.equal(withUnsent(['steer'], 'a draft'), 'steer\n\na draft');
+  assert.equal(withUnsent([], '  '), '');
+  const posted: HostMessage[] = [];
+  const finishers: Array<(status: 'completed' | 'cancelled', unsent?: string[]) => void> = [];
+  let started: () => void = () => undefined;
+  const fakeSession = {
+    run: (params: RunParams) =>
+      new Promise((resolveRun) => {
+        finishers.push((status, unsent) => resolveRun({ ...newRunRecord(params.runId!, params.prompt), status, unsent }));
+        started();
+      }),
+    request: () => Promise.resolve({}),
+  } as unknown as Session;
+  const runs: RunParams[] = [];
+  const conversation = new Conversation({
+    session: () => Promise.resolve(fakeSession),
+    runParams: (prompt, runId) => {
+      runs.push({ prompt, runId });
+      return { prompt, runId };
+    },
+    post: (message) => posted.push(message),
+  });
+  const nextStart = (): Promise<void> => withTimeout(new Promise<void>((r) => (started = r)), 5000, 'a run to start');
+  let running = nextStart();
+  const first = conversation.send('go');
+  await running;
+  await conversation.send('later', true);
+  finishers[0]!('cancelled', ['the steer']);
+  await first;
+  const unsent = posted.filter((m) => m.type === 'unsent').map((m) => m.type === 'unsent' && m.payload.texts);
+  assert.deepEqual(unsent, [['the steer', 'later']]);
+  running = nextStart();
+  const second = conversation.send('next');
+  await running;
+  finishers[1]!('completed');
+  await second;
+  assert.deepEqual(runs.map((r) => r.prompt), ['go', 'next'], 'the queued message never ran by itself');
 });
