@@ -993,6 +993,7 @@ class ServerCapabilities(WireModel):
             CHECKPOINTS,
             REWIND,
             CHECKPOINT_FILE,
+            MODELS,
         ]
     )
     notifications: list[str] = Field(default_factory=lambda: [MESSAGE])
@@ -1213,6 +1214,7 @@ class ClientPiBridgeCapabilities(WireModel):
 # --------------------------------------------------------------------------- the conversation toolbox
 
 COMMANDS = "pi/commands"
+MODELS = "pi/models"
 RENAME_SESSION = "pi/renameSession"
 DELETE_SESSION = "pi/deleteSession"
 MAX_TITLE = 200
@@ -1242,6 +1244,35 @@ class CommandsResult(WireModel):
     opened when none was named: the client may send its next prompt there)."""
 
     commands: list[CommandInfo]
+    session_id: str | None = None
+
+
+class ModelsParams(WireModel):
+    """Params of `pi/models`: the models the conversation's agent can run (a new conversation in
+    `cwd`, default the workspace, when none is named)."""
+
+    model_config = ConfigDict(strict=True)
+
+    session_id: str | None = Field(None, min_length=1, max_length=256)
+    cwd: str | None = Field(None, min_length=1)
+
+
+class ModelInfo(WireModel):
+    """One model the agent can run: its provider and id (a run's `provider` and `model`), its
+    display name, and whether it is the one the conversation runs now."""
+
+    provider: str
+    id: str
+    name: str | None = None
+    current: bool = False
+
+
+class ModelsResult(WireModel):
+    """Result of `pi/models`: the agent's own list; `current` is the model the conversation runs
+    now (null when the agent names none); `sessionId` is the conversation that answered."""
+
+    models: list[ModelInfo]
+    current: ModelInfo | None = None
     session_id: str | None = None
 
 
@@ -1388,6 +1419,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "AskAnswer": AskAnswer,
     "CommandsParams": CommandsParams,
     "CommandsResult": CommandsResult,
+    "ModelsParams": ModelsParams,
+    "ModelsResult": ModelsResult,
     "RenameSessionParams": RenameSessionParams,
     "RenameSessionResult": RenameSessionResult,
     "DeleteSessionParams": DeleteSessionParams,
@@ -1416,7 +1449,8 @@ def json_schema() -> dict[str, Any]:
         "title": "pi-bridge wire contract",
         "description": f"protocolVersion {PROTOCOL_VERSION}; methods {RUN}, {CANCEL}, {RUNS}, "
         f"{SESSIONS}, {SESSION}, {STEER}, {CLOSE_SESSION}, {PERMISSIONS}, {SET_PERMISSIONS}, {SET_MODE}, "
-        f"{COMMANDS}, {RENAME_SESSION}, {DELETE_SESSION}, {CHECKPOINTS}, {REWIND}, {CHECKPOINT_FILE}; "
+        f"{COMMANDS}, {RENAME_SESSION}, {DELETE_SESSION}, {CHECKPOINTS}, {REWIND}, {CHECKPOINT_FILE}, "
+        f"{MODELS}; "
         f"notification {MESSAGE}; server -> client requests {REQUEST_PERMISSION}, {ASK}",
         "$defs": dict(sorted(defs.items())),
     }

@@ -267,12 +267,19 @@ Lines = Callable[[list[bytes]], None]
 
 
 class LiveError(Exception):
-    """A command the live agent refused, did not answer in time, or could not take (closed)."""
+    """A command the live agent refused, did not answer in time, or could not take (closed).
 
-    def __init__(self, message: str, command: str, *, kind: LiveErrorKind) -> None:
+    `error_kind` is the contract's kind of a refusal where the agent's words say it (a missing
+    key is `auth`): the engine reports that instead of guessing from the command alone.
+    """
+
+    def __init__(
+        self, message: str, command: str, *, kind: LiveErrorKind, error_kind: ErrorKind | None = None
+    ) -> None:
         super().__init__(message)
         self.command = command
         self.kind = kind
+        self.error_kind = error_kind
 
 
 @dataclass(frozen=True, slots=True)

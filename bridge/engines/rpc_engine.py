@@ -30,6 +30,7 @@ from typing import Final, Literal, TypeVar
 import anyio
 import orjson
 
+from bridge.agents.model_errors import RETRYABLE_KINDS
 from bridge.agents.seam import (
     MCP_PROMPT_ACCEPT_SECONDS,
     AgentAdapter,
@@ -737,6 +738,12 @@ class RpcAttempt:
                 message=f"{exc}; {self.name} was stopped",
                 retryable=True,
                 stderr=agent.rpc.stderr.text() or None,
+            )
+        elif exc.kind == "refused" and exc.error_kind is not None:
+            # the agent's words say what is wrong (no key: `auth`); the same again would not help
+            # unless the kind is one worth retrying
+            error = ErrorInfo(
+                kind=exc.error_kind, message=str(exc), retryable=exc.error_kind in RETRYABLE_KINDS
             )
         elif self.options.command is not None and exc.kind == "refused":
             # the agent cannot do the command now ("nothing to compact"): the same again would not

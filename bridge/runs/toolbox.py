@@ -21,6 +21,8 @@ from bridge.contract import (
     CommandInfo,
     CommandsResult,
     DeleteSessionResult,
+    ModelInfo,
+    ModelsResult,
     RenameSessionResult,
     RewindParams,
     RewindResult,
@@ -59,6 +61,28 @@ class Toolbox:
         agent = await self._live(session_id, cwd)
         listed = await self._ask("list its commands", agent.rpc.commands)
         return CommandsResult(commands=self.listing(listed), session_id=agent.session_id)
+
+    async def models(self, session_id: str | None, cwd: str) -> ModelsResult:
+        """The models the conversation's agent can run, from its own list, and the one it runs now
+        (a new conversation in `cwd` when none is named: its id comes back, as for commands)."""
+        if self.registry.adapter.live_mode() is None:
+            return ModelsResult(models=[])
+        agent = await self._live(session_id, cwd)
+        listed = await self._ask("list its models", agent.rpc.available_models)
+        provider, model = agent.provider, agent.model
+        models = [
+            ModelInfo(
+                provider=m.provider,
+                id=m.model_id,
+                name=m.name if m.name != m.model_id else None,
+                current=m.model_id == model and (provider is None or m.provider == provider),
+            )
+            for m in listed
+        ]
+        current = next((m for m in models if m.current), None)
+        if current is None and model is not None:  # a model the agent runs but does not list
+            current = ModelInfo(provider=provider or "", id=model, current=True)
+        return ModelsResult(models=models, current=current, session_id=agent.session_id)
 
     @staticmethod
     def listing(agent_commands: list[AgentCommand]) -> list[CommandInfo]:

@@ -24,7 +24,7 @@ import orjson
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
-from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
+from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
 from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.pi.trust import trust_flags
@@ -137,7 +137,8 @@ class RpcError(LiveError):
     """A command pi refused (success false), did not answer in time, or could not take (closed)."""
 
     def __init__(self, command: str, reason: str, *, kind: LiveErrorKind) -> None:
-        super().__init__(f"pi's `{command}` command {reason}", command, kind=kind)
+        error_kind = classify_refusal(command, reason) if kind == "refused" else None
+        super().__init__(f"pi's `{command}` command {reason}", command, kind=kind, error_kind=error_kind)
 
 
 def live_state(state: dict[str, Any]) -> LiveState:

@@ -268,7 +268,7 @@ def _permission_features(server: BridgeServer) -> None:
 
 
 def _toolbox_features(server: BridgeServer) -> None:
-    """pi/commands, pi/renameSession and pi/deleteSession (bridge/runs/toolbox.py)."""
+    """pi/commands, pi/models, pi/renameSession and pi/deleteSession (bridge/runs/toolbox.py)."""
 
     @server.feature(contract.COMMANDS)
     async def pi_commands(ls: BridgeServer, raw: Any) -> dict[str, Any]:
@@ -276,6 +276,14 @@ def _toolbox_features(server: BridgeServer) -> None:
         if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
             raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of a directory")
         result = await _toolbox_call(ls.toolbox.commands(params.session_id, params.cwd or ls.default_cwd))
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @server.feature(contract.MODELS)
+    async def pi_models(ls: BridgeServer, raw: Any) -> dict[str, Any]:
+        params = parse_params(contract.ModelsParams, raw)
+        if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
+            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of a directory")
+        result = await _toolbox_call(ls.toolbox.models(params.session_id, params.cwd or ls.default_cwd))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.RENAME_SESSION)

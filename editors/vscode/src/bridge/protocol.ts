@@ -39,6 +39,8 @@ export type {
   SetModeParams,
   SetModeResult,
   RenameSessionResult,
+  ModelInfo,
+  ModelsResult,
 } from '../generated/protocol';
 
 import type { CancelledRunData, PiMessage, SandboxSettings } from '../generated/protocol';
@@ -60,6 +62,8 @@ export const Methods = {
   setPermissions: 'pi/setPermissions',
   /** The conversation's `/` commands: pi's own (extensions, prompts, skills) and the bridge's. */
   commands: 'pi/commands',
+  /** The models the conversation's agent can run (its own list) and the one it runs now. */
+  models: 'pi/models',
   renameSession: 'pi/renameSession',
   deleteSession: 'pi/deleteSession',
 } as const;
