@@ -4,7 +4,7 @@
 --
 -- Env: PI_BRIDGE_PYTHON (python able to run `-m bridge`, default <repo>/.venv/bin/python),
 -- PATH with Node 22 and pi first (<repo>/.tools/node_modules/.bin is prepended when present),
--- PI_BRIDGE_TEST_FILTER (Lua pattern: run only matching tests), PI_BRIDGE_TEST_SHOW_LOG (print the
+-- PI_BRIDGE_TEST_FILTER (Lua patterns separated by `;`: run only matching tests), PI_BRIDGE_TEST_SHOW_LOG (print the
 -- bridge's log even when all pass). Prints `N passed, M failed`; exit code 1 on any failure.
 local script = debug.getinfo(1, 'S').source:sub(2)
 local nvim_dir = vim.fn.fnamemodify(script, ':p:h:h')
@@ -1403,6 +1403,13 @@ dofile(nvim_dir .. '/tests/rewind.lua')({
   request_ending_with = request_ending_with,
 })
 
+dofile(nvim_dir .. '/tests/words.lua')({
+  test = test, eq = eq, truthy = truthy, wait_for = wait_for, pi_bridge = pi_bridge,
+  handlers = handlers, chat = chat, tmp = tmp, tag = tag, options = options,
+  type_and_send = type_and_send, chat_run_done = chat_run_done, wait_done = wait_done,
+  request_ending_with = request_ending_with, model_requests = model_requests,
+})
+
 test(':PiSandbox without arguments picks the mode then the network; :PiMode shows', function()
   local sandbox = require('pi_bridge.sandbox')
   local picks, real = { 'workspace-write', 'nonetwork' }, vim.ui.select
@@ -1551,7 +1558,11 @@ end)
 local filter = os.getenv('PI_BRIDGE_TEST_FILTER')
 local passed, failed = 0, 0
 for _, t in ipairs(tests) do
-  if not filter or t.name:find(filter) then
+  local wanted = not filter
+    or vim.iter(vim.split(filter, ';', { plain = true })):any(function(f)
+      return t.name:find(f) ~= nil
+    end)
+  if wanted then
     local t0 = vim.uv.hrtime()
     local ok, err = xpcall(t.fn, debug.traceback)
     local secs = (vim.uv.hrtime() - t0) / 1e9

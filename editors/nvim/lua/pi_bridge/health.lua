@@ -212,8 +212,8 @@ end
 --- @return string[]
 function M.first_run_advice()
   return {
-    "in Neovim: setup({ cmd_env = { ANTHROPIC_API_KEY = os.getenv('ANTHROPIC_API_KEY') } }) with"
-      .. ' the variable exported before Neovim starts, or `pi` then /login once',
+    'in Neovim: export ANTHROPIC_API_KEY=... before Neovim starts, or'
+      .. " setup({ cmd_env = { ANTHROPIC_API_KEY = '...' } }), or run `pi` then /login once",
     "to try without a key: setup({ cmd = { 'pi-bridge', '--scripted-model' }, model = 'tool' })",
   }
 end
