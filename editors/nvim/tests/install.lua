@@ -254,6 +254,17 @@ test('lazy.nvim spec as the README writes it: its cmd list, build, help, :PiMode
   check_session(out, 'lazy.nvim')
 end)
 
+test('the committed doc/tags is what :helptags makes of doc/pi_bridge.txt', function()
+  local copy = vim.fn.tempname()
+  vim.fn.mkdir(copy, 'p')
+  vim.fn.writefile(vim.fn.readfile(nvim_dir .. '/doc/pi_bridge.txt', 'b'), copy .. '/pi_bridge.txt', 'b')
+  vim.cmd('helptags ' .. vim.fn.fnameescape(copy))
+  eq_true(
+    vim.deep_equal(vim.fn.readfile(copy .. '/tags'), vim.fn.readfile(nvim_dir .. '/doc/tags')),
+    'doc/tags is stale: run `nvim --headless -c "helptags editors/nvim/doc" -c q`'
+  )
+end)
+
 local filter = os.getenv('PI_BRIDGE_TEST_FILTER')
 local passed, failed = 0, 0
 for _, t in ipairs(tests) do
