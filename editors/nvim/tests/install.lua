@@ -191,6 +191,39 @@ test('native package as the README writes it: help, :PiMode picker, :PiBridgeIns
   check_session(out, 'native package')
 end)
 
+--- The user's init.lua holding `spec_text`, and lazy.nvim's part as it treats such a spec: the
+--- `build` step at install (PI_TEST_BUILD=1), then with `cmd` a stub per command that loads the
+--- plugin and runs the command again, without `cmd` the plugin loaded at startup; loading puts
+--- `dir` on 'runtimepath', sources its plugin/ files and calls `setup(opts)`.
+local function write_lazy_init(env, spec_text)
+  local init = {
+    'local spec = ' .. spec_text,
+    'local function load()',
+    '  for _, name in ipairs(spec.cmd or {}) do pcall(vim.api.nvim_del_user_command, name) end',
+    '  vim.opt.rtp:prepend(spec.dir)',
+    "  for _, f in ipairs(vim.fn.glob(spec.dir .. '/plugin/*.lua', false, true)) do vim.cmd.source(f) end",
+    "  if spec.opts then require('pi_bridge').setup(spec.opts) end",
+    'end',
+    -- lazy.nvim runs `build` in a Neovim where the plugin is on 'runtimepath'.
+    "if vim.env.PI_TEST_BUILD == '1' then",
+    '  vim.opt.rtp:prepend(spec.dir)',
+    '  spec.build()',
+    '  vim.opt.rtp:remove(spec.dir)',
+    'end',
+    'if not spec.cmd then',
+    '  load()',
+    'end',
+    'for _, name in ipairs(spec.cmd or {}) do',
+    '  vim.api.nvim_create_user_command(name, function(o)',
+    '    load()',
+    "    vim.cmd((o.range > 0 and (o.line1 .. ',' .. o.line2) or '') .. name .. (o.bang and '!' or '') .. ' ' .. o.args)",
+    "  end, { nargs = '*', range = true, bang = true })",
+    'end',
+  }
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/nvim', 'p')
+  vim.fn.writefile(vim.split(table.concat(init, '\n'), '\n'), env.XDG_CONFIG_HOME .. '/nvim/init.lua')
+end
+
 --- The README's lazy.nvim spec: the Lua table after `-- lazy.nvim` in its first lua block.
 local function readme_lazy_spec()
   local readme = table.concat(vim.fn.readfile(nvim_dir .. '/README.md'), '\n')
@@ -219,29 +252,7 @@ test('lazy.nvim spec as the README writes it: its cmd list, build, help, :PiMode
   end, defined)
   truthy(#missing == 0, "the README's cmd list leaves out " .. table.concat(missing, ', '))
   -- lazy's part, as its init.lua: install (build), then a stub per cmd.
-  local init = {
-    'local spec = ' .. spec_text,
-    'local function load()',
-    '  for _, name in ipairs(spec.cmd) do pcall(vim.api.nvim_del_user_command, name) end',
-    '  vim.opt.rtp:prepend(spec.dir)',
-    "  for _, f in ipairs(vim.fn.glob(spec.dir .. '/plugin/*.lua', false, true)) do vim.cmd.source(f) end",
-    "  if spec.opts then require('pi_bridge').setup(spec.opts) end",
-    'end',
-    'for _, name in ipairs(spec.cmd) do',
-    '  vim.api.nvim_create_user_command(name, function(o)',
-    '    load()',
-    "    vim.cmd((o.range > 0 and (o.line1 .. ',' .. o.line2) or '') .. name .. (o.bang and '!' or '') .. ' ' .. o.args)",
-    "  end, { nargs = '*', range = true, bang = true })",
-    'end',
-    -- lazy.nvim runs `build` in a Neovim where the plugin is on 'runtimepath'.
-    "if vim.env.PI_TEST_BUILD == '1' then",
-    '  vim.opt.rtp:prepend(spec.dir)',
-    '  spec.build()',
-    '  vim.opt.rtp:remove(spec.dir)',
-    'end',
-  }
-  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/nvim', 'p')
-  vim.fn.writefile(vim.split(table.concat(init, '\n'), '\n'), env.XDG_CONFIG_HOME .. '/nvim/init.lua')
+  write_lazy_init(env, spec_text)
   env.PI_TEST_BUILD = '1'
   local out = user_session(dir, env, {}, false)
   truthy(
@@ -252,6 +263,28 @@ test('lazy.nvim spec as the README writes it: its cmd list, build, help, :PiMode
   -- Here :help comes after :PiMode loaded the plugin (lazy.nvim's own help index, which finds
   -- the docs of a plugin not yet loaded, is not emulated).
   check_session(out, 'lazy.nvim')
+end)
+
+test("the top README's lazy.nvim spec (no cmd: loaded at startup): help, :PiMode picker, checkhealth names the build", function()
+  local dir, env = fresh_env()
+  local readme = table.concat(vim.fn.readfile(root .. '/README.md'), '\n')
+  local spec_text = truthy(readme:match('%*%*Neovim%*%* %(lazy%.nvim%): `({.-})`'), 'no lazy spec in the top README')
+  spec_text = spec_text:gsub("'<checkout>/editors/nvim'", vim.inspect(nvim_dir))
+  local spec = assert(loadstring('return ' .. spec_text))()
+  truthy(spec.dir == nvim_dir and spec.cmd == nil, spec_text)
+  -- Its build step is the editors/nvim README's, which the test above runs; not run twice here.
+  truthy(spec_text:find("require('pi_bridge.install').build()", 1, true), 'another build: ' .. spec_text)
+  truthy(readme_lazy_spec():find("require('pi_bridge.install').build()", 1, true), 'the builds differ')
+  write_lazy_init(env, spec_text)
+  env.PI_TEST_HELP_FIRST = '1'
+  local out = user_session(dir, env, {}, false)
+  eq_true(out.before_use, 'not loaded at startup: ' .. tostring(out.startup_errors))
+  eq_true(out.help == true and out.help_file == 'pi_bridge.txt', ':help pi_bridge: ' .. tostring(out.help))
+  local picker = out.pickers[1]
+  truthy(picker and picker.kind == 'pi_bridge.mode', 'no mode picker: ' .. vim.inspect(out.pickers))
+  -- Before the build: checkhealth says what to run.
+  truthy(out.health_text:find("ERROR no bridge: the plugin's venv", 1, true), out.health_text)
+  truthy(out.health_text:find(':PiBridgeInstall', 1, true), out.health_text)
 end)
 
 test('the committed doc/tags is what :helptags makes of doc/pi_bridge.txt', function()
