@@ -119,6 +119,9 @@ end
 --- The user at an extension's input dialog: answers `ask_answers.input` (nil: <Esc>).
 local input_before = vim.ui.input
 vim.ui.input = function(opts, on_confirm)
+  if opts and opts.prompt and opts.prompt:find('Why not?', 1, true) then
+    return on_confirm('') -- a Deny's optional reason (approve.lua): none given
+  end
   if opts and opts.prompt and opts.prompt:find('Why run it?', 1, true) then
     approval_prompts[#approval_prompts + 1] = opts.prompt
     return on_confirm(ask_answers.input)
