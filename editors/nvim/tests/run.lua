@@ -882,8 +882,12 @@ test(
     end)
     pi_bridge.setup(vim.tbl_extend('force', options, { models = { 'fake/text', 'fake/echo' } }))
     local ok, err = pcall(vim.cmd, 'PiModel')
-    restore()
     truthy(ok, tostring(err))
+    -- the model picker waits for the agent's list (pi/models)
+    wait_for('the model and thinking pickers', 30000, function()
+      return #shown >= 2
+    end)
+    restore()
     eq(2, #shown, 'model and thinking pickers')
     eq('echo', chat.state().model, 'picked model')
     eq('low', chat.state().thinking, 'picked thinking level')
