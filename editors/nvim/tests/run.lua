@@ -1334,7 +1334,7 @@ test('<C-c> in the chat stops the run; the partial text stays, no process is lef
   check_stopped(tree, truthy(run.shutdown, 'no shutdown receipt'))
   local text = thread_text()
   truthy(text:find('Let me run that command.', 1, true), 'the partial text stays:\n' .. text)
-  truthy(text:find('── cancelled', 1, true), 'the thread says cancelled:\n' .. text)
+  truthy(text:find('── stopped in', 1, true), 'the thread says stopped:\n' .. text)
   truthy(chat.status():find('idle', 1, true), 'idle after the stop: ' .. chat.status())
 end)
 

@@ -50,6 +50,7 @@ return function(h)
 
   test(":PiModel lists the agent's models (pi/models), the current one marked; the pick runs", function()
     chat.new()
+    chat.state().provider, chat.state().model = nil, nil -- setup's fake/text, as a user starts
     h.type_and_send('Hello before picking a model')
     h.chat_run_done()
     local shown

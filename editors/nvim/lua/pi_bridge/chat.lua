@@ -492,9 +492,9 @@ function M.pick_model(on_done)
         vim.log.levels.WARN
       )
     end
-    local chosen = state.model
-        and (state.provider and (state.provider .. '/' .. state.model) or state.model)
-      or nil
+    -- The model of the next prompt: the one picked or set up, else what the agent runs now.
+    local model, provider = state.model or cfg().model, state.provider or cfg().provider
+    local chosen = model and (provider and (provider .. '/' .. model) or model) or nil
     local current = chosen or state.current_model
     local items, names = {}, {}
     for _, model in ipairs(models) do
