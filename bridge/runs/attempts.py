@@ -268,7 +268,7 @@ class Attempts:
             self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
             settings = run.options.sandbox or sandbox.OFF
             environ = {**os.environ, **self.config.env}
-            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ)
+            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self.config.env)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

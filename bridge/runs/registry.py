@@ -102,6 +102,7 @@ class RunRegistry:
         self.gate = Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
         self.gate.sandboxes.agent_secrets = self._agent_secrets
+        self.gate.sandboxes.agent_config = self._agent_config
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -205,6 +206,21 @@ class RunRegistry:
     def _agent_secrets(self, environ: Mapping[str, str]) -> list[str]:
         """Every known agent's credential files: a sandboxed command sees none of them."""
         return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
+
+    def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's config a sandboxed command may not change: the top folder of each
+        project file it loads only from a trusted `cwd`, and the folder of its credentials (its
+        config dir, with its user-level extensions; never $HOME itself)."""
+        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
+        paths: list[str] = []
+        for adapter in self.history_adapters():
+            for resource in adapter.project_resources(cwd, environ) or ():
+                paths.append(
+                    resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
+                )
+            folders = {os.path.dirname(path) for path in adapter.secret_files(environ) or ()}
+            paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
+        return paths
 
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:

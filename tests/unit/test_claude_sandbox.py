@@ -200,7 +200,8 @@ async def test_the_live_client_confines_bash_and_refuses_a_read_outside(tmp_path
         _asked("Read", {"file_path": "/etc/passwd"}),
     )
     assert bash["behavior"] == "allow", bash
-    assert bash["updatedInput"]["command"].endswith("-c 'echo hi'")
+    filter_file = shlex.quote(str(board.path / runs_sandbox.SECCOMP_FILE))  # the prefix reads it on fd 3
+    assert bash["updatedInput"]["command"].endswith(f"-c 'echo hi' 3<{filter_file}")
     assert "bwrap" in bash["updatedInput"]["command"] and "--unshare-net" in bash["updatedInput"]["command"]
     assert read["behavior"] == "deny" and "outside the workspace" in read["message"]
 

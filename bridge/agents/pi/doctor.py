@@ -10,9 +10,16 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from bridge.agents.checks import Check, last_line, run_probe, which
+
+# Where an editor's user sets a key or picks the scripted model (the doctor's report is read there).
+EDITOR_KEY_ADVICE: Final = (
+    'In VS Code: the chat\'s "Set a provider and key…" or "Try the scripted model" button (or the '
+    "piBridge.bridge.env setting); in Neovim: setup({ cmd_env = { ANTHROPIC_API_KEY = ... } }), or "
+    "cmd_env = { PI_BRIDGE_SCRIPTED_MODEL = '1' } for the scripted model."
+)
 
 
 def checks(
@@ -198,7 +205,8 @@ def check_models(command: tuple[str, ...], environ: Mapping[str, str], scripted_
             if probe.code == 0
             else f"`pi --list-models` failed (exit {probe.code}): {last_line(probe.output)}",
             f"export {key_example}=... (or another provider's key), or add a provider to "
-            f"{source}/models.json (pi's docs/models.md); to try without a key: pi-bridge --scripted-model",
+            f"{source}/models.json (pi's docs/models.md); to try without a key: pi-bridge --scripted-model. "
+            f"{EDITOR_KEY_ADVICE}",
             data,
         )
     return Check(
@@ -225,6 +233,6 @@ def check_api_keys(environ: Mapping[str, str], scripted_model: bool) -> Check:
         "API keys",
         "warn",
         "no provider key variable is set (fine if pi's auth.json or models.json holds the key)",
-        f"export {PROVIDER_KEY_VARIABLES[0]}=... (or another provider's key variable)",
+        f"export {PROVIDER_KEY_VARIABLES[0]}=... (or another provider's key variable). {EDITOR_KEY_ADVICE}",
         data,
     )

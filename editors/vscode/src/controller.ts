@@ -31,6 +31,8 @@ import {
 import { statusLine, type RunRecord } from './bridge/run';
 import { sandboxStatus } from './bridge/sandbox';
 import { Session } from './bridge/session';
+import { FirstRun } from './firstRun';
+import { Models } from './models';
 
 const CLIENT_ID = 'piBridge';
 const RUNNING_CONTEXT = 'piBridge.running';
@@ -63,6 +65,10 @@ export class Controller implements vscode.Disposable {
   /** The sandbox of the next runs' commands (click: pick another), warning when none can be had. */
   private readonly sandboxStatus: vscode.StatusBarItem;
   private readonly chat: Chat;
+  /** The first run without a provider: the chat's setup card's ways out. */
+  private readonly firstRun: FirstRun;
+  /** The one model picker (status bar, Command Palette, the chat's header). */
+  private readonly models: Models;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly context: vscode.ExtensionContext) {
@@ -82,7 +88,24 @@ export class Controller implements vscode.Disposable {
       runParams: (prompt, runId) => runParams(this.settings(), prompt, runId, defaultCwd()),
       cwd: defaultCwd,
       log: this.log,
-      onChange: () => this.updateStatus(),
+      onChange: () => {
+        this.updateStatus();
+        this.models.refreshIfMoved();
+      },
+      onSetup: (action) => void this.firstRun.run(action),
+      onPickModel: (value) => void this.models.choose(value),
+    });
+    this.firstRun = new FirstRun(context, () => this.restart(), this.log);
+    this.models = new Models({
+      session: () => this.ensureSession(),
+      sessionId: () => this.chat.conversation.sessionId,
+      adopt: (sessionId) => this.chat.conversation.offerSession(sessionId),
+      cwd: defaultCwd,
+      show: (models) => {
+        this.chat.showModels(models);
+        this.updateStatus();
+      },
+      log: this.log,
     });
     this.disposables.push(
       this.chat,
@@ -97,7 +120,9 @@ export class Controller implements vscode.Disposable {
         this.chat.addContext('file', uri instanceof vscode.Uri ? uri : undefined),
       ),
       vscode.commands.registerCommand('piBridge.cancel', () => this.cancelCurrent()),
-      vscode.commands.registerCommand('piBridge.setModel', () => this.setModel()),
+      // One picker; piBridge.setModel (its old free-text box) is kept as a name for it.
+      vscode.commands.registerCommand('piBridge.pickModel', () => this.models.pick()),
+      vscode.commands.registerCommand('piBridge.setModel', () => this.models.pick()),
       vscode.commands.registerCommand('piBridge.pickSandbox', () => this.pickSandbox()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
@@ -146,14 +171,20 @@ export class Controller implements vscode.Disposable {
     await this.stopClient();
     const launch = await resolveBridgeLaunch(this.settings(), this.context.extensionPath, this.log);
     void checkInstallation(launch, this.log);
+    // The first-run choices: the scripted model, or a key from SecretStorage for the agents.
+    const first = await this.firstRun.launch();
+    const initializationOptions = { ...launch.initializationOptions };
+    if (Object.keys(first.agentEnv).length > 0) {
+      initializationOptions.env = { ...(initializationOptions.env ?? {}), ...first.agentEnv };
+    }
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
-      options: { env: launch.env },
+      options: { env: { ...launch.env, ...first.env } },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [],
-      initializationOptions: launch.initializationOptions,
+      initializationOptions,
       // The JSON-RPC trace goes to this channel at log level Trace (vscode-languageclient 10+).
       outputChannel: this.log,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
@@ -189,6 +220,7 @@ export class Controller implements vscode.Disposable {
       );
     }
     this.log.info(`bridge ready: ${info?.serverInfo?.name ?? '?'} ${info?.serverInfo?.version ?? ''}`);
+    this.models.forget();
     return session;
   }
 
@@ -226,6 +258,7 @@ export class Controller implements vscode.Disposable {
       e.affectsConfiguration('piBridge.pi.thinking') ||
       e.affectsConfiguration('piBridge.sandbox')
     ) {
+      this.models.show();
       this.updateStatus();
     }
     if (!this.client || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
@@ -319,25 +352,6 @@ export class Controller implements vscode.Disposable {
     }
   }
 
-  private async setModel(): Promise<void> {
-    const config = vscode.workspace.getConfiguration('piBridge');
-    const value = await vscode.window.showInputBox({
-      title: 'pi model',
-      prompt: 'pi --model for the next runs (empty: pi default)',
-      value: config.get<string>('pi.model') ?? '',
-      ignoreFocusOut: true,
-    });
-    if (value === undefined) {
-      return;
-    }
-    const inspected = config.inspect<string>('pi.model');
-    const target =
-      inspected?.workspaceValue !== undefined
-        ? vscode.ConfigurationTarget.Workspace
-        : vscode.ConfigurationTarget.Global;
-    await config.update('pi.model', value.trim(), target);
-  }
-
   /** The status bar's sandbox click: the mode, then (when it confines) the network, for the next runs. */
   private async pickSandbox(): Promise<void> {
     const config = vscode.workspace.getConfiguration('piBridge');
@@ -391,7 +405,9 @@ export class Controller implements vscode.Disposable {
 
   private updateStatus(): void {
     const settings = this.settings();
-    const model = [settings.provider, settings.model].filter(Boolean).join('/') || 'default model';
+    // The model the next prompt runs: the picked one, else the one the agent runs now.
+    const current = this.models.current;
+    const model = current ?? 'default model';
     const running = this.chat.running;
     const state = this.client ? State[this.client.state].toLowerCase() : 'not started';
     void vscode.commands.executeCommand('setContext', RUNNING_CONTEXT, running > 0);
@@ -402,8 +418,8 @@ export class Controller implements vscode.Disposable {
     const context = window
       ? ` Context: ${window.tokens ?? '?'} of ${window.contextWindow} tokens.`
       : '';
-    this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live.${context} Click to pick the model or thinking level.`;
-    this.status.accessibilityInformation = { label: `pi model: ${settings.model || 'default'}` };
+    this.status.tooltip = `pi-bridge: ${state}; ${running} run(s) live.${context} Click to pick the model (or the thinking level).`;
+    this.status.accessibilityInformation = { label: `pi model: ${settings.model || current || 'default'}` };
     const mode = this.chat.conversation.mode;
     const waiting = this.chat.pendingApprovals;
     this.modeStatus.text = `$(shield) ${mode}${waiting > 0 ? ` · $(bell-dot) ${waiting} waiting` : ''}`;

@@ -170,9 +170,12 @@ function registerSandboxedBash(pi: any) {
 			const box = sandboxOf(ctx?.sessionManager?.getSessionId?.());
 			if (box instanceof Error) throw box;
 			if (box === undefined) return plain.execute(id, params, signal, onUpdate, ctx);
+			// The seccomp filter goes to bwrap on fd 3 (its prefix says `--seccomp 3`), opened by this shell.
+			const filter: unknown = (box as { seccomp?: unknown }).seccomp;
+			const opened = typeof filter === "string" ? ` 3<${quoted(filter)}` : "";
 			const confined = createBashToolDefinition(process.cwd(), {
 				spawnHook: ({ command, cwd, env }: { command: string; cwd: string; env: any }) => ({
-					command: `exec ${box.prefix.map(quoted).join(" ")} bash -c ${quoted(command)}`,
+					command: `exec ${box.prefix.map(quoted).join(" ")} bash -c ${quoted(command)}${opened}`,
 					cwd,
 					env,
 				}),

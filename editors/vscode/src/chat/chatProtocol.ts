@@ -78,6 +78,15 @@ export interface CommandView {
   argumentHint: string | null;
 }
 
+/** A first-run card's buttons (firstRun.ts does each). */
+export type SetupAction = 'key' | 'scripted' | 'doctor';
+
+/** One model of the header's picker (pi/models); `value` is `provider/id`. */
+export interface ModelView {
+  value: string;
+  label: string;
+}
+
 export interface HostToView {
   /** Forget the thread: a new or another conversation follows. */
   reset: { sessionId: string | null; title: string | null; omittedTurns: number };
@@ -111,6 +120,10 @@ export interface HostToView {
   commands: { commands: CommandView[] };
   /** The conversation's title changed (a rename, `/name`). */
   title: { title: string | null };
+  /** A run failed for want of a provider or key: the turn shows what is missing and the way out. */
+  setup: { turnId: string; missing: string };
+  /** The header's model picker: the agent's models and the one the next prompt runs. */
+  models: { models: ModelView[]; current: string | null };
 }
 
 export interface ViewToHost {
@@ -130,6 +143,10 @@ export interface ViewToHost {
   setMode: { mode: Mode };
   /** A user message's Restore checkpoint button (checkpoints.ts). */
   restoreCheckpoint: { turnId: string };
+  /** A first-run card's button. */
+  setup: { action: SetupAction };
+  /** The header's model picker: `provider/id`, or '' for the agent's default. */
+  pickModel: { value: string };
 }
 
 /** A message of map `M`: `{type, payload}` with the payload of that type. */

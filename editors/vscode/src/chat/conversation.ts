@@ -542,7 +542,10 @@ export class Conversation {
       if (record.sessionId) {
         this.adoptSession(record.sessionId);
       }
-      turn.summary = statusLine(record);
+      // A failure's words are in the thread already (its notice): the summary only names its kind.
+      turn.summary = record.status === 'failed' && record.error
+        ? `${statusLine({ ...record, error: undefined })} · ${record.error.kind}`
+        : statusLine(record);
     } catch (err) {
       turn.summary = `error · ${err instanceof Error ? err.message : String(err)}`;
     }
@@ -560,9 +563,19 @@ export class Conversation {
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
     this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
+    if (record?.error?.kind === 'auth') {
+      this.post('setup', { turnId: turn.turnId, missing: setupMissing(record.error.message) });
+    }
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();
     return { status, record };
+  }
+
+  /** A session the bridge opened for this conversation before its first prompt (pi/models). */
+  offerSession(sessionId: string): void {
+    if (this.sessionId === null && this.turns.length === 0) {
+      this.adoptSession(sessionId);
+    }
   }
 
   private adoptSession(sessionId: string): void {
@@ -685,4 +698,11 @@ export class Conversation {
     }
     return undefined;
   }
+}
+
+/** What a first-run card says is missing, from an `auth` failure's message. */
+export function setupMissing(message: string): string {
+  return /no api key|no model|\/login/i.test(message)
+    ? 'No provider is set up: pi found no API key for a model. Set a provider and its key, or try the built-in scripted model (offline, no key).'
+    : 'The provider refused the key. Set a provider and its key again, or try the built-in scripted model (offline, no key).';
 }

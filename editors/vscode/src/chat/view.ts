@@ -1,7 +1,7 @@
 /**
  * The chat in VS Code: the webview view that renders the current Conversation (conversation.ts),
  * its commands (New Conversation, Open Conversation…, Review Changes of This Run, context chips,
- * the model/thinking picker) and the before-texts of edits, served on our own URI scheme for
+ * and the before-texts of edits, served on our own URI scheme for
  * `vscode.diff` / `vscode.changes`. The extension host is the source of truth: a (re)loaded
  * webview says "ready" with the sessionId its state kept, and gets the whole conversation again.
  */
@@ -9,8 +9,7 @@ import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { CancellationToken } from 'vscode-jsonrpc';
-import type { HostMessage, ViewMessage } from './chatProtocol';
-import { THINKING_LEVELS } from '../bridge/config';
+import type { HostMessage, HostToView, SetupAction, ViewMessage } from './chatProtocol';
 import { ruleLabel } from './approvals';
 import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
 import { Checkpoints } from './checkpoints';
@@ -40,6 +39,10 @@ export interface ChatDeps {
   log: vscode.LogOutputChannel;
   /** The shown conversation's usage changed, or a run started or ended (the status bar). */
   onChange(): void;
+  /** A first-run card's button (firstRun.ts). */
+  onSetup(action: SetupAction): void;
+  /** The header's model picker picked `provider/id` ('' for the agent's default; models.ts). */
+  onPickModel(value: string): void;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -52,6 +55,8 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   private readonly disposables: vscode.Disposable[] = [];
   /** Before-texts served for diffs, by URI query (kept for the window's life, like the thread). */
   private readonly before = new Map<string, string>();
+  /** The header's model picker as last shown (sent again to a reloaded webview). */
+  private models: HostToView['models'] | undefined;
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -84,7 +89,6 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       vscode.commands.registerCommand('piBridge.newConversation', () => this.newConversation()),
       vscode.commands.registerCommand('piBridge.openConversation', () => this.openConversation()),
       vscode.commands.registerCommand('piBridge.reviewChanges', () => this.reviewChanges()),
-      vscode.commands.registerCommand('piBridge.pickModel', () => this.pickModelOrThinking()),
       vscode.commands.registerCommand('piBridge.toggleQueue', () =>
         this.conversation.setQueueMode(!this.conversation.queueMode),
       ),
@@ -179,6 +183,12 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     );
   }
 
+  /** Show the agent's models and the next prompt's model in the header's picker. */
+  showModels(models: HostToView['models']): void {
+    this.models = models;
+    this.post({ type: 'models', payload: models });
+  }
+
   private post(message: HostMessage): void {
     if (this.view && this.ready) {
       void this.view.webview.postMessage(message);
@@ -198,6 +208,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       case 'ready':
         this.ready = true;
         void this.restore(msg.payload.sessionId);
+        if (this.models) {
+          this.post({ type: 'models', payload: this.models });
+        }
         break;
       case 'send':
         void this.conversation.send(msg.payload.text, msg.payload.queue);
@@ -231,6 +244,12 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         break;
       case 'restoreCheckpoint':
         void this.checkpoints.restore(msg.payload.turnId);
+        break;
+      case 'setup':
+        this.deps.onSetup(msg.payload.action);
+        break;
+      case 'pickModel':
+        this.deps.onPickModel(msg.payload.value);
         break;
       default: {
         const unknown: never = msg;
@@ -483,31 +502,6 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       return [file, this.beforeUri(change.path, change.oldText, `${run.turnId}/run/${change.path}`), file];
     });
     await vscode.commands.executeCommand('vscode.changes', 'pi: changes of this run', triples);
-  }
-
-  /** The status bar's click: pick the model or the thinking level for the next prompts. */
-  async pickModelOrThinking(): Promise<void> {
-    const config = vscode.workspace.getConfiguration('piBridge');
-    const model = config.get<string>('pi.model') || 'default';
-    const thinking = config.get<string>('pi.thinking') || 'default';
-    const choice = await vscode.window.showQuickPick(
-      [
-        { label: '$(hubot) Model…', description: model, what: 'model' as const },
-        { label: '$(lightbulb) Thinking Level…', description: thinking, what: 'thinking' as const },
-      ],
-      { title: 'pi: model and thinking (apply from the next prompt)' },
-    );
-    if (choice?.what === 'model') {
-      await vscode.commands.executeCommand('piBridge.setModel');
-    } else if (choice?.what === 'thinking') {
-      const level = await vscode.window.showQuickPick(
-        [{ label: 'default', value: '' }, ...THINKING_LEVELS.map((l) => ({ label: l, value: l }))],
-        { title: 'pi thinking level' },
-      );
-      if (level) {
-        await config.update('pi.thinking', level.value, targetOf(config, 'pi.thinking'));
-      }
-    }
   }
 
   /** The shown conversation's permission mode, picked (status bar item, Command Palette). */

@@ -376,10 +376,23 @@ test('pi: Ask… streams the answer into the chat, as the first turn of a conver
 }));
 
 /** Make the next runs use `model` through the extension's own command, and wait until it shows. */
-async function setModel(model: string): Promise<void> {
-  await runCommand('pi: Set Model…');
-  await answerInputBox('pi model', model);
+async function setModel(model: string, provider = 'fake'): Promise<void> {
+  await runCommand('pi: Pick Model…');
+  await pickListed(`${provider}/${model}`);
   await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${model}"]`, { timeout: UI_TIMEOUT });
+}
+
+/** In the open quick pick (pi: Pick Model…), filter to `label` and take the row whose label it is. */
+async function pickListed(label: string): Promise<void> {
+  const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true, timeout: UI_TIMEOUT });
+  assert.ok(input);
+  await input.type(label);
+  // The agent's list arrives after the picker opens (pi/models): wait for the row itself.
+  const row = `[...document.querySelectorAll('.quick-input-list .monaco-list-row')]
+    .find((r) => r.querySelector('.label-name')?.textContent === ${JSON.stringify(label)})`;
+  await page.waitForFunction(`!!(${row})`, { timeout: UI_TIMEOUT });
+  await page.evaluate(`(${row}).click()`);
+  await page.waitForSelector('.quick-input-widget', { hidden: true, timeout: UI_TIMEOUT });
 }
 
 test('thoughts render collapsed and tool calls with their status and output', { timeout: 3 * UI_TIMEOUT }, () => step('thoughts-tools', async () => {
@@ -910,6 +923,83 @@ test('pi: Open Conversation… renames a conversation (the chat\'s title follows
 test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
   restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
 ));
+
+test('the first run without a provider: the chat says what is missing, its scripted-model button sets pi up, and the model dropdown lists the agent\'s models', { timeout: 5 * UI_TIMEOUT }, () => step('first-run', async () => {
+  // A new user's pi: an agent dir with no models.json and no key, no provider or model picked.
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const original = readFileSync(settingsFile, 'utf8');
+  const emptyAgent = join(tmp, 'empty-agent');
+  mkdirSync(emptyAgent, { recursive: true });
+  const settings = JSON.parse(original) as Record<string, unknown>;
+  delete settings['piBridge.pi.provider'];
+  delete settings['piBridge.pi.model'];
+  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
+  const before = starts();
+  writeFileSync(
+    settingsFile,
+    JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2),
+  );
+  // A changed piBridge.bridge.env restarts the bridge (no run is live).
+  await waitUntilAsync(() => Promise.resolve(starts() > before), UI_TIMEOUT, 'the bridge to restart without a provider');
+  await runCommand('pi: New Conversation');
+  const frame = await chatFrame();
+  const prompt = `hello, first run ${tag}`;
+  await sendInChat(frame, prompt);
+  const failed = await waitForTurn(frame, prompt, "status === 'failed' && !!s.querySelector('.setup-card')", 'the failed first prompt with its setup card');
+  // One failure, of kind auth (not busy), said once: the notice has the words, the summary the kind.
+  assert.match(failed.text, /No API key found/);
+  assert.equal(failed.text.split('No API key found').length - 1, 1, failed.text);
+  assert.match(failed.text, /failed · [\d.]+ s · auth|failed.*· auth/);
+  assert.doesNotMatch(failed.text, /busy/);
+  const card = (await frame.evaluate(`(() => {
+    const s = [...document.querySelectorAll('section.turn')].pop();
+    const c = s.querySelector('.setup-card');
+    return { text: c.innerText, buttons: [...c.querySelectorAll('button')].map((b) => b.textContent),
+      links: [...s.querySelectorAll('.notice a')].map((a) => a.textContent),
+      scrolls: document.scrollingElement.scrollWidth > document.scrollingElement.clientWidth };
+  })()`)) as { text: string; buttons: string[]; links: string[]; scrolls: boolean };
+  assert.match(card.text, /no API key/i);
+  assert.deepEqual(card.buttons, ['Set a provider and key…', 'Try the scripted model', 'Open the doctor']);
+  assert.ok(card.links.some((l) => l.endsWith('/docs/providers.md')), `the docs paths are links: ${JSON.stringify(card.links)}`);
+  assert.equal(card.scrolls, false, 'the chat does not scroll sideways');
+  await screenshot('firstrun-1-no-key.png');
+
+  // The card's own button: the bridge restarts on the built-in scripted model, and a prompt runs.
+  const beforeScripted = starts();
+  await chatClick(frame, '.setup-card button[data-action="scripted"]');
+  await waitUntilAsync(() => Promise.resolve(starts() > beforeScripted), UI_TIMEOUT, 'the bridge to restart on the scripted model');
+  await runCommand('pi: New Conversation');
+  const again = `hello again, scripted ${tag}`;
+  await sendInChat(frame, again);
+  const answered = await waitForTurn(frame, again, "status === 'completed'", 'the prompt answered by the scripted model');
+  assert.ok(answered.assistant.trim().length > 0, 'the scripted model answered');
+  // The header's dropdown: the agent's own models, the current one selected; the status bar names it.
+  await chatWait(frame, "!document.getElementById('model').hidden && document.getElementById('model').options.length > 1 && document.getElementById('model').value !== ''");
+  const dropdown = (await frame.evaluate(`(() => { const m = document.getElementById('model');
+    return { value: m.value, options: [...m.options].map((o) => o.value) }; })()`)) as { value: string; options: string[] };
+  assert.ok(dropdown.options.includes('scripted/echo') || dropdown.options.some((o) => o.endsWith('/echo')), JSON.stringify(dropdown));
+  assert.ok(dropdown.options.includes(dropdown.value), JSON.stringify(dropdown));
+  await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${dropdown.value}"]`, { timeout: UI_TIMEOUT });
+  await screenshot('firstrun-2-scripted-answered.png');
+  // Picking in the dropdown is the next prompt's model: the echo model answers with the prompt.
+  const echo = dropdown.options.find((o) => o.endsWith('/echo'))!;
+  await frame.select('#model', echo);
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: echo"]', { timeout: UI_TIMEOUT });
+  const third = `which model ${tag}`;
+  await sendInChat(frame, third);
+  const echoed = await waitForTurn(frame, third, "status === 'completed'", 'the echo model\'s answer');
+  assert.match(echoed.assistant, new RegExp(`ECHO:.*${third}`));
+  // The palette's one picker lists the same models, the current one first.
+  await runCommand('pi: Pick Model…');
+  await page.waitForFunction(
+    `[...document.querySelectorAll('.quick-input-list .monaco-list-row')].some((r) => r.querySelector('.label-name')?.textContent === ${JSON.stringify(echo)} && /current/.test(r.textContent))`,
+    { timeout: UI_TIMEOUT },
+  );
+  await screenshot('firstrun-3-model-picker.png');
+  await page.keyboard.press('Escape');
+  writeFileSync(settingsFile, original);
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: text"]', { timeout: UI_TIMEOUT });
+}));
 
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
   // The activation check has logged one report per bridge start already: wait for one more.

@@ -29,6 +29,7 @@ import { withUnsent } from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
+import { linkified, setupCard, showModels } from './setup';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -237,8 +238,11 @@ function itemNode(item: RunItem): HTMLElement {
       steer.append(el('span', 'who', 'You (steer)'), el('div', 'prompt-text', item.text));
       return steer;
     }
-    case 'notice':
-      return el('div', `notice ${item.level}`, item.text);
+    case 'notice': {
+      const notice = el('div', `notice ${item.level}`);
+      notice.append(...linkified(item.text, send));
+      return notice;
+    }
     case 'compaction': {
       const divider = el('div', 'compaction');
       divider.setAttribute('role', 'separator');
@@ -722,6 +726,13 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'title':
       showTitle(msg.payload.title);
+      break;
+    case 'setup':
+      turns.get(msg.payload.turnId)?.section.append(setupCard(msg.payload, send));
+      follow();
+      break;
+    case 'models':
+      showModels(document.getElementById('model') as HTMLSelectElement, msg.payload, send);
       break;
     default: {
       const unknown: never = msg;
