@@ -161,8 +161,8 @@ local function check_session(out, how)
   truthy(not health:find('PiBridgeInstall', 1, true), how .. ': checkhealth still asks for :PiBridgeInstall:\n' .. health)
   -- The first run: no key. The doctor's words, and the Neovim ways to act on them.
   truthy(health:find('pi has no model it can use', 1, true), how .. ': no missing-model line:\n' .. health)
-  truthy(health:find("cmd_env = { ANTHROPIC_API_KEY", 1, true), how .. ': no Neovim option to set the key:\n' .. health)
-  truthy(health:find("'--scripted-model'", 1, true), how .. ': no scripted model to try:\n' .. health)
+  truthy(health:find('cmd_env = { ANTHROPIC_API_KEY', 1, true), how .. ': no Neovim option to set the key:\n' .. health)
+  truthy(health:find("PI_BRIDGE_SCRIPTED_MODEL = '1'", 1, true), how .. ': no scripted model to try:\n' .. health)
 end
 
 local tests = {}
