@@ -51,6 +51,29 @@ function M.on_request(_, params, _)
     return { outcome = 'cancelled' }
   end
   local ask = require('pi_bridge.ask')
+  -- Let the run's permission.requested message (sent beside this request) draw first, so the
+  -- thread behind the question shows the call [waiting for you]; a short, bounded wait.
+  local run = type(params.runId) == 'string' and require('pi_bridge.handlers').get(params.runId)
+  for _ = 1, 25 do
+    local seen = not run
+      or vim.iter(run.messages):any(function(m)
+        return m.type == 'permission.requested'
+          and type(m.content) == 'table'
+          and m.content.toolCallId == params.toolCallId
+      end)
+    if seen then
+      break
+    end
+    local _, can_wait = ask.await(function(done)
+      vim.defer_fn(function()
+        done(nil)
+      end, 20)
+    end)
+    if not can_wait then
+      break
+    end
+  end
+  pcall(vim.cmd.redraw)
   local lines = M.describe(params)
   local items = vim.deepcopy(params.options)
   if type(params.diff) == 'table' and type(params.diff.path) == 'string' then
