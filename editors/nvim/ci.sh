@@ -25,13 +25,16 @@ trap 'rm -rf "$out"' EXIT
 status=0
 echo "== Neovim plugin tests"
 timeout 600 "$here/tests/run.sh" 2>&1 | tee "$out/nvim.log" || status=1
+echo "== Neovim installs as the README writes them (each in a fresh Neovim)"
+(cd "$repo" && timeout 600 "$NVIM" --headless -u NONE -i NONE -l "$here/tests/install.lua" </dev/null) 2>&1 |
+  tee "$out/install.log" || status=1
 if command -v tmux >/dev/null 2>&1; then
   # The README's screenshots (artifacts/nvim/); not a test: a failure here fails nothing.
   echo "== Neovim chat screenshot"
   timeout 300 "$here/tests/screenshot.sh" || echo "screenshot not taken"
 fi
 passed=0 failed=0
-for log in "$out/nvim.log"; do
+for log in "$out/nvim.log" "$out/install.log"; do
   line="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)"
   if [[ -z "$line" ]]; then
     failed=$((failed + 1)) status=1 # the suite did not get to its summary

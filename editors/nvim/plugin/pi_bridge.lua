@@ -101,9 +101,13 @@ end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts'
 
 command('PiMode', function(o)
   local session = require('pi_bridge.chat').state().session_id
-  require('pi_bridge.approve').set_mode(session, o.args)
+  if o.args == '' then
+    require('pi_bridge.approve').pick_mode(session)
+  else
+    require('pi_bridge.approve').set_mode(session, o.args)
+  end
 end, {
-  nargs = 1,
+  nargs = '?',
   desc = "Set the chat conversation's permission mode (ask, auto-edit, plan, full)",
   complete = function()
     return require('pi_bridge.protocol').MODES

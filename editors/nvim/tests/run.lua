@@ -4,7 +4,7 @@
 --
 -- Env: PI_BRIDGE_PYTHON (python able to run `-m bridge`, default <repo>/.venv/bin/python),
 -- PATH with Node 22 and pi first (<repo>/.tools/node_modules/.bin is prepended when present),
--- PI_BRIDGE_TEST_FILTER (Lua pattern: run only matching tests), PI_BRIDGE_TEST_SHOW_LOG (print the
+-- PI_BRIDGE_TEST_FILTER (Lua patterns separated by `;`: run only matching tests), PI_BRIDGE_TEST_SHOW_LOG (print the
 -- bridge's log even when all pass). Prints `N passed, M failed`; exit code 1 on any failure.
 local script = debug.getinfo(1, 'S').source:sub(2)
 local nvim_dir = vim.fn.fnamemodify(script, ':p:h:h')
@@ -119,6 +119,9 @@ end
 --- The user at an extension's input dialog: answers `ask_answers.input` (nil: <Esc>).
 local input_before = vim.ui.input
 vim.ui.input = function(opts, on_confirm)
+  if opts and opts.prompt and opts.prompt:find('Why not?', 1, true) then
+    return on_confirm('') -- a Deny's optional reason (approve.lua): none given
+  end
   if opts and opts.prompt and opts.prompt:find('Why run it?', 1, true) then
     approval_prompts[#approval_prompts + 1] = opts.prompt
     return on_confirm(ask_answers.input)
@@ -898,8 +901,12 @@ test(
     end)
     pi_bridge.setup(vim.tbl_extend('force', options, { models = { 'fake/text', 'fake/echo' } }))
     local ok, err = pcall(vim.cmd, 'PiModel')
-    restore()
     truthy(ok, tostring(err))
+    -- the model picker waits for the agent's list (pi/models)
+    wait_for('the model and thinking pickers', 30000, function()
+      return #shown >= 2
+    end)
+    restore()
     eq(2, #shown, 'model and thinking pickers')
     eq('echo', chat.state().model, 'picked model')
     eq('low', chat.state().thinking, 'picked thinking level')
@@ -1346,7 +1353,7 @@ test('<C-c> in the chat stops the run; the partial text stays, no process is lef
   check_stopped(tree, truthy(run.shutdown, 'no shutdown receipt'))
   local text = thread_text()
   truthy(text:find('Let me run that command.', 1, true), 'the partial text stays:\n' .. text)
-  truthy(text:find('── cancelled', 1, true), 'the thread says cancelled:\n' .. text)
+  truthy(text:find('── stopped in', 1, true), 'the thread says stopped:\n' .. text)
   truthy(chat.status():find('idle', 1, true), 'idle after the stop: ' .. chat.status())
 end)
 
@@ -1420,6 +1427,13 @@ dofile(nvim_dir .. '/tests/rewind.lua')({
   tmp = tmp, tag = tag, root = root, nvim_dir = nvim_dir, type_and_send = type_and_send,
   chat_run_done = chat_run_done, thread_text = thread_text, texts_of = texts_of,
   request_ending_with = request_ending_with,
+})
+
+dofile(nvim_dir .. '/tests/words.lua')({
+  test = test, eq = eq, truthy = truthy, wait_for = wait_for, pi_bridge = pi_bridge,
+  handlers = handlers, chat = chat, tmp = tmp, tag = tag, options = options,
+  type_and_send = type_and_send, chat_run_done = chat_run_done, wait_done = wait_done,
+  request_ending_with = request_ending_with, model_requests = model_requests,
 })
 
 test(':PiSandbox without arguments picks the mode then the network; :PiMode shows', function()
@@ -1570,7 +1584,11 @@ end)
 local filter = os.getenv('PI_BRIDGE_TEST_FILTER')
 local passed, failed = 0, 0
 for _, t in ipairs(tests) do
-  if not filter or t.name:find(filter) then
+  local wanted = not filter
+    or vim.iter(vim.split(filter, ';', { plain = true })):any(function(f)
+      return t.name:find(f) ~= nil
+    end)
+  if wanted then
     local t0 = vim.uv.hrtime()
     local ok, err = xpcall(t.fn, debug.traceback)
     local secs = (vim.uv.hrtime() - t0) / 1e9

@@ -76,6 +76,15 @@ vim.defer_fn(function()
     vim.cmd('edit ' .. vim.fn.fnameescape(project .. '/notes.txt'))
     vim.cmd('PiChat')
     vim.ui.select = function(items, opts, on_choice)
+      -- the thread's end in sight above the question (which covers the screen's lower part):
+      -- the tool line waiting for the answer
+      local thread_win = view.thread_win()
+      local last = vim.api.nvim_buf_line_count(view.thread())
+      vim.api.nvim_win_set_cursor(thread_win, { math.max(1, last - 8), 0 })
+      vim.api.nvim_win_call(thread_win, function()
+        vim.cmd('normal! zt')
+      end)
+      vim.cmd('redraw!')
       vim.fn.writefile({ 'ready' }, ready .. '.approval')
       return plain_select(items, opts, on_choice)
     end

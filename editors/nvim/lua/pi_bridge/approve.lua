@@ -11,7 +11,8 @@ local protocol = require('pi_bridge.protocol')
 local M = {}
 
 --- Lines that show one request: the tool and its title (one line), the whole command or path
---- when the title does not hold it, then a short diff for a file change.
+--- when the title does not hold it, then, for a file change, the lines it would remove (`-`) and
+--- add (`+`), hunk by hunk, as a diff reads.
 --- @param params table pi/requestPermission params
 --- @return string[]
 function M.describe(params)
@@ -28,51 +29,100 @@ function M.describe(params)
   local diff = params.diff
   if type(diff) == 'table' then
     lines[#lines + 1] = ('  %s'):format(diff.path or '')
-    local old = vim.split(type(diff.oldText) == 'string' and diff.oldText or '', '\n', { plain = true })
-    local new = vim.split(type(diff.newText) == 'string' and diff.newText or '', '\n', { plain = true })
-    local seen = {}
-    for _, line in ipairs(old) do
-      seen[line] = (seen[line] or 0) + 1
-    end
-    for _, line in ipairs(new) do
-      if (seen[line] or 0) > 0 then
-        seen[line] = seen[line] - 1
-      elseif line ~= '' then
-        lines[#lines + 1] = '  + ' .. line
+    local old_text = type(diff.oldText) == 'string' and diff.oldText or ''
+    local new_text = type(diff.newText) == 'string' and diff.newText or ''
+    local old = vim.split(old_text, '\n', { plain = true })
+    local new = vim.split(new_text, '\n', { plain = true })
+    local hunks = vim.diff(old_text, new_text, { result_type = 'indices' }) --[[@as integer[][] ]]
+    for _, h in ipairs(hunks) do
+      local old_start, old_count, new_start, new_count = h[1], h[2], h[3], h[4]
+      for i = old_start, old_start + old_count - 1 do
+        lines[#lines + 1] = '  - ' .. (old[i] or '')
       end
-    end
-    for line, left in pairs(seen) do
-      if left > 0 and line ~= '' then
-        lines[#lines + 1] = '  - ' .. line
+      for i = new_start, new_start + new_count - 1 do
+        lines[#lines + 1] = '  + ' .. (new[i] or '')
       end
     end
   end
   return lines
 end
 
+--- The extra choice that opens the proposed change in diff mode before deciding.
+local OPEN_DIFF = { optionId = false, name = 'Open the diff first (then answer here)' }
+
+local function is_reject(option)
+  return type(option) == 'table'
+    and (option.kind == 'reject_once' or option.kind == 'reject_always')
+end
+
 --- The handler of `pi/requestPermission` (a vim.lsp server-request handler; Neovim runs it in a
---- coroutine, so the answer waits for the user's choice).
+--- coroutine, so the answer waits for the user's choice). A file change offers its diff first; a
+--- Deny asks why (optional: the reason goes to the model).
 function M.on_request(_, params, _)
   if type(params) ~= 'table' or type(params.options) ~= 'table' then
     return { outcome = 'cancelled' }
   end
+  local ask = require('pi_bridge.ask')
+  -- Let the run's permission.requested message (sent beside this request) draw first, so the
+  -- thread behind the question shows the call [waiting for you]; a short, bounded wait.
+  local run = type(params.runId) == 'string' and require('pi_bridge.handlers').get(params.runId)
+  for _ = 1, 25 do
+    local seen = not run
+      or vim.iter(run.messages):any(function(m)
+        return m.type == 'permission.requested'
+          and type(m.content) == 'table'
+          and m.content.toolCallId == params.toolCallId
+      end)
+    if seen then
+      break
+    end
+    local _, can_wait = ask.await(function(done)
+      vim.defer_fn(function()
+        done(nil)
+      end, 20)
+    end)
+    if not can_wait then
+      break
+    end
+  end
+  pcall(vim.cmd.redraw)
   local lines = M.describe(params)
-  local choice, waited = require('pi_bridge.ask').await(function(done)
-    vim.ui.select(params.options, {
-      prompt = table.concat(lines, '\n'),
-      kind = 'pi_bridge_permission',
-      format_item = function(option)
-        return option.name
-      end,
-    }, done)
-  end)
+  local items = vim.deepcopy(params.options)
+  if type(params.diff) == 'table' and type(params.diff.path) == 'string' then
+    items[#items + 1] = OPEN_DIFF
+  end
+  local choice, waited
+  while true do
+    choice, waited = ask.await(function(done)
+      vim.ui.select(items, {
+        prompt = table.concat(lines, '\n'),
+        kind = 'pi_bridge_permission',
+        format_item = function(option)
+          return option.name
+        end,
+      }, done)
+    end)
+    if not waited or type(choice) ~= 'table' or choice.optionId ~= false then
+      break
+    end
+    require('pi_bridge.diff').open_proposed(params.diff)
+  end
   if not waited then
     return { outcome = 'cancelled' } -- nothing can wait for the user here
   end
   if type(choice) ~= 'table' or type(choice.optionId) ~= 'string' then
     return { outcome = 'cancelled' }
   end
-  return { optionId = choice.optionId }
+  local answer = { optionId = choice.optionId }
+  if is_reject(choice) then
+    local reason = ask.await(function(done)
+      vim.ui.input({ prompt = 'Why not? (pi is told; empty: no reason) ' }, done)
+    end)
+    if type(reason) == 'string' and vim.trim(reason) ~= '' then
+      answer.message = vim.trim(reason)
+    end
+  end
+  return answer
 end
 
 --- Client capabilities that tell the bridge this plugin answers `pi/requestPermission` and
@@ -106,6 +156,33 @@ function M.set_mode(session_id, mode, done)
       require('pi_bridge.chat').mode_set(result.sessionId, result.mode) -- the statusline's mode
     end
     done(err, result)
+  end)
+end
+
+--- What each mode does, as the picker shows it.
+M.MODE_HELP = {
+  ask = 'asks before each edit, write and command',
+  ['auto-edit'] = 'edits files in the project without asking, asks before commands',
+  plan = 'reads only: edits, writes and commands are refused',
+  full = 'runs everything without asking',
+}
+
+--- `:PiMode` without an argument: pick the mode with `vim.ui.select`, the current one marked.
+--- @param session_id string?
+--- @param done fun(err: table?, result: table?)?
+function M.pick_mode(session_id, done)
+  local current = require('pi_bridge.chat').mode()
+  vim.ui.select(protocol.MODES, {
+    prompt = 'pi: permission mode of this conversation',
+    kind = 'pi_bridge.mode',
+    format_item = function(mode)
+      local mark = mode == current and '● ' or '  '
+      return ('%s%s — %s'):format(mark, mode, M.MODE_HELP[mode] or '')
+    end,
+  }, function(mode)
+    if mode then
+      M.set_mode(session_id, mode, done)
+    end
   end)
 end
 

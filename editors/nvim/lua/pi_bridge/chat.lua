@@ -17,6 +17,7 @@ local M = {}
 --- @field thinking string?
 --- @field context_usage table? contextUsage of the latest completed run
 --- @field title string?
+--- @field current_model string? "provider/model" the agent runs, from pi/models' `current`
 --- @field mode string? the permission mode :PiMode set (nil: the bridge's default for a new one)
 local state = {}
 
@@ -73,6 +74,10 @@ local sink = setmetatable({
     vim.cmd.redrawstatus({ bang = true })
     -- The conversation's own commands (its session's extensions), ready for the next `/`.
     M.load_commands()
+    -- The model it ran, for the statusline when setup names none.
+    if state.session_id and not (state.model or cfg().model) then
+      M.load_models(function() end)
+    end
   end,
 }, { __index = require('pi_bridge.render') })
 
@@ -176,7 +181,7 @@ function M.new()
     M.stop()
   end
   state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
-  state.mode = nil
+  state.mode, state.current_model = nil, nil
   require('pi_bridge.commands').invalidate()
   if view.thread() then
     view.clear()
@@ -424,13 +429,38 @@ function M.pick_session(on_done, action)
   end)
 end
 
---- :PiModel: pick "provider/model" (from setup's `models`, or typed), then the thinking level;
---- both apply from the next prompt on.
+--- "provider/id" of a pi/models entry.
+local function model_key(model)
+  return model.provider .. '/' .. model.id
+end
+
+--- Ask the bridge for the agent's models (`pi/models`) of the chat's conversation; `done(err,
+--- result)`. Asked without a session, the bridge opens the conversation's agent, which the first
+--- prompt then uses, as `load_commands` does. The answer's `current` feeds the statusline.
+--- @param done fun(err: table?, result: table?)
+function M.load_models(done)
+  local params = { sessionId = state.session_id, cwd = vim.fn.getcwd() }
+  require('pi_bridge.client').request(protocol.MODELS, params, function(err, result)
+    if not err and type(result) == 'table' then
+      if result.sessionId and not state.session_id and not state.run then
+        state.session_id = result.sessionId
+        require('pi_bridge.commands').rekey(result.sessionId)
+      end
+      if type(result.current) == 'table' and result.current.provider and result.current.id then
+        state.current_model = model_key(result.current)
+        vim.cmd.redrawstatus({ bang = true })
+      end
+    end
+    done(err, result)
+  end)
+end
+
+--- :PiModel: pick the model from the agent's own list (`pi/models`, the current one marked; plus
+--- setup's `models` and "other…" to type one), then the thinking level; both apply from the next
+--- prompt on.
 --- @param on_done fun()?
 function M.pick_model(on_done)
   local other = 'other…'
-  local items = vim.deepcopy(cfg().models)
-  items[#items + 1] = other
   local function pick_thinking()
     local levels = vim.list_extend({ 'default' }, vim.deepcopy(protocol.THINKING_LEVELS))
     vim.ui.select(
@@ -454,17 +484,48 @@ function M.pick_model(on_done)
     end
     pick_thinking()
   end
-  vim.ui.select(
-    items,
-    { prompt = 'pi: model (provider/model)', kind = 'pi_bridge.model' },
-    function(choice)
+  M.load_models(function(err, result)
+    local models = not err and type(result) == 'table' and result.models or {}
+    if err then
+      vim.notify(
+        "pi_bridge: the agent's models are unavailable: " .. (err.message or 'pi/models failed'),
+        vim.log.levels.WARN
+      )
+    end
+    -- The model of the next prompt: the one picked or set up, else what the agent runs now.
+    local model, provider = state.model or cfg().model, state.provider or cfg().provider
+    local chosen = model and (provider and (provider .. '/' .. model) or model) or nil
+    local current = chosen or state.current_model
+    local items, names = {}, {}
+    for _, model in ipairs(models) do
+      local key = model_key(model)
+      items[#items + 1] = key
+      names[key] = model.name ~= model.id and model.name or nil
+    end
+    for _, key in ipairs(cfg().models) do
+      if not vim.tbl_contains(items, key) then
+        items[#items + 1] = key
+      end
+    end
+    items[#items + 1] = other
+    vim.ui.select(items, {
+      prompt = 'pi: model of the next prompts',
+      kind = 'pi_bridge.model',
+      format_item = function(key)
+        if key == other then
+          return '  ' .. other
+        end
+        local mark = key == current and '● ' or '  '
+        return mark .. key .. (names[key] and ('  (' .. names[key] .. ')') or '')
+      end,
+    }, function(choice)
       if choice == other then
         vim.ui.input({ prompt = 'provider/model: ' }, apply)
       else
         apply(choice)
       end
-    end
-  )
+    end)
+  end)
 end
 
 --- :PiDiff: the diff of the edit (or write) on the cursor's line of the thread.
@@ -518,6 +579,8 @@ function M.status()
   local parts = { 'pi' }
   if model then
     parts[#parts + 1] = provider and (provider .. '/' .. model) or model
+  elseif state.current_model then
+    parts[#parts + 1] = state.current_model -- what the agent runs (pi/models' current)
   end
   local thinking = state.thinking or c.thinking
   if thinking then

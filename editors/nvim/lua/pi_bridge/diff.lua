@@ -110,4 +110,49 @@ function M.open(diff, keys)
   return { tab = tab, before = before, after = after }
 end
 
+--- Open a change pi asks to make (pi/requestPermission's diff) in diff mode before it is made:
+--- the file now against the file as the change would leave it, both scratch buffers, so nothing
+--- can write the file from here. `q` closes the tab.
+--- @param diff table {path, oldText?, newText?}
+--- @return {tab: integer, before: integer, after: integer}?
+function M.open_proposed(diff)
+  if type(diff) ~= 'table' or type(diff.path) ~= 'string' then
+    return nil
+  end
+  local filetype = vim.filetype.match({ filename = diff.path }) or ''
+  local name = vim.fn.fnamemodify(diff.path, ':~:.')
+  vim.cmd('tabnew')
+  local tab = api.nvim_get_current_tabpage()
+  local after_win = api.nvim_get_current_win()
+  vim.cmd('leftabove vnew')
+  local before_win = api.nvim_get_current_win()
+  local bufs = {}
+  for _, side in ipairs({
+    { win = before_win, text = diff.oldText, label = 'now' },
+    { win = after_win, text = diff.newText, label = 'as pi would leave it' },
+  }) do
+    local buf = api.nvim_win_get_buf(side.win)
+    vim.bo[buf].buftype = 'nofile'
+    vim.bo[buf].bufhidden = 'wipe'
+    vim.bo[buf].swapfile = false
+    pcall(api.nvim_buf_set_name, buf, ('pi-proposed://%s/%s'):format(side.label, diff.path))
+    api.nvim_buf_set_lines(buf, 0, -1, true, lines_of(type(side.text) == 'string' and side.text or ''))
+    vim.bo[buf].modifiable = false
+    vim.bo[buf].filetype = filetype
+    vim.wo[side.win].winbar = ('%%#PiBridgeBanner# pi asks · %s: %s · q close'):format(side.label, name)
+    api.nvim_win_call(side.win, function()
+      vim.cmd('diffthis')
+    end)
+    vim.keymap.set('n', 'q', function()
+      if api.nvim_tabpage_is_valid(tab) and #api.nvim_list_tabpages() > 1 then
+        api.nvim_set_current_tabpage(tab)
+        vim.cmd('tabclose')
+      end
+    end, { buffer = buf, nowait = true, desc = 'pi: close the proposed diff' })
+    bufs[#bufs + 1] = buf
+  end
+  api.nvim_set_current_win(after_win)
+  return { tab = tab, before = bufs[1], after = bufs[2] }
+end
+
 return M

@@ -27,6 +27,8 @@ local M = {}
 --- @field shutdown table? the shutdown receipt of a cancelled run
 --- @field cancel_result table? the pi/cancel answer
 --- @field usage table?
+--- @field started_ns integer when the run was started (vim.uv.hrtime), for the footer's duration
+--- @field ended_ns integer? when it ended
 --- @field buf integer? the run's buffer
 --- @field sink table? the view drawing the run instead of its own pi:// buffer (the chat); it has
 ---   the functions of render.lua that handlers call: message, status, error, finish
@@ -94,6 +96,7 @@ function M.start_run(params, view, sink)
     messages = {},
     steered = {},
     sink = sink,
+    started_ns = vim.uv.hrtime(),
   }
   runs[run.id] = run
   order[#order + 1] = run.id
@@ -112,6 +115,7 @@ local function finish(run, status)
   end
   run.done = true
   run.status = status
+  run.ended_ns = vim.uv.hrtime()
   if status == 'cancelled' then
     require('pi_bridge.client').forget_request(run.request_id)
   end

@@ -192,6 +192,9 @@ local function check_doctor(cfg)
   for _, check in ipairs(report.checks) do
     local line = ('%s: %s'):format(check.label, check.summary)
     local advice = type(check.fix) == 'string' and { check.fix } or nil
+    if advice and (check.name == 'models' or check.name == 'apiKeys') and not advice[1]:find('Neovim', 1, true) then
+      vim.list_extend(advice, M.first_run_advice()) -- a doctor that names no editor's way
+    end
     if check.status == 'ok' then
       health.ok(line)
     elseif check.status == 'warn' then
@@ -202,6 +205,18 @@ local function check_doctor(cfg)
       health.info(line)
     end
   end
+end
+
+--- What a first run without a key needs, in Neovim's terms and in the doctor's words (its fix
+--- names the key variable, `cmd_env` and the scripted model; bridge/agents/pi/doctor.py).
+--- @return string[]
+function M.first_run_advice()
+  return {
+    'in Neovim: setup({ cmd_env = { ANTHROPIC_API_KEY = ... } }) (or export ANTHROPIC_API_KEY=...'
+      .. ' before Neovim starts, or run `pi` then /login once)',
+    "to try without a key: setup({ cmd_env = { PI_BRIDGE_SCRIPTED_MODEL = '1' } }) for the"
+      .. " scripted model (or cmd = { 'pi-bridge', '--scripted-model' }), then :PiModel",
+  }
 end
 
 --- The chat (:PiChat, :PiSessions, steering) needs the conversation methods.

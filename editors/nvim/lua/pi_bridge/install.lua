@@ -25,10 +25,13 @@ function M.venv_bridge()
 end
 
 --- The checkout this plugin was loaded from: the nearest parent of this file with a pyproject.toml
---- (editors/nvim sits two levels below it), or nil.
+--- (editors/nvim sits two levels below it), or nil. The file's real path is searched: a native
+--- package is a symlink (pack/*/start/pi_bridge -> <checkout>/editors/nvim), and its parents
+--- under stdpath('data') hold no pyproject.toml.
 --- @return string?
 function M.checkout()
-  local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
+  local file = debug.getinfo(1, 'S').source:sub(2)
+  local here = vim.fn.fnamemodify(vim.uv.fs_realpath(file) or file, ':p:h')
   local found = vim.fs.find('pyproject.toml', { upward = true, path = here, type = 'file' })[1]
   return found and vim.fs.dirname(found) or nil
 end

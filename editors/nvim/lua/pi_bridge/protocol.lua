@@ -19,6 +19,7 @@ M.PERMISSIONS = 'pi/permissions'
 M.SET_PERMISSIONS = 'pi/setPermissions'
 M.SET_MODE = 'pi/setMode'
 M.COMMANDS = 'pi/commands'
+M.MODELS = 'pi/models'
 M.RENAME_SESSION = 'pi/renameSession'
 M.DELETE_SESSION = 'pi/deleteSession'
 M.CHECKPOINTS = 'pi/checkpoints'
@@ -50,6 +51,7 @@ M.METHODS = {
   M.CHECKPOINTS,
   M.REWIND,
   M.CHECKPOINT_FILE,
+  M.MODELS,
 }
 
 --- What the chat needs beyond one-shot runs (checked by :checkhealth).

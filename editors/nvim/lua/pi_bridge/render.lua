@@ -23,6 +23,10 @@ local MARK = { right_gravity = false }
 local THOUGHT = '▸ thought'
 local TOOL = '⚙ '
 local BODY = '  │ '
+--- A stopped run's footer: its receipt is folded under it.
+local STOPPED = '── stopped'
+--- A tool line's status while the bridge waits for the user's approval.
+local WAITING = 'waiting for you'
 
 --- @class pi_bridge.View
 --- @field text_open boolean the last line is assistant text that the next delta continues
@@ -103,21 +107,28 @@ function M.foldexpr(lnum)
   if vim.startswith(line, BODY) then
     return '1'
   end
-  if vim.startswith(line, TOOL) or line == THOUGHT then
+  if vim.startswith(line, TOOL) or line == THOUGHT or vim.startswith(line, STOPPED) then
     return '>1'
   end
   return '0'
 end
 
 --- Icons of the fold text by a tool line's status.
-local ICONS = { done = '✓', failed = '✗', cancelled = '✗', running = '…' }
+local ICONS = {
+  done = '✓',
+  failed = '✗',
+  cancelled = '✗',
+  denied = '✗',
+  running = '…',
+  [WAITING] = '⏸',
+}
 
 --- `foldtext` of run buffers: the fold's first line (a tool's with ✓/✗ for its status) and how
 --- many lines it hides.
 --- @return string
 function M.foldtext()
   local line = vim.fn.getline(vim.v.foldstart)
-  local status = vim.startswith(line, TOOL) and line:match('%[(%a+)%]$')
+  local status = vim.startswith(line, TOOL) and line:match('%[([%a ]+)%]$')
   if status and ICONS[status] then
     line = ICONS[status] .. line:sub(#TOOL)
   end
@@ -382,6 +393,7 @@ function M.message(run, msg)
       if tool then
         local status = t == T.TOOL_UPDATE and 'running'
           or c.cancelled and 'cancelled'
+          or (tool.denied or c.reason == 'denied') and 'denied'
           or t == T.TOOL_COMPLETED and 'done'
           or 'failed'
         if t == T.TOOL_COMPLETED and type(c.diff) == 'table' then
@@ -392,6 +404,16 @@ function M.message(run, msg)
           end
         end
         update_tool(buf, tool, status, t == T.TOOL_FAILED and c.error or c.output)
+      end
+    elseif t == T.PERMISSION_REQUESTED or t == T.PERMISSION_RESOLVED then
+      local tool = view.tools[c.toolCallId]
+      if tool then
+        local status = WAITING
+        if t == T.PERMISSION_RESOLVED then
+          tool.denied = c.decision ~= 'allow'
+          status = tool.denied and 'denied' or 'running'
+        end
+        update_tool(buf, tool, status, nil)
       end
     elseif t == T.RUN_QUEUED then
       append(
@@ -418,7 +440,10 @@ function M.message(run, msg)
     elseif protocol.terminal_status[t] then
       view.text_open, view.thought_open = false, false
       if t == T.TERMINAL_FAILED and c.error then
-        append(buf, { '', ('✗ %s: %s'):format(c.error.kind, c.error.message) })
+        append(buf, vim.list_extend({ '' }, split_lines(('✗ %s: %s'):format(c.error.kind, c.error.message or ''))))
+        if c.error.kind == 'auth' then
+          append(buf, M.first_run_lines())
+        end
       end
     end
     if view.header ~= false then
@@ -440,6 +465,86 @@ function M.error(run, text)
   end)
 end
 
+--- What a run refused for want of a key tells the user: what to set and where, and the
+--- scripted model to try, in the words of :checkhealth pi_bridge (health.lua).
+--- @return string[]
+function M.first_run_lines()
+  local lines = { 'pi has no model it can use: set a provider key, or try the scripted model.' }
+  for _, advice in ipairs(require('pi_bridge.health').first_run_advice()) do
+    lines[#lines + 1] = '  • ' .. advice
+  end
+  lines[#lines + 1] = '  • :checkhealth pi_bridge lists what is missing'
+  return lines
+end
+
+--- "1.2 s", "850 ms", "2 min 5 s".
+--- @param ns integer?
+--- @return string?
+function M.duration(ns)
+  if not ns then
+    return nil
+  end
+  local ms = ns / 1e6
+  if ms < 1000 then
+    return ('%d ms'):format(math.floor(ms + 0.5))
+  elseif ms < 60000 then
+    return ('%.1f s'):format(ms / 1000)
+  end
+  local secs = math.floor(ms / 1000 + 0.5)
+  return ('%d min %d s'):format(math.floor(secs / 60), secs % 60)
+end
+
+--- The closing line of a run, in the user's terms: how it ended, how long it took, the tokens
+--- and the cost; a stopped run's shutdown receipt is folded under it (`zo`).
+--- @param run pi_bridge.Run
+--- @return string[]
+function M.footer(run)
+  local took = M.duration(run.started_ns and run.ended_ns and (run.ended_ns - run.started_ns))
+  local ended = ({
+    completed = 'done',
+    failed = 'failed',
+    cancelled = 'stopped',
+    error = 'failed',
+  })[run.status] or run.status
+  local parts = { '── ' .. ended .. (took and (' in ' .. took) or '') }
+  local usage = run.usage
+  if usage and (usage.input or usage.output) then
+    parts[#parts + 1] = ('%s in / %s out tokens'):format(
+      M.tokens(usage.input or 0) or '0',
+      M.tokens(usage.output or 0) or '0'
+    )
+  end
+  if usage and type(usage.cost) == 'number' then
+    parts[#parts + 1] = ('$%.4f'):format(usage.cost)
+  end
+  local shutdown = run.shutdown
+  if not shutdown then
+    return { table.concat(parts, ' · ') }
+  end
+  parts[#parts + 1] = 'zo: receipt'
+  local pids, survivors = #(shutdown.pids or {}), #(shutdown.survivors or {})
+  local receipt = {
+    ('stopped at the %s stage in %s'):format(
+      shutdown.stage or '?',
+      M.duration((shutdown.elapsedMs or 0) * 1e6)
+    ),
+    survivors == 0
+        and (pids == 0 and 'no process of the run was left to stop' or ('%d process%s stopped, none left running'):format(
+          pids,
+          pids == 1 and '' or 'es'
+        ))
+      or ('%d of %d processes still running: %s'):format(
+        survivors,
+        pids,
+        table.concat(vim.tbl_map(tostring, shutdown.survivors), ' ')
+      ),
+  }
+  if shutdown.agentKept then
+    receipt[#receipt + 1] = 'pi itself kept running for the next prompt of this conversation'
+  end
+  return vim.list_extend({ table.concat(parts, ' · ') }, body(receipt))
+end
+
 --- The run ended: final header and a closing line.
 --- @param run pi_bridge.Run
 function M.finish(run)
@@ -448,24 +553,11 @@ function M.finish(run)
   end
   local buf = run.buf
   local follow_wins = followers(buf)
-  local parts = { '── ' .. run.status }
-  local usage = run.usage
-  if usage and (usage.input or usage.output) then
-    parts[#parts + 1] = ('%d in / %d out tokens'):format(usage.input or 0, usage.output or 0)
-  end
-  local shutdown = run.shutdown
-  if shutdown then
-    parts[#parts + 1] = ('stopped: %s in %d ms, %d survivors'):format(
-      shutdown.stage,
-      shutdown.elapsedMs or 0,
-      #(shutdown.survivors or {})
-    )
-  end
   with_modifiable(buf, function()
     if views[buf].header ~= false then
       api.nvim_buf_set_lines(buf, 0, 1, true, { header(run) })
     end
-    append(buf, { '', table.concat(parts, ' · ') })
+    append(buf, vim.list_extend({ '' }, M.footer(run)))
   end)
   views[buf].text_open = false
   follow(buf, follow_wins)
