@@ -61,6 +61,8 @@ export interface ApprovalView {
   state: 'pending' | 'answered' | 'cancelled';
   /** How it was settled ("Allowed", "Denied: reason", "cancelled: the run ended"). */
   outcome: string | null;
+  /** What the user's answer did: the tool ran (`allow`) or not (`deny`); null until answered. */
+  decision: 'allow' | 'deny' | null;
 }
 
 /** Line counts of one edit, computed by the host so file texts never reach the webview. */
@@ -90,9 +92,11 @@ export interface HostToView {
   entry: { turnId: string; entry: ContractEntry; attempt: number; stat: EditStat | null };
   /**
    * A turn ended (or never started). `summary` says how: status, stop reason or error, the
-   * shutdown receipt of a cancel, usage, time (null for a turn from history).
+   * shutdown receipt of a cancel, usage, time (null for a turn from history). `summary` is in a
+   * user's words (how it ended, how long, tokens, cost); `receipt` is the bridge's full account
+   * (stop reason, the shutdown's stage and processes), one click away under the footer.
    */
-  turnEnded: { turnId: string; status: TurnStatus; summary: string | null };
+  turnEnded: { turnId: string; status: TurnStatus; summary: string | null; receipt?: string | null };
   input: InputState;
   /** The conversation got its pi session id (the webview keeps it in its state for a reload). */
   session: { sessionId: string };

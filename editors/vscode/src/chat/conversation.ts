@@ -6,7 +6,7 @@
  * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
  */
 import type { CancellationToken } from 'vscode-jsonrpc';
-import { answerFor, approvalKey, approvalView, commonEnds, outcomeText } from './approvals';
+import { answerFor, approvalKey, approvalView, commonEnds, decisionOf, outcomeText, splitLines } from './approvals';
 import {
   envelope,
   type ApprovalView,
@@ -38,7 +38,7 @@ import {
   type SessionNotFound,
   type SteerResult,
 } from '../bridge/protocol';
-import { statusLine, type RunRecord } from '../bridge/run';
+import { footerLine, statusLine, type RunRecord } from '../bridge/run';
 import type { Session } from '../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
@@ -90,6 +90,8 @@ interface TurnRecord {
   approvals: ApprovalView[];
   status: TurnStatus;
   summary: string | null;
+  /** The bridge's full account of how the run ended (the footer's details). */
+  receipt?: string | null;
 }
 
 /** A file one run changed: its text before the run's first edit and after its last. */
@@ -101,8 +103,8 @@ export interface RunChange {
 
 /** Added and removed lines between two texts: the lines between their common head and tail. */
 export function editStat(oldText: string | null | undefined, newText: string | null | undefined): EditStat {
-  const before = oldText ? oldText.split('\n') : [];
-  const after = newText ? newText.split('\n') : [];
+  const before = splitLines(oldText);
+  const after = splitLines(newText);
   const { head, tail } = commonEnds(before, after);
   return { added: after.length - head - tail, removed: before.length - head - tail };
 }
@@ -235,7 +237,7 @@ export class Conversation {
         this.post('approval', { ...approval });
       }
       if (turn.status !== 'running') {
-        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary });
+        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary, receipt: turn.receipt ?? null });
       }
     }
     if (this.sessionId) {
@@ -424,10 +426,10 @@ export class Conversation {
       return; // settled already (cancelled, or a second click)
     }
     const answer = answerFor(option, message);
-    this.settleApproval(key, answer, outcomeText(option, answer));
+    this.settleApproval(key, answer, outcomeText(option, answer), decisionOf(option));
   }
 
-  private settleApproval(key: string, answer: RequestPermissionAnswer, outcome: string): void {
+  private settleApproval(key: string, answer: RequestPermissionAnswer, outcome: string, decision: 'allow' | 'deny' | null = null): void {
     const pending = this.pending.get(key);
     if (!pending) {
       return;
@@ -435,6 +437,7 @@ export class Conversation {
     this.pending.delete(key);
     pending.view.state = answer.outcome === 'cancelled' ? 'cancelled' : 'answered';
     pending.view.outcome = outcome;
+    pending.view.decision = decision;
     pending.settle(answer);
     this.post('approval', { ...pending.view });
     this.host.onApprovals?.();
@@ -528,7 +531,8 @@ export class Conversation {
       if (record.sessionId) {
         this.adoptSession(record.sessionId);
       }
-      turn.summary = statusLine(record);
+      turn.summary = footerLine(record);
+      turn.receipt = statusLine(record);
     } catch (err) {
       turn.summary = `error · ${err instanceof Error ? err.message : String(err)}`;
     }
@@ -542,7 +546,7 @@ export class Conversation {
     }
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
-    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
+    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary, receipt: turn.receipt ?? null });
     this.post('announce', { text: status === 'completed' ? 'pi finished' : `pi ${status}` });
     this.postInput();
     return { status, record };
