@@ -21,6 +21,7 @@ import {
   type CompactionItem,
 } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
+import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentionText';
 import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
 import { Conversation } from '../src/chat/conversation';
 import type { HostMessage } from '../src/chat/chatProtocol';
@@ -487,4 +488,15 @@ test('compaction folds into one divider item: compacting, then compacted with it
   assert.deepEqual([950, 1000, 1500, 9_999, 10_000, 48_213].map(formatTokens), ['950', '1k', '1.5k', '10k', '10k', '48k']);
   // A rename is the conversation's title, not an item of the run.
   assert.equal(applyMessage(auto, msg(2, 'session.renamed', { title: 'New title' })), undefined);
+});
+
+test('@-mentions: the words that mention, the one the caret is in, and the paths that complete it', () => {
+  assert.deepEqual(mentionsIn('Explain @src/a.py and @selection, not me@mail.com; @src/a.py again'), ['src/a.py', 'selection']);
+  assert.deepEqual(mentionAtCaret('see @sr', 7), { query: 'sr', at: 4 });
+  assert.deepEqual(mentionAtCaret('@', 1), { query: '', at: 0 });
+  assert.equal(mentionAtCaret('me@mail', 7), null, 'an @ inside a word is no mention');
+  assert.equal(mentionAtCaret('see @src more', 6), null, 'the caret inside a word completes nothing');
+  assert.deepEqual(foldersOf(['src/a/b.py', 'c.txt']).sort(), ['src/', 'src/a/']);
+  assert.deepEqual(rankMentions('ut', ['docs/about.md', 'src/utils/', 'src/util.py', 'utest.py']), ['utest.py', 'src/utils/', 'src/util.py', 'docs/about.md']);
+  assert.deepEqual(rankMentions('zz', ['a', 'b']), []);
 });

@@ -668,3 +668,84 @@ test("a failing command's output shows once; the full-output path opens the file
   assert.equal(turn.receipt, 'cancelled · stopped (interrupted) in 9 ms · nothing was running');
   await view.page.close();
 });
+
+test('@ in the input asks the host for files, folders and the selection; arrows pick, Tab takes `@path `, Enter in the popup never sends', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  const queries = "window.__toHost.filter((m) => m.type === 'mentionQuery').map((m) => m.payload.query)";
+  await view.page.focus('#prompt');
+  await view.page.keyboard.type('Explain @ut');
+  await view.until(`${queries}.includes('ut')`, 'the host asked for @ut');
+  view.post({
+    type: 'mentions',
+    payload: {
+      query: 'ut',
+      items: [
+        { mention: 'src/util.py', kind: 'file', detail: '' },
+        { mention: 'src/utils/', kind: 'folder', detail: 'folder' },
+      ],
+    },
+  });
+  await view.flush();
+  await view.until("!document.querySelector('#mentions').hidden", 'the popup');
+  assert.deepEqual(await view.read<string[]>("[...document.querySelectorAll('#mentions li')].map((li) => li.dataset.mention)"), ['src/util.py', 'src/utils/']);
+  await view.page.keyboard.press('ArrowDown');
+  await view.page.keyboard.press('ArrowUp');
+  await view.page.keyboard.press('Enter');
+  assert.equal(await view.read<string>("document.querySelector('#prompt').value"), 'Explain @src/util.py ');
+  assert.equal(await view.read<number>("window.__toHost.filter((m) => m.type === 'send').length"), 0, 'Enter in the popup took the mention, it did not send');
+  await view.page.keyboard.type('and @sel');
+  await view.until(`${queries}.includes('sel')`, 'the host asked for @sel');
+  view.post({ type: 'mentions', payload: { query: 'sel', items: [{ mention: 'selection', kind: 'selection', detail: 'lines 1-2 of a.py' }] } });
+  await view.flush();
+  await view.until("!document.querySelector('#mentions').hidden", 'the popup for the selection');
+  await view.page.keyboard.press('Tab');
+  assert.equal(await view.read<string>("document.querySelector('#prompt').value"), 'Explain @src/util.py and @selection ');
+  await view.page.keyboard.press('Enter');
+  await view.until("window.__toHost.some((m) => m.type === 'send')", 'the message sent');
+  assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'send').payload"), { text: 'Explain @src/util.py and @selection ', queue: false, images: [] });
+  await view.page.close();
+});
+
+test('a pasted image shows above the input and goes with the message; Shift+Tab cycles the mode; Escape stops a run; the input sits at the bottom of an empty chat', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  const bottom = await view.read<{ composer: number; height: number }>(
+    "({ composer: document.querySelector('#composer').getBoundingClientRect().bottom, height: window.innerHeight })",
+  );
+  assert.ok(Math.abs(bottom.composer - bottom.height) <= 2, `the input at the bottom: ${JSON.stringify(bottom)}`);
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+  await view.page.focus('#prompt');
+  await view.page.evaluate(`(() => {
+    const bytes = Uint8Array.from(atob('${png}'), (c) => c.charCodeAt(0));
+    const data = new DataTransfer();
+    data.items.add(new File([bytes], 'shot.png', { type: 'image/png' }));
+    document.querySelector('#prompt').dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  })()`);
+  await view.until("document.querySelectorAll('#images img').length === 1", 'the pasted image above the input');
+  await view.page.keyboard.type('What is in this picture?');
+  await view.page.keyboard.press('Enter');
+  await view.until("window.__toHost.some((m) => m.type === 'send')", 'the message sent');
+  assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'send').payload"), {
+    text: 'What is in this picture?', queue: false, images: [{ mimeType: 'image/png', data: png }],
+  });
+  assert.equal(await view.read<number>("document.querySelectorAll('#images img').length"), 0, 'the tray empties once sent');
+
+  const modes = "window.__toHost.filter((m) => m.type === 'setMode').map((m) => m.payload.mode)";
+  const start = await view.read<string>("document.querySelector('#mode').value");
+  await view.page.keyboard.down('Shift');
+  await view.page.keyboard.press('Tab');
+  await view.page.keyboard.up('Shift');
+  await view.until(`${modes}.length === 1`, 'Shift+Tab to set the next mode');
+  const [next] = await view.read<string[]>(modes);
+  assert.notEqual(next, start);
+  assert.equal(await view.read<string>('document.activeElement.id'), 'prompt', 'the focus stays in the input');
+
+  view.post({ type: 'input', payload: { running: true, queueMode: false, queued: [], chips: [], mode: 'ask' } });
+  await view.flush();
+  await view.page.keyboard.press('Escape');
+  await view.until("window.__toHost.some((m) => m.type === 'stop')", 'Escape to stop the run');
+  await view.page.close();
+});

@@ -4,7 +4,8 @@
  * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
  * contract's own types generated from docs/protocol.schema.json.
  */
-import type { ContractEntry, Mode, PermissionOption } from '../bridge/protocol';
+import type { ContractEntry, Mode, PermissionOption, PromptImage } from '../bridge/protocol';
+import type { MentionItem } from './mentionText';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {
@@ -110,12 +111,17 @@ export interface HostToView {
   commands: { commands: CommandView[] };
   /** The conversation's title changed (a rename, `/name`). */
   title: { title: string | null };
+  /** The completions of the `@query` the input asked for (mentionQuery). */
+  mentions: { query: string; items: MentionItem[] };
 }
 
 export interface ViewToHost {
   /** The webview is loaded; `sessionId` is what its saved state held (null: none). */
   ready: { sessionId: string | null };
-  send: { text: string; queue: boolean };
+  /** `images`: pasted or dropped into the input; they go with the next prompt (the contract's `images`). */
+  send: { text: string; queue: boolean; images?: PromptImage[] };
+  /** The input's `@word` changed: the host answers with `mentions`. */
+  mentionQuery: { query: string };
   stop: Record<string, never>;
   setQueueMode: { queueMode: boolean };
   removeChip: { id: string };

@@ -28,6 +28,7 @@ import {
   type ContextUsage,
   type FileDiff,
   type Mode,
+  type PromptImage,
   type PiMessage,
   type ProposedDiff,
   type RequestPermissionAnswer,
@@ -147,6 +148,9 @@ function forView(entry: ContractEntry): ContractEntry {
   return entry;
 }
 
+/** Images one prompt takes at most (the contract's bound). */
+const MAX_IMAGES = 8;
+
 /** Chip ids are unique in the window, so chips can move between conversations. */
 let chipCounter = 0;
 
@@ -160,6 +164,8 @@ export class Conversation {
   private current: { runId: string; turn: TurnRecord } | undefined;
   private readonly queue: string[] = [];
   private chips: ContextChip[] = [];
+  /** Images pasted into the input, waiting for the next prompt. */
+  private images: PromptImage[] = [];
   private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
   private readonly pending = new Map<string, PendingApproval>();
   /** Proposed diffs of this conversation's approval cards, by card key (for Open Diff). */
@@ -326,11 +332,13 @@ export class Conversation {
    * Send `text`: a new turn when idle; while a run goes, a steer (pi/steer), or with `queue` (or
    * queue mode on) a message that is sent as the next turn once the run ends.
    */
-  async send(text: string, queue = false): Promise<void> {
+  async send(text: string, queue = false, images: PromptImage[] = []): Promise<void> {
     const message = text.trim();
     if (!message) {
       return;
     }
+    // Images go with the next prompt, as chips do (a steer carries text only).
+    this.images.push(...images);
     if (!this.current) {
       await this.sendQueued(await this.runTurn(message));
       return;
@@ -491,6 +499,8 @@ export class Conversation {
   private async runTurn(question: string, options: TurnOptions = {}): Promise<{ status: TurnStatus; record?: RunRecord }> {
     const chips = this.chips;
     this.chips = [];
+    const images = this.images.slice(0, MAX_IMAGES);
+    this.images = [];
     const runId = newRunId('chat');
     const turn: TurnRecord = {
       turnId: runId,
@@ -520,6 +530,9 @@ export class Conversation {
       }
       if (this.chosenMode) {
         params.mode = this.chosenMode;
+      }
+      if (images.length > 0) {
+        params.images = images as RunParams['images'];
       }
       record = await session.run(params, {
         title: turn.prompt,

@@ -16,6 +16,7 @@ import { relativeTime, type Conversation, type ConversationUsage } from './conve
 import { Checkpoints } from './checkpoints';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
+import { Mentions } from './mentions';
 import {
   Methods,
   MODE_DESCRIPTIONS,
@@ -28,6 +29,7 @@ import {
   type RunParams,
   type SessionSummary,
   type SessionsResult,
+  type PromptImage,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
 
@@ -52,6 +54,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   private readonly disposables: vscode.Disposable[] = [];
   /** Before-texts served for diffs, by URI query (kept for the window's life, like the thread). */
   private readonly before = new Map<string, string>();
+  private readonly mentions = new Mentions();
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -200,7 +203,13 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         void this.restore(msg.payload.sessionId);
         break;
       case 'send':
-        void this.conversation.send(msg.payload.text, msg.payload.queue);
+        void this.sendWithMentions(msg.payload.text, msg.payload.queue, msg.payload.images ?? []);
+        break;
+      case 'mentionQuery':
+        void this.mentions.complete(msg.payload.query).then(
+          (items) => this.post({ type: 'mentions', payload: { query: msg.payload.query, items } }),
+          (err: unknown) => this.deps.log.warn(`@-mention completion: ${String(err)}`),
+        );
         break;
       case 'stop':
         void this.conversation.stop();
@@ -237,6 +246,17 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         void unknown;
       }
     }
+  }
+
+  /** Send a message whose @-mentions (files, folders, the selection) go with it as context chips. */
+  private async sendWithMentions(text: string, queue: boolean, images: PromptImage[]): Promise<void> {
+    const conversation = this.conversation;
+    if (!conversation.running) {
+      for (const context of await this.mentions.resolve(text)) {
+        conversation.addChip(context);
+      }
+    }
+    await conversation.send(text, queue, images);
   }
 
   /** A fresh webview: show this window's conversation, or after a reload the one its state kept. */
@@ -571,6 +591,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   dispose(): void {
+    this.mentions.dispose();
     for (const d of this.disposables) {
       d.dispose();
     }

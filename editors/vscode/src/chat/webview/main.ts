@@ -29,6 +29,8 @@ import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
 import { approvalIcon, footerNode, shownToolTexts, TOOL_STATE_WAITING } from './cards';
+import { imageTray } from './images';
+import { mentionPopup } from './mentions';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -72,6 +74,11 @@ for (const mode of MODES) {
   modeSelect.append(option);
 }
 modeSelect.addEventListener('change', () => send('setMode', { mode: modeSelect.value as Mode }));
+// Made before the input's own keys are bound: the @ popup takes its keys first.
+const mentionsUi = mentionPopup(input, (query) => send('mentionQuery', { query }));
+const tray = imageTray(input, (text) => {
+  live.textContent = text;
+});
 
 // ------------------------------------------------------------------ turns
 
@@ -672,7 +679,7 @@ function submit(queue: boolean): void {
   history.push(text);
   input.value = '';
   closePopup();
-  send('send', { text, queue });
+  send('send', { text, queue, images: tray.take() });
 }
 
 input.addEventListener('keydown', (event) => {
@@ -684,7 +691,17 @@ input.addEventListener('keydown', (event) => {
     event.preventDefault();
     return;
   }
-  if (event.key === 'Enter' && !event.shiftKey && !event.ctrlKey && !event.metaKey) {
+  if (event.key === 'Tab' && event.shiftKey && !event.ctrlKey && !event.altKey && !event.metaKey) {
+    // Shift+Tab cycles the permission mode, as in Claude Code.
+    event.preventDefault();
+    const next = MODES[(MODES.indexOf(modeSelect.value as Mode) + 1) % MODES.length]!;
+    modeSelect.value = next;
+    live.textContent = `mode: ${next}`;
+    send('setMode', { mode: next });
+  } else if (event.key === 'Escape' && state.running) {
+    event.preventDefault();
+    send('stop', {});
+  } else if (event.key === 'Enter' && !event.shiftKey && !event.ctrlKey && !event.metaKey) {
     event.preventDefault();
     submit(event.altKey);
   } else if (event.key === 'ArrowUp' && input.value === '' && history.length > 0) {
@@ -756,6 +773,9 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'title':
       showTitle(msg.payload.title);
+      break;
+    case 'mentions':
+      mentionsUi.show(msg.payload.query, msg.payload.items);
       break;
     default: {
       const unknown: never = msg;
