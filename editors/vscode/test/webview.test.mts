@@ -749,3 +749,23 @@ test('a pasted image shows above the input and goes with the message; Shift+Tab 
   await view.until("window.__toHost.some((m) => m.type === 'stop')", 'Escape to stop the run');
   await view.page.close();
 });
+
+test('Restore checkpoint shows only on a turn that changed files (an edit, a command), not on `/name`', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  const entry = (turnId: string, e: unknown): HostMessage => ({ type: 'entry', payload: { turnId, attempt: 1, stat: { added: 1, removed: 1 }, entry: e as never } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: '/name tidy', chips: [], live: false } });
+  view.post(entry('t1', { type: 'assistant', content: { text: 'Renamed.' } }));
+  view.post({ type: 'turn', payload: { turnId: 't2', prompt: 'edit it', chips: [], live: false } });
+  view.post(entry('t2', { type: 'tool.call', content: { toolCallId: 'c1', name: 'edit', arguments: { path: '/w/a.txt' } } }));
+  view.post(entry('t2', { type: 'tool.completed', content: { toolCallId: 'c1', name: 'edit', output: 'ok', diff: { path: '/w/a.txt', line: 2 } } }));
+  view.post({ type: 'turn', payload: { turnId: 't3', prompt: 'build', chips: [], live: false } });
+  view.post(entry('t3', { type: 'tool.call', content: { toolCallId: 'c2', name: 'bash', arguments: { command: 'make' } } }));
+  await view.flush();
+  await view.until("document.querySelectorAll('section.turn .tool').length === 2", 'the three turns');
+  const shown = await view.read<Record<string, boolean>>(
+    "Object.fromEntries([...document.querySelectorAll('section.turn')].map((s) => [s.dataset.turnId, getComputedStyle(s.querySelector('.restore-checkpoint')).display !== 'none']))",
+  );
+  assert.deepEqual(shown, { t1: false, t2: true, t3: true });
+  await view.page.close();
+});

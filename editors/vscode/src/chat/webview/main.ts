@@ -235,6 +235,7 @@ function itemNode(item: RunItem): HTMLElement {
     case 'tool': {
       const card = el('div', 'tool');
       card.dataset.toolCallId = item.toolCallId;
+      card.dataset.toolName = item.name;
       const head = el('div', 'tool-head');
       head.append(
         el('span', 'tool-icon'),
