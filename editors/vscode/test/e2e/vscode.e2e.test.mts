@@ -361,8 +361,9 @@ test('pi: Ask… streams the answer into the chat, as the first turn of a conver
   const turn = await waitForTurn(frame, 'Say hello to VS Code', "status === 'completed'", 'a completed run');
   assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
   assert.match(turn.text, /Say hello to VS Code/);
-  assert.match(turn.text, /completed · stop: \w+/);
-  assert.match(turn.text, /\d+ tokens/);
+  assert.match(turn.text, /Done · \d+(\.\d)? s · [\d,]+ tokens/);
+  assert.match(turn.receipt, /completed · stop: \w+/);
+  assert.match(turn.receipt, /\d+ tokens/);
   await screenshot('ask-1-completed.png');
   // The doctor runs beside the bridge's start: its report may land after the first run.
   const doctorLine = new RegExp(`doctor: ok pi: [\\d.]+ \\(${join(tmp, 'bin/pi')}, from PATH\\)`);
@@ -443,16 +444,17 @@ test('Cancel in the progress notification stops a slow run and keeps its partial
     `partial text kept: ${JSON.stringify(cancelled.assistant)}`,
   );
   assert.ok(cancelled.assistant.length >= streaming.assistant.trim().length);
-  assert.match(cancelled.text, /cancelled · stopped \((exited|interrupted|killed)\)/);
+  assert.match(cancelled.text, /Stopped · /);
+  assert.match(cancelled.receipt, /cancelled · stopped \((exited|interrupted|killed)\)/);
   await screenshot('ask-3-cancelled.png');
   // The bridge answers a cancelled run only once its process tree is gone: every pid of the
   // receipt (shown in the turn's footer) is dead. Other pi processes may be alive on purpose: the
   // warm pool pre-spawns the next run's pi when a run ends.
   // Under the rpc engine the turn is aborted and the conversation's pi is kept (the receipt says
   // so); otherwise every pid of the receipt is gone.
-  const kept = /stopped \(\w+\) in \d+ ms · nothing was running · pi kept for the conversation/.test(cancelled.text);
-  const receipt = /stopped \(\w+\) in \d+ ms · \d+ process(?:es)? ended \(([\d, ]+)\)/.exec(cancelled.text);
-  assert.ok(kept || receipt, `the turn shows the shutdown receipt: ${JSON.stringify(cancelled.text)}`);
+  const kept = /stopped \(\w+\) in \d+ ms · nothing was running · pi kept for the conversation/.test(cancelled.receipt);
+  const receipt = /stopped \(\w+\) in \d+ ms · \d+ process(?:es)? ended \(([\d, ]+)\)/.exec(cancelled.receipt);
+  assert.ok(kept || receipt, `the turn shows the shutdown receipt: ${JSON.stringify(cancelled.receipt)}`);
   if (receipt) {
     const receiptPids = (receipt[1] ?? '').split(', ').map(Number);
     assert.ok(runProcesses.some((pid) => receiptPids.includes(pid)), 'the receipt names the run\'s pi');
@@ -544,6 +546,8 @@ interface Turn {
   status: string;
   prompt: string;
   text: string;
+  /** The bridge's account of how the run ended (the footer's receipt, one click away). */
+  receipt: string;
   assistant: string;
   steered: string[];
   thoughts: { open: boolean; summary: string }[];
@@ -559,6 +563,7 @@ async function waitForTurn(frame: Frame, prompt: string, predicate: string, what
        if (!s) return false;
        const status = s.dataset.status;
        const text = s.innerText;
+       const receipt = s.querySelector('.turn-receipt code')?.textContent ?? '';
        const assistant = [...s.querySelectorAll('.assistant')].map((a) => a.innerText).join(' ');
        const steered = [...s.querySelectorAll('.steered .prompt-text')].map((a) => a.textContent);
        const thoughts = [...s.querySelectorAll('details.thought')].map((d) => ({
@@ -568,7 +573,7 @@ async function waitForTurn(frame: Frame, prompt: string, predicate: string, what
          command: d.querySelector('.tool-command').textContent,
          output: d.querySelector('pre.tool-output')?.textContent ?? '',
          edit: d.querySelector('.edit')?.innerText ?? '' }));
-       return (${predicate}) ? { status, prompt: ${JSON.stringify(prompt)}, text, assistant, steered, thoughts, tools } : false;
+       return (${predicate}) ? { status, prompt: ${JSON.stringify(prompt)}, text, receipt, assistant, steered, thoughts, tools } : false;
      })()`,
     { timeout: UI_TIMEOUT, polling: 'mutation' },
   );
@@ -703,7 +708,7 @@ test('Stop ends a streaming run and its partial text stays', { timeout: 3 * UI_T
   await chatClick(frame, '#send[data-action="stop"]');
   const stopped = await waitForTurn(frame, prompt, "status === 'cancelled'", 'the stopped turn');
   assert.ok(stopped.assistant.startsWith(streaming.assistant.trim().slice(0, 30)), `partial text kept: ${stopped.assistant}`);
-  assert.match(stopped.text, /stopped/);
+  assert.match(stopped.text, /Stopped/);
   await chatWait(frame, `!!document.querySelector('#send[data-action="send"]')`);
   await chatWait(frame, "document.getElementById('live').textContent === 'pi cancelled'");
 
@@ -782,8 +787,8 @@ test('Open Diff on an edit shows the file before and after the edit', { timeout:
 const PNG_1PX = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
 test('issue 35: an @-mention completes and carries the file, a pasted image reaches the model, a tool waits "for you" and its card is answered in place (✗), the footer speaks plainly', { timeout: 5 * UI_TIMEOUT }, () => step('issue35', async () => {
-  await runCommand('pi: New Conversation');
   await setModel('echo');
+  await runCommand('pi: New Conversation');
   const frame = await chatFrame();
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0");
   const notes = join(tmp, 'workspace/notes.txt');
