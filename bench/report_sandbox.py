@@ -36,8 +36,9 @@ def sandbox_section(s: R, command: str) -> list[str]:
         "of alternating trials after one unmeasured call each. **pi's bash call**: two live pis "
         "with the bridge's argv and extension, one conversation with a sandbox file written by the "
         "bridge's own board, the other none; `tool_execution_start` → `tool_execution_end` of "
-        "bash `echo hi`. **The spawn alone**: `bash -c 'echo hi'` with and without the bwrap "
-        "prefix, no pi: the floor of what bubblewrap's namespaces and mounts add.",
+        "bash `echo hi`. **The spawn alone**: a shell that execs `bash -c 'echo hi'`, with and "
+        "without the bwrap prefix and its seccomp filter on fd 3 (as the extension runs it), no "
+        "pi: the floor of what bubblewrap's namespaces, mounts and filter add.",
         "",
         "| Figure | With the sandbox | Without | Added |",
         "|---|---|---|---|",
@@ -47,4 +48,7 @@ def sandbox_section(s: R, command: str) -> list[str]:
         lines.append(
             f"| {label} | {f['with_ms']:.2f} ms | {f['without_ms']:.2f} ms | {f['added_ms']:+.2f} ms |"
         )
+    loads = [f"{s[key]['load']:.2f}" for key in ("pi", "spawn") if "load" in s[key]]
+    if loads:
+        lines += ["", f"1-minute load average as each figure ended: {', '.join(loads)}."]
     return [*lines, ""]

@@ -798,6 +798,10 @@ class CancelledRunData(WireModel):
     shutdown: ShutdownReceipt | None
     session_id: str | None = None
     attempts: int = 1
+    # What the user sent into the run that never reached the agent's model (its steers and
+    # queued messages, then the prompts of runs queued behind it), for the editor's input;
+    # absent when there were none.
+    unsent: list[str] | None = None
 
 
 class CancelResult(WireModel):
@@ -806,6 +810,8 @@ class CancelResult(WireModel):
     run_id: str
     found: bool
     shutdown: ShutdownReceipt | None = None
+    # As the cancelled run's data: the texts that never reached the model (absent: none).
+    unsent: list[str] | None = None
 
 
 class RunInfo(WireModel):
@@ -1021,16 +1027,24 @@ def _no_nul(value: str) -> str:
 
 
 class RuleMatch(WireModel):
-    """What a rule matches: exactly one of a shell command's leading words or a path glob."""
+    """What a rule matches: exactly one of a shell command's words (`command`: that command and no
+    other), its leading words (`commandPrefix`: shown `X *`) or a path glob.
+
+    A rule is as wide as its label: an "Always allow `X`" option's rule is `command`; a prefix
+    rule comes only from an option whose label ends ` *`.
+    """
 
     model_config = ConfigDict(strict=True)
 
     command_prefix: list[Annotated[str, Field(min_length=1, max_length=MAX_RULE_TEXT)]] | None = Field(
         None, min_length=1, max_length=MAX_PREFIX_WORDS
     )
+    command: list[Annotated[str, Field(min_length=1, max_length=MAX_RULE_TEXT)]] | None = Field(
+        None, min_length=1, max_length=MAX_PREFIX_WORDS
+    )
     path: str | None = Field(None, min_length=1, max_length=MAX_RULE_TEXT)
 
-    @field_validator("command_prefix")
+    @field_validator("command_prefix", "command")
     @classmethod
     def _words_have_no_nul(cls, value: list[str] | None) -> list[str] | None:
         for word in value or ():
@@ -1044,8 +1058,9 @@ class RuleMatch(WireModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RuleMatch:
-        if (self.command_prefix is None) == (self.path is None):
-            raise ValueError("give exactly one of commandPrefix or path")
+        given = [value for value in (self.command_prefix, self.command, self.path) if value is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of command, commandPrefix or path")
         return self
 
 
@@ -1158,6 +1173,10 @@ class RequestPermissionParams(WireModel):
     input: dict[str, Any]
     diff: ProposedDiff | None = None
     options: list[PermissionOption]
+    #: The whole command, as it would run (the title may be cut; this never is).
+    command: str | None = None
+    #: The whole path the call names, as the agent gave it.
+    path: str | None = None
 
 
 class RequestPermissionAnswer(WireModel):

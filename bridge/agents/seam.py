@@ -364,6 +364,40 @@ class ToolVerdict:
     reason: str | None = None
 
 
+FileOpName = Literal["read", "access", "write", "mkdir", "kind", "listdir", "search"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileOp:
+    """One file operation an agent's own tool hands to the bridge, in agent-neutral terms.
+
+    `path` is absolute, as the agent resolved it. `read` answers the bytes, `access` nothing (or
+    refused; `write` True: to write too), `write` puts `data`, `mkdir` makes a dir and its
+    parents, `kind` says what the path is, `listdir` its names, `search` judges a tree's root.
+    """
+
+    tool_call_id: str
+    tool: str
+    op: FileOpName
+    path: str
+    data: bytes | None = None
+    write: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileOpResult:
+    """The answer to a `FileOp`: `error` (the message the tool throws), or what it asked for."""
+
+    error: str | None = None
+    data: bytes | None = None
+    kind: Literal["file", "dir", "other", "missing"] | None = None
+    names: tuple[str, ...] | None = None
+
+
+#: Does one file operation (the run's file access policy); the live client awaits it.
+DoFileOp = Callable[[FileOp], Awaitable[FileOpResult]]
+
+
 DialogKind = Literal["select", "confirm", "input", "editor", "notify"]
 
 
@@ -447,6 +481,8 @@ class LiveClient(Protocol):
     asks: AskTool | None
     #: Answers the agent's own dialogs (set per attempt); None: each is answered cancelled.
     dialogs: AskDialog | None
+    #: Does the file operations the agent's tools hand over (set per attempt); None: refused.
+    file_ops: DoFileOp | None
 
     @property
     def asks_before_changes(self) -> bool:
@@ -514,6 +550,16 @@ class LiveClient(Protocol):
 
     def send_abort_now(self) -> LiveCommand:
         """Write an abort now (from a synchronous callback too); its answer is awaited with `answer`."""
+        ...
+
+    def send_clear_queue_now(self) -> LiveCommand | None:
+        """Take the run's queued messages (steers, follow-ups) out of the agent now, written just
+        before its abort so that the abort goes on with none of them; None when the agent holds
+        no queue of a run's messages. Its answer is read with `unsent`."""
+        ...
+
+    async def unsent(self, command: LiveCommand, timeout: float = ...) -> list[str]:
+        """The texts `send_clear_queue_now` took out of the agent, in the order they were queued."""
         ...
 
     async def stats(self, timeout: float = ...) -> SessionStats:

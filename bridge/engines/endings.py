@@ -41,6 +41,8 @@ class AttemptOutcome:
     pid: int | None = None
     # The attempt's agent lives on for the conversation (a live agent): it is no process of the run.
     agent_kept: bool = False
+    # A cancelled run's messages the agent had queued and not taken in (the cancel's `unsent`).
+    unsent: tuple[str, ...] = ()
 
 
 def deadline_error(limits: AttemptLimits) -> ErrorInfo:

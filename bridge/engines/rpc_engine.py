@@ -36,6 +36,7 @@ from bridge.agents.seam import (
     AskDialog,
     AskTool,
     CommandDone,
+    DoFileOp,
     LiveCommand,
     LiveError,
     Out,
@@ -102,6 +103,7 @@ class RpcAttempt:
         on_session: Callable[[str], None] | None = None,
         asks: AskTool | None = None,
         dialogs: AskDialog | None = None,
+        file_ops: DoFileOp | None = None,
         before_tools: anyio.Event | None = None,
         take_checkpoint: Callable[[], None] | None = None,
     ) -> None:
@@ -128,6 +130,8 @@ class RpcAttempt:
         self._asks = asks
         # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
         self._dialogs = dialogs
+        # Does the file operations the agent's own tools hand over (the run's file access policy).
+        self._file_ops = file_ops
         # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
         # in the permission check; one that does not gets its prompt after it.
         self._before_tools = before_tools
@@ -142,6 +146,14 @@ class RpcAttempt:
         self.shutdown: ShutdownReceipt | None = None
         # Set when the cancel came: pi's abort on its way, and the run's processes then.
         self._abort: LiveCommand | None = None
+        # The run's queue taken out of pi just before its abort; its texts are the cancel's `unsent`.
+        self._clear: LiveCommand | None = None
+        self.unsent: list[str] = []
+        # Steers written to pi and not yet answered: one the cancel overtakes may land in pi's
+        # queue after the clear (pi reads it first, but queues it a step later).
+        self._steers_out = 0
+        self._steers_answered = anyio.Event()
+        self._steers_at_cancel = 0
         self._before_abort: asyncio.Future[list[int]] | None = None
         self._listed_at_cancel: list[int] = []
         self._helpers: dict[int, int] = {}
@@ -245,6 +257,7 @@ class RpcAttempt:
         agent.rpc.backlog = None
         agent.rpc.asks = None
         agent.rpc.dialogs = None
+        agent.rpc.file_ops = None
         if self._on_steerable is not None:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
@@ -283,6 +296,7 @@ class RpcAttempt:
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
         agent.rpc.dialogs = self._dialogs
+        agent.rpc.file_ops = self._file_ops
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt
@@ -408,10 +422,16 @@ class RpcAttempt:
         agent = self.agent
         if agent is None or self._reason is not None:
             return "the run is not streaming"
+        self._steers_out += 1
         try:
             await agent.rpc.steer(text)
         except LiveError as exc:
             return str(exc)
+        finally:
+            self._steers_out -= 1
+            if self._steers_out == 0:
+                self._steers_answered.set()
+                self._steers_answered = anyio.Event()
         return None
 
     # ------------------------------------------------------------------ the stream
@@ -493,6 +513,9 @@ class RpcAttempt:
         early = members_now(agent.child)
         if self._abort is None and agent.alive:
             try:
+                # The queue first: an abort would leave it for the next prompt to take in.
+                self._clear = agent.rpc.send_clear_queue_now()
+                self._steers_at_cancel = self._steers_out
                 self._abort = agent.rpc.send_abort_now()
             except LiveError as exc:
                 log.info("%s's abort could not be sent: %s", self.name, exc)
@@ -632,10 +655,12 @@ class RpcAttempt:
                 if self._abort is not None:
                     await agent.rpc.answer(self._abort, ABORT_GRACE_SECONDS)
                 else:
+                    self._clear = agent.rpc.send_clear_queue_now()
                     await agent.rpc.abort(ABORT_GRACE_SECONDS)
                 kept = agent.alive
             except LiveError as exc:
                 log.info("%s did not settle after abort: %s", self.name, exc)
+            await self._take_back_queue(agent, kept)
         if kept:
             receipt = await stop_descendants(agent.child, keep=self._helpers)
             if receipt.survivors:
@@ -659,6 +684,28 @@ class RpcAttempt:
                 }
             )
         return receipt
+
+    async def _take_back_queue(self, agent: LiveAgent, settled: bool) -> None:
+        """The steers and follow-ups the clear took out of pi, for the cancel's `unsent`; a steer
+        that was on its way as the cancel came is waited for and cleared too, so that nothing of
+        the run waits in pi's queue for the next prompt. A pi that did not settle is killed next
+        (its queue goes with it): it is not waited for, only what it answered already counts."""
+        clears: list[LiveCommand | None] = [self._clear]
+        if settled and self._steers_at_cancel:
+            if self._steers_out:
+                with anyio.move_on_after(ABORT_GRACE_SECONDS):
+                    await self._steers_answered.wait()
+            try:
+                clears.append(agent.rpc.send_clear_queue_now())
+            except LiveError:
+                pass
+        for clear in clears:
+            if clear is None:
+                continue
+            try:
+                self.unsent.extend(await agent.rpc.unsent(clear, ABORT_GRACE_SECONDS if settled else 0.05))
+            except LiveError as exc:
+                log.info("%s's queue could not be read back: %s", self.name, exc)
 
     async def _kill(self, agent: LiveAgent) -> ShutdownReceipt:
         """Stage 3: the whole tree, agent included; the conversation resumes from its file."""
@@ -735,6 +782,8 @@ class RpcAttempt:
         outcome = endings.outcome_of(
             self.mapper, self.shutdown, agent.pid if agent else None, agent_kept=kept
         )
+        if self.unsent and outcome.status == "cancelled":
+            outcome = dataclasses.replace(outcome, unsent=tuple(self.unsent))
         if self._new_session is not None:
             outcome = dataclasses.replace(outcome, session_id=self._new_session)
         return outcome

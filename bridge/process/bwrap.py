@@ -2,7 +2,14 @@
 
 The argv is a prefix: the command to confine goes after it. Its order matters: bwrap applies
 mounts in order, so the private /tmp comes before the workspace bind (a workspace under /tmp would
-be hidden by a later tmpfs), and the masks come last.
+be hidden by a later tmpfs), then the read-only paths inside the workspace, and the masks come
+last, so they hold wherever the workspace is ($HOME or above it included). A mask that holds the
+workspace goes before the workspace bind instead, which shows the workspace again inside it.
+
+The command gets no capability even when the bridge runs as root (containers, CI): a user
+namespace of its own, `--cap-drop ALL` and no nested user namespace, so it cannot unmount a mask
+nor remount `/` writable. The seccomp filter (seccomp.py) is passed by fd: the caller's shell
+opens the file on that fd (`… 3<file`), which bwrap reads and closes before the command runs.
 
 Nothing here knows an agent: the caller says what to mask and which variables to drop.
 """
@@ -57,7 +64,7 @@ def _probe(search_path: str) -> Availability:
     found = shutil.which("bwrap", path=search_path)
     if found is None:
         return Availability(None, "bubblewrap (bwrap) is not on PATH", INSTALL_FIX)
-    argv = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+    argv = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *_isolation(found)]
     argv += ["--unshare-net", "--die-with-parent", "--", "/bin/sh", "-c", ":"]  # /bin/sh: POSIX's
     try:
         done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False)
@@ -81,35 +88,75 @@ class Confinement:
     hidden: Sequence[str] = ()
     #: Environment variables the confined command does not get.
     unset_env: Sequence[str] = ()
+    #: Paths inside the workspace bound read-only over its writable bind (those that exist).
+    read_only: Sequence[str] = ()
+    #: The fd the caller opens the seccomp filter on (seccomp.py), None: no filter.
+    seccomp_fd: int | None = None
 
 
 def argv_prefix(bwrap: str, confinement: Confinement) -> list[str]:
     """bwrap's argv up to the command: the whole filesystem read-only, /dev and /proc of its own,
-    a private /tmp, the workspace bound (read-write when `writable`), the secrets hidden."""
+    a private /tmp, the workspace bound (read-write when `writable`) with its agent config and
+    hooks read-only, the secrets hidden, no capability, the seccomp filter when given."""
     workspace = confinement.workspace
+    above = [path for path in confinement.hidden if _under(workspace, path)]
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += _masks(above, workspace)
     argv += ["--bind" if confinement.writable else "--ro-bind", workspace, workspace]
-    argv += _masks(confinement.hidden, workspace)
-    argv += ["--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+    if confinement.writable:
+        argv += _read_only(confinement.read_only, workspace)
+    argv += _masks((path for path in confinement.hidden if path not in above), workspace)
+    argv += [*_isolation(bwrap), "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if not confinement.network:
         argv.append("--unshare-net")
+    if confinement.seccomp_fd is not None:
+        argv += ["--seccomp", str(confinement.seccomp_fd)]
     for name in sorted(set(confinement.unset_env)):
         argv += ["--unsetenv", name]
     argv += ["--chdir", workspace, "--"]
     return argv
 
 
+def _isolation(bwrap: str) -> list[str]:
+    """No capability and no nested user namespace, as root or not."""
+    argv = ["--unshare-user", "--cap-drop", "ALL"]
+    return [*argv, "--disable-userns"] if _has_disable_userns(bwrap) else argv
+
+
+@functools.lru_cache(maxsize=8)
+def _has_disable_userns(bwrap: str) -> bool:
+    """Whether this bwrap knows `--disable-userns` (0.8.0 on); the seccomp filter covers older ones."""
+    try:
+        argv = [bwrap, "--help"]
+        done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--disable-userns" in done.stdout + done.stderr
+
+
 def _masks(paths: Iterable[str], workspace: str) -> list[str]:
-    """A mount over each path that exists, outside /tmp (private already) and the workspace."""
+    """A mount over each path that exists, except in /tmp outside the workspace (private already)."""
     argv: list[str] = []
     for path in paths:
-        if _under(path, "/tmp") or _under(path, workspace) or _under(workspace, path):
+        if _under(path, "/tmp") and not _under(path, workspace):
             continue
         target = Path(path)
         if target.is_dir() and not target.is_symlink():
             argv += ["--tmpfs", path]
         elif target.exists():
             argv += ["--ro-bind", os.devnull, path]
+    return argv
+
+
+def _read_only(paths: Iterable[str], workspace: str) -> list[str]:
+    """A read-only bind of each path under the workspace that exists (resolved: a mount lands on
+    a symlink's target, and one outside the workspace is read-only already). A path that does not
+    exist gets nothing: a mount point would leave a file in the user's workspace."""
+    argv: list[str] = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if _under(real, workspace) and real != workspace and os.path.lexists(real):
+            argv += ["--ro-bind", real, real]
     return argv
 
 

@@ -7,8 +7,15 @@ while it waits, the waiting coroutine is cancelled, and the approver withdraws i
 (`$/cancelRequest`) as it unwinds. A late answer then finds nothing to settle.
 
 The rule an "always" option would add is made here, from the call's parsed words or its resolved
-path, never from text the model wrote as a pattern: a compound command or a path holding glob
-characters gets no "always" option at all, so no rule can be wider than the call the user saw.
+path, never from text the model wrote as a pattern: a compound command, a quoted or expanded word
+or a path holding glob characters gets no "always" option at all. A rule is exactly as wide as its
+label: "Always allow `X`" allows the command X and no other; a prefix rule is a separate option
+whose label ends ` *` ("Always allow `find . *`"), offered only for a command that does not run
+another command given as its argument.
+
+The request carries the whole call (`command`, `path`, the diff): a title is one line, cut in
+the middle with the cut marked and the command's tail kept, because the tail (`…; curl … | sh`)
+is where a hostile command hides.
 """
 
 from __future__ import annotations
@@ -35,17 +42,33 @@ from bridge.contract import (
     ToolKind,
 )
 from bridge.engines.cancel import CancelToken
-from bridge.runs.shell_words import simple_command_words
+from bridge.runs.shell_words import plain_command_words
 
 log = logging.getLogger(__name__)
 
 ALLOW_ONCE: Final = "allow-once"
 ALLOW_ALWAYS: Final = "allow-always"
+#: The option whose rule allows the command's leading words with any words after (`X *`).
+ALLOW_ALWAYS_PREFIX: Final = "allow-always-prefix"
 REJECT_ONCE: Final = "reject-once"
 REJECT_ALWAYS: Final = "reject-always"
 #: Files larger than this are shown by path only: the diff would not help, reading it would cost.
 MAX_DIFF_BYTES: Final = 1024 * 1024
 MAX_TITLE: Final = 200
+#: How much of a cut title's end is kept: a command's tail says what it finally does.
+TITLE_TAIL: Final = 120
+#: Leading words a prefix rule keeps at most (`git status *`, `npm run *`, `find . *`).
+MAX_PREFIX_WORDS: Final = 2
+#: Commands that run another command or code given as their argument: a prefix rule on one
+#: (`env *`, `sh *`, `python *`) would allow anything, so none is offered.
+_RUNS_ITS_ARGUMENTS: Final = frozenset(
+    {
+        "env", "command", "builtin", "exec", "eval", "nice", "nohup", "time", "timeout", "sudo",
+        "doas", "su", "xargs", "sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox",
+        "setsid", "stdbuf", "chroot", "flock", "watch", "strace", "python", "python3", "node",
+        "perl", "ruby", "npx", "uvx", "ssh", "parallel", "awk", "sed",
+    }
+)  # fmt: skip
 #: Characters a path glob gives a meaning to (permissions.py): a path holding one gets no rule.
 _GLOB_CHARS: Final = frozenset("*?[]{}")
 
@@ -65,6 +88,9 @@ class ApprovalRequest:
     options: tuple[PermissionOption, ...]
     #: The whole question, for a request that is no tool call (a front shows it as it is).
     message: str | None = None
+    #: The whole command and the whole path the call names: what a front shows, never cut.
+    command: str | None = None
+    path: str | None = None
 
     def params(self) -> RequestPermissionParams:
         """The request as `pi/requestPermission` sends it."""
@@ -78,7 +104,18 @@ class ApprovalRequest:
             input=dict(self.input),
             diff=self.diff,
             options=list(self.options),
+            command=self.command,
+            path=self.path,
         )
+
+    def whole(self) -> str:
+        """The call as the user must read it before answering: the whole command (lines kept),
+        or the tool and its whole path, or the title."""
+        if self.command is not None:
+            return self.command
+        if self.path is not None:
+            return f"{self.tool} {self.path}"
+        return self.title
 
     def option(self, option_id: str | None) -> PermissionOption | None:
         """The offered option `option_id` names; None for anything else (never one made up)."""
@@ -107,32 +144,67 @@ def title_of(check: ToolCheck) -> str:
         text = f"{check.tool} {check.path}"
     else:
         text = check.tool
-    return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+    return one_line(text, MAX_TITLE)
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: whole, or its start and its tail with the cut marked
+    (" … ") between them, so what a command finally does is never the part left out."""
+    if len(text) <= limit:
+        return text
+    tail = min(TITLE_TAIL, limit // 2)
+    return text[: limit - tail - 3] + " … " + text[len(text) - tail :]
 
 
 def options_for(check: ToolCheck, cwd: str) -> tuple[PermissionOption, ...]:
-    """Allow once and reject once always; the two "always" options only when a rule can say
-    exactly this call (a simple command's words, or a plain path), scoped to the workspace."""
-    match = _rule_match(check, cwd)
+    """Allow once and reject once always; "always" options only when a rule can say exactly
+    this call (a plain simple command's words, or a plain path), scoped to the workspace; a
+    prefix rule only as its own option, labelled `X *`."""
     options = [PermissionOption(option_id=ALLOW_ONCE, kind="allow_once", name="Allow")]
-    if match is not None:
-        shown = " ".join(match.command_prefix) if match.command_prefix else _shown_path(match.path, cwd)
-        options.append(
-            _always(ALLOW_ALWAYS, "allow_always", f"Always allow `{shown}` in this workspace", check, match)
-        )
+    always = "in this workspace"
+    words = plain_command_words(check.command) if check.command is not None else None
+    deny: RuleMatch | None = None
+    if words is not None:
+        shown = " ".join(words)
+        label = f"Always allow `{shown}` {always}"
+        options.append(_always(ALLOW_ALWAYS, "allow_always", label, check, RuleMatch(command=words)))
+        prefix = _prefix_of(words)
+        if prefix is not None:
+            label = f"Always allow `{' '.join(prefix)} *` {always}"
+            options.append(
+                _always(ALLOW_ALWAYS_PREFIX, "allow_always", label, check, RuleMatch(command_prefix=prefix))
+            )
+        deny, deny_label = RuleMatch(command_prefix=words), f"Always deny `{shown} *` {always}"
+    elif check.command is None:
+        path = _rule_path(check, cwd)
+        if path is not None:
+            shown = _shown_path(path, cwd)
+            deny, deny_label = RuleMatch(path=path), f"Always deny `{shown}` {always}"
+            options.append(
+                _always(ALLOW_ALWAYS, "allow_always", f"Always allow `{shown}` {always}", check, deny)
+            )
     options.append(PermissionOption(option_id=REJECT_ONCE, kind="reject_once", name="Deny"))
-    if match is not None:
-        options.append(
-            _always(REJECT_ALWAYS, "reject_always", "Always deny this in this workspace", check, match)
-        )
+    if deny is not None:
+        options.append(_always(REJECT_ALWAYS, "reject_always", deny_label, check, deny))
     return tuple(options)
 
 
-def _shown_path(path: str | None, cwd: str) -> str | None:
+def _prefix_of(words: list[str]) -> list[str] | None:
+    """The leading words a prefix option offers: the command and its first operand words, up to
+    the first option (`find . -maxdepth 0` gives `find .`); none for a command that runs others."""
+    if os.path.basename(words[0]) in _RUNS_ITS_ARGUMENTS:
+        return None
+    prefix: list[str] = []
+    for word in words[:MAX_PREFIX_WORDS]:
+        if word.startswith("-"):
+            break
+        prefix.append(word)
+    return prefix
+
+
+def _shown_path(path: str, cwd: str) -> str:
     """A rule's path as the user reads it: relative to the workspace when it lies inside it (the
     rule itself keeps the whole resolved path)."""
-    if path is None:
-        return None
     inside = os.path.relpath(path, cwd)
     return path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
 
@@ -151,28 +223,29 @@ def _always(
     return PermissionOption(option_id=option_id, kind=kind, name=name, rule=rule)
 
 
-def _rule_match(check: ToolCheck, cwd: str) -> RuleMatch | None:
-    if check.command is not None:
-        words = simple_command_words(check.command)
-        return RuleMatch(command_prefix=words) if words else None
+def _rule_path(check: ToolCheck, cwd: str) -> str | None:
+    """The one resolved path an edit's rule would name; None for a path a glob would misread."""
     if check.path is None or check.kind != "edit":
         return None
     path = os.path.normpath(os.path.join(cwd, check.path))
-    return None if _GLOB_CHARS.intersection(path) or "\x00" in path else RuleMatch(path=path)
+    return None if _GLOB_CHARS.intersection(path) or "\x00" in path else path
 
 
-async def proposed_diff(change: ProposedChange | None, cwd: str) -> ProposedDiff | None:
+async def proposed_diff(
+    change: ProposedChange | None, cwd: str, read: Callable[[str], str] | None = None
+) -> ProposedDiff | None:
     """The diff `change` would make, the file read off the event loop (path only when it cannot be
-    read: not a regular file, too large, not text)."""
+    read: not a regular file, too large, not text, or kept out by `read`, the run's file access
+    policy: /proc/self/environ is never shown)."""
     if change is None:
         return None
-    return await anyio.to_thread.run_sync(_diff, change, cwd)
+    return await anyio.to_thread.run_sync(_diff, change, cwd, read or _read_text)
 
 
-def _diff(change: ProposedChange, cwd: str) -> ProposedDiff:
+def _diff(change: ProposedChange, cwd: str, read: Callable[[str], str]) -> ProposedDiff:
     path = os.path.join(cwd, change.path)
     try:
-        old = _read_text(path)
+        old = read(path)
     except FileNotFoundError:
         old = None
     except (OSError, ValueError):

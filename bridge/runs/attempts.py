@@ -150,11 +150,14 @@ class Attempts:
         session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
+            run.waits_for = session_id
             run.emit([Out("run.queued", {"position": 1, "limit": 1, "reason": "session"})])
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
-        lease = await self.conversations.lease(session_id, run.cancel, queued)
-        return lease
+        try:
+            return await self.conversations.lease(session_id, run.cancel, queued)
+        finally:
+            run.waits_for = None
 
     async def _resolve_session(self, run: Run) -> ErrorInfo | None:
         """The run's sessionId as the full id of the session it names (a unique prefix, a file
@@ -254,6 +257,7 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
+            file_ops=self.gate.file_ops(run, {**os.environ, **self.config.env}) if self.gate else None,
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
@@ -262,10 +266,10 @@ class Attempts:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
         run.note_session(session_id)
         if self.gate is not None:
-            self.gate.bind(session_id, run.params.mode, hold=run.tools_held)
+            self.gate.bind(session_id, run.params.mode, hold=run.tools_held, cwd=run.options.cwd)
             settings = run.options.sandbox or sandbox.OFF
             environ = {**os.environ, **self.config.env}
-            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ)
+            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self.config.env)
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None

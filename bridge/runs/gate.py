@@ -13,19 +13,30 @@ that needed a decision, and a refused call's tool.failed says `reason: "denied"`
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from bridge import contract
-from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, Out, ToolCheck, ToolVerdict
+from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, DoFileOp, Out, ToolCheck, ToolVerdict
 from bridge.contract import PermissionMode, PermissionOption, PermissionRule
-from bridge.runs.approvals import ApprovalRequest, Approver, ask, options_for, proposed_diff, title_of
+from bridge.policy.file_access import FileAccess, Refused
+from bridge.runs.approvals import (
+    MAX_DIFF_BYTES,
+    ApprovalRequest,
+    Approver,
+    ask,
+    options_for,
+    proposed_diff,
+    title_of,
+)
+from bridge.runs.file_ops import file_access, file_ops
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
 from bridge.runs.project_trust import ProjectTrust
 from bridge.runs.questions import Questioner, dialogs_for
@@ -42,7 +53,7 @@ _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 
 
 class ModeBoard:
-    """One directory of this bridge process, a file per conversation not in `full` mode."""
+    """One directory of this bridge process, a file per conversation bound to a run."""
 
     def __init__(self, root: Path) -> None:
         #: The directory, unique to this bridge process; made (0700) with its first file.
@@ -50,17 +61,13 @@ class ModeBoard:
         self._made = False
 
     def publish(self, session_id: str, mode: PermissionMode | Literal["hold"]) -> None:
-        """Write `mode` for `session_id` whole (temp file, then rename); `full` removes the file."""
+        """Write `mode` for `session_id` whole (temp file, then rename), `full` too: the agent
+        reads a missing or unreadable file as `ask`, so deleting it never turns asking off."""
         if not _SAFE_NAME.fullmatch(session_id):
             return
         target = self.path / session_id
-        if mode == "full":
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
-        if not self._made:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._made = True
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._made = True
         fd, temp = tempfile.mkstemp(dir=self.path, prefix=".mode-")
         with os.fdopen(fd, "w") as handle:
             handle.write(mode)
@@ -78,6 +85,7 @@ class Gate:
 
     def __init__(self, default_mode: PermissionMode = "full", root: Path | None = None) -> None:
         base = root if root is not None else state_dir(os.environ)
+        self.base = base
         self.default_mode: PermissionMode = default_mode
         self.rules = RuleStore(base)
         self.board = ModeBoard(base / MODES_DIR)
@@ -86,6 +94,9 @@ class Gate:
         #: Each conversation's sandbox, read by the same extension (sandbox.py).
         self.sandboxes = SandboxBoard(base / SANDBOXES_DIR)
         self._modes: dict[str, PermissionMode] = {}
+        #: Conversations whose workspace has a deny rule: in `full` their agent still asks the gate
+        #: (the agent's own `full` fast path would skip the rule).
+        self._guarded: set[str] = set()
         #: How the front asks the user (None: it cannot, and a call that would ask is refused).
         self.approver: Approver | None = None
         #: How the front puts the agent's own dialogs to the user (None: each is cancelled at once).
@@ -104,22 +115,44 @@ class Gate:
     def set_mode(self, session_id: str, mode: PermissionMode) -> None:
         """The conversation's mode from its next tool call on."""
         self._modes[session_id] = mode
-        self.board.publish(session_id, mode)
+        self.board.publish(session_id, self._shown(session_id))
 
-    def bind(self, session_id: str, mode: PermissionMode | None, *, hold: bool = False) -> None:
+    def bind(
+        self, session_id: str, mode: PermissionMode | None, *, hold: bool = False, cwd: str | None = None
+    ) -> None:
         """A run streams on conversation `session_id`: its `mode` (if it gave one) is the
         conversation's now, and the agent's gate sees the conversation's mode. With `hold`, a
         `full` conversation's agent asks before each tool all the same, until `unhold`: the
-        run's checkpoint is being taken, and no tool may change a file before it is."""
+        run's checkpoint is being taken, and no tool may change a file before it is. So it does
+        while the run's workspace `cwd` has a deny rule: a deny rule holds in every mode."""
         if mode is not None:
             self._modes[session_id] = mode
-        shown = self.mode_of(session_id)
+        if cwd is not None:
+            self._guard(session_id, cwd)
+        shown = self._shown(session_id)
         self.board.publish(session_id, "hold" if hold and shown == "full" else shown)
 
     def unhold(self, session_id: str | None) -> None:
         """The conversation's checkpoint is taken: its agent's gate sees its mode again."""
         if session_id is not None:
-            self.board.publish(session_id, self.mode_of(session_id))
+            self.board.publish(session_id, self._shown(session_id))
+
+    def _shown(self, session_id: str) -> PermissionMode | Literal["hold"]:
+        """The mode the agent's gate sees: `hold` for a `full` conversation under a deny rule."""
+        mode = self.mode_of(session_id)
+        return "hold" if mode == "full" and session_id in self._guarded else mode
+
+    def _guard(self, session_id: str, cwd: str) -> None:
+        """Note whether a deny rule applies in `cwd` (rules that cannot be read count: the gate
+        then refuses each call, as it must)."""
+        try:
+            denies = any(rule.decision == "deny" for rule in self.rules.rules(cwd))
+        except (RuleStoreError, OSError):
+            denies = True
+        if denies:
+            self._guarded.add(session_id)
+        else:
+            self._guarded.discard(session_id)
 
     def check(self, run: Run) -> AskTool:
         """The permission check of one run's tool calls (the agent asks it before each one)."""
@@ -135,6 +168,18 @@ class Gate:
         mode = run.params.mode or self.mode_of(run.options.session_id)
         return await self.trust.decide(run, self.approver, mode, env)
 
+    def file_ops(self, run: Run, environ: Mapping[str, str]) -> DoFileOp:
+        """How one run's agent file operations are done, under its file access policy."""
+        return file_ops(run, lambda: self.file_access(run, environ))
+
+    def file_access(self, run: Run, environ: Mapping[str, str] | None = None) -> FileAccess:
+        """The run's file access policy (built once per run)."""
+        if run.file_access is None:
+            env = environ if environ is not None else os.environ
+            secrets = self.sandboxes.agent_secrets(env)
+            run.file_access = file_access(run, str(self.base), env, secrets)
+        return run.file_access
+
     def dialogs(self, run: Run) -> AskDialog:
         """How one run's agent dialogs are answered (questions.py), by the front's questioner."""
         return dialogs_for(run, self.questioner)
@@ -149,11 +194,26 @@ class Gate:
         except (RuleStoreError, OSError) as exc:
             log.warning("tool call %s denied: the rules cannot be read: %s", call.tool_call_id, exc)
             return self._refused(run, call, f"denied: the permission rules cannot be read ({exc})", "mode")
+        access = self.file_access(run)
+        if call.path is not None and call.kind in ("read", "edit"):
+            # The path as the tool will touch it: pi's resolution, then every symlink followed.
+            try:
+                real = access.judge_read(call.path)
+            except Refused as exc:
+                return self._refused(run, call, str(exc), "mode")
+            run.judged_paths[call.tool_call_id] = real
+            call = dataclasses.replace(call, path=real)
         tool_call = ToolCall(
             tool=call.tool, kind=call.kind, command=call.command, path=call.path, session_id=session_id
         )
         approver = self.approver
-        verdict = decide(tool_call, self.mode_of(session_id), cwd, rules, can_answer=approver is not None)
+        mode = self.mode_of(session_id)
+        verdict = decide(tool_call, mode, cwd, rules, can_answer=approver is not None)
+        if verdict.decision == "allow" and _agent_config_edit(verdict.by, mode, call, access):
+            # Code that runs later outside any sandbox (agent config, git hooks): never unasked.
+            if approver is None:
+                return self._refused(run, call, "denied: the workspace's agent config is asked about", "mode")
+            return await self._ask_user(run, call, approver)
         if verdict.decision == "allow":
             if verdict.by == "rule":
                 _resolved(run, call, "allow", "rule", rule=verdict.rule)
@@ -181,8 +241,10 @@ class Gate:
             kind=call.kind,
             title=title_of(call),
             input=call.input,
-            diff=await proposed_diff(call.change, cwd),
+            diff=await proposed_diff(call.change, cwd, read=self._diff_reader(run, call)),
             options=options_for(call, cwd),
+            command=call.command,
+            path=call.path,
         )
         requested = contract.PermissionRequestedContent(
             tool_call_id=call.tool_call_id, tool=call.tool, title=request.title, options=list(request.options)
@@ -207,6 +269,12 @@ class Gate:
         run.denied.add(call.tool_call_id)
         return ToolVerdict(allow=False, reason=answer.message or "denied by the user")
 
+    def _diff_reader(self, run: Run, call: ToolCheck) -> Callable[[str], str]:
+        """How the approval's diff reads the file: the path judged for the call (as the model
+        gave it, it is only shown), under the run's policy."""
+        access, judged = self.file_access(run), run.judged_paths.get(call.tool_call_id)
+        return lambda path: access.read_text(judged or path, MAX_DIFF_BYTES)
+
     async def _keep_rule(self, cwd: str, rule: PermissionRule | None) -> None:
         """Save an "always" option's rule; a store that refuses it leaves this one answer standing."""
         if rule is None:
@@ -220,6 +288,17 @@ class Gate:
         """The bridge is done: its mode and sandbox files go."""
         self.board.remove()
         self.sandboxes.remove()
+
+
+def _agent_config_edit(by: DecidedBy, mode: PermissionMode, call: ToolCheck, access: FileAccess) -> bool:
+    """Whether auto-edit would let an edit of the workspace's agent config or hooks run unasked."""
+    return (
+        mode == "auto-edit"
+        and by == "mode"
+        and call.kind == "edit"
+        and call.path is not None
+        and access.is_agent_config(call.path)
+    )
 
 
 def _resolved(

@@ -2,7 +2,9 @@
 
 `decide` is pure: it reads the filesystem only to resolve paths (symlinks followed, `..` folded)
 and takes its rules from the caller, never from anything an agent wrote. The order:
-1. a deny rule that matches refuses, in every mode (the user said so);
+1. a deny rule that matches refuses, in every mode (the user said so); one that cannot tell (a
+   command whose name is not known without running the shell, shell_words.py) asks, in every
+   mode but `plan`, and is refused where nobody can answer: such a call never runs unasked;
 2. `full` allows; a read-only tool is allowed in every mode; `auto-edit` allows an edit or write
    of a file inside the run's cwd;
 3. `plan` refuses the rest ("plan mode: read-only");
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from bridge.contract import PermissionMode, PermissionRule, ToolKind
-from bridge.runs.shell_words import matches_allow, matches_deny
+from bridge.runs.shell_words import DenyMatch, deny_match, matches_allow, matches_exact
 
 PLAN_REASON: Final = "plan mode: read-only"
 CANNOT_ASK_REASON: Final = "approval needed; this client cannot answer"
+DOUBT_REASON: Final = "the command's name cannot be known before it runs, and rule {} denies a command"
 
 Decision = Literal["allow", "ask", "refuse"]
 DecidedBy = Literal["rule", "mode"]
@@ -61,9 +64,9 @@ def decide(
 ) -> Verdict:
     """The verdict on `call` in `mode` for a run in `cwd` under `rules` (see the module's order)."""
     applicable = [rule for rule in rules if _applies(rule, call)]
-    for rule in applicable:
-        if rule.decision == "deny" and _matches(rule, call, cwd, deny=True):
-            return Verdict("refuse", "rule", f"denied by rule {rule.id}", rule)
+    denied = _denied(call, cwd, applicable, mode, can_answer=can_answer)
+    if denied is not None:
+        return denied
     if mode == "full" or call.kind == "read":
         return Verdict("allow", "mode")
     if mode == "auto-edit" and call.kind == "edit" and call.path is not None and inside(call.path, cwd):
@@ -71,11 +74,32 @@ def decide(
     if mode == "plan":
         return Verdict("refuse", "mode", PLAN_REASON)
     for rule in applicable:
-        if rule.decision == "allow" and _matches(rule, call, cwd, deny=False):
+        if rule.decision == "allow" and _allow_matches(rule, call, cwd):
             return Verdict("allow", "rule", rule=rule)
     if can_answer:
         return Verdict("ask", "mode")
     return Verdict("refuse", "mode", CANNOT_ASK_REASON)
+
+
+def _denied(
+    call: ToolCall, cwd: str, rules: list[PermissionRule], mode: PermissionMode, *, can_answer: bool
+) -> Verdict | None:
+    """The verdict of the deny rules: a refusal on a match; on a doubt, ask (refuse in `plan`, or
+    when nobody can answer), since no mode and no allow rule may let such a call run unasked."""
+    doubt: PermissionRule | None = None
+    for rule in rules:
+        if rule.decision != "deny":
+            continue
+        found = _deny_matches(rule, call, cwd)
+        if found == "match":
+            return Verdict("refuse", "rule", f"denied by rule {rule.id}", rule)
+        doubt = doubt or (rule if found == "doubt" else None)
+    if doubt is None:
+        return None
+    if mode == "plan":
+        return Verdict("refuse", "mode", PLAN_REASON)
+    reason = DOUBT_REASON.format(doubt.id)
+    return Verdict("ask" if can_answer else "refuse", "rule", reason, doubt)
 
 
 def inside(path: str, cwd: str) -> bool:
@@ -112,13 +136,29 @@ def _applies(rule: PermissionRule, call: ToolCall) -> bool:
     return rule.scope == "workspace" or rule.session_id == call.session_id
 
 
-def _matches(rule: PermissionRule, call: ToolCall, cwd: str, *, deny: bool) -> bool:
-    """Whether the call is what `rule` matches; a deny rule reads every doubt as a match."""
-    prefix, glob = rule.match.command_prefix, rule.match.path
+def _deny_matches(rule: PermissionRule, call: ToolCall, cwd: str) -> DenyMatch:
+    """What a deny rule says of the call: its words (exact or prefix alike: a deny reads wide)
+    anywhere in the command, a doubt about the command's name, or a path rule's match."""
+    words = rule.match.command or rule.match.command_prefix
+    if words is not None:
+        return "no" if call.command is None else deny_match(call.command, words)
+    return "match" if _path_matches(rule, call, cwd, deny=True) else "no"
+
+
+def _allow_matches(rule: PermissionRule, call: ToolCall, cwd: str) -> bool:
+    """Whether an allow rule covers the call: exactly its words, its words first (a prefix rule,
+    labelled `X *`), or every reading of its path."""
+    exact, prefix = rule.match.command, rule.match.command_prefix
+    if exact is not None:
+        return call.command is not None and matches_exact(call.command, exact)
     if prefix is not None:
-        if call.command is None:
-            return False
-        return matches_deny(call.command, prefix) if deny else matches_allow(call.command, prefix)
+        return call.command is not None and matches_allow(call.command, prefix)
+    return _path_matches(rule, call, cwd, deny=False)
+
+
+def _path_matches(rule: PermissionRule, call: ToolCall, cwd: str, *, deny: bool) -> bool:
+    """Whether the call's path is what a path rule names; a deny reads any reading as a match."""
+    glob = rule.match.path
     if glob is None or call.path is None:
         return False
     pattern = _glob_regex(glob, cwd)

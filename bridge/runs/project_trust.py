@@ -14,10 +14,10 @@ silently. Before a run's first attempt:
 Concurrent first runs of one workspace share one question.
 
 A trust covers the config the user saw. Each decision to trust keeps a fingerprint of what the
-agent's trust roots held when the question was put (the whole `.pi/`, `.claude/`, `.mcp.json`:
-the agent says, trust_roots), and every run (and every agent started ahead of one) compares it
+agent's trust roots held when the question was put (its config folders and files, as the agent
+says: trust_roots), and every run (and every agent started ahead of one) compares it
 with the disk: when anything there was added, removed or changed since (a turn that planted
-`.pi/extensions/evil.ts`), the decision no longer holds and the user is asked again, as for a
+an extension there), the decision no longer holds and the user is asked again, as for a
 folder never trusted, with what changed named in the question. A "never" or "not now" holds
 whatever changes.
 """

@@ -23,6 +23,7 @@ from bridge.agents.seam import RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
+    CancelledRunData,
     CancelResult,
     EffectiveSettings,
     ErrorInfo,
@@ -43,7 +44,17 @@ from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.gate import Gate
 from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
-from bridge.runs.redact import Redactor, mask_in_logs, secrets_env
+from bridge.runs.redact import (
+    BOOK,
+    SCRUB_NAMES_ENV,
+    SECRET_NAMES_ENV,
+    Redactor,
+    header_secrets,
+    mask_in_logs,
+    scrubbed_names,
+    secret_env_names,
+    secrets_env,
+)
 from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -101,6 +112,7 @@ class RunRegistry:
         self.gate = Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
         self.gate.sandboxes.agent_secrets = self._agent_secrets
+        self.gate.sandboxes.agent_config = self._agent_config
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -108,6 +120,7 @@ class RunRegistry:
         # The private files listing each conversation's MCP servers (mcp_config.py).
         self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
+        self._learn_secrets(config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -143,8 +156,20 @@ class RunRegistry:
         )
 
     def _gated(self, config: BridgeConfig) -> BridgeConfig:
-        """`config` with the environment every agent gets telling its gate where the modes are."""
-        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env()})
+        """`config` with the environment every agent gets telling its gate where the modes are,
+        and its extension which of the client's variables hold secrets (names only: the values
+        are in its own environment already)."""
+        client = _client_env(config)
+        names = {
+            SECRET_NAMES_ENV: ",".join(secret_env_names(client)),
+            SCRUB_NAMES_ENV: ",".join(scrubbed_names(client)),
+        }
+        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env(), **names})
+
+    def _learn_secrets(self, config: BridgeConfig) -> None:
+        """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
+        BOOK.add_env(_client_env(config), client=True)
+        BOOK.watch_files(self._agent_secrets({**os.environ, **config.env}))
 
     @property
     def wait_writable(self) -> Callable[[], Awaitable[None]] | None:
@@ -205,6 +230,22 @@ class RunRegistry:
         """Every known agent's credential files: a sandboxed command sees none of them."""
         return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
 
+    def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's config a sandboxed command may not change: the top folder of each
+        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
+        the folder of its credentials (its config dir, with its user-level extensions; never
+        $HOME itself)."""
+        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
+        paths: list[str] = []
+        for adapter in self.history_adapters():
+            for resource in adapter.trust_roots(cwd, environ) or ():
+                paths.append(
+                    resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
+                )
+            folders = {os.path.dirname(path) for path in adapter.secret_files(environ) or ()}
+            paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
+        return paths
+
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:
         """Whether runs can ask for a sandbox here (initialize says it)."""
@@ -230,6 +271,7 @@ class RunRegistry:
         self.config = config
         mask_in_logs(config.env)  # the agents get these: what they print may show them
         self.agents.config = config
+        self._learn_secrets(config)
         self._attempts.reconfigure(config)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
@@ -266,6 +308,7 @@ class RunRegistry:
         secrets = secrets_of(chosen)
         if secrets:
             mask_in_logs(secrets_env(secrets))
+            BOOK.add_values(header_secrets(secrets))
         return dataclasses.replace(options, mcp_servers=chosen, mcp_config=self.mcp_files.file_for(chosen))
 
     def _redactor(self, options: RunOptions) -> Redactor:
@@ -392,10 +435,25 @@ class RunRegistry:
             on_done=on_done,
         )
         self._runs[run_id] = run
+        run.cancel.on_cancel(lambda: self._stop_runs_behind(run))
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
         self._run_tasks.add(task)
         task.add_done_callback(self._run_tasks.discard)
         return run
+
+    def _stop_runs_behind(self, run: Run) -> None:
+        """A stopped run takes the runs queued behind it in its conversation along: the user
+        pressed Stop on that conversation, so nothing already sent to it goes on afterwards.
+        Their prompts join the stopped run's `unsent`, in the order they were sent."""
+        session = run.session_id or run.options.session_id
+        if session is None or run.waits_for is not None:
+            return  # a run still waiting in line holds nothing up: the others wait for the first
+        behind = [other for other in self._runs.values() if other is not run and other.waits_for == session]
+        for other in behind:
+            other.waits_for = None
+            run.unsent_behind.append(other.params.prompt)
+        for other in behind:
+            other.cancel.cancel(f"the run before it in its conversation ({run.run_id}) was stopped")
 
     def live_run(self, run_id: str) -> Run | None:
         """The live run of this id, if any."""
@@ -409,7 +467,8 @@ class RunRegistry:
         run.cancel.cancel(reason)
         with anyio.CancelScope(shield=True):
             await run.done.wait()
-        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt)
+        unsent = run.answer.unsent if isinstance(run.answer, CancelledRunData) else None
+        return CancelResult(run_id=run_id, found=True, shutdown=run.cancel_receipt, unsent=unsent)
 
     def list(self) -> RunsResult:
         """The live runs, the idle pre-spawned agents and the live conversations."""
@@ -475,3 +534,9 @@ class RunRegistry:
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
+
+
+def _client_env(config: BridgeConfig) -> dict[str, str]:
+    """The environment the client gave the agents (initializationOptions.env), without the
+    bridge's own variables."""
+    return {name: value for name, value in config.env.items() if not name.startswith("PI_BRIDGE_")}

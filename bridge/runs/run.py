@@ -27,7 +27,8 @@ from bridge.contract import (
 )
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptOutcome
-from bridge.runs.redact import Redactor
+from bridge.policy.file_access import FileAccess
+from bridge.runs.redact import Redactor, StreamGuard
 
 log = logging.getLogger(__name__)
 #: What the agent streams of its own: the first of it starts the checkpoint (take_checkpoint).
@@ -68,12 +69,22 @@ class Run:
     on_done: Callable[[Run], None] | None = None
     # The tool calls the bridge refused (permissions): their tool.failed says `reason: "denied"`.
     denied: set[str] = field(default_factory=set)
+    # The resolved path the permission gate judged for a tool call: its file operations stay on it.
+    judged_paths: dict[str, str] = field(default_factory=dict)
+    # The run's file access policy (runs/file_ops.py), built with its first use.
+    file_access: FileAccess | None = None
+    # Holds back an `assistant` delta's tail that could begin a secret (redact.StreamGuard).
+    guard: StreamGuard = field(default_factory=StreamGuard)
     # Set once the workspace's checkpoint before this prompt is taken: its tools wait for it.
     before_tools: anyio.Event | None = None
     # Starts that checkpoint (None: started, or there is none).
     checkpoint_start: Callable[[], None] | None = None
     # Why the run has no checkpoint (git failed, the workspace is too large).
     checkpoint_note: str | None = None
+    # The conversation whose run this one waits for (run.queued, reason "session"), while it waits.
+    waits_for: str | None = None
+    # The prompts of the runs a cancel of this one took along (see RunRegistry._stop_runs_behind).
+    unsent_behind: list[str] = field(default_factory=list)
 
     @property
     def tools_held(self) -> bool:
@@ -104,7 +115,7 @@ class Run:
     def emit(self, outs: list[Out]) -> None:
         """Stamp messages with runId, attempt and the next seq; hand them to the sink in one batch."""
         batch: list[dict[str, Any]] = []
-        for out in outs:
+        for out in self._guarded(outs):
             content = out.content
             if out.type in _CARRY_ERRORS:
                 content = _redacted(self.redactor, out.type, content)
@@ -124,6 +135,26 @@ class Run:
             self.sink(batch)
             if self.checkpoint_start is not None and any(out.type in _AGENT_OUTPUT for out in outs):
                 self.take_checkpoint()
+
+    def _guarded(self, outs: list[Out]) -> list[Out]:
+        """The messages with each `assistant` delta masked, a tail that could begin a secret held
+        back until the next delta, and sent before any other message (so the concatenation of
+        the deltas stays the whole text, masked, and a secret cut in two is still masked)."""
+        if self.guard.idle:
+            return outs
+        guarded: list[Out] = []
+        for out in outs:
+            if out.type == "assistant":
+                delta = str(out.content.get("text", ""))
+                text = self.guard.feed(delta)
+                if text:
+                    guarded.append(out if text == delta else Out("assistant", {**out.content, "text": text}))
+                continue
+            held = self.guard.flush()
+            if held:
+                guarded.append(Out("assistant", {"text": held}))
+            guarded.append(out)
+        return guarded
 
     def take_checkpoint(self) -> None:
         """Start the snapshot before this prompt now, if it has not started: once the agent's
@@ -166,6 +197,7 @@ class Run:
                 shutdown=outcome.shutdown,
                 session_id=self.session_id,
                 attempts=self.attempt,
+                unsent=[*outcome.unsent, *self.unsent_behind] or None,
             )
         return RunResult(
             run_id=self.run_id,

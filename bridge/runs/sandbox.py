@@ -8,6 +8,33 @@ run before anything runs: never a silent run without one.
 Like the permission modes (gate.py), the sandbox lives in a file per conversation in the bridge's
 state dir, written before the prompt goes to the agent: a live agent serves one conversation, and
 its extension reads the file at each command, so each run's sandbox holds from its first command.
+
+What a sandboxed command cannot reach (bwrap.py says how, seccomp.py why a filter for sockets):
+- the bridge's whole state dir (rules, modes, these sandbox files, MCP configs, trust,
+  checkpoints) and the `PI_BRIDGE_*` variables that name its parts: a write there would approve
+  the agent's own next calls, a read would hand it the MCP servers' secrets;
+- every variable the client gave in `initializationOptions.env` (its values are the user's keys)
+  but a few ordinary ones (PATH, HOME, the locale), besides the secret-named ones;
+- unix sockets outside its own (the seccomp filter), and the variables that point at the usual
+  ones (ssh and gpg agents, D-Bus);
+- a write to the workspace's agent config and hooks, which run outside the sandbox later, and
+  to the agents' own config dirs when the workspace holds them: bound read-only are `.git`,
+  `.vscode`, `.idea`, `.mcp.json`, the top folder of every project file an agent loads only from
+  a trusted folder (each adapter's `project_resources`: its settings, extensions, skills), and
+  the folder of each agent's credentials (its config dir, where its user-level extensions and
+  hooks live; not $HOME itself). All of `.git`, not only its hooks and config: a written
+  `.git/commondir` makes git read its config and hooks from any folder, and a renamed `.git`
+  takes read-only mounts inside it along. So `git commit` fails inside the sandbox (as in
+  Codex's workspace-write); status, diff and log work. One that does not exist when the run
+  starts is not made read-only (its mount point would be a file left in the user's workspace):
+  a command may create it, and project trust, which keeps a hash of the config it trusted, asks
+  again before the agent loads it. The same holds for one that is a symlink: its target is bound
+  read-only, but the link itself is no mount point and can be replaced. With the workspace at
+  $HOME or above, the shell's rc files and git's global config are read-only too.
+
+Another caller of `confinement()` (a sandbox for another agent's commands) gets `seccomp_fd` 3:
+its shell opens the board's filter file (the sandbox file's `seccomp`) on that fd, else bwrap
+refuses to start, never a command without the filter.
 """
 
 from __future__ import annotations
@@ -24,10 +51,14 @@ from typing import Final
 import orjson
 
 from bridge.contract import ErrorInfo, SandboxAvailability, SandboxSettings
-from bridge.process import bwrap
+from bridge.process import bwrap, seccomp
 
 SANDBOX_DIR_ENV: Final = "PI_BRIDGE_SANDBOX_DIR"
 SANDBOXES_DIR: Final = "sandboxes"
+#: The seccomp filter's file in the board's directory (a session id never starts with a dot).
+SECCOMP_FILE: Final = ".seccomp.bpf"
+#: The fd the extension's shell opens the filter on for bwrap (`3<file`).
+SECCOMP_FD: Final = 3
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 OFF: Final = SandboxSettings()
 
@@ -48,6 +79,49 @@ HOME_SECRETS: Final = (
 )
 #: Names of variables that carry a credential: a sandboxed command does not get them.
 SECRET_VAR: Final = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|^AWS_", re.I)
+#: The bridge's own variables: each names a part of its state dir, or says how it runs.
+BRIDGE_VAR_PREFIX: Final = "PI_BRIDGE_"
+#: Except this one: it names no file, and a `tree` containment finds the run's processes by it.
+RUN_TOKEN_VAR: Final = "PI_BRIDGE_RUN_TOKEN"
+#: The bridge's variables a live agent gets whether or not they are in the bridge's environment.
+BRIDGE_VARS: Final = (
+    "PI_BRIDGE_GATE_DIR",
+    "PI_BRIDGE_MCP_CONFIG",
+    SANDBOX_DIR_ENV,
+    "PI_BRIDGE_STATE_DIR",
+    "PI_BRIDGE_LOG_FILE",
+)
+#: Variables that point at a unix socket of the session (the seccomp filter refuses it anyway).
+SOCKET_VARS: Final = (
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DOCKER_HOST",
+)
+#: Names a client may give in `initializationOptions.env` that are kept: ordinary, never a key.
+KEPT_CLIENT_VARS: Final = re.compile(r"PATH|HOME|USER|LOGNAME|SHELL|TERM|TZ|TMPDIR|LANG|LANGUAGE|LC_[A-Z]+")
+#: The workspace's hooks and config that no agent owns: read-only inside the sandbox (see the top);
+#: each agent's own come from its adapter (`SandboxBoard.agent_config`).
+WORKSPACE_CONFIG: Final = (".git", ".vscode", ".idea", ".mcp.json")
+#: Under $HOME, what runs at a login or a git command: read-only when the workspace holds them.
+HOME_STARTUP: Final = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".gitconfig",
+    ".config/git",
+    ".config/fish",
+    ".config/autostart",
+    ".config/systemd",
+)
 
 
 def settings_of(run_sandbox: SandboxSettings | None, default: SandboxSettings | None) -> SandboxSettings:
@@ -73,6 +147,10 @@ def problem(settings: SandboxSettings, agent: str, can_wrap: bool) -> ErrorInfo 
     found = bwrap.probe()
     if not found.ok:
         return _error(f"sandbox {settings.mode!r} cannot be had here: {found.reason}. Fix: {found.fix}")
+    if seccomp.arch_of() is None:
+        reason = "the bridge has no seccomp filter for this machine's arch (it has x86_64 and aarch64)"
+        fix = "run without a sandbox (`sandbox: {mode: off}`)"
+        return _error(f"sandbox {settings.mode!r} cannot be had here: {reason}. Fix: {fix}")
     return None
 
 
@@ -85,45 +163,88 @@ def hidden_paths(environ: Mapping[str, str], agent_secrets: Sequence[str] = ()) 
     return sorted(resolved)
 
 
-def secret_vars(environ: Mapping[str, str]) -> list[str]:
-    """The names of the variables a sandboxed command does not get."""
-    return sorted(name for name in environ if SECRET_VAR.search(name) and not name.startswith("PI_BRIDGE_"))
+def secret_vars(environ: Mapping[str, str], given: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the variables a sandboxed command does not get: the secret-named ones, the
+    bridge's own, the socket ones, and every one the client gave (`given`) but the ordinary."""
+    names = {name for name in environ if SECRET_VAR.search(name) or name.startswith(BRIDGE_VAR_PREFIX)}
+    names |= {name for name in given or {} if not KEPT_CLIENT_VARS.fullmatch(name)}
+    names |= {*BRIDGE_VARS, *SOCKET_VARS}
+    return sorted(names - {RUN_TOKEN_VAR})
+
+
+def read_only_paths(
+    workspace: str, environ: Mapping[str, str], agent_config: Sequence[str] = ()
+) -> list[str]:
+    """The workspace's hooks and config, the agents' (`agent_config`: paths, or names in the
+    workspace), and $HOME's start-up files when the workspace holds them."""
+    paths = [os.path.join(workspace, name) for name in (*WORKSPACE_CONFIG, *agent_config)]
+    home = environ.get("HOME")
+    if home and _under(os.path.realpath(home), workspace):
+        paths += [os.path.join(home, name) for name in HOME_STARTUP]
+    return paths
+
+
+def _under(path: str, root: str) -> bool:
+    """Whether `path` is `root` or inside it (both resolved)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def confinement(
-    settings: SandboxSettings, cwd: str, environ: Mapping[str, str], agent_secrets: Sequence[str] = ()
+    settings: SandboxSettings,
+    cwd: str,
+    environ: Mapping[str, str],
+    agent_secrets: Sequence[str] = (),
+    *,
+    given: Mapping[str, str] | None = None,
+    state: Path | None = None,
+    agent_config: Sequence[str] = (),
 ) -> bwrap.Confinement:
-    """The bwrap confinement of `settings` for a workspace `cwd` and the agent's environment."""
+    """The bwrap confinement of `settings` for a workspace `cwd` and the agent's environment:
+    `given` is what the client gave (`initializationOptions.env`), `state` the bridge's state dir."""
+    workspace = os.path.realpath(cwd)
+    extra = [str(state), os.path.realpath(state)] if state is not None else []
     return bwrap.Confinement(
-        workspace=os.path.realpath(cwd),
+        workspace=workspace,
         writable=settings.mode == "workspace-write",
         network=settings.network,
-        hidden=hidden_paths(environ, agent_secrets),
-        unset_env=secret_vars(environ),
+        hidden=sorted({*hidden_paths(environ, agent_secrets), *extra}),
+        unset_env=secret_vars(environ, given),
+        read_only=read_only_paths(workspace, environ, agent_config),
+        seccomp_fd=SECCOMP_FD,
     )
 
 
 class SandboxBoard:
     """One directory of this bridge process, a file per conversation run in a sandbox."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, state: Path | None = None) -> None:
         #: The directory, unique to this bridge process; made (0700) with its first file.
         self.path = root / f"{os.getpid()}-{os.urandom(6).hex()}"
+        #: The bridge's state dir, hidden from every sandbox (default: the one `root` is in).
+        self.state = state if state is not None else root.parent
         self._made = False
         #: Every known agent's credential files, for the environment given (set by the registry).
         self.agent_secrets: Callable[[Mapping[str, str]], Sequence[str]] = lambda _environ: ()
+        #: Every known agent's config in a workspace, for the environment given (set by the registry).
+        self.agent_config: Callable[[str, Mapping[str, str]], Sequence[str]] = lambda _cwd, _environ: ()
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's extension where the sandboxes are."""
         return {SANDBOX_DIR_ENV: str(self.path)}
 
     def publish(
-        self, session_id: str, settings: SandboxSettings, cwd: str, environ: Mapping[str, str]
+        self,
+        session_id: str,
+        settings: SandboxSettings,
+        cwd: str,
+        environ: Mapping[str, str],
+        given: Mapping[str, str] | None = None,
     ) -> None:
         """Write the conversation's sandbox whole (temp file, then rename); `off` removes it.
 
-        The file holds the mode, the workspace and bwrap's argv prefix: the extension confines
-        each command with it, and holds its own file tools to the workspace.
+        The file holds the mode, the workspace, bwrap's argv prefix and the seccomp filter's file
+        (the prefix reads it on fd 3): the extension confines each command with them, and holds
+        its own file tools to the workspace. `given` is the client's `initializationOptions.env`.
         """
         if not _SAFE_NAME.fullmatch(session_id):
             return
@@ -133,21 +254,35 @@ class SandboxBoard:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
             return
-        box = confinement(settings, cwd, environ, self.agent_secrets(environ))
+        box = confinement(
+            settings,
+            cwd,
+            environ,
+            self.agent_secrets(environ),
+            given=given,
+            state=self.state,
+            agent_config=self.agent_config(os.path.realpath(cwd), environ),
+        )
+        if not self._made:
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._write(SECCOMP_FILE, seccomp.program() or b"")
+            self._made = True
         body = {
             "mode": settings.mode,
             "network": settings.network,
             "workspace": box.workspace,
             "hidden": list(box.hidden),
             "prefix": bwrap.argv_prefix(found.path, box),
+            "seccomp": str(self.path / SECCOMP_FILE),
         }
-        if not self._made:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._made = True
+        self._write(session_id, orjson.dumps(body))
+
+    def _write(self, name: str, data: bytes) -> None:
+        """Write one file of the board whole: a temp file, then a rename."""
         fd, temp = tempfile.mkstemp(dir=self.path, prefix=".sandbox-")
         with os.fdopen(fd, "wb") as handle:
-            handle.write(orjson.dumps(body))
-        os.replace(temp, target)
+            handle.write(data)
+        os.replace(temp, self.path / name)
 
     def remove(self) -> None:
         """Remove the directory (the bridge is done)."""

@@ -199,7 +199,7 @@ def merged(saved: Fingerprint | None, roots: tuple[str, ...], cwd: str, now: Fin
 
 
 def changes(before: Fingerprint, after: Fingerprint) -> list[str]:
-    """What differs, as the user reads it ("added .pi/extensions/evil.ts"); empty: the same."""
+    """What differs, as the user reads it ("added <config>/extensions/evil.ts"); empty: the same."""
     if _INCOMPLETE in before or _INCOMPLETE in after:
         return ["more files than a fingerprint holds"]
     found: list[str] = []

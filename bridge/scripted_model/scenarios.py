@@ -130,7 +130,8 @@ SCENARIOS: Final[dict[str, str]] = {
     " tool result it got",
     "askuser": "calls AskUserQuestion (one question, options red/blue), then answers what it said",
     "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
-    ' `{"text": the rest of the prompt}`, then answers what it said',
+    ' `{"text": the rest of the prompt}` (or the rest itself when it is a JSON object), then'
+    " answers what it said",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -421,7 +422,20 @@ def _call_tool_reply(ask: Ask) -> Reply:
     name, _, text = (last_user_text_of(ask.body) or "").strip().partition(" ")
     if name not in {offered[0] for offered in offered_tools(ask.body).values()}:
         return Reply(_text_pieces(NO_SUCH_TOOL.format(name=name or "(none)")))
-    return Reply(_text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(name, {"text": text}), "tool_calls")
+    return Reply(_text_pieces(TOOL_PREAMBLE) + _tool_call_pieces(name, _call_arguments(text)), "tool_calls")
+
+
+def _call_arguments(text: str) -> dict[str, Any]:
+    """`calltool`'s arguments: the prompt's rest when it is a JSON object (a built-in tool's own
+    shape, such as WebFetch's `{"url", "prompt"}`), else `{"text": the rest}`."""
+    if text.startswith("{"):
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            return {"text": text}
+        if isinstance(arguments, dict):
+            return arguments
+    return {"text": text}
 
 
 def _flaky_reply(ask: Ask) -> Reply:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from bridge.agents.claude.trust import trust_roots as claude_roots
-from bridge.agents.pi.trust import trust_roots as pi_roots
+from bridge.agents import agent_names, build_adapter
 from bridge.runs.rule_store import state_dir
 from bridge.runs.trust_store import TrustStore, fingerprint
 
@@ -32,7 +31,8 @@ def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:
         print(f"{cwd}: {'decision forgotten' if gone else 'had no decision'}")
         return 0
     try:
-        roots = tuple(dict.fromkeys((*pi_roots(cwd, os.environ), *claude_roots(cwd))))
+        every = (root for name in agent_names() for root in build_adapter(name).trust_roots(cwd, os.environ))
+        roots = tuple(dict.fromkeys(every))
         store.set(cwd, "untrusted" if never else "trusted", config=fingerprint(roots, cwd))
     except (OSError, ValueError) as exc:
         print(f"pi-bridge trust: the decision was not saved: {exc}", file=sys.stderr)

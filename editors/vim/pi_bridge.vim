@@ -155,6 +155,9 @@ func PiBridgeDescribe(p) abort
     if len(changes) > shown
       call add(lines, printf('  ... %d more', len(changes) - shown))
     endif
+  elseif type(get(a:p, 'command')) == v:t_string
+    " The whole command (the title may be cut), every line of it.
+    call extend(lines, map(split(a:p.command, "\n"), '"  $ " . v:val'))
   elseif type(input) == v:t_dict && type(get(input, 'command')) == v:t_string
     call extend(lines, map(split(input.command, "\n"), '"  $ " . v:val'))
   endif
@@ -434,7 +437,10 @@ endfunc
 
 func s:RuleText(rule) abort
   let match = get(a:rule, 'match', {})
-  let what = has_key(match, 'commandPrefix') ? join(match.commandPrefix, ' ') : get(match, 'path', '')
+  " A rule shown as wide as it is: a prefix rule ends ` *`, an exact one does not.
+  let what = has_key(match, 'command') ? join(match.command, ' ')
+        \ : has_key(match, 'commandPrefix') ? join(match.commandPrefix, ' ') . ' *'
+        \ : get(match, 'path', '')
   return printf('%s %s %s (%s)', a:rule.decision, a:rule.tool, what, a:rule.scope)
 endfunc
 

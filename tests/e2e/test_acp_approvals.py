@@ -24,7 +24,7 @@ from tests.support.leaks import no_run_processes, run_processes
 pytestmark = [requires_pi]
 
 COMPOUND_FILE = "compound.txt"
-ALL_KINDS = ["allow_once", "allow_always", "reject_once", "reject_always"]
+ALL_KINDS = ["allow_once", "allow_always", "allow_always", "reject_once", "reject_always"]
 
 
 def _tool_ends(recorder: AcpRecorder, session_id: str) -> list[Any]:
@@ -109,7 +109,7 @@ async def test_acp_reject_runs_nothing_and_the_prompt_ends_its_turn(
         assert not (tmp_path / COMPOUND_FILE).exists(), "nothing ran"
 
 
-async def test_acp_allow_runs_the_command_with_all_four_options_offered(
+async def test_acp_allow_runs_the_command_with_every_option_offered(
     pi_agent_dir: Path, tmp_path: Path
 ) -> None:
     async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, _):
@@ -117,9 +117,14 @@ async def test_acp_allow_runs_the_command_with_all_four_options_offered(
         assert (await prompt(conn, session_id, "run echo")).stop_reason == "end_turn"
         [request] = recorder.permission_requests
         assert [o.kind for o in request.options] == ALL_KINDS
-        assert len({o.option_id for o in request.options}) == 4 and all(o.name for o in request.options)
-        always = next(o for o in request.options if o.kind == "allow_always")
-        assert always.field_meta["piBridge"]["rule"]["match"] == {"commandPrefix": ["echo", "hi"]}
+        assert len({o.option_id for o in request.options}) == 5 and all(o.name for o in request.options)
+        exact, prefix = (o for o in request.options if o.kind == "allow_always")
+        assert exact.name == "Always allow `echo hi` in this workspace"
+        assert exact.field_meta["piBridge"]["rule"]["match"] == {"command": ["echo", "hi"]}, (
+            "as wide as its label"
+        )
+        assert prefix.name == "Always allow `echo hi *` in this workspace"
+        assert prefix.field_meta["piBridge"]["rule"]["match"] == {"commandPrefix": ["echo", "hi"]}
         [end] = _tool_ends(recorder, session_id)
         assert end.status == "completed" and end.content[-1].content.text.strip() == "hi"
 
@@ -318,3 +323,20 @@ async def test_acp_pi_killed_while_the_client_is_asked_settles_the_request_and_t
             await asyncio.wait_for(running, WAIT)
         assert failure.value.code == -32000 and failure.value.data["kind"] == "process"
         await _late_allow_runs_nothing(conn, recorder, session_id, tmp_path, release)
+
+
+async def test_acp_the_request_carries_the_whole_command_and_a_title_keeps_its_tail(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    command = "echo " + "harmless-looking-words " * 12 + "; touch tail-ran.txt"
+    async with acp_bridge(pi_agent_dir, tmp_path) as (conn, recorder, _):
+        recorder.answer = choose("reject_once")
+        session_id = await new_session(conn, tmp_path, "shell")
+        assert (await prompt(conn, session_id, command)).stop_reason == "end_turn"
+        [request] = recorder.permission_requests
+        call = request.tool_call
+        assert call.raw_input == {"command": command}
+        texts = [c.content.text for c in call.content or [] if isinstance(c, schema.ContentToolCallContent)]
+        assert texts == [command], "the whole command, never cut, as content"
+        assert len(call.title) <= 200 and " … " in call.title and call.title.endswith("touch tail-ran.txt")
+        assert not (tmp_path / "tail-ran.txt").exists()

@@ -22,7 +22,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.approvals import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE
+from bridge.runs.approvals import ALLOW_ALWAYS, ALLOW_ALWAYS_PREFIX, ALLOW_ONCE, MAX_TITLE, REJECT_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model.scenarios import (
     EDIT_FILE,
@@ -220,7 +220,7 @@ async def test_allow_always_answers_by_rule_but_never_a_compound_command(
     first, _ = await scripted_run(bridge, tmp_path, "tool")
     assert first["status"] == "completed", first
     (offered,) = [o for o in ASKED.requests[0]["options"] if o["optionId"] == ALLOW_ALWAYS]
-    assert offered["rule"]["match"] == {"commandPrefix": ["echo", "hi"]}
+    assert offered["rule"]["match"] == {"command": ["echo", "hi"]}, "exact, as its label says"
     rules = (await request(bridge, "pi/permissions", {"cwd": str(tmp_path)}))["rules"]
     assert [r["id"] for r in rules] == [offered["rule"]["id"]], "the rule is kept for the workspace"
 
@@ -321,3 +321,148 @@ async def test_time_waiting_for_the_user_is_not_agent_silence(
     result, messages = await scripted_run(watched_bridge, tmp_path, "tool")
     assert result["status"] == "completed", result
     assert contents_of(messages, "tool.completed")
+
+
+# A long command whose harmless start fills any title, and whose end is what it finally does.
+LONG_START = "echo " + "harmless-looking-words " * 12
+TAIL = "; touch tail-ran.txt"
+
+
+async def test_the_whole_command_is_put_to_the_user_and_a_title_keeps_its_tail(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    command = LONG_START + TAIL
+    assert len(command) > MAX_TITLE
+    ASKED.answer = _answer(REJECT_ONCE)
+    result, messages = await scripted_run(bridge, tmp_path, "shell", prompt=command)
+    assert result["status"] == "completed", result
+    (asked,) = ASKED.requests
+    assert asked["command"] == command, "the request carries the whole command"
+    assert asked["input"]["command"] == command
+    title = asked["title"]
+    assert len(title) <= MAX_TITLE and " … " in title and title.endswith("touch tail-ran.txt"), title
+    (requested,) = contents_of(messages, "permission.requested")
+    assert requested["title"] == title
+    assert not (tmp_path / "tail-ran.txt").exists()
+
+
+async def test_the_message_request_fallback_shows_the_whole_command(
+    message_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    command = LONG_START + TAIL
+    result, _ = await scripted_run(message_bridge, tmp_path, "shell", prompt=command)
+    assert result["status"] == "completed", result
+    (asked,) = ASKED.requests
+    message = asked["message"] if isinstance(asked, dict) else asked.message
+    assert command in message, message
+    assert (tmp_path / "tail-ran.txt").exists(), "the user allowed what they read, and it ran"
+
+
+async def test_an_always_rule_allows_exactly_its_command_and_a_prefix_rule_says_so(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    ASKED.answer = _answer(ALLOW_ALWAYS)
+    first, _ = await scripted_run(bridge, tmp_path, "shell", prompt="find . -maxdepth 0")
+    assert first["status"] == "completed", first
+    names = {o["optionId"]: o["name"] for o in ASKED.requests[0]["options"]}
+    assert names[ALLOW_ALWAYS] == "Always allow `find . -maxdepth 0` in this workspace"
+    assert names[ALLOW_ALWAYS_PREFIX] == "Always allow `find . *` in this workspace"
+
+    session = first["sessionId"]
+    ASKED.answer = _answer(REJECT_ONCE)
+    wider = "find . -maxdepth 0 -fprint wider.txt"  # the same start, and it writes a file
+    second, messages = await scripted_run(bridge, tmp_path, "shell", prompt=wider, sessionId=session)
+    assert second["status"] == "completed", second
+    assert [r["command"] for r in ASKED.requests[1:]] == [wider], "the wider command was asked"
+    assert _one_decision(messages)["by"] == "user"
+    assert not (tmp_path / "wider.txt").exists()
+
+    ASKED.answer = _answer(ALLOW_ALWAYS_PREFIX)
+    third, _ = await scripted_run(bridge, tmp_path, "shell", prompt=wider, sessionId=session)
+    assert third["status"] == "completed", third
+    assert (tmp_path / "wider.txt").exists(), "the user picked `find . *`"
+    asked = len(ASKED.requests)
+    again = "find . -maxdepth 0 -fprint again.txt"
+    fourth, messages = await scripted_run(bridge, tmp_path, "shell", prompt=again, sessionId=session)
+    assert fourth["status"] == "completed", fourth
+    assert len(ASKED.requests) == asked and _one_decision(messages)["by"] == "rule"
+    assert (tmp_path / "again.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "asked"),
+    [
+        ("/bin/rm victim.txt", False),
+        ('"r""m" victim.txt', False),
+        ("\\rm victim.txt", False),
+        ('eval "r""m" victim.txt', False),
+        ("sh -c 'rm victim.txt'", False),
+        ("env rm victim.txt", False),
+        ("command rm victim.txt", False),
+        ("echo victim.txt | xargs rm", False),
+        ("find . -name victim.txt -exec rm {} +", False),
+        ("x=m; r${x} victim.txt", True),
+    ],
+)
+async def test_a_deny_rule_on_rm_holds_however_rm_is_written(
+    bridge: LanguageClient, tmp_path: Path, command: str, asked: bool
+) -> None:
+    """The deny rule refuses without asking however `rm` is spelled; a name it cannot know is asked."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    deny = {
+        "id": "no-rm",
+        "tool": "*",
+        "match": {"commandPrefix": ["rm"]},
+        "decision": "deny",
+        "scope": "workspace",
+    }
+    await request(bridge, "pi/setPermissions", {"cwd": str(tmp_path), "rules": [deny]})
+    ASKED.answer = _answer(REJECT_ONCE)
+    result, messages = await scripted_run(bridge, tmp_path, "shell", prompt=command)
+    assert result["status"] == "completed", result
+    assert victim.read_text() == "keep me", command
+    assert len(ASKED.requests) == (1 if asked else 0), command
+    decision = _one_decision(messages)
+    assert decision["decision"] == "reject", decision
+    assert decision["by"] == ("user" if asked else "rule"), decision
+
+
+@pytest_lsp.fixture(config=bridge_config({STATE_DIR_ENV: str(_STATE)}, _client(ASKED)))
+async def unheld_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    """No checkpoints: no run's first tool call is held for one, so `full` takes pi's fast path."""
+    yield await _start(lsp_client, pi_agent_dir, PERMISSIONS, checkpoints=False)
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_a_deny_rule_holds_in_full_mode_where_nothing_else_is_asked(
+    unheld_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    """pi's gate skips the bridge in `full`; under a deny rule it must not (issue 34, item 12)."""
+    bridge = unheld_bridge
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    deny = {
+        "id": "no-rm",
+        "tool": "*",
+        "match": {"commandPrefix": ["rm"]},
+        "decision": "deny",
+        "scope": "workspace",
+    }
+    await request(bridge, "pi/setPermissions", {"cwd": str(tmp_path), "rules": [deny]})
+    result, messages = await scripted_run(
+        bridge, tmp_path, "shell", prompt="env /bin/rm victim.txt", mode="full"
+    )
+    assert result["status"] == "completed", result
+    assert victim.read_text() == "keep me"
+    assert ASKED.requests == [], "full asks nobody"
+    decision = _one_decision(messages)
+    assert (decision["decision"], decision["by"]) == ("reject", "rule"), decision
+    session = result["sessionId"]
+    again, messages = await scripted_run(
+        bridge, tmp_path, "shell", prompt="touch made.txt", sessionId=session
+    )
+    assert again["status"] == "completed", again
+    assert (tmp_path / "made.txt").exists(), "any other command runs unasked in full"
+    assert ASKED.requests == []

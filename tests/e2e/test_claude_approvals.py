@@ -8,6 +8,7 @@ and refuses the edit it still asks about.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -209,3 +210,49 @@ async def test_ask_user_question_is_a_select_put_to_the_user_and_the_model_gets_
     assert question["options"] == ["red", "blue"]
     assert ASKED.requests == [], "a question, not a permission"
     assert "blue" in result["text"], "the model was given the user's choice"
+
+
+# A web call names what leaves the machine: an address with data in it, a query.
+WEB_CALLS = {
+    "WebFetch": {"url": "http://127.0.0.1:9/leak?key=planted-secret", "prompt": "summarize"},
+    "WebSearch": {"query": "planted-secret"},
+}
+
+
+async def _web_run(client: LanguageClient, cwd: Path, tool: str, mode: str) -> list[Any]:
+    prompt = f"{tool} {json.dumps(WEB_CALLS[tool])}"
+    result = await request(
+        client, "pi/run", {"prompt": prompt, "model": "calltool", "cwd": str(cwd), "mode": mode}
+    )
+    assert result["status"] == "completed", result
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return messages
+
+
+@pytest.mark.parametrize("tool", list(WEB_CALLS))
+@pytest.mark.parametrize("mode", ["ask", "auto-edit"])
+async def test_a_web_tool_is_asked_about_in_ask_and_auto_edit(
+    bridge: LanguageClient, tmp_path: Path, tool: str, mode: str
+) -> None:
+    """WebFetch and WebSearch send data out: they are not read-only (issue 34, item 14)."""
+    ASKED.option = REJECT_ONCE
+    messages = await _web_run(bridge, tmp_path, tool, mode)
+    (asked,) = ASKED.requests
+    assert asked["tool"] == tool and asked["kind"] == "other", asked
+    assert asked["input"] == WEB_CALLS[tool], "the user sees what would leave the machine"
+    decision = _one_decision(messages)
+    assert (decision["decision"], decision["by"]) == ("reject", "user"), decision
+
+
+@pytest.mark.parametrize("tool", list(WEB_CALLS))
+async def test_a_web_tool_is_refused_in_plan_without_asking(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, tool: str
+) -> None:
+    ASKED.option = ALLOW_ONCE
+    messages = await _web_run(bridge, tmp_path, tool, "plan")
+    assert ASKED.requests == [], "plan refuses: nothing is put to the user"
+    decision = _one_decision(messages)
+    assert (decision["decision"], decision["by"]) == ("reject", "mode"), decision
+    last = [r for r in scripted_model.requests if r["model"] == "calltool"][-1]
+    assert "plan mode: read-only" in json.dumps(last["body"]), "the model was told it was refused"

@@ -282,3 +282,39 @@ async def test_checkpoints_on_claude_code_rewind_files_and_refuse_a_conversation
             {"sessionId": session, "checkpointId": first_point, "restore": "conversation"},
         )
     assert "Claude Code" in refused.value.message
+
+
+async def test_a_stop_leaves_nothing_queued_that_claude_code_sends_later(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, "echo", prompt=f"before-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    run_id = f"stopped-{tag}"
+    stopped = asyncio.ensure_future(
+        request(bridge, "pi/run", {"prompt": f"long-{tag}", "model": "slow", "cwd": str(tmp_path),
+                                   "sessionId": sid, "runId": run_id})
+    )  # fmt: skip
+    await messages_of(bridge).wait_type(run_id, "assistant")
+    steer = await request(bridge, "pi/steer", {"runId": run_id, "message": f"steer-{tag}"})
+    assert steer["accepted"] is False, "Claude Code takes no steer: the user keeps their text"
+    queued_id = f"queued-{tag}"
+    queued = asyncio.ensure_future(
+        request(bridge, "pi/run", {"prompt": f"queued-{tag}", "model": "echo", "cwd": str(tmp_path),
+                                   "sessionId": sid, "runId": queued_id})
+    )  # fmt: skip
+    assert (await messages_of(bridge).wait_type(queued_id, "run.queued"))["content"]["reason"] == "session"
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    assert answer["unsent"] == [f"queued-{tag}"]
+    for task in (stopped, queued):
+        with pytest.raises(JsonRpcException) as raised:
+            await task
+        assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    after, _ = await run(bridge, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    # Claude Code joins its own notes ("[Request interrupted by user]", a /model caveat) to the
+    # user message: the new prompt ends it, and nothing of the stopped run is among them.
+    assert after["text"].startswith("ECHO:") and after["text"].endswith(f"after-{tag}")
+    bodies = [r["body"] for r in scripted_model.requests if r["body"]]
+    assert all(times_seen(body, tag, "steer", "queued") == [0, 0] for body in bodies), (
+        "neither the refused steer nor the stopped queued prompt reached the model"
+    )

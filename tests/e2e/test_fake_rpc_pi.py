@@ -134,7 +134,50 @@ async def test_a_steer_is_taken_in_as_run_steered(rpc_bridge: LanguageClient) ->
     assert unknown["accepted"] is False and unknown["reason"]
 
 
-async def test_a_second_run_of_a_busy_conversation_waits_then_runs(rpc_bridge: LanguageClient) -> None:
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=BRIDGE, client_factory=make_client, server_env=bridge_env())
+)
+async def logged_rpc_bridge(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[LanguageClient]:
+    """The fake rpc pi, logging every command it reads to tmp_path/commands."""
+    commands = tmp_path / "commands"
+    await initialize(
+        lsp_client,
+        {"piCommand": FAKE_RPC_PI, "warmPool": False, "env": {"FAKE_RPC_PI_COMMANDS": str(commands)}},
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_a_steer_the_cancel_overtakes_is_cleared_once_pi_queued_it(
+    logged_rpc_bridge: LanguageClient, tmp_path: Path
+) -> None:
+    client = logged_rpc_bridge
+    first, _ = await run(client, "text")
+    sid = first["sessionId"]
+    _, slow = start_request(
+        client, "pi/run", {"runId": "late", "prompt": "a", "model": "latesteer", "sessionId": sid}
+    )
+    await messages_of(client).wait_type("late", "assistant")
+    steer = asyncio.ensure_future(request(client, "pi/steer", {"runId": "late", "message": "overtaken"}))
+    log = tmp_path / "commands"
+    deadline = time.monotonic() + 10
+    while "steer" not in (log.read_text().split() if log.exists() else []):
+        assert time.monotonic() < deadline, "the fake never read the steer"
+        await asyncio.sleep(0.02)
+    cancel = await request(client, "pi/cancel", {"runId": "late"})
+    assert (await asyncio.wait_for(steer, 10))["accepted"] is True
+    assert cancel["unsent"] == ["overtaken"], "queued after the first clear, taken by the second"
+    _, error = await answer_or_error(slow)
+    assert error is not None and error.data["unsent"] == ["overtaken"]
+    commands = [line.split()[1] for line in log.read_text().splitlines()]
+    assert commands.count("clear_queue") == 2 and commands.index("clear_queue") < commands.index("abort")
+    after, messages = await run(client, "text", sessionId=sid)
+    assert after["status"] == "completed"
+    assert not [m for m in messages if m["type"] == "run.steered"], "the overtaken steer acted later"
+
+
+async def test_a_stop_takes_the_runs_queued_behind_it_along(rpc_bridge: LanguageClient) -> None:
     first, _ = await run(rpc_bridge, "text")
     sid = first["sessionId"]
     _, slow = start_request(
@@ -145,11 +188,17 @@ async def test_a_second_run_of_a_busy_conversation_waits_then_runs(rpc_bridge: L
         rpc_bridge, "pi/run", {"runId": "next", "prompt": "b", "model": "text", "sessionId": sid}
     )
     await messages_of(rpc_bridge).wait_type("next", "run.queued")
-    await request(rpc_bridge, "pi/cancel", {"runId": "busy"})
-    await answer_or_error(slow)
-    result, _ = await answer_or_error(queued)
-    assert result["status"] == "completed" and result["sessionId"] == sid
-    assert_stream_invariants(messages_of(rpc_bridge).by_run["next"])
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "busy"})
+    assert cancel["unsent"] == ["b"]
+    _, error = await answer_or_error(slow)
+    assert error is not None and error.data["unsent"] == ["b"]
+    _, error = await answer_or_error(queued)
+    assert error is not None and error.data["status"] == "cancelled" and error.data["shutdown"]["pids"] == []
+    messages = messages_of(rpc_bridge).by_run["next"]
+    assert_stream_invariants(messages)
+    assert not [m for m in messages if m["type"] in ("assistant", "session.resumed")], "it never started"
+    after, _ = await run(rpc_bridge, "text", sessionId=sid)
+    assert after["status"] == "completed" and after["sessionId"] == sid
 
 
 async def test_an_agent_without_rpc_falls_back_to_json(fake_bridge: LanguageClient) -> None:
@@ -289,3 +338,28 @@ def test_a_session_file_that_is_a_fifo_never_freezes_the_bridge(tmp_path: Path) 
         except OSError:
             pass
         bridge.close()
+
+
+async def test_stopping_a_run_that_waits_in_line_takes_nothing_else_along(rpc_bridge: LanguageClient) -> None:
+    first, _ = await run(rpc_bridge, "text")
+    sid = first["sessionId"]
+    _, slow = start_request(
+        rpc_bridge, "pi/run", {"runId": "head", "prompt": "a", "model": "slow", "sessionId": sid}
+    )
+    await messages_of(rpc_bridge).wait_type("head", "assistant")
+    waiting = {}
+    for run_id, prompt in (("second", "b"), ("third", "c")):
+        _, waiting[run_id] = start_request(
+            rpc_bridge, "pi/run", {"runId": run_id, "prompt": prompt, "model": "text", "sessionId": sid}
+        )
+        await messages_of(rpc_bridge).wait_type(run_id, "run.queued")
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "second"})
+    assert cancel["found"] is True and "unsent" not in cancel
+    _, error = await answer_or_error(waiting["second"])
+    assert error is not None and error.data["status"] == "cancelled" and "unsent" not in error.data
+    assert not waiting["third"].done(), "the third still waits for the head of the line"
+    cancel = await request(rpc_bridge, "pi/cancel", {"runId": "head"})
+    assert cancel["unsent"] == ["c"]
+    await answer_or_error(slow)
+    _, error = await answer_or_error(waiting["third"])
+    assert error is not None and error.data["status"] == "cancelled"

@@ -99,9 +99,12 @@ async def test_an_unknown_mode_is_invalid_params(bridge: LanguageClient) -> None
         await request(bridge, "pi/setMode", {"sessionId": "s", "mode": "yolo"})
 
 
-async def test_full_mode_writes_no_mode_file_and_runs_as_before(
+async def test_full_mode_writes_full_to_its_mode_file_and_runs_as_before(
     bridge: LanguageClient, tmp_path: Path
 ) -> None:
+    """A `full` conversation's file says `full` (no round trip): a missing one would mean `ask`."""
     result, messages = await scripted_run(bridge, tmp_path, "tool")
     assert result["status"] == "completed" and contents_of(messages, "tool.completed")
-    assert not list((_STATE / "modes").glob("*/*")), "a full conversation has no mode file: no round trip"
+    assert not contents_of(messages, "permission.requested")
+    (mode_file,) = (_STATE / "modes").glob(f"*/{result['sessionId']}")
+    assert mode_file.read_text() == "full"

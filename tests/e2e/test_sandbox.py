@@ -3,15 +3,21 @@ check driven by the model's own commands (the `shell` scenario runs the prompt a
 command; `writepath` calls pi's write tool on the path the prompt names).
 
 The bridge runs with a fake HOME outside /tmp (the sandbox's /tmp is private, so a HOME under it
-would be hidden whole and prove nothing), holding a planted SSH key.
+would be hidden whole and prove nothing), holding a planted SSH key, and its state dir inside that
+HOME (where it is by default), so hiding it is the sandbox's doing, not /tmp's. CI runs this as
+root: each escape below worked as root before the sandbox dropped every capability.
 """
 
 from __future__ import annotations
 
 import asyncio
 import http.server
+import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -29,6 +35,7 @@ from pytest_lsp import LanguageClient
 from bridge.process import bwrap
 from bridge.runs.approvals import REJECT_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.support.env import WAIT
 from tests.support.leaks import assert_no_run_processes
@@ -51,8 +58,12 @@ pytestmark = [
 KEY_TEXT = "-----BEGIN OPENSSH PRIVATE KEY----- planted-by-the-test"
 _HOME_BASE = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
 _HOME = Path(tempfile.mkdtemp(prefix="pi-bridge-sandbox-home-", dir=_HOME_BASE))
-_STATE = Path(tempfile.mkdtemp(prefix="pi-bridge-sandbox-state-"))
+_STATE = _HOME / ".local" / "state" / "pi-bridge"
+_STATE.mkdir(parents=True)
 SANDBOX = {"mode": "workspace-write", "network": False}
+#: A variable the client gives in initializationOptions.env: its name says no secret, its value is one.
+CLIENT_VAR, CLIENT_VALUE = "PROBE_SETTING", "client-given-value-4f1c"
+MCP_SECRET = "mcp-password-in-the-state-dir-77a1"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -68,7 +79,7 @@ def _home() -> Iterator[Path]:
     config=bridge_config({STATE_DIR_ENV: str(_STATE), "HOME": str(_HOME), "PROBE_API_KEY": "sekret"})
 )
 async def bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
-    env = {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}
+    env = {"PI_CODING_AGENT_DIR": str(pi_agent_dir), CLIENT_VAR: CLIENT_VALUE}
     options = {"env": env, "warmPool": False, "defaultMode": "full", "sandbox": SANDBOX}
     lsp_client.init_result = await initialize(lsp_client, options)  # type: ignore[attr-defined]
     yield lsp_client
@@ -116,12 +127,19 @@ async def test_a_planted_ssh_key_is_not_found(bridge: LanguageClient, tmp_path: 
     assert "planted-by-the-test" not in str(messages)
 
 
-async def test_a_key_variable_is_not_passed_on(bridge: LanguageClient, tmp_path: Path) -> None:
-    result, messages = await _bash(
-        bridge, tmp_path, 'echo "key=[${PI_CODING_AGENT_DIR:+dir}${PROBE_API_KEY:-none}]"'
+async def test_a_key_variable_is_not_passed_on(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """Neither a secret-named variable nor any the client gave (PI_CODING_AGENT_DIR, which used to
+    be passed on, is one): the client's values are the user's."""
+    command = (
+        f'echo "key=[${{PI_CODING_AGENT_DIR:+dir}}${{PROBE_API_KEY:-none}}${{{CLIENT_VAR}:-}}]"; echo "$HOME"'
     )
+    result, messages = await _bash(bridge, tmp_path, command)
     assert result["status"] == "completed", result
-    assert "key=[dirnone]" in contents_of(messages, "tool.completed")[0]["output"]
+    output = contents_of(messages, "tool.completed")[0]["output"]
+    assert "key=[none]" in output and str(_HOME) in output, output
+    assert CLIENT_VALUE not in _seen(bridge, scripted_model) and "sekret" not in _seen(bridge, scripted_model)
 
 
 class _Loopback(http.server.BaseHTTPRequestHandler):
@@ -329,3 +347,165 @@ async def test_in_ask_mode_pi_write_outside_the_workspace_is_asked(
     assert [(asked["tool"], asked["input"]["path"]) for asked in _ASKED] == [("write", str(outside))]
     assert failed["reason"] == "denied", failed
     assert not outside.exists()
+
+
+# -- issue 34: the sandbox in depth ----------------------------------------------------------------
+
+
+def _seen(client: LanguageClient, model: ScriptedModelServer) -> str:
+    """Every frame the client got (each run's messages, log and shown messages) and every request
+    the model received, as one text to search."""
+    frames = [messages_of(client).by_run, client.log_messages, client.messages]
+    bodies = [request["body"] for request in model.requests]
+    return json.dumps([frames, bodies], default=str)
+
+
+def _output(messages: list[Any]) -> str:
+    """What the command printed, whether it succeeded or failed."""
+    done = contents_of(messages, "tool.completed") + contents_of(messages, "tool.failed")
+    return " ".join(str(item.get("output", "")) + str(item.get("error", "")) for item in done)
+
+
+async def test_the_command_has_no_capability_even_as_root(bridge: LanguageClient, tmp_path: Path) -> None:
+    result, messages = await _bash(bridge, tmp_path, "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status")
+    assert result["status"] == "completed", result
+    output = _output(messages)
+    for name in ("CapEff", "CapPrm", "CapBnd"):
+        assert f"{name}:\t0000000000000000" in output, output
+
+
+async def test_umount_of_the_masked_ssh_dir_fails_and_the_key_stays_unread(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    command = 'umount "$HOME/.ssh"; umount -l "$HOME/.ssh"; cat "$HOME/.ssh/id_rsa"; echo "rc=$?"'
+    result, messages = await _bash(bridge, tmp_path, command)
+    assert result["status"] == "completed", result
+    assert "rc=1" in _output(messages), _output(messages)
+    assert "planted-by-the-test" not in _seen(bridge, scripted_model)
+
+
+async def test_remount_of_root_fails_and_home_stays_unwritten(bridge: LanguageClient, tmp_path: Path) -> None:
+    command = 'mount -o remount,bind,rw /; mount -o remount,rw "$HOME"; echo x > "$HOME/pwned-by-remount"'
+    result, messages = await _bash(bridge, tmp_path, command)
+    assert result["status"] == "completed", result
+    assert "Read-only file system" in _output(messages), _output(messages)
+    assert not (_HOME / "pwned-by-remount").exists()
+
+
+@pytest.fixture
+def home_socket() -> Iterator[socket.socket]:
+    """A unix-socket server listening in the fake HOME, as an agent or a daemon's would."""
+    path = _HOME / f"agent-{uuid.uuid4().hex[:6]}.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    server.setblocking(False)
+    yield server
+    server.close()
+    path.unlink(missing_ok=True)
+
+
+def _connected(server: socket.socket) -> bool:
+    """Whether any client connected: a finished connect() waits in the backlog, accepted or not."""
+    try:
+        conn, _ = server.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+async def test_a_unix_socket_in_home_receives_nothing_from_the_sandbox(
+    bridge: LanguageClient, tmp_path: Path, home_socket: socket.socket
+) -> None:
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    script = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({home_socket.getsockname()!r}); "
+    script += "s.sendall(b'from-sandbox'); print('sent')"
+    command = f"{python} -c {json.dumps(script)}"
+    result, messages = await _bash(bridge, tmp_path, command)
+    assert result["status"] == "completed", result
+    assert "Operation not permitted" in _output(messages), _output(messages)
+    assert not _connected(home_socket)
+    # the same command without the sandbox reaches it: the server and the command are sound
+    result, messages = await _bash(bridge, tmp_path, command, sandbox={"mode": "off"})
+    assert "sent" in _output(messages), _output(messages)
+    assert _connected(home_socket)
+
+
+async def test_the_state_dir_and_the_mcp_config_cannot_be_read(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    server = {
+        "name": "fixture",
+        "command": sys.executable,
+        "args": [str(Path(__file__).parents[1] / "fixtures" / "mcp_server.py")],
+        "env": [{"name": "MCP_FIXTURE_SECRET", "value": MCP_SECRET}],
+    }
+    command = (
+        f'echo "var=[$PI_BRIDGE_MCP_CONFIG][$PI_BRIDGE_GATE_DIR][$PI_BRIDGE_SANDBOX_DIR]"; '
+        f'cat "$PI_BRIDGE_MCP_CONFIG"; grep -rl . {_STATE} ; echo "files=[$(find {_STATE} -type f | wc -l)]"; '
+        f"echo approve > {_STATE}/planted-by-the-sandbox"
+    )
+    result, messages = await _bash(bridge, tmp_path, command, mcpServers=[server])
+    assert result["status"] == "completed", result
+    output = _output(messages)
+    assert "var=[][][]" in output and "files=[0]" in output, output
+    # the config is there on the disk, with its secret, while the sandbox saw none of it
+    holding = [
+        path for path in _STATE.rglob("*") if path.is_file() and MCP_SECRET in path.read_text("latin-1")
+    ]
+    assert holding, sorted(_STATE.rglob("*"))
+    assert MCP_SECRET not in _seen(bridge, scripted_model)
+    assert not (_STATE / "planted-by-the-sandbox").exists()
+
+
+async def test_with_the_workspace_at_home_the_key_and_the_state_stay_hidden(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer
+) -> None:
+    command = f"cat ~/.ssh/id_rsa; ls -A ~/.ssh | wc -l; find {_STATE} -type f | wc -l; echo x > ~/.bashrc; "
+    command += "echo evil > ~/.pi/agent/extensions/evil.ts"  # pi's own config dir: its user-level extensions
+    (_HOME / ".bashrc").write_text("# the user's\n")
+    (_HOME / ".pi" / "agent" / "extensions").mkdir(parents=True)
+    try:
+        result, messages = await _bash(bridge, _HOME, command)
+        assert result["status"] == "completed", result
+        output = _output(messages)
+        assert "No such file or directory" in output and "Read-only file system" in output, output
+        assert (_HOME / ".bashrc").read_text() == "# the user's\n"
+        assert not (_HOME / ".pi" / "agent" / "extensions" / "evil.ts").exists()
+        assert "planted-by-the-test" not in _seen(bridge, scripted_model)
+    finally:
+        (_HOME / ".bashrc").unlink()
+        shutil.rmtree(_HOME / ".pi")
+
+
+def _git_repo(path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(path)], check=True, timeout=30)
+
+
+async def test_agent_config_and_hooks_cannot_be_planted(bridge: LanguageClient, tmp_path: Path) -> None:
+    _git_repo(tmp_path)
+    (tmp_path / ".pi" / "extensions").mkdir(parents=True)
+    (tmp_path / ".mcp.json").write_text("{}")
+    config = (tmp_path / ".git" / "config").read_bytes()
+    command = (
+        "echo evil > .pi/extensions/evil.ts; echo evil > .git/hooks/pre-commit; "
+        "echo evil > .git/commondir; echo '{\"evil\": 1}' > .mcp.json; echo '[core]' >> .git/config; "
+        "mv .git .git-moved; mv .pi .pi-moved; echo fine > allowed.txt"
+    )
+    result, messages = await _bash(bridge, tmp_path, command)
+    assert result["status"] == "completed", result
+    assert not (tmp_path / ".pi" / "extensions" / "evil.ts").exists()
+    assert not (tmp_path / ".git" / "hooks" / "pre-commit").exists()
+    assert not (tmp_path / ".git" / "commondir").exists()
+    assert (tmp_path / ".mcp.json").read_text() == "{}"
+    assert (tmp_path / ".git" / "config").read_bytes() == config
+    assert not (tmp_path / ".git-moved").exists() and not (tmp_path / ".pi-moved").exists()
+    assert (tmp_path / "allowed.txt").read_text() == "fine\n"  # the rest of the workspace is writable
+
+
+async def test_the_sandbox_leaves_no_file_in_the_workspace(bridge: LanguageClient, tmp_path: Path) -> None:
+    """Config that does not exist yet gets no mount point: it would be a file left behind."""
+    result, _messages = await _bash(bridge, tmp_path, "echo made > only.txt")
+    assert result["status"] == "completed", result
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["only.txt"]

@@ -162,9 +162,9 @@ def run(prompt: str, abort: threading.Event) -> None:
         settle(False)
         _state["running"] = False
         return
-    elif scenario in ("slow", "ignore_abort"):
+    elif scenario in ("slow", "ignore_abort", "latesteer"):
         for index in range(2000):
-            if abort.is_set() and scenario == "slow":
+            if abort.is_set() and scenario != "ignore_abort":
                 aborted = True
                 break
             piece = f"word{index} "
@@ -265,6 +265,7 @@ class Commands:
             "prompt": self.prompt,
             "steer": self.steer,
             "abort": self.abort_run,
+            "clear_queue": self.clear_queue,
             "extension_ui_response": take_answer,
         }
 
@@ -331,9 +332,24 @@ class Commands:
         self.worker.start()
 
     def steer(self, command: dict[str, Any]) -> None:
-        """Queues the message, taken in before the run's next step."""
-        _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
-        respond(command, {"disposition": "queued"})
+        """Queues the message, taken in before the run's next step. In latesteer it is queued
+        (and answered) 0.5 s after it was read, as pi queues a steer only after its extensions'
+        input handlers: a command read after it (clear_queue) can come first."""
+
+        def queue() -> None:
+            _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
+            respond(command, {"disposition": "queued"})
+
+        if _state["scenario"] == "latesteer":
+            threading.Timer(0.5, queue).start()
+            return
+        queue()
+
+    def clear_queue(self, command: dict[str, Any]) -> None:
+        """Takes the queued steers out and answers with their texts, as pi does."""
+        steers: list[str] = _state["steers"]  # type: ignore[assignment]
+        taken, steers[:] = list(steers), []
+        respond(command, {"steering": taken, "followUp": []})
 
     def abort_run(self, command: dict[str, Any]) -> None:
         """Aborts the run and answers once it settled; never answered in ignore_abort."""

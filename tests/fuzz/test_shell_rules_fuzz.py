@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bridge.runs.shell_words import MAX_PARSED_CHARS, matches_allow, matches_deny, simple_command_words
+from bridge.runs.shell_words import (
+    MAX_PARSED_CHARS,
+    deny_match,
+    matches_allow,
+    matches_deny,
+    matches_exact,
+    plain_command_words,
+    simple_command_words,
+)
 
 PREFIX = ["git", "status"]
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -195,3 +203,112 @@ def test_the_longest_parsed_command_is_still_a_plain_match() -> None:
     command = "git status " + "a" * (MAX_PARSED_CHARS - len("git status "))
     assert len(command) == MAX_PARSED_CHARS
     assert matches_allow(command, PREFIX)
+
+
+# An exact rule (the default "Always allow `X`") holds these words and no more.
+EXACT = ["git", "status", "--short"]
+
+
+@FUZZ
+@given(compound())
+def test_an_exact_rule_never_matches_a_compound_command(command: str) -> None:
+    assert not matches_exact(command, EXACT), command
+    assert not matches_exact(command, PREFIX), command
+
+
+@FUZZ
+@given(st.lists(plain_word, min_size=1, max_size=4), st.integers(min_value=0, max_value=3))
+def test_an_exact_rule_never_matches_a_different_command(extra: list[str], cut: int) -> None:
+    """More words, fewer words, other words: each is another command, so no match."""
+    wider = " ".join([*EXACT, *extra])
+    narrower = " ".join(EXACT[: min(cut, len(EXACT) - 1)])
+    other = " ".join([*EXACT[:-1], extra[0]])
+    assert not matches_exact(wider, EXACT), wider
+    assert not matches_exact(narrower, EXACT), narrower
+    if extra[0] != EXACT[-1]:
+        assert not matches_exact(other, EXACT), other
+
+
+@FUZZ
+@given(st.lists(plain_word, min_size=1, max_size=6), st.sampled_from(["", " ", "\t"]))
+def test_a_plain_command_is_matched_by_the_exact_rule_made_of_it(words: list[str], pad: str) -> None:
+    command = pad + " ".join(words) + pad
+    made = plain_command_words(command)
+    if made is not None:  # a plain word may still be a reserved word, `!` or the like
+        assert matches_exact(command, made), command
+        assert not matches_exact(command + " x", made)
+        assert not matches_exact(command + "; x", made)
+
+
+@FUZZ
+@given(st.text(alphabet=st.sampled_from(list("git status-;&|`$()<>'\"\\\n{}[]*?!#~= \t\x00é")), max_size=60))
+def test_shell_soup_matches_an_exact_rule_only_as_those_very_words(command: str) -> None:
+    if matches_exact(command, PREFIX):
+        assert simple_command_words(command) == PREFIX
+        assert not any(mark in command for mark in (";", "&", "|", "`", "$", "<", ">", "\n", "'", '"', "\\"))
+
+
+# Spellings of `rm` bash runs as rm, and commands that run their argument as a command.
+RM_SPELLINGS = ["rm", "/bin/rm", "/usr/bin/rm", "\\rm", '"r""m"', "'rm'", "r''m", "r\\m", "'/bin/rm'"]
+RUNNERS = [
+    "{}",
+    "env {}",
+    "env -i A=1 {}",
+    "command {}",
+    "command -p {}",
+    "builtin {}",
+    "exec {}",
+    "nice -n 5 {}",
+    "timeout 5 {}",
+    "sudo -u me {}",
+    "nohup {}",
+    "echo x | xargs {}",
+    "find . -exec {} {{}} +",
+    "find . -execdir {} {{}} ;",
+    "eval {}",
+    "eval '{}'",
+    "sh -c '{}'",
+    "bash -lc '{}'",
+    "x; ({})",
+    "true && {{ {}; }}",
+]
+
+
+@FUZZ
+@given(st.sampled_from(RM_SPELLINGS), st.sampled_from(RUNNERS), st.sampled_from(RUNNERS))
+def test_a_deny_rule_matches_the_command_name_after_normalization(
+    spelling: str, outer: str, inner: str
+) -> None:
+    # Single quotes do not nest: `sh -c 'eval 'rm -rf x''` runs `eval rm`, another command.
+    assume("'" not in outer or ("'" not in inner and "'" not in spelling))
+    command = outer.format(inner.format(spelling + " -rf build"))
+    assert deny_match(command, ["rm"]) != "no", command
+    assert deny_match(command, ["/bin/rm", "-rf"]) != "no", command
+
+
+@FUZZ
+@given(
+    st.sampled_from(["r${x}m", "$RM", "$(echo rm)", "`echo rm`", "${RM:-rm}", "r?", "/bin/r[m]", "$'rm'"]),
+    st.sampled_from(RUNNERS),
+)
+def test_a_command_name_that_cannot_be_known_is_never_a_plain_no(name: str, runner: str) -> None:
+    command = runner.format(name + " -rf build")
+    assert deny_match(command, ["rm"]) in ("match", "doubt"), command
+
+
+def test_a_deny_check_of_nested_runners_stays_fast_and_reads_too_much_as_doubt() -> None:
+    """`env env env …`, `env eval eval …` would cost two to the power of their length to read
+    naively; the check has a budget, and past it the command is asked, never allowed."""
+    for command in (
+        "env " * 1_000 + "x",
+        "env " + "eval " * 800,
+        "env " + "sh -c " * 600,
+        "xargs " + "a " * 2_040,
+        "env find " + "-exec " * 800,
+    ):
+        started = time.monotonic()
+        deny_match(command, ["rm"])
+        assert time.monotonic() - started < 5.0, command[:40]
+    for nested in ("env " + "eval " * 800, "env " + "sh -c " * 600, "env find " + "-exec " * 800):
+        assert deny_match(nested + " rm x", ["rm"]) != "no", nested[:40]
+    assert deny_match("env " * 1_000 + "rm x", ["rm"]) == "match"

@@ -7,6 +7,7 @@ the approvals' own. Outcomes are read from the disk, the frames and the model's 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -192,7 +193,8 @@ def test_13_a_deleted_mode_file_does_not_turn_asking_off(bench: Bench) -> None:
     ]
     answer, messages, seen = bench.script(ws, calls, mode="ask")
     _completed(answer)
-    # The test found the conversation's mode file where the bridge keeps it (else it proves nothing).
-    assert "mode-files-deleted=1" in run_texts(messages), run_texts(messages)
+    # The test found the conversation's mode file where the bridge keeps it (else it proves nothing);
+    # the bridge's other conversations have theirs too (`full` is a file as well).
+    assert re.search(r"mode-files-deleted=[1-9]", run_texts(messages)), run_texts(messages)
     assert [p["tool"] for p in seen.permission_requests()] == ["bash", "write"], seen.asked
     assert not (ws / "after.txt").exists()

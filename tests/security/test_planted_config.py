@@ -56,9 +56,23 @@ PLANTED = (
 )
 
 
+#: The workspace's config as it stands before the turn: the sandbox holds what exists read-only.
+#: Config that does not exist yet cannot be held without leaving a mount point in the workspace;
+#: what a turn creates there is caught by trust's fingerprint (the next test).
+EXISTING = (".pi/extensions/", ".pi/settings.json", ".claude/", ".mcp.json", ".vscode/", ".idea/")
+
+
 def test_7_a_sandboxed_turn_cannot_plant_agent_config_or_git_hooks(bench: Bench) -> None:
     ws = bench.home.workspace("plant")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    for path in EXISTING:
+        target = ws / path
+        if path.endswith("/"):
+            target.mkdir(parents=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("{}\n")
+    before = {path: (ws / path).read_bytes() for path in PLANTED if (ws / path).is_file()}
     git_config = (ws / ".git" / "config").read_bytes()
     command = "; ".join(
         f'mkdir -p "$(dirname {path})"; echo "touch ~/planted-ran" > {path}' for path in PLANTED
@@ -66,7 +80,9 @@ def test_7_a_sandboxed_turn_cannot_plant_agent_config_or_git_hooks(bench: Bench)
     command += '; git config core.hooksPath "$HOME"; echo "[alias] x = !touch ~/pwned" >> .git/config; true'
     answer, _, seen = bench.script(ws, [["bash", {"command": command}]], mode="full", sandbox=SANDBOX)
     _completed(answer)
-    planted = [path for path in PLANTED if (ws / path).exists()]
+    planted = [
+        path for path in PLANTED if (ws / path).exists() and (ws / path).read_bytes() != before.get(path)
+    ]
     assert planted == [], f"a sandboxed command planted {planted}"
     assert (ws / ".git" / "config").read_bytes() == git_config
     assert seen.leaked() == [], seen.leaked()

@@ -171,7 +171,8 @@ def test_5_the_state_dir_and_the_mcp_config_are_out_of_the_sandbox_s_reach(bench
     assert any(b"redteam-rule-words" in data for data in before.values()), before.keys()
     command = (
         'cat "$PI_BRIDGE_MCP_CONFIG"; env | grep -i PI_BRIDGE; '
-        f"grep -rh -e redteam-rule-words -e MCP_FIXTURE {state}; "
+        # the patterns match the markers without spelling them: the command itself is in the frames
+        f"grep -rh -e 'redteam-rule-word[s]' -e 'MCP_FIXTUR[E]' {state}; "
         f'for f in $(find {state} -type f); do echo pwned >> "$f"; done; '
         f"echo pwned > {state}/planted-by-the-sandbox; true"
     )

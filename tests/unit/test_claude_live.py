@@ -11,7 +11,7 @@ import anyio
 import orjson
 
 from bridge.agents.claude.live import ClaudeLive, ClaudeLiveMode, event_kind, live_flags
-from bridge.agents.claude.tool_checks import answer_line, tool_check
+from bridge.agents.claude.tool_checks import WEB_HOOK_ID, answer_line, hook_answer_line, tool_check
 from bridge.agents.seam import RunOptions, ToolVerdict
 from bridge.process.spawn import ChildProcess
 
@@ -77,6 +77,20 @@ def test_a_write_question_is_an_edit_check_with_its_change() -> None:
     bash = tool_check({"tool_name": "Bash", "input": {"command": "touch x"}})
     assert bash is not None and (bash.kind, bash.command) == ("execute", "touch x")
     assert tool_check({"input": {}}) is None
+
+
+def test_the_web_tools_are_not_read_only_and_their_hook_asks() -> None:
+    """WebFetch and WebSearch send data out: the gate asks (or refuses in plan), never allows
+    them as reads; the hook sends them to the gate in Claude Code's own plan mode too."""
+    for tool, arguments in (("WebFetch", {"url": "http://x", "prompt": "p"}), ("WebSearch", {"query": "q"})):
+        check = tool_check({"tool_name": tool, "input": arguments})
+        assert check is not None and check.kind == "other", tool
+    line = hook_answer_line("h1", {"subtype": "hook_callback", "callback_id": WEB_HOOK_ID, "input": {}})
+    assert line is not None
+    response = orjson.loads(line)["response"]
+    assert response["request_id"] == "h1"
+    assert response["response"]["hookSpecificOutput"]["permissionDecision"] == "ask"
+    assert hook_answer_line("h2", {"subtype": "hook_callback", "callback_id": "someone-else"}) is None
 
 
 def test_the_answer_allows_with_the_input_or_denies_with_the_reason() -> None:

@@ -18,6 +18,7 @@ from bridge.agents.claude.live import ClaudeLive, live_flags
 from bridge.agents.claude.sandbox import Sandbox, confine, read_sandbox, refusal
 from bridge.agents.seam import RunOptions, ToolCheck, ToolVerdict
 from bridge.contract import SandboxSettings
+from bridge.process import bwrap
 from bridge.process.spawn import ChildProcess
 from bridge.runs import sandbox as runs_sandbox
 
@@ -188,11 +189,11 @@ SANDBOXED = ("claude", "--permission-prompt-tool", "stdio", "--settings", claude
              "--session-id", "s-1")  # fmt: skip
 
 
+@pytest.mark.skipif(not bwrap.probe().ok, reason=f"no sandbox here: {bwrap.probe().reason}")
 async def test_the_live_client_confines_bash_and_refuses_a_read_outside(tmp_path: Path) -> None:
     board = runs_sandbox.SandboxBoard(tmp_path)
     board.publish("s-1", SandboxSettings(mode="workspace-write"), str(tmp_path), {"HOME": "/nowhere"})
-    if not (board.path / "s-1").exists():
-        pytest.skip("no bwrap here: the board writes no sandbox")
+    assert (board.path / "s-1").exists(), "the board wrote no sandbox though bwrap works"
     bash, read = await _answers(
         board.agent_env(),
         SANDBOXED,
@@ -200,7 +201,8 @@ async def test_the_live_client_confines_bash_and_refuses_a_read_outside(tmp_path
         _asked("Read", {"file_path": "/etc/passwd"}),
     )
     assert bash["behavior"] == "allow", bash
-    assert bash["updatedInput"]["command"].endswith("-c 'echo hi'")
+    filter_file = shlex.quote(str(board.path / runs_sandbox.SECCOMP_FILE))  # the prefix reads it on fd 3
+    assert bash["updatedInput"]["command"].endswith(f"-c 'echo hi' 3<{filter_file}")
     assert "bwrap" in bash["updatedInput"]["command"] and "--unshare-net" in bash["updatedInput"]["command"]
     assert read["behavior"] == "deny" and "outside the workspace" in read["message"]
 

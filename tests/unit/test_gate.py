@@ -12,6 +12,7 @@ import orjson
 from bridge.agents.pi.gate import MARKER, answer_line, tool_check
 from bridge.agents.pi.rpc import PiRpc
 from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.contract import PermissionRule
 from bridge.process.spawn import ChildProcess
 from bridge.runs.gate import Gate
 from bridge.runs.permissions import CANNOT_ASK_REASON, PLAN_REASON
@@ -93,14 +94,16 @@ async def test_the_check_decides_and_the_question_is_answered_once() -> None:
     assert len(stdin.lines) == 1, "a late answer is ignored"
 
 
-async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path: Path) -> None:
+async def test_modes_decide_and_every_bound_conversation_has_a_file(tmp_path: Path) -> None:
+    """`full` is written too: the agent reads a missing file as `ask` (issue 34 item 13; a
+    missing file once meant `full`, so deleting it turned asking off)."""
     gate = Gate("full", root=tmp_path)
     board = gate.board.path
     call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="echo hi")
     run, _ = make_run("r1", str(tmp_path), session_id="s1")
     check = gate.check(run)
     gate.bind("s1", None)
-    assert not board.exists(), "full: no file, so the agent asks nothing"
+    assert (board / "s1").read_text() == "full", "full: the agent reads it and asks nothing"
     assert (await check(call)).allow
     gate.bind("s1", "plan")
     assert (board / "s1").read_text() == "plan"
@@ -108,8 +111,43 @@ async def test_modes_decide_and_only_a_mode_other_than_full_has_a_file(tmp_path:
     gate.set_mode("s1", "ask")
     assert await check(call) == ToolVerdict(allow=False, reason=CANNOT_ASK_REASON)
     gate.set_mode("s1", "full")
-    assert not (board / "s1").exists()
+    assert (board / "s1").read_text() == "full"
+    (board / "s1").unlink()
+    board.rmdir()  # deleted by a command: the next publish puts it back
+    gate.set_mode("s1", "ask")
+    assert (board / "s1").read_text() == "ask"
     gate.set_mode("../evil", "plan")
     assert not (tmp_path / "evil").exists() and not list(board.glob("*evil*"))
     gate.close()
     assert not board.exists()
+
+
+async def test_a_full_conversation_under_a_deny_rule_still_asks_the_gate(tmp_path: Path) -> None:
+    """pi's gate skips the bridge in `full`; a deny rule holds in every mode, so a conversation
+    whose workspace has one shows `hold` to the agent (it asks), and the gate refuses by rule."""
+    gate = Gate("full", root=tmp_path)
+    board = gate.board.path
+    deny = PermissionRule.model_validate(
+        {
+            "id": "no-rm",
+            "tool": "*",
+            "match": {"commandPrefix": ["rm"]},
+            "decision": "deny",
+            "scope": "workspace",
+        }
+    )
+    gate.bind("plain", None, cwd=str(tmp_path))
+    assert not (board / "plain").exists(), "no deny rule: full keeps its fast path"
+    gate.rules.add(str(tmp_path), deny)
+    gate.bind("s1", None, cwd=str(tmp_path))
+    assert (board / "s1").read_text() == "hold"
+    gate.unhold("s1")
+    gate.set_mode("s1", "full")
+    assert (board / "s1").read_text() == "hold", "still asked after the checkpoint and a mode change"
+    run, _ = make_run("r1", str(tmp_path), session_id="s1")
+    call = ToolCheck(tool_call_id="c", tool="bash", kind="execute", input={}, command="/bin/rm -rf x")
+    verdict = await gate.check(run)(call)
+    assert not verdict.allow and "no-rm" in (verdict.reason or "")
+    echo = ToolCheck(tool_call_id="d", tool="bash", kind="execute", input={}, command="echo hi")
+    assert (await gate.check(run)(echo)).allow
+    gate.close()

@@ -3,7 +3,7 @@
 Every `import` and `from ... import` of every module under bridge/ is read with `ast` (those inside
 functions too: a lazy import is still an arrow). The layers, from the top down:
 
-    cli, tools -> fronts -> runs -> engines -> agents -> process -> config, contract, scripted_model
+    cli, tools -> fronts -> runs -> policy -> engines -> agents -> process -> config, contract, scripted_model
 
 A module may import its own layer and the layers below, never one above. On top of that a front
 sees runs/, config and the contract only; an engine sees the seam, never the agents index or an
@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bridge.tools",),
     ("bridge.fronts",),
     ("bridge.runs",),
+    ("bridge.policy",),
     ("bridge.engines",),
     ("bridge.agents",),
     ("bridge.process",),
@@ -38,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 ONLY: dict[str, tuple[str, ...]] = {
     "bridge.fronts": ("bridge.fronts", "bridge.runs", "bridge.config", "bridge.contract"),
     "bridge.process": ("bridge.process", "bridge.contract"),
+    # The agent-neutral policies (file access): pure, below runs, above the engines.
+    "bridge.policy": ("bridge.policy", "bridge.process", "bridge.config", "bridge.contract"),
     "bridge.contract": (),
 }
 # What a layer must never import, though it lies below: `bridge.agents` is the index alone (its

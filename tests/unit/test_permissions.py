@@ -243,3 +243,84 @@ def test_rules_are_validated_with_clear_errors() -> None:
         contract.SetPermissionsParams.model_validate(
             {"cwd": "/w", "rules": [bad[0] | {"match": {"path": "a"}}] * 2}
         )
+
+
+def test_an_exact_rule_allows_its_command_and_no_other(tmp_path: Path) -> None:
+    exact = rule(match={"command": ["find", ".", "-maxdepth", "0"]})
+    assert verdict(
+        ToolCall("bash", "execute", command="find . -maxdepth 0"), "ask", tmp_path, [exact]
+    ).decision == ("allow")
+    for other in (
+        "find . -maxdepth 0 -exec rm {} ;",
+        "find .",
+        "find . -maxdepth 0; id",
+        "find . -maxdepth '0'",
+    ):
+        call = ToolCall("bash", "execute", command=other)
+        assert verdict(call, "ask", tmp_path, [exact]).decision == "ask", other
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf build",
+        "/bin/rm -rf build",
+        '"r""m" -rf build',
+        "\\rm -rf build",
+        "'/usr/bin/rm' -rf build",
+        'eval "r""m" -rf build',
+        "sh -c 'rm -rf build'",
+        "bash -lc 'cd x && rm -rf build'",
+        "env rm -rf build",
+        "env -i FOO=1 /bin/rm -rf build",
+        "command rm -rf build",
+        "xargs rm -rf build",
+        "find . -name build -exec rm -rf {} +",
+        "timeout 5 nice -n 2 rm -rf build",
+        "sudo -u me rm -rf build",
+        "echo ok; (cd sub && rm -rf build)",
+    ],
+)
+@pytest.mark.parametrize("mode", ["ask", "auto-edit", "full"])
+def test_a_deny_rule_matches_the_command_name_however_it_is_written(
+    command: str, mode: contract.PermissionMode, tmp_path: Path
+) -> None:
+    deny = rule(id="no-rm", decision="deny", match={"commandPrefix": ["rm"]})
+    allow = rule(id="yes", match={"commandPrefix": ["sh"]})
+    decided = verdict(ToolCall("bash", "execute", command=command), mode, tmp_path, [allow, deny])
+    assert (decided.decision, decided.by, decided.rule) == ("refuse", "rule", deny), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "r${x}m -rf build",
+        "$RM build",
+        "$(echo rm) build",
+        "`printf rm` x",
+        "echo rm -rf x | sh",
+        'eval "$cmd"',
+        'sh -c "$cmd"',
+        "/bin/r? x",
+        "env $PROG x",
+        "echo $'a'",
+    ],
+)
+def test_a_command_whose_name_cannot_be_known_is_never_allowed_unasked_under_a_deny_rule(
+    command: str, tmp_path: Path
+) -> None:
+    deny = rule(id="no-rm", decision="deny", match={"commandPrefix": ["rm"]})
+    call = ToolCall("bash", "execute", command=command)
+    allow_all = rule(id="all", tool="*", match={"commandPrefix": [command.split(maxsplit=1)[0]]})
+    for mode in ("ask", "auto-edit", "full"):
+        decided = verdict(call, mode, tmp_path, [deny, allow_all])
+        assert decided.decision in ("ask", "refuse"), (command, mode, decided)
+        assert verdict(call, mode, tmp_path, [deny], can_answer=False).decision == "refuse"
+    assert verdict(call, "plan", tmp_path, [deny]).decision == "refuse"
+
+
+def test_a_deny_rule_leaves_other_commands_alone(tmp_path: Path) -> None:
+    deny = rule(id="no-rm", decision="deny", match={"commandPrefix": ["rm"]})
+    for command in ("ls -la", "git status", "echo $HOME", "cat rm.txt", "bash build.sh", "grep -r rmdir ."):
+        call = ToolCall("bash", "execute", command=command)
+        assert verdict(call, "full", tmp_path, [deny]).decision == "allow", command

@@ -38,7 +38,7 @@ from bridge.agents.claude.errors import classify_exit
 from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, read_sandbox
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
-from bridge.agents.claude.tool_checks import answer_line, tool_check
+from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import (
@@ -48,6 +48,7 @@ from bridge.agents.seam import (
     AskTool,
     BridgeCommand,
     CommandDone,
+    DoFileOp,
     EventKind,
     LaunchSpec,
     LiveCommand,
@@ -164,6 +165,8 @@ class ClaudeLive(LiveReader):
         super().__init__(child, wait_writable=wait_writable)
         self.asks: AskTool | None = None
         self.dialogs: AskDialog | None = None
+        # Claude Code's own tools do their own I/O: nothing is handed over.
+        self.file_ops: DoFileOp | None = None
         self._waiting: dict[str, PendingCommand] = {}
         # The interrupt on its way: it is done when the turn's `result` line came.
         self._interrupting: PendingCommand | None = None
@@ -194,7 +197,8 @@ class ClaudeLive(LiveReader):
     async def prepare(self) -> LiveState:
         """`initialize` (its answer proves Claude Code speaks stream-json and lists its models);
         the session is the one the process was started on."""
-        answer = await self.request("initialize", {}, timeout=START_TIMEOUT_SECONDS)
+        hooks = {"hooks": WEB_TOOL_HOOKS} if self._permission_mode is not None else {}
+        answer = await self.request("initialize", hooks, timeout=START_TIMEOUT_SECONDS)
         listed = answer.get("models")
         self._models = tuple(
             ModelChoice(PROVIDER, str(m["value"]), str(m.get("displayName") or m["value"]))
@@ -342,6 +346,16 @@ class ClaudeLive(LiveReader):
         self._interrupting = pending
         return pending
 
+    def send_clear_queue_now(self) -> None:
+        """None: nothing of a turn waits in Claude Code to be sent after its interrupt. A steer is
+        refused (a user line written mid-turn would be a turn of its own), and the engine writes a
+        prompt only to a process whose last turn has ended (its `result` line came)."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing: Claude Code holds no queue of a turn's messages."""
+        return []
+
     async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
         """Nothing more than the `result` line said (its context use is in the terminal already;
         its cost counts this process's turns, not the session's)."""
@@ -477,9 +491,7 @@ class ClaudeLive(LiveReader):
         if not isinstance(request, dict) or not isinstance(request_id, str):
             return False
         if request.get("subtype") != "can_use_tool":
-            log.info("Claude Code's control request %r answered as unsupported", request.get("subtype"))
-            error = {"subtype": "error", "request_id": request_id, "error": "not supported by pi-bridge"}
-            self._write_quietly(orjson.dumps({"type": "control_response", "response": error}) + b"\n")
+            self._answer_other(request_id, request)
             return True
         if request_id in self._open_checks:
             return True
@@ -510,6 +522,17 @@ class ClaudeLive(LiveReader):
             self._decide, request_id, check, asks, partial(answer_line, request_id, tool_input=runs_as)
         )
         return True
+
+    def _answer_other(self, request_id: str, request: dict[str, Any]) -> None:
+        """A control request that is no tool call: the web tools' hook answers "ask" (so the call
+        comes as `can_use_tool`); anything else is answered as unsupported."""
+        hooked = hook_answer_line(request_id, request) if request.get("subtype") == "hook_callback" else None
+        if hooked is not None:
+            self._write_quietly(hooked)
+            return
+        log.info("Claude Code's control request %r answered as unsupported", request.get("subtype"))
+        error = {"subtype": "error", "request_id": request_id, "error": "not supported by pi-bridge"}
+        self._write_quietly(orjson.dumps({"type": "control_response", "response": error}) + b"\n")
 
     def _put_questions(self, request_id: str, request: dict[str, Any]) -> None:
         """Claude Code's AskUserQuestion: each question a select dialog for the user (the run's

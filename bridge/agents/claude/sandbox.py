@@ -86,6 +86,8 @@ class Sandbox:
     workspace: str
     hidden: tuple[str, ...]
     prefix: tuple[str, ...]
+    #: The seccomp filter's file, which the prefix reads on fd 3 (None: a prefix without one).
+    seccomp: str | None = None
 
 
 #: The sandbox of a conversation whose sandbox cannot be read: no command, no file, no network.
@@ -111,13 +113,14 @@ def read_sandbox(environ: Mapping[str, str], session_id: str | None) -> Sandbox 
         return None
     except (OSError, orjson.JSONDecodeError):
         return UNREADABLE  # a sandbox the bridge wrote but that cannot be read
-    prefix, hidden = body.get("prefix"), body.get("hidden")
+    prefix, hidden, seccomp = body.get("prefix"), body.get("hidden"), body.get("seccomp")
     return Sandbox(
         mode=str(body.get("mode")),
         network=body.get("network") is True,
         workspace=str(body.get("workspace")),
         hidden=tuple(str(path) for path in hidden) if isinstance(hidden, list) else (),
         prefix=tuple(str(word) for word in prefix) if isinstance(prefix, list) else (),
+        seccomp=seccomp if isinstance(seccomp, str) else None,
     )
 
 
@@ -127,7 +130,7 @@ def confine(tool: str, arguments: dict[str, Any], box: Sandbox) -> Confined:
         command = arguments.get("command")
         if not isinstance(command, str) or not box.prefix:
             return Confined(arguments, "sandbox: no command to confine")
-        return Confined({**arguments, "command": wrapped(command, box.prefix)})
+        return Confined({**arguments, "command": wrapped(command, box.prefix, box.seccomp)})
     if tool in PATH_ARGUMENT:
         path = arguments.get(PATH_ARGUMENT[tool])
         if path is None and tool in ("Glob", "Grep", "LS"):
@@ -145,13 +148,15 @@ def confine(tool: str, arguments: dict[str, Any], box: Sandbox) -> Confined:
     return Confined(arguments, f"sandbox: {tool} cannot be confined, so it does not run")
 
 
-def wrapped(command: str, prefix: Sequence[str]) -> str:
-    """`command` run by a shell under bwrap's `prefix`, quoted for Claude Code's own shell."""
+def wrapped(command: str, prefix: Sequence[str], seccomp: str | None = None) -> str:
+    """`command` run by a shell under bwrap's `prefix`, quoted for Claude Code's own shell; the
+    seccomp filter's file opened on fd 3, where the prefix's `--seccomp 3` reads it."""
     words = list(prefix)
     if "--cap-drop" not in words and words and words[-1] == "--":
         words[-1:] = ["--cap-drop", "ALL", "--"]  # no capability, even for root
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
-    return shlex.join([*words, shell, "-c", command])
+    opened = f" 3<{shlex.quote(seccomp)}" if seccomp is not None else ""
+    return shlex.join([*words, shell, "-c", command]) + opened
 
 
 def refusal(path: str, workspace: str, hidden: Sequence[str]) -> str | None:

@@ -16,7 +16,15 @@ import orjson
 from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
-_READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead", "WebFetch", "WebSearch"})
+_READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
+#: WebFetch and WebSearch read nothing local, but what they send (a URL, a query) leaves the machine:
+#: a channel out for what the model read. They are "other": asked in `ask` and `auto-edit`,
+#: refused in `plan`. Claude Code's own plan mode runs them unasked (its classifier judges them),
+#: so a PreToolUse hook (WEB_TOOL_HOOKS, given in `initialize`) answers "ask" for them: each comes
+#: to the bridge's gate as a `can_use_tool`, whatever Claude Code's mode.
+WEB_TOOLS: Final = ("WebFetch", "WebSearch")
+WEB_HOOK_ID: Final = "pi-bridge-web-tools"
+WEB_TOOL_HOOKS: Final = {"PreToolUse": [{"matcher": "|".join(WEB_TOOLS), "hookCallbackIds": [WEB_HOOK_ID]}]}
 _EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 
 
@@ -65,6 +73,22 @@ def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
         if isinstance(old, str) and isinstance(new, str):
             pairs.append((old, new))
     return ProposedChange(path, replacements=tuple(pairs)) if pairs else None
+
+
+def hook_answer_line(request_id: str, request: dict[str, Any]) -> bytes | None:
+    """The answer to Claude Code's `hook_callback` for the web tools' hook: "ask", so the call
+    goes to the permission check; None for a hook the bridge did not give."""
+    if request.get("callback_id") != WEB_HOOK_ID:
+        return None
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "it sends data off this machine",
+        }
+    }
+    response = {"subtype": "success", "request_id": request_id, "response": output}
+    return orjson.dumps({"type": "control_response", "response": response}) + b"\n"
 
 
 def answer_line(request_id: str, verdict: ToolVerdict, *, tool_input: dict[str, Any]) -> bytes:

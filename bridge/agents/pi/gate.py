@@ -3,19 +3,30 @@
 The extension (extension/index.ts) calls `ctx.ui.input` with `MARKER` as its title and the call
 as JSON (toolCallId, toolName, input) as its placeholder. This module reads that request into an
 agent-neutral `ToolCheck` (pi's tool names give the kind) and writes the verdict as the dialog's
-value, `{"decision": "allow"|"deny", "reason"?}`.
+value, `{"decision": "allow"|"deny", "reason"?}`. The payload's `resolvedPath` is the call's path
+as pi's file tools resolve it (file URLs, `~`, `@`, unicode spaces): the bridge judges that one.
+
+The extension's file tools hand every file operation over the same channel, titled `FS_MARKER`:
+`{toolCallId, tool, op, path, data?, write?}` (data base64), answered `{"error"}` (the tool
+throws it) or `{"data"?, "kind"?, "names"?}`. `file_op` reads it into an agent-neutral `FileOp`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import base64
+import binascii
+from typing import Any, Final, cast
 
 import orjson
 
-from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
+from bridge.agents.seam import FileOp, FileOpName, FileOpResult, ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
 MARKER: Final = "pi-bridge:permission"
+FS_MARKER: Final = "pi-bridge:fs"
+_FILE_OPS: Final[frozenset[str]] = frozenset(
+    {"read", "access", "write", "mkdir", "kind", "listdir", "search"}
+)
 _READ_TOOLS: Final = frozenset({"read", "grep", "find", "ls"})
 _EDIT_TOOLS: Final = frozenset({"edit", "write"})
 
@@ -37,7 +48,9 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
     if not isinstance(call_id, str) or not isinstance(tool, str):
         return None
     arguments = arguments if isinstance(arguments, dict) else {}
-    command, path = arguments.get("command"), arguments.get("path")
+    command, path = arguments.get("command"), payload.get("resolvedPath")
+    if not isinstance(path, str):
+        path = arguments.get("path")
     return ToolCheck(
         tool_call_id=call_id,
         tool=tool,
@@ -49,9 +62,51 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
     )
 
 
+def is_fs_request(request: dict[str, Any]) -> bool:
+    """Whether an `extension_ui_request` is a file tool handing an operation over."""
+    return request.get("method") == "input" and request.get("title") == FS_MARKER
+
+
+def file_op(request: dict[str, Any]) -> FileOp | None:
+    """The file operation a request hands over; None when its payload is not one."""
+    try:
+        payload = orjson.loads(str(request.get("placeholder") or ""))
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    call_id, tool, op, path = (payload.get(k) for k in ("toolCallId", "tool", "op", "path"))
+    if not all(isinstance(v, str) for v in (call_id, tool, op, path)) or op not in _FILE_OPS:
+        return None
+    data = payload.get("data")
+    try:
+        raw = base64.b64decode(data, validate=True) if isinstance(data, str) else None
+    except (binascii.Error, ValueError):
+        return None
+    return FileOp(
+        str(call_id), str(tool), cast(FileOpName, op), str(path), data=raw, write=payload.get("write") is True
+    )
+
+
+def fs_answer_line(request_id: str, result: FileOpResult) -> bytes:
+    """The `extension_ui_response` line that gives a file tool the result of its operation."""
+    value: dict[str, Any] = {}
+    if result.error is not None:
+        value["error"] = result.error
+    if result.data is not None:
+        value["data"] = base64.b64encode(result.data).decode()
+    if result.kind is not None:
+        value["kind"] = result.kind
+    if result.names is not None:
+        value["names"] = list(result.names)
+    reply = {"type": "extension_ui_response", "id": request_id, "value": orjson.dumps(value).decode()}
+    return orjson.dumps(reply) + b"\n"
+
+
 def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
     """The change a `write` ({path, content}) or an `edit` ({path, edits: [{oldText, newText}]},
-    or one oldText/newText pair at the top, as some models send it) would make."""
+    or one oldText/newText pair at the top, as some models send it) would make (its path as the
+    model gave it, for the user: the bridge reads the file at the path it judged)."""
     path = arguments.get("path")
     if not isinstance(path, str):
         return None

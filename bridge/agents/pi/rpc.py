@@ -25,7 +25,14 @@ from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, lacks_rpc_mode
-from bridge.agents.pi.gate import answer_line, is_gate_request, tool_check
+from bridge.agents.pi.gate import (
+    answer_line,
+    file_op,
+    fs_answer_line,
+    is_fs_request,
+    is_gate_request,
+    tool_check,
+)
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.pi.trust import trust_flags
 from bridge.agents.seam import (
@@ -37,7 +44,10 @@ from bridge.agents.seam import (
     CommandDone,
     ContextUsage,
     Dialog,
+    DoFileOp,
     EventKind,
+    FileOp,
+    FileOpResult,
     LaunchSpec,
     LiveCommand,
     LiveError,
@@ -178,6 +188,16 @@ def agent_commands(data: dict[str, Any]) -> list[AgentCommand]:
     return found
 
 
+def unsent_texts(data: dict[str, Any]) -> list[str]:
+    """clear_queue's answer as the texts pi had queued and not taken in: steers, then follow-ups."""
+    texts: list[str] = []
+    for key in ("steering", "followUp"):
+        listed = data.get(key)
+        if isinstance(listed, list):
+            texts.extend(text for text in listed if isinstance(text, str))
+    return texts
+
+
 def fork_entry(messages: list[dict[str, Any]], text: str, ordinal: int) -> str | None:
     """The entry id of the conversation's `ordinal`-th user message if its text is `text`, else
     of the last one whose text is (a steering message or a compaction moves the count)."""
@@ -297,6 +317,8 @@ class PiRpc(LiveReader):
         self.asks: AskTool | None = None
         # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
         self.dialogs: AskDialog | None = None
+        # Does the file operations of the extension's file tools; set per attempt (None: refused).
+        self.file_ops: DoFileOp | None = None
 
     @property
     def asks_before_changes(self) -> bool:
@@ -454,6 +476,17 @@ class PiRpc(LiveReader):
         awaited later with `answer`."""
         return self.send_now({"type": "abort"})
 
+    def send_clear_queue_now(self) -> PendingCommand:
+        """Write `clear_queue` now, ahead of an `abort`: pi's abort would go on with the queued
+        steers and follow-ups otherwise (pi's docs/rpc-commands.md). pi answers it at once, with
+        their texts (read with `unsent_texts`); written just before the abort, it costs the cancel
+        no round trip of its own."""
+        return self.send_now({"type": "clear_queue"})
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """The texts a `clear_queue` took out of pi's queue (steers first, then follow-ups)."""
+        return unsent_texts(await self.answer(own_command(command), timeout))
+
     async def switch_session(self, session_file: str) -> LiveState:
         """Load a stored session into this pi (a spare taking a resumed conversation); its state
         afterwards, as `prepare` returns it. Raises RpcError when pi refuses or an extension
@@ -574,6 +607,9 @@ class PiRpc(LiveReader):
         if is_gate_request(request):
             self._check_tool(request_id, tool_check(request))
             return True
+        if is_fs_request(request):
+            self._do_file_op(request_id, file_op(request))
+            return True
         dialog, dialogs, tasks = dialog_of(request), self.dialogs, self._tasks
         if dialog is None or dialogs is None or tasks is None or request_id in self._open_checks:
             if request_id not in self._open_checks:
@@ -621,6 +657,30 @@ class PiRpc(LiveReader):
             self._settle_check(request_id, ToolVerdict(allow=False, reason=f"denied: {reason}"))
             return
         tasks.start_soon(self._decide, request_id, check, asks, partial(answer_line, request_id))
+
+    def _do_file_op(self, request_id: str, op: FileOp | None) -> None:
+        """Have a file tool's operation done by the run's policy, then answered once."""
+        if request_id in self._open_checks:
+            return
+        self._open_checks.add(request_id)
+        file_ops, tasks = self.file_ops, self._tasks
+        if op is None or file_ops is None or tasks is None:
+            reason = "not a file operation the bridge can read" if op is None else "no run is listening"
+            self._settle(request_id, fs_answer_line(request_id, FileOpResult(error=f"refused: {reason}")))
+            return
+        tasks.start_soon(self._file_op, request_id, op, file_ops)
+
+    async def _file_op(self, request_id: str, op: FileOp, file_ops: DoFileOp) -> None:
+        self._deciding += 1
+        try:
+            result = await file_ops(op)
+        except Exception:
+            log.exception("pi rpc: the file operation of tool call %s failed", op.tool_call_id)
+            result = FileOpResult(error="refused: the bridge could not do the file operation")
+        finally:
+            self._deciding -= 1
+            self.reading_since = time.monotonic()
+        self._settle(request_id, fs_answer_line(request_id, result))
 
     def _settle_check(self, request_id: str, verdict: ToolVerdict) -> None:
         self._settle(request_id, answer_line(request_id, verdict))

@@ -747,6 +747,10 @@ def _frame(message: dict[str, Any]) -> bytes:
 
 def _prompt_answer(run: Run) -> schema.PromptResponse:
     answer = run.answer
+    if isinstance(answer, CancelledRunData) and answer.unsent:
+        # What the user sent into the prompt that never reached the model, for the client's input.
+        meta = {"piBridge": {"unsent": answer.unsent}}
+        return schema.PromptResponse(stop_reason="cancelled", field_meta=meta)
     if isinstance(answer, CancelledRunData) or answer is None:
         return schema.PromptResponse(stop_reason="cancelled")
     if answer.status == "failed":

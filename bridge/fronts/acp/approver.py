@@ -67,8 +67,13 @@ def permission_request(
 
 
 def _tool_call(request: ApprovalRequest, cwd: str | None) -> schema.ToolCallUpdate:
+    """The call put to the user: its title (one line, maybe cut), the whole command as a text
+    content block (never cut), the raw input, and for a file change its diff."""
     content: list[Any] = []
     locations = None
+    if request.command is not None:
+        text = schema.TextContentBlock(type="text", text=request.command)
+        content.append(schema.ContentToolCallContent(type="content", content=text))
     diff = request.diff
     if diff is not None:
         path = os.path.join(cwd, diff.path) if cwd else diff.path

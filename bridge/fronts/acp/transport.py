@@ -20,6 +20,7 @@ import orjson
 
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
+from bridge.runs.redact import BOOK
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class StdioTransport:
 
     def _write(self, lines: bytes) -> bool:
         try:
-            self._writer.write(lines)
+            self._writer.write(BOOK.acp_lines(lines))  # the last line of redaction (redact.py)
         except (ConnectionError, OSError, RuntimeError):
             return False
         return True
@@ -178,7 +179,7 @@ class StdioTransport:
         """Write frames serialized already, then wait while stdout's buffer is full."""
         if self.closed:
             raise ConnectionError("stdout is closed")
-        self._writer.write(lines)
+        self._writer.write(BOOK.acp_lines(lines))  # the last line of redaction (redact.py)
         await self._writer.drain()
 
     async def receive(self) -> dict[str, Any] | None:

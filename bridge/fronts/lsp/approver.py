@@ -5,6 +5,9 @@ The client's answer is hostile input like any other: it is read here against the
 were offered, and anything else (a made-up option id, a malformed result, an error) counts as no
 answer, so the call does not run. A request whose wait is cancelled (the run's cancel, the agent's
 death, the conversation closed) is withdrawn (client_requests.py).
+
+Both carry the whole call: `pi/requestPermission` its `command` and `path` beside the title, the
+message request's text the whole command (or path), never the title alone, which may be cut.
 """
 
 from __future__ import annotations
@@ -33,13 +36,20 @@ class LspApprover:
         if self._permission_requests:
             params = request.params().model_dump(mode="json", by_alias=True, exclude_none=True)
             return _read_answer(request, await self._client.send(contract.REQUEST_PERMISSION, params))
-        message = request.message or f"{request.tool} wants to run: {request.title}"
-        if request.diff is not None:
-            message += f" (changes {request.diff.path})"
+        message = request.message or fallback_message(request)
         names = [option.name for option in request.options]
         title = await self._client.choose(types.MessageType.Warning, message, names)
         option = next((option for option in request.options if option.name == title), None)
         return ApprovalAnswer(option_id=option.option_id) if option else CANCELLED
+
+
+def fallback_message(request: ApprovalRequest) -> str:
+    """The `window/showMessageRequest` text of a tool call: the whole command (or path), never
+    only the title, which may be cut: the user answers for what they read."""
+    message = f"{request.tool} wants to run:\n{request.whole()}"
+    if request.diff is not None and request.diff.path != request.path:
+        message += f"\n(changes {request.diff.path})"
+    return message
 
 
 def _read_answer(request: ApprovalRequest, result: Any) -> ApprovalAnswer:

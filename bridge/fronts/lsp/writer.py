@@ -26,6 +26,8 @@ from typing import Any, BinaryIO, Final
 
 import orjson
 
+from bridge.runs.redact import BOOK
+
 log = logging.getLogger(__name__)
 
 HIGH_WATER: Final = 8 * 1024 * 1024
@@ -94,9 +96,12 @@ class QueuedWriter:
         self._loop = loop
 
     def write(self, data: bytes) -> None:
-        """Write one framed message, or queue what the pipe does not take now; never blocks."""
+        """Write framed messages, or queue what the pipe does not take now; never blocks.
+        Every frame passes the last line of redaction first (redact.BOOK: a frame without a
+        secret in it costs a substring search per secret)."""
         if self.broken or self._closed:
             return
+        data = BOOK.lsp_frames(data)
         if self._direct and self._pending == 0:
             # Nothing queued means the thread is idle: writing here keeps the order.
             try:

@@ -418,6 +418,25 @@ test('a tool call asks first: Deny runs nothing and the model is told', function
   eq('reject', messages_of(run, 'permission.resolved')[1].content.decision, 'decision')
 end)
 
+test('the approval prompt shows the whole command, its tail after a marked cut', function()
+  approve_with = 'reject-once'
+  local before = #approval_prompts
+  local command = 'echo ' .. string.rep('harmless-looking-words ', 12) .. '; touch tail-ran.txt'
+  local run = handlers.get(pi_bridge.run(command, { model = 'shell' }))
+  wait_done(run)
+  approve_with = 'allow-once'
+  eq('completed', run.status, 'status')
+  eq(before + 1, #approval_prompts, 'one approval prompt')
+  local prompt = approval_prompts[#approval_prompts]
+  local first = vim.split(prompt, '\n', { plain = true })[1]
+  truthy(
+    first:find(' … ', 1, true) and first:find('touch tail%-ran%.txt$'),
+    'one line, the tail kept: ' .. first
+  )
+  truthy(prompt:find(command, 1, true), 'the whole command is in the prompt:\n' .. prompt)
+  eq(0, vim.fn.filereadable(root .. '/tail-ran.txt'), 'nothing ran')
+end)
+
 test(':PiMode plan: the next tool call is refused without asking', function()
   local first = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
   wait_done(first)
@@ -747,6 +766,7 @@ end)
 
 local chat = require('pi_bridge.chat')
 local chat_view = require('pi_bridge.chat_view')
+local protocol = require('pi_bridge.protocol')
 local project = tmp .. '/project'
 vim.fn.mkdir(project, 'p')
 local tag = tostring(vim.uv.hrtime() % 1000000)
@@ -1248,6 +1268,65 @@ test('a send while the chat runs steers it; run.steered shows in the thread', fu
     return r.body and vim.tbl_contains(texts_of(r.body, 'user'), steer)
   end, model_requests())
   truthy(#steered > 0, 'the model got the steer')
+end)
+
+test('a steer of a stopped run goes back to the prompt, never to the next prompt', function()
+  chat.state().model = 'slow'
+  local client = require('pi_bridge.client')
+  local real_request = client.request
+  local steer_answer
+  client.request = function(method, params, on_answer, ...)
+    if method ~= protocol.STEER then
+      return real_request(method, params, on_answer, ...)
+    end
+    return real_request(method, params, function(err, result)
+      steer_answer = err or result
+      on_answer(err, result)
+    end, ...)
+  end
+  local ok, problem = pcall(function()
+    type_and_send('divide-' .. tag)
+    local run = truthy(chat.state().run, 'no run')
+    wait_for('the first delta', 60000, function()
+      return #messages_of(run, 'assistant') > 0 or run.done
+    end)
+    truthy(not run.done, 'the slow run ended early: ' .. run.status)
+    local steer = 'Focus on division by zero only ' .. tag
+    type_and_send(steer)
+    wait_for('the steer answer', 10000, function()
+      return steer_answer ~= nil
+    end)
+    eq(true, steer_answer.accepted, 'the steer was taken: ' .. vim.inspect(steer_answer))
+    local prompt_buf = truthy(chat_view.prompt(), 'no prompt area')
+    eq({ '' }, vim.api.nvim_buf_get_lines(prompt_buf, 0, -1, true), 'the steer left the prompt')
+    chat.stop()
+    wait_done(run, 30000)
+    wait_for('the pi/cancel answer', 30000, function()
+      return run.cancel_result ~= nil
+    end)
+    eq('cancelled', run.status, 'the stopped run')
+    eq({ steer }, run.unsent, 'the cancel handed the steer back')
+    local back = vim.api.nvim_buf_get_lines(prompt_buf, 0, -1, true)
+    eq({ steer }, back, 'the steer is back in the prompt')
+    local thread = thread_text()
+    truthy(not thread:find('steered: ' .. steer, 1, true), 'no steer shown:\n' .. thread)
+
+    chat.state().model = 'echo'
+    local hello = 'Hello again ' .. tag
+    type_and_send(hello)
+    local next_run = chat_run_done(60000)
+    eq('completed', next_run.status, 'the next prompt')
+    eq('ECHO:' .. hello, next_run.text, 'the model answered the new prompt')
+    request_ending_with(hello)
+    local leaked = vim.tbl_filter(function(r)
+      return r.body and table.concat(texts_of(r.body, 'user'), '\n'):find(steer, 1, true) ~= nil
+    end, model_requests())
+    eq(0, #leaked, 'model requests holding the steer')
+  end)
+  client.request = real_request
+  if not ok then
+    error(problem, 0)
+  end
 end)
 
 test('<C-c> in the chat stops the run; the partial text stays, no process is left', function()

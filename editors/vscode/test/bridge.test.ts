@@ -317,3 +317,41 @@ test('a run made with runParams under the workspace-write setting starts a sessi
     rmSync(workspace, { recursive: true, force: true });
   }
 });
+
+test('Conversation: Stop puts the unsent steer and the queued message back in the input, and the next prompt has neither', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const posted: HostMessage[] = [];
+  const session = new Session(bridge.rpc);
+  let model = 'slow';
+  const conversation = new Conversation({
+    session: () => Promise.resolve(session),
+    runParams: (prompt: string, runId: string) => ({ prompt, runId, model }),
+    post: (m: HostMessage) => posted.push(m),
+  });
+  const turn = conversation.send('Divide these numbers');
+  await waitUntil(() => posted.some((m) => m.type === 'entry' && m.payload.entry.type === 'assistant'), 30_000, 'the first delta');
+  await conversation.send('Focus on division by zero only');
+  assert.ok(posted.some((m) => m.type === 'announce' && m.payload.text === 'steering message sent'), 'the steer was taken');
+  await conversation.send('Then add tests', true);
+  await conversation.stop();
+  await withTimeout(turn, 20_000, 'the stopped turn');
+  const ended = posted.filter((m) => m.type === 'turnEnded').map((m) => m.type === 'turnEnded' && m.payload.status);
+  assert.deepEqual(ended, ['cancelled']);
+  const unsent = posted.filter((m) => m.type === 'unsent').map((m) => m.type === 'unsent' && m.payload.texts);
+  assert.deepEqual(unsent, [['Focus on division by zero only', 'Then add tests']]);
+  const input = posted.filter((m) => m.type === 'input').at(-1);
+  assert.ok(input?.type === 'input' && input.payload.queued.length === 0, 'the queue went back to the input');
+
+  model = 'echo';
+  await conversation.send('Hello again');
+  const last = posted.filter((m) => m.type === 'turnEnded').at(-1);
+  assert.ok(last?.type === 'turnEnded' && last.payload.status === 'completed', JSON.stringify(last));
+  const answer = posted
+    .filter((m) => m.type === 'entry' && m.payload.turnId !== undefined && m.payload.entry.type === 'assistant')
+    .map((m) => (m.type === 'entry' && m.payload.entry.type === 'assistant' ? `${m.payload.turnId}\t${m.payload.entry.content.text}` : ''))
+    .filter((line) => line.startsWith(`${last.payload.turnId}\t`))
+    .map((line) => line.split('\t')[1])
+    .join('');
+  assert.equal(answer, 'ECHO:Hello again', 'the model saw the new prompt last, not the old steer');
+  assert.equal(posted.filter((m) => m.type === 'turnEnded').length, 2, 'the queued message never ran as a turn');
+  session.dispose();
+});

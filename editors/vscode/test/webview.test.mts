@@ -282,6 +282,27 @@ test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown r
   await view.page.close();
 });
 
+test('Stop puts the unsent steer and the queued message back in the composer, ahead of the draft', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  const conversations = conversationsOn(view, { model: 'slow' });
+  conversations.current.replay();
+  const run = conversations.current.send('Divide these numbers');
+  await view.until("document.querySelector('.assistant')?.textContent.length > 0", 'the first delta');
+  await conversations.current.send('Focus on division by zero only');
+  await conversations.current.send('Then add tests', true);
+  await view.flush();
+  await view.until("document.querySelectorAll('#queued li').length === 1", 'the queued message shown');
+  await view.page.evaluate(`document.getElementById('prompt').value = 'my draft'`);
+  await conversations.current.stop();
+  await withTimeout(run, RUN_TIMEOUT, 'the stopped turn');
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the stopped turn');
+  const composer = await view.read<string>("document.getElementById('prompt').value");
+  assert.equal(composer, 'Focus on division by zero only\n\nThen add tests\n\nmy draft');
+  assert.equal(await view.read<number>("document.querySelectorAll('#queued li').length"), 0, 'nothing left queued');
+  await view.page.close();
+});
+
 test('model output, a prompt and a tool name cannot inject markup', { timeout: RUN_TIMEOUT }, async () => {
   const view = await openChat();
   const prompt = '<img src=x onerror="window.__injected = 1">';

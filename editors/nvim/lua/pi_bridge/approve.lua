@@ -1,18 +1,30 @@
 --- Approvals: the bridge's `pi/requestPermission`, answered through `vim.ui.select`.
 ---
 --- The bridge asks before a tool call runs (its edit, write or shell command). The prompt shows
---- the question and, for a file change, the lines it would add and remove, so the user sees what
---- they approve; the options are the bridge's own (Allow, Always allow `<words>` in this
---- workspace, Deny, ...). No choice (<Esc>) answers `cancelled`: the call does not run.
+--- the question on one line (the bridge's title: a long command keeps its tail, the cut marked
+--- ` … `), then the WHOLE command, every line of it, and, for a file change, the lines it would
+--- add and remove, so the user sees what they approve; the options are the bridge's own (Allow,
+--- Always allow `<words>` in this workspace, Always allow `<words> *`, Deny, ...). No choice
+--- (<Esc>) answers `cancelled`: the call does not run.
 local protocol = require('pi_bridge.protocol')
 
 local M = {}
 
---- Lines that show one request: the tool and its title, then a short diff for a file change.
+--- Lines that show one request: the tool and its title (one line), the whole command or path
+--- when the title does not hold it, then a short diff for a file change.
 --- @param params table pi/requestPermission params
 --- @return string[]
 function M.describe(params)
-  local lines = { ('pi asks to run %s: %s'):format(params.tool or '?', params.title or '') }
+  local title = type(params.title) == 'string' and params.title or ''
+  local lines = { ('pi asks to run %s: %s'):format(params.tool or '?', title) }
+  local whole = type(params.command) == 'string' and params.command
+    or type(params.path) == 'string' and params.path
+    or nil
+  if whole and whole ~= title then
+    for _, line in ipairs(vim.split(whole, '\n', { plain = true })) do
+      lines[#lines + 1] = '  ' .. line
+    end
+  end
   local diff = params.diff
   if type(diff) == 'table' then
     lines[#lines + 1] = ('  %s'):format(diff.path or '')
@@ -114,7 +126,9 @@ function M.manage_rules(cwd)
     vim.ui.select(rules, {
       prompt = 'Remove which rule?',
       format_item = function(rule)
-        local match = rule.match.commandPrefix and table.concat(rule.match.commandPrefix, ' ')
+        -- A rule shown as wide as it is: a prefix rule ends ` *`, an exact one does not.
+        local match = rule.match.command and table.concat(rule.match.command, ' ')
+          or rule.match.commandPrefix and (table.concat(rule.match.commandPrefix, ' ') .. ' *')
           or rule.match.path
         return ('%s %s %s (%s)'):format(rule.decision, rule.tool, match, rule.scope)
       end,

@@ -60,6 +60,13 @@ local sink = setmetatable({
       view.set_title(c.title)
     end
   end,
+  --- A Stop left these unsent: back in the prompt area, ahead of a draft, to edit or send again.
+  give_back = function(_, unsent)
+    view.give_back(unsent)
+    local count = #unsent == 1 and 'a message' or (#unsent .. ' messages')
+    local note = ('pi_bridge: stopped; %s not sent, back in the prompt'):format(count)
+    vim.notify(note, vim.log.levels.INFO)
+  end,
   finish = function(run)
     state.session_id = state.session_id or run.session_id
     require('pi_bridge.render').finish(run)
@@ -147,7 +154,8 @@ function M.steer(text)
     function(err, result)
       if err or not (result and result.accepted) then
         local why = err and err.message or (result and result.reason) or 'refused'
-        vim.notify('pi_bridge: steer not taken: ' .. why, vim.log.levels.WARN)
+        vim.notify('pi_bridge: steer not taken (back in the prompt): ' .. why, vim.log.levels.WARN)
+        view.give_back({ text }) -- not sent: the user's words stay theirs to send again
       end
     end
   )

@@ -224,6 +224,27 @@ function M.take_prompt()
   return text
 end
 
+--- Put `texts` back in the prompt area, ahead of what it holds (a blank line between each).
+--- @param texts string[]
+function M.give_back(texts)
+  local buf = M.prompt()
+  if not buf then
+    return
+  end
+  local lines = {}
+  for _, text in ipairs(texts) do
+    vim.list_extend(lines, vim.split(text, '\n', { plain = true }))
+    lines[#lines + 1] = ''
+  end
+  local draft = api.nvim_buf_get_lines(buf, 0, -1, true)
+  if vim.trim(table.concat(draft, '\n')) ~= '' then
+    vim.list_extend(lines, draft)
+  else
+    lines[#lines] = nil
+  end
+  api.nvim_buf_set_lines(buf, 0, -1, true, lines)
+end
+
 local function append(lines)
   local buf = thread_buf --[[@as integer]]
   local follow = {}

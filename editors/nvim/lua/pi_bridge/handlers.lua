@@ -32,6 +32,7 @@ local M = {}
 ---   the functions of render.lua that handlers call: message, status, error, finish
 --- @field context_usage table? contextUsage of terminal.completed: tokens, contextWindow, percent
 --- @field steered string[] steering messages pi took in (run.steered)
+--- @field unsent string[]? what a cancel handed back: sent into the run, never reached the model
 
 --- @type table<string, pi_bridge.Run>
 local runs = {}
@@ -211,6 +212,27 @@ function M.on_cancel_response(run, err, result)
   elseif result and result.shutdown then
     run.shutdown = run.shutdown or result.shutdown
   end
+  local unsent = result and result.unsent
+  if type(unsent) == 'table' and #unsent > 0 then
+    M.give_back(run, unsent)
+  end
+end
+
+--- A Stop handed back what was sent into the run and never reached the model (its steers, the
+--- runs queued behind it): the run's view puts it back in its input (the chat's prompt area), or
+--- it is offered in a notification; `User PiBridgeUnsent` fires with `data = {runId, unsent}`.
+--- @param run pi_bridge.Run
+--- @param unsent string[]
+function M.give_back(run, unsent)
+  run.unsent = unsent
+  local v = view_of(run)
+  if v.give_back then
+    v.give_back(run, unsent)
+  else
+    local texts = table.concat(unsent, ' | ')
+    vim.notify('pi_bridge: stopped before it was sent: ' .. texts, vim.log.levels.INFO)
+  end
+  fire('PiBridgeUnsent', { runId = run.id, unsent = unsent })
 end
 
 --- The bridge exited: whatever was live ends as failed.

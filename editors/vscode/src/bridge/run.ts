@@ -129,6 +129,8 @@ export interface RunRecord {
   /** A JSON-RPC level error (invalid params, bridge gone), as opposed to a failed run. */
   rpcError?: { code: number; message: string };
   shutdown?: ShutdownReceipt;
+  /** What the user sent into a cancelled run that never reached the model (its steers, the runs queued behind it). */
+  unsent?: string[];
 }
 
 /** Which item an entry touched: the one at `index`, new there (`inserted`) or changed in place. */
@@ -359,6 +361,9 @@ export function applyCancelled(record: RunRecord, data: CancelledRunData): void 
   }
   record.shutdown = data.shutdown ?? record.shutdown;
   record.sessionId = data.sessionId ?? record.sessionId;
+  if (data.unsent && data.unsent.length > 0) {
+    record.unsent = [...data.unsent];
+  }
   settleTools(record);
   record.endedAt = Date.now();
 }

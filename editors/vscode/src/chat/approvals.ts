@@ -81,7 +81,8 @@ export function diffLines(
 
 /** The card of a new request (pending). */
 export function approvalView(params: RequestPermissionParams): ApprovalView {
-  const command = params.input['command'];
+  // The whole command (the title may be cut): the request's own, else the tool's input.
+  const command = typeof params.command === 'string' ? params.command : params.input['command'];
   let diff: ApprovalView['diff'] = null;
   if (params.diff) {
     const { path, oldText, newText } = params.diff;
@@ -131,12 +132,15 @@ export function outcomeText(option: PermissionOption, answer: RequestPermissionA
   return answer.message ? `${verb}: ${answer.message}` : verb;
 }
 
-/** A saved rule in words: "allow bash `npm test …`", "deny edit /path/notes.txt". */
+/** A saved rule in words, as wide as it is: "allow bash `npm test`" (that command only),
+ * "allow bash `npm run *`" (a prefix), "deny edit /path/notes.txt". */
 export function ruleLabel(rule: PermissionRule): string {
-  const what = rule.match.commandPrefix
-    ? `\`${rule.match.commandPrefix.join(' ')} …\``
-    : rule.match.path
-      ? rule.match.path
-      : 'anything';
+  const what = rule.match.command
+    ? `\`${rule.match.command.join(' ')}\``
+    : rule.match.commandPrefix
+      ? `\`${rule.match.commandPrefix.join(' ')} *\``
+      : rule.match.path
+        ? rule.match.path
+        : 'anything';
   return `${rule.decision} ${rule.tool === '*' ? 'any tool' : rule.tool} ${what}`;
 }

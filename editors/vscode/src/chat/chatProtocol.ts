@@ -105,6 +105,11 @@ export interface HostToView {
   announce: { text: string };
   /** Put text into the input (e.g. a recalled prompt). */
   fill: { text: string };
+  /**
+   * A Stop left these messages unsent (the run's steers the agent had not taken in, the messages
+   * queued behind it): they go back into the input, ahead of what it holds, to edit or send again.
+   */
+  unsent: { texts: string[] };
   /** An approval card appears, or changes state (settled by the user or cancelled). */
   approval: ApprovalView;
   /** The `/` commands of the shown conversation (sent again when it changes). */
@@ -145,4 +150,12 @@ export type ViewMessage = Envelope<ViewToHost>;
 /** Build one message of `M` (keeps the payload checked against its type). */
 export function envelope<M, K extends keyof M>(type: K, payload: M[K]): { type: K; payload: M[K] } {
   return { type, payload };
+}
+
+/**
+ * The input after a Stop handed `texts` back: each unsent message, in the order it was sent, then
+ * what the input held (a draft typed meanwhile is kept), one blank line between them.
+ */
+export function withUnsent(texts: readonly string[], current: string): string {
+  return [...texts, current].filter((text) => text.trim().length > 0).join('\n\n');
 }

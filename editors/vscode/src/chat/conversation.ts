@@ -484,6 +484,20 @@ export class Conversation {
     return ended.record;
   }
 
+  /**
+   * A Stop leaves nothing of the turn behind: its steers the bridge handed back and the messages
+   * queued for after it go back into the input instead of reaching the agent later.
+   */
+  private giveBackUnsent(steers: readonly string[]): void {
+    const texts = [...steers, ...this.queue.splice(0)];
+    if (texts.length === 0) {
+      return;
+    }
+    this.post('unsent', { texts });
+    const count = texts.length === 1 ? 'a message' : `${texts.length} messages`;
+    this.post('announce', { text: `stopped: ${count} not sent, back in the input` });
+  }
+
   /** After a completed turn, send the next queued message as a turn, and so on. */
   private async sendQueued(ended: { status: TurnStatus }): Promise<void> {
     let status = ended.status;
@@ -551,6 +565,9 @@ export class Conversation {
     }
     turn.status = status;
     this.current = undefined;
+    if (status === 'cancelled') {
+      this.giveBackUnsent(record?.unsent ?? []);
+    }
     // The bridge withdraws a pending request when its run ends; a card it left is settled here.
     for (const [key, pending] of this.pending) {
       if (pending.params.runId === turn.turnId) {

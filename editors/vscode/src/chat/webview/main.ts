@@ -25,6 +25,7 @@ import type {
   ViewMessage,
   ViewToHost,
 } from '../chatProtocol';
+import { withUnsent } from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
@@ -763,6 +764,10 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'fill':
       input.value = msg.payload.text;
+      input.focus();
+      break;
+    case 'unsent':
+      input.value = withUnsent(msg.payload.texts, input.value);
       input.focus();
       break;
     case 'approval':

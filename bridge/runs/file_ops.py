@@ -1,0 +1,113 @@
+"""The file operations an agent's own tools hand to the bridge, done under the run's policy.
+
+The agent package reads each operation into a `FileOp` (for pi: its read, write, edit, ls, find
+and grep, bridge/agents/pi/extension/index.ts); this module judges and does it with
+bridge/policy/file_access.py. What is kept out is the bridge's: its state dir, the masked secrets
+(sandbox.py) and the agents' own auth files.
+
+A tool call the permission gate judged (its mode asked) is held to the path it judged: an
+operation of that call on another path is refused, so what the user approved is what is touched.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+
+import anyio.to_thread
+
+from bridge.agents.seam import DoFileOp, FileOp, FileOpResult
+from bridge.policy.file_access import FileAccess, within
+from bridge.runs import sandbox
+from bridge.runs.run import Run
+
+#: The most of a written file's old text told for its diff (bridge/engines/diff_capture.py).
+MAX_ORIGINAL_BYTES = 1024 * 1024
+#: Tools that work on a tree: their operations stay inside the judged path, not on it.
+_TREE_TOOLS = frozenset({"ls", "find", "grep"})
+#: Up to this, a read or write is done on the event loop.
+_SMALL_BYTES = 256 * 1024
+
+
+def file_access(
+    run: Run, state_dir: str, environ: Mapping[str, str], agent_secrets: Sequence[str]
+) -> FileAccess:
+    """The policy of `run`: its folder, its sandbox's mode, and everything kept out."""
+    mode = run.options.sandbox.mode if run.options.sandbox is not None else "off"
+    kept_out = [state_dir, *sandbox.hidden_paths(environ, agent_secrets)]
+    return FileAccess.of(run.options.cwd, mode, kept_out)
+
+
+def file_ops(run: Run, access: Callable[[], FileAccess]) -> DoFileOp:
+    """How one run's file operations are done (`access` is built on the first one)."""
+
+    async def do(op: FileOp) -> FileOpResult:
+        policy = access()
+        if _large(op):  # off the event loop; a small one costs less than the thread's hop
+            return await anyio.to_thread.run_sync(do_op, policy, run.judged_paths, op)
+        return do_op(policy, run.judged_paths, op)
+
+    return do
+
+
+def _large(op: FileOp) -> bool:
+    if op.op == "write":
+        return len(op.data or b"") > _SMALL_BYTES
+    if op.op != "read":
+        return False
+    try:
+        return os.stat(op.path).st_size > _SMALL_BYTES  # a hint only: the policy opens it
+    except OSError:
+        return False
+
+
+def do_op(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> FileOpResult:
+    """Do one operation; any refusal or failure is the error the tool throws."""
+    try:
+        held = _held_to(policy, judged, op)
+        if held:
+            return FileOpResult(error=held)
+        if op.op == "read":
+            return FileOpResult(data=policy.read_bytes(op.path))
+        if op.op == "write":
+            return _write(policy, op)
+        if op.op == "mkdir":
+            policy.mkdir(op.path)
+        elif op.op == "access":
+            policy.access(op.path, write=op.write)
+        elif op.op == "kind":
+            return FileOpResult(kind=policy.kind(op.path))
+        elif op.op == "listdir":
+            return FileOpResult(names=tuple(sorted(policy.listdir(op.path))))
+        elif op.op == "search":
+            policy.judge_search(op.path)
+            return FileOpResult(kind=policy.kind(op.path))
+        return FileOpResult()
+    except OSError as exc:
+        message = exc.strerror or str(exc)
+        return FileOpResult(error=message if op.path in message else f"{message}: {op.path}")
+
+
+def _write(policy: FileAccess, op: FileOp) -> FileOpResult:
+    """Write the file, its missing parent made here (one round trip per write); what it held."""
+    try:
+        original = policy.write_bytes(op.path, op.data or b"", keep=MAX_ORIGINAL_BYTES)
+    except FileNotFoundError:
+        policy.mkdir(os.path.dirname(op.path))
+        original = policy.write_bytes(op.path, op.data or b"", keep=MAX_ORIGINAL_BYTES)
+    return FileOpResult(kind="file" if original.existed else "missing", data=original.data)
+
+
+def _held_to(policy: FileAccess, judged: Mapping[str, str], op: FileOp) -> str | None:
+    """Why `op` is not on the path its tool call was judged for (None: it is, or none was)."""
+    path = judged.get(op.tool_call_id)
+    if path is None:
+        return None
+    real = policy.resolve(op.path)
+    if (
+        real == path
+        or (op.op == "mkdir" and within(path, real))
+        or (op.tool in _TREE_TOOLS and within(real, path))
+    ):
+        return None
+    return f"refused: {op.path} is not the path this call was approved for ({path})"
