@@ -62,6 +62,31 @@ def user_texts_of(body: dict[str, Any]) -> list[str]:
     return texts
 
 
+def user_images_of(body: dict[str, Any]) -> list[str]:
+    """Every image of the user's messages, in order, as a ``data:`` URL (mime type and base64).
+
+    OpenAI format: ``image_url`` blocks (already data URLs). Anthropic format: ``image`` blocks with
+    a base64 ``source``. An editor's test reads them to see a pasted image reach the model.
+    """
+    images: list[str] = []
+    for message in request_messages(body):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "image_url":
+                image_url = block.get("image_url")
+                url = image_url.get("url") if isinstance(image_url, dict) else None
+                if isinstance(url, str):
+                    images.append(url)
+            elif block.get("type") == "image" and isinstance(block.get("source"), dict):
+                source = block["source"]
+                images.append(f"data:{source.get('media_type')};base64,{source.get('data')}")
+    return images
+
+
 def trailing_tool_result(body: dict[str, Any]) -> str | None:
     """Text of the tool result(s) the conversation ends with; None if it ends otherwise.
 

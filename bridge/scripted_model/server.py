@@ -31,7 +31,7 @@ from typing import Any, Final, Self
 
 from bridge.scripted_model.formats import Frame, anthropic_frames, error_body, estimate_tokens, openai_frames
 from bridge.scripted_model.reply import Api, ErrorReply, wire_json
-from bridge.scripted_model.request_body import last_user_text_of, user_texts_of
+from bridge.scripted_model.request_body import last_user_text_of, user_images_of, user_texts_of
 from bridge.scripted_model.scenarios import SCENARIOS, build_reply
 
 log = logging.getLogger(__name__)
@@ -410,10 +410,15 @@ class ScriptedModelServer:
             return list(self._requests)
 
     def request_summaries(self) -> list[dict[str, Any]]:
-        """Every model request so far as {model, n, userTexts}: what GET /_scripted/requests
+        """Every model request so far as {model, n, userTexts, userImages}: what GET /_scripted/requests
         answers, so a test in another process (an editor's) can see what reached the model."""
         return [
-            {"model": r["model"], "n": r["n"], "userTexts": user_texts_of(r["body"])}
+            {
+                "model": r["model"],
+                "n": r["n"],
+                "userTexts": user_texts_of(r["body"]),
+                "userImages": user_images_of(r["body"]),
+            }
             for r in self.requests
             if r["model"]
         ]

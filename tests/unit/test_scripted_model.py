@@ -43,6 +43,7 @@ from bridge.scripted_model import (
     tool_answer_text,
     write_pi_agent_dir,
 )
+from bridge.scripted_model.request_body import user_images_of
 from bridge.scripted_model.scenarios import SCRIPT_UNREADABLE
 from tests.support.env import requires_pi
 
@@ -828,8 +829,24 @@ def test_get_requests_answers_each_model_request_with_its_user_texts(server: Scr
     answer = json.loads(resp.read())
     conn.close()
     assert resp.status == 200
-    assert answer == {"requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"]}]}
+    assert answer == {
+        "requests": [{"model": "text", "n": 1, "userTexts": ["first", "second"], "userImages": []}]
+    }
     assert len(server.requests) == 1, "asking for the requests is not itself recorded"
+
+
+def test_a_user_images_are_read_in_both_formats_as_data_urls() -> None:
+    """An editor's test sees a pasted image reach the model: /_scripted/requests lists it."""
+    openai = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}
+    anthropic = {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lG"}}
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "see"}, openai]},
+            {"role": "assistant", "content": [anthropic]},
+            {"role": "user", "content": [anthropic]},
+        ]
+    }
+    assert user_images_of(body) == ["data:image/png;base64,iVBO", "data:image/gif;base64,R0lG"]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,13 +14,15 @@ import {
   applyMessage,
   applyResult,
   compactionText,
+  footerLine,
   formatTokens,
   newRunRecord,
   statusLine,
   type CompactionItem,
 } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
-import { answerFor, approvalView, diffLines, outcomeText, ruleLabel } from '../src/chat/approvals';
+import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentionText';
+import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
 import { Conversation } from '../src/chat/conversation';
 import { withUnsent, type HostMessage } from '../src/chat/chatProtocol';
 import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
@@ -122,6 +124,31 @@ test('a cancelled run keeps its partial text and closes running tools', () => {
     ],
   );
   assert.match(statusLine(r), /^cancelled · stopped \(interrupted\)/);
+  // The footer says what a user needs; the bridge's account stays the receipt (statusLine).
+  assert.match(footerLine(r), /^Stopped · \d+\.\d s$/);
+});
+
+test("a footer speaks a user's words: how it ended, how long, tokens, cost; never the bridge's internals", () => {
+  const r = newRunRecord('r1', 'p');
+  r.startedAt = 1000;
+  applyResult(r, { runId: 'r1', status: 'completed', text: 'x', attempts: 1, stopReason: 'stop', usage: { input: 1000, output: 234, totalTokens: 1234, cost: 0.0123 } });
+  r.endedAt = 1000 + 2_340;
+  assert.equal(footerLine(r), 'Done · 2.3 s · 1,234 tokens · $0.0123');
+  assert.match(statusLine(r), /stop: stop/, 'the receipt keeps the stop reason');
+  const stopped = newRunRecord('r2', 'p');
+  stopped.startedAt = 0;
+  applyCancelled(stopped, { runId: 'r2', status: 'cancelled', text: '', shutdown: { stage: 'interrupted', elapsedMs: 9, pids: [], survivors: [], agentKept: true } });
+  stopped.endedAt = 75_000;
+  assert.equal(footerLine(stopped), 'Stopped · 1 min 15 s');
+  assert.match(statusLine(stopped), /nothing was running · pi kept for the conversation/);
+  const leaky = newRunRecord('r3', 'p');
+  leaky.startedAt = 0;
+  applyCancelled(leaky, { runId: 'r3', status: 'cancelled', text: '', shutdown: { stage: 'killed', elapsedMs: 900, pids: [7, 8], survivors: [8] } });
+  leaky.endedAt = 12_000;
+  assert.equal(footerLine(leaky), 'Stopped · 1 process(es) still running · 12 s', 'survivors are the one internal a user must know');
+  for (const line of [footerLine(r), footerLine(stopped), footerLine(leaky)]) {
+    assert.doesNotMatch(line, /stop:|interrupted|survivors|nothing was running|kept for/);
+  }
 });
 
 test('model output cannot inject markup through the markdown renderer', () => {
@@ -235,9 +262,33 @@ test('prompts fence code safely', () => {
   assert.equal(promptTitle('  a\n b  '), 'a b');
 });
 
+test('a 2-line write counts +2: a final newline ends a line, it does not start one', () => {
+  assert.deepEqual(splitLines('one\ntwo\n'), ['one\n', 'two\n']);
+  assert.deepEqual(splitLines('one\ntwo'), ['one\n', 'two']);
+  assert.deepEqual(splitLines(''), []);
+  assert.deepEqual(editStat(null, 'one\ntwo\n'), { added: 2, removed: 0 });
+  assert.deepEqual(editStat(undefined, 'one\ntwo'), { added: 2, removed: 0 });
+  assert.deepEqual(editStat('one\ntwo\n', ''), { added: 0, removed: 2 });
+  // A last line that gains its newline changed: one line out, one in.
+  assert.deepEqual(editStat('a\nb', 'a\nb\n'), { added: 1, removed: 1 });
+  const card = diffLines('', 'one\ntwo\n');
+  assert.deepEqual(card.lines, [{ op: '+', text: 'one' }, { op: '+', text: 'two' }]);
+  assert.equal(card.added, 2);
+  const edit = diffLines('a\nb\nc\n', 'a\nB\nc\n');
+  assert.deepEqual(edit.lines, [{ op: ' ', text: 'a' }, { op: '-', text: 'b' }, { op: '+', text: 'B' }, { op: ' ', text: 'c' }]);
+  assert.deepEqual([edit.added, edit.removed], [1, 1]);
+});
+
+test('an allow option runs the tool (✓), a reject option does not (✗)', () => {
+  assert.equal(decisionOf({ kind: 'allow_once' }), 'allow');
+  assert.equal(decisionOf({ kind: 'allow_always' }), 'allow');
+  assert.equal(decisionOf({ kind: 'reject_once' }), 'deny');
+  assert.equal(decisionOf({ kind: 'reject_always' }), 'deny');
+});
+
 test('editStat counts the lines between the common head and tail; a new file is all added', () => {
   assert.deepEqual(editStat('line one\nline two\nline three\n', 'line one\nline 2, edited\nline three\n'), { added: 1, removed: 1 });
-  assert.deepEqual(editStat(null, 'first line\nsecond line\n'), { added: 3, removed: 0 });
+  assert.deepEqual(editStat(null, 'first line\nsecond line\n'), { added: 2, removed: 0 });
   assert.deepEqual(editStat('a\nb\n', 'a\nb\n'), { added: 0, removed: 0 });
   assert.deepEqual(editStat('a\nb\nc', 'a\nc'), { added: 0, removed: 1 });
 });
@@ -448,6 +499,17 @@ test('compaction folds into one divider item: compacting, then compacted with it
   assert.deepEqual([950, 1000, 1500, 9_999, 10_000, 48_213].map(formatTokens), ['950', '1k', '1.5k', '10k', '10k', '48k']);
   // A rename is the conversation's title, not an item of the run.
   assert.equal(applyMessage(auto, msg(2, 'session.renamed', { title: 'New title' })), undefined);
+});
+
+test('@-mentions: the words that mention, the one the caret is in, and the paths that complete it', () => {
+  assert.deepEqual(mentionsIn('Explain @src/a.py and @selection, not me@mail.com; @src/a.py again'), ['src/a.py', 'selection']);
+  assert.deepEqual(mentionAtCaret('see @sr', 7), { query: 'sr', at: 4 });
+  assert.deepEqual(mentionAtCaret('@', 1), { query: '', at: 0 });
+  assert.equal(mentionAtCaret('me@mail', 7), null, 'an @ inside a word is no mention');
+  assert.equal(mentionAtCaret('see @src more', 6), null, 'the caret inside a word completes nothing');
+  assert.deepEqual(foldersOf(['src/a/b.py', 'c.txt']).sort(), ['src/', 'src/a/']);
+  assert.deepEqual(rankMentions('ut', ['docs/about.md', 'src/utils/', 'src/util.py', 'utest.py']), ['utest.py', 'src/utils/', 'src/util.py', 'docs/about.md']);
+  assert.deepEqual(rankMentions('zz', ['a', 'b']), []);
 });
 
 test('after a Stop the unsent messages go back ahead of the draft, and nothing queued runs later', async () => {

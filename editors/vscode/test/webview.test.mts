@@ -172,7 +172,9 @@ test('live thought fragments show as one Thought, as the Runs view showed them',
 /** The ended turn `index` of the page, as the user sees it. */
 interface ShownTurn {
   status: string;
+  /** The footer's words (a user's), and the receipt it opens (the bridge's account). */
   footer: string;
+  receipt: string;
   assistant: string;
   kinds: string[];
   thoughts: { open: boolean; summary: string }[];
@@ -186,7 +188,8 @@ async function shownTurn(view: ChatView, index = 0): Promise<ShownTurn> {
     const answer = s.querySelector('.answer');
     return {
       status: s.dataset.status,
-      footer: s.querySelector('.turn-status').textContent,
+      footer: s.querySelector('.turn-status .turn-summary')?.textContent ?? '',
+      receipt: s.querySelector('.turn-status .turn-receipt code')?.textContent ?? '',
       assistant: [...s.querySelectorAll('.assistant')].map((a) => a.textContent).join(' '),
       kinds: [...answer.children].map((c) => c.classList[0]),
       thoughts: [...s.querySelectorAll('details.thought')].map((d) => ({ open: d.open, summary: d.querySelector('summary').textContent })),
@@ -225,7 +228,8 @@ test('a tool run shows its card (command, status, output) and its final state wi
   assert.equal(tool.command, 'echo hi');
   assert.match(tool.output, /hi/);
   assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
-  assert.match(turn.footer, /^completed · stop: \w+ · \d+ in · \d+ out · .*\d+ tokens · \d+\.\d s$/, turn.footer);
+  assert.match(turn.footer, /^Done · \d+\.\d s · [\d,]+ tokens$/, turn.footer);
+  assert.match(turn.receipt, /^completed · stop: \w+ · \d+ in · \d+ out · .*\d+ tokens · \d+\.\d s$/, turn.receipt);
 });
 
 test('a buffered thought shows closed, before the text of its message', { timeout: RUN_TIMEOUT }, async () => {
@@ -252,7 +256,8 @@ test('a retried run shows each failed attempt, the retry notes, and its attempt 
   assert.match(retries[0]!, /^retrying \(attempt 2\) in \d+ ms: /);
   assert.match(retries[1]!, /^retrying \(attempt 3\) in \d+ ms: /);
   assert.equal(turn.notices.filter((n) => /\berror\b/.test(n.classes)).length, 2, 'each failed attempt says why');
-  assert.match(turn.footer, /^completed · attempt 3 · stop: \w+ · /, turn.footer);
+  assert.match(turn.footer, /^Done · after 3 attempts · /, turn.footer);
+  assert.match(turn.receipt, /^completed · attempt 3 · stop: \w+ · /, turn.receipt);
 });
 
 test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown receipt', { timeout: RUN_TIMEOUT }, async () => {
@@ -267,10 +272,12 @@ test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown r
   await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the stopped turn');
   const turn = await shownTurn(view);
   assert.equal(turn.tools[0]?.status, 'cancelled', JSON.stringify(turn));
+  assert.match(turn.footer, /^Stopped · \d+\.\d s\b/, turn.footer);
+  assert.doesNotMatch(turn.footer, /interrupted|survivor|nothing was running|kept for/);
   assert.match(
-    turn.footer,
+    turn.receipt,
     /^cancelled · stopped \((exited|interrupted|killed)\) in \d+ ms · (\d+ process(es)? ended \([\d, ]+\)|nothing was running)/,
-    turn.footer,
+    turn.receipt,
   );
   await view.page.close();
 });
@@ -343,7 +350,8 @@ test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error
     assert.match(turn.assistant, /Running it now/);
     assert.ok(turn.notices.some((n) => /\berror\b/.test(n.classes)), `an error notice: ${JSON.stringify(turn.notices)}`);
     // The error's words are in its notice; the footer names only its kind, so they are not said twice.
-    assert.match(turn.footer, /^failed · \d+\.\d s · \w+$/, turn.footer);
+    assert.match(turn.footer, /^Failed \(\w+\) · \d+\.\d s$/, turn.footer);
+    assert.match(turn.receipt, /^failed · \w+: .+ · \d+\.\d s$/, turn.receipt);
     await view.page.close();
   } finally {
     fakeSession.dispose();
@@ -391,7 +399,8 @@ test('a one-shot prompt is the first turn of a new conversation, takes the waiti
   assert.equal(cancelled?.status, 'cancelled');
   await view.flush();
   await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the cancelled turn');
-  assert.match((await shownTurn(view)).footer, /^cancelled · stopped \(/);
+  assert.match((await shownTurn(view)).footer, /^Stopped · /);
+  assert.match((await shownTurn(view)).receipt, /^cancelled · stopped \(/);
   await view.page.close();
 });
 
@@ -498,7 +507,7 @@ test('an approval card: focused when it appears unless a message is being typed,
     type: 'approval',
     payload: {
       key, turnId: 't1', tool: 'bash', kind: 'execute', title: command, command, diff: null,
-      options: [...options], state: 'pending', outcome: null,
+      options: [...options], state: 'pending', outcome: null, decision: null,
     },
   });
   const answers = "window.__toHost.filter((m) => m.type === 'answerApproval').map((m) => m.payload)";
@@ -515,7 +524,7 @@ test('an approval card: focused when it appears unless a message is being typed,
   await view.page.keyboard.press('Enter');
   await view.until(`${answers}.length === 1`, 'Enter to answer');
   assert.deepEqual(await view.read<unknown>(answers), [{ key: 't1/c1', optionId: 'allow', message: null }]);
-  view.post({ type: 'approval', payload: { ...(card('t1/c1', 'x').payload as ApprovalView), state: 'answered', outcome: 'Allowed' } });
+  view.post({ type: 'approval', payload: { ...(card('t1/c1', 'x').payload as ApprovalView), state: 'answered', outcome: 'Allowed', decision: 'allow' } });
 
   // Someone typing a message keeps the focus; in the card, a reason and Escape deny with it.
   await view.page.focus('#prompt');
@@ -592,5 +601,193 @@ test("`/` in the input lists the conversation's commands from pi/commands: filte
   await view.until("!document.getElementById('commands').hidden", 'the popup for /new');
   await view.page.keyboard.press('Enter');
   await view.until("window.__toHost.some((m) => m.type === 'send' && m.payload.text === '/new')", 'Enter sends /new');
+  await view.page.close();
+});
+
+test('an approval card waits inside its tool card ("waiting for you"), with even buttons; answered it folds in place to its answer, ✓ or ✗', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'edit it', chips: [], live: true } });
+  const call = (id: string): HostMessage => ({
+    type: 'entry',
+    payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'tool.call', content: { toolCallId: id, name: 'write', arguments: { path: `/w/${id}.txt` } } } },
+  });
+  const options = [
+    { optionId: 'allow', kind: 'allow_once', name: 'Allow' },
+    { optionId: 'always', kind: 'allow_always', name: 'Always allow write in this workspace' },
+    { optionId: 'deny', kind: 'reject_once', name: 'Deny' },
+    { optionId: 'never', kind: 'reject_always', name: 'Always deny' },
+  ] as const;
+  const approval = (id: string, change: Partial<ApprovalView> = {}): HostMessage => ({
+    type: 'approval',
+    payload: {
+      key: `t1/${id}`, turnId: 't1', tool: 'write', kind: 'edit', title: `write /w/${id}.txt`, command: null,
+      diff: { path: `/w/${id}.txt`, lines: [{ op: '+', text: 'one' }, { op: '+', text: 'two' }], hidden: 0, added: 2, removed: 0, canOpen: true, note: 'a new file' },
+      options: [...options], state: 'pending', outcome: null, decision: null, ...change,
+    },
+  });
+  const card = (id: string): string => `document.querySelector('.approval[data-key="t1/${id}"]')`;
+  const toolState = (id: string): string => `document.querySelector('.tool[data-tool-call-id="${id}"] .tool-state').textContent`;
+  view.post(call('c1'));
+  view.post(approval('c1'));
+  await view.flush();
+  await view.until(`${toolState('c1')} === 'waiting for you'`, 'the tool card to say it waits');
+  assert.equal(await view.read<boolean>(`${card('c1')}.parentElement.matches('.tool[data-tool-call-id="c1"]')`), true, 'the card is in its tool card');
+  const widths = await view.read<number[]>(`[...${card('c1')}.querySelectorAll('button.approval-option')].map((b) => Math.round(b.getBoundingClientRect().width))`);
+  assert.equal(widths.length, 4);
+  assert.ok(Math.max(...widths) - Math.min(...widths) <= 1, `even buttons: ${JSON.stringify(widths)}`);
+
+  // Allowed: the tool runs again ("running"), the card folds to ✓ and its answer, no diff repeated.
+  view.post(approval('c1', { state: 'answered', outcome: 'Allowed', decision: 'allow' }));
+  view.post({ type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: { type: 'assistant', content: { text: 'Wrote it.' } } } });
+  await view.flush();
+  await view.until(`${toolState('c1')} === 'running'`, 'the tool to run once allowed');
+  assert.equal(await view.read<string>(`${card('c1')}.querySelector('.approval-icon').textContent`), '✓');
+  assert.equal(await view.read<string>(`getComputedStyle(${card('c1')}.querySelector('.approval-diff')).display`), 'none', 'the diff is not repeated');
+  assert.equal(
+    await view.read<boolean>(`!!(${card('c1')}.compareDocumentPosition(document.querySelector('.assistant')) & Node.DOCUMENT_POSITION_FOLLOWING)`),
+    true,
+    'the answered card stays above the text that came after it',
+  );
+
+  // Denied, with a card asked before its tool card: ✗, and the card moves into the tool card.
+  view.post(approval('c2'));
+  view.post(call('c2'));
+  await view.flush();
+  await view.until(`${toolState('c2')} === 'waiting for you' && ${card('c2')}.parentElement.matches('.tool')`, 'the early card in its tool card');
+  view.post(approval('c2', { state: 'answered', outcome: 'Denied: not now', decision: 'deny' }));
+  await view.flush();
+  await view.until(`${card('c2')}.dataset.state === 'answered'`, 'the denied card');
+  assert.equal(await view.read<string>(`${card('c2')}.querySelector('.approval-icon').textContent`), '✗', 'a denial shows ✗');
+  assert.equal(await view.read<string>(`${card('c2')}.querySelector('.approval-outcome').textContent`), 'Denied: not now');
+  await view.page.close();
+});
+
+test("a failing command's output shows once; the full-output path opens the file; the footer speaks a user's words with the receipt one click away", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'test it', chips: [], live: true } });
+  const entry = (e: unknown): HostMessage => ({ type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: e as never } });
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c1', name: 'bash', arguments: { command: 'npm test' } } }));
+  view.post(entry({ type: 'tool.update', content: { toolCallId: 'c1', output: 'FAIL add.test.js' } }));
+  view.post(entry({ type: 'tool.failed', content: { toolCallId: 'c1', name: 'bash', error: 'FAIL add.test.js\n\nCommand exited with code 1' } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c2', name: 'bash', arguments: { command: 'seq 100000' } } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'c2', name: 'bash', output: '99999\n100000', truncated: true, fullOutputPath: '/tmp/pi-bash-1.log' } }));
+  view.post({ type: 'turnEnded', payload: { turnId: 't1', status: 'cancelled', summary: 'Stopped · 0.4 s', receipt: 'cancelled · stopped (interrupted) in 9 ms · nothing was running' } });
+  await view.flush();
+  await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the ended turn');
+  const turn = await shownTurn(view);
+  assert.equal(turn.tools[0]?.output, '', JSON.stringify(turn.tools[0]));
+  assert.equal(turn.tools[0]?.error, 'FAIL add.test.js\n\nCommand exited with code 1');
+  assert.equal(await view.read<number>("document.querySelectorAll('.tool[data-tool-call-id=\"c1\"] pre').length"), 1, 'the output shows once');
+  await view.page.click('.tool[data-tool-call-id="c2"] a.full-output');
+  await view.until("window.__toHost.some((m) => m.type === 'openFile')", 'the link to ask the host to open the file');
+  assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'openFile').payload"), { path: '/tmp/pi-bash-1.log', line: 1 });
+  assert.equal(turn.footer, 'Stopped · 0.4 s');
+  assert.equal(await view.read<boolean>("document.querySelector('.turn-receipt').open"), false, 'the receipt starts closed');
+  await view.page.click('.turn-receipt > summary');
+  await view.until("document.querySelector('.turn-receipt').open", 'one click to open the receipt');
+  assert.equal(turn.receipt, 'cancelled · stopped (interrupted) in 9 ms · nothing was running');
+  await view.page.close();
+});
+
+test('@ in the input asks the host for files, folders and the selection; arrows pick, Tab takes `@path `, Enter in the popup never sends', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  const queries = "window.__toHost.filter((m) => m.type === 'mentionQuery').map((m) => m.payload.query)";
+  await view.page.focus('#prompt');
+  await view.page.keyboard.type('Explain @ut');
+  await view.until(`${queries}.includes('ut')`, 'the host asked for @ut');
+  view.post({
+    type: 'mentions',
+    payload: {
+      query: 'ut',
+      items: [
+        { mention: 'src/util.py', kind: 'file', detail: '' },
+        { mention: 'src/utils/', kind: 'folder', detail: 'folder' },
+      ],
+    },
+  });
+  await view.flush();
+  await view.until("!document.querySelector('#mentions').hidden", 'the popup');
+  assert.deepEqual(await view.read<string[]>("[...document.querySelectorAll('#mentions li')].map((li) => li.dataset.mention)"), ['src/util.py', 'src/utils/']);
+  await view.page.keyboard.press('ArrowDown');
+  await view.page.keyboard.press('ArrowUp');
+  await view.page.keyboard.press('Enter');
+  assert.equal(await view.read<string>("document.querySelector('#prompt').value"), 'Explain @src/util.py ');
+  assert.equal(await view.read<number>("window.__toHost.filter((m) => m.type === 'send').length"), 0, 'Enter in the popup took the mention, it did not send');
+  await view.page.keyboard.type('and @sel');
+  await view.until(`${queries}.includes('sel')`, 'the host asked for @sel');
+  view.post({ type: 'mentions', payload: { query: 'sel', items: [{ mention: 'selection', kind: 'selection', detail: 'lines 1-2 of a.py' }] } });
+  await view.flush();
+  await view.until("!document.querySelector('#mentions').hidden", 'the popup for the selection');
+  await view.page.keyboard.press('Tab');
+  assert.equal(await view.read<string>("document.querySelector('#prompt').value"), 'Explain @src/util.py and @selection ');
+  await view.page.keyboard.press('Enter');
+  await view.until("window.__toHost.some((m) => m.type === 'send')", 'the message sent');
+  assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'send').payload"), { text: 'Explain @src/util.py and @selection ', queue: false, images: [] });
+  await view.page.close();
+});
+
+test('a pasted image shows above the input and goes with the message; Shift+Tab cycles the mode; Escape stops a run; the input sits at the bottom of an empty chat', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  const bottom = await view.read<{ composer: number; height: number }>(
+    "({ composer: document.querySelector('#composer').getBoundingClientRect().bottom, height: window.innerHeight })",
+  );
+  assert.ok(Math.abs(bottom.composer - bottom.height) <= 2, `the input at the bottom: ${JSON.stringify(bottom)}`);
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+  await view.page.focus('#prompt');
+  await view.page.evaluate(`(() => {
+    const bytes = Uint8Array.from(atob('${png}'), (c) => c.charCodeAt(0));
+    const data = new DataTransfer();
+    data.items.add(new File([bytes], 'shot.png', { type: 'image/png' }));
+    document.querySelector('#prompt').dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  })()`);
+  await view.until("document.querySelectorAll('#images img').length === 1", 'the pasted image above the input');
+  await view.page.keyboard.type('What is in this picture?');
+  await view.page.keyboard.press('Enter');
+  await view.until("window.__toHost.some((m) => m.type === 'send')", 'the message sent');
+  assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'send').payload"), {
+    text: 'What is in this picture?', queue: false, images: [{ mimeType: 'image/png', data: png }],
+  });
+  assert.equal(await view.read<number>("document.querySelectorAll('#images img').length"), 0, 'the tray empties once sent');
+
+  const modes = "window.__toHost.filter((m) => m.type === 'setMode').map((m) => m.payload.mode)";
+  const start = await view.read<string>("document.querySelector('#mode').value");
+  await view.page.keyboard.down('Shift');
+  await view.page.keyboard.press('Tab');
+  await view.page.keyboard.up('Shift');
+  await view.until(`${modes}.length === 1`, 'Shift+Tab to set the next mode');
+  const [next] = await view.read<string[]>(modes);
+  assert.notEqual(next, start);
+  assert.equal(await view.read<string>('document.activeElement.id'), 'prompt', 'the focus stays in the input');
+
+  view.post({ type: 'input', payload: { running: true, queueMode: false, queued: [], chips: [], mode: 'ask' } });
+  await view.flush();
+  await view.page.keyboard.press('Escape');
+  await view.until("window.__toHost.some((m) => m.type === 'stop')", 'Escape to stop the run');
+  await view.page.close();
+});
+
+test('Restore checkpoint shows only on a turn that changed files (an edit, a command), not on `/name`', { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  const entry = (turnId: string, e: unknown): HostMessage => ({ type: 'entry', payload: { turnId, attempt: 1, stat: { added: 1, removed: 1 }, entry: e as never } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: '/name tidy', chips: [], live: false } });
+  view.post(entry('t1', { type: 'assistant', content: { text: 'Renamed.' } }));
+  view.post({ type: 'turn', payload: { turnId: 't2', prompt: 'edit it', chips: [], live: false } });
+  view.post(entry('t2', { type: 'tool.call', content: { toolCallId: 'c1', name: 'edit', arguments: { path: '/w/a.txt' } } }));
+  view.post(entry('t2', { type: 'tool.completed', content: { toolCallId: 'c1', name: 'edit', output: 'ok', diff: { path: '/w/a.txt', line: 2 } } }));
+  view.post({ type: 'turn', payload: { turnId: 't3', prompt: 'build', chips: [], live: false } });
+  view.post(entry('t3', { type: 'tool.call', content: { toolCallId: 'c2', name: 'bash', arguments: { command: 'make' } } }));
+  await view.flush();
+  await view.until("document.querySelectorAll('section.turn .tool').length === 2", 'the three turns');
+  const shown = await view.read<Record<string, boolean>>(
+    "Object.fromEntries([...document.querySelectorAll('section.turn')].map((s) => [s.dataset.turnId, getComputedStyle(s.querySelector('.restore-checkpoint')).display !== 'none']))",
+  );
+  assert.deepEqual(shown, { t1: false, t2: true, t3: true });
   await view.page.close();
 });

@@ -31,6 +31,7 @@ export type {
   SteerResult,
   Usage,
   PermissionOption,
+  PromptImage,
   PermissionRule,
   PermissionsResult,
   ProposedDiff,

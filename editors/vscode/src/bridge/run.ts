@@ -389,7 +389,59 @@ export function formatUsage(usage: Usage): string {
   return parts.join(' · ');
 }
 
-/** One line that says how the run stands: a turn's footer in the chat, the progress notification. */
+/** How a run ended, in a user's words (the chat's footer leads with it). */
+const ENDED: Record<string, string> = {
+  running: 'Working',
+  completed: 'Done',
+  cancelled: 'Stopped',
+  failed: 'Failed',
+  error: 'Error',
+};
+
+/** A duration as a person reads it: "0.4 s", "12 s", "2 min 5 s". */
+export function formatDuration(ms: number): string {
+  const seconds = ms / 1000;
+  if (seconds < 10) {
+    return `${seconds.toFixed(1)} s`;
+  }
+  if (seconds < 60) {
+    return `${Math.round(seconds)} s`;
+  }
+  const whole = Math.round(seconds);
+  return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+}
+
+/**
+ * A turn's footer in the chat, in a user's words: how it ended (Done, Stopped, Failed and why),
+ * how long it took, its tokens and cost. The bridge's own account (stop reason, the shutdown's
+ * stage and processes) stays in `statusLine`, the receipt the footer opens.
+ */
+export function footerLine(record: RunRecord): string {
+  const parts: string[] = [ENDED[record.status] ?? record.status];
+  if (record.status === 'failed' && record.error) {
+    parts[0] = `Failed: ${record.error.message}`;
+  }
+  if (record.rpcError) {
+    parts.push(record.rpcError.message);
+  }
+  if (record.attempt > 1) {
+    parts.push(`after ${record.attempt} attempts`);
+  }
+  if (record.shutdown?.survivors.length) {
+    // The one thing of a stop's receipt a user must know: something it started may still run.
+    parts.push(`${record.shutdown.survivors.length} process(es) still running`);
+  }
+  parts.push(formatDuration((record.endedAt ?? Date.now()) - record.startedAt));
+  if (record.usage) {
+    parts.push(`${(record.usage.totalTokens ?? 0).toLocaleString('en-US')} tokens`);
+    if (typeof record.usage.cost === 'number' && record.usage.cost > 0) {
+      parts.push(`$${record.usage.cost.toFixed(4)}`);
+    }
+  }
+  return parts.join(' · ');
+}
+
+/** One line that says how the run stands: a turn's receipt in the chat, the progress notification. */
 export function statusLine(record: RunRecord): string {
   const seconds = (((record.endedAt ?? Date.now()) - record.startedAt) / 1000).toFixed(1);
   const parts: string[] = [record.status];

@@ -33,6 +33,20 @@ export function commonEnds(before: string[], after: string[]): { head: number; t
 }
 
 /**
+ * A text's lines, each with its own line break: a final newline ends the last line instead of
+ * starting an empty one (so "a\nb\n" is two lines), and a last line without one differs from the
+ * same line with one.
+ */
+export function splitLines(text: string | null | undefined): string[] {
+  return text ? (text.match(/[^\n]*\n|[^\n]+$/g) ?? []) : [];
+}
+
+/** A line as a card shows it: without its line break. */
+function shown(line: string): string {
+  return line.endsWith('\n') ? line.slice(0, -1) : line;
+}
+
+/**
  * The lines between the common head and tail of two texts: a few unchanged ones around, the
  * removed ones, then the added ones (one hunk; enough to judge an edit before it runs).
  */
@@ -41,27 +55,25 @@ export function diffLines(
   newText: string,
   max = MAX_CARD_DIFF_LINES,
 ): { lines: DiffLine[]; hidden: number; added: number; removed: number } {
-  const before = oldText === '' ? [] : oldText.split('\n');
-  const after = newText === '' ? [] : newText.split('\n');
+  const before = splitLines(oldText);
+  const after = splitLines(newText);
   const { head, tail } = commonEnds(before, after);
   const removed = before.slice(head, before.length - tail);
   const added = after.slice(head, after.length - tail);
   const changed: DiffLine[] = [
-    ...removed.map((text): DiffLine => ({ op: '-', text })),
-    ...added.map((text): DiffLine => ({ op: '+', text })),
+    ...removed.map((text): DiffLine => ({ op: '-', text: shown(text) })),
+    ...added.map((text): DiffLine => ({ op: '+', text: shown(text) })),
   ];
-  const shown = changed.slice(0, max);
-  const lead = before.slice(Math.max(0, head - CONTEXT_LINES), head).map((text): DiffLine => ({ op: ' ', text }));
-  // A file's final newline leaves an empty last "line": it is not context worth showing.
-  const end = before.length > 0 && before[before.length - 1] === '' ? before.length - 1 : before.length;
+  const kept = changed.slice(0, max);
+  const lead = before.slice(Math.max(0, head - CONTEXT_LINES), head).map((text): DiffLine => ({ op: ' ', text: shown(text) }));
   const from = before.length - tail;
   const trail =
-    shown.length === changed.length
-      ? before.slice(from, Math.min(end, from + CONTEXT_LINES)).map((text): DiffLine => ({ op: ' ', text }))
+    kept.length === changed.length
+      ? before.slice(from, from + CONTEXT_LINES).map((text): DiffLine => ({ op: ' ', text: shown(text) }))
       : [];
   return {
-    lines: [...lead, ...shown, ...trail],
-    hidden: changed.length - shown.length,
+    lines: [...lead, ...kept, ...trail],
+    hidden: changed.length - kept.length,
     added: added.length,
     removed: removed.length,
   };
@@ -99,6 +111,7 @@ export function approvalView(params: RequestPermissionParams): ApprovalView {
     options: params.options.map(({ optionId, kind, name }) => ({ optionId, kind, name })),
     state: 'pending',
     outcome: null,
+    decision: null,
   };
 }
 
@@ -106,6 +119,11 @@ export function approvalView(params: RequestPermissionParams): ApprovalView {
 export function answerFor(option: PermissionOption, message: string | null): RequestPermissionAnswer {
   const reason = message?.trim();
   return option.kind.startsWith('reject') && reason ? { optionId: option.optionId, message: reason } : { optionId: option.optionId };
+}
+
+/** Whether `option` lets the tool run (a card shows ✓) or stops it (✗). */
+export function decisionOf(option: Pick<PermissionOption, 'kind'>): 'allow' | 'deny' {
+  return option.kind.startsWith('allow') ? 'allow' : 'deny';
 }
 
 /** How a card was settled by the user, in words. */

@@ -4,7 +4,8 @@
  * changed payload fails `tsc` on both sides. Contract messages travel as `ContractEntry`, the
  * contract's own types generated from docs/protocol.schema.json.
  */
-import type { ContractEntry, Mode, PermissionOption } from '../bridge/protocol';
+import type { ContractEntry, Mode, PermissionOption, PromptImage } from '../bridge/protocol';
+import type { MentionItem } from './mentionText';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {
@@ -61,6 +62,8 @@ export interface ApprovalView {
   state: 'pending' | 'answered' | 'cancelled';
   /** How it was settled ("Allowed", "Denied: reason", "cancelled: the run ended"). */
   outcome: string | null;
+  /** What the user's answer did: the tool ran (`allow`) or not (`deny`); null until answered. */
+  decision: 'allow' | 'deny' | null;
 }
 
 /** Line counts of one edit, computed by the host so file texts never reach the webview. */
@@ -99,9 +102,11 @@ export interface HostToView {
   entry: { turnId: string; entry: ContractEntry; attempt: number; stat: EditStat | null };
   /**
    * A turn ended (or never started). `summary` says how: status, stop reason or error, the
-   * shutdown receipt of a cancel, usage, time (null for a turn from history).
+   * shutdown receipt of a cancel, usage, time (null for a turn from history). `summary` is in a
+   * user's words (how it ended, how long, tokens, cost); `receipt` is the bridge's full account
+   * (stop reason, the shutdown's stage and processes), one click away under the footer.
    */
-  turnEnded: { turnId: string; status: TurnStatus; summary: string | null };
+  turnEnded: { turnId: string; status: TurnStatus; summary: string | null; receipt?: string | null };
   input: InputState;
   /** The conversation got its pi session id (the webview keeps it in its state for a reload). */
   session: { sessionId: string };
@@ -124,12 +129,17 @@ export interface HostToView {
   setup: { turnId: string; missing: string };
   /** The header's model picker: the agent's models and the one the next prompt runs. */
   models: { models: ModelView[]; current: string | null };
+  /** The completions of the `@query` the input asked for (mentionQuery). */
+  mentions: { query: string; items: MentionItem[] };
 }
 
 export interface ViewToHost {
   /** The webview is loaded; `sessionId` is what its saved state held (null: none). */
   ready: { sessionId: string | null };
-  send: { text: string; queue: boolean };
+  /** `images`: pasted or dropped into the input; they go with the next prompt (the contract's `images`). */
+  send: { text: string; queue: boolean; images?: PromptImage[] };
+  /** The input's `@word` changed: the host answers with `mentions`. */
+  mentionQuery: { query: string };
   stop: Record<string, never>;
   setQueueMode: { queueMode: boolean };
   removeChip: { id: string };

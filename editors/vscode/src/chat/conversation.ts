@@ -6,7 +6,7 @@
  * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
  */
 import type { CancellationToken } from 'vscode-jsonrpc';
-import { answerFor, approvalKey, approvalView, commonEnds, outcomeText } from './approvals';
+import { answerFor, approvalKey, approvalView, commonEnds, decisionOf, outcomeText, splitLines } from './approvals';
 import {
   envelope,
   type ApprovalView,
@@ -28,6 +28,7 @@ import {
   type ContextUsage,
   type FileDiff,
   type Mode,
+  type PromptImage,
   type PiMessage,
   type ProposedDiff,
   type RequestPermissionAnswer,
@@ -38,7 +39,7 @@ import {
   type SessionNotFound,
   type SteerResult,
 } from '../bridge/protocol';
-import { statusLine, type RunRecord } from '../bridge/run';
+import { footerLine, statusLine, type RunRecord } from '../bridge/run';
 import type { Session } from '../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
@@ -90,6 +91,8 @@ interface TurnRecord {
   approvals: ApprovalView[];
   status: TurnStatus;
   summary: string | null;
+  /** The bridge's full account of how the run ended (the footer's details). */
+  receipt?: string | null;
 }
 
 /** A file one run changed: its text before the run's first edit and after its last. */
@@ -101,8 +104,8 @@ export interface RunChange {
 
 /** Added and removed lines between two texts: the lines between their common head and tail. */
 export function editStat(oldText: string | null | undefined, newText: string | null | undefined): EditStat {
-  const before = oldText ? oldText.split('\n') : [];
-  const after = newText ? newText.split('\n') : [];
+  const before = splitLines(oldText);
+  const after = splitLines(newText);
   const { head, tail } = commonEnds(before, after);
   return { added: after.length - head - tail, removed: before.length - head - tail };
 }
@@ -145,6 +148,9 @@ function forView(entry: ContractEntry): ContractEntry {
   return entry;
 }
 
+/** Images one prompt takes at most (the contract's bound). */
+const MAX_IMAGES = 8;
+
 /** Chip ids are unique in the window, so chips can move between conversations. */
 let chipCounter = 0;
 
@@ -158,6 +164,8 @@ export class Conversation {
   private current: { runId: string; turn: TurnRecord } | undefined;
   private readonly queue: string[] = [];
   private chips: ContextChip[] = [];
+  /** Images pasted into the input, waiting for the next prompt. */
+  private images: PromptImage[] = [];
   private usage: ConversationUsage = { contextUsage: null, sessionCost: null };
   private readonly pending = new Map<string, PendingApproval>();
   /** Proposed diffs of this conversation's approval cards, by card key (for Open Diff). */
@@ -235,7 +243,7 @@ export class Conversation {
         this.post('approval', { ...approval });
       }
       if (turn.status !== 'running') {
-        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary });
+        this.post('turnEnded', { turnId: turn.turnId, status: turn.status, summary: turn.summary, receipt: turn.receipt ?? null });
       }
     }
     if (this.sessionId) {
@@ -324,11 +332,13 @@ export class Conversation {
    * Send `text`: a new turn when idle; while a run goes, a steer (pi/steer), or with `queue` (or
    * queue mode on) a message that is sent as the next turn once the run ends.
    */
-  async send(text: string, queue = false): Promise<void> {
+  async send(text: string, queue = false, images: PromptImage[] = []): Promise<void> {
     const message = text.trim();
     if (!message) {
       return;
     }
+    // Images go with the next prompt, as chips do (a steer carries text only).
+    this.images.push(...images);
     if (!this.current) {
       await this.sendQueued(await this.runTurn(message));
       return;
@@ -424,10 +434,10 @@ export class Conversation {
       return; // settled already (cancelled, or a second click)
     }
     const answer = answerFor(option, message);
-    this.settleApproval(key, answer, outcomeText(option, answer));
+    this.settleApproval(key, answer, outcomeText(option, answer), decisionOf(option));
   }
 
-  private settleApproval(key: string, answer: RequestPermissionAnswer, outcome: string): void {
+  private settleApproval(key: string, answer: RequestPermissionAnswer, outcome: string, decision: 'allow' | 'deny' | null = null): void {
     const pending = this.pending.get(key);
     if (!pending) {
       return;
@@ -435,6 +445,7 @@ export class Conversation {
     this.pending.delete(key);
     pending.view.state = answer.outcome === 'cancelled' ? 'cancelled' : 'answered';
     pending.view.outcome = outcome;
+    pending.view.decision = decision;
     pending.settle(answer);
     this.post('approval', { ...pending.view });
     this.host.onApprovals?.();
@@ -502,6 +513,8 @@ export class Conversation {
   private async runTurn(question: string, options: TurnOptions = {}): Promise<{ status: TurnStatus; record?: RunRecord }> {
     const chips = this.chips;
     this.chips = [];
+    const images = this.images.slice(0, MAX_IMAGES);
+    this.images = [];
     const runId = newRunId('chat');
     const turn: TurnRecord = {
       turnId: runId,
@@ -532,6 +545,9 @@ export class Conversation {
       if (this.chosenMode) {
         params.mode = this.chosenMode;
       }
+      if (images.length > 0) {
+        params.images = images as RunParams['images'];
+      }
       record = await session.run(params, {
         title: turn.prompt,
         token: options.token,
@@ -542,10 +558,8 @@ export class Conversation {
       if (record.sessionId) {
         this.adoptSession(record.sessionId);
       }
-      // A failure's words are in the thread already (its notice): the summary only names its kind.
-      turn.summary = record.status === 'failed' && record.error
-        ? `${statusLine({ ...record, error: undefined })} · ${record.error.kind}`
-        : statusLine(record);
+      turn.summary = footerLine(record);
+      turn.receipt = statusLine(record);
     } catch (err) {
       turn.summary = `error · ${err instanceof Error ? err.message : String(err)}`;
     }
@@ -562,7 +576,7 @@ export class Conversation {
     }
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
-    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary });
+    this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary, receipt: turn.receipt ?? null });
     if (record?.error?.kind === 'auth') {
       this.post('setup', { turnId: turn.turnId, missing: setupMissing(record.error.message) });
     }

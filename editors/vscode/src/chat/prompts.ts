@@ -48,10 +48,21 @@ export function filePrompt(ctx: FileContext): string {
   return `${ctx.question}\n\n${fileBlock(ctx)}`;
 }
 
-/** A selection or a file attached to the next prompt of a conversation (a chip in the chat view). */
+/** A folder @-mentioned in a prompt: its path and the names in it (a folder's end with `/`). */
+export interface FolderContext {
+  path: string;
+  entries: string[];
+}
+
+function folderBlock(ctx: FolderContext): string {
+  return `This is about the folder ${ctx.path}, which holds:\n${ctx.entries.map((e) => `- ${e}`).join('\n')}\n`;
+}
+
+/** A selection, a file or a folder attached to the next prompt of a conversation (a chip in the chat view). */
 export type ContextData =
   | ({ kind: 'selection' } & Omit<SelectionContext, 'question'>)
-  | ({ kind: 'file' } & Omit<FileContext, 'question'>);
+  | ({ kind: 'file' } & Omit<FileContext, 'question'>)
+  | ({ kind: 'folder' } & FolderContext);
 export type ContextChip = ContextData & { id: string };
 
 /** The chip's short label: `hello.py:1-3` or `hello.py`. */
@@ -61,7 +72,9 @@ export function chipLabel(chip: ContextData): string {
 
 /** The prompt for `question` with every chip's context after it, in the order they were added. */
 export function contextPrompt(question: string, chips: readonly ContextData[]): string {
-  const blocks = chips.map((chip) => (chip.kind === 'selection' ? selectionBlock(chip) : fileBlock(chip)));
+  const blocks = chips.map((chip) =>
+    chip.kind === 'selection' ? selectionBlock(chip) : chip.kind === 'folder' ? folderBlock(chip) : fileBlock(chip),
+  );
   return blocks.length === 0 ? question : `${question}\n\n${blocks.join('\n')}`;
 }
 

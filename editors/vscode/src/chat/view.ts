@@ -15,6 +15,7 @@ import { relativeTime, type Conversation, type ConversationUsage } from './conve
 import { Checkpoints } from './checkpoints';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
+import { Mentions } from './mentions';
 import {
   Methods,
   MODE_DESCRIPTIONS,
@@ -27,6 +28,7 @@ import {
   type RunParams,
   type SessionSummary,
   type SessionsResult,
+  type PromptImage,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
 
@@ -57,6 +59,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   private readonly before = new Map<string, string>();
   /** The header's model picker as last shown (sent again to a reloaded webview). */
   private models: HostToView['models'] | undefined;
+  private readonly mentions = new Mentions();
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -213,7 +216,13 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         }
         break;
       case 'send':
-        void this.conversation.send(msg.payload.text, msg.payload.queue);
+        void this.sendWithMentions(msg.payload.text, msg.payload.queue, msg.payload.images ?? []);
+        break;
+      case 'mentionQuery':
+        void this.mentions.complete(msg.payload.query).then(
+          (items) => this.post({ type: 'mentions', payload: { query: msg.payload.query, items } }),
+          (err: unknown) => this.deps.log.warn(`@-mention completion: ${String(err)}`),
+        );
         break;
       case 'stop':
         void this.conversation.stop();
@@ -256,6 +265,17 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         void unknown;
       }
     }
+  }
+
+  /** Send a message whose @-mentions (files, folders, the selection) go with it as context chips. */
+  private async sendWithMentions(text: string, queue: boolean, images: PromptImage[]): Promise<void> {
+    const conversation = this.conversation;
+    if (!conversation.running) {
+      for (const context of await this.mentions.resolve(text)) {
+        conversation.addChip(context);
+      }
+    }
+    await conversation.send(text, queue, images);
   }
 
   /** A fresh webview: show this window's conversation, or after a reload the one its state kept. */
@@ -565,6 +585,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   dispose(): void {
+    this.mentions.dispose();
     for (const d of this.disposables) {
       d.dispose();
     }

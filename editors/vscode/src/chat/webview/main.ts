@@ -30,6 +30,9 @@ import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
 import { linkified, setupCard, showModels } from './setup';
+import { approvalIcon, footerNode, shownToolTexts, TOOL_STATE_WAITING } from './cards';
+import { imageTray } from './images';
+import { mentionPopup } from './mentions';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;
@@ -73,6 +76,11 @@ for (const mode of MODES) {
   modeSelect.append(option);
 }
 modeSelect.addEventListener('change', () => send('setMode', { mode: modeSelect.value as Mode }));
+// Made before the input's own keys are bound: the @ popup takes its keys first.
+const mentionsUi = mentionPopup(input, (query) => send('mentionQuery', { query }));
+const tray = imageTray(input, (text) => {
+  live.textContent = text;
+});
 
 // ------------------------------------------------------------------ turns
 
@@ -87,6 +95,8 @@ interface TurnView {
   /** The turn's approval cards, under its answer, by request key. */
   approvals: HTMLElement;
   cards: Map<string, HTMLElement>;
+  /** Tool calls whose approval card waits for the user (their tool card says so). */
+  waiting: Set<string>;
   status: HTMLElement;
 }
 
@@ -144,7 +154,7 @@ function addTurn(p: HostToView['turn']): void {
   section.append(prompt, answer, approvals, status);
   thread.append(section);
   const record = newRunRecord(p.turnId, p.prompt);
-  turns.set(p.turnId, { section, answer, record, nodes: [], stats: new Map(), approvals, cards: new Map(), status });
+  turns.set(p.turnId, { section, answer, record, nodes: [], stats: new Map(), approvals, cards: new Map(), waiting: new Set(), status });
   empty.hidden = true;
   follow();
 }
@@ -168,6 +178,10 @@ function toolSummary(tool: ToolItem): string {
 /** The card's `<pre>` of class `cls`, made the first time there is text for it. */
 function setToolText(card: HTMLElement, cls: 'tool-output' | 'tool-error', text: string | undefined): void {
   let pre = card.querySelector<HTMLPreElement>(`pre.${cls}`);
+  if (pre && !text) {
+    pre.remove(); // its text now shows in the other block (a failing command's output)
+    return;
+  }
   if (!pre) {
     if (!text) {
       return;
@@ -223,6 +237,7 @@ function itemNode(item: RunItem): HTMLElement {
     case 'tool': {
       const card = el('div', 'tool');
       card.dataset.toolCallId = item.toolCallId;
+      card.dataset.toolName = item.name;
       const head = el('div', 'tool-head');
       head.append(
         el('span', 'tool-icon'),
@@ -261,14 +276,33 @@ function showItem(turn: TurnView, node: HTMLElement, item: RunItem): void {
       paintSoon(node.querySelector<HTMLElement>('.markdown')!, item);
       return;
     case 'tool': {
+      const waiting = item.status === 'running' && turn.waiting.has(item.toolCallId);
       node.dataset.status = item.status;
-      node.querySelector('.tool-icon')!.textContent = TOOL_ICON[item.status];
-      node.querySelector('.tool-state')!.textContent = item.status;
-      setToolText(node, 'tool-output', item.output);
-      setToolText(node, 'tool-error', item.error);
+      node.dataset.waiting = String(waiting);
+      node.querySelector('.tool-icon')!.textContent = waiting ? '?' : TOOL_ICON[item.status];
+      node.querySelector('.tool-state')!.textContent = waiting ? TOOL_STATE_WAITING : item.status;
+      const texts = shownToolTexts(item.output, item.error);
+      setToolText(node, 'tool-output', texts.output);
+      setToolText(node, 'tool-error', texts.error);
       if (item.truncated && !node.querySelector('.note')) {
-        const where = item.fullOutputPath ? `; full output in ${item.fullOutputPath}` : '';
-        node.append(el('div', 'note', `output truncated${where}`));
+        const note = el('div', 'note', 'output truncated');
+        const fullPath = item.fullOutputPath;
+        if (fullPath) {
+          const link = el('a', 'full-output', fullPath);
+          link.href = '#';
+          link.title = 'Open the full output';
+          link.addEventListener('click', (e) => {
+            e.preventDefault();
+            send('openFile', { path: fullPath, line: 1 });
+          });
+          note.append('; full output in ', link);
+        }
+        node.append(note);
+      }
+      // An approval card asked before its tool card existed moves into it.
+      const loose = turn.cards.get(`${turn.record.runId}/${item.toolCallId}`);
+      if (loose && loose.parentElement !== node) {
+        node.append(loose);
       }
       addEdit(node, turn.record.runId, item, turn.stats.get(item.toolCallId) ?? null);
       return;
@@ -326,7 +360,7 @@ function endTurn(p: HostToView['turnEnded']): void {
   }
   paintNow(); // the last deltas may still wait for a frame: the ended turn shows all of them
   turn.section.dataset.status = p.status;
-  turn.status.textContent = p.summary ?? '';
+  turn.status.replaceChildren(...footerNode(p.summary, p.receipt ?? null));
 }
 
 // ------------------------------------------------------------------ approvals
@@ -434,18 +468,31 @@ function showApproval(view: ApprovalView): void {
   }
   let card = turn.cards.get(view.key);
   const isNew = !card;
+  const toolCallId = view.key.slice(view.turnId.length + 1);
+  const index = turn.record.items.findIndex((i) => i.kind === 'tool' && i.toolCallId === toolCallId);
   if (!card) {
     card = approvalCard(view);
     turn.cards.set(view.key, card);
-    turn.approvals.append(card);
+    // Asked and answered where the tool is (in its card), not below the turn's final answer.
+    (turn.nodes[index] ?? turn.answer).append(card);
   }
   card.dataset.state = view.state;
+  card.dataset.decision = view.decision ?? '';
   const settled = view.state !== 'pending';
   for (const control of card.querySelectorAll<HTMLButtonElement | HTMLInputElement>('.approval-option, .approval-reason')) {
     control.disabled = settled;
   }
-  card.querySelector('.approval-icon')!.textContent = view.state === 'pending' ? '?' : view.state === 'cancelled' ? '■' : '✓';
+  card.querySelector('.approval-icon')!.textContent = approvalIcon(view);
   card.querySelector('.approval-outcome')!.textContent = view.outcome ?? '';
+  if (settled) {
+    turn.waiting.delete(toolCallId);
+  } else {
+    turn.waiting.add(toolCallId);
+  }
+  const item = turn.record.items[index];
+  if (item) {
+    showItem(turn, turn.nodes[index]!, item);
+  }
   if (isNew && !settled) {
     live.textContent = `pi asks to ${KIND_VERB[view.kind]} ${view.tool}: ${view.title}`;
     // Someone typing a message keeps the focus (a card must never take their Enter).
@@ -638,7 +685,7 @@ function submit(queue: boolean): void {
   history.push(text);
   input.value = '';
   closePopup();
-  send('send', { text, queue });
+  send('send', { text, queue, images: tray.take() });
 }
 
 input.addEventListener('keydown', (event) => {
@@ -650,7 +697,17 @@ input.addEventListener('keydown', (event) => {
     event.preventDefault();
     return;
   }
-  if (event.key === 'Enter' && !event.shiftKey && !event.ctrlKey && !event.metaKey) {
+  if (event.key === 'Tab' && event.shiftKey && !event.ctrlKey && !event.altKey && !event.metaKey) {
+    // Shift+Tab cycles the permission mode, as in Claude Code.
+    event.preventDefault();
+    const next = MODES[(MODES.indexOf(modeSelect.value as Mode) + 1) % MODES.length]!;
+    modeSelect.value = next;
+    live.textContent = `mode: ${next}`;
+    send('setMode', { mode: next });
+  } else if (event.key === 'Escape' && state.running) {
+    event.preventDefault();
+    send('stop', {});
+  } else if (event.key === 'Enter' && !event.shiftKey && !event.ctrlKey && !event.metaKey) {
     event.preventDefault();
     submit(event.altKey);
   } else if (event.key === 'ArrowUp' && input.value === '' && history.length > 0) {
@@ -733,6 +790,9 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'models':
       showModels(document.getElementById('model') as HTMLSelectElement, msg.payload, send);
+      break;
+    case 'mentions':
+      mentionsUi.show(msg.payload.query, msg.payload.items);
       break;
     default: {
       const unknown: never = msg;
