@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bridge import __version__
-from bridge.runs.redact import RedactingFormatter
 
 if TYPE_CHECKING:  # the runtime imports stay lazy: `doctor` must run without the dependencies
     from bridge.agents.seam import AgentAdapter
@@ -31,7 +30,13 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     handler: logging.Handler = (
         logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     )
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    form = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    try:
+        from bridge.runs.redact import RedactingFormatter
+    except ImportError:  # `pi-bridge doctor` must start without the bridge's dependencies to name them
+        handler.setFormatter(logging.Formatter(form))
+    else:
+        handler.setFormatter(RedactingFormatter(form))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
