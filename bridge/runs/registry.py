@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -435,16 +436,22 @@ class RunRegistry:
             on_done=on_done,
         )
         self._runs[run_id] = run
-        run.cancel.on_cancel(lambda: self._stop_runs_behind(run))
+        # By a weak reference: the cancel token may outlive the run (an agent kept for the
+        # conversation holds it), and the run holds its prompt, however big.
+        this_run = weakref.ref(run)
+        run.cancel.on_cancel(lambda: self._stop_runs_behind(this_run))
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
         self._run_tasks.add(task)
         task.add_done_callback(self._run_tasks.discard)
         return run
 
-    def _stop_runs_behind(self, run: Run) -> None:
+    def _stop_runs_behind(self, this_run: weakref.ref[Run]) -> None:
         """A stopped run takes the runs queued behind it in its conversation along: the user
         pressed Stop on that conversation, so nothing already sent to it goes on afterwards.
         Their prompts join the stopped run's `unsent`, in the order they were sent."""
+        run = this_run()
+        if run is None:
+            return
         session = run.session_id or run.options.session_id
         if session is None or run.waits_for is not None:
             return  # a run still waiting in line holds nothing up: the others wait for the first
