@@ -215,7 +215,7 @@ func s:Approvals() abort
   let ask = get(s:asked, -1, #{kind: '', lines: [], choices: []})
   call s:Eq('permission', ask.kind, 'a tool call asks first')
   call s:Check(index(ask.lines, '  $ echo hi') >= 0, 'the dialog shows the command: ' . string(ask.lines))
-  call s:Eq(['a', 'A', 'd', 'D', 'r'], map(copy(ask.choices), 'v:val.key'), 'its options as keys')
+  call s:Eq(['a', 'A', '3', 'd', 'D', 'r'], map(copy(ask.choices), 'v:val.key'), 'its options as keys')
   call s:Eq('completed', get(get(run.answer, 'result', {}), 'status', ''), 'the denied run completed')
   let failed = s:Of(run, 'tool.failed')
   call s:Eq(['denied'], map(copy(failed), 'get(v:val.content, "reason", "")'), 'tool.failed denied')
