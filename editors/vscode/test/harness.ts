@@ -119,7 +119,7 @@ export interface Bridge {
  * An environment variable every process started by this test run inherits (bridge, pi, the tools
  * pi runs), so a leftover process can be told apart from those of other programs on the machine.
  */
-export const TEST_TAG_VAR = 'PI_BRIDGE_VSCODE_TEST_TAG';
+export const TEST_TAG_VAR = 'PI_BRIDGE_TEST_VSCODE_TAG';
 export const testTag = `vscode-test-${process.pid}-${Date.now().toString(36)}`;
 
 /** The fake pi of the Python tests (tests/fakes/fake_pi.py): faults real pi cannot be made to show. */

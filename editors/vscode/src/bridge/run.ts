@@ -419,7 +419,8 @@ export function formatDuration(ms: number): string {
 export function footerLine(record: RunRecord): string {
   const parts: string[] = [ENDED[record.status] ?? record.status];
   if (record.status === 'failed' && record.error) {
-    parts[0] = `Failed: ${record.error.message}`;
+    // The notice above the footer carries the message; the footer names only its kind.
+    parts[0] = `Failed (${record.error.kind})`;
   }
   if (record.rpcError) {
     parts.push(record.rpcError.message);
