@@ -34,6 +34,7 @@ from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
 from bridge.process import bwrap, seccomp
+from bridge.runs.gate import ModeBoard
 from bridge.runs.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
 
 SETTINGS = SandboxSettings(mode="workspace-write", network=False)
@@ -80,13 +81,14 @@ def pi_cost(model: ModelEnv, trials: int) -> dict[str, Any]:
     """Figure 1: pi's bash call with and without the sandbox (ms)."""
     times: dict[str, list[float]] = {"with": [], "without": []}
     with tempfile.TemporaryDirectory(prefix="pi-bench-sandbox-") as tmp:
-        gate_dir, root = Path(tmp) / "gate", Path(tmp) / "state"
-        gate_dir.mkdir()
-        board = SandboxBoard(root)
-        pis = {name: SandboxedPi(model, gate_dir, board.path) for name in ("with", "without")}
+        modes, board = ModeBoard(Path(tmp) / "gate"), SandboxBoard(Path(tmp) / "state")
+        pis = {name: SandboxedPi(model, modes.path, board.path) for name in ("with", "without")}
         try:
-            board.publish(pis["with"].session_id(), SETTINGS, str(model.workdir), dict(os.environ))
-            pis["without"].session_id()
+            sandboxed = pis["with"].session_id()
+            board.publish(sandboxed, SETTINGS, str(model.workdir), dict(os.environ))
+            # The gate reads a conversation without a mode file as `ask`: both run in `full`.
+            modes.publish(sandboxed, "full")
+            modes.publish(pis["without"].session_id(), "full")
             for pi in pis.values():  # one unmeasured call each
                 pi.bash_call()
             for trial in range(trials):
