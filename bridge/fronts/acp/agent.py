@@ -43,6 +43,7 @@ from bridge.contract import (
 from bridge.fronts.acp import mcp
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
+from bridge.fronts.acp.editor import AcpEditor
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import (
     MODEL_OPTION,
@@ -142,6 +143,7 @@ class AcpAgent:
         gate = registry.gate
         gate.approver = AcpApprover(self.client, self._cwd_of)
         gate.questioner = AcpQuestioner(self.client)
+        gate.editor = AcpEditor(self.client)
         gate.default_mode = registry.config.default_mode or "ask"
         self.toolbox = Toolbox(registry)
         self.commands = CommandAnnouncer(self.toolbox, self._send_update)

@@ -1,0 +1,124 @@
+"""The agent's hands through the editor (issue 38), with the official ACP SDK's client: a client
+that declares `fs` gets pi's reads and writes (`fs/read_text_file`, `fs/write_text_file`), one
+that declares `terminal` runs pi's bash (`terminal/create`), on real pi and the scripted model.
+A client that declares none: everything as before. Judged from the disk, from the requests the
+client got and from what the scripted model was sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bridge.scripted_model import ScriptedModelServer
+from tests.support.acp import AcpRecorder, acp_bridge, new_session, prompt, text_of
+from tests.support.acp_editor import EditorRecorder
+from tests.support.env import WAIT, requires_pi
+
+pytestmark = [requires_pi]
+
+
+def _told(model: ScriptedModelServer, tag: str) -> str:
+    """Every tool result the scripted model was sent in requests that carry `tag`."""
+    bodies = [json.dumps(r["body"]) for r in model.requests if r["body"] and tag in json.dumps(r["body"])]
+    return "\n".join(bodies)
+
+
+def _script(*calls: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps([[name, arguments] for name, arguments in calls])
+
+
+async def test_a_write_goes_through_fs_write_text_file_and_none_lands_on_disk(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "kept.txt").write_text("the disk's text\n")
+    editor = EditorRecorder()
+    capabilities = editor.capabilities()
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor) as (
+        conn,
+        _,
+        _,
+    ):
+        session_id = await new_session(conn, workspace, "script")
+        script = _script(
+            ("write", {"path": "new.txt", "content": "written-ed38\n"}),
+            ("write", {"path": "kept.txt", "content": "replaced-ed38\n"}),
+        )
+        answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+    assert editor.writes == [
+        (str(workspace / "new.txt"), "written-ed38\n"),
+        (str(workspace / "kept.txt"), "replaced-ed38\n"),
+    ]
+    assert not (workspace / "new.txt").exists()
+    assert (workspace / "kept.txt").read_text() == "the disk's text\n"
+
+
+async def test_a_read_and_an_edit_see_the_unsaved_buffer_the_client_holds(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    disk, buffer = "saved-7f3 on disk\n", "unsaved-7f3 in the buffer\n"
+    (workspace / "notes.txt").write_text(disk)
+    editor = EditorRecorder()
+    editor.buffers[str(workspace / "notes.txt")] = buffer
+    capabilities = editor.capabilities()
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor) as (
+        conn,
+        _,
+        _,
+    ):
+        session_id = await new_session(conn, workspace, "script")
+        edit = {"path": "notes.txt", "edits": [{"oldText": "unsaved-7f3", "newText": "edited-7f3"}]}
+        script = _script(("read", {"path": "notes.txt"}), ("edit", edit))
+        answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        told = text_of(editor.of(session_id))
+    assert "unsaved-7f3 in the buffer" in told and "saved-7f3 on disk" not in told
+    assert "unsaved-7f3 in the buffer" in _told(scripted_model, "edited-7f3")
+    assert editor.writes == [(str(workspace / "notes.txt"), "edited-7f3 in the buffer\n")]
+    assert (workspace / "notes.txt").read_text() == disk
+    assert str(workspace / "notes.txt") in editor.reads
+
+
+async def test_the_path_policy_judges_before_the_client_is_asked(pi_agent_dir: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    editor = EditorRecorder()
+    capabilities = editor.capabilities()
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor) as (
+        conn,
+        _,
+        _,
+    ):
+        session_id = await new_session(conn, workspace, "script")
+        script = _script(
+            ("read", {"path": "/proc/self/environ"}), ("write", {"path": "/proc/self/x", "content": "x"})
+        )
+        answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        told = text_of(editor.of(session_id))
+    assert editor.reads == [] and editor.writes == []
+    assert told.count("hidden from the agent's tools") == 2
+
+
+async def test_a_client_that_declares_no_fs_reads_and_writes_the_disk_as_before(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("saved-9c1 on disk\n")
+    plain = AcpRecorder()
+    async with acp_bridge(pi_agent_dir, workspace, recorder=plain) as (conn, _, _):
+        session_id = await new_session(conn, workspace, "script")
+        script = _script(
+            ("read", {"path": "notes.txt"}), ("write", {"path": "new.txt", "content": "on-disk-9c1\n"})
+        )
+        answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        told = text_of(plain.of(session_id))
+    assert "saved-9c1 on disk" in told
+    assert (workspace / "new.txt").read_text() == "on-disk-9c1\n"
