@@ -7,10 +7,14 @@ an allowed one reaches the editor. So a read sees the text the user sees (an uns
 and a write goes through the editor's own review, nothing landing on the disk behind it.
 
 An operation the editor does not take (`NOT_THE_EDITORS`) is done on the disk as without one.
+
+An editor may also run the agent's commands in its own terminals (ACP's `terminal/*`):
+editor_commands.py drives them through the primitives below.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -31,6 +35,18 @@ class EditorAnswer:
 NOT_THE_EDITORS: Final = EditorAnswer(taken=False)
 
 
+@dataclass(frozen=True, slots=True)
+class TerminalState:
+    """One of the editor's terminals now: its output so far, and whether (and how) it ended;
+    `error`: the editor did not answer (the terminal is then ended)."""
+
+    output: str = ""
+    exited: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
+    error: str | None = None
+
+
 class EditorFiles(Protocol):
     """A front's editor, which may read and write the files of a session's agent."""
 
@@ -40,4 +56,24 @@ class EditorFiles(Protocol):
 
     async def write_text(self, session_id: str, path: str, text: str) -> EditorAnswer:
         """Have the editor write `text` as the whole of `path` (absolute, judged)."""
+        ...
+
+    def runs_commands(self) -> bool:
+        """Whether the editor runs commands in terminals of its own."""
+        ...
+
+    async def start_command(self, session_id: str, argv: Sequence[str], cwd: str) -> EditorAnswer:
+        """Start `argv` in a new terminal; its id as the answer's `text`."""
+        ...
+
+    async def wait_command(self, session_id: str, terminal_id: str) -> None:
+        """Return once the terminal's command has ended (or the editor gave up answering)."""
+        ...
+
+    async def command_state(self, session_id: str, terminal_id: str) -> TerminalState:
+        """The terminal's output so far and its exit."""
+        ...
+
+    async def end_command(self, session_id: str, terminal_id: str, *, kill: bool) -> None:
+        """Kill the terminal's command first (with `kill`), then release the terminal."""
         ...

@@ -23,6 +23,7 @@ import anyio.to_thread
 from bridge.agents.seam import DoFileOp, FileOp, FileOpResult
 from bridge.policy.file_access import MAX_READ_BYTES, FileAccess, Refused, within
 from bridge.runs import sandbox
+from bridge.runs.editor_commands import Confine, EditorCommands
 from bridge.runs.editor_files import EditorAnswer, EditorFiles
 from bridge.runs.run import Run
 
@@ -45,13 +46,28 @@ def file_access(
     return FileAccess.of(run.options.cwd, mode, kept_out)
 
 
-def file_ops(run: Run, access: Callable[[], FileAccess], editor: EditorFiles | None = None) -> DoFileOp:
+def file_ops(
+    run: Run,
+    access: Callable[[], FileAccess],
+    editor: EditorFiles | None = None,
+    confine: Confine | None = None,
+) -> DoFileOp:
     """How one run's file operations are done (`access` is built on the first one); reads and
-    writes the policy allows go to `editor` first, when the front has one."""
+    writes the policy allows go to `editor` first, when the front has one, and so do the shell
+    tool's commands (editor_commands.py; `confine` is the run's sandbox)."""
+    commands = (
+        EditorCommands(editor, run.cancel, confine or (lambda command: ("bash", "-c", command)))
+        if editor is not None
+        else None
+    )
 
     async def do(op: FileOp) -> FileOpResult:
-        policy = access()
         session_id = run.session_id
+        if op.op in ("exec", "poll", "kill"):
+            if commands is not None and session_id is not None:
+                return await commands.do(session_id, op)
+            return FileOpResult(local=True) if op.op == "exec" else FileOpResult(error="refused: no terminal")
+        policy = access()
         if editor is not None and session_id is not None and op.op in ("read", "write"):
             done = await _through_editor(policy, run.judged_paths, op, editor, session_id)
             if done is not None:

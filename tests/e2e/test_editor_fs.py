@@ -6,10 +6,16 @@ client got and from what the scripted model was sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+import psutil
+import pytest
+from acp import schema
+
+from bridge.process import bwrap
 from bridge.scripted_model import ScriptedModelServer
 from tests.support.acp import AcpRecorder, acp_bridge, new_session, prompt, text_of
 from tests.support.acp_editor import EditorRecorder
@@ -122,3 +128,128 @@ async def test_a_client_that_declares_no_fs_reads_and_writes_the_disk_as_before(
         told = text_of(plain.of(session_id))
     assert "saved-9c1 on disk" in told
     assert (workspace / "new.txt").read_text() == "on-disk-9c1\n"
+
+
+def _output_updates(recorder: AcpRecorder, session_id: str) -> list[str]:
+    """The text of every in-progress tool_call_update of the session (the streamed output)."""
+    texts: list[str] = []
+    for update in recorder.of(session_id):
+        if update.session_update == "tool_call_update" and update.status == "in_progress":
+            texts.append("".join(getattr(c.content, "text", "") for c in update.content or []))
+    return texts
+
+
+async def test_a_command_runs_in_the_client_terminal_its_output_streamed(
+    pi_agent_dir: Path, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    editor = EditorRecorder()
+    capabilities = editor.capabilities()
+    # The command waits for the test: its first line must reach the client while it runs.
+    command = "echo first-3d1; while [ ! -e go ]; do sleep 0.05; done; echo second-3d1; exit 4"
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor) as (
+        conn,
+        _,
+        _,
+    ):
+        session_id = await new_session(conn, workspace, "shell")
+        running = asyncio.ensure_future(prompt(conn, session_id, command, timeout=WAIT * 2))
+        await editor.wait_for(
+            lambda u: (
+                u.session_update == "tool_call_update"
+                and u.status == "in_progress"
+                and "first-3d1" in "".join(getattr(c.content, "text", "") for c in u.content or [])
+            )
+        )
+        assert not any("second-3d1" in text for text in _output_updates(editor, session_id))
+        (workspace / "go").touch()
+        answer = await running
+        assert answer.stop_reason == "end_turn"
+    (terminal,) = editor.terminals.values()
+    assert terminal.command == "bash" and terminal.args == ["-c", command]
+    assert terminal.cwd == str(workspace) and terminal.process.returncode == 4
+    assert editor.called("terminal/release") == ["term-1"]
+    told = _told(scripted_model, "second-3d1")
+    assert "first-3d1" in told and "Command exited with code 4" in told
+
+
+def _running(marker: str) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
+async def test_a_cancel_kills_the_client_terminal_and_leaves_nothing_in_proc(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    editor = EditorRecorder()
+    capabilities = editor.capabilities()
+    command = "echo started-5b8; sleep 3581; echo never-5b8"
+    try:
+        async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor) as (
+            conn,
+            _,
+            _,
+        ):
+            session_id = await new_session(conn, workspace, "shell")
+            running = asyncio.ensure_future(prompt(conn, session_id, command, timeout=WAIT * 2))
+            await editor.wait_for(
+                lambda u: (
+                    u.session_update == "tool_call_update"
+                    and "started-5b8" in "".join(getattr(c.content, "text", "") for c in u.content or [])
+                )
+            )
+            assert _running("sleep 3581")
+            await conn.cancel(session_id=session_id)
+            answer = await running
+            assert answer.stop_reason == "cancelled"
+            assert editor.called("terminal/kill") == ["term-1"]
+            assert editor.called("terminal/release") == ["term-1"]
+        async with asyncio.timeout(WAIT):
+            while _running("sleep 3581"):
+                await asyncio.sleep(0.05)
+        (terminal,) = editor.terminals.values()
+        assert terminal.killed and terminal.process.returncode is not None
+        assert not psutil.pid_exists(terminal.process.pid)
+    finally:
+        await editor.close()
+
+
+@pytest.mark.skipif(not bwrap.probe().ok, reason=f"no sandbox here: {bwrap.probe().reason}")
+async def test_a_sandboxed_command_in_the_client_terminal_cannot_write_outside(
+    pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    outside = tmp_path / "outside.txt"
+    editor = EditorRecorder()
+    capabilities = editor.capabilities()
+    meta = {"piBridge": {"sandbox": {"mode": "workspace-write"}}}
+    command = f"echo in > inside.txt; echo out > {outside}; echo tried-2c4"
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=capabilities, recorder=editor, meta=meta) as (
+        conn,
+        _,
+        _,
+    ):
+        session_id = await new_session(conn, workspace, "shell")
+        answer = await prompt(conn, session_id, command, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+    (terminal,) = editor.terminals.values()
+    assert "bwrap" in terminal.args[-1] and terminal.process.returncode == 0
+    assert (workspace / "inside.txt").read_text() == "in\n"
+    assert not outside.exists()
+
+
+async def test_a_client_without_terminal_leaves_the_command_to_pi(pi_agent_dir: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    editor = EditorRecorder()
+    fs_only = schema.ClientCapabilities(fs=schema.FileSystemCapabilities(read_text_file=True))
+    async with acp_bridge(pi_agent_dir, workspace, capabilities=fs_only, recorder=editor) as (conn, _, _):
+        session_id = await new_session(conn, workspace, "shell")
+        answer = await prompt(conn, session_id, "echo local-6e0 > local.txt; echo ran-6e0", timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        told = text_of(editor.of(session_id))
+    assert editor.terminal_calls == [] and "ran-6e0" in told
+    assert (workspace / "local.txt").read_text() == "local-6e0\n"

@@ -37,6 +37,7 @@ from bridge.contract import (
     RewindParams,
     RewindResult,
     RunParams,
+    SandboxSettings,
     SessionHistory,
     WireModel,
 )
@@ -122,6 +123,8 @@ class AcpAgent:
         self.registry = registry
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
+        #: `_meta.piBridge.sandbox` of initialize: every prompt's sandbox (None: the configuration's).
+        self.sandbox: SandboxSettings | None = None
         #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
         self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
@@ -251,10 +254,11 @@ class AcpAgent:
     ) -> schema.InitializeResponse:
         """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt,
         `_meta.piBridge.defaultMode` the mode every new conversation starts in,
-        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own."""
+        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own,
+        `_meta.piBridge.sandbox` how every prompt's commands are confined (a run's `sandbox`)."""
         given = kwargs.get("piBridge")
         ours: dict[str, Any] = given if isinstance(given, dict) else {}
-        retry, default_mode = ours.get("retry"), ours.get("defaultMode")
+        retry, default_mode, box = ours.get("retry"), ours.get("defaultMode"), ours.get("sandbox")
         if ours.get("mcpServers") is not None:
             self.mcp_defaults = mcp.servers_of(ours["mcpServers"], "_meta.piBridge.mcpServers")
         if retry is not None:
@@ -264,6 +268,11 @@ class AcpAgent:
                 raise _invalid_params(exc) from None
         if default_mode is not None:
             self.registry.gate.default_mode = self._mode(default_mode, "_meta.piBridge.defaultMode")
+        if box is not None:
+            try:
+                self.sandbox = SandboxSettings.model_validate(box)
+            except ValidationError as exc:
+                raise _invalid_params(exc) from None
         self.client.answers = client_answers(client_capabilities)
         # The same answer as a plain initialize gets by hand before the SDK is loaded.
         return schema.InitializeResponse.model_validate(initialize_result(protocol_version))
@@ -522,6 +531,7 @@ class AcpAgent:
             retry=self.retry,
             images=images or None,
             mcp_servers=list(session.mcp_servers),
+            sandbox=self.sandbox,
         )
         try:
             run = self.registry.start(params, session.cwd, on_done=on_done)
