@@ -700,7 +700,12 @@ class AcpAgent:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """`_pi/steer {sessionId, message}`: hand pi a steering message for the running prompt.
         `_pi/rewind_points {sessionId}` and `_pi/rewind {sessionId, checkpointId, restore,
-        dryRun?, force?}`: pi/checkpoints and pi/rewind (protocol.md)."""
+        dryRun?, force?}`: pi/checkpoints and pi/rewind (protocol.md). The names other ACP agents
+        share: `_session/steering {sessionId, prompt}` and `_session/rewind` (`_pi/rewind`'s)."""
+        if method == "session/steering":
+            return await self._steering(params)
+        if method == "session/rewind":
+            return {**await self._rewind_method("pi/rewind", params), "rewound": not params.get("dryRun")}
         if method in ("pi/rewind_points", "pi/rewind"):
             return await self._rewind_method(method, params)
         if method != "pi/steer":
@@ -713,6 +718,26 @@ class AcpAgent:
             return {"accepted": False, "reason": "no prompt of this session is running"}
         result = await self.registry.steer(session.runs[0].run_id, message)
         return {"accepted": result.accepted, "reason": result.reason}
+
+    async def _steering(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`_session/steering`, as claude-agent-acp and codex-acp answer it: `{outcome: "injected"}`,
+        or `{outcome: "promptRequired", reason: "noRunningTurn"}` when no prompt runs (the client
+        sends a prompt instead); a steer the agent refuses is an error naming its reason."""
+        try:
+            asked = schema.PromptRequest.model_validate(params)
+        except ValidationError as exc:
+            raise _invalid_params(exc) from None
+        text = prompt_text(asked.prompt)
+        if not text.strip():
+            raise RequestError(-32602, "invalid params: prompt: _session/steering needs some text")
+        session = self._session(asked.session_id)
+        if not session.runs:
+            return {"outcome": "promptRequired", "reason": "noRunningTurn"}
+        result = await self.registry.steer(session.runs[0].run_id, text)
+        if not result.accepted:
+            reason = result.reason
+            raise RequestError(RUN_FAILED, f"the steer was not taken: {reason}", {"reason": reason})
+        return {"outcome": "injected"}
 
     async def _rewind_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         try:
