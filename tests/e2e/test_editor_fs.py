@@ -54,6 +54,15 @@ async def test_a_write_goes_through_fs_write_text_file_and_none_lands_on_disk(
         )
         answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
         assert answer.stop_reason == "end_turn"
+        diffs = [
+            (c.old_text, c.new_text)
+            for u in editor.of(session_id)
+            if u.session_update == "tool_call_update" and u.status == "completed"
+            for c in u.content or []
+            if c.type == "diff"
+        ]
+    # The review's diffs: the text before as the editor held it, the text the editor was sent.
+    assert diffs == [(None, "written-ed38\n"), ("the disk's text\n", "replaced-ed38\n")]
     assert editor.writes == [
         (str(workspace / "new.txt"), "written-ed38\n"),
         (str(workspace / "kept.txt"), "replaced-ed38\n"),
