@@ -10,11 +10,13 @@ from pathlib import Path
 
 import anyio
 import orjson
+from pygls.workspace import TextDocument
 
 from bridge.agents.pi.gate import command_op, fs_answer_line, is_command_request
 from bridge.agents.seam import FileOp, FileOpResult, RunOptions
 from bridge.contract import RunParams
 from bridge.engines.cancel import CancelToken
+from bridge.fronts.lsp.editor import whole_document_edit
 from bridge.policy.file_access import FileAccess
 from bridge.runs.editor_commands import EditorCommands
 from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
@@ -168,3 +170,17 @@ def test_the_bash_marker_is_read_into_command_operations() -> None:
     assert orjson.loads(orjson.loads(fs_answer_line("r2", FileOpResult(local=True)))["value"]) == {
         "local": True
     }
+
+
+def test_the_lsp_edit_replaces_the_whole_document_at_the_server_s_version() -> None:
+    def end_of(text: str) -> dict[str, int]:
+        edit = whole_document_edit(TextDocument("file:///w/a.txt", text, version=7), "new")
+        (change,) = edit["edit"]["documentChanges"]
+        assert change["textDocument"] == {"uri": "file:///w/a.txt", "version": 7}
+        end: dict[str, int] = change["edits"][0]["range"]["end"]
+        return end
+
+    assert end_of("") == {"line": 0, "character": 0}
+    assert end_of("one\ntwo\n") == {"line": 2, "character": 0}
+    assert end_of("one\ntwo") == {"line": 1, "character": 3}
+    assert end_of("emoji \U0001f600") == {"line": 0, "character": 8}  # UTF-16 units
