@@ -58,7 +58,7 @@ class EditorCommands:
         argv = self._confine(op.command or "")
         if isinstance(argv, str):
             return FileOpResult(error=argv)
-        started = await self._editor.start_command(session_id, argv, op.path)
+        started = await self._editor.start_command(session_id, argv, op.path, op.tool_call_id)
         if started.error is not None or started.text is None:
             return FileOpResult(error=started.error or "the editor started no terminal")
         self._live.add(started.text)

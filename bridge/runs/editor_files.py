@@ -62,8 +62,11 @@ class EditorFiles(Protocol):
         """Whether the editor runs commands in terminals of its own."""
         ...
 
-    async def start_command(self, session_id: str, argv: Sequence[str], cwd: str) -> EditorAnswer:
-        """Start `argv` in a new terminal; its id as the answer's `text`."""
+    async def start_command(
+        self, session_id: str, argv: Sequence[str], cwd: str, tool_call_id: str
+    ) -> EditorAnswer:
+        """Start `argv` in a new terminal for tool call `tool_call_id` (the editor may show the
+        terminal in the call); its id as the answer's `text`."""
         ...
 
     async def wait_command(self, session_id: str, terminal_id: str) -> None:

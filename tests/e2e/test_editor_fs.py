@@ -139,13 +139,19 @@ async def test_a_client_that_declares_no_fs_reads_and_writes_the_disk_as_before(
     assert (workspace / "new.txt").read_text() == "on-disk-9c1\n"
 
 
-def _output_updates(recorder: AcpRecorder, session_id: str) -> list[str]:
-    """The text of every in-progress tool_call_update of the session (the streamed output)."""
-    texts: list[str] = []
-    for update in recorder.of(session_id):
-        if update.session_update == "tool_call_update" and update.status == "in_progress":
-            texts.append("".join(getattr(c.content, "text", "") for c in update.content or []))
-    return texts
+def _terminal_of(update: Any) -> str | None:
+    """The client terminal a tool_call_update shows, if any."""
+    if update.session_update != "tool_call_update":
+        return None
+    return next((c.terminal_id for c in update.content or [] if c.type == "terminal"), None)
+
+
+def _raw_output(update: Any) -> str:
+    """The output an in-progress tool_call_update says the agent was streamed so far."""
+    if update.session_update != "tool_call_update" or update.status != "in_progress":
+        return ""
+    raw = update.raw_output
+    return str(raw.get("output", "")) if isinstance(raw, dict) else ""
 
 
 async def test_a_command_runs_in_the_client_terminal_its_output_streamed(
@@ -164,17 +170,16 @@ async def test_a_command_runs_in_the_client_terminal_its_output_streamed(
     ):
         session_id = await new_session(conn, workspace, "shell")
         running = asyncio.ensure_future(prompt(conn, session_id, command, timeout=WAIT * 2))
-        await editor.wait_for(
-            lambda u: (
-                u.session_update == "tool_call_update"
-                and u.status == "in_progress"
-                and "first-3d1" in "".join(getattr(c.content, "text", "") for c in u.content or [])
-            )
-        )
-        assert not any("second-3d1" in text for text in _output_updates(editor, session_id))
+        # The client's terminal is shown in the call, and the output pi was streamed so far is
+        # the update's rawOutput, while the command still waits.
+        await editor.wait_for(lambda u: _terminal_of(u) == "term-1")
+        await editor.wait_for(lambda u: "first-3d1" in _raw_output(u))
+        assert not any("second-3d1" in _raw_output(u) for u in editor.of(session_id))
         (workspace / "go").touch()
         answer = await running
         assert answer.stop_reason == "end_turn"
+        ended = [u for u in editor.of(session_id) if u.session_update == "tool_call_update"]
+        assert ended[-1].status in ("completed", "failed") and _terminal_of(ended[-1]) == "term-1"
     (terminal,) = editor.terminals.values()
     assert terminal.command == "bash" and terminal.args == ["-c", command]
     assert terminal.cwd == str(workspace) and terminal.process.returncode == 4
@@ -203,12 +208,7 @@ async def test_a_cancel_kills_the_client_terminal_and_leaves_nothing_in_proc(
         ):
             session_id = await new_session(conn, workspace, "shell")
             running = asyncio.ensure_future(prompt(conn, session_id, command, timeout=WAIT * 2))
-            await editor.wait_for(
-                lambda u: (
-                    u.session_update == "tool_call_update"
-                    and "started-5b8" in "".join(getattr(c.content, "text", "") for c in u.content or [])
-                )
-            )
+            await editor.wait_for(lambda u: "started-5b8" in _raw_output(u))
             assert _running("sleep 3581")
             await conn.cancel(session_id=session_id)
             answer = await running

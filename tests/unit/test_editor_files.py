@@ -50,7 +50,9 @@ class FakeEditor:
     def runs_commands(self) -> bool:
         return True
 
-    async def start_command(self, session_id: str, argv: Sequence[str], cwd: str) -> EditorAnswer:
+    async def start_command(
+        self, session_id: str, argv: Sequence[str], cwd: str, tool_call_id: str
+    ) -> EditorAnswer:
         self.started.append(argv)
         self.terminals["t1"] = TerminalState(output="partial")
         return EditorAnswer(taken=True, text="t1")

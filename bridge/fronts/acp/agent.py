@@ -59,6 +59,7 @@ from bridge.fronts.acp.mapping import (
     prompt_text,
     prompt_usage,
     stop_reason_of,
+    terminal_content,
 )
 from bridge.fronts.acp.modes import MODE_OPTION, MODES, current_mode_update, mode_of, mode_option, mode_state
 from bridge.fronts.acp.questioner import AcpQuestioner
@@ -146,13 +147,26 @@ class AcpAgent:
         gate = registry.gate
         gate.approver = AcpApprover(self.client, self._cwd_of)
         gate.questioner = AcpQuestioner(self.client)
-        gate.editor = AcpEditor(self.client)
+        gate.editor = AcpEditor(self.client, self._show_terminal)
         gate.default_mode = registry.config.default_mode or "ask"
         self.toolbox = Toolbox(registry)
         self.commands = CommandAnnouncer(self.toolbox, self._send_update)
 
     def _send_update(self, session_id: str, update: Update) -> None:
         self._send_or_queue([(session_id, update)])
+
+    def _show_terminal(self, session_id: str, tool_call_id: str, terminal_id: str) -> None:
+        """The client's terminal a tool call runs in, shown in the call from now on."""
+        for prompt_session, mapper in self._prompts.values():
+            if prompt_session == session_id:
+                mapper.terminals[tool_call_id] = terminal_id
+        update = schema.ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=tool_call_id,
+            status="in_progress",
+            content=[terminal_content(terminal_id)],
+        )
+        self._send_update(session_id, update)
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         """Work that follows an answer (its updates after it), held until the connection closes."""

@@ -12,7 +12,7 @@ decides what runs and when it ends; this module only speaks the protocol).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from acp import schema
@@ -23,6 +23,8 @@ from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalStat
 
 READ_TEXT_FILE: Final = "fs/read_text_file"
 WRITE_TEXT_FILE: Final = "fs/write_text_file"
+#: Shows a terminal in its tool call: (session id, tool call id, terminal id).
+ShowTerminal = Callable[[str, str, str], None]
 #: The most output a terminal keeps (its tail), as pi's bash tool keeps.
 OUTPUT_BYTE_LIMIT: Final = 50 * 1024
 
@@ -30,8 +32,9 @@ OUTPUT_BYTE_LIMIT: Final = 50 * 1024
 class AcpEditor:
     """Reads and writes through the client, as far as it declared it can."""
 
-    def __init__(self, client: ClientRequests) -> None:
+    def __init__(self, client: ClientRequests, show: ShowTerminal = lambda *_: None) -> None:
         self._client = client
+        self._show = show
 
     async def read_text(self, session_id: str, path: str) -> EditorAnswer:
         if not self._client.answers.read_text_file:
@@ -57,7 +60,9 @@ class AcpEditor:
     def runs_commands(self) -> bool:
         return self._client.answers.terminal
 
-    async def start_command(self, session_id: str, argv: Sequence[str], cwd: str) -> EditorAnswer:
+    async def start_command(
+        self, session_id: str, argv: Sequence[str], cwd: str, tool_call_id: str
+    ) -> EditorAnswer:
         params = {
             "sessionId": session_id,
             "command": argv[0],
@@ -70,6 +75,7 @@ class AcpEditor:
             started = schema.CreateTerminalResponse.model_validate(reply.result)
         except ValidationError:
             return EditorAnswer(taken=True, error=f"the editor started no terminal: {reply.error or 'no id'}")
+        self._show(session_id, tool_call_id, started.terminal_id)
         return EditorAnswer(taken=True, text=started.terminal_id)
 
     async def wait_command(self, session_id: str, terminal_id: str) -> None:

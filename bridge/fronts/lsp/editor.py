@@ -65,7 +65,9 @@ class LspEditor:
     def runs_commands(self) -> bool:
         return False
 
-    async def start_command(self, session_id: str, argv: Sequence[str], cwd: str) -> EditorAnswer:
+    async def start_command(
+        self, session_id: str, argv: Sequence[str], cwd: str, tool_call_id: str
+    ) -> EditorAnswer:
         return NOT_THE_EDITORS
 
     async def wait_command(self, session_id: str, terminal_id: str) -> None:
