@@ -130,13 +130,17 @@ async def test_a_client_that_declares_no_fs_reads_and_writes_the_disk_as_before(
     async with acp_bridge(pi_agent_dir, workspace, recorder=plain) as (conn, _, _):
         session_id = await new_session(conn, workspace, "script")
         script = _script(
-            ("read", {"path": "notes.txt"}), ("write", {"path": "new.txt", "content": "on-disk-9c1\n"})
+            ("read", {"path": "notes.txt"}),
+            ("write", {"path": "new.txt", "content": "on-disk-9c1\n"}),
+            ("bash", {"command": "echo ran-9c1 > ran.txt; echo shell-9c1"}),
         )
         answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
         assert answer.stop_reason == "end_turn"
         told = text_of(plain.of(session_id))
-    assert "saved-9c1 on disk" in told
+    # pi read, wrote and ran the command itself: the client was asked for none of it.
+    assert "saved-9c1 on disk" in told and "shell-9c1" in told
     assert (workspace / "new.txt").read_text() == "on-disk-9c1\n"
+    assert (workspace / "ran.txt").read_text() == "ran-9c1\n"
 
 
 def _terminal_of(update: Any) -> str | None:
