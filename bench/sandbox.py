@@ -17,7 +17,6 @@ The added latency is each figure's median with the sandbox less its median witho
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import base_env, median, ms
+from bench.common import base_env, median, ms, side_by_side_main
 from bench.conversation import RawRpc
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.rpc import rpc_launch_spec
@@ -161,15 +160,8 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.sandbox", description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=40, help="alternating trials of each figure")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    res = run(args.trials)
-    print("\n".join(summary(res)))
-    print(json.dumps({k: {n: v for n, v in f.items() if not n.startswith("raw")} for k, f in res.items()}))
-    print(f"{time.perf_counter() - started:.0f} s")
-    return 0
+    count = ("trials", 40, "alternating trials of each figure")
+    return side_by_side_main(argv, "python -m bench.sandbox", __doc__ or "", count, run, summary)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,8 @@ def is_gate_request(request: dict[str, Any]) -> bool:
 
 def tool_check(request: dict[str, Any]) -> ToolCheck | None:
     """The tool call a gate request asks about; None when its payload is not one."""
-    try:
-        payload = orjson.loads(str(request.get("placeholder") or ""))
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
+    payload = _payload(request)
+    if payload is None:
         return None
     call_id, tool, arguments = payload.get("toolCallId"), payload.get("toolName"), payload.get("input")
     if not isinstance(call_id, str) or not isinstance(tool, str):
@@ -74,11 +71,8 @@ def is_fs_request(request: dict[str, Any]) -> bool:
 
 def file_op(request: dict[str, Any]) -> FileOp | None:
     """The file operation a request hands over; None when its payload is not one."""
-    try:
-        payload = orjson.loads(str(request.get("placeholder") or ""))
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
+    payload = _payload(request)
+    if payload is None:
         return None
     call_id, tool, op, path = (payload.get(k) for k in ("toolCallId", "tool", "op", "path"))
     if not all(isinstance(v, str) for v in (call_id, tool, op, path)) or op not in _FILE_OPS:
@@ -100,11 +94,8 @@ def is_command_request(request: dict[str, Any]) -> bool:
 
 def command_op(request: dict[str, Any]) -> FileOp | None:
     """The command operation a request hands over; None when its payload is not one."""
-    try:
-        payload = orjson.loads(str(request.get("placeholder") or ""))
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
+    payload = _payload(request)
+    if payload is None:
         return None
     call_id, op = payload.get("toolCallId"), payload.get("op")
     if not isinstance(call_id, str) or op not in _COMMAND_OPS:
@@ -118,6 +109,15 @@ def command_op(request: dict[str, Any]) -> FileOp | None:
     if not isinstance(terminal_id, str):
         return None
     return FileOp(call_id, "bash", cast(FileOpName, op), "", terminal_id=terminal_id)
+
+
+def _payload(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON object a dialog request carries as its placeholder; None when it carries none."""
+    try:
+        payload = orjson.loads(str(request.get("placeholder") or ""))
+    except orjson.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def fs_answer_line(request_id: str, result: FileOpResult) -> bytes:

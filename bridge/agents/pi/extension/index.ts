@@ -166,6 +166,7 @@ function registerSandboxedBash(pi: any) {
 	});
 	pi.registerTool({
 		...plain,
+		defaultActive: false, // bash stays on or off as pi and its user have it
 		async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
 			if (ctx?.hasUI && GATE_DIR && !FS_LOCAL) {
 				const cwd = ctx?.cwd ?? process.cwd();
@@ -376,6 +377,9 @@ function registerFileTools(pi: any) {
 		const plain = create(process.cwd());
 		pi.registerTool({
 			...plain,
+			// An override replaces pi's tool of that name, never adds one: which tools the model
+			// has stays pi's choice (ls, find and grep are off unless the user turned them on).
+			defaultActive: false,
 			async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
 				const cwd = ctx?.cwd ?? process.cwd();
 				if (!ctx?.hasUI) {

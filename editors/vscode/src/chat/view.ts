@@ -31,6 +31,7 @@ import {
   type PromptImage,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
+import type { LastConversation } from './lastConversation';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 
@@ -45,6 +46,8 @@ export interface ChatDeps {
   onSetup(action: SetupAction): void;
   /** The header's model picker picked `provider/id` ('' for the agent's default; models.ts). */
   onPickModel(value: string): void;
+  /** The conversation shown last, for a reloaded window (lastConversation.ts). */
+  last: LastConversation;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -193,6 +196,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   private post(message: HostMessage): void {
+    if (message.type === 'reset' || message.type === 'session') {
+      this.deps.last.set(message.payload.sessionId);
+    }
     if (this.view && this.ready) {
       void this.view.webview.postMessage(message);
     }
@@ -279,8 +285,10 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   /** A fresh webview: show this window's conversation, or after a reload the one its state kept. */
-  private async restore(sessionId: string | null): Promise<void> {
+  private async restore(viewKept: string | null): Promise<void> {
     const conversation = this.conversation;
+    const kept = this.deps.last.get();
+    const sessionId = kept === undefined ? viewKept : kept;
     if (sessionId && conversation.sessionId === null && !conversation.running && conversation.isEmpty) {
       try {
         if (await conversation.open(sessionId)) {
