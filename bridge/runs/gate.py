@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -36,6 +36,8 @@ from bridge.runs.approvals import (
     proposed_diff,
     title_of,
 )
+from bridge.runs.editor_commands import Confine
+from bridge.runs.editor_files import EditorFiles
 from bridge.runs.file_ops import file_access, file_ops
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
 from bridge.runs.project_trust import ProjectTrust
@@ -101,6 +103,8 @@ class Gate:
         self.approver: Approver | None = None
         #: How the front puts the agent's own dialogs to the user (None: each is cancelled at once).
         self.questioner: Questioner | None = None
+        #: The front's editor, which reads and writes the agent's files itself (None: the disk).
+        self.editor: EditorFiles | None = None
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""
@@ -170,7 +174,19 @@ class Gate:
 
     def file_ops(self, run: Run, environ: Mapping[str, str]) -> DoFileOp:
         """How one run's agent file operations are done, under its file access policy."""
-        return file_ops(run, lambda: self.file_access(run, environ))
+        return file_ops(run, lambda: self.file_access(run, environ), self.editor, self._confine(run))
+
+    def _confine(self, run: Run) -> Confine:
+        """How the run's sandbox wraps a command the editor's terminal runs (the command line
+        the agent's own shell would run); a sandboxed run whose sandbox cannot be read runs none."""
+
+        def confine(command: str) -> Sequence[str] | str:
+            if not run.sandboxed:
+                return ("bash", "-c", command)
+            argv = self.sandboxes.command_line(run.session_id, command)
+            return argv if argv is not None else "sandbox: the run's sandbox cannot be read: nothing runs"
+
+        return confine
 
     def file_access(self, run: Run, environ: Mapping[str, str] | None = None) -> FileAccess:
         """The run's file access policy (built once per run)."""

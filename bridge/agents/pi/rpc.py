@@ -27,8 +27,10 @@ from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
 from bridge.agents.pi.gate import (
     answer_line,
+    command_op,
     file_op,
     fs_answer_line,
+    is_command_request,
     is_fs_request,
     is_gate_request,
     tool_check,
@@ -608,8 +610,9 @@ class PiRpc(LiveReader):
         if is_gate_request(request):
             self._check_tool(request_id, tool_check(request))
             return True
-        if is_fs_request(request):
-            self._do_file_op(request_id, file_op(request))
+        if is_fs_request(request) or is_command_request(request):
+            op = file_op(request) if is_fs_request(request) else command_op(request)
+            self._do_file_op(request_id, op)
             return True
         dialog, dialogs, tasks = dialog_of(request), self.dialogs, self._tasks
         if dialog is None or dialogs is None or tasks is None or request_id in self._open_checks:

@@ -29,6 +29,7 @@ from bridge.fronts.lifecycle import Stop, serve_until_stopped
 from bridge.fronts.lsp.approver import LspApprover
 from bridge.fronts.lsp.client_requests import ClientRequests, client_answers
 from bridge.fronts.lsp.converter import dict_converter
+from bridge.fronts.lsp.editor import LspEditor
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.questioner import LspQuestioner
 from bridge.fronts.lsp.reader import read_frames
@@ -150,7 +151,26 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     _session_features(server)
     _permission_features(server)
     _toolbox_features(server)
+    _document_features(server)
     return server
+
+
+def _document_features(server: BridgeServer) -> None:
+    """textDocument/didOpen, didChange and didClose: pygls keeps each open document's text (the
+    agent's reads see it, its writes go through the editor: fronts/lsp/editor.py); registered so
+    the server declares it wants them (`textDocumentSync.openClose`)."""
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: BridgeServer, params: types.DidOpenTextDocumentParams) -> None:
+        return None
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: BridgeServer, params: types.DidChangeTextDocumentParams) -> None:
+        return None
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: BridgeServer, params: types.DidCloseTextDocumentParams) -> None:
+        return None
 
 
 def _lifecycle_features(server: BridgeServer) -> None:
@@ -166,6 +186,9 @@ def _lifecycle_features(server: BridgeServer) -> None:
         if answers.permissions or answers.message_requests:
             ls.registry.gate.approver = LspApprover(client, permission_requests=answers.permissions)
         ls.registry.gate.questioner = LspQuestioner(client, answers)
+        workspace = params.capabilities.workspace if params.capabilities else None
+        applies = workspace is not None and workspace.apply_edit is True
+        ls.registry.gate.editor = LspEditor(client, lambda: ls.workspace, applies_edits=applies)
         ls.registry.reconfigure(config)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri
