@@ -50,6 +50,9 @@ from bridge.runs.trust_store import TrustStore
 log = logging.getLogger(__name__)
 
 MODES_DIR: Final = "modes"
+#: On the board when the editor runs the agent's commands in its own terminals: only then does the
+#: agent's shell tool hand its command to the bridge (a dot: never a session id's file).
+EDITOR_TERMINAL_MARK: Final = ".editor-terminal"
 #: A session id the board names a file by (anything else is never a file: the agent then asks).
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 
@@ -61,6 +64,7 @@ class ModeBoard:
         #: The directory, unique to this bridge process; made (0700) with its first file.
         self.path = root / f"{os.getpid()}-{os.urandom(6).hex()}"
         self._made = False
+        self._marks: set[str] = set()
 
     def publish(self, session_id: str, mode: PermissionMode | Literal["hold"]) -> None:
         """Write `mode` for `session_id` whole (temp file, then rename), `full` too: the agent
@@ -74,6 +78,16 @@ class ModeBoard:
         with os.fdopen(fd, "w") as handle:
             handle.write(mode)
         os.replace(temp, target)
+
+    def mark(self, name: str) -> None:
+        """An empty file `name` on the board (a fact of the whole bridge, such as
+        EDITOR_TERMINAL_MARK), made once."""
+        if name in self._marks:
+            return
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._made = True
+        (self.path / name).touch(mode=0o600)
+        self._marks.add(name)
 
     def remove(self) -> None:
         """Remove the directory (the bridge is done)."""
@@ -135,6 +149,8 @@ class Gate:
             self._guard(session_id, cwd)
         shown = self._shown(session_id)
         self.board.publish(session_id, "hold" if hold and shown == "full" else shown)
+        if self.editor is not None and self.editor.runs_commands():
+            self.board.mark(EDITOR_TERMINAL_MARK)
 
     def unhold(self, session_id: str | None) -> None:
         """The conversation's checkpoint is taken: its agent's gate sees its mode again."""

@@ -41,7 +41,9 @@
  * `terminal/create`) runs it there, wrapped in the sandbox by the bridge; the tool then polls it
  * (`{op: "poll", terminalId}`, each answer the output so far, streamed as the partial result,
  * until `done` with `exitCode` or `signal`) and ends it on abort or timeout (`{op: "kill"}`).
- * The answer `{"local": true}`: no such editor, the tool runs the command itself as below.
+ * The answer `{"local": true}`: no such editor, the tool runs the command itself as below. The
+ * bridge marks its mode dir (EDITOR_TERMINAL_MARK) once its editor runs terminals: without the
+ * mark, the tool runs the command itself with no round trip.
  *
  * A `write` tells the bridge what its file held: a `setStatus` whose key is ORIGINAL_KEY and
  * whose text is `{"toolCallId", "exists", "text"?}` (bridge/agents/pi/file_changes.py). The
@@ -50,7 +52,7 @@
  * not told.
  */
 
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, readSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, readSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -68,6 +70,7 @@ import { registerSecrets, scrubbedEnv } from "./secrets.ts";
 const MARKER = "pi-bridge:permission";
 const FS_MARKER = "pi-bridge:fs";
 const BASH_MARKER = "pi-bridge:bash";
+const EDITOR_TERMINAL_MARK = ".editor-terminal"; // bridge/runs/gate.py
 const ORIGINAL_KEY = "pi-bridge:original";
 // The bridge's diffs carry no texts past this (bridge/engines/diff_capture.py MAX_DIFF_BYTES).
 const MAX_DIFF_BYTES = 1024 * 1024;
@@ -168,7 +171,7 @@ function registerSandboxedBash(pi: any) {
 		...plain,
 		defaultActive: false, // bash stays on or off as pi and its user have it
 		async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
-			if (ctx?.hasUI && GATE_DIR && !FS_LOCAL) {
+			if (ctx?.hasUI && GATE_DIR && !FS_LOCAL && existsSync(join(GATE_DIR, EDITOR_TERMINAL_MARK))) {
 				const cwd = ctx?.cwd ?? process.cwd();
 				const started = await bashCall(ctx, { toolCallId: id, op: "exec", cwd, command: String(params?.command ?? "") });
 				if (started.local !== true) return inTerminal(ctx, id, String(started.terminalId), params, signal, onUpdate);
