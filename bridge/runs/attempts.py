@@ -26,6 +26,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.process.trace import mark
 from bridge.runs import sandbox
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.gate import Gate
@@ -193,6 +194,7 @@ class Attempts:
         self.pool.session_in_use(session)
         if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
             self.pool.forget_session(session)
+        mark("run.slot")
         if self.checkpoints is not None and not run.cancel.cancelled:
             self.checkpoints.begin(run)
         try:

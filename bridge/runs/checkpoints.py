@@ -119,6 +119,7 @@ class Checkpoints:
         self._spawn = spawn
         self.git = find_git(os.environ.get("PATH"))
         self._locks: dict[str, anyio.Lock] = {}
+        self._repos: dict[str, ShadowRepo] = {}
         self._pending: dict[str, tuple[str, Snapshot | None]] = {}
         #: Per conversation, the records of its ended turns still being written: a listing or a
         #: rewind waits for them, so it never misses the turn that just answered.
@@ -139,6 +140,24 @@ class Checkpoints:
         return True, None
 
     # ------------------------------------------------------------------ taking them
+
+    def prepare(self, cwd: str) -> None:
+        """Take the workspace's first snapshot now, in the background (a conversation opens):
+        it hashes every file, and from it on a snapshot costs only what changed."""
+        if not self.status()[0]:
+            return
+        repo = self._repo(cwd)
+        if repo.watching:
+            return
+
+        async def warm() -> None:
+            try:
+                async with self._lock(repo):
+                    await anyio.to_thread.run_sync(repo.warm)
+            except ShadowGitError as exc:
+                log.info("the workspace's first snapshot: %s", exc)
+
+        self._spawn(warm)
 
     def begin(self, run: Run) -> None:
         """Start the run's snapshot (a prompt of a conversation); its tools wait for it."""
@@ -358,7 +377,11 @@ class Checkpoints:
     def _repo(self, cwd: str) -> ShadowRepo:
         assert self.git is not None
         resolved = os.path.realpath(cwd)
-        return ShadowRepo(self.git, self.root / "workspaces" / _key(resolved) / "git", Path(resolved))
+        git_dir = self.root / "workspaces" / _key(resolved) / "git"
+        repo = self._repos.get(str(git_dir))
+        if repo is None:  # one per workspace for the bridge's life: it holds the watcher
+            repo = self._repos[str(git_dir)] = ShadowRepo(self.git, git_dir, Path(resolved))
+        return repo
 
     def _lock(self, repo: ShadowRepo) -> anyio.Lock:
         return self._locks.setdefault(str(repo.git_dir), anyio.Lock())

@@ -323,6 +323,7 @@ class RunRegistry:
         the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
         ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
+        self.checkpoints.prepare(cwd)  # the workspace's first snapshot, off the first prompt's path
         config = self.config
         if self.adapter.live_mode() is None:
             opened = self.stored.open(session_id, config.default_provider, config.default_model)
