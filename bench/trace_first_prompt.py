@@ -9,7 +9,10 @@ marks of that prompt back:
 
     client.in      the pi/run frame's bytes read from the client's pipe
     run.request    the front has parsed it and starts the run
-    run.slot       the run has its slot (the conversation opened on the spare pi)
+    run.drive      the run's task has started
+    run.trusted    sandbox, session and project trust checked
+    run.leased     the conversation is leased (opened on the spare pi)
+    run.slot       the run has its slot
     engine.prompt  the engine is about to write the prompt
     pi.stdin       the prompt is written to pi's stdin
     pi.out         pi's first output after it (pi and the model: not the bridge's)
@@ -34,10 +37,24 @@ from bench.conversation import FIRST_PROMPT_PAUSE, _prompt, _wait_spare
 from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
 
-MARKS = ("client.in", "run.request", "run.slot", "engine.prompt", "pi.stdin", "pi.out", "client.out")
+MARKS = (
+    "client.in",
+    "run.request",
+    "run.drive",
+    "run.trusted",
+    "run.leased",
+    "run.slot",
+    "engine.prompt",
+    "pi.stdin",
+    "pi.out",
+    "client.out",
+)
 BRIDGE_SPANS = {
     "client.in → run.request": "read and parse the frame, dispatch",
-    "run.request → run.slot": "start the run: options, gate, trust, open the conversation",
+    "run.request → run.drive": "start the run: options, agent choice, the run's task",
+    "run.drive → run.trusted": "sandbox check, session id, project trust",
+    "run.trusted → run.leased": "lease the conversation (open it on the spare pi)",
+    "run.leased → run.slot": "a concurrency slot",
     "run.slot → engine.prompt": "checkpoint hook, engine set-up",
     "engine.prompt → pi.stdin": "encode and write the prompt",
     "pi.out → client.out": "map pi's first event and write the frame",
@@ -49,12 +66,14 @@ def _spans(marks: list[tuple[str, int]], since: int) -> dict[str, float]:
     pi.stdin in order, then the first frame out after it, and pi's last output before that frame
     (pi's earlier lines, its acceptance of the prompt, lead to no frame)."""
     at: dict[str, int] = {}
-    order = MARKS[1:5]
+    order = MARKS[1:8]
+    step = 0
     for name, ns in (m for m in marks if m[1] >= since):
         if name == "client.in" and "run.request" not in at:
             at["client.in"] = ns  # the last read before the run starts
-        elif len(at) - 1 < len(order) and name == order[len(at) - 1]:
+        elif step < len(order) and name == order[step]:
             at[name] = ns
+            step += 1
         elif "pi.stdin" in at and name == "pi.out" and "client.out" not in at:
             at["pi.out"] = ns
         elif "pi.out" in at and name == "client.out" and "client.out" not in at:

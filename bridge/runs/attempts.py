@@ -85,6 +85,7 @@ class Attempts:
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
+        mark("run.drive")
         problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)
@@ -92,7 +93,9 @@ class Attempts:
         if self.gate is not None:
             trusted = await self.gate.trusts(run, self.config.env)
             run.options = dataclasses.replace(run.options, trusted=trusted)
+        mark("run.trusted")
         lease = await self._lease(run)
+        mark("run.leased")
         if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
             receipt = _no_processes()
             run.cancel_receipt = receipt
