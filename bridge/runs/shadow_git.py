@@ -102,6 +102,8 @@ class ShadowRepo:
         self._watcher: Watcher | None = None
         #: The last snapshot's commit (None: none yet in this process, the next one scans).
         self._last: str | None = None
+        #: What the watcher reported to a `quick_snapshot` that then left it to `snapshot`.
+        self._carried: set[str] = set()
         #: The files over the size limit, left out of the snapshots: path → size.
         self._big: dict[str, int] = {}
 
@@ -112,6 +114,9 @@ class ShadowRepo:
         if not self._ensure():
             self._last = None  # a repository of an older bridge's: settings that change the index
         changed = self._watcher.drain() if self._watcher is not None and self._last is not None else None
+        if changed is not None:
+            changed |= self._carried
+        self._carried = set()
         if changed is None or self._last is None:
             return self._scan_snapshot(name, message)
         if not changed:
@@ -126,6 +131,23 @@ class ShadowRepo:
         self._set_ref(name, commit)
         self._last = commit
         return Snapshot(commit=commit, skipped=tuple(sorted(self._big.items())))
+
+    def quick_snapshot(self, name: str, message: str) -> Snapshot | None:
+        """`snapshot`, when nothing changed since the last one: that one again, under `name`,
+        with no git run (cheap enough for the event loop). None: something changed, or the
+        watcher cannot tell; `snapshot` is the way (what was seen is kept for it)."""
+        del message  # the last snapshot's commit is reused, message and all
+        if not self.watching or self._carried or self._last is None:
+            return None
+        assert self._watcher is not None
+        changed = self._watcher.drain()
+        if changed is None:
+            return None
+        if changed:
+            self._carried = changed
+            return None
+        self._set_ref(name, self._last)
+        return Snapshot(commit=self._last, skipped=tuple(sorted(self._big.items())))
 
     def _scan_snapshot(self, name: str, message: str) -> Snapshot:
         """A snapshot that scans the whole workspace (the first, or when the watcher lost track);
@@ -243,8 +265,14 @@ class ShadowRepo:
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not (self.git_dir / "HEAD").exists():
             self._git("init", "--quiet", "--template=")  # no sample hooks, no template of the user's
+        # Appended in one write, not one `git config` process per key: for a single-valued key
+        # git takes the last value, so these override whatever an older bridge set.
+        lines: list[str] = []
         for key, value in _CONFIG:
-            self._git("config", key, value)
+            section, name = key.split(".")
+            lines += [f"[{section}]", f"\t{name} = {value}"]
+        with open(self.git_dir / "config", "a", encoding="utf-8") as config:
+            config.write("\n".join(lines) + "\n")
         attributes.parent.mkdir(exist_ok=True)
         attributes.write_text(ATTRIBUTES)
         return False

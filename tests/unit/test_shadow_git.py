@@ -316,3 +316,20 @@ def test_a_change_of_the_ignore_rules_scans_again(tmp_path: Path) -> None:
     (ws / ".gitignore").write_text("")
     second = repo.snapshot("two", "two")
     assert repo.show(second.commit, "old.log") == b"there all along\n"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="no inotify here")
+def test_a_quick_snapshot_is_the_last_one_again_or_leaves_what_changed_to_the_next(tmp_path: Path) -> None:
+    repo, ws = _repo(tmp_path)
+    assert repo.quick_snapshot("none", "none") is None  # no snapshot yet: nothing to reuse
+    (ws / "a.txt").write_text("one\n")
+    first = repo.snapshot("one", "one")
+    again = repo.quick_snapshot("again", "again")
+    assert again is not None and again.commit == first.commit
+    assert repo._git("rev-parse", "refs/pi-bridge/again").strip() == first.commit
+    (ws / "a.txt").write_text("two\n")
+    assert repo.quick_snapshot("later", "later") is None
+    assert repo.quick_snapshot("later", "later") is None  # what it saw is kept, not lost
+    second = repo.snapshot("two", "two")
+    assert repo.show(second.commit, "a.txt") == b"two\n"
+    assert repo.changed(first.commit, second.commit) == ["a.txt"]
