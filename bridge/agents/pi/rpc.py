@@ -65,6 +65,7 @@ from bridge.contract import ErrorKind, PromptImage
 from bridge.process.framing import MAX_LINE_BYTES
 from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
+from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
 # What JavaScript's String.prototype.trim() removes (pi trims its json-mode prompt with it):
@@ -379,6 +380,7 @@ class PiRpc(LiveReader):
         pending = PendingCommand(name, f"b{self._next_id}")
         try:
             self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+            mark("pi.stdin")
         except (StdinClosed, OSError) as exc:
             raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
         self._waiting[pending.command_id] = pending
@@ -564,6 +566,7 @@ class PiRpc(LiveReader):
     # ------------------------------------------------------------------ reading
 
     def _dispatch(self, lines: list[bytes]) -> None:
+        mark("pi.out")
         self.lines_read += len(lines)
         events: list[bytes] = []
         for line in lines:
