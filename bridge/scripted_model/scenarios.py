@@ -182,6 +182,24 @@ def _cwd_path(body: dict[str, Any], relative: str) -> str:
     return f"{match.group(1).strip()}/{relative}" if match else relative
 
 
+#: Shell tools under other names than ``bash``, and the argument that takes the command: Codex's
+#: ``exec_command`` (``cmd``), Gemini CLI's ``run_shell_command``, an argv-taking ``shell``.
+_SHELL_TOOLS: Final = (("exec_command", "cmd"), ("run_shell_command", "command"), ("shell", "command"))
+
+
+def shell_call(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]:
+    """The call that runs ``command`` with the shell tool the request offers: ``bash`` (pi,
+    Claude Code, OpenCode) or another agent's own (:data:`_SHELL_TOOLS`); ``bash`` if none."""
+    tools = offered_tools(body)
+    if "bash" in tools:
+        return tools["bash"][0], {"command": command}
+    for name, argument in _SHELL_TOOLS:
+        if name in tools:
+            value: object = ["bash", "-lc", command] if name == "shell" else command
+            return tools[name][0], {argument: value}
+    return "bash", {"command": command}
+
+
 def _words(text: str) -> list[str]:
     """Split ``text`` after each space, keeping the spaces (as in the captures)."""
     parts = text.split(" ")
@@ -291,8 +309,7 @@ def _tool_reply(ask: Ask) -> Reply:
     result = trailing_tool_result(ask.body)
     if result is not None:
         return Reply(_text_pieces(tool_answer_text(ask.model, result)))
-    bash = offered_tool(ask.body, "bash")
-    call = _tool_call_pieces(bash, {"command": TOOL_COMMANDS[ask.model]})
+    call = _tool_call_pieces(*shell_call(ask.body, TOOL_COMMANDS[ask.model]))
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
@@ -302,7 +319,7 @@ def _shell_reply(ask: Ask) -> Reply:
     if result is not None:
         return Reply(_text_pieces(tool_answer_text(ask.model, result)))
     command = last_user_text_of(ask.body) or "true"
-    call = _tool_call_pieces(offered_tool(ask.body, "bash"), {"command": command})
+    call = _tool_call_pieces(*shell_call(ask.body, command))
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
@@ -359,7 +376,10 @@ def offered_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> 
     """A scripted call as the request offers its tool: the tool's spelling, and pi's argument
     shapes mapped to a ``file_path`` tool's (``path`` -> ``file_path``, one ``edits`` entry ->
     ``old_string``/``new_string``) or back, as the offered schema names them."""
-    offered, props = offered_tools(body).get(name.lower(), (name, frozenset()))
+    tools = offered_tools(body)
+    if name.lower() == "bash" and "bash" not in tools and isinstance(arguments.get("command"), str):
+        return shell_call(body, arguments["command"])
+    offered, props = tools.get(name.lower(), (name, frozenset()))
     mapped = dict(arguments)
     if "file_path" in props and "path" in mapped and "path" not in props:
         path = str(mapped.pop("path"))
