@@ -19,7 +19,7 @@ from bridge.scripted_model.reply import Reply, wire_json
 _TEXT_TYPES = ("input_text", "output_text", "text", "summary_text")
 
 
-def _content_blocks(content: object) -> list[dict[str, Any]] | str:
+def _chat_content(content: object) -> list[dict[str, Any]] | str:
     """A Responses message's content as chat-completion blocks (text and image_url)."""
     if isinstance(content, str):
         return content
@@ -38,7 +38,7 @@ def _output_text(output: object) -> str:
     """A function call's output: a string, or the text of its content items."""
     if isinstance(output, str):
         return output
-    blocks = _content_blocks(output)
+    blocks = _chat_content(output)
     if isinstance(blocks, str):
         return blocks
     return "".join(b.get("text", "") for b in blocks)
@@ -64,7 +64,7 @@ def chat_shape(body: dict[str, Any]) -> dict[str, Any]:
             messages.append(
                 {
                     "role": role if isinstance(role, str) else "user",
-                    "content": _content_blocks(item.get("content")),
+                    "content": _chat_content(item.get("content")),
                 }
             )
         elif kind in ("function_call", "custom_tool_call"):
