@@ -495,7 +495,9 @@ class ScriptedModelServer:
             self._requests.append(entry)
             if self._record_path is not None:
                 with self._record_path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                    # A request already in the chat shape is written once, not twice.
+                    written = {k: v for k, v in entry.items() if k != "raw" or v is not body}
+                    out.write(json.dumps(written, ensure_ascii=False) + "\n")
             if model == "flaky":
                 self._flaky += 1
                 return self._flaky
