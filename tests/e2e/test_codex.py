@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
@@ -26,6 +27,7 @@ from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
 
 CODEX_BIN = ROOT / ".tools-agents" / "node_modules" / ".bin" / "codex"
+NODE_BIN = ROOT / ".tools" / "node_modules" / ".bin"
 pytestmark = [
     pytest.mark.realpi,
     pytest.mark.skipif(
@@ -36,7 +38,9 @@ pytestmark = [
 CONFIG = BridgeServerConfig(
     server_command=[*BRIDGE, "--agent", "codex"],
     client_factory=make_client,
-    extra_env={"PATH": os.pathsep.join([str(CODEX_BIN.parent), os.environ.get("PATH", "")])},
+    # The repository's Node 22 first: its wrapper then execs Codex's native binary (an older Node
+    # keeps running as its parent, and the bridge would take the binary for a leftover process).
+    extra_env={"PATH": os.pathsep.join([str(CODEX_BIN.parent), str(NODE_BIN), os.environ.get("PATH", "")])},
 )
 RETRY_THREE = {"maxAttempts": 3, "initialDelayMs": 0}
 
@@ -63,6 +67,11 @@ async def run(
     return result, messages
 
 
+async def live_pids(client: LanguageClient, session_id: str) -> list[int]:
+    runs = await request(client, "pi/runs", {})
+    return [entry["pid"] for entry in runs["live"] if entry["sessionId"] == session_id]
+
+
 def bodies_of(model: ScriptedModelServer, scenario: str) -> list[dict[str, Any]]:
     return [r["body"] for r in model.requests if r["model"] == scenario]
 
@@ -75,7 +84,8 @@ async def test_a_prompt_is_answered_with_text_over_the_responses_api(
     assert result["status"] == "completed"
     assert result["text"] == f"ECHO:hello-{tag}"
     assert messages[0]["type"] == "session.started"
-    assert [m["content"]["text"] for m in messages if m["type"] == "assistant"] == [f"ECHO:hello-{tag}"]
+    deltas = [m["content"]["text"] for m in messages if m["type"] == "assistant"]
+    assert len(deltas) > 1 and "".join(deltas) == f"ECHO:hello-{tag}", "streamed as the model sent it"
     [request_path] = {r["path"] for r in scripted_model.requests if r["model"] == "echo"}
     assert request_path == "/v1/responses"
     # A follow-up resumes the thread: the model sees both turns.
@@ -85,6 +95,23 @@ async def test_a_prompt_is_answered_with_text_over_the_responses_api(
     assert again["status"] == "completed" and again["sessionId"] == result["sessionId"]
     assert messages[0]["type"] == "session.resumed"
     assert times_seen(bodies_of(scripted_model, "echo")[-1], tag, "hello", "again") == [1, 1]
+
+
+async def test_three_turns_of_a_conversation_run_on_one_codex_app_server(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = secrets.token_hex(4)
+    first, _ = await run(bridge, "echo", prompt=f"one-{tag}", cwd=str(tmp_path))
+    sid = first["sessionId"]
+    [pid] = await live_pids(bridge, sid)
+    assert "app-server" in " ".join(psutil.Process(pid).cmdline())
+    for turn in ("two", "three"):
+        result, messages = await run(bridge, "echo", prompt=f"{turn}-{tag}", cwd=str(tmp_path), sessionId=sid)
+        assert result["status"] == "completed" and result["text"] == f"ECHO:{turn}-{tag}"
+        assert messages[0]["type"] == "session.resumed"
+        assert await live_pids(bridge, sid) == [pid], "the same app-server serves every turn"
+    body = bodies_of(scripted_model, "echo")[-1]
+    assert times_seen(body, tag, "one", "two", "three") == [1, 1, 1], "the model saw every turn once"
 
 
 async def test_a_tool_call_is_streamed_and_closed(bridge: LanguageClient, tmp_path: Path) -> None:
@@ -136,11 +163,19 @@ async def test_codex_killed_mid_turn_fails_clearly_and_the_conversation_goes_on(
         request(
             bridge,
             "pi/run",
-            {"prompt": "go", "model": "slow", "cwd": str(tmp_path), "sessionId": sid, "runId": run_id},
+            {
+                "prompt": "go",
+                "model": "slow",
+                "cwd": str(tmp_path),
+                "sessionId": sid,
+                "runId": run_id,
+                "retry": {"maxAttempts": 1},
+            },
         )
     )
     await messages_of(bridge).wait_type(run_id, "session.resumed", timeout=WAIT * 2)
-    codex = await wait_for_run_process("exec")
+    [pid] = await live_pids(bridge, sid)
+    codex = psutil.Process(pid)
     codex.kill()
     try:
         result = await asyncio.wait_for(task, WAIT * 2)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bridge.agents.codex import sessions
 from bridge.agents.codex.command import launch_spec
+from bridge.agents.codex.live import CodexLiveMode
 from bridge.agents.codex.mapper import CodexEventMapper
 from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
@@ -36,9 +37,12 @@ class CodexAgent:
     #: The bridge's bwrap does not wrap Codex's commands: its own sandbox modes do (command.py).
     can_sandbox = False
 
+    def __init__(self) -> None:
+        self._live = CodexLiveMode()
+
     def live_mode(self) -> LiveMode | None:
-        """None: every prompt is one ``codex exec`` process (the json engine)."""
-        return None
+        """One ``codex app-server`` per conversation (the rpc engine)."""
+        return self._live
 
     def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
         """``codex exec``, resuming the run's thread when it names one Codex has stored."""

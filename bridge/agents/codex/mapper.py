@@ -9,6 +9,9 @@ The stream (as Codex 0.171.0 prints it):
   notice, e.g. no metadata for the model: the turn goes on);
 - ``turn.completed`` (``usage``) ends the run; ``turn.failed`` (``error.message``) and a
   top-level ``error`` fail it.
+
+The live mode (live.py) rewrites the app-server's notifications into these lines, plus
+``message.delta`` for its streamed text and the engine's own ``session`` line.
 """
 
 from __future__ import annotations
@@ -70,6 +73,15 @@ class CodexEventMapper(MapperCore):
 
     def _on_thread_started(self, event: dict[str, Any]) -> list[Out]:
         return self._start_session(event.get("thread_id"), self._cwd, {})
+
+    def _on_bridge_session(self, event: dict[str, Any]) -> list[Out]:
+        """The live engine's own line naming the conversation."""
+        return self._start_session(event.get("id"), event.get("cwd", self._cwd), {})
+
+    def _on_delta(self, event: dict[str, Any]) -> list[Out]:
+        """Streamed text of the live mode."""
+        delta = event.get("delta")
+        return [self._text_out(delta)] if isinstance(delta, str) and delta else []
 
     def _on_item(self, event: dict[str, Any]) -> list[Out]:
         item = event.get("item")
@@ -138,6 +150,8 @@ class CodexEventMapper(MapperCore):
 
 CodexEventMapper.handlers = {
     "thread.started": CodexEventMapper._on_thread_started,
+    "session": CodexEventMapper._on_bridge_session,
+    "message.delta": CodexEventMapper._on_delta,
     "turn.started": lambda mapper, event: [],
     "item.started": CodexEventMapper._on_item,
     "item.updated": CodexEventMapper._on_item,
