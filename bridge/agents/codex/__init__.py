@@ -1,13 +1,13 @@
-"""Everything Codex-specific: ``codex exec --json`` per prompt (command), its JSONL (mapper), its
-thread files (sessions).
+"""Everything Codex-specific: ``codex app-server`` per conversation (live), ``codex exec --json``
+per prompt (command), its JSONL (mapper), its thread files (sessions).
 
-Why exec and not ``codex app-server``: the app-server (JSON-RPC over stdio: thread/start,
-turn/start, turn/interrupt, approvals as server requests) works offline too and is the live mode
-to come; it is not built yet, so each prompt is one ``codex exec`` process that resumes the
-conversation's thread (``exec resume <thread>``). exec asks no approvals (``approval_policy``
-never): the bridge's approvals do not reach Codex's tools in this mode, and its ``sandbox``
-maps to Codex's own ``--sandbox`` modes. A cancel interrupts Codex (SIGINT) and the bridge's
-shutdown then ends whatever is left of its tree.
+The live mode (live.py) is the app-server, not codex-acp: it is Codex's own protocol, installed
+with Codex, and gives what the bridge needs directly (a thread per conversation, turn/interrupt,
+approvals as server requests into the bridge's gate). The json engine's one-shot path, a run that
+names this agent on another agent's bridge, is ``codex exec`` (``approval_policy`` never: exec
+has no one to ask). The bridge's ``sandbox`` maps to Codex's own sandbox modes. A cancel
+interrupts the turn (``turn/interrupt``; SIGINT for exec) and the bridge's shutdown then ends
+whatever is left of the tree.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["CodexAgent"]
 
 
 class CodexAgent:
-    """The `AgentAdapter` for Codex (``codex exec --json``, a process per prompt)."""
+    """The `AgentAdapter` for Codex (live on ``codex app-server``; ``codex exec --json`` one-shot)."""
 
     name = "codex"
     display_name = "Codex"
