@@ -168,7 +168,31 @@ def file_tool_calls(model: str, body: dict[str, Any]) -> list[tuple[str, dict[st
         return [(read, {"file_path": path}), (edit[0], edit_args)]
     if model == "write" and write is not None and "file_path" in write[1]:
         return [(write[0], {"file_path": _cwd_path(body, WRITE_FILE), "content": WRITE_CONTENT})]
-    return [FILE_TOOL_CALLS[model]]
+    other = _other_file_call(model, tools)
+    return [other] if other is not None else [FILE_TOOL_CALLS[model]]
+
+
+def _other_file_call(
+    model: str, tools: dict[str, tuple[str, frozenset[str]]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The `edit`/`write` call for OpenCode's `edit`/`write` (`filePath`, `oldString`,
+    `newString`) or Gemini CLI's `replace`/`write_file` (`file_path`, `old_string`,
+    `new_string`), paths relative to the cwd as they take them; None for another agent."""
+    names = ("edit", "replace") if model == "edit" else ("write", "write_file")
+    for name in names:
+        offered = tools.get(name)
+        if offered is None:
+            continue
+        props = offered[1]
+        path_key = next((key for key in ("filePath", "file_path") if key in props), None)
+        if path_key is None:
+            continue
+        if model == "write":
+            return offered[0], {path_key: WRITE_FILE, "content": WRITE_CONTENT}
+        camel = path_key == "filePath"
+        old_key, new_key = ("oldString", "newString") if camel else ("old_string", "new_string")
+        return offered[0], {path_key: EDIT_FILE, old_key: EDIT_OLD, new_key: EDIT_NEW}
+    return None
 
 
 _CWD_LINE: Final = re.compile(r"working directory: (/[^\n]*)", re.IGNORECASE)

@@ -14,12 +14,17 @@ import pytest
 
 from bridge.scripted_model import (
     DROP_TEXT,
+    EDIT_FILE,
+    EDIT_NEW,
+    EDIT_OLD,
     LENGTH_TEXT,
     TEXT_REPLY,
     THINKING_ANSWER,
     THINKING_THOUGHT,
     TOOL_COMMANDS,
     TOOL_PREAMBLE,
+    WRITE_CONTENT,
+    WRITE_FILE,
     ScriptedModelServer,
     tool_answer_text,
 )
@@ -397,3 +402,54 @@ def test_slow_streams_live_on_both_apis(api: str) -> None:
                 assert chunk, "the stream closed before its first text"
                 received += chunk
             assert b"response.completed" not in received and b"finishReason" not in received
+
+
+@pytest.mark.parametrize(
+    ("model", "call"),
+    [
+        ("write", ("write_file", {"file_path": WRITE_FILE, "content": WRITE_CONTENT})),
+        ("edit", ("replace", {"file_path": EDIT_FILE, "old_string": EDIT_OLD, "new_string": EDIT_NEW})),
+    ],
+)
+def test_gemini_file_scenarios_call_gemini_clis_own_file_tools(
+    server: ScriptedModelServer, model: str, call: tuple[str, dict[str, Any]]
+) -> None:
+    body = gemini_body("go")
+    body["tools"] = [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "write_file",
+                    "parametersJsonSchema": {"properties": {"file_path": {}, "content": {}}},
+                },
+                {
+                    "name": "replace",
+                    "parametersJsonSchema": {
+                        "properties": {"file_path": {}, "old_string": {}, "new_string": {}}
+                    },
+                },
+            ]
+        }
+    ]
+    _, answer = post(server, gemini_path(model), body)
+    calls = [p["functionCall"] for p in gemini_parts(answer)[0] if "functionCall" in p]
+    assert [(c["name"], c["args"]) for c in calls] == [call]
+
+
+def test_opencode_file_scenario_calls_its_write_with_file_path_in_camel_case(
+    server: ScriptedModelServer,
+) -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "write", "parameters": {"properties": {"filePath": {}, "content": {}}}},
+        },
+        {"type": "function", "function": {"name": "bash", "parameters": {"properties": {"command": {}}}}},
+    ]
+    body = {"model": "write", "stream": True, "messages": [{"role": "user", "content": "go"}], "tools": tools}
+    _, answer = post(server, "/v1/chat/completions", body)
+    chunks = [data for _, data in sse(answer.replace(b"data: [DONE]", b"")) if data.get("choices")]
+    calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert calls[0]["function"]["name"] == "write"
+    arguments = json.loads("".join(tc["function"]["arguments"] for tc in calls))
+    assert arguments == {"filePath": WRITE_FILE, "content": WRITE_CONTENT}
