@@ -173,7 +173,7 @@ async def test_codex_killed_mid_turn_fails_clearly_and_the_conversation_goes_on(
             },
         )
     )
-    await messages_of(bridge).wait_type(run_id, "session.resumed", timeout=WAIT * 2)
+    await messages_of(bridge).wait_type(run_id, "assistant", timeout=WAIT * 2)  # mid-turn: streaming
     [pid] = await live_pids(bridge, sid)
     codex = psutil.Process(pid)
     codex.kill()
