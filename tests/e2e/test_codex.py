@@ -84,8 +84,7 @@ async def test_a_prompt_is_answered_with_text_over_the_responses_api(
     assert result["status"] == "completed"
     assert result["text"] == f"ECHO:hello-{tag}"
     assert messages[0]["type"] == "session.started"
-    deltas = [m["content"]["text"] for m in messages if m["type"] == "assistant"]
-    assert len(deltas) > 1 and "".join(deltas) == f"ECHO:hello-{tag}", "streamed as the model sent it"
+    assert "".join(m["content"]["text"] for m in messages if m["type"] == "assistant") == f"ECHO:hello-{tag}"
     [request_path] = {r["path"] for r in scripted_model.requests if r["model"] == "echo"}
     assert request_path == "/v1/responses"
     # A follow-up resumes the thread: the model sees both turns.
@@ -95,6 +94,14 @@ async def test_a_prompt_is_answered_with_text_over_the_responses_api(
     assert again["status"] == "completed" and again["sessionId"] == result["sessionId"]
     assert messages[0]["type"] == "session.resumed"
     assert times_seen(bodies_of(scripted_model, "echo")[-1], tag, "hello", "again") == [1, 1]
+
+
+async def test_text_streams_piece_by_piece(bridge: LanguageClient, tmp_path: Path) -> None:
+    # `slow-10`: ten pieces 0.3 s apart (real time), so each arrives as a delta of its own.
+    result, messages = await run(bridge, "slow-10", prompt="go", cwd=str(tmp_path))
+    assert result["status"] == "completed"
+    deltas = [m["content"]["text"] for m in messages if m["type"] == "assistant"]
+    assert len(deltas) >= 5 and "".join(deltas) == result["text"], deltas
 
 
 async def test_three_turns_of_a_conversation_run_on_one_codex_app_server(
