@@ -207,6 +207,7 @@ async def test_a_retried_prompt_is_seen_once_by_the_model(
         bridge, "flaky", prompt=f"retried-{tag}", cwd=str(tmp_path), sessionId=sid, retry=RETRY_THREE
     )
     assert (result["status"], result["attempts"]) == ("completed", 3)
+    assert result["sessionId"] == sid, "every attempt on the conversation's thread"
     seen = [times_seen(body, tag, "before", "retried") for body in bodies_of(scripted_model, "flaky")]
     assert seen == [[1, 1]] * 3, "one request per attempt: the earlier turn and the prompt, once each"
     after, _ = await run(bridge, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)

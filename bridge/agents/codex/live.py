@@ -13,8 +13,12 @@ streams the text), so one mapper serves both modes.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import itertools
+import json
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
@@ -54,11 +58,10 @@ log = logging.getLogger(__name__)
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long the app-server's first answers may take (a native binary, but a busy machine).
 START_TIMEOUT_SECONDS: Final = 60.0
-#: The environment variable the launch names the conversation's stored thread in (resumed).
-THREAD_ENV: Final = "PI_BRIDGE_CODEX_THREAD"
-#: Likewise the sandbox mode and the model the thread starts with.
-SANDBOX_ENV: Final = "PI_BRIDGE_CODEX_SANDBOX"
-MODEL_ENV: Final = "PI_BRIDGE_CODEX_MODEL"
+#: The `-c` setting the launch names the conversation's stored thread in (Codex ignores it,
+#: saying so on stderr). In argv, not the environment: /proc's environ of a process read right
+#: after its spawn can still be the bridge's, before the exec (a resumed thread then started anew).
+THREAD_SETTING: Final = "pi_bridge_thread"
 PROVIDER: Final = "codex"
 _TURN_END: Final = (b'{"type":"turn.completed"', b'{"type":"turn.failed"')
 _BARE_END: Final = b'{"type":"turn.completed"}'
@@ -131,15 +134,16 @@ class CodexLive(LiveReader):
             "initialize", {"clientInfo": {"name": "pi-bridge", "version": "1"}}, START_TIMEOUT_SECONDS
         )
         self._write("initialized", orjson.dumps({"method": "initialized", "params": {}}) + b"\n")
+        launched = _launch_settings(self.child.argv)
         params: dict[str, Any] = {
             "cwd": self._cwd(),
             "approvalPolicy": "untrusted",
-            "sandbox": self._env.get(SANDBOX_ENV) or "danger-full-access",
+            "sandbox": launched.get("sandbox_mode") or "danger-full-access",
         }
-        model = self._env.get(MODEL_ENV)
+        model = launched.get("model")
         if model:
             params["model"] = model
-        thread = self._env.get(THREAD_ENV)
+        thread = launched.get(THREAD_SETTING)
         if thread:
             answer = await self.request(
                 "thread/resume", {**params, "threadId": thread}, START_TIMEOUT_SECONDS
@@ -425,6 +429,42 @@ def _header_size(path: str) -> int:
     return size
 
 
+def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
+    """The string ``-c key="value"`` settings of a launch's argv."""
+    found: dict[str, str] = {}
+    for flag, setting in itertools.pairwise(argv):
+        key, _, raw = setting.partition("=")
+        if flag == "-c" and raw:
+            with contextlib.suppress(ValueError):
+                value = json.loads(raw)
+                if isinstance(value, str):
+                    found[key] = value
+    return found
+
+
+def _bytes_before(path: str, mark: int) -> int:
+    """The bytes of a rollout's lines stamped before `mark` (ms since the epoch): up to the first
+    line stamped at or after it (a line without a stamp stays with those before it)."""
+    size = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            stamp = _stamp_ms(line)
+            if stamp is not None and stamp >= mark:
+                break
+            size += len(line)
+    return size
+
+
+def _stamp_ms(line: bytes) -> int | None:
+    """A rollout line's ``timestamp`` (``2026-12-06T09:24:44.224Z``) in ms, None without one."""
+    try:
+        stamp = orjson.loads(line).get("timestamp")
+        moment = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except (orjson.JSONDecodeError, AttributeError, ValueError):
+        return None
+    return int(moment.timestamp() * 1000)
+
+
 def _decision(request_id: object, verdict: ToolVerdict) -> bytes:
     """The answer to an approval request."""
     decision = "accept" if verdict.allow else "decline"
@@ -437,14 +477,15 @@ class CodexLiveMode:
     def launch_spec(
         self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
     ) -> LaunchSpec:
-        """``codex app-server``; the thread to resume, the sandbox and model in its environment
-        (read back by `CodexLive.prepare`)."""
-        env = {SANDBOX_ENV: sandbox_mode(options.sandbox)}
-        if options.session_id:
-            env[THREAD_ENV] = options.session_id
+        """``codex app-server`` with the sandbox and model as ``-c`` settings, and the thread to
+        resume (read back from argv by `CodexLive.prepare`)."""
+        settings = {"sandbox_mode": sandbox_mode(options.sandbox)}
         if options.model:
-            env[MODEL_ENV] = options.model
-        return LaunchSpec(argv=(*command, "app-server"), cwd=options.cwd, env=env)
+            settings["model"] = options.model
+        if options.session_id:
+            settings[THREAD_SETTING] = options.session_id
+        flags = [part for key, value in settings.items() for part in ("-c", f"{key}={json.dumps(value)}")]
+        return LaunchSpec(argv=(*command, "app-server", *flags), cwd=options.cwd)
 
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
@@ -474,21 +515,17 @@ class CodexLiveMode:
         return str(path) if path is not None else None
 
     def session_mark(self, path: str | None) -> int | None:
-        """The rollout's size now (Codex appends to it)."""
-        if path is None:
-            return None
-        with contextlib.suppress(OSError):
-            return os.path.getsize(path)
-        return None
+        """The wall clock now, in milliseconds: Codex stamps every rollout line, and may still be
+        writing the turn before when the next prompt starts, so a size taken now could cut it."""
+        return time.time_ns() // 1_000_000
 
     def cut_session_back(self, path: str, mark: int | None) -> None:
-        """Cut the rollout back to `mark`; None (not written before the prompt): back to its
-        ``session_meta`` header, so the thread resumes with no turn."""
+        """Cut the rollout back before its first line stamped at or after `mark`; None (no
+        mark): back to its ``session_meta`` header, so the thread resumes with no turn."""
         with contextlib.suppress(OSError):
-            if mark is None:
-                mark = _header_size(path)
-            if os.path.getsize(path) > mark:
-                os.truncate(path, mark)
+            keep = _header_size(path) if mark is None else _bytes_before(path, mark)
+            if os.path.getsize(path) > keep:
+                os.truncate(path, keep)
 
     def classify_exit(
         self, exit_code: int | None, signal_name: str | None, stderr: str
