@@ -5,8 +5,11 @@
 #   .tools-claude/  Claude Code 2.1.197 from the npm registry (its native binary comes in the
 #            optional dependency @anthropic-ai/claude-code-linux-x64); a prefix of its own
 #            because .tools may be shared between checkouts
+#   .tools-agents/  Codex, OpenCode and Gemini CLI (pinned) from the npm registry: the other agents
+#            the tests drive offline against the scripted model (docs/agents-facts.md)
 #   bubblewrap from the distribution's packages when run as root on Debian/Ubuntu (else a note)
-# `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code or bubblewrap.
+# `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code, the other
+# agents or bubblewrap.
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,9 @@ lean=0
 PI_PACKAGE="${PI_PACKAGE:-@earendil-works/pi-coding-agent@1.6.0}"
 NODE_PACKAGE="${NODE_PACKAGE:-node@22}"
 CLAUDE_PACKAGE="${CLAUDE_PACKAGE:-@anthropic-ai/claude-code@2.1.197}"
+CODEX_PACKAGE="${CODEX_PACKAGE:-@openai/codex@0.171.0}"
+OPENCODE_PACKAGE="${OPENCODE_PACKAGE:-opencode-ai@1.18.33}"
+GEMINI_PACKAGE="${GEMINI_PACKAGE:-@google/gemini-cli@0.61.0}"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -39,6 +45,12 @@ if [ ! -x .tools-claude/node_modules/.bin/claude ]; then
   mkdir -p .tools-claude
   npm install --prefix .tools-claude --no-audit --no-fund --loglevel=error "$CLAUDE_PACKAGE"
 fi
+if [ ! -x .tools-agents/node_modules/.bin/codex ] || [ ! -x .tools-agents/node_modules/.bin/opencode ] \
+  || [ ! -x .tools-agents/node_modules/.bin/gemini ]; then
+  mkdir -p .tools-agents
+  npm install --prefix .tools-agents --no-audit --no-fund --loglevel=error \
+    "$CODEX_PACKAGE" "$OPENCODE_PACKAGE" "$GEMINI_PACKAGE"
+fi
 # bubblewrap: the sandbox of the agents' commands (optional; the README says how per distribution).
 if ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -49,4 +61,5 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 echo "setup: claude $(.tools-claude/node_modules/.bin/claude --version 2>&1 | tail -1)"
+echo "setup: codex $(.tools-agents/node_modules/.bin/codex --version 2>&1 | tail -1), opencode $(HOME="$(mktemp -d)" .tools-agents/node_modules/.bin/opencode --version 2>&1 | tail -1), gemini $(HOME="$(mktemp -d)" .tools-agents/node_modules/.bin/gemini --version 2>&1 | tail -1)"
 echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"

@@ -38,7 +38,17 @@ def _claude(settings: Mapping[str, Any]) -> AgentAdapter:
         raise UnknownAgentError(str(exc)) from None
 
 
-FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {"pi": _pi, "claude": _claude}
+def _codex(settings: Mapping[str, Any]) -> AgentAdapter:
+    from bridge.agents.codex import CodexAgent
+
+    return CodexAgent()
+
+
+FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {
+    "pi": _pi,
+    "claude": _claude,
+    "codex": _codex,
+}
 
 
 def _pi_doctor(

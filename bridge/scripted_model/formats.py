@@ -1,5 +1,6 @@
 """The wire formats a reply is rendered in: OpenAI chat-completion chunks and Anthropic Messages
-events, both as SSE, and each API's error bodies."""
+events, both as SSE, and each API's error bodies (responses_api.py and gemini_api.py render the
+OpenAI Responses and Gemini streams)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ _ANTHROPIC_ERROR_TYPES: Final = {
     "bad_request": "invalid_request_error",
 }
 
+_GEMINI_STATUS: Final = {
+    "server": "INTERNAL",
+    "rate_limit": "RESOURCE_EXHAUSTED",
+    "auth": "UNAUTHENTICATED",
+    "not_found": "NOT_FOUND",
+    "bad_request": "INVALID_ARGUMENT",
+}
+
 
 def error_body(api: Api, error: ErrorReply) -> dict[str, Any]:
     """The JSON body of an error answer in the given API's format."""
@@ -45,6 +54,9 @@ def error_body(api: Api, error: ErrorReply) -> dict[str, Any]:
                 "message": error.message,
             },
         }
+    if api == "gemini":
+        status = _GEMINI_STATUS[error.kind]
+        return {"error": {"code": error.status, "message": error.message, "status": status}}
     err_type, code = _OPENAI_ERROR_TYPES[error.kind]
     return {
         "error": {

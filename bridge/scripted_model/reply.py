@@ -9,7 +9,7 @@ from typing import Final, Literal
 #: Seconds between streamed pieces for ordinary scenarios, before ``delay_scale``.
 CHUNK_DELAY: Final = 0.005
 
-Api = Literal["openai", "anthropic"]
+Api = Literal["openai", "anthropic", "responses", "gemini"]
 FinishReason = Literal["stop", "length", "tool_calls"]
 PieceKind = Literal["thinking", "text", "tool_start", "tool_args"]
 ErrorKind = Literal["server", "rate_limit", "auth", "not_found", "bad_request"]

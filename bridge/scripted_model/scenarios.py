@@ -168,7 +168,31 @@ def file_tool_calls(model: str, body: dict[str, Any]) -> list[tuple[str, dict[st
         return [(read, {"file_path": path}), (edit[0], edit_args)]
     if model == "write" and write is not None and "file_path" in write[1]:
         return [(write[0], {"file_path": _cwd_path(body, WRITE_FILE), "content": WRITE_CONTENT})]
-    return [FILE_TOOL_CALLS[model]]
+    other = _other_file_call(model, tools)
+    return [other] if other is not None else [FILE_TOOL_CALLS[model]]
+
+
+def _other_file_call(
+    model: str, tools: dict[str, tuple[str, frozenset[str]]]
+) -> tuple[str, dict[str, Any]] | None:
+    """The `edit`/`write` call for OpenCode's `edit`/`write` (`filePath`, `oldString`,
+    `newString`) or Gemini CLI's `replace`/`write_file` (`file_path`, `old_string`,
+    `new_string`), paths relative to the cwd as they take them; None for another agent."""
+    names = ("edit", "replace") if model == "edit" else ("write", "write_file")
+    for name in names:
+        offered = tools.get(name)
+        if offered is None:
+            continue
+        props = offered[1]
+        path_key = next((key for key in ("filePath", "file_path") if key in props), None)
+        if path_key is None:
+            continue
+        if model == "write":
+            return offered[0], {path_key: WRITE_FILE, "content": WRITE_CONTENT}
+        camel = path_key == "filePath"
+        old_key, new_key = ("oldString", "newString") if camel else ("old_string", "new_string")
+        return offered[0], {path_key: EDIT_FILE, old_key: EDIT_OLD, new_key: EDIT_NEW}
+    return None
 
 
 _CWD_LINE: Final = re.compile(r"working directory: (/[^\n]*)", re.IGNORECASE)
@@ -180,6 +204,24 @@ def _cwd_path(body: dict[str, Any], relative: str) -> str:
     text = wire_json(system) if not isinstance(system, str) else system
     match = _CWD_LINE.search(text.replace("\\n", "\n"))
     return f"{match.group(1).strip()}/{relative}" if match else relative
+
+
+#: Shell tools under other names than ``bash``, and the argument that takes the command: Codex's
+#: ``exec_command`` (``cmd``), Gemini CLI's ``run_shell_command``, an argv-taking ``shell``.
+_SHELL_TOOLS: Final = (("exec_command", "cmd"), ("run_shell_command", "command"), ("shell", "command"))
+
+
+def shell_call(body: dict[str, Any], command: str) -> tuple[str, dict[str, Any]]:
+    """The call that runs ``command`` with the shell tool the request offers: ``bash`` (pi,
+    Claude Code, OpenCode) or another agent's own (:data:`_SHELL_TOOLS`); ``bash`` if none."""
+    tools = offered_tools(body)
+    if "bash" in tools:
+        return tools["bash"][0], {"command": command}
+    for name, argument in _SHELL_TOOLS:
+        if name in tools:
+            value: object = ["bash", "-lc", command] if name == "shell" else command
+            return tools[name][0], {argument: value}
+    return "bash", {"command": command}
 
 
 def _words(text: str) -> list[str]:
@@ -291,8 +333,7 @@ def _tool_reply(ask: Ask) -> Reply:
     result = trailing_tool_result(ask.body)
     if result is not None:
         return Reply(_text_pieces(tool_answer_text(ask.model, result)))
-    bash = offered_tool(ask.body, "bash")
-    call = _tool_call_pieces(bash, {"command": TOOL_COMMANDS[ask.model]})
+    call = _tool_call_pieces(*shell_call(ask.body, TOOL_COMMANDS[ask.model]))
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
@@ -302,7 +343,7 @@ def _shell_reply(ask: Ask) -> Reply:
     if result is not None:
         return Reply(_text_pieces(tool_answer_text(ask.model, result)))
     command = last_user_text_of(ask.body) or "true"
-    call = _tool_call_pieces(offered_tool(ask.body, "bash"), {"command": command})
+    call = _tool_call_pieces(*shell_call(ask.body, command))
     return Reply(_text_pieces(TOOL_PREAMBLE) + call, "tool_calls")
 
 
@@ -359,7 +400,10 @@ def offered_call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> 
     """A scripted call as the request offers its tool: the tool's spelling, and pi's argument
     shapes mapped to a ``file_path`` tool's (``path`` -> ``file_path``, one ``edits`` entry ->
     ``old_string``/``new_string``) or back, as the offered schema names them."""
-    offered, props = offered_tools(body).get(name.lower(), (name, frozenset()))
+    tools = offered_tools(body)
+    if name.lower() == "bash" and "bash" not in tools and isinstance(arguments.get("command"), str):
+        return shell_call(body, arguments["command"])
+    offered, props = tools.get(name.lower(), (name, frozenset()))
     mapped = dict(arguments)
     if "file_path" in props and "path" in mapped and "path" not in props:
         path = str(mapped.pop("path"))

@@ -1,13 +1,22 @@
 """The scripted model's HTTP server, on 127.0.0.1 only, so the real agents run offline (demo and
 tests).
 
-It speaks two wire formats (rendered by formats.py):
+It speaks four wire formats (rendered by formats.py, responses_api.py and gemini_api.py):
 
 * OpenAI chat completions: ``POST <base>/v1/chat/completions`` with ``stream: true``;
   answered with SSE ``data: {chat.completion.chunk}`` lines and ``data: [DONE]``.
 * Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 and Claude Code add ``?beta=true``);
   answered with ``event: <name>`` / ``data: {...}`` SSE pairs; ``/v1/messages/count_tokens``
   answers an estimate.
+* OpenAI Responses: ``POST <base>/v1/responses`` with ``stream: true`` (Codex); answered with
+  ``event: response.*`` SSE pairs.
+* Gemini: ``POST <base>/v1beta/models/<model>:streamGenerateContent?alt=sse`` (Gemini CLI);
+  answered with ``data: {GenerateContentResponse}`` lines; ``:generateContent`` answers the
+  whole reply at once and ``:countTokens`` an estimate.
+
+A Responses or Gemini request is read into the chat-completions shape (``messages``, ``tools``,
+``system``) before a scenario sees it, and recorded in that shape, with the request as sent under
+``raw``.
 
 The requested model id names a scenario (scenarios.py), written once as a wire-neutral
 :class:`Reply`, so every scenario works on both APIs.
@@ -29,6 +38,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Self
 
+from bridge.scripted_model import gemini_api, responses_api
 from bridge.scripted_model.formats import Frame, anthropic_frames, error_body, estimate_tokens, openai_frames
 from bridge.scripted_model.reply import Api, ErrorReply, wire_json
 from bridge.scripted_model.request_body import last_user_text_of, user_images_of, user_texts_of
@@ -84,6 +94,10 @@ def _api_of(path: str) -> Api | None:
         return "openai"
     if path.endswith("/messages"):
         return "anthropic"
+    if path.endswith("/responses"):
+        return "responses"
+    if gemini_api.gemini_call(path) is not None:
+        return "gemini"
     return None
 
 
@@ -213,8 +227,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._unknown_post()
             return
         body = self._json_object(api)
-        if body is not None:
-            self._answer(api, body)
+        if body is None:
+            return
+        if api == "gemini":
+            model, method = gemini_api.gemini_call(path) or ("", "")
+            shaped = gemini_api.chat_shape(model, body)
+            if method == "countTokens":
+                self.server.owner._record(self.path, None, {})
+                self._send_json(200, {"totalTokens": estimate_tokens(shaped)})
+                return
+            self._answer(api, shaped, body, whole=method == "generateContent")
+        elif api == "responses":
+            self._answer(api, responses_api.chat_shape(body), body)
+        else:
+            self._answer(api, body, body)
 
     def _count_tokens(self) -> None:
         """Anthropic's token count: an estimate of the request's messages (any body is accepted)."""
@@ -250,12 +276,13 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return parsed
 
-    def _answer(self, api: Api, body: dict[str, Any]) -> None:
-        """Record the request and answer with its scenario's reply: an error, a hang or a stream."""
+    def _answer(self, api: Api, body: dict[str, Any], raw: dict[str, Any], *, whole: bool = False) -> None:
+        """Record the request and answer with its scenario's reply: an error, a hang or a stream
+        (``whole``: the reply as one JSON answer, Gemini's ``generateContent``)."""
         owner = self.server.owner
         raw_model = body.get("model")
         model = raw_model if isinstance(raw_model, str) else ""
-        flaky_attempt = owner._record(self.path, model, body)
+        flaky_attempt = owner._record(self.path, model, body, raw)
         reply = build_reply(model, body, flaky_attempt)
         if reply.error is not None:
             self._send_json(reply.error.status, error_body(api, reply.error), reply.error.headers)
@@ -265,8 +292,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         delay = reply.delay * (owner.delay_scale if reply.scaled else 1.0)
+        if whole:
+            self._send_json(200, gemini_api.gemini_whole(model, reply, body))
+            return
         if api == "openai":
             frames = openai_frames(model, reply, body, delay)
+        elif api == "responses":
+            frames = responses_api.responses_frames(model, reply, body, delay)
+        elif api == "gemini":
+            frames = gemini_api.gemini_frames(model, reply, body, delay)
         else:
             frames = anthropic_frames(model, reply, body, delay)
         self._stream(frames)
@@ -405,7 +439,8 @@ class ScriptedModelServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every request received, oldest first: path, model, body, n (per model), t."""
+        """Every request received, oldest first: path, model, body (in the chat shape), raw (the
+        body as sent), n (per model), t."""
         with self._lock:
             return list(self._requests)
 
@@ -440,17 +475,29 @@ class ScriptedModelServer:
 
     # -- called by handler threads ----------------------------------------------------
 
-    def _record(self, path: str, model: str | None, body: dict[str, Any]) -> int:
-        """Record one request; returns the flaky attempt number (0 for other models)."""
+    def _record(
+        self, path: str, model: str | None, body: dict[str, Any], raw: dict[str, Any] | None = None
+    ) -> int:
+        """Record one request (``body`` in the chat shape, ``raw`` as sent); returns the flaky
+        attempt number (0 for other models)."""
         with self._lock:
             key = model or ""
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
-            entry = {"path": path, "model": model, "body": body, "n": n, "t": time.time()}
+            entry = {
+                "path": path,
+                "model": model,
+                "body": body,
+                "raw": body if raw is None else raw,
+                "n": n,
+                "t": time.time(),
+            }
             self._requests.append(entry)
             if self._record_path is not None:
                 with self._record_path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                    # A request already in the chat shape is written once, not twice.
+                    written = {k: v for k, v in entry.items() if k != "raw" or v is not body}
+                    out.write(json.dumps(written, ensure_ascii=False) + "\n")
             if model == "flaky":
                 self._flaky += 1
                 return self._flaky

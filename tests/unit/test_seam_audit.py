@@ -31,6 +31,7 @@ GENERIC = {"--session-id", "ANTHROPIC_API_KEY", "ANTHROPIC_OAUTH_TOKEN"}
 # Files that may name an agent's things, and why.
 PI_ALLOWED = {
     "agents/__init__.py": "the adapter index: it imports every agent package",
+    "agents/codex/__init__.py": "Codex names its own login file auth.json too",
     "scripted_model/__main__.py": "the scripted model's command line: it can write pi's models.json",
     "scripted_model/pi_config.py": "the scripted model's pi set-up: it writes pi's models.json",
     "scripted_model/scenarios.py": "a model standing in for pi's provider (its reply names pi's events)",

@@ -1,0 +1,542 @@
+"""Codex's live mode: one ``codex app-server`` per conversation (JSON-RPC over stdio, one object a
+line, no ``"jsonrpc"`` field).
+
+``initialize`` then ``thread/start`` (or ``thread/resume`` of the conversation's thread) prepare
+it; each prompt is a ``turn/start``; a cancel is ``turn/interrupt``, done once ``turn/completed``
+came. Codex asks before a command or a file change (``approvalPolicy: "untrusted"``) with a
+server request (``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval``),
+which the run's permission gate answers. The notifications are rewritten here into the lines of
+``codex exec --json`` that the mapper already reads (plus ``message.delta``, since the app-server
+streams the text), so one mapper serves both modes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import itertools
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Final
+
+import anyio
+import orjson
+import psutil
+
+from bridge.agents.codex import sessions
+from bridge.agents.codex.command import sandbox_mode
+from bridge.agents.codex.mapper import classify_exit
+from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.seam import (
+    AgentCommand,
+    AskDialog,
+    AskTool,
+    BridgeCommand,
+    CommandDone,
+    DoFileOp,
+    EventKind,
+    LaunchSpec,
+    LiveCommand,
+    LiveError,
+    LiveState,
+    ModelChoice,
+    RunOptions,
+    SessionStats,
+    ToolCheck,
+    ToolVerdict,
+)
+from bridge.contract import ErrorKind, PromptImage
+from bridge.process.spawn import ChildProcess
+from bridge.process.stdin_pipe import StdinClosed
+
+log = logging.getLogger(__name__)
+
+COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+#: How long the app-server's first answers may take (a native binary, but a busy machine).
+START_TIMEOUT_SECONDS: Final = 60.0
+#: The `-c` setting the launch names the conversation's stored thread in (Codex ignores it,
+#: saying so on stderr). In argv, not the environment: /proc's environ of a process read right
+#: after its spawn can still be the bridge's, before the exec (a resumed thread then started anew).
+THREAD_SETTING: Final = "pi_bridge_thread"
+PROVIDER: Final = "codex"
+_TURN_END: Final = (b'{"type":"turn.completed"', b'{"type":"turn.failed"')
+_BARE_END: Final = b'{"type":"turn.completed"}'
+_APPROVALS: Final = {
+    "item/commandExecution/requestApproval": "execute",
+    "item/fileChange/requestApproval": "edit",
+}
+
+
+def _snake(item: dict[str, Any]) -> dict[str, Any]:
+    """An app-server item in exec's spelling (``commandExecution`` → ``command_execution``)."""
+    kinds = {
+        "agentMessage": "agent_message",
+        "commandExecution": "command_execution",
+        "fileChange": "file_change",
+        "mcpToolCall": "mcp_tool_call",
+        "webSearch": "web_search",
+        "reasoning": "reasoning",
+    }
+    status = str(item.get("status") or "")
+    return {
+        "id": item.get("id"),
+        "type": kinds.get(str(item.get("type")), str(item.get("type"))),
+        "text": item.get("text"),
+        "command": item.get("command"),
+        "aggregated_output": item.get("aggregatedOutput"),
+        "exit_code": item.get("exitCode"),
+        "status": {"inProgress": "in_progress"}.get(status, status),
+        "changes": item.get("changes"),
+    }
+
+
+class CodexLive(LiveReader):
+    """The client side of one ``codex app-server``."""
+
+    def __init__(
+        self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        super().__init__(child, wait_writable=wait_writable)
+        self.asks: AskTool | None = None
+        self.dialogs: AskDialog | None = None
+        self.file_ops: DoFileOp | None = None  # Codex's tools do their own I/O
+        self._next_id = 0
+        self._waiting: dict[str, PendingCommand] = {}
+        self._interrupting: PendingCommand | None = None
+        self._end = _BARE_END
+        self._thread: str | None = None
+        self._turn: str | None = None
+        self._model: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._env: Mapping[str, str] = {}
+
+    # ------------------------------------------------------------------ the seam
+
+    @property
+    def asks_before_changes(self) -> bool:
+        """Codex asks before every command and file change (``untrusted``)."""
+        return True
+
+    @property
+    def run_end_line(self) -> bytes:
+        """The turn's end, rewritten as exec's ``turn.completed`` (or ``turn.failed``)."""
+        return self._end
+
+    async def prepare(self) -> LiveState:
+        """``initialize``, then the conversation's thread: started, or resumed when stored."""
+        with contextlib.suppress(psutil.Error, OSError):
+            self._env = self.child.handle.environ() if self.child.handle is not None else {}
+        await self.request(
+            "initialize", {"clientInfo": {"name": "pi-bridge", "version": "1"}}, START_TIMEOUT_SECONDS
+        )
+        self._write("initialized", orjson.dumps({"method": "initialized", "params": {}}) + b"\n")
+        launched = _launch_settings(self.child.argv)
+        params: dict[str, Any] = {
+            "cwd": self._cwd(),
+            "approvalPolicy": "untrusted",
+            "sandbox": launched.get("sandbox_mode") or "danger-full-access",
+        }
+        model = launched.get("model")
+        if model:
+            params["model"] = model
+        thread = launched.get(THREAD_SETTING)
+        if thread:
+            answer = await self.request(
+                "thread/resume", {**params, "threadId": thread}, START_TIMEOUT_SECONDS
+            )
+        else:
+            answer = await self.request("thread/start", params, START_TIMEOUT_SECONDS)
+        started = answer.get("thread")
+        self._thread = str(started["id"]) if isinstance(started, dict) and "id" in started else thread
+        self._model = str(answer.get("model") or model or "") or None
+        # Where Codex writes the thread (it creates the file with the first turn).
+        path = started.get("path") if isinstance(started, dict) else None
+        found = sessions.find_thread_file(self._thread, self._env)
+        return LiveState(
+            session_id=self._thread,
+            session_file=str(path) if isinstance(path, str) else str(found) if found else None,
+            provider=PROVIDER,
+            model=self._model,
+            message_count=1 if thread else 0,
+        )
+
+    def _cwd(self) -> str:
+        with contextlib.suppress(psutil.Error, OSError):
+            if self.child.handle is not None:
+                return str(self.child.handle.cwd())
+        return os.getcwd()
+
+    async def switch_session(self, session_file: str) -> LiveState:
+        """Refused: one app-server serves one conversation's thread."""
+        raise LiveError("could not switch: one Codex serves one thread", "switch_session", kind="refused")
+
+    async def set_model(self, provider: str, model: str) -> None:
+        """The next ``turn/start`` names this model."""
+        self._model = model
+
+    async def set_thinking(self, level: str) -> None:
+        """Nothing: no effort is mapped yet."""
+
+    async def available_models(self) -> tuple[ModelChoice, ...]:
+        """The model the thread runs (Codex's list is not read yet)."""
+        return (ModelChoice(PROVIDER, self._model, self._model),) if self._model else ()
+
+    async def thinking_levels(self) -> list[str]:
+        """None mapped yet."""
+        return []
+
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
+        """``turn/start`` now; `delivered` waits until Codex read it."""
+        inputs: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        params: dict[str, Any] = {"threadId": self._thread, "input": inputs}
+        if self._model:
+            params["model"] = self._model
+        self._end = _BARE_END
+        self._usage = None
+        return self.send_now("turn/start", params)
+
+    async def delivered(
+        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait until Codex accepted the turn (its answer names the turn, needed to interrupt it)."""
+        answer = await self.answer(pending, timeout)
+        turn = answer.get("turn")
+        if isinstance(turn, dict) and turn.get("id"):
+            self._turn = str(turn["id"])
+        return answer
+
+    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a request."""
+        request = own_command(pending)
+        try:
+            with anyio.move_on_after(timeout):
+                await request.answered.wait()
+        finally:
+            self._waiting.pop(request.command_id, None)
+        response = request.response
+        if response is None:
+            if self.closed.is_set():
+                raise LiveError(
+                    f"Codex's {request.name} got no answer: it closed", request.name, kind="closed"
+                )
+            raise LiveError(
+                f"Codex's {request.name} got no answer in {timeout:g} s", request.name, kind="timeout"
+            )
+        if "error" in response:
+            error = response["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise LiveError(f"Codex refused {request.name}: {message}", request.name, kind="refused")
+        result = response.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def request(
+        self, name: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Send one request and wait (bounded) for its answer."""
+        return await self.answer(self.send_now(name, params), timeout)
+
+    async def steer(self, text: str) -> None:
+        """Refused: not mapped yet."""
+        raise LiveError("Codex takes no steering here", "steer", kind="refused")
+
+    async def abort(self, timeout: float) -> None:
+        """Interrupt the turn; done once ``turn/completed`` came."""
+        await self.answer(self.send_abort_now(), timeout)
+
+    def send_abort_now(self) -> PendingCommand:
+        """``turn/interrupt`` now; its answer (the turn ended) is awaited with `answer`."""
+        pending = self.send_now("turn/interrupt", {"threadId": self._thread, "turnId": self._turn})
+        self._waiting.pop(pending.command_id, None)
+        self._interrupting = pending
+        return pending
+
+    def send_clear_queue_now(self) -> None:
+        """None: Codex holds no queue of the turn's messages."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing."""
+        return []
+
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+        """Nothing more than the turn's usage."""
+        return SessionStats()
+
+    async def commands(self) -> list[AgentCommand]:
+        """None read yet."""
+        return []
+
+    async def run_command(self, command: BridgeCommand) -> CommandDone:
+        """Refused: not mapped yet."""
+        raise LiveError(f"/{command.name} is not mapped for Codex", f"/{command.name}", kind="refused")
+
+    async def rename(self, title: str) -> None:
+        """Refused: not mapped yet."""
+        raise LiveError("Codex's threads take no title here", "rename", kind="refused")
+
+    async def clone(self) -> LiveState:
+        """Refused: not mapped yet."""
+        raise LiveError("Codex's threads are not forked here", "clone", kind="refused")
+
+    async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
+        """Refused: not mapped yet."""
+        raise LiveError("Codex's threads are not forked here", "fork", kind="refused")
+
+    def close_stdin(self) -> None:
+        """Ask the app-server for an orderly exit (stdin EOF)."""
+        self.child.stdin.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def send_now(self, name: str, params: dict[str, Any]) -> PendingCommand:
+        """Write a request now (from a synchronous callback too)."""
+        self._next_id += 1
+        pending = PendingCommand(name, str(self._next_id))
+        self._write(name, orjson.dumps({"id": self._next_id, "method": name, "params": params}) + b"\n")
+        self._waiting[pending.command_id] = pending
+        self._cut_client_wait()
+        return pending
+
+    def _write(self, name: str, line: bytes) -> None:
+        if self.closed.is_set():
+            raise LiveError(f"Codex's {name} could not be sent: it closed its output", name, kind="closed")
+        try:
+            self.child.stdin.write_now(line)
+        except (StdinClosed, OSError) as exc:
+            raise LiveError(f"Codex's {name} could not be sent: {exc}", name, kind="closed") from exc
+
+    # ------------------------------------------------------------------ reading
+
+    def _awaiting_answers(self) -> bool:
+        return bool(self._waiting) or self._interrupting is not None
+
+    def _on_closed(self) -> None:
+        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
+            pending.answered.set()
+
+    def _dispatch(self, lines: list[bytes]) -> None:
+        self.lines_read += len(lines)
+        events: list[bytes] = []
+        for line in lines:
+            try:
+                message = orjson.loads(line) if line else None
+            except orjson.JSONDecodeError:
+                events.append(line)  # the mapper counts what it cannot read
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "method" not in message and "id" in message:
+                self._answered(message)
+            elif "method" in message and "id" in message:
+                self._asked(message)
+            elif "method" in message:
+                events += self._event_lines(str(message["method"]), message.get("params") or {})
+        listener = self.listener
+        if events and listener is not None:
+            listener(events)
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        pending = self._waiting.pop(str(message["id"]), None)
+        if pending is not None:
+            pending.response = message
+            pending.answered.set()
+
+    def _event_lines(self, method: str, params: dict[str, Any]) -> list[bytes]:
+        """A notification as the exec lines the mapper reads (none for bookkeeping)."""
+        if method == "item/agentMessage/delta":
+            return [orjson.dumps({"type": "message.delta", "delta": params.get("delta", "")})]
+        if method in ("item/started", "item/completed"):
+            item = params.get("item")
+            if not isinstance(item, dict) or item.get("type") in ("userMessage", "agentMessage"):
+                return []
+            kind = "item.started" if method == "item/started" else "item.completed"
+            return [orjson.dumps({"type": kind, "item": _snake(item)})]
+        if method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage")
+            last = usage.get("last") if isinstance(usage, dict) else None
+            self._usage = last if isinstance(last, dict) else None
+            return []
+        if method == "turn/completed":
+            return [self._turn_over(params.get("turn"))]
+        return []
+
+    def _turn_over(self, turn: object) -> bytes:
+        turn = turn if isinstance(turn, dict) else {}
+        error = turn.get("error")
+        if turn.get("status") == "failed":
+            message = error.get("message") if isinstance(error, dict) else "Codex's turn failed"
+            line = orjson.dumps({"type": "turn.failed", "error": {"message": message}})
+        else:
+            raw = self._usage or {}
+            usage = {
+                "input_tokens": raw.get("inputTokens", 0),
+                "output_tokens": raw.get("outputTokens", 0),
+                "cached_input_tokens": raw.get("cachedInputTokens", 0),
+            }
+            line = orjson.dumps({"type": "turn.completed", "usage": usage})
+        self._end = line
+        interrupting, self._interrupting = self._interrupting, None
+        if interrupting is not None:
+            interrupting.response = {"result": {}}
+            interrupting.answered.set()
+        return line
+
+    def _asked(self, message: dict[str, Any]) -> None:
+        """A server request: an approval goes to the run's permission gate; anything else is
+        answered as unsupported."""
+        request_id = str(message["id"])
+        method = str(message["method"])
+        given = message.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        kind = _APPROVALS.get(method)
+        if kind is None:
+            error = {"code": -32601, "message": f"{method} is not supported by pi-bridge"}
+            self._write_quietly(orjson.dumps({"id": message["id"], "error": error}) + b"\n")
+            return
+        if request_id in self._open_checks:
+            return
+        self._open_checks.add(request_id)
+        command = params.get("command")
+        text = (
+            " ".join(command) if isinstance(command, list) else command if isinstance(command, str) else None
+        )
+        check = ToolCheck(
+            tool_call_id=str(params.get("itemId") or request_id),
+            tool="exec_command" if kind == "execute" else "apply_patch",
+            kind="execute" if kind == "execute" else "edit",
+            input=dict(params),
+            command=text,
+        )
+        asks, tasks = self.asks, self._tasks
+        if asks is None or tasks is None:
+            self._settle(request_id, _decision(message["id"], ToolVerdict(allow=False)))
+            return
+        tasks.start_soon(self._decide, request_id, check, asks, partial(_decision, message["id"]))
+
+
+def _header_size(path: str) -> int:
+    """The bytes of a rollout's leading ``session_meta`` lines."""
+    size = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            if b'"type":"session_meta"' not in line[:200]:
+                break
+            size += len(line)
+    return size
+
+
+def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
+    """The string ``-c key="value"`` settings of a launch's argv."""
+    found: dict[str, str] = {}
+    for flag, setting in itertools.pairwise(argv):
+        key, _, raw = setting.partition("=")
+        if flag == "-c" and raw:
+            with contextlib.suppress(ValueError):
+                value = json.loads(raw)
+                if isinstance(value, str):
+                    found[key] = value
+    return found
+
+
+def _bytes_before(path: str, mark: int) -> int:
+    """The bytes of a rollout's lines stamped before `mark` (ms since the epoch): up to the first
+    line stamped at or after it (a line without a stamp stays with those before it)."""
+    size = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            stamp = _stamp_ms(line)
+            if stamp is not None and stamp >= mark:
+                break
+            size += len(line)
+    return size
+
+
+def _stamp_ms(line: bytes) -> int | None:
+    """A rollout line's ``timestamp`` (``2026-12-06T09:24:44.224Z``) in ms, None without one."""
+    try:
+        stamp = orjson.loads(line).get("timestamp")
+        moment = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except (orjson.JSONDecodeError, AttributeError, ValueError):
+        return None
+    return int(moment.timestamp() * 1000)
+
+
+def _decision(request_id: object, verdict: ToolVerdict) -> bytes:
+    """The answer to an approval request."""
+    decision = "accept" if verdict.allow else "decline"
+    return orjson.dumps({"id": request_id, "result": {"decision": decision}}) + b"\n"
+
+
+class CodexLiveMode:
+    """Codex's `LiveMode`: one ``codex app-server`` per conversation."""
+
+    def launch_spec(
+        self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+    ) -> LaunchSpec:
+        """``codex app-server`` with the sandbox and model as ``-c`` settings, and the thread to
+        resume (read back from argv by `CodexLive.prepare`)."""
+        settings = {"sandbox_mode": sandbox_mode(options.sandbox)}
+        if options.model:
+            settings["model"] = options.model
+        if options.session_id:
+            settings[THREAD_SETTING] = options.session_id
+        flags = [part for key, value in settings.items() for part in ("-c", f"{key}={json.dumps(value)}")]
+        return LaunchSpec(argv=(*command, "app-server", *flags), cwd=options.cwd)
+
+    def client(
+        self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
+    ) -> CodexLive:
+        """The client of an app-server just spawned."""
+        return CodexLive(child, wait_writable=wait_writable)
+
+    def event_kind(self, line: bytes) -> EventKind | None:
+        """The turn's end settles it."""
+        return "settled" if line.startswith(_TURN_END) else None
+
+    def user_text(self, line: bytes) -> str | None:
+        """None: the prompt's echo is not passed on."""
+        return None
+
+    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
+        """None: continuing the newest thread is not mapped."""
+        return None
+
+    def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
+        """Whether Codex has written the thread."""
+        return sessions.find_thread_file(session_id, env) is not None
+
+    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
+        """The thread's rollout file, if stored."""
+        path = sessions.find_thread_file(session_id, env)
+        return str(path) if path is not None else None
+
+    def session_mark(self, path: str | None) -> int | None:
+        """The wall clock now, in milliseconds: Codex stamps every rollout line, and may still be
+        writing the turn before when the next prompt starts, so a size taken now could cut it."""
+        return time.time_ns() // 1_000_000
+
+    def cut_session_back(self, path: str, mark: int | None) -> None:
+        """Cut the rollout back before its first line stamped at or after `mark`; None (no
+        mark): back to its ``session_meta`` header, so the thread resumes with no turn."""
+        with contextlib.suppress(OSError):
+            keep = _header_size(path) if mark is None else _bytes_before(path, mark)
+            if os.path.getsize(path) > keep:
+                os.truncate(path, keep)
+
+    def classify_exit(
+        self, exit_code: int | None, signal_name: str | None, stderr: str
+    ) -> tuple[ErrorKind, bool]:
+        """Codex's exit classification."""
+        return classify_exit(exit_code, stderr)
+
+    def lacks_live_mode(self, stderr: str) -> bool:
+        """A Codex without ``app-server`` says so."""
+        return "app-server" in stderr and ("unrecognized" in stderr or "unexpected" in stderr)
+
+    def silence_may_mean_no_live_mode(self) -> bool:
+        """A Codex without app-server exits with a usage error: a silent one is slow."""
+        return False
