@@ -15,7 +15,7 @@ import {
   type StaticFeature,
 } from 'vscode-languageclient/node';
 import { Chat, targetOf } from './chat/view';
-import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
+import { readSettings, RESTART_KEYS, runParams, SYNCED_DOCUMENTS, type Settings } from './bridge/config';
 import { usageLabel } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
@@ -183,7 +183,10 @@ export class Controller implements vscode.Disposable {
       options: { env: { ...launch.env, ...first.env } },
     };
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [],
+      // Every file the user opens is synced (didOpen/didChange/didClose), so the bridge reads
+      // what the user sees and sends an agent's write to a dirty file as `workspace/applyEdit`,
+      // which vscode-languageclient applies to the buffer (it declares `workspace.applyEdit`).
+      documentSelector: [...SYNCED_DOCUMENTS],
       initializationOptions,
       // The JSON-RPC trace goes to this channel at log level Trace (vscode-languageclient 10+).
       outputChannel: this.log,

@@ -791,3 +791,80 @@ test('Restore checkpoint shows only on a turn that changed files (an edit, a com
   assert.deepEqual(shown, { t1: false, t2: true, t3: true });
   await view.page.close();
 });
+
+test("the agent's plan is pinned above the input, each entry with its status, replaced whole as it changes; a new conversation hides it", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'Fix the division by zero', chips: [], live: true } });
+  const plan = (statuses: ('pending' | 'in_progress' | 'completed')[], middle = 'Fix <b>division</b> by zero'): HostMessage => ({
+    type: 'entry',
+    payload: {
+      turnId: 't1', attempt: 1, stat: null,
+      entry: { type: 'plan', content: { entries: ['Read the parser', middle, 'Run the tests'].map((content, i) => ({ content, status: statuses[i]! })) } },
+    },
+  });
+  const shown = `[...document.querySelectorAll('#plan .plan-entry')].map((e) => e.dataset.status + ':' + e.querySelector('.plan-text').textContent)`;
+  view.post(plan(['completed', 'in_progress', 'pending']));
+  await view.flush();
+  await view.until(`document.querySelectorAll('#plan .plan-entry').length === 3`, 'the plan');
+  assert.deepEqual(await view.read<string[]>(shown), ['completed:Read the parser', 'in_progress:Fix <b>division</b> by zero', 'pending:Run the tests'], 'markup stays text');
+  assert.equal(await view.read<string>(`document.querySelector('#plan .plan-head').textContent`), 'Plan · 1/3 done');
+  assert.equal(
+    await view.read<boolean>(`document.getElementById('plan').parentElement.id === 'composer' && !!(document.getElementById('plan').compareDocumentPosition(document.getElementById('prompt')) & Node.DOCUMENT_POSITION_FOLLOWING)`),
+    true,
+    'the plan sits in the composer, above the input',
+  );
+  assert.equal(await view.read<number>(`document.querySelectorAll('#thread .plan-entry').length`), 0, 'not in the thread');
+  view.post(plan(['completed', 'in_progress', 'pending'], 'Fix division by zero in parse_expr'));
+  view.post(plan(['completed', 'completed', 'in_progress'], 'Fix division by zero in parse_expr'));
+  await view.flush();
+  await view.until(`document.querySelector('#plan .plan-head').textContent === 'Plan · 2/3 done'`, 'the plan replaced');
+  assert.deepEqual(await view.read<string[]>(`[...document.querySelectorAll('#plan .plan-entry')].map((e) => e.dataset.status)`), ['completed', 'completed', 'in_progress']);
+  await view.page.setViewport({ width: 560, height: 460 });
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-plan.png') });
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  await view.until(`document.getElementById('plan').hidden`, 'a new conversation hides the plan');
+  await view.page.close();
+});
+
+test("a subagent's tool calls fold under its parent's card, counted, closed until opened; a call of an unknown parent stays in the answer", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'Find where the parser divides', chips: [], live: true } });
+  const entry = (e: Extract<HostMessage, { type: 'entry' }>['payload']['entry']): HostMessage => ({ type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: e } });
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'task', name: 'Task', arguments: { description: 'Find the division', prompt: 'grep for /' } } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c1', name: 'Grep', arguments: { pattern: ' / ' }, parentToolCallId: 'task' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'c1', name: 'Grep', output: 'parser.py:12' } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c2', name: 'Read', arguments: { path: 'parser.py' }, parentToolCallId: 'task' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'c2', name: 'Read', output: 'x = a / b' } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'orphan', name: 'Read', arguments: { path: 'other.py' }, parentToolCallId: 'nobody' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'task', name: 'Task', output: 'parser.py line 12 divides' } }));
+  view.post(entry({ type: 'assistant', content: { text: 'The parser divides on line 12.' } }));
+  await view.flush();
+  await view.until(`document.querySelector('.tool[data-tool-call-id="task"]')?.dataset.status === 'completed' && !!document.querySelector('.assistant')`, 'the turn drawn');
+  const group = `document.querySelector('.tool[data-tool-call-id="task"] > details.subagent')`;
+  assert.deepEqual(
+    await view.read<string[]>(`[...${group}.querySelectorAll('.tool')].map((t) => t.dataset.toolCallId + ':' + t.dataset.status)`),
+    ['c1:completed', 'c2:completed'],
+  );
+  assert.equal(await view.read<string>(`${group}.querySelector('summary').textContent`), 'Subagent · 2 tool calls');
+  assert.equal(await view.read<boolean>(`${group}.open`), false, 'folded until opened');
+  assert.deepEqual(
+    await view.read<string[]>(`[...document.querySelector('.answer').children].map((c) => c.dataset.toolCallId ?? c.classList[0])`),
+    ['task', 'orphan', 'assistant'],
+    'only the parent and a call whose parent is unknown are in the answer',
+  );
+  assert.deepEqual(
+    await view.read<string[]>(`[...${group}.querySelectorAll('pre.tool-output')].map((p) => p.textContent)`),
+    ['parser.py:12', 'x = a / b'],
+    "each call shows its own output, never its parent's",
+  );
+  assert.equal(await view.read<string>(`document.querySelector('.tool[data-tool-call-id="task"] > pre.tool-output').textContent`), 'parser.py line 12 divides');
+  assert.equal(await view.read<string>(`document.querySelector('.tool[data-tool-call-id="task"] .tool-command').textContent`), 'Find the division', 'the Task card says what it is for');
+  await view.page.setViewport({ width: 560, height: 640 });
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-folded.png') });
+  await view.read(`${group}.open = true`);
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-open.png') });
+  await view.page.close();
+});
