@@ -1493,8 +1493,11 @@ test("the agent's plan shows in the chat, redrawn in place as it changes", funct
     end
     return { 'plan', { entries = entries } }
   end
+  -- As Claude Code's TodoWrite comes: its call, the plan, then the call's output above the plan.
   local buf = replay_in_chat({
+    { 'tool.call', { toolCallId = 'todo', name = 'TodoWrite', arguments = { todos = {} } } },
     plan({ 'completed', 'in_progress', 'pending' }),
+    { 'tool.completed', { toolCallId = 'todo', name = 'TodoWrite', output = 'Todos updated' } },
     { 'assistant', { text = 'Fixing it now.' } },
     plan({ 'completed', 'completed', 'in_progress' }),
   })
@@ -1505,6 +1508,8 @@ test("the agent's plan shows in the chat, redrawn in place as it changes", funct
     vim.list_slice(lines, row + 1, row + 4),
     'each entry with its status, once, the text after it kept'
   )
+  truthy(lines[row - 2]:find('⚙ TodoWrite', 1, true), 'the call above: ' .. lines[row - 2])
+  eq('  │ Todos updated', lines[row - 1], "the call's output stays under its own line")
   local heads = vim.tbl_filter(function(l)
     return vim.startswith(l, '▤ plan')
   end, lines)
@@ -1521,7 +1526,7 @@ test("a subagent's tool calls are folded under its parent's line, its output aft
     { 'tool.completed', { toolCallId = 'task', name = 'Task', output = 'parser.py line 12 divides' } },
     { 'assistant', { text = 'The parser divides on line 12.' } },
   })
-  local lines, row = line_with(buf, 'Task: ')
+  local lines, row = line_with(buf, 'Task: Find the division')
   truthy(lines[row]:find('[done]', 1, true), 'the parent is done: ' .. lines[row])
   eq({
     '  │ ⚙ Grep: {"pattern":" / "}  [done]',

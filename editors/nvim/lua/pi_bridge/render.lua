@@ -279,6 +279,8 @@ local function tool_summary(name, arguments)
   local args = arguments or {}
   local s = type(args.command) == 'string' and args.command
     or type(args.path) == 'string' and args.path
+    or type(args.file_path) == 'string' and args.file_path
+    or type(args.description) == 'string' and args.description -- a subagent's (Task)
     or vim.json.encode(args)
   s = s:gsub('\n', ' ')
   if #s > 80 then
@@ -320,13 +322,38 @@ local function diff_counts(diff)
   return ('+%d -%d'):format(added, removed)
 end
 
+--- Insert `lines` before 0-based `row`: the marks of the line that was there (a tool's, the
+--- plan's) move down with it (their left gravity would keep them on the first inserted line).
+local function insert_at(buf, row, lines)
+  local moved = api.nvim_buf_get_extmarks(buf, ns_tool, { row, 0 }, { row, 0 }, {})
+  api.nvim_buf_set_lines(buf, row, row, true, lines)
+  for _, m in ipairs(moved) do
+    api.nvim_buf_set_extmark(buf, ns_tool, row + #lines, 0, vim.tbl_extend('force', MARK, { id = m[1] }))
+  end
+end
+
+--- Replace the `count` lines from 0-based `start` with `lines`, line by line: nvim_buf_set_lines
+--- over a range would drag the marks of the line after it (the next tool's, the plan's) into it.
+local function replace_lines(buf, start, count, lines)
+  local same = math.min(count, #lines)
+  for i = 0, same - 1 do
+    local old = api.nvim_buf_get_lines(buf, start + i, start + i + 1, true)[1]
+    api.nvim_buf_set_text(buf, start + i, 0, start + i, #old, { lines[i + 1] })
+  end
+  if #lines > count then
+    insert_at(buf, start + count, vim.list_slice(lines, count + 1))
+  elseif #lines < count then
+    api.nvim_buf_set_lines(buf, start + #lines, start + count, true, {})
+  end
+end
+
 --- Replace the tool's status and folded output in place.
 local function update_tool(buf, tool, status, output)
   local row = api.nvim_buf_get_extmark_by_id(buf, ns_tool, tool.mark, {})[1]
   if not row then
     return
   end
-  api.nvim_buf_set_lines(buf, row, row + 1, true, { tool_line(tool, status) })
+  replace_lines(buf, row, 1, { tool_line(tool, status) })
   if output == nil or tool.child then
     return -- a subagent's call is one line in its parent's fold
   end
@@ -340,7 +367,7 @@ local function update_tool(buf, tool, status, output)
     lines = vim.list_slice(lines, 1, MAX_OUTPUT_LINES)
     lines[#lines + 1] = ('… %d more lines'):format(more)
   end
-  api.nvim_buf_set_lines(buf, row + 1, row + 1 + tool.lines, true, body(lines))
+  replace_lines(buf, row + 1, tool.lines, body(lines))
   tool.lines = #lines
 end
 
@@ -411,7 +438,7 @@ function M.message(run, msg)
         -- A subagent's call: one line folded under its parent's, after the calls before it.
         tool.child = true
         row = prow + 1 + (parent.kids or 0)
-        api.nvim_buf_set_lines(buf, row, row, true, { tool_line(tool, 'running') })
+        insert_at(buf, row, { tool_line(tool, 'running') })
         parent.kids = (parent.kids or 0) + 1
       else
         row = append(buf, { tool_line(tool, 'running') })
@@ -423,7 +450,7 @@ function M.message(run, msg)
       local lines = M.plan_lines(c.entries or {})
       local at = view.plan and api.nvim_buf_get_extmark_by_id(buf, ns_tool, view.plan.mark, {})[1]
       if at then
-        api.nvim_buf_set_lines(buf, at, at + view.plan.lines, true, lines)
+        replace_lines(buf, at, view.plan.lines, lines)
       else
         at = append(buf, lines)
         view.plan = { mark = api.nvim_buf_set_extmark(buf, ns_tool, at, 0, MARK) }
