@@ -81,7 +81,10 @@ def main() -> int:
                         "changes": {
                             uri: [
                                 {
-                                    "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 8}},
+                                    "range": {
+                                        "start": {"line": 1, "character": 0},
+                                        "end": {"line": 1, "character": 8},
+                                    },
                                     "newText": "line 2, edited by the agent",
                                 }
                             ]
