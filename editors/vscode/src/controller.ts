@@ -16,7 +16,7 @@ import {
 } from 'vscode-languageclient/node';
 import { Chat, targetOf } from './chat/view';
 import { readSettings, RESTART_KEYS, runParams, SYNCED_DOCUMENTS, type Settings } from './bridge/config';
-import { usageLabel } from './chat/conversation';
+import { usageLabel, type ConversationMemory, type RememberedConversation } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
 import {
@@ -94,6 +94,7 @@ export class Controller implements vscode.Disposable {
       },
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
+      memory: workspaceMemory(context.workspaceState),
     });
     this.firstRun = new FirstRun(context, () => this.restart(), this.log);
     this.models = new Models({
@@ -463,4 +464,18 @@ function progressLine(record: RunRecord): string {
 function defaultCwd(): string | undefined {
   const folder = vscode.workspace.workspaceFolders?.[0];
   return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
+}
+
+/** Conversations remembered in the workspace's state (a bounded number, the latest kept). */
+function workspaceMemory(state: vscode.Memento): ConversationMemory {
+  const KEY = 'piBridge.conversations';
+  const MAX = 50;
+  const all = (): Record<string, RememberedConversation> => state.get<Record<string, RememberedConversation>>(KEY) ?? {};
+  return {
+    get: (sessionId) => all()[sessionId],
+    set: (sessionId, conversation) => {
+      const kept = Object.entries(all()).filter(([id]) => id !== sessionId);
+      void state.update(KEY, Object.fromEntries([...kept.slice(-(MAX - 1)), [sessionId, conversation]]));
+    },
+  };
 }

@@ -14,10 +14,11 @@ import { CancellationTokenSource } from 'vscode-jsonrpc';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import type { ApprovalView, HostMessage } from '../src/chat/chatProtocol.js';
 import { Conversations } from '../src/chat/conversations.js';
+import type { ConversationMemory, RememberedConversation } from '../src/chat/conversation.js';
 import { chatPage } from '../src/chat/page.js';
 import type { RunParams } from '../src/bridge/protocol.js';
 import { Session } from '../src/bridge/session.js';
-import { fakePiCommand, processesMatching, startBridge, withTimeout, type Bridge } from './harness.js';
+import { fakePiCommand, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness.js';
 
 const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
@@ -867,4 +868,61 @@ test("a subagent's tool calls fold under its parent's card, counted, closed unti
   await view.read(`${group}.open = true`);
   await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-open.png') });
   await view.page.close();
+});
+
+test("a reopened conversation keeps its mode, title, footers and answered approval cards (#35), from the chat's memory beside pi's history", { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const saved = new Map<string, RememberedConversation>();
+  const memory: ConversationMemory = { get: (id) => saved.get(id), set: (id, c) => void saved.set(id, structuredClone(c)) };
+  const first = await openChat();
+  let runId = '';
+  const conversations = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, id) => {
+      runId = id;
+      return { prompt, runId: id, model: 'toolsteer' };
+    },
+    post: (message) => first.post(message),
+    memory,
+  });
+  const conversation = conversations.current;
+  conversation.replay();
+  await conversation.setMode('auto-edit');
+  // The turn asks the user once (as the bridge's pi/requestPermission would) and is answered Deny.
+  const sending = conversation.send('Run the slow command');
+  await waitUntil(() => runId !== '' && conversation.turnPlace(runId) !== undefined, RUN_TIMEOUT, 'the turn to start');
+  const asked = conversations.requestPermission({
+    runId, toolCallId: 'call-x', tool: 'bash', kind: 'execute', title: 'bash sleep 2', input: { command: 'sleep 2' },
+    options: [{ optionId: 'allow', kind: 'allow_once', name: 'Allow' }, { optionId: 'deny', kind: 'reject_once', name: 'Deny' }],
+  });
+  conversation.answerApproval(`${runId}/call-x`, 'deny', 'not now');
+  assert.equal((await asked).optionId, 'deny');
+  await withTimeout(sending, RUN_TIMEOUT, 'the turn');
+  const sessionId = conversation.sessionId!;
+  const footer = (view: ChatView): Promise<string> => view.read<string>(`document.querySelector('section.turn .turn-status .turn-summary')?.textContent ?? ''`);
+  await first.flush();
+  const shownBefore = await footer(first);
+  assert.match(shownBefore, /^Done · /, shownBefore);
+  await first.page.close();
+
+  // Another window (a reload, a restart): the conversation is reopened from pi/session.
+  const second = await openChat();
+  const again = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, runId2) => ({ prompt, runId: runId2, model: 'text' }),
+    post: (message) => second.post(message),
+    memory,
+  });
+  assert.equal(await again.open(sessionId), true);
+  await second.flush();
+  await second.until(`!!document.querySelector('section.turn .turn-status .turn-summary')`, 'the footer of the reopened turn');
+  assert.equal(await footer(second), shownBefore, 'the footer as it was');
+  assert.equal(again.current.mode, 'auto-edit', 'the mode as it was');
+  assert.equal(await second.read<string>(`document.getElementById('mode').value`), 'auto-edit');
+  assert.equal(again.current.title, 'Run the slow command', 'the title as it was');
+  assert.deepEqual(
+    await second.read<{ state: string; outcome: string }[]>(`[...document.querySelectorAll('.approval')].map((c) => ({ state: c.dataset.state, outcome: c.querySelector('.approval-outcome').textContent }))`),
+    [{ state: 'answered', outcome: 'Denied: not now' }],
+    'the answered approval card',
+  );
+  await second.page.close();
 });

@@ -11,7 +11,7 @@ import * as vscode from 'vscode';
 import type { CancellationToken } from 'vscode-jsonrpc';
 import type { HostMessage, HostToView, SetupAction, ViewMessage } from './chatProtocol';
 import { ruleLabel } from './approvals';
-import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
+import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation';
 import { Checkpoints } from './checkpoints';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
@@ -45,6 +45,8 @@ export interface ChatDeps {
   onSetup(action: SetupAction): void;
   /** The header's model picker picked `provider/id` ('' for the agent's default; models.ts). */
   onPickModel(value: string): void;
+  /** Where each conversation's mode, footers and approval cards are kept for a reopen. */
+  memory?: ConversationMemory;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -77,6 +79,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       onTitle: () => this.showTitle(),
       cwd: () => this.deps.cwd(),
       log: (message) => this.deps.log.warn(message),
+      memory: this.deps.memory,
     });
     this.checkpoints = new Checkpoints({
       session: () => this.deps.session(),
