@@ -94,6 +94,7 @@ export class Controller implements vscode.Disposable {
       },
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
+      onDemo: () => void this.models.demo(this.chat, () => void this.firstRun.run('scripted')),
       memory: workspaceMemory(context.workspaceState),
     });
     this.firstRun = new FirstRun(context, () => this.restart(), this.log);
