@@ -1163,6 +1163,57 @@ test('the first run without a provider: the chat says what is missing, its scrip
   await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${typeof model === 'string' && model ? model : 'default'}"]`, { timeout: UI_TIMEOUT });
 }));
 
+test("issue 35: a key set from the chat's setup card is kept in the secret storage, not the settings, and reaches the agent's environment", { timeout: 5 * UI_TIMEOUT }, () => step('secret-key', async () => {
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const original = readFileSync(settingsFile, 'utf8');
+  const emptyAgent = join(tmp, 'empty-agent-key');
+  mkdirSync(emptyAgent, { recursive: true });
+  const settings = JSON.parse(original) as Record<string, unknown>;
+  delete settings['piBridge.pi.provider'];
+  delete settings['piBridge.pi.model'];
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: default"]', { timeout: UI_TIMEOUT });
+  await runCommand('pi: New Conversation');
+  const frame = await chatFrame();
+  const prompt = `no key yet ${tag}`;
+  await sendInChat(frame, prompt);
+  await waitForTurn(frame, prompt, "status === 'failed' && !!s.querySelector('.setup-card')", 'the setup card');
+  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
+  const before = starts();
+  await chatClick(frame, '.setup-card button[data-action="key"]');
+  // The provider pick: another provider, whose key variable the user names.
+  await page.waitForSelector('.quick-input-list .monaco-list-row[aria-label*="Another provider"]', { visible: true, timeout: UI_TIMEOUT });
+  const pick = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true });
+  await pick!.type('Another provider');
+  await page.keyboard.press('Enter');
+  await answerInputBox('pi: the variable pi reads the key from', 'CEREBRAS_API_KEY');
+  const key = `sk-e2e-${tag}-secret`;
+  await answerInputBox('pi: CEREBRAS_API_KEY', key);
+  await waitUntilAsync(() => Promise.resolve(starts() > before), UI_TIMEOUT, 'the bridge to restart with the key');
+  // The agent's process has it in its environment (read from /proc, not from what the bridge says).
+  const again = `with a key ${tag}`;
+  await sendInChat(frame, again);
+  let seen = false;
+  await waitUntilAsync(() => {
+    for (const pid of processesMatching(PI_PROCESS)) {
+      try {
+        seen ||= readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`CEREBRAS_API_KEY=${key}`);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return Promise.resolve(seen);
+  }, UI_TIMEOUT, "pi with the key in its environment");
+  await waitForTurn(frame, again, "status !== 'running'", 'the prompt with the key to end');
+  // Never in the settings or the workbench's state files as plain text, nor in the extension's log.
+  assert.ok(!readFileSync(settingsFile, 'utf8').includes(key), 'not in settings.json');
+  assert.ok(!extensionLog().includes(key), "not in the extension's log");
+  writeFileSync(settingsFile, original);
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
+}));
+
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {
   // The activation check has logged one report per bridge start already: wait for one more.
   const reports = (): number => extensionLog().split('doctor: ok pi models:').length - 1;
