@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import tempfile
@@ -43,6 +44,14 @@ def make_workspace(root: Path, files: int) -> Path:
     return root
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its ended children (git): a turn's cost on an idle
+    machine, which a shared one's wall clock overstates."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -60,7 +69,9 @@ def turn_cost(workspace: Path, turns: int) -> dict[str, Any]:
         first = time.perf_counter() - started
         whole: list[float] = []
         before_only: list[float] = []
+        cpu: list[float] = []
         for turn in range(turns):
+            cpu_started = _cpu()
             started = time.perf_counter()
             before = repo.snapshot(f"t{turn}-before", "before")
             taken = time.perf_counter()
@@ -71,6 +82,7 @@ def turn_cost(workspace: Path, turns: int) -> dict[str, Any]:
             after = repo.snapshot(f"t{turn}-after", "after")
             repo.changed(before.commit, after.commit)
             done = time.perf_counter()
+            cpu.append(_cpu() - cpu_started)
             whole.append((taken - started) + (done - changed_at))
             before_only.append(taken - started)
     return {
@@ -81,6 +93,7 @@ def turn_cost(workspace: Path, turns: int) -> dict[str, Any]:
         "turn_p95_ms": ms(_percentile(whole, 0.95)),
         "before_p50_ms": ms(median(before_only)),
         "before_p95_ms": ms(_percentile(before_only, 0.95)),
+        "turn_cpu_p50_ms": ms(median(cpu)),
     }
 
 
@@ -172,7 +185,8 @@ def summary(res: dict[str, Any]) -> list[str]:
     return [
         f"checkpoints, {cost['files']:,} files: first snapshot {cost['first_snapshot_ms']:.0f} ms; per turn "
         f"p50 {cost['turn_p50_ms']:.1f} ms, p95 {cost['turn_p95_ms']:.1f} ms (the snapshot before: "
-        f"p50 {cost['before_p50_ms']:.1f} ms, p95 {cost['before_p95_ms']:.1f} ms; {cost['turns']} turns)",
+        f"p50 {cost['before_p50_ms']:.1f} ms, p95 {cost['before_p95_ms']:.1f} ms; {cost['turns']} turns; "
+        f"CPU per turn p50 {cost['turn_cpu_p50_ms']:.1f} ms)",
         f"checkpoints, first delta: on {delta['on_ms']:.1f} ms, off {delta['off_ms']:.1f} ms: "
         f"{delta['added_ms']:+.1f} ms, noise (off's IQR) {delta['noise_ms']:.1f} ms "
         f"({delta['trials']} trials)",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,3 +110,25 @@ def ensure_pi_acp() -> bool:
     except (OSError, subprocess.SubprocessError) as exc:
         _note(f"could not install pi-acp: {exc}")
     return PI_ACP.exists()
+
+
+def side_by_side_main(
+    argv: list[str] | None,
+    prog: str,
+    doc: str,
+    count: tuple[str, int, str],
+    run: Callable[[int], dict[str, Any]],
+    summary: Callable[[dict[str, Any]], list[str]],
+) -> int:
+    """The command line of a with/without benchmark: its count flag, its summary, its figures as
+    JSON (the raw samples left out) and how long it took."""
+    flag, default, help_text = count
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument(f"--{flag}", type=int, default=default, help=help_text)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    res = run(getattr(args, flag))
+    print("\n".join(summary(res)))
+    print(json.dumps({k: {n: v for n, v in f.items() if not n.startswith("raw")} for k, f in res.items()}))
+    print(f"{time.perf_counter() - started:.0f} s")
+    return 0

@@ -15,13 +15,11 @@ without.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
-import time
 from typing import Any
 
-from bench.common import base_env, bridge_argv, median, ms
+from bench.common import base_env, bridge_argv, median, ms, side_by_side_main
 from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
 from bench.realpi import run_params
@@ -120,15 +118,8 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.file_ops", description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=100, help="calls of each op on each side")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    res = run(args.samples)
-    print("\n".join(summary(res)))
-    print(json.dumps({k: {n: v for n, v in f.items() if not n.startswith("raw")} for k, f in res.items()}))
-    print(f"{time.perf_counter() - started:.0f} s")
-    return 0
+    count = ("samples", 100, "calls of each op on each side")
+    return side_by_side_main(argv, "python -m bench.file_ops", __doc__ or "", count, run, summary)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 from bench import crowd
 from bench.report_checkpoints import checkpoint_rows, checkpoints_section
 from bench.report_gate import commits_section, gate_rows, gate_section
-from bench.report_sandbox import sandbox_rows, sandbox_section
+from bench.report_sandbox import file_ops_section, sandbox_rows, sandbox_section
 
 R = dict[str, Any]
 
@@ -575,6 +575,8 @@ def _method_sections(res: R, plan: R) -> list[str]:
         out += checkpoints_section(res["checkpoints"])
     if res.get("sandbox"):
         out += sandbox_section(res["sandbox"], res["command"])
+    if res.get("file_ops"):
+        out += file_ops_section(res["file_ops"], res["command"])
     out += commits_section()
     out += _REPRODUCING
     return out

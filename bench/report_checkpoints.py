@@ -46,7 +46,10 @@ def checkpoints_section(cp: R) -> list[str]:
         "repository the bridge keeps for it (bridge/runs/shadow_git.py) takes its first snapshot (every",
         f"file hashed once: {turn['first_snapshot_ms']:.0f} ms), then each of {turn['turns']} turns changes",
         "5 files and takes what a prompt takes: the snapshot before, the snapshot after, the list of",
-        "changed files.",
+        "changed files. After the first snapshot a watcher (inotify, bridge/runs/fs_watch.py) names",
+        "the paths that changed and a snapshot reads only those; a snapshot with nothing changed is",
+        "the last one again, with no git run. The first snapshot is taken in the background when a",
+        "conversation opens, off every prompt's path.",
         "**First delta:** two bridges, one with `checkpoints: false`, each with a live conversation in a",
         f"copy of the workspace; {delta['trials']} `text` prompts alternate between them, pi/run sent →",
         "first `assistant` message. The snapshot before a prompt is taken in a worker thread once the",
@@ -57,6 +60,11 @@ def checkpoints_section(cp: R) -> list[str]:
         "|---|---|---|",
         f"| a turn's whole checkpoint work | {turn['turn_p50_ms']:.1f} ms | {turn['turn_p95_ms']:.1f} ms |",
         f"| the snapshot before a prompt | {turn['before_p50_ms']:.1f} ms | {turn['before_p95_ms']:.1f} ms |",
+        *(
+            [f"| a turn's CPU (bench + git) | {turn['turn_cpu_p50_ms']:.1f} ms | |"]
+            if "turn_cpu_p50_ms" in turn
+            else []
+        ),
         "",
         "| first delta | checkpoints on | off | added | noise (off's interquartile range) |",
         "|---|---|---|---|---|",

@@ -24,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import agents, checkpoints, crowd, gate, realpi, sandbox, sidebyside, streams, throughput
+from bench import agents, checkpoints, crowd, file_ops, gate, realpi, sandbox, sidebyside, streams, throughput
 from bench.common import (
     BENCH,
     CACHE,
@@ -76,6 +76,8 @@ class Plan:
     checkpoint_trials: int = 20
     # Alternating trials of the sandbox's figures (bench/sandbox.py).
     sandbox_trials: int = 100
+    # Calls of each file op on each side (bench/file_ops.py).
+    file_op_samples: int = 100
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
@@ -100,6 +102,7 @@ QUICK = Plan(
     checkpoint_turns=3,
     checkpoint_trials=2,
     sandbox_trials=3,
+    file_op_samples=10,
 )
 
 
@@ -324,11 +327,31 @@ def bench_sandbox(plan: Plan, model: Any) -> dict[str, Any]:
     return out
 
 
+def bench_file_ops(plan: Plan) -> dict[str, Any]:
+    """13: a read and a write through the bridge's file operations against pi's own."""
+    out = file_ops.run(plan.file_op_samples)
+    for line in file_ops.summary(out):
+        _log(line)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
 EVERYTHING = frozenset(
-    {"throughput", "first", "cancel", "startup", "side", "crowd", "agents", "gate", "checkpoints", "sandbox"}
+    {
+        "throughput",
+        "first",
+        "cancel",
+        "startup",
+        "side",
+        "crowd",
+        "agents",
+        "gate",
+        "checkpoints",
+        "sandbox",
+        "fileops",
+    }
 )
 
 
@@ -343,7 +366,8 @@ def _parser() -> argparse.ArgumentParser:
         "--only",
         nargs="*",
         default=None,
-        help="run only these: throughput first cancel startup side crowd agents gate checkpoints sandbox",
+        help="run only these: throughput first cancel startup side crowd agents gate checkpoints sandbox "
+        "fileops",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -419,6 +443,8 @@ def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None
         results["agents"] = _bench_agents(plan)
     if "checkpoints" in only:
         results["checkpoints"] = bench_checkpoints(plan)
+    if "fileops" in only:
+        results["file_ops"] = bench_file_ops(plan)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,6 @@ The added latency is each figure's median with the sandbox less its median witho
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -28,13 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import base_env, median, ms
+from bench.common import base_env, median, ms, side_by_side_main
 from bench.conversation import RawRpc
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
 from bridge.process import bwrap, seccomp
+from bridge.runs.gate import ModeBoard
 from bridge.runs.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
 
 SETTINGS = SandboxSettings(mode="workspace-write", network=False)
@@ -81,13 +81,14 @@ def pi_cost(model: ModelEnv, trials: int) -> dict[str, Any]:
     """Figure 1: pi's bash call with and without the sandbox (ms)."""
     times: dict[str, list[float]] = {"with": [], "without": []}
     with tempfile.TemporaryDirectory(prefix="pi-bench-sandbox-") as tmp:
-        gate_dir, root = Path(tmp) / "gate", Path(tmp) / "state"
-        gate_dir.mkdir()
-        board = SandboxBoard(root)
-        pis = {name: SandboxedPi(model, gate_dir, board.path) for name in ("with", "without")}
+        modes, board = ModeBoard(Path(tmp) / "gate"), SandboxBoard(Path(tmp) / "state")
+        pis = {name: SandboxedPi(model, modes.path, board.path) for name in ("with", "without")}
         try:
-            board.publish(pis["with"].session_id(), SETTINGS, str(model.workdir), dict(os.environ))
-            pis["without"].session_id()
+            sandboxed = pis["with"].session_id()
+            board.publish(sandboxed, SETTINGS, str(model.workdir), dict(os.environ))
+            # The gate reads a conversation without a mode file as `ask`: both run in `full`.
+            modes.publish(sandboxed, "full")
+            modes.publish(pis["without"].session_id(), "full")
             for pi in pis.values():  # one unmeasured call each
                 pi.bash_call()
             for trial in range(trials):
@@ -161,15 +162,8 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.sandbox", description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=40, help="alternating trials of each figure")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    res = run(args.trials)
-    print("\n".join(summary(res)))
-    print(json.dumps({k: {n: v for n, v in f.items() if not n.startswith("raw")} for k, f in res.items()}))
-    print(f"{time.perf_counter() - started:.0f} s")
-    return 0
+    count = ("trials", 40, "alternating trials of each figure")
+    return side_by_side_main(argv, "python -m bench.sandbox", __doc__ or "", count, run, summary)
 
 
 if __name__ == "__main__":

@@ -371,7 +371,7 @@ class ToolVerdict:
     reason: str | None = None
 
 
-FileOpName = Literal["read", "access", "write", "mkdir", "kind", "listdir", "search"]
+FileOpName = Literal["read", "access", "write", "mkdir", "kind", "listdir", "search", "exec", "poll", "kill"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +381,11 @@ class FileOp:
     `path` is absolute, as the agent resolved it. `read` answers the bytes, `access` nothing (or
     refused; `write` True: to write too), `write` puts `data`, `mkdir` makes a dir and its
     parents, `kind` says what the path is, `listdir` its names, `search` judges a tree's root.
+
+    The agent's shell tool hands its command over the same way, for the editor's terminal
+    (bridge/runs/editor_commands.py): `exec` runs `command` in `path` (its cwd), answered
+    `local` when the editor runs none (the agent runs it itself) or with a `terminal_id`; `poll`
+    answers that terminal's output so far (and its exit, `done`); `kill` ends it.
     """
 
     tool_call_id: str
@@ -389,6 +394,8 @@ class FileOp:
     path: str
     data: bytes | None = None
     write: bool = False
+    command: str | None = None
+    terminal_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +406,13 @@ class FileOpResult:
     data: bytes | None = None
     kind: Literal["file", "dir", "other", "missing"] | None = None
     names: tuple[str, ...] | None = None
+    #: A command's answers (see `FileOp`): run it yourself, or its terminal and how it stands.
+    local: bool = False
+    terminal_id: str | None = None
+    output: str | None = None
+    done: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
 
 
 #: Does one file operation (the run's file access policy); the live client awaits it.

@@ -66,6 +66,7 @@ from bridge.process.shutdown import (
     stop_descendants,
     wait_exit,
 )
+from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +355,7 @@ class RpcAttempt:
             except CheckoutCancelled:
                 return self._cancelled_before_prompt()
         try:
+            mark("engine.prompt")
             return agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
         except LiveError as exc:
             if not last_try:

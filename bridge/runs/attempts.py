@@ -26,6 +26,7 @@ from bridge.engines.json_engine import Attempt
 from bridge.engines.rpc_engine import RpcAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.process.trace import mark
 from bridge.runs import sandbox
 from bridge.runs.checkpoints import Checkpoints
 from bridge.runs.gate import Gate
@@ -84,6 +85,7 @@ class Attempts:
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
+        mark("run.drive")
         problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)
@@ -91,7 +93,9 @@ class Attempts:
         if self.gate is not None:
             trusted = await self.gate.trusts(run, self.config.env)
             run.options = dataclasses.replace(run.options, trusted=trusted)
+        mark("run.trusted")
         lease = await self._lease(run)
+        mark("run.leased")
         if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
             receipt = _no_processes()
             run.cancel_receipt = receipt
@@ -193,6 +197,7 @@ class Attempts:
         self.pool.session_in_use(session)
         if lease is not None:  # a live conversation takes nothing from the pool: drop its copies
             self.pool.forget_session(session)
+        mark("run.slot")
         if self.checkpoints is not None and not run.cancel.cancelled:
             self.checkpoints.begin(run)
         try:

@@ -119,6 +119,9 @@ class Checkpoints:
         self._spawn = spawn
         self.git = find_git(os.environ.get("PATH"))
         self._locks: dict[str, anyio.Lock] = {}
+        self._repos: dict[str, ShadowRepo] = {}
+        #: Per repository, its snapshots spawned and not yet taken (the next waits behind them).
+        self._queued: dict[str, int] = {}
         self._pending: dict[str, tuple[str, Snapshot | None]] = {}
         #: Per conversation, the records of its ended turns still being written: a listing or a
         #: rewind waits for them, so it never misses the turn that just answered.
@@ -140,6 +143,24 @@ class Checkpoints:
 
     # ------------------------------------------------------------------ taking them
 
+    def prepare(self, cwd: str) -> None:
+        """Take the workspace's first snapshot now, in the background (a conversation opens):
+        it hashes every file, and from it on a snapshot costs only what changed."""
+        if not self.status()[0]:
+            return
+        repo = self._repo(cwd)
+        if repo.watching:
+            return
+
+        async def warm() -> None:
+            try:
+                async with self._lock(repo):
+                    await anyio.to_thread.run_sync(repo.warm)
+            except ShadowGitError as exc:
+                log.info("the workspace's first snapshot: %s", exc)
+
+        self._spawn(warm)
+
     def begin(self, run: Run) -> None:
         """Start the run's snapshot (a prompt of a conversation); its tools wait for it."""
         if not self.status()[0] or run.options.command is not None:
@@ -148,10 +169,50 @@ class Checkpoints:
 
         def start() -> None:
             assert run.before_tools is not None
-            if not self._spawn(lambda: _guarded(run, self._take_before(run))):
+            if self._take_before_now(run):
+                return
+            repo = self._repo(run.options.cwd)
+            self._queue(repo, +1)
+
+            async def take() -> None:
+                try:
+                    await _guarded(run, self._take_before(run))
+                finally:
+                    self._queue(repo, -1)
+
+            if not self._spawn(take):
+                self._queue(repo, -1)
                 run.before_tools.set()  # the bridge is stopping: no snapshot, and nothing waits for one
 
         run.checkpoint_start = start
+
+    def _take_before_now(self, run: Run) -> bool:
+        """The snapshot before the prompt taken here and now, when it is the last one again:
+        nothing changed since (the watcher says so) and no snapshot of the workspace is under way
+        or queued (they go in order). No git runs and no worker thread is waited for: the
+        prompt and its first tool wait for nothing. False: the snapshot is to be taken in the
+        background."""
+        repo = self._repo(run.options.cwd)
+        if self._queued.get(str(repo.git_dir)) or self._lock(repo).locked():
+            return False
+        try:
+            snapshot = repo.quick_snapshot(f"{run.run_id}-before", f"before {run.run_id}")
+        except (ShadowGitError, OSError):
+            return False
+        if snapshot is None:
+            return False
+        self._pending[run.run_id] = (run.options.cwd, snapshot)
+        assert run.before_tools is not None
+        run.before_tools.set()
+        if self.on_ready is not None:
+            self.on_ready(run)
+        return True
+
+    def _queue(self, repo: ShadowRepo, step: int) -> None:
+        key = str(repo.git_dir)
+        self._queued[key] = self._queued.get(key, 0) + step
+        if not self._queued[key]:
+            del self._queued[key]
 
     async def _take_before(self, run: Run) -> None:
         repo = self._repo(run.options.cwd)
@@ -186,13 +247,18 @@ class Checkpoints:
         if run.session_id is not None:
             self._recording.setdefault(run.session_id, []).append(recorded)
 
+        repo = self._repo(run.options.cwd)
+        self._queue(repo, +1)
+
         async def record() -> None:
             try:
                 await _guarded(run, self._take_after(run))
             finally:
+                self._queue(repo, -1)
                 recorded.set()
 
         if not self._spawn(record):
+            self._queue(repo, -1)
             recorded.set()
 
     async def _take_after(self, run: Run) -> None:
@@ -358,7 +424,11 @@ class Checkpoints:
     def _repo(self, cwd: str) -> ShadowRepo:
         assert self.git is not None
         resolved = os.path.realpath(cwd)
-        return ShadowRepo(self.git, self.root / "workspaces" / _key(resolved) / "git", Path(resolved))
+        git_dir = self.root / "workspaces" / _key(resolved) / "git"
+        repo = self._repos.get(str(git_dir))
+        if repo is None:  # one per workspace for the bridge's life: it holds the watcher
+            repo = self._repos[str(git_dir)] = ShadowRepo(self.git, git_dir, Path(resolved))
+        return repo
 
     def _lock(self, repo: ShadowRepo) -> anyio.Lock:
         return self._locks.setdefault(str(repo.git_dir), anyio.Lock())

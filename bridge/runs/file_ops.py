@@ -7,6 +7,10 @@ bridge/policy/file_access.py. What is kept out is the bridge's: its state dir, t
 
 A tool call the permission gate judged (its mode asked) is held to the path it judged: an
 operation of that call on another path is refused, so what the user approved is what is touched.
+
+A front whose editor reads and writes files itself (editor_files.py) gets the reads and writes
+the policy allowed: the agent sees the editor's unsaved text, and its writes go through the
+editor (its review), none on the disk behind it. What the editor does not take is done here.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 import anyio.to_thread
 
 from bridge.agents.seam import DoFileOp, FileOp, FileOpResult
-from bridge.policy.file_access import FileAccess, within
+from bridge.policy.file_access import MAX_READ_BYTES, FileAccess, Refused, within
 from bridge.runs import sandbox
+from bridge.runs.editor_commands import Confine, EditorCommands
+from bridge.runs.editor_files import EditorAnswer, EditorFiles
 from bridge.runs.run import Run
 
 #: The most of a written file's old text told for its diff (bridge/engines/diff_capture.py).
@@ -27,6 +33,8 @@ MAX_ORIGINAL_BYTES = 1024 * 1024
 _TREE_TOOLS = frozenset({"ls", "find", "grep"})
 #: Up to this, a read or write is done on the event loop.
 _SMALL_BYTES = 256 * 1024
+#: Read from the disk even with an editor: pi's read shows these as images, not text.
+_IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp"})
 
 
 def file_access(
@@ -38,16 +46,96 @@ def file_access(
     return FileAccess.of(run.options.cwd, mode, kept_out)
 
 
-def file_ops(run: Run, access: Callable[[], FileAccess]) -> DoFileOp:
-    """How one run's file operations are done (`access` is built on the first one)."""
+def file_ops(
+    run: Run,
+    access: Callable[[], FileAccess],
+    editor: EditorFiles | None = None,
+    confine: Confine | None = None,
+) -> DoFileOp:
+    """How one run's file operations are done (`access` is built on the first one); reads and
+    writes the policy allows go to `editor` first, when the front has one, and so do the shell
+    tool's commands (editor_commands.py; `confine` is the run's sandbox)."""
+    commands = (
+        EditorCommands(editor, run.cancel, confine or (lambda command: ("bash", "-c", command)))
+        if editor is not None
+        else None
+    )
 
     async def do(op: FileOp) -> FileOpResult:
+        session_id = run.session_id
+        if op.op in ("exec", "poll", "kill"):
+            if commands is not None and session_id is not None:
+                return await commands.do(session_id, op)
+            return FileOpResult(local=True) if op.op == "exec" else FileOpResult(error="refused: no terminal")
         policy = access()
+        if editor is not None and session_id is not None and op.op in ("read", "write"):
+            done = await _through_editor(policy, run.judged_paths, op, editor, session_id)
+            if done is not None:
+                return done
         if _large(op):  # off the event loop; a small one costs less than the thread's hop
             return await anyio.to_thread.run_sync(do_op, policy, run.judged_paths, op)
         return do_op(policy, run.judged_paths, op)
 
     return do
+
+
+async def _through_editor(
+    policy: FileAccess, judged: Mapping[str, str], op: FileOp, editor: EditorFiles, session_id: str
+) -> FileOpResult | None:
+    """A read or write done by the editor once the policy allowed it; None: the editor does not
+    take it (or the policy refused it: `do_op` then says why, as without an editor)."""
+    if _held_to(policy, judged, op):
+        return None
+    try:
+        real = policy.judge_write(op.path) if op.op == "write" else policy.judge_read(op.path)
+        kind = policy.kind(real)
+    except OSError:
+        return None
+    if kind not in ("file", "missing") or os.path.splitext(real)[1].lower() in _IMAGE_SUFFIXES:
+        return None
+    if op.op == "read":
+        return _read_result(real, await editor.read_text(session_id, real))
+    try:
+        text = (op.data or b"").decode()
+    except UnicodeDecodeError:
+        return None  # not text: the editor's text surface cannot hold it
+    original = await _original(policy, real, kind, editor, session_id)
+    answer = await editor.write_text(session_id, real, text)
+    if not answer.taken:
+        return None
+    if answer.error is not None:
+        return FileOpResult(error=answer.error)
+    return FileOpResult(kind=kind, data=original)
+
+
+def _read_result(real: str, answer: EditorAnswer) -> FileOpResult | None:
+    """The bytes of an editor's read (None: it did not take it)."""
+    if not answer.taken:
+        return None
+    if answer.error is not None or answer.text is None:
+        return FileOpResult(error=answer.error or f"the editor could not read {real}")
+    data = answer.text.encode()
+    if len(data) > MAX_READ_BYTES:
+        return FileOpResult(error=f"refused: {real} is larger than {MAX_READ_BYTES} bytes")
+    return FileOpResult(data=data)
+
+
+async def _original(
+    policy: FileAccess, real: str, kind: str, editor: EditorFiles, session_id: str
+) -> bytes | None:
+    """What a file about to be written held, as the editor shows it (else the disk's), for the
+    change's diff; None when it did not exist or is too big."""
+    if kind != "file":
+        return None
+    answer = await editor.read_text(session_id, real)
+    if answer.taken and answer.error is None and answer.text is not None:
+        data = answer.text.encode()
+    else:
+        try:
+            data = policy.read_bytes(real, MAX_ORIGINAL_BYTES)
+        except (OSError, Refused):
+            return None
+    return data if len(data) <= MAX_ORIGINAL_BYTES else None
 
 
 def _large(op: FileOp) -> bool:

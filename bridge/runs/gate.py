@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -36,6 +36,8 @@ from bridge.runs.approvals import (
     proposed_diff,
     title_of,
 )
+from bridge.runs.editor_commands import Confine
+from bridge.runs.editor_files import EditorFiles
 from bridge.runs.file_ops import file_access, file_ops
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
 from bridge.runs.project_trust import ProjectTrust
@@ -48,6 +50,9 @@ from bridge.runs.trust_store import TrustStore
 log = logging.getLogger(__name__)
 
 MODES_DIR: Final = "modes"
+#: On the board when the editor runs the agent's commands in its own terminals: only then does the
+#: agent's shell tool hand its command to the bridge (a dot: never a session id's file).
+EDITOR_TERMINAL_MARK: Final = ".editor-terminal"
 #: A session id the board names a file by (anything else is never a file: the agent then asks).
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 
@@ -59,6 +64,7 @@ class ModeBoard:
         #: The directory, unique to this bridge process; made (0700) with its first file.
         self.path = root / f"{os.getpid()}-{os.urandom(6).hex()}"
         self._made = False
+        self._marks: set[str] = set()
 
     def publish(self, session_id: str, mode: PermissionMode | Literal["hold"]) -> None:
         """Write `mode` for `session_id` whole (temp file, then rename), `full` too: the agent
@@ -72,6 +78,16 @@ class ModeBoard:
         with os.fdopen(fd, "w") as handle:
             handle.write(mode)
         os.replace(temp, target)
+
+    def mark(self, name: str) -> None:
+        """An empty file `name` on the board (a fact of the whole bridge, such as
+        EDITOR_TERMINAL_MARK), made once."""
+        if name in self._marks:
+            return
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._made = True
+        (self.path / name).touch(mode=0o600)
+        self._marks.add(name)
 
     def remove(self) -> None:
         """Remove the directory (the bridge is done)."""
@@ -101,6 +117,8 @@ class Gate:
         self.approver: Approver | None = None
         #: How the front puts the agent's own dialogs to the user (None: each is cancelled at once).
         self.questioner: Questioner | None = None
+        #: The front's editor, which reads and writes the agent's files itself (None: the disk).
+        self.editor: EditorFiles | None = None
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""
@@ -131,6 +149,8 @@ class Gate:
             self._guard(session_id, cwd)
         shown = self._shown(session_id)
         self.board.publish(session_id, "hold" if hold and shown == "full" else shown)
+        if self.editor is not None and self.editor.runs_commands():
+            self.board.mark(EDITOR_TERMINAL_MARK)
 
     def unhold(self, session_id: str | None) -> None:
         """The conversation's checkpoint is taken: its agent's gate sees its mode again."""
@@ -170,7 +190,19 @@ class Gate:
 
     def file_ops(self, run: Run, environ: Mapping[str, str]) -> DoFileOp:
         """How one run's agent file operations are done, under its file access policy."""
-        return file_ops(run, lambda: self.file_access(run, environ))
+        return file_ops(run, lambda: self.file_access(run, environ), self.editor, self._confine(run))
+
+    def _confine(self, run: Run) -> Confine:
+        """How the run's sandbox wraps a command the editor's terminal runs (the command line
+        the agent's own shell would run); a sandboxed run whose sandbox cannot be read runs none."""
+
+        def confine(command: str) -> Sequence[str] | str:
+            if not run.sandboxed:
+                return ("bash", "-c", command)
+            argv = self.sandboxes.command_line(run.session_id, command)
+            return argv if argv is not None else "sandbox: the run's sandbox cannot be read: nothing runs"
+
+        return confine
 
     def file_access(self, run: Run, environ: Mapping[str, str] | None = None) -> FileAccess:
         """The run's file access policy (built once per run)."""

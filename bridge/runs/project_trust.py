@@ -156,11 +156,19 @@ class ProjectTrust:
     async def _decide(
         self, run: Run, cwd: str, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
     ) -> bool:
-        roots = await anyio.to_thread.run_sync(run.agent.trust_roots, cwd, env)
-        known = await anyio.to_thread.run_sync(self.known, cwd, roots)
+        def look() -> tuple[tuple[str, ...], Known, tuple[str, ...]]:
+            # On the loop: a few stats and one small file read, where a trip to a worker
+            # thread is a wait on every prompt's path (the longest of its spans on a busy
+            # machine, bench/trace_first_prompt.py); the answer is nearly always "nothing here".
+            roots = run.agent.trust_roots(cwd, env)
+            known = self.known(cwd, roots)
+            if known.trusted is not None:
+                return roots, known, ()
+            return roots, known, tuple(run.agent.project_resources(cwd, env))
+
+        roots, known, resources = look()
         if known.trusted is not None:
             return known.trusted
-        resources = await anyio.to_thread.run_sync(run.agent.project_resources, cwd, env)
         if not resources:
             return False
         # What the user is asked about: a later change is one they did not see.

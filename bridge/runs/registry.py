@@ -18,7 +18,10 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
+from pydantic import ValidationError
 
+from bridge import contract
 from bridge.agents import seam
 from bridge.agents.seam import RunOptions
 from bridge.config import BridgeConfig
@@ -96,6 +99,16 @@ class OpenFailure(Exception):
     def __init__(self, error: ErrorInfo) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+def _build_hot_validators() -> None:
+    """Validate a sample of each params model a prompt or a cancel reads: that builds its
+    validator (a failed validation does too)."""
+    for model in (contract.RunParams, contract.CancelParams, contract.SteerParams):
+        try:
+            model.model_validate({"prompt": "", "runId": "warm"})
+        except ValidationError:
+            pass
 
 
 class RunRegistry:
@@ -220,8 +233,11 @@ class RunRegistry:
         return True
 
     async def prepare_first_prompt(self) -> None:
-        """Build every agent's adapter now, while the spare agent boots (see AgentChoice)."""
+        """Build every agent's adapter now, while the spare agent boots (see AgentChoice), and
+        the validators of the wire's hot params (the contract defers them to first use, which
+        would be the first prompt's)."""
         await self.agents.prepare_first_prompt()
+        await anyio.to_thread.run_sync(_build_hot_validators)
 
     def agent_names(self) -> list[str]:
         """Every agent a run can name: the known ones and any configured."""
@@ -323,6 +339,7 @@ class RunRegistry:
         the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
         ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
+        self.checkpoints.prepare(cwd)  # the workspace's first snapshot, off the first prompt's path
         config = self.config
         if self.adapter.live_mode() is None:
             opened = self.stored.open(session_id, config.default_provider, config.default_model)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -278,6 +279,23 @@ class SandboxBoard:
             "seccomp": str(self.path / SECCOMP_FILE),
         }
         self._write(session_id, orjson.dumps(body))
+
+    def command_line(self, session_id: str | None, command: str) -> list[str] | None:
+        """`command` confined as the agent's shell confines it from the conversation's file
+        (bwrap's prefix, its seccomp filter on fd 3): the argv another runner (the editor's
+        terminal) starts; None when the conversation has no readable sandbox file."""
+        if session_id is None or not _SAFE_NAME.fullmatch(session_id):
+            return None
+        try:
+            box = orjson.loads((self.path / session_id).read_bytes())
+            prefix, filter_file = box["prefix"], box.get("seccomp")
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(prefix, list) or not prefix or not all(isinstance(w, str) for w in prefix):
+            return None
+        opened = f" 3<{shlex.quote(filter_file)}" if isinstance(filter_file, str) else ""
+        line = f"exec {shlex.join(prefix)} bash -c {shlex.quote(command)}{opened}"
+        return ["bash", "-c", line]
 
     def _write(self, name: str, data: bytes) -> None:
         """Write one file of the board whole: a temp file, then a rename."""

@@ -5,6 +5,9 @@
 "                    :PiRun continues the same conversation (pi session).
 "   :PiNew           start over: the next :PiRun starts a new conversation.
 "   :PiCancel        stop the running run ($/cancelRequest; the bridge stops pi's whole tree).
+"                    What never reached the model (steers, queued prompts) comes back: shown in
+"                    the run's buffer and put in the command-line history as `:PiRun {text}`.
+"   :PiSteer {text}  steer the running run (pi/steer): pi takes it before its next model call.
 "   :PiMode {mode}   ask | auto-edit | plan | full: the current conversation's mode, from its
 "                    next tool call (pi/setMode).
 "   :PiPermissions [dir]  the saved rules of a workspace (default: the current directory); pick
@@ -82,7 +85,33 @@ func s:OnAnswer(run_id, ch, resp) abort
   if type(session) == v:t_string && !empty(session) && run.generation == s:state.generation
     let s:state.session = session
   endif
+  let unsent = get(data, 'unsent', [])
+  if type(unsent) == v:t_list && !empty(unsent)
+    call s:GiveBack(run, unsent)
+  endif
   let run.done = 1
+endfunc
+
+" A stopped run's messages that never reached the model: shown, and one `:` + Up away.
+func s:GiveBack(run, texts) abort
+  let a:run.unsent = a:texts
+  call appendbufline(a:run.buf, '$', map(copy(a:texts), '"-> not sent: " . v:val'))
+  for text in a:texts
+    call histadd(':', 'PiRun ' . text)
+  endfor
+  echomsg printf('pi-bridge: %d message(s) not sent; :PiRun history has them', len(a:texts))
+endfunc
+
+" :PiSteer {text}: a steering message for the last run, while it runs.
+func PiBridgeSteer(text) abort
+  let resp = PiBridgeRequest('pi/steer', #{runId: s:state.last, message: a:text})
+  let result = get(resp, 'result', {})
+  if get(result, 'accepted', v:false)
+    call appendbufline(s:state.runs[s:state.last].buf, '$', ['-> steering: ' . a:text])
+  else
+    call s:Error(get(result, 'reason', get(get(resp, 'error', {}), 'message', 'pi/steer failed')))
+  endif
+  return resp
 endfunc
 
 " Requests from the bridge: approvals (pi/requestPermission) and the agent's own dialogs (pi/ask).
@@ -542,6 +571,7 @@ endfunc
 
 command! -nargs=+ PiRun call PiBridgeRun(<q-args>)
 command! PiNew call PiBridgeNew()
+command! -nargs=+ PiSteer call PiBridgeSteer(<q-args>)
 command! PiCancel call ch_sendexpr(s:Channel(), #{method: '$/cancelRequest', params: #{id: b:pi_request}})
 command! -nargs=1 -complete=customlist,s:Modes PiMode call PiBridgeSetMode(<q-args>)
 command! -nargs=? -complete=dir PiPermissions call PiBridgePermissions(<q-args>)

@@ -167,8 +167,35 @@ func s:Conversation() abort
   call s:Eq(0, has_key(third.params, 'sessionId'), ':PiNew: the next :PiRun starts a new conversation')
   let sid3 = get(get(third.answer, 'result', {}), 'sessionId', '')
   call s:Check(!empty(sid3) && sid3 !=# sid, 'a new session after :PiNew')
+  call s:Unsent(tag)
   call PiBridgeStop()
   call s:Check(s:WaitFor('job_status(s:st.job) !=# "run"', 15000), 'the client bridge exited')
+endfunc
+
+" A steer, then :PiCancel before pi takes it: the steer comes back (the buffer, the command-line
+" history) and the next :PiRun of the conversation answers its own prompt, with no steer in it.
+func s:Unsent(tag) abort
+  let g:pi_params = #{model: 'slow'}
+  execute 'PiRun divide-' . a:tag
+  let run = s:st.runs[s:st.last]
+  call s:Check(s:WaitFor('!empty(filter(copy(s:st.runs[s:st.last].messages), "v:val.type ==# ''assistant''"))', 60000),
+        \ 'the slow run streams')
+  let steer = 'Focus on division by zero only ' . a:tag
+  let steered = PiBridgeSteer(steer)
+  call s:Eq(v:true, get(get(steered, 'result', {}), 'accepted', v:false), ':PiSteer is accepted')
+  PiCancel
+  call s:Check(s:WaitFor('s:st.runs[s:st.last].done', 30000), ':PiCancel answers the run')
+  call s:Eq(-32800, get(get(run.answer, 'error', {}), 'code', 0), 'the run is cancelled')
+  call s:Eq([steer], get(run, 'unsent', []), 'the steer comes back as unsent')
+  call s:Check(index(getbufline(run.buf, 1, '$'), '-> not sent: ' . steer) >= 0, 'shown in the run buffer')
+  call s:Eq('PiRun ' . steer, histget(':', -1), 'and one : + Up away')
+  call s:Eq([], filter(copy(run.messages), 'v:val.type ==# "run.steered"'), 'pi never took the steer')
+  let g:pi_params = #{model: 'echo'}
+  execute 'PiRun again-' . a:tag
+  let again = s:st.runs[s:st.last]
+  call s:Check(s:WaitFor('s:st.runs[s:st.last].done', 60000), 'the next :PiRun answered')
+  call s:Eq('ECHO:again-' . a:tag, get(get(again.answer, 'result', {}), 'text', ''), 'it answers its own prompt')
+  call s:Eq([], filter(copy(again.messages), 'v:val.type ==# "run.steered"'), 'with no steer in it')
 endfunc
 
 " The test stands in for the user: g:PiBridgeTestAnswer(dialog) gets each dialog pi_bridge.vim

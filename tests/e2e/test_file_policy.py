@@ -93,7 +93,15 @@ class Session:
     def run(self, model: ScriptedModelServer, cwd: Path, calls: list[list[Any]]) -> list[dict[str, Any]]:
         """Run the model's `calls`; the requests the model received meanwhile."""
         before = len(model.requests)
-        params = {"prompt": json.dumps(calls), "provider": "fake", "model": "script", "cwd": str(cwd)}
+        params = {
+            "prompt": json.dumps(calls),
+            "provider": "fake",
+            "model": "script",
+            "cwd": str(cwd),
+            # ls, find and grep are off in pi by default: a user who turns them on gets them
+            # through the same policy as read and write.
+            "tools": ALL_FILE_TOOLS,
+        }
         answered = self.bridge.call("pi/run", params, timeout=WAIT * 2)
         assert answered["result"]["status"] == "completed", answered
         return [r for r in model.requests[before:] if r["body"]]
@@ -103,6 +111,9 @@ class Session:
 
     def close(self) -> None:
         self.bridge.close()
+
+
+ALL_FILE_TOOLS = ["read", "bash", "edit", "write", "ls", "find", "grep"]
 
 
 def _tool_results(requests: list[dict[str, Any]]) -> str:

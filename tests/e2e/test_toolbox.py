@@ -136,10 +136,7 @@ async def test_compact_with_instructions_streams_its_messages_and_the_context_fa
     )
     assert contents_of(messages, "session.compacting") == [{"reason": "manual"}]
     sizes = contents_of(messages, "session.compacted")[0]
-    # pi's own estimate after a compaction counts differently with the bridge's file tools in
-    # place (open: its estimatedTokensAfter rose over tokensBefore); the context the model is sent
-    # next is what must fall, asserted below.
-    assert sizes["tokensBefore"] > 0 and sizes["tokensAfter"] > 0, sizes
+    assert sizes["tokensAfter"] < sizes["tokensBefore"], sizes
     assert compacted["text"].startswith("Compacted the conversation:"), compacted["text"]
     assert not [m for m in messages if m["type"] == "tool.call"]
     # The summary request carried the instructions.
@@ -293,3 +290,16 @@ async def test_toolbox_requests_refuse_bad_params(bridge: LanguageClient, tmp_pa
     with pytest.raises(JsonRpcException) as blank:
         await request(bridge, "pi/renameSession", {"sessionId": "s", "title": " \n "})
     assert "visible character" in blank.value.message
+
+
+async def test_the_bridge_s_tool_overrides_offer_the_model_pi_s_own_tools_and_no_more(
+    bridge: LanguageClient, tmp_path: Path, scripted_model: ScriptedModelServer
+) -> None:
+    # The bridge's extension replaces pi's file tools and bash; pi turns an extension's tool on
+    # when it registers, so an override of ls, find or grep (off in pi by default) would hand the
+    # model three tools, and a longer prompt, that the user never chose.
+    await _run(bridge, tmp_path, "which tools-c52?", model="text")
+    [seen] = [r for r in scripted_model.requests if "which tools-c52?" in json.dumps(r["body"])][-1:]
+    tools = seen["body"].get("tools") or []
+    names = [t.get("name") or (t.get("function") or {}).get("name") for t in tools]
+    assert names == ["read", "bash", "edit", "write"], names

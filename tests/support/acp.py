@@ -142,11 +142,12 @@ async def acp_bridge(
     extra_env: dict[str, str] | None = None,
     capabilities: schema.ClientCapabilities | None = None,
     meta: dict[str, Any] | None = None,
+    recorder: AcpRecorder | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
     """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
     `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`); `extra_env`
     (e.g. another agent's configuration) is added to the bridge's environment; `capabilities`
-    and `meta` go in the client's initialize."""
+    and `meta` go in the client's initialize; `recorder` is the client (a plain recorder if none)."""
     env = bridge_env(
         {
             "PI_CODING_AGENT_DIR": str(pi_agent_dir),
@@ -155,7 +156,7 @@ async def acp_bridge(
             **(extra_env or {}),
         }
     )
-    recorder = AcpRecorder()
+    recorder = recorder if recorder is not None else AcpRecorder()
     async with spawn_agent_process(
         cast(Any, recorder),
         BRIDGE[0],

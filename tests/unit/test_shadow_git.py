@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.runs import shadow_git
+from bridge.runs import fs_watch, shadow_git
 from bridge.runs.shadow_git import ShadowGitError, ShadowRepo, find_git
 
 GIT = find_git()
@@ -234,3 +234,102 @@ def test_ignored_in_reads_the_snapshot_s_rules_not_the_workspace_s(tmp_path: Pat
     asked = [".env", "build/x", "sub/a.o", "sub/deep/build/y", "a.o", "new.txt", "ünï cödé.txt"]
     assert repo.ignored_in(before.commit, asked) == {".env", "build/x", "sub/a.o", "sub/deep/build/y"}
     assert repo.ignored_in(before.commit, []) == set()
+
+
+def _tree(repo: ShadowRepo, commit: str) -> str:
+    return repo._git("rev-parse", f"{commit}^{{tree}}").strip()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="no inotify here")
+def test_after_the_first_snapshot_only_the_changed_paths_are_read_and_the_tree_is_a_scan_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the watcher reports gives the very tree a scan of the whole workspace gives: files
+    changed, created in new nested folders, deleted, a folder moved, a symlink, ignored files
+    (new and already stored), a file grown past the size limit and one shrunk back under it."""
+    monkeypatch.setattr(shadow_git, "MAX_FILE_BYTES", 1000)
+    repo, ws = _repo(tmp_path)
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "keep.txt").write_text("one\n")
+    (ws / "gone.txt").write_text("bye\n")
+    (ws / "src" / "deep").mkdir(parents=True)
+    (ws / "src" / "deep" / "a.py").write_text("a\n")
+    (ws / "grows.txt").write_text("small\n")
+    (ws / "shrinks.bin").write_bytes(b"x" * 5000)
+    first = repo.snapshot("one", "one")
+    assert repo.watching
+    assert first.skipped == (("shrinks.bin", 5000),)
+    (ws / "tracked.log").write_text("stored before the rule\n")
+    repo._run("update-index", "--add", "-z", "--stdin", stdin="tracked.log\0")
+
+    def no_scan(*_: object) -> shadow_git.Snapshot:
+        raise AssertionError("a snapshot scanned the workspace")
+
+    monkeypatch.setattr(repo, "_scan_snapshot", no_scan)
+    (ws / "keep.txt").write_text("two\n")
+    (ws / "gone.txt").unlink()
+    (ws / "new" / "nested").mkdir(parents=True)
+    (ws / "new" / "nested" / "b.py").write_bytes(b"b\r\n")
+    (ws / "src").rename(ws / "moved")
+    (ws / "moved" / "deep" / "a.py").write_text("a2\n")
+    (ws / "link").symlink_to("keep.txt")
+    (ws / "noise.log").write_text("ignored\n")
+    (ws / "tracked.log").write_text("still stored\n")
+    (ws / "grows.txt").write_bytes(b"y" * 3000)
+    (ws / "shrinks.bin").write_bytes(b"z" * 10)
+    second = repo.snapshot("two", "two")
+    assert dict(second.skipped) == {"grows.txt": 3000}
+    assert repo.show(second.commit, "tracked.log") == b"still stored\n"
+    assert repo.show(second.commit, "new/nested/b.py") == b"b\r\n"
+    monkeypatch.undo()
+    monkeypatch.setattr(shadow_git, "MAX_FILE_BYTES", 1000)
+    assert GIT is not None
+    monkeypatch.setenv(fs_watch.WATCH_ENV, "0")  # every snapshot of this one scans
+    scan = ShadowRepo(GIT, tmp_path / "scan" / "git", ws)
+    scan.snapshot("first", "first")
+    scan._run("update-index", "--add", "-z", "--stdin", stdin="tracked.log\0")
+    scanned = scan.snapshot("scan", "scan")
+    assert not scan.watching
+    assert repo._git("ls-tree", "-r", second.commit) == scan._git("ls-tree", "-r", scanned.commit)
+    assert _tree(repo, second.commit) == _tree(scan, scanned.commit)
+    assert repo.files(second.commit) == {
+        ".gitignore",
+        "keep.txt",
+        "new/nested/b.py",
+        "moved/deep/a.py",
+        "link",
+        "tracked.log",
+        "shrinks.bin",
+    }
+    # Nothing changed since: the same snapshot, no git run at all.
+    monkeypatch.setattr(repo, "_run", no_scan)
+    assert repo.snapshot("three", "three").commit == second.commit
+
+
+def test_a_change_of_the_ignore_rules_scans_again(tmp_path: Path) -> None:
+    """A .gitignore that lets files in that were there all along: only a scan finds them."""
+    repo, ws = _repo(tmp_path)
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "old.log").write_text("there all along\n")
+    first = repo.snapshot("one", "one")
+    assert "old.log" not in repo.files(first.commit)
+    (ws / ".gitignore").write_text("")
+    second = repo.snapshot("two", "two")
+    assert repo.show(second.commit, "old.log") == b"there all along\n"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="no inotify here")
+def test_a_quick_snapshot_is_the_last_one_again_or_leaves_what_changed_to_the_next(tmp_path: Path) -> None:
+    repo, ws = _repo(tmp_path)
+    assert repo.quick_snapshot("none", "none") is None  # no snapshot yet: nothing to reuse
+    (ws / "a.txt").write_text("one\n")
+    first = repo.snapshot("one", "one")
+    again = repo.quick_snapshot("again", "again")
+    assert again is not None and again.commit == first.commit
+    assert repo._git("rev-parse", "refs/pi-bridge/again").strip() == first.commit
+    (ws / "a.txt").write_text("two\n")
+    assert repo.quick_snapshot("later", "later") is None
+    assert repo.quick_snapshot("later", "later") is None  # what it saw is kept, not lost
+    second = repo.snapshot("two", "two")
+    assert repo.show(second.commit, "a.txt") == b"two\n"
+    assert repo.changed(first.commit, second.commit) == ["a.txt"]

@@ -24,6 +24,11 @@ from bridge.contract import ToolKind
 
 MARKER: Final = "pi-bridge:permission"
 FS_MARKER: Final = "pi-bridge:fs"
+#: The bash tool hands its command over for the editor's terminal: `{toolCallId, op: "exec",
+#: cwd, command}`, `{toolCallId, op: "poll"|"kill", terminalId}`; answered `{"error"}`,
+#: `{"local": true}` (run it yourself) or `{terminalId?, output?, done?, exitCode?, signal?}`.
+BASH_MARKER: Final = "pi-bridge:bash"
+_COMMAND_OPS: Final[frozenset[str]] = frozenset({"exec", "poll", "kill"})
 _FILE_OPS: Final[frozenset[str]] = frozenset(
     {"read", "access", "write", "mkdir", "kind", "listdir", "search"}
 )
@@ -38,11 +43,8 @@ def is_gate_request(request: dict[str, Any]) -> bool:
 
 def tool_check(request: dict[str, Any]) -> ToolCheck | None:
     """The tool call a gate request asks about; None when its payload is not one."""
-    try:
-        payload = orjson.loads(str(request.get("placeholder") or ""))
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
+    payload = _payload(request)
+    if payload is None:
         return None
     call_id, tool, arguments = payload.get("toolCallId"), payload.get("toolName"), payload.get("input")
     if not isinstance(call_id, str) or not isinstance(tool, str):
@@ -69,11 +71,8 @@ def is_fs_request(request: dict[str, Any]) -> bool:
 
 def file_op(request: dict[str, Any]) -> FileOp | None:
     """The file operation a request hands over; None when its payload is not one."""
-    try:
-        payload = orjson.loads(str(request.get("placeholder") or ""))
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
+    payload = _payload(request)
+    if payload is None:
         return None
     call_id, tool, op, path = (payload.get(k) for k in ("toolCallId", "tool", "op", "path"))
     if not all(isinstance(v, str) for v in (call_id, tool, op, path)) or op not in _FILE_OPS:
@@ -88,6 +87,39 @@ def file_op(request: dict[str, Any]) -> FileOp | None:
     )
 
 
+def is_command_request(request: dict[str, Any]) -> bool:
+    """Whether an `extension_ui_request` is the bash tool handing its command over."""
+    return request.get("method") == "input" and request.get("title") == BASH_MARKER
+
+
+def command_op(request: dict[str, Any]) -> FileOp | None:
+    """The command operation a request hands over; None when its payload is not one."""
+    payload = _payload(request)
+    if payload is None:
+        return None
+    call_id, op = payload.get("toolCallId"), payload.get("op")
+    if not isinstance(call_id, str) or op not in _COMMAND_OPS:
+        return None
+    if op == "exec":
+        cwd, command = payload.get("cwd"), payload.get("command")
+        if not isinstance(cwd, str) or not isinstance(command, str):
+            return None
+        return FileOp(call_id, "bash", "exec", cwd, command=command)
+    terminal_id = payload.get("terminalId")
+    if not isinstance(terminal_id, str):
+        return None
+    return FileOp(call_id, "bash", cast(FileOpName, op), "", terminal_id=terminal_id)
+
+
+def _payload(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON object a dialog request carries as its placeholder; None when it carries none."""
+    try:
+        payload = orjson.loads(str(request.get("placeholder") or ""))
+    except orjson.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
 def fs_answer_line(request_id: str, result: FileOpResult) -> bytes:
     """The `extension_ui_response` line that gives a file tool the result of its operation."""
     value: dict[str, Any] = {}
@@ -99,6 +131,18 @@ def fs_answer_line(request_id: str, result: FileOpResult) -> bytes:
         value["kind"] = result.kind
     if result.names is not None:
         value["names"] = list(result.names)
+    if result.local:
+        value["local"] = True
+    for key, field in (
+        ("terminalId", result.terminal_id),
+        ("output", result.output),
+        ("exitCode", result.exit_code),
+        ("signal", result.signal),
+    ):
+        if field is not None:
+            value[key] = field
+    if result.done:
+        value["done"] = True
     reply = {"type": "extension_ui_response", "id": request_id, "value": orjson.dumps(value).decode()}
     return orjson.dumps(reply) + b"\n"
 

@@ -27,8 +27,10 @@ from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
 from bridge.agents.pi.gate import (
     answer_line,
+    command_op,
     file_op,
     fs_answer_line,
+    is_command_request,
     is_fs_request,
     is_gate_request,
     tool_check,
@@ -63,6 +65,7 @@ from bridge.contract import ErrorKind, PromptImage
 from bridge.process.framing import MAX_LINE_BYTES
 from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
+from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
 # What JavaScript's String.prototype.trim() removes (pi trims its json-mode prompt with it):
@@ -377,6 +380,7 @@ class PiRpc(LiveReader):
         pending = PendingCommand(name, f"b{self._next_id}")
         try:
             self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+            mark("pi.stdin")
         except (StdinClosed, OSError) as exc:
             raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
         self._waiting[pending.command_id] = pending
@@ -562,6 +566,7 @@ class PiRpc(LiveReader):
     # ------------------------------------------------------------------ reading
 
     def _dispatch(self, lines: list[bytes]) -> None:
+        mark("pi.out")
         self.lines_read += len(lines)
         events: list[bytes] = []
         for line in lines:
@@ -608,8 +613,9 @@ class PiRpc(LiveReader):
         if is_gate_request(request):
             self._check_tool(request_id, tool_check(request))
             return True
-        if is_fs_request(request):
-            self._do_file_op(request_id, file_op(request))
+        if is_fs_request(request) or is_command_request(request):
+            op = file_op(request) if is_fs_request(request) else command_op(request)
+            self._do_file_op(request_id, op)
             return True
         dialog, dialogs, tasks = dialog_of(request), self.dialogs, self._tasks
         if dialog is None or dialogs is None or tasks is None or request_id in self._open_checks:

@@ -37,12 +37,14 @@ from bridge.contract import (
     RewindParams,
     RewindResult,
     RunParams,
+    SandboxSettings,
     SessionHistory,
     WireModel,
 )
 from bridge.fronts.acp import mcp
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
+from bridge.fronts.acp.editor import AcpEditor
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import (
     MODEL_OPTION,
@@ -57,6 +59,7 @@ from bridge.fronts.acp.mapping import (
     prompt_text,
     prompt_usage,
     stop_reason_of,
+    terminal_content,
 )
 from bridge.fronts.acp.modes import MODE_OPTION, MODES, current_mode_update, mode_of, mode_option, mode_state
 from bridge.fronts.acp.questioner import AcpQuestioner
@@ -121,6 +124,8 @@ class AcpAgent:
         self.registry = registry
         self.sessions: dict[str, AcpSession] = {}
         self.retry: RetryPolicy | None = None
+        #: `_meta.piBridge.sandbox` of initialize: every prompt's sandbox (None: the configuration's).
+        self.sandbox: SandboxSettings | None = None
         #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
         self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
         self._prompts: dict[str, tuple[str, PromptMapper]] = {}
@@ -142,12 +147,26 @@ class AcpAgent:
         gate = registry.gate
         gate.approver = AcpApprover(self.client, self._cwd_of)
         gate.questioner = AcpQuestioner(self.client)
+        gate.editor = AcpEditor(self.client, self._show_terminal)
         gate.default_mode = registry.config.default_mode or "ask"
         self.toolbox = Toolbox(registry)
         self.commands = CommandAnnouncer(self.toolbox, self._send_update)
 
     def _send_update(self, session_id: str, update: Update) -> None:
         self._send_or_queue([(session_id, update)])
+
+    def _show_terminal(self, session_id: str, tool_call_id: str, terminal_id: str) -> None:
+        """The client's terminal a tool call runs in, shown in the call from now on."""
+        for prompt_session, mapper in self._prompts.values():
+            if prompt_session == session_id:
+                mapper.terminals[tool_call_id] = terminal_id
+        update = schema.ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=tool_call_id,
+            status="in_progress",
+            content=[terminal_content(terminal_id)],
+        )
+        self._send_update(session_id, update)
 
     def _later(self, work: Coroutine[Any, Any, None]) -> None:
         """Work that follows an answer (its updates after it), held until the connection closes."""
@@ -249,10 +268,11 @@ class AcpAgent:
     ) -> schema.InitializeResponse:
         """Capabilities; `_meta.piBridge.retry` sets the retry policy of every prompt,
         `_meta.piBridge.defaultMode` the mode every new conversation starts in,
-        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own."""
+        `_meta.piBridge.mcpServers` MCP servers every session gets besides its own,
+        `_meta.piBridge.sandbox` how every prompt's commands are confined (a run's `sandbox`)."""
         given = kwargs.get("piBridge")
         ours: dict[str, Any] = given if isinstance(given, dict) else {}
-        retry, default_mode = ours.get("retry"), ours.get("defaultMode")
+        retry, default_mode, box = ours.get("retry"), ours.get("defaultMode"), ours.get("sandbox")
         if ours.get("mcpServers") is not None:
             self.mcp_defaults = mcp.servers_of(ours["mcpServers"], "_meta.piBridge.mcpServers")
         if retry is not None:
@@ -262,6 +282,11 @@ class AcpAgent:
                 raise _invalid_params(exc) from None
         if default_mode is not None:
             self.registry.gate.default_mode = self._mode(default_mode, "_meta.piBridge.defaultMode")
+        if box is not None:
+            try:
+                self.sandbox = SandboxSettings.model_validate(box)
+            except ValidationError as exc:
+                raise _invalid_params(exc) from None
         self.client.answers = client_answers(client_capabilities)
         # The same answer as a plain initialize gets by hand before the SDK is loaded.
         return schema.InitializeResponse.model_validate(initialize_result(protocol_version))
@@ -520,6 +545,7 @@ class AcpAgent:
             retry=self.retry,
             images=images or None,
             mcp_servers=list(session.mcp_servers),
+            sandbox=self.sandbox,
         )
         try:
             run = self.registry.start(params, session.cwd, on_done=on_done)
@@ -688,7 +714,12 @@ class AcpAgent:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """`_pi/steer {sessionId, message}`: hand pi a steering message for the running prompt.
         `_pi/rewind_points {sessionId}` and `_pi/rewind {sessionId, checkpointId, restore,
-        dryRun?, force?}`: pi/checkpoints and pi/rewind (protocol.md)."""
+        dryRun?, force?}`: pi/checkpoints and pi/rewind (protocol.md). The names other ACP agents
+        share: `_session/steering {sessionId, prompt}` and `_session/rewind` (`_pi/rewind`'s)."""
+        if method == "session/steering":
+            return await self._steering(params)
+        if method == "session/rewind":
+            return {**await self._rewind_method("pi/rewind", params), "rewound": not params.get("dryRun")}
         if method in ("pi/rewind_points", "pi/rewind"):
             return await self._rewind_method(method, params)
         if method != "pi/steer":
@@ -701,6 +732,26 @@ class AcpAgent:
             return {"accepted": False, "reason": "no prompt of this session is running"}
         result = await self.registry.steer(session.runs[0].run_id, message)
         return {"accepted": result.accepted, "reason": result.reason}
+
+    async def _steering(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`_session/steering`, as claude-agent-acp and codex-acp answer it: `{outcome: "injected"}`,
+        or `{outcome: "promptRequired", reason: "noRunningTurn"}` when no prompt runs (the client
+        sends a prompt instead); a steer the agent refuses is an error naming its reason."""
+        try:
+            asked = schema.PromptRequest.model_validate(params)
+        except ValidationError as exc:
+            raise _invalid_params(exc) from None
+        text = prompt_text(asked.prompt)
+        if not text.strip():
+            raise RequestError(-32602, "invalid params: prompt: _session/steering needs some text")
+        session = self._session(asked.session_id)
+        if not session.runs:
+            return {"outcome": "promptRequired", "reason": "noRunningTurn"}
+        result = await self.registry.steer(session.runs[0].run_id, text)
+        if not result.accepted:
+            reason = result.reason
+            raise RequestError(RUN_FAILED, f"the steer was not taken: {reason}", {"reason": reason})
+        return {"outcome": "injected"}
 
     async def _rewind_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -28,6 +28,9 @@ class ClientAnswers:
     """What the client said in `initialize` that it answers, beyond session/request_permission."""
 
     elicitation_form: bool = False  # elicitation/create in form mode
+    read_text_file: bool = False  # fs/read_text_file
+    write_text_file: bool = False  # fs/write_text_file
+    terminal: bool = False  # terminal/create, output, wait_for_exit, kill, release
 
 
 def client_answers(capabilities: Any) -> ClientAnswers:
@@ -40,8 +43,22 @@ def client_answers(capabilities: Any) -> ClientAnswers:
             declared = schema.ClientCapabilities.model_validate(capabilities or {})
         except ValueError:
             return ClientAnswers()
-    elicitation = declared.elicitation
-    return ClientAnswers(elicitation_form=elicitation is not None and elicitation.form is not None)
+    elicitation, fs = declared.elicitation, declared.fs
+    return ClientAnswers(
+        elicitation_form=elicitation is not None and elicitation.form is not None,
+        read_text_file=fs is not None and fs.read_text_file is True,
+        write_text_file=fs is not None and fs.write_text_file is True,
+        terminal=declared.terminal is True,
+    )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A client's answer: its raw result, or `error` (an error answer, a closed connection, a
+    request settled or withdrawn)."""
+
+    result: Any = None
+    error: str | None = None
 
 
 class ClientRequests:
@@ -55,9 +72,13 @@ class ClientRequests:
     async def send(self, session_id: str, method: str, params: dict[str, Any]) -> Any:
         """The client's raw result; None for an error answer, a closed connection, or a request
         settled by `settle`. Cancelled while it waits, the request is withdrawn."""
+        return (await self.call(session_id, method, params)).result
+
+    async def call(self, session_id: str, method: str, params: dict[str, Any]) -> Reply:
+        """The client's answer, an error answer told apart from a null result (see `send`)."""
         conn = self.conn
         if conn is None:
-            return None
+            return Reply(error="the client is gone")
         scope = anyio.CancelScope()
         self._pending.setdefault(session_id, set()).add(scope)
         # The id send_request takes: read with no await in between, as it reads it.
@@ -65,14 +86,14 @@ class ClientRequests:
         try:
             with scope:
                 try:
-                    return await conn.send_request(method, params)
+                    return Reply(await conn.send_request(method, params))
                 except anyio.get_cancelled_exc_class():
                     await _withdraw(conn, request_id)
                     raise
-            return None  # settled
+            return Reply(error="the request was cancelled")  # settled
         except (RequestError, ConnectionError) as exc:
             log.info("%s for session %s: no answer (%s)", method, session_id, exc)
-            return None
+            return Reply(error=str(exc) or type(exc).__name__)
         finally:
             scopes = self._pending.get(session_id)
             if scopes is not None:

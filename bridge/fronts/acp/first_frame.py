@@ -33,6 +33,7 @@ from bridge.fronts.surrogates import refusal
 
 ACP_PROTOCOL_VERSION: Final = 1  # the SDK's acp.PROTOCOL_VERSION (a test checks they agree)
 AGENT_NAME: Final = "pi-bridge"
+EXT_METHODS: Final = ("_pi/steer", "_pi/rewind_points", "_pi/rewind", "_session/steering", "_session/rewind")
 # initialize's parameter names: `_meta` keys are handed to the handler as keyword arguments, so a
 # `_meta` naming one of them (or the bridge's settings) is the SDK path's to answer.
 _RESERVED_META: Final = frozenset(
@@ -56,8 +57,12 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
         },
         "authMethods": [],
         "agentInfo": {"name": AGENT_NAME, "title": "pi (via pi-bridge)", "version": __version__},
-        # The bridge's extension methods (docs/acp.md): steering, and checkpoints and rewind.
-        "_meta": {"piBridge": {"extMethods": ["_pi/steer", "_pi/rewind_points", "_pi/rewind"]}},
+        # The bridge's extension methods (docs/acp.md): steering, and checkpoints and rewind, also
+        # under the names claude-agent-acp and codex-acp share (`steering.supported` says so).
+        "_meta": {
+            "piBridge": {"extMethods": [*EXT_METHODS]},
+            "steering": {"supported": True},
+        },
     }
 
 

@@ -171,11 +171,31 @@ def tool_call_start(call_id: str, name: str, arguments: dict[str, Any], cwd: str
     )
 
 
+#: What a tool call shows: its output, an edit's diff, the client's terminal it ran in.
+ToolContent = schema.ContentToolCallContent | schema.FileEditToolCallContent | schema.TerminalToolCallContent
+
+
+def terminal_content(terminal_id: str) -> schema.TerminalToolCallContent:
+    """A client's terminal shown in a tool call (the command runs there)."""
+    return schema.TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
+
+
 def tool_finished(
-    call_id: str, *, failed: bool, output: str, diff: dict[str, Any] | None, cwd: str
+    call_id: str,
+    *,
+    failed: bool,
+    output: str,
+    diff: dict[str, Any] | None,
+    cwd: str,
+    terminal_id: str | None = None,
 ) -> schema.ToolCallProgress:
-    """The `tool_call_update` that closes a tool call: its output, and an edit's diff."""
-    content: list[schema.ContentToolCallContent | schema.FileEditToolCallContent] = []
+    """The `tool_call_update` that closes a tool call: its output, an edit's diff, and the
+    client's terminal it ran in (kept shown)."""
+    content: list[
+        schema.ContentToolCallContent | schema.FileEditToolCallContent | schema.TerminalToolCallContent
+    ] = []
+    if terminal_id is not None:
+        content.append(terminal_content(terminal_id))
     locations = None
     if diff is not None and diff.get("newText") is not None:
         path = os.path.join(cwd, str(diff["path"]))
@@ -208,6 +228,28 @@ class PromptMapper:
         self.text = ""
         self.terminal: dict[str, Any] | None = None
         self._in_progress: set[str] = set()
+        #: The client's terminal each tool call runs in (ACP `terminal/create`), by call id.
+        self.terminals: dict[str, str] = {}
+
+    def _progress(self, call_id: str, output: str) -> schema.ToolCallProgress:
+        """A running tool's output so far. Run in the client's terminal, the terminal shows it:
+        the terminal stays the content, and the agent's own view is the update's rawOutput."""
+        self._in_progress.add(call_id)
+        terminal_id = self.terminals.get(call_id)
+        if terminal_id is not None:
+            return schema.ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id=call_id,
+                status="in_progress",
+                content=[terminal_content(terminal_id)],
+                raw_output={"output": output},
+            )
+        return schema.ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=call_id,
+            status="in_progress",
+            content=_output_content(output) or None,
+        )
 
     def feed(self, payload: dict[str, Any]) -> list[Update | WireUpdate]:
         """The updates for one pi/message (none for lifecycle messages ACP has no place for)."""
@@ -221,15 +263,7 @@ class PromptMapper:
         if kind == "tool.call":
             return [tool_call_start(content["toolCallId"], content["name"], content["arguments"], self.cwd)]
         if kind == "tool.update":
-            self._in_progress.add(content["toolCallId"])
-            return [
-                schema.ToolCallProgress(
-                    session_update="tool_call_update",
-                    tool_call_id=content["toolCallId"],
-                    status="in_progress",
-                    content=_output_content(content["output"]) or None,
-                )
-            ]
+            return [self._progress(content["toolCallId"], content["output"])]
         if kind in ("tool.completed", "tool.failed"):
             failed = kind == "tool.failed"
             output = content.get("error" if failed else "output") or ""
@@ -240,6 +274,7 @@ class PromptMapper:
                     output=output,
                     diff=content.get("diff"),
                     cwd=self.cwd,
+                    terminal_id=self.terminals.pop(content["toolCallId"], None),
                 )
             ]
         if kind in ("run.retrying", "notice", "session.compacting", "session.compacted"):

@@ -87,6 +87,7 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
         sink.agent = agent
         agents.append(agent)
         tasks.start_soon(agent.pump)
+        tasks.start_soon(registry.prepare_first_prompt)  # the SDK is loaded: off its start-up
         await front.connect(agent, transport).main_loop()
         stop.request("the ACP connection ended")
 

@@ -21,6 +21,7 @@ import orjson
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
 from bridge.runs.redact import BOOK
+from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,7 @@ class StdioTransport:
         )
 
     def _write(self, lines: bytes) -> bool:
+        mark("client.out")
         try:
             self._writer.write(BOOK.acp_lines(lines))  # the last line of redaction (redact.py)
         except (ConnectionError, OSError, RuntimeError):
@@ -210,6 +212,7 @@ class StdioTransport:
         while True:
             try:
                 chunks.append(await self._reader.readuntil(b"\n"))
+                mark("client.in")
                 return b"".join(chunks)
             except asyncio.LimitOverrunError as exc:
                 chunks.append(await self._reader.readexactly(exc.consumed))

@@ -34,6 +34,7 @@ from pygls.protocol import JsonRPCProtocol
 from bridge.contract import RUN
 from bridge.fronts import surrogates
 from bridge.fronts.lsp.writer import frame
+from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +323,7 @@ class _LoopReader(asyncio.Protocol):
         self._transport = transport
 
     def data_received(self, data: bytes) -> None:
+        mark("client.in")
         self._pending.extend(self._parser.feed(data))
         self._drain()
 

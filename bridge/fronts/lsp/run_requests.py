@@ -34,6 +34,7 @@ from bridge.runs.registry import (
     RunRegistry,
     ShuttingDownError,
 )
+from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class RunRequests:
             run.cancel.cancel("cancelled by the client")
 
     def _start(self, msg_id: Any, raw: Any) -> None:
+        mark("run.request")
         try:
             params = parse_params(contract.RunParams, raw)
             if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):

@@ -29,6 +29,7 @@ from bridge.fronts.lifecycle import Stop, serve_until_stopped
 from bridge.fronts.lsp.approver import LspApprover
 from bridge.fronts.lsp.client_requests import ClientRequests, client_answers
 from bridge.fronts.lsp.converter import dict_converter
+from bridge.fronts.lsp.editor import LspEditor
 from bridge.fronts.lsp.params import parse_params
 from bridge.fronts.lsp.questioner import LspQuestioner
 from bridge.fronts.lsp.reader import read_frames
@@ -104,6 +105,8 @@ class BridgeServer(LanguageServer):
         self.registry = RunRegistry(adapter, base_config, self.send_messages)
         self.stop: Stop | None = None
         self.default_cwd = os.getcwd()
+        #: The workspace folder the client named (None: none).
+        self.workspace_root: str | None = None
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
         # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
@@ -150,7 +153,26 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     _session_features(server)
     _permission_features(server)
     _toolbox_features(server)
+    _document_features(server)
     return server
+
+
+def _document_features(server: BridgeServer) -> None:
+    """textDocument/didOpen, didChange and didClose: pygls keeps each open document's text (the
+    agent's reads see it, its writes go through the editor: fronts/lsp/editor.py); registered so
+    the server declares it wants them (`textDocumentSync.openClose`)."""
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: BridgeServer, params: types.DidOpenTextDocumentParams) -> None:
+        return None
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: BridgeServer, params: types.DidChangeTextDocumentParams) -> None:
+        return None
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: BridgeServer, params: types.DidCloseTextDocumentParams) -> None:
+        return None
 
 
 def _lifecycle_features(server: BridgeServer) -> None:
@@ -166,6 +188,9 @@ def _lifecycle_features(server: BridgeServer) -> None:
         if answers.permissions or answers.message_requests:
             ls.registry.gate.approver = LspApprover(client, permission_requests=answers.permissions)
         ls.registry.gate.questioner = LspQuestioner(client, answers)
+        workspace = params.capabilities.workspace if params.capabilities else None
+        applies = workspace is not None and workspace.apply_edit is True
+        ls.registry.gate.editor = LspEditor(client, lambda: ls.workspace, applies_edits=applies)
         ls.registry.reconfigure(config)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri
@@ -175,6 +200,7 @@ def _lifecycle_features(server: BridgeServer) -> None:
             path = to_fs_path(root)
             if path and os.path.isdir(path):
                 ls.default_cwd = path
+                ls.workspace_root = path
 
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: BridgeServer, params: Any) -> None:
@@ -182,6 +208,8 @@ def _lifecycle_features(server: BridgeServer) -> None:
         # what primes the live agent (its events and locks) cannot run.
         async def after_initialized() -> None:
             ls.registry.prime_live(ls.default_cwd)
+            if ls.workspace_root is not None:  # its first snapshot, off the first prompt's path
+                ls.registry.checkpoints.prepare(ls.workspace_root)
             await ls.registry.prepare_first_prompt()
 
         ls.registry.spawn_background(after_initialized)

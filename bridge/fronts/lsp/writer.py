@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Final
 import orjson
 
 from bridge.runs.redact import BOOK
+from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class QueuedWriter:
         self._loop = loop
 
     def write(self, data: bytes) -> None:
+        mark("client.out")
         """Write framed messages, or queue what the pipe does not take now; never blocks.
         Every frame passes the last line of redaction first (redact.BOOK: a frame without a
         secret in it costs a substring search per secret)."""

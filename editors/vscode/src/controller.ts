@@ -32,6 +32,7 @@ import { statusLine, type RunRecord } from './bridge/run';
 import { sandboxStatus } from './bridge/sandbox';
 import { Session } from './bridge/session';
 import { FirstRun } from './firstRun';
+import { LastConversation } from './chat/lastConversation';
 import { Models } from './models';
 
 const CLIENT_ID = 'piBridge';
@@ -96,6 +97,9 @@ export class Controller implements vscode.Disposable {
       onPickModel: (value) => void this.models.choose(value),
       onDemo: () => void this.models.demo(this.chat, () => void this.firstRun.run('scripted')),
       memory: workspaceMemory(context.workspaceState),
+      last: new LastConversation(
+        vscode.Uri.joinPath(context.storageUri ?? context.globalStorageUri, 'last-conversation.json').fsPath,
+      ),
     });
     this.firstRun = new FirstRun(context, () => this.restart(), this.log);
     this.models = new Models({

@@ -36,6 +36,15 @@
  * tools are held to the sandbox by the bridge's policy. No file: the conversation runs
  * unconfined. A file that cannot be read: nothing runs.
  *
+ * The editor's terminal: with a UI, the bash tool first hands its command to the bridge (title
+ * BASH_MARKER, `{toolCallId, op: "exec", cwd, command}`). An editor that runs terminals (ACP's
+ * `terminal/create`) runs it there, wrapped in the sandbox by the bridge; the tool then polls it
+ * (`{op: "poll", terminalId}`, each answer the output so far, streamed as the partial result,
+ * until `done` with `exitCode` or `signal`) and ends it on abort or timeout (`{op: "kill"}`).
+ * The answer `{"local": true}`: no such editor, the tool runs the command itself as below. The
+ * bridge marks its mode dir (EDITOR_TERMINAL_MARK) once its editor runs terminals: without the
+ * mark, the tool runs the command itself with no round trip.
+ *
  * A `write` tells the bridge what its file held: a `setStatus` whose key is ORIGINAL_KEY and
  * whose text is `{"toolCallId", "exists", "text"?}` (bridge/agents/pi/file_changes.py). The
  * bridge's write operation answers it (read from the very descriptor it writes); without a UI it
@@ -43,7 +52,7 @@
  * not told.
  */
 
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, readSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, readSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,6 +69,8 @@ import { registerSecrets, scrubbedEnv } from "./secrets.ts";
 
 const MARKER = "pi-bridge:permission";
 const FS_MARKER = "pi-bridge:fs";
+const BASH_MARKER = "pi-bridge:bash";
+const EDITOR_TERMINAL_MARK = ".editor-terminal"; // bridge/runs/gate.py
 const ORIGINAL_KEY = "pi-bridge:original";
 // The bridge's diffs carry no texts past this (bridge/engines/diff_capture.py MAX_DIFF_BYTES).
 const MAX_DIFF_BYTES = 1024 * 1024;
@@ -158,7 +169,13 @@ function registerSandboxedBash(pi: any) {
 	});
 	pi.registerTool({
 		...plain,
+		defaultActive: false, // bash stays on or off as pi and its user have it
 		async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
+			if (ctx?.hasUI && GATE_DIR && !FS_LOCAL && existsSync(join(GATE_DIR, EDITOR_TERMINAL_MARK))) {
+				const cwd = ctx?.cwd ?? process.cwd();
+				const started = await bashCall(ctx, { toolCallId: id, op: "exec", cwd, command: String(params?.command ?? "") });
+				if (started.local !== true) return inTerminal(ctx, id, String(started.terminalId), params, signal, onUpdate);
+			}
 			const box = sandboxOf(ctx?.sessionManager?.getSessionId?.());
 			if (box instanceof Error) throw box;
 			if (box === undefined) return plain.execute(id, params, signal, onUpdate, ctx);
@@ -175,6 +192,60 @@ function registerSandboxedBash(pi: any) {
 			return confined.execute(id, params, signal, onUpdate, ctx);
 		},
 	});
+}
+
+type BashAnswer = { error?: unknown; local?: unknown; terminalId?: unknown; output?: unknown; done?: unknown; exitCode?: unknown; signal?: unknown };
+
+/** One step of a command in the editor's terminal (see the top of this file); its error is thrown. */
+async function bashCall(ctx: any, payload: Entry): Promise<BashAnswer> {
+	const answer: string | undefined = await ctx.ui.input(BASH_MARKER, JSON.stringify(payload));
+	let value: BashAnswer;
+	try {
+		value = answer ? (JSON.parse(answer) as BashAnswer) : { error: "refused: the bridge gave no answer" };
+	} catch {
+		value = { error: "refused: the bridge's answer is not valid" };
+	}
+	if (value.error !== undefined) throw new Error(String(value.error));
+	return value;
+}
+
+/** `text` with a status line after it, as pi's bash tool ends its output. */
+function withStatus(text: string, status: string): string {
+	return text ? `${text}\n\n${status}` : status;
+}
+
+/** The command the editor's terminal runs: polled until it ends, its output streamed; killed on
+ * abort or past the call's timeout. */
+async function inTerminal(ctx: any, id: string, terminalId: string, params: any, signal: any, onUpdate: any) {
+	const step = (op: string) => bashCall(ctx, { toolCallId: id, op, terminalId });
+	const seconds = typeof params?.timeout === "number" && params.timeout > 0 ? params.timeout : undefined;
+	const started = Date.now();
+	let shown = "";
+	onUpdate?.({ content: [], details: undefined });
+	for (;;) {
+		if (signal?.aborted) {
+			await step("kill").catch(() => undefined);
+			throw new Error(withStatus(shown, "Command aborted"));
+		}
+		if (seconds !== undefined && Date.now() - started > seconds * 1000) {
+			await step("kill").catch(() => undefined);
+			throw new Error(withStatus(shown, `Command timed out after ${seconds} seconds`));
+		}
+		const state = await step("poll");
+		const output = typeof state.output === "string" ? state.output : shown;
+		if (output !== shown) {
+			shown = output;
+			onUpdate?.({ content: [{ type: "text", text: output }], details: {} });
+		}
+		if (state.done !== true) continue;
+		if (typeof state.signal === "string") throw new Error(withStatus(output, `Command killed by ${state.signal}`));
+		if (typeof state.exitCode !== "number") throw new Error(withStatus(output, "Command terminated without an exit code"));
+		if (state.exitCode !== 0) {
+			const text = withStatus(output, `Command exited with code ${state.exitCode}`);
+			return { content: [{ type: "text", text }], details: {}, isError: true };
+		}
+		return { content: [{ type: "text", text: output || "(no output)" }], details: {} };
+	}
 }
 
 export default function (pi: any) {
@@ -309,6 +380,9 @@ function registerFileTools(pi: any) {
 		const plain = create(process.cwd());
 		pi.registerTool({
 			...plain,
+			// An override replaces pi's tool of that name, never adds one: which tools the model
+			// has stays pi's choice (ls, find and grep are off unless the user turned them on).
+			defaultActive: false,
 			async execute(id: string, params: any, signal: any, onUpdate: any, ctx: any) {
 				const cwd = ctx?.cwd ?? process.cwd();
 				if (!ctx?.hasUI) {

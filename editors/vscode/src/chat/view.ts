@@ -32,6 +32,7 @@ import {
   type PromptImage,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
+import type { LastConversation } from './lastConversation';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 
@@ -50,6 +51,8 @@ export interface ChatDeps {
   onDemo?(): void;
   /** Where each conversation's mode, footers and approval cards are kept for a reopen. */
   memory?: ConversationMemory;
+  /** The conversation shown last, for a reloaded window (lastConversation.ts). */
+  last: LastConversation;
 }
 
 export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -212,6 +215,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     if (message.type === 'commands') {
       message = { type: 'commands', payload: { commands: withDemo(message.payload.commands) } };
     }
+    if (message.type === 'reset' || message.type === 'session') {
+      this.deps.last.set(message.payload.sessionId);
+    }
     if (this.view && this.ready) {
       void this.view.webview.postMessage(message);
     }
@@ -302,8 +308,10 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   /** A fresh webview: show this window's conversation, or after a reload the one its state kept. */
-  private async restore(sessionId: string | null): Promise<void> {
+  private async restore(viewKept: string | null): Promise<void> {
     const conversation = this.conversation;
+    const kept = this.deps.last.get();
+    const sessionId = kept === undefined ? viewKept : kept;
     if (sessionId && conversation.sessionId === null && !conversation.running && conversation.isEmpty) {
       try {
         if (await conversation.open(sessionId)) {

@@ -1108,7 +1108,7 @@ test('the first run without a provider: the chat says what is missing, its scrip
   // One failure, of kind auth (not busy), said once: the notice has the words, the summary the kind.
   assert.match(failed.text, /No API key found/);
   assert.equal(failed.text.split('No API key found').length - 1, 1, failed.text);
-  assert.match(failed.text, /failed · [\d.]+ s · auth|failed.*· auth/);
+  assert.match(failed.text, /Failed \(auth\) · [\d.]+ s/);
   assert.doesNotMatch(failed.text, /busy/);
   const card = (await frame.evaluate(`(() => {
     const s = [...document.querySelectorAll('section.turn')].pop();
