@@ -68,6 +68,7 @@ MessageType = Literal[
     "session.compacting",
     "session.compacted",
     "session.renamed",
+    "plan",
 ]
 TERMINAL_TYPES: frozenset[str] = frozenset({"terminal.completed", "terminal.failed", "terminal.cancelled"})
 ErrorKind = Literal[
@@ -432,11 +433,12 @@ class ThoughtContent(WireModel):
 
 
 class ToolCallContent(WireModel):
-    """Content of tool.call."""
+    """Content of tool.call; `parentToolCallId` names the tool call of the subagent that made it."""
 
     tool_call_id: str
     name: str
     arguments: dict[str, Any]
+    parent_tool_call_id: str | None = None
 
 
 class ToolUpdateContent(WireModel):
@@ -636,6 +638,20 @@ class RenamedContent(WireModel):
     title: str
 
 
+class PlanEntry(WireModel):
+    """One entry of the agent's plan (ACP's `PlanEntry`)."""
+
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    priority: Literal["high", "medium", "low"] | None = None
+
+
+class PlanContent(WireModel):
+    """Content of plan: the whole current plan, sent each time it changes."""
+
+    entries: list[PlanEntry]
+
+
 class _MessageBase(WireModel):
     run_id: str
     attempt: int = Field(ge=1)
@@ -742,6 +758,11 @@ class RenamedMessage(_MessageBase):
     content: RenamedContent
 
 
+class PlanMessage(_MessageBase):
+    type: Literal["plan"]
+    content: PlanContent
+
+
 PiMessage = Annotated[
     SessionStartedMessage
     | SessionResumedMessage
@@ -762,7 +783,8 @@ PiMessage = Annotated[
     | PermissionResolvedMessage
     | CompactingMessage
     | CompactedMessage
-    | RenamedMessage,
+    | RenamedMessage
+    | PlanMessage,
     Field(discriminator="type"),
 ]
 

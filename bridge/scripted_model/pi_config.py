@@ -40,7 +40,10 @@ def write_pi_agent_dir(
     agent_dir.mkdir(parents=True, exist_ok=True)
     # Every model takes images, so pi hands a prompt's images on and tests see them arrive.
     both: list[str] = ["text", "image"]
-    openai_models = [{"id": model, "input": both} for model in SCENARIOS]
+    # Each model is named after what its scenario does: pickers and the chat's `/demo` show it.
+    openai_models = [
+        {"id": model, "name": description, "input": both} for model, description in SCENARIOS.items()
+    ]
     anthropic_models: list[dict[str, Any]] = [
         {"id": model, "input": both, "reasoning": True}
         if model == "thinking_anthropic"

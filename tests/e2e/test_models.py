@@ -37,7 +37,8 @@ async def test_models_lists_the_scripted_model_s_models_and_the_current_one(
     with anyio.fail_after(40):
         again = await request(real_bridge, "pi/models", {"sessionId": session})
     assert again["sessionId"] == session
-    assert again["current"] == {"provider": "fake", "id": "echo", "current": True}
+    # The scripted model's models are named after their scenarios (the chat's `/demo` lists them).
+    assert again["current"] == {"provider": "fake", "id": "echo", "name": SCENARIOS["echo"], "current": True}
     assert [m for m in again["models"] if m["current"]] == [again["current"]]
     assert {(m["provider"], m["id"]) for m in again["models"]} == pairs
 

@@ -174,3 +174,60 @@ def test_an_edit_is_announced_with_its_path_and_reported_with_its_patch() -> Non
     )
     assert done[0].hunks == hunks_of(patch)  # type: ignore[union-attr]
     assert hunks_of(patch)[0].old == ("a\n", "b\n", "c\n")  # type: ignore[index]
+
+
+def _assistant(blocks: list[dict[str, Any]], parent: str | None = None) -> bytes:
+    message = {"id": "msg_1", "role": "assistant", "content": blocks}
+    return line({"type": "assistant", "message": message, "parent_tool_use_id": parent})
+
+
+def _tool_result(call_id: str, output: str, parent: str | None = None) -> bytes:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": output}
+    return line({"type": "user", "message": {"content": [block]}, "parent_tool_use_id": parent})
+
+
+def test_todo_write_becomes_the_whole_plan_after_its_call() -> None:
+    todos = [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+        {"content": "Fix division by zero", "status": "in_progress", "activeForm": "Fixing"},
+        {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"},
+        {"content": "not a status", "status": "someday", "activeForm": "-"},
+    ]
+    use = {"type": "tool_use", "id": "toolu_todo", "name": "TodoWrite", "input": {"todos": todos}}
+    outs = valid(feed_all(ClaudeEventMapper(OPTIONS), [_assistant([use])]))
+    assert [o.type for o in outs] == ["tool.call", "plan"]
+    assert outs[1].content == {
+        "entries": [
+            {"content": "Read the parser", "status": "completed"},
+            {"content": "Fix division by zero", "status": "in_progress"},
+            {"content": "Run the tests", "status": "pending"},
+        ]
+    }
+
+
+def test_a_sub_agents_tool_calls_name_their_parent_and_its_text_stays_out() -> None:
+    mapper = ClaudeEventMapper(OPTIONS)
+    task = {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "look"}}
+    child = {"type": "tool_use", "id": "toolu_child", "name": "Read", "input": {"file_path": "a.py"}}
+    text = {"type": "text", "text": "the sub-agent's own words"}
+    outs = valid(
+        feed_all(
+            mapper,
+            [
+                _assistant([task]),
+                _assistant([text, child], parent="toolu_task"),
+                _tool_result("toolu_child", "x = 1", parent="toolu_task"),
+                _tool_result("toolu_task", "found it"),
+            ],
+        )
+    )
+    assert [(o.type, o.content["toolCallId"]) for o in outs] == [
+        ("tool.call", "toolu_task"),
+        ("tool.call", "toolu_child"),
+        ("tool.completed", "toolu_child"),
+        ("tool.completed", "toolu_task"),
+    ]
+    assert "parentToolCallId" not in outs[0].content
+    assert outs[1].content["parentToolCallId"] == "toolu_task"
+    assert outs[2].content["output"] == "x = 1"
+    assert "sub-agent's own words" not in mapper.text

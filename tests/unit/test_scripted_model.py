@@ -629,6 +629,7 @@ def test_write_pi_agent_dir(tmp_path: pathlib.Path) -> None:
         "supportsReasoningEffort": False,
     }
     assert [m["id"] for m in fake["models"]] == list(SCENARIOS)
+    assert [m["name"] for m in fake["models"]] == list(SCENARIOS.values()), "named after what it does"
     anthropic = models["providers"]["fake-anthropic"]
     assert anthropic["api"] == "anthropic-messages"
     assert anthropic["baseUrl"] == "http://127.0.0.1:1234"

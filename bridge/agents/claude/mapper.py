@@ -14,7 +14,9 @@ The stream (as Claude Code 2.1.197 prints it):
   (SIGINT) prints: it is held back, so a cancel in progress still ends as cancelled.
 
 Events of a sub-agent (`parent_tool_use_id` set) stay out of the run's text: its result comes
-back as the Task tool's output. Thoughts are buffered per message and delivered whole at its
+back as the Task tool's output. Its tool calls and their ends are sent, with `parentToolCallId`,
+so that an editor folds them under the Task card. A TodoWrite call's input is the agent's whole
+plan: it becomes a `plan` message too. Thoughts are buffered per message and delivered whole at its
 end, or before the tool call it makes, never between a call and its close.
 """
 
@@ -155,8 +157,9 @@ class ClaudeEventMapper(MapperCore):
         return []
 
     def _on_assistant(self, event: dict[str, Any]) -> list[Out]:
-        if event.get("parent_tool_use_id") is not None:
-            return []
+        parent = event.get("parent_tool_use_id")
+        if parent is not None:
+            return self._on_sub_agent_assistant(parent, event.get("message"))
         message = event.get("message")
         if not isinstance(message, dict):
             return []
@@ -209,11 +212,36 @@ class ClaudeEventMapper(MapperCore):
         call_id = block.get("id")
         if not isinstance(call_id, str):
             return []
-        return self._open_tool(call_id, str(block.get("name", "")), block.get("input"))
+        name = str(block.get("name", ""))
+        out = self._open_tool(call_id, name, block.get("input"))
+        if out and name == "TodoWrite":
+            out.extend(_plan_of(block.get("input")))
+        return out
+
+    def _on_sub_agent_assistant(self, parent: Any, message: Any) -> list[Out]:
+        """A sub-agent's tool calls, each naming its parent; its text stays in the Task's result."""
+        content = message.get("content") if isinstance(message, dict) else None
+        out: list[Out] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_use":
+                continue
+            call_id = block.get("id")
+            if not isinstance(call_id, str) or call_id in self._open_tools:
+                continue
+            self._open_tools[call_id] = str(block.get("name", ""))
+            arguments = block.get("input")
+            call: dict[str, Any] = {
+                "toolCallId": call_id,
+                "name": self._open_tools[call_id],
+                "arguments": arguments if isinstance(arguments, dict) else {},
+            }
+            if isinstance(parent, str):
+                call["parentToolCallId"] = parent
+            out.append(Out("tool.call", call))
+        return out
 
     def _on_user(self, event: dict[str, Any]) -> list[Out]:
-        if event.get("parent_tool_use_id") is not None:
-            return []
+        sub_agent = event.get("parent_tool_use_id") is not None
         message = event.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         out: list[Out] = []
@@ -231,7 +259,8 @@ class ClaudeEventMapper(MapperCore):
                 )
             else:
                 out.append(Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output}))
-        out.extend(self._flush_thought())
+        if not sub_agent:
+            out.extend(self._flush_thought())
         return out
 
     def _on_result(self, event: dict[str, Any]) -> list[Out]:
@@ -316,3 +345,21 @@ def _mcp_failures(servers: object) -> list[Out]:
             text = f"MCP server {server.get('name')}: {server.get('status')} (Claude Code goes on without it)"
             outs.append(Out("notice", {"level": "warning", "text": text}))
     return outs
+
+
+_PLAN_STATUSES: Final = frozenset({"pending", "in_progress", "completed"})
+
+
+def _plan_of(arguments: Any) -> list[Out]:
+    """The contract's `plan` from TodoWrite's input (`todos: [{content, status, activeForm}]`)."""
+    todos = arguments.get("todos") if isinstance(arguments, dict) else None
+    if not isinstance(todos, list):
+        return []
+    entries = [
+        {"content": todo["content"], "status": todo["status"]}
+        for todo in todos
+        if isinstance(todo, dict)
+        and isinstance(todo.get("content"), str)
+        and todo.get("status") in _PLAN_STATUSES
+    ]
+    return [Out("plan", {"entries": entries})]

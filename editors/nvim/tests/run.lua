@@ -1472,6 +1472,114 @@ test(':PiSandbox without arguments picks the mode then the network; :PiMode show
   truthy(ok, tostring(err))
 end)
 
+--- Feed `messages` (contract messages as the bridge sends them) into the chat thread as one run.
+local function replay_in_chat(messages)
+  if not chat_view.prompt() then
+    vim.cmd('cd ' .. vim.fn.fnameescape(project))
+    vim.cmd('PiChat')
+  end
+  local run = { id = 'replayed-' .. tag, buf = truthy(chat_view.thread(), 'no chat thread') }
+  for i, m in ipairs(messages) do
+    require('pi_bridge.render').message(run, { runId = run.id, attempt = 1, seq = i, type = m[1], content = m[2] })
+  end
+  return run.buf
+end
+
+test("the agent's plan shows in the chat, redrawn in place as it changes", function()
+  local function plan(statuses)
+    local entries = {}
+    for i, text in ipairs({ 'Read the parser', 'Fix division by zero', 'Run the tests' }) do
+      entries[i] = { content = text, status = statuses[i] }
+    end
+    return { 'plan', { entries = entries } }
+  end
+  -- As Claude Code's TodoWrite comes: its call, the plan, then the call's output above the plan.
+  local buf = replay_in_chat({
+    { 'tool.call', { toolCallId = 'todo', name = 'TodoWrite', arguments = { todos = {} } } },
+    plan({ 'completed', 'in_progress', 'pending' }),
+    { 'tool.completed', { toolCallId = 'todo', name = 'TodoWrite', output = 'Todos updated' } },
+    { 'assistant', { text = 'Fixing it now.' } },
+    plan({ 'completed', 'completed', 'in_progress' }),
+  })
+  local lines, row = line_with(buf, '▤ plan')
+  eq('▤ plan · 2/3 done', lines[row], 'the head counts what is done')
+  eq(
+    { '  ✓ Read the parser', '  ✓ Fix division by zero', '  ◐ Run the tests', 'Fixing it now.' },
+    vim.list_slice(lines, row + 1, row + 4),
+    'each entry with its status, once, the text after it kept'
+  )
+  truthy(lines[row - 2]:find('⚙ TodoWrite', 1, true), 'the call above: ' .. lines[row - 2])
+  eq('  │ Todos updated', lines[row - 1], "the call's output stays under its own line")
+  local heads = vim.tbl_filter(function(l)
+    return vim.startswith(l, '▤ plan')
+  end, lines)
+  eq(1, #heads, 'one plan, replaced in place')
+end)
+
+test("a subagent's tool calls are folded under its parent's line, its output after them", function()
+  local buf = replay_in_chat({
+    { 'tool.call', { toolCallId = 'task', name = 'Task', arguments = { description = 'Find the division' } } },
+    { 'tool.call', { toolCallId = 'c1', name = 'Grep', arguments = { pattern = ' / ' }, parentToolCallId = 'task' } },
+    { 'tool.completed', { toolCallId = 'c1', name = 'Grep', output = 'parser.py:12' } },
+    { 'tool.call', { toolCallId = 'c2', name = 'Read', arguments = { path = 'parser.py' }, parentToolCallId = 'task' } },
+    { 'tool.completed', { toolCallId = 'c2', name = 'Read', output = 'x = a / b' } },
+    { 'tool.completed', { toolCallId = 'task', name = 'Task', output = 'parser.py line 12 divides' } },
+    { 'assistant', { text = 'The parser divides on line 12.' } },
+  })
+  local lines, row = line_with(buf, 'Task: Find the division')
+  truthy(lines[row]:find('[done]', 1, true), 'the parent is done: ' .. lines[row])
+  eq({
+    '  │ ⚙ Grep: {"pattern":" / "}  [done]',
+    '  │ ⚙ Read: parser.py  [done]',
+    '  │ parser.py line 12 divides',
+    'The parser divides on line 12.',
+  }, vim.list_slice(lines, row + 1, row + 4), "the children, then the parent's output")
+  local win = truthy(chat_view.thread_win(), 'the thread is not shown')
+  local closed = vim.api.nvim_win_call(win, function()
+    vim.cmd('normal! zM')
+    return { vim.fn.foldclosed(row + 1), vim.fn.foldclosed(row + 2) }
+  end)
+  eq({ row, row }, closed, "the subagent's calls are in the parent's closed fold")
+end)
+
+test('a file the user opens is synced with the bridge; workspace/applyEdit edits its dirty buffer and keeps the unsaved text', function()
+  local client = require('pi_bridge.client')
+  local c
+  client.with_client(function(got)
+    c = got
+  end)
+  wait_for('the client', 30000, function()
+    return c ~= nil
+  end)
+  eq(true, c.config.capabilities.workspace.applyEdit, 'initialize declares workspace.applyEdit')
+  local path = project .. '/dirty-' .. tag .. '.txt'
+  vim.fn.writefile({ 'line one', 'line two', 'line three' }, path)
+  vim.cmd('tabnew ' .. vim.fn.fnameescape(path))
+  local buf = vim.api.nvim_get_current_buf()
+  wait_for('the buffer to be attached', 5000, function()
+    return vim.lsp.buf_is_attached(buf, c.id)
+  end)
+  vim.api.nvim_buf_set_lines(buf, 2, 3, true, { 'line three, typed and not saved' })
+  eq(true, vim.bo[buf].modified, 'the buffer is dirty')
+  -- What the bridge sends for an agent's write to an open, dirty file (a server request).
+  local edit = {
+    changes = {
+      [vim.uri_from_fname(path)] = {
+        { range = { start = { line = 1, character = 5 }, ['end'] = { line = 1, character = 8 } }, newText = '2, edited' },
+      },
+    },
+  }
+  local answer = vim.lsp.handlers['workspace/applyEdit'](nil, { label = 'pi: write', edit = edit }, { client_id = c.id, method = 'workspace/applyEdit' })
+  eq(true, answer and answer.applied, 'applied')
+  eq(
+    { 'line one', 'line 2, edited', 'line three, typed and not saved' },
+    vim.api.nvim_buf_get_lines(buf, 0, -1, true),
+    "the agent's edit and the user's unsaved line, both in the buffer"
+  )
+  eq({ 'line one', 'line two', 'line three' }, vim.fn.readfile(path), 'nothing written behind the buffer')
+  vim.cmd('bwipeout! ' .. buf)
+end)
+
 test('stopping the client leaves no process of the bridge', function()
   local nvim_pid = vim.fn.getpid()
   local model = { [model_server.pid] = true } -- the scripted model is the tests', not the bridge's

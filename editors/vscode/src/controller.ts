@@ -15,8 +15,8 @@ import {
   type StaticFeature,
 } from 'vscode-languageclient/node';
 import { Chat, targetOf } from './chat/view';
-import { readSettings, RESTART_KEYS, runParams, type Settings } from './bridge/config';
-import { usageLabel } from './chat/conversation';
+import { readSettings, RESTART_KEYS, runParams, SYNCED_DOCUMENTS, type Settings } from './bridge/config';
+import { usageLabel, type ConversationMemory, type RememberedConversation } from './chat/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
 import {
@@ -95,6 +95,8 @@ export class Controller implements vscode.Disposable {
       },
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
+      onDemo: () => void this.models.demo(this.chat, () => void this.firstRun.run('scripted')),
+      memory: workspaceMemory(context.workspaceState),
       last: new LastConversation(
         vscode.Uri.joinPath(context.storageUri ?? context.globalStorageUri, 'last-conversation.json').fsPath,
       ),
@@ -187,7 +189,10 @@ export class Controller implements vscode.Disposable {
       options: { env: { ...launch.env, ...first.env } },
     };
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [],
+      // Every file the user opens is synced (didOpen/didChange/didClose), so the bridge reads
+      // what the user sees and sends an agent's write to a dirty file as `workspace/applyEdit`,
+      // which vscode-languageclient applies to the buffer (it declares `workspace.applyEdit`).
+      documentSelector: [...SYNCED_DOCUMENTS],
       initializationOptions,
       // The JSON-RPC trace goes to this channel at log level Trace (vscode-languageclient 10+).
       outputChannel: this.log,
@@ -464,4 +469,18 @@ function progressLine(record: RunRecord): string {
 function defaultCwd(): string | undefined {
   const folder = vscode.workspace.workspaceFolders?.[0];
   return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
+}
+
+/** Conversations remembered in the workspace's state (a bounded number, the latest kept). */
+function workspaceMemory(state: vscode.Memento): ConversationMemory {
+  const KEY = 'piBridge.conversations';
+  const MAX = 50;
+  const all = (): Record<string, RememberedConversation> => state.get<Record<string, RememberedConversation>>(KEY) ?? {};
+  return {
+    get: (sessionId) => all()[sessionId],
+    set: (sessionId, conversation) => {
+      const kept = Object.entries(all()).filter(([id]) => id !== sessionId);
+      void state.update(KEY, Object.fromEntries([...kept.slice(-(MAX - 1)), [sessionId, conversation]]));
+    },
+  };
 }

@@ -6,6 +6,7 @@
  * settings' pick, else the one the agent runs now.
  */
 import * as vscode from 'vscode';
+import { demoExample, demoPrompt, demoScenarios } from './chat/demo';
 import { THINKING_LEVELS } from './bridge/config';
 import { Methods, type ModelInfo, type ModelsResult } from './bridge/protocol';
 import type { Session } from './bridge/session';
@@ -91,6 +92,39 @@ export class Models {
       models: this.listed.map((m) => ({ value: modelValue(m), label: modelValue(m) })),
       current: this.current,
     });
+  }
+
+  /**
+   * `/demo`: the scripted model's scenarios in a quick pick; the picked one becomes the model and
+   * runs (or fills the input when it acts on the prompt's text). Without the scripted model, the
+   * way to it.
+   */
+  async demo(chat: { fill(text: string): void; sendPrompt(text: string): Promise<void> }, useScripted: () => void): Promise<void> {
+    await this.refresh();
+    const scenarios = demoScenarios(this.listed);
+    if (scenarios.length === 0) {
+      const choice = await vscode.window.showInformationMessage(
+        "/demo runs the bridge's scripted model (offline, no key), which is not running now.",
+        'Try the scripted model',
+      );
+      if (choice) {
+        useScripted();
+      }
+      return;
+    }
+    const picked = await vscode.window.showQuickPick(
+      scenarios.map((s) => ({ label: s.id, detail: s.description, scenario: s })),
+      { title: "pi: the scripted model's scenarios", placeHolder: 'Pick one to run', matchOnDetail: true },
+    );
+    if (!picked) {
+      return;
+    }
+    await this.choose(picked.scenario.value);
+    if (picked.scenario.needsPrompt) {
+      chat.fill(demoExample(picked.scenario));
+      return;
+    }
+    await chat.sendPrompt(demoPrompt(picked.scenario));
   }
 
   /** Make `value` (`provider/id`; '' for the agent's default) the next prompts' model. */

@@ -21,6 +21,7 @@ import {
   type CompactionItem,
 } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
+import { demoExample, demoPrompt, demoScenarios, isDemo, withDemo } from '../src/chat/demo';
 import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentionText';
 import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
 import { Conversation } from '../src/chat/conversation';
@@ -551,4 +552,30 @@ test('after a Stop the unsent messages go back ahead of the draft, and nothing q
   finishers[1]!('completed');
   await second;
   assert.deepEqual(runs.map((r) => r.prompt), ['go', 'next'], 'the queued message never ran by itself');
+});
+
+test("/demo lists the scripted model's scenarios from the agent's models, with what each does; the `/` menu offers it", () => {
+  const models = [
+    { provider: 'anthropic', id: 'claude-x', name: 'Claude X', current: false },
+    { provider: 'scripted', id: 'edit', name: "calls pi's edit on notes.txt, then answers what it said", current: false },
+    { provider: 'scripted', id: 'shell', name: "calls bash with the prompt's text as the command, then answers what it printed", current: false },
+    { provider: 'scripted', id: 'readpath', name: "calls pi's read on the path the prompt names, then streams like `slow`", current: false },
+    { provider: 'scripted', id: 'script', name: 'the prompt is JSON, a list of `[tool, arguments]` calls', current: false },
+    { provider: 'scripted', id: 'unnamed', name: 'unnamed', current: false },
+  ];
+  const scenarios = demoScenarios(models);
+  assert.deepEqual(scenarios.map((s) => [s.value, s.needsPrompt]), [
+    ['scripted/edit', false],
+    ['scripted/shell', true],
+    ['scripted/readpath', true],
+    ['scripted/script', true],
+  ]);
+  assert.equal(scenarios[0]!.description, "calls pi's edit on notes.txt, then answers what it said");
+  assert.deepEqual(scenarios.slice(1).map(demoExample), ['echo hello from the demo', 'README.md', '[["read", {"path": "README.md"}]]']);
+  assert.match(demoPrompt(scenarios[0]!), /"edit" scenario/);
+  assert.deepEqual(demoScenarios(models.slice(0, 1)), [], 'none without the scripted model');
+  assert.equal(isDemo(' /demo '), true);
+  assert.equal(isDemo('/demo please'), false);
+  assert.deepEqual(withDemo([]).map((c) => c.name), ['demo']);
+  assert.deepEqual(withDemo([{ name: 'demo', description: 'own', source: 'prompt', argumentHint: null }]).map((c) => c.description), ['own'], "a conversation's own /demo wins");
 });

@@ -14,10 +14,11 @@ import { CancellationTokenSource } from 'vscode-jsonrpc';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import type { ApprovalView, HostMessage } from '../src/chat/chatProtocol.js';
 import { Conversations } from '../src/chat/conversations.js';
+import type { ConversationMemory, RememberedConversation } from '../src/chat/conversation.js';
 import { chatPage } from '../src/chat/page.js';
 import type { RunParams } from '../src/bridge/protocol.js';
 import { Session } from '../src/bridge/session.js';
-import { fakePiCommand, processesMatching, startBridge, withTimeout, type Bridge } from './harness.js';
+import { fakePiCommand, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness.js';
 
 const extensionDir = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const chromium = process.env['CHROMIUM'] ?? '/usr/bin/chromium';
@@ -790,4 +791,138 @@ test('Restore checkpoint shows only on a turn that changed files (an edit, a com
   );
   assert.deepEqual(shown, { t1: false, t2: true, t3: true });
   await view.page.close();
+});
+
+test("the agent's plan is pinned above the input, each entry with its status, replaced whole as it changes; a new conversation hides it", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'Fix the division by zero', chips: [], live: true } });
+  const plan = (statuses: ('pending' | 'in_progress' | 'completed')[], middle = 'Fix <b>division</b> by zero'): HostMessage => ({
+    type: 'entry',
+    payload: {
+      turnId: 't1', attempt: 1, stat: null,
+      entry: { type: 'plan', content: { entries: ['Read the parser', middle, 'Run the tests'].map((content, i) => ({ content, status: statuses[i]! })) } },
+    },
+  });
+  const shown = `[...document.querySelectorAll('#plan .plan-entry')].map((e) => e.dataset.status + ':' + e.querySelector('.plan-text').textContent)`;
+  view.post(plan(['completed', 'in_progress', 'pending']));
+  await view.flush();
+  await view.until(`document.querySelectorAll('#plan .plan-entry').length === 3`, 'the plan');
+  assert.deepEqual(await view.read<string[]>(shown), ['completed:Read the parser', 'in_progress:Fix <b>division</b> by zero', 'pending:Run the tests'], 'markup stays text');
+  assert.equal(await view.read<string>(`document.querySelector('#plan .plan-head').textContent`), 'Plan · 1/3 done');
+  assert.equal(
+    await view.read<boolean>(`document.getElementById('plan').parentElement.id === 'composer' && !!(document.getElementById('plan').compareDocumentPosition(document.getElementById('prompt')) & Node.DOCUMENT_POSITION_FOLLOWING)`),
+    true,
+    'the plan sits in the composer, above the input',
+  );
+  assert.equal(await view.read<number>(`document.querySelectorAll('#thread .plan-entry').length`), 0, 'not in the thread');
+  view.post(plan(['completed', 'in_progress', 'pending'], 'Fix division by zero in parse_expr'));
+  view.post(plan(['completed', 'completed', 'in_progress'], 'Fix division by zero in parse_expr'));
+  await view.flush();
+  await view.until(`document.querySelector('#plan .plan-head').textContent === 'Plan · 2/3 done'`, 'the plan replaced');
+  assert.deepEqual(await view.read<string[]>(`[...document.querySelectorAll('#plan .plan-entry')].map((e) => e.dataset.status)`), ['completed', 'completed', 'in_progress']);
+  await view.page.setViewport({ width: 560, height: 460 });
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-plan.png') });
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  await view.flush();
+  await view.until(`document.getElementById('plan').hidden`, 'a new conversation hides the plan');
+  await view.page.close();
+});
+
+test("a subagent's tool calls fold under its parent's card, counted, closed until opened; a call of an unknown parent stays in the answer", { timeout: RUN_TIMEOUT }, async () => {
+  const view = await openChat();
+  view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
+  view.post({ type: 'turn', payload: { turnId: 't1', prompt: 'Find where the parser divides', chips: [], live: true } });
+  const entry = (e: Extract<HostMessage, { type: 'entry' }>['payload']['entry']): HostMessage => ({ type: 'entry', payload: { turnId: 't1', attempt: 1, stat: null, entry: e } });
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'task', name: 'Task', arguments: { description: 'Find the division', prompt: 'grep for /' } } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c1', name: 'Grep', arguments: { pattern: ' / ' }, parentToolCallId: 'task' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'c1', name: 'Grep', output: 'parser.py:12' } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'c2', name: 'Read', arguments: { path: 'parser.py' }, parentToolCallId: 'task' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'c2', name: 'Read', output: 'x = a / b' } }));
+  view.post(entry({ type: 'tool.call', content: { toolCallId: 'orphan', name: 'Read', arguments: { path: 'other.py' }, parentToolCallId: 'nobody' } }));
+  view.post(entry({ type: 'tool.completed', content: { toolCallId: 'task', name: 'Task', output: 'parser.py line 12 divides' } }));
+  view.post(entry({ type: 'assistant', content: { text: 'The parser divides on line 12.' } }));
+  await view.flush();
+  await view.until(`document.querySelector('.tool[data-tool-call-id="task"]')?.dataset.status === 'completed' && !!document.querySelector('.assistant')`, 'the turn drawn');
+  const group = `document.querySelector('.tool[data-tool-call-id="task"] > details.subagent')`;
+  assert.deepEqual(
+    await view.read<string[]>(`[...${group}.querySelectorAll('.tool')].map((t) => t.dataset.toolCallId + ':' + t.dataset.status)`),
+    ['c1:completed', 'c2:completed'],
+  );
+  assert.equal(await view.read<string>(`${group}.querySelector('summary').textContent`), 'Subagent · 2 tool calls');
+  assert.equal(await view.read<boolean>(`${group}.open`), false, 'folded until opened');
+  assert.deepEqual(
+    await view.read<string[]>(`[...document.querySelector('.answer').children].map((c) => c.dataset.toolCallId ?? c.classList[0])`),
+    ['task', 'orphan', 'assistant'],
+    'only the parent and a call whose parent is unknown are in the answer',
+  );
+  assert.deepEqual(
+    await view.read<string[]>(`[...${group}.querySelectorAll('pre.tool-output')].map((p) => p.textContent)`),
+    ['parser.py:12', 'x = a / b'],
+    "each call shows its own output, never its parent's",
+  );
+  assert.equal(await view.read<string>(`document.querySelector('.tool[data-tool-call-id="task"] > pre.tool-output').textContent`), 'parser.py line 12 divides');
+  assert.equal(await view.read<string>(`document.querySelector('.tool[data-tool-call-id="task"] .tool-command').textContent`), 'Find the division', 'the Task card says what it is for');
+  await view.page.setViewport({ width: 560, height: 640 });
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-folded.png') });
+  await view.read(`${group}.open = true`);
+  await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-open.png') });
+  await view.page.close();
+});
+
+test("a reopened conversation keeps its mode, title, footers and answered approval cards (#35), from the chat's memory beside pi's history", { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const saved = new Map<string, RememberedConversation>();
+  const memory: ConversationMemory = { get: (id) => saved.get(id), set: (id, c) => void saved.set(id, structuredClone(c)) };
+  const first = await openChat();
+  let runId = '';
+  const conversations = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, id) => {
+      runId = id;
+      return { prompt, runId: id, model: 'toolsteer' };
+    },
+    post: (message) => first.post(message),
+    memory,
+  });
+  const conversation = conversations.current;
+  conversation.replay();
+  await conversation.setMode('auto-edit');
+  // The turn asks the user once (as the bridge's pi/requestPermission would) and is answered Deny.
+  const sending = conversation.send('Run the slow command');
+  await waitUntil(() => runId !== '' && conversation.turnPlace(runId) !== undefined, RUN_TIMEOUT, 'the turn to start');
+  const asked = conversations.requestPermission({
+    runId, toolCallId: 'call-x', tool: 'bash', kind: 'execute', title: 'bash sleep 2', input: { command: 'sleep 2' },
+    options: [{ optionId: 'allow', kind: 'allow_once', name: 'Allow' }, { optionId: 'deny', kind: 'reject_once', name: 'Deny' }],
+  });
+  conversation.answerApproval(`${runId}/call-x`, 'deny', 'not now');
+  assert.equal((await asked).optionId, 'deny');
+  await withTimeout(sending, RUN_TIMEOUT, 'the turn');
+  const sessionId = conversation.sessionId!;
+  const footer = (view: ChatView): Promise<string> => view.read<string>(`document.querySelector('section.turn .turn-status .turn-summary')?.textContent ?? ''`);
+  await first.flush();
+  const shownBefore = await footer(first);
+  assert.match(shownBefore, /^Done · /, shownBefore);
+  await first.page.close();
+
+  // Another window (a reload, a restart): the conversation is reopened from pi/session.
+  const second = await openChat();
+  const again = new Conversations({
+    session: () => Promise.resolve(session),
+    runParams: (prompt, runId2) => ({ prompt, runId: runId2, model: 'text' }),
+    post: (message) => second.post(message),
+    memory,
+  });
+  assert.equal(await again.open(sessionId), true);
+  await second.flush();
+  await second.until(`!!document.querySelector('section.turn .turn-status .turn-summary')`, 'the footer of the reopened turn');
+  assert.equal(await footer(second), shownBefore, 'the footer as it was');
+  assert.equal(again.current.mode, 'auto-edit', 'the mode as it was');
+  assert.equal(await second.read<string>(`document.getElementById('mode').value`), 'auto-edit');
+  assert.equal(again.current.title, 'Run the slow command', 'the title as it was');
+  assert.deepEqual(
+    await second.read<{ state: string; outcome: string }[]>(`[...document.querySelectorAll('.approval')].map((c) => ({ state: c.dataset.state, outcome: c.querySelector('.approval-outcome').textContent }))`),
+    [{ state: 'answered', outcome: 'Denied: not now' }],
+    'the answered approval card',
+  );
+  await second.page.close();
 });

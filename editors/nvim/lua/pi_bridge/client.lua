@@ -155,6 +155,39 @@ function M.with_client(fn)
     return
   end
   client_id = id
+  M.sync_documents(id)
+end
+
+--- Whether `buf` is a file the user edits (not a scratch, help, terminal or chat buffer).
+--- @param buf integer
+--- @return boolean
+function M.is_file_buffer(buf)
+  return vim.api.nvim_buf_is_loaded(buf)
+    and vim.bo[buf].buftype == ''
+    and vim.api.nvim_buf_get_name(buf) ~= ''
+end
+
+--- Attach the client to every file buffer, open now or later: vim.lsp then sends didOpen,
+--- didChange and didClose, so the bridge reads what the user sees, and an agent's write to a
+--- buffer with unsaved changes comes back as `workspace/applyEdit`, which vim.lsp's own handler
+--- applies to the buffer (its client capabilities declare `workspace.applyEdit`).
+--- @param id integer
+function M.sync_documents(id)
+  local function attach(buf)
+    if id == client_id and M.is_file_buffer(buf) and not vim.lsp.buf_is_attached(buf, id) then
+      vim.lsp.buf_attach_client(buf, id)
+    end
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    attach(buf)
+  end
+  local group = vim.api.nvim_create_augroup('pi_bridge_document_sync', { clear = true })
+  vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, {
+    group = group,
+    callback = function(ev)
+      attach(ev.buf)
+    end,
+  })
 end
 
 --- Send a request once the client is ready. `handler(err, result)` gets the response; it is not

@@ -84,6 +84,7 @@ M.types = {
   SESSION_COMPACTING = 'session.compacting',
   SESSION_COMPACTED = 'session.compacted',
   SESSION_RENAMED = 'session.renamed',
+  PLAN = 'plan',
 }
 
 --- Run status that each terminal message ends an attempt with.

@@ -27,11 +27,15 @@ local BODY = '  │ '
 local STOPPED = '── stopped'
 --- A tool line's status while the bridge waits for the user's approval.
 local WAITING = 'waiting for you'
+--- The head of the agent's plan (the contract's `plan`), redrawn in place as it changes.
+local PLAN = '▤ plan'
+local PLAN_ICONS = { pending = '○', in_progress = '◐', completed = '✓' }
 
 --- @class pi_bridge.View
 --- @field text_open boolean the last line is assistant text that the next delta continues
 --- @field thought_open boolean the last block is a live thought that the next fragment continues
---- @field tools table<string, {mark: integer, name: string, summary: string, lines: integer, status: string, diff: table?}>
+--- @field tools table<string, {mark: integer, name: string, summary: string, lines: integer, status: string, diff: table?, kids: integer?, child: boolean?}>
+--- @field plan {mark: integer, lines: integer}? where the run's plan is drawn
 --- @field header boolean? false: no run header on line 1 (the chat buffer holds many runs)
 
 --- @type table<integer, pi_bridge.View>
@@ -275,6 +279,8 @@ local function tool_summary(name, arguments)
   local args = arguments or {}
   local s = type(args.command) == 'string' and args.command
     or type(args.path) == 'string' and args.path
+    or type(args.file_path) == 'string' and args.file_path
+    or type(args.description) == 'string' and args.description -- a subagent's (Task)
     or vim.json.encode(args)
   s = s:gsub('\n', ' ')
   if #s > 80 then
@@ -285,7 +291,21 @@ end
 
 local function tool_line(tool, status)
   tool.status = status
-  return ('%s  [%s]'):format(tool.summary, status)
+  return ('%s%s  [%s]'):format(tool.child and BODY or '', tool.summary, status)
+end
+
+--- The lines of a plan: its head with how much is done, then each entry with its status icon.
+--- @param entries table[] the contract's plan entries
+--- @return string[]
+function M.plan_lines(entries)
+  local done = 0
+  local lines = {}
+  for _, e in ipairs(entries) do
+    done = done + (e.status == 'completed' and 1 or 0)
+    lines[#lines + 1] = ('  %s %s'):format(PLAN_ICONS[e.status] or '?', (tostring(e.content):gsub('\n', ' ')))
+  end
+  table.insert(lines, 1, ('%s · %d/%d done'):format(PLAN, done, #entries))
+  return lines
 end
 
 --- `+N -M` of a diff (changed lines), or nil without both texts.
@@ -302,16 +322,42 @@ local function diff_counts(diff)
   return ('+%d -%d'):format(added, removed)
 end
 
+--- Insert `lines` before 0-based `row`: the marks of the line that was there (a tool's, the
+--- plan's) move down with it (their left gravity would keep them on the first inserted line).
+local function insert_at(buf, row, lines)
+  local moved = api.nvim_buf_get_extmarks(buf, ns_tool, { row, 0 }, { row, 0 }, {})
+  api.nvim_buf_set_lines(buf, row, row, true, lines)
+  for _, m in ipairs(moved) do
+    api.nvim_buf_set_extmark(buf, ns_tool, row + #lines, 0, vim.tbl_extend('force', MARK, { id = m[1] }))
+  end
+end
+
+--- Replace the `count` lines from 0-based `start` with `lines`, line by line: nvim_buf_set_lines
+--- over a range would drag the marks of the line after it (the next tool's, the plan's) into it.
+local function replace_lines(buf, start, count, lines)
+  local same = math.min(count, #lines)
+  for i = 0, same - 1 do
+    local old = api.nvim_buf_get_lines(buf, start + i, start + i + 1, true)[1]
+    api.nvim_buf_set_text(buf, start + i, 0, start + i, #old, { lines[i + 1] })
+  end
+  if #lines > count then
+    insert_at(buf, start + count, vim.list_slice(lines, count + 1))
+  elseif #lines < count then
+    api.nvim_buf_set_lines(buf, start + #lines, start + count, true, {})
+  end
+end
+
 --- Replace the tool's status and folded output in place.
 local function update_tool(buf, tool, status, output)
   local row = api.nvim_buf_get_extmark_by_id(buf, ns_tool, tool.mark, {})[1]
   if not row then
     return
   end
-  api.nvim_buf_set_lines(buf, row, row + 1, true, { tool_line(tool, status) })
-  if output == nil then
-    return
+  replace_lines(buf, row, 1, { tool_line(tool, status) })
+  if output == nil or tool.child then
+    return -- a subagent's call is one line in its parent's fold
   end
+  row = row + (tool.kids or 0) -- the output goes under the subagent's calls
   local lines = split_lines(output)
   if lines[#lines] == '' then
     lines[#lines] = nil
@@ -321,7 +367,7 @@ local function update_tool(buf, tool, status, output)
     lines = vim.list_slice(lines, 1, MAX_OUTPUT_LINES)
     lines[#lines + 1] = ('… %d more lines'):format(more)
   end
-  api.nvim_buf_set_lines(buf, row + 1, row + 1 + tool.lines, true, body(lines))
+  replace_lines(buf, row + 1, tool.lines, body(lines))
   tool.lines = #lines
 end
 
@@ -385,9 +431,31 @@ function M.message(run, msg)
     elseif t == T.TOOL_CALL then
       view.text_open, view.thought_open = false, false
       local tool = { name = c.name, summary = tool_summary(c.name, c.arguments), lines = 0 }
-      local row = append(buf, { tool_line(tool, 'running') })
+      local parent = type(c.parentToolCallId) == 'string' and view.tools[c.parentToolCallId] or nil
+      local prow = parent and api.nvim_buf_get_extmark_by_id(buf, ns_tool, parent.mark, {})[1]
+      local row
+      if prow then
+        -- A subagent's call: one line folded under its parent's, after the calls before it.
+        tool.child = true
+        row = prow + 1 + (parent.kids or 0)
+        insert_at(buf, row, { tool_line(tool, 'running') })
+        parent.kids = (parent.kids or 0) + 1
+      else
+        row = append(buf, { tool_line(tool, 'running') })
+      end
       tool.mark = api.nvim_buf_set_extmark(buf, ns_tool, row, 0, MARK)
       view.tools[c.toolCallId] = tool
+    elseif t == T.PLAN then
+      view.text_open, view.thought_open = false, false
+      local lines = M.plan_lines(c.entries or {})
+      local at = view.plan and api.nvim_buf_get_extmark_by_id(buf, ns_tool, view.plan.mark, {})[1]
+      if at then
+        replace_lines(buf, at, view.plan.lines, lines)
+      else
+        at = append(buf, lines)
+        view.plan = { mark = api.nvim_buf_set_extmark(buf, ns_tool, at, 0, MARK) }
+      end
+      view.plan.lines = #lines
     elseif t == T.TOOL_UPDATE or t == T.TOOL_COMPLETED or t == T.TOOL_FAILED then
       local tool = view.tools[c.toolCallId]
       if tool then

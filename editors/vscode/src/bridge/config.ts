@@ -37,6 +37,13 @@ export const DEFAULT_SETTINGS: Settings = {
 };
 
 /** Settings whose change needs a bridge restart (the others are read at each run). */
+/**
+ * The documents the language client syncs with the bridge: every file on disk the user opens (not
+ * untitled buffers, output channels or git views), so an agent's write to one goes through the
+ * editor (`workspace/applyEdit`) and never behind unsaved changes.
+ */
+export const SYNCED_DOCUMENTS: readonly { scheme: string }[] = [{ scheme: 'file' }];
+
 export const RESTART_KEYS = ['piBridge.bridge', 'piBridge.pi.command'] as const;
 
 function stringList(value: unknown): string[] | undefined {

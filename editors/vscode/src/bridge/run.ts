@@ -43,6 +43,14 @@ export interface ToolItem {
   fullOutputPath?: string;
   /** The file an edit or write changed, and its first changed line (the texts stay with the host). */
   diff?: { path: string; line: number };
+  /** The subagent's tool call (Claude Code's Task) that made this one: it shows folded under it. */
+  parentToolCallId?: string;
+}
+
+/** One entry of the agent's plan (the contract's `plan`), as the chat pins it above the input. */
+export interface PlanItem {
+  content: string;
+  status: 'pending' | 'in_progress' | 'completed';
 }
 
 /** A message the user sent while the run went, once pi took it in (`run.steered`). */
@@ -126,6 +134,8 @@ export interface RunRecord {
   stopReason?: string;
   usage?: Usage;
   error?: ErrorInfo;
+  /** The agent's plan as it last sent it (`plan`: each message is the whole plan). */
+  plan?: PlanItem[];
   /** A JSON-RPC level error (invalid params, bridge gone), as opposed to a failed run. */
   rpcError?: { code: number; message: string };
   shutdown?: ShutdownReceipt;
@@ -218,8 +228,8 @@ export function applyEntry(record: RunRecord, entry: ContractEntry, attempt = 1)
       }
       return push(record, thought);
     }
-    case 'tool.call':
-      return push(record, {
+    case 'tool.call': {
+      const tool: ToolItem = {
         kind: 'tool',
         attempt,
         toolCallId: entry.content.toolCallId,
@@ -227,7 +237,17 @@ export function applyEntry(record: RunRecord, entry: ContractEntry, attempt = 1)
         arguments: entry.content.arguments,
         status: 'running',
         output: '',
-      });
+      };
+      const parent = entry.content.parentToolCallId;
+      if (typeof parent === 'string') {
+        tool.parentToolCallId = parent;
+      }
+      return push(record, tool);
+    }
+    case 'plan':
+      // The whole plan each time: the chat pins it above the input, not in the thread.
+      record.plan = entry.content.entries.map(({ content, status }) => ({ content, status }));
+      return undefined;
     case 'tool.update':
       // Cumulative output: it replaces what was shown.
       return updateTool(record, entry.content.toolCallId, (tool) => {

@@ -61,6 +61,35 @@ export interface ConversationHost {
   /** Its title changed (the view's title bar shows it). */
   onTitle?(): void;
   log?(message: string): void;
+  /**
+   * What the chat remembers of each conversation beyond pi's session file (its mode, its turns'
+   * footers and approval cards), so that reopening it shows them again; the extension keeps it in
+   * its workspace state. Without it a reopened conversation shows pi's history alone.
+   */
+  memory?: ConversationMemory;
+}
+
+/** One turn's part of a remembered conversation, matched to pi's history by place and prompt. */
+export interface RememberedTurn {
+  prompt: string;
+  status: TurnStatus;
+  summary: string | null;
+  receipt: string | null;
+  approvals: ApprovalView[];
+}
+
+/** What the chat keeps of a conversation, by its session id. */
+export interface RememberedConversation {
+  mode: Mode | null;
+  /** Its title as the chat showed it (pi's history has only a title set with a rename). */
+  title?: string | null;
+  turns: RememberedTurn[];
+}
+
+/** Where remembered conversations are kept (the extension's workspace state, or a test's map). */
+export interface ConversationMemory {
+  get(sessionId: string): RememberedConversation | undefined;
+  set(sessionId: string, conversation: RememberedConversation): void;
 }
 
 /** A tool call of this conversation waiting for the user's decision. */
@@ -380,6 +409,7 @@ export class Conversation {
    */
   async setMode(mode: Mode): Promise<void> {
     this.chosenMode = mode;
+    this.remember();
     this.postInput();
     this.host.onChange?.();
     if (!this.sessionId) {
@@ -574,6 +604,7 @@ export class Conversation {
         this.settleApproval(key, { outcome: 'cancelled' }, 'cancelled');
       }
     }
+    this.remember();
     // The status bar shows whether a run goes, beside the usage.
     this.host.onChange?.();
     this.post('turnEnded', { turnId: turn.turnId, status, summary: turn.summary, receipt: turn.receipt ?? null });
@@ -674,8 +705,50 @@ export class Conversation {
         turn.entries.push({ turnId: turn.turnId, entry, attempt: 1, stat: null });
       }
     });
+    this.recall();
     this.replay();
     return true;
+  }
+
+  /** Keep its mode and its ended turns' footers and approval cards (a conversation with a session). */
+  private remember(): void {
+    if (!this.sessionId || !this.host.memory) {
+      return;
+    }
+    const turns = this.turns.map((turn) => ({
+      prompt: turn.prompt,
+      status: turn.status === 'running' ? 'completed' : turn.status,
+      summary: turn.summary,
+      receipt: turn.receipt ?? null,
+      approvals: turn.approvals.filter((a) => a.state !== 'pending').map((a) => ({ ...a })),
+    }));
+    this.host.memory.set(this.sessionId, { mode: this.chosenMode, title: this.title, turns });
+  }
+
+  /**
+   * Put back what the chat remembered of this conversation onto the turns pi's history gave: the
+   * mode, and each turn's footer and settled approval cards, where the turn at the same place has
+   * the same prompt (a turn pi's history left out, or a rewound one, gets nothing).
+   */
+  private recall(): void {
+    const saved = this.sessionId ? this.host.memory?.get(this.sessionId) : undefined;
+    if (!saved) {
+      return;
+    }
+    this.chosenMode = saved.mode ?? this.chosenMode;
+    this.title ??= saved.title ?? null;
+    const offset = saved.turns.length - this.turns.length;
+    this.turns.forEach((turn, index) => {
+      // pi's history may omit the oldest turns: align the newest ones.
+      const past = saved.turns[index + Math.max(0, offset)];
+      if (!past || past.prompt.trim() !== turn.prompt.trim()) {
+        return;
+      }
+      turn.status = past.status;
+      turn.summary = past.summary;
+      turn.receipt = past.receipt;
+      turn.approvals = past.approvals.map((a) => ({ ...a, turnId: turn.turnId, key: `${turn.turnId}/${a.key.split('/').pop() ?? ''}` }));
+    });
   }
 
   /** Where turn `turnId` is among the shown turns, to find its checkpoint (checkpoints.ts). */

@@ -33,6 +33,7 @@ export class Conversations {
       cwd: () => this.host.cwd?.(),
       onTitle: () => (this.current === conversation ? this.host.onTitle?.() : undefined),
       log: (message) => this.host.log?.(message),
+      memory: this.host.memory,
     });
     return conversation;
   }

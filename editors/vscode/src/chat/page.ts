@@ -33,6 +33,7 @@ export function chatPage({ cspSource, nonce, styleUri, scriptUri }: PageResource
 <main id="thread" aria-label="Conversation"></main>
 <div id="live" class="visually-hidden" aria-live="polite" role="status"></div>
 <footer id="composer">
+  <section id="plan" aria-label="Plan" hidden></section>
   <ul id="queued" aria-label="Queued messages"></ul>
   <div id="chips" class="chips" aria-label="Context for the next prompt"></div>
   <ul id="commands" role="listbox" aria-label="Commands" hidden></ul>

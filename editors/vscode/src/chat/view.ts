@@ -11,7 +11,8 @@ import * as vscode from 'vscode';
 import type { CancellationToken } from 'vscode-jsonrpc';
 import type { HostMessage, HostToView, SetupAction, ViewMessage } from './chatProtocol';
 import { ruleLabel } from './approvals';
-import { relativeTime, type Conversation, type ConversationUsage } from './conversation';
+import { isDemo, withDemo } from './demo';
+import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation';
 import { Checkpoints } from './checkpoints';
 import { Conversations } from './conversations';
 import { chatPage } from './page';
@@ -46,6 +47,10 @@ export interface ChatDeps {
   onSetup(action: SetupAction): void;
   /** The header's model picker picked `provider/id` ('' for the agent's default; models.ts). */
   onPickModel(value: string): void;
+  /** `/demo` typed in the chat: list the scripted model's scenarios (models.ts). */
+  onDemo?(): void;
+  /** Where each conversation's mode, footers and approval cards are kept for a reopen. */
+  memory?: ConversationMemory;
   /** The conversation shown last, for a reloaded window (lastConversation.ts). */
   last: LastConversation;
 }
@@ -80,6 +85,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       onTitle: () => this.showTitle(),
       cwd: () => this.deps.cwd(),
       log: (message) => this.deps.log.warn(message),
+      memory: this.deps.memory,
     });
     this.checkpoints = new Checkpoints({
       session: () => this.deps.session(),
@@ -104,6 +110,16 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         typeof text === 'string' ? this.conversation.send(text) : undefined,
       ),
     );
+  }
+
+  /** Put `text` in the chat's input, for the user to edit and send. */
+  fill(text: string): void {
+    this.post({ type: 'fill', payload: { text } });
+  }
+
+  /** Send `text` as the user's next message in the shown conversation. */
+  sendPrompt(text: string): Promise<void> {
+    return this.conversation.send(text);
   }
 
   /** The conversation the view shows. */
@@ -196,6 +212,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   }
 
   private post(message: HostMessage): void {
+    if (message.type === 'commands') {
+      message = { type: 'commands', payload: { commands: withDemo(message.payload.commands) } };
+    }
     if (message.type === 'reset' || message.type === 'session') {
       this.deps.last.set(message.payload.sessionId);
     }
@@ -275,6 +294,10 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
 
   /** Send a message whose @-mentions (files, folders, the selection) go with it as context chips. */
   private async sendWithMentions(text: string, queue: boolean, images: PromptImage[]): Promise<void> {
+    if (isDemo(text)) {
+      this.deps.onDemo?.();
+      return;
+    }
     const conversation = this.conversation;
     if (!conversation.running) {
       for (const context of await this.mentions.resolve(text)) {

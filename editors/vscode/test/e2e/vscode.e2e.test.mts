@@ -1018,6 +1018,70 @@ test('Restore checkpoint on a user message previews the files (Open Diff, a conf
   restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
 ));
 
+test('issue 38: open files are synced with the bridge, and a workspace/applyEdit for a dirty file edits its buffer, the unsaved text kept, nothing written to disk', { timeout: 4 * UI_TIMEOUT }, () => step('dirty-edit', async () => {
+  // The bridge behind a proxy that sends what the bridge sends for an agent's write to a dirty
+  // file: a standard workspace/applyEdit, once the client has synced the file and the user typed.
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const original = readFileSync(settingsFile, 'utf8');
+  const record = join(tmp, 'apply-edit-proxy.jsonl');
+  const proxy = join(extensionDir, 'test/e2e/apply_edit_proxy.py');
+  const settings = JSON.parse(original) as Record<string, unknown>;
+  const env = { ...(settings['piBridge.bridge.env'] as Record<string, string>), PYTHONPATH: repoRoot };
+  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
+  const before = starts();
+  writeFileSync(
+    settingsFile,
+    // VS Code for the web saves after a delay by default: off, so the file stays dirty.
+    JSON.stringify({ ...settings, 'files.autoSave': 'off', 'piBridge.bridge.command': bridgePython(), 'piBridge.bridge.args': [proxy, record, bridgePython(), '-m', 'bridge'], 'piBridge.bridge.env': env }, null, 2),
+  );
+  const events = (): { event: string; applyEdit?: boolean; text?: string; result?: { applied?: boolean } }[] =>
+    existsSync(record) ? readFileSync(record, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string }) : [];
+  // A reload makes the extension read them (as the first-run test does), then the bridge starts.
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
+  await runCommand('pi: Restart Bridge');
+  await waitUntilAsync(() => Promise.resolve(events().some((e) => e.event === 'initialize') && starts() > before), UI_TIMEOUT, 'the bridge to start behind the proxy');
+  assert.deepEqual(events().find((e) => e.event === 'initialize'), { event: 'initialize', applyEdit: true }, 'initialize declares workspace.applyEdit');
+  const workspace = join(tmp, 'workspace');
+  const file = join(workspace, 'dirty.txt');
+  writeFileSync(file, EDIT_ORIGINAL);
+  await page.keyboard.down('Control');
+  await page.keyboard.press('KeyP');
+  await page.keyboard.up('Control');
+  const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true, timeout: UI_TIMEOUT });
+  await input!.type('dirty.txt');
+  await page.waitForSelector('.quick-input-list .monaco-list-row[aria-label*="dirty.txt"]', { visible: true, timeout: UI_TIMEOUT });
+  await page.keyboard.press('Enter');
+  await waitUntilAsync(() => Promise.resolve(events().some((e) => e.event === 'didOpen')), UI_TIMEOUT, 'didOpen of dirty.txt');
+  assert.equal(events().find((e) => e.event === 'didOpen')?.text, EDIT_ORIGINAL, 'didOpen carries the text');
+  // The user types at the end of the file and does not save.
+  await page.waitForSelector('.editor-instance .monaco-editor .view-line', { visible: true, timeout: UI_TIMEOUT });
+  await page.click('.editor-instance .monaco-editor .view-lines');
+  await page.keyboard.down('Control');
+  await page.keyboard.press('End');
+  await page.keyboard.up('Control');
+  // One input event: VS Code refuses (applied: false) an edit computed against a version that the
+  // user's next keystroke has already changed, so a write racing the typing is not applied.
+  await page.keyboard.sendCharacter('typed, not saved');
+  await waitUntilAsync(() => Promise.resolve(events().some((e) => e.event === 'applied')), UI_TIMEOUT, 'the client to answer workspace/applyEdit');
+  assert.deepEqual(events().find((e) => e.event === 'applied')?.result, { applied: true });
+  // Monaco draws spaces as no-break spaces.
+  const shown = async (): Promise<string> =>
+    ((await page.evaluate(`[...document.querySelectorAll('.editor-instance .monaco-editor .view-line')].map((l) => [l.style.top, l.textContent]).sort((a, b) => parseFloat(a[0]) - parseFloat(b[0])).map((x) => x[1]).join('\\n')`)) as string).replace(/\u00a0/g, ' ');
+  await waitUntilAsync(async () => (await shown()).includes('line 2, edited by the agent'), UI_TIMEOUT, 'the edit in the buffer');
+  const text = await shown();
+  assert.match(text, /line one\nline 2, edited by the agent\nline three\ntyped, not saved/, text);
+  assert.equal(readFileSync(file, 'utf8'), EDIT_ORIGINAL, 'nothing was written behind the buffer');
+  await page.waitForSelector('.tabs-container .tab.dirty[aria-label*="dirty.txt"]', { timeout: UI_TIMEOUT });
+  const shot = await screenshot('vscode-dirty-edit.png');
+  cpSync(shot, join(repoRoot, 'docs/images/vscode-dirty-edit.png'));
+  // Leave the buffer unsaved and the settings as they were, for the tests after this one.
+  await runCommand('File: Revert File');
+  writeFileSync(settingsFile, original);
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
+}));
+
 test('the first run without a provider: the chat says what is missing, its scripted-model button sets pi up, and the model dropdown lists the agent\'s models', { timeout: 5 * UI_TIMEOUT }, () => step('first-run', async () => {
   // A new user's pi: an agent dir with no models.json and no key, no provider or model picked.
   const settingsFile = join(tmp, 'user-data/User/settings.json');
@@ -1097,6 +1161,57 @@ test('the first run without a provider: the chat says what is missing, its scrip
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   const model = (JSON.parse(original) as Record<string, unknown>)['piBridge.pi.model'];
   await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${typeof model === 'string' && model ? model : 'default'}"]`, { timeout: UI_TIMEOUT });
+}));
+
+test("issue 35: a key set from the chat's setup card is kept in the secret storage, not the settings, and reaches the agent's environment", { timeout: 5 * UI_TIMEOUT }, () => step('secret-key', async () => {
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const original = readFileSync(settingsFile, 'utf8');
+  const emptyAgent = join(tmp, 'empty-agent-key');
+  mkdirSync(emptyAgent, { recursive: true });
+  const settings = JSON.parse(original) as Record<string, unknown>;
+  delete settings['piBridge.pi.provider'];
+  delete settings['piBridge.pi.model'];
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label="pi model: default"]', { timeout: UI_TIMEOUT });
+  await runCommand('pi: New Conversation');
+  const frame = await chatFrame();
+  const prompt = `no key yet ${tag}`;
+  await sendInChat(frame, prompt);
+  await waitForTurn(frame, prompt, "status === 'failed' && !!s.querySelector('.setup-card')", 'the setup card');
+  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
+  const before = starts();
+  await chatClick(frame, '.setup-card button[data-action="key"]');
+  // The provider pick: another provider, whose key variable the user names.
+  await page.waitForSelector('.quick-input-list .monaco-list-row[aria-label*="Another provider"]', { visible: true, timeout: UI_TIMEOUT });
+  const pick = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true });
+  await pick!.type('Another provider');
+  await page.keyboard.press('Enter');
+  await answerInputBox('pi: the variable pi reads the key from', 'CEREBRAS_API_KEY');
+  const key = `sk-e2e-${tag}-secret`;
+  await answerInputBox('pi: CEREBRAS_API_KEY', key);
+  await waitUntilAsync(() => Promise.resolve(starts() > before), UI_TIMEOUT, 'the bridge to restart with the key');
+  // The agent's process has it in its environment (read from /proc, not from what the bridge says).
+  const again = `with a key ${tag}`;
+  await sendInChat(frame, again);
+  let seen = false;
+  await waitUntilAsync(() => {
+    for (const pid of processesMatching(PI_PROCESS)) {
+      try {
+        seen ||= readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`CEREBRAS_API_KEY=${key}`);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return Promise.resolve(seen);
+  }, UI_TIMEOUT, "pi with the key in its environment");
+  await waitForTurn(frame, again, "status !== 'running'", 'the prompt with the key to end');
+  // Never in the settings or the workbench's state files as plain text, nor in the extension's log.
+  assert.ok(!readFileSync(settingsFile, 'utf8').includes(key), 'not in settings.json');
+  assert.ok(!extensionLog().includes(key), "not in the extension's log");
+  writeFileSync(settingsFile, original);
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
 }));
 
 test('pi: Check Installation shows the doctor\'s report in the bridge log', { timeout: 3 * UI_TIMEOUT }, () => step('check-installation', async () => {

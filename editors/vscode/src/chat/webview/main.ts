@@ -12,6 +12,7 @@ import {
   newRunRecord,
   settleTools,
   type RunItem,
+  type PlanItem,
   type RunRecord,
   type ToolItem,
 } from '../../bridge/run';
@@ -167,9 +168,14 @@ function toolSummary(tool: ToolItem): string {
   if (typeof command === 'string') {
     return command;
   }
-  const path = tool.arguments['path'];
+  const path = tool.arguments['path'] ?? tool.arguments['file_path'];
   if (typeof path === 'string') {
     return path;
+  }
+  // A subagent (Claude Code's Task) says what it is for.
+  const description = tool.arguments['description'];
+  if (typeof description === 'string') {
+    return description;
   }
   const text = JSON.stringify(tool.arguments);
   return text.length > 120 ? `${text.slice(0, 117)}...` : text || tool.name;
@@ -177,7 +183,7 @@ function toolSummary(tool: ToolItem): string {
 
 /** The card's `<pre>` of class `cls`, made the first time there is text for it. */
 function setToolText(card: HTMLElement, cls: 'tool-output' | 'tool-error', text: string | undefined): void {
-  let pre = card.querySelector<HTMLPreElement>(`pre.${cls}`);
+  let pre = card.querySelector<HTMLPreElement>(`:scope > pre.${cls}`);
   if (pre && !text) {
     pre.remove(); // its text now shows in the other block (a failing command's output)
     return;
@@ -190,7 +196,7 @@ function setToolText(card: HTMLElement, cls: 'tool-output' | 'tool-error', text:
     made.title = 'Click to show all of it';
     made.addEventListener('click', () => made.classList.toggle('expanded'));
     // The output, then the error, right under the head (above a truncation note or an edit).
-    const above = (cls === 'tool-error' && card.querySelector('pre.tool-output')) || card.querySelector('.tool-head');
+    const above = (cls === 'tool-error' && card.querySelector(':scope > pre.tool-output')) || card.querySelector(':scope > .tool-head');
     above!.after(made);
     pre = made;
   }
@@ -200,7 +206,7 @@ function setToolText(card: HTMLElement, cls: 'tool-output' | 'tool-error', text:
 
 function addEdit(card: HTMLElement, turnId: string, tool: ToolItem, stat: EditStat | null): void {
   const diff = tool.diff;
-  if (!diff || card.querySelector('.edit')) {
+  if (!diff || card.querySelector(':scope > .edit')) {
     return;
   }
   const { path, line } = diff;
@@ -279,12 +285,12 @@ function showItem(turn: TurnView, node: HTMLElement, item: RunItem): void {
       const waiting = item.status === 'running' && turn.waiting.has(item.toolCallId);
       node.dataset.status = item.status;
       node.dataset.waiting = String(waiting);
-      node.querySelector('.tool-icon')!.textContent = waiting ? '?' : TOOL_ICON[item.status];
-      node.querySelector('.tool-state')!.textContent = waiting ? TOOL_STATE_WAITING : item.status;
+      node.querySelector(':scope > .tool-head > .tool-icon')!.textContent = waiting ? '?' : TOOL_ICON[item.status];
+      node.querySelector(':scope > .tool-head > .tool-state')!.textContent = waiting ? TOOL_STATE_WAITING : item.status;
       const texts = shownToolTexts(item.output, item.error);
       setToolText(node, 'tool-output', texts.output);
       setToolText(node, 'tool-error', texts.error);
-      if (item.truncated && !node.querySelector('.note')) {
+      if (item.truncated && !node.querySelector(':scope > .note')) {
         const note = el('div', 'note', 'output truncated');
         const fullPath = item.fullOutputPath;
         if (fullPath) {
@@ -323,9 +329,66 @@ function showItem(turn: TurnView, node: HTMLElement, item: RunItem): void {
   }
 }
 
+const planNode = document.getElementById('plan')!;
+const PLAN_ICON: Record<PlanItem['status'], string> = { pending: '○', in_progress: '◐', completed: '✓' };
+const PLAN_STATE: Record<PlanItem['status'], string> = { pending: 'to do', in_progress: 'in progress', completed: 'done' };
+
+/** Pin the agent's plan above the input (an empty plan hides it): each entry with its status. */
+function showPlan(entries: readonly PlanItem[]): void {
+  planNode.replaceChildren();
+  planNode.hidden = entries.length === 0;
+  if (entries.length === 0) {
+    return;
+  }
+  const done = entries.filter((e) => e.status === 'completed').length;
+  const details = el('details', 'plan');
+  details.open = true;
+  details.append(el('summary', 'plan-head', `Plan · ${done}/${entries.length} done`));
+  const list = el('ol', 'plan-entries');
+  for (const entry of entries) {
+    const row = el('li', 'plan-entry');
+    row.dataset.status = entry.status;
+    row.setAttribute('aria-label', `${entry.content}: ${PLAN_STATE[entry.status]}`);
+    row.append(el('span', 'plan-icon', PLAN_ICON[entry.status]), el('span', 'plan-text', entry.content));
+    list.append(row);
+  }
+  details.append(list);
+  planNode.append(details);
+}
+
+/**
+ * Where a new node of `item` goes: a subagent's tool call folds into its parent's card (a closed
+ * "Subagent" group that counts its calls); everything else into the turn's answer.
+ */
+function placeNode(turn: TurnView, node: HTMLElement, item: RunItem, before: HTMLElement | null): void {
+  const parentId = item.kind === 'tool' ? item.parentToolCallId : undefined;
+  const parent = parentId
+    ? turn.nodes.find((n) => n.classList.contains('tool') && n.dataset.toolCallId === parentId)
+    : undefined;
+  if (!parent) {
+    turn.answer.insertBefore(node, before && before.parentElement === turn.answer ? before : null);
+    return;
+  }
+  let group = parent.querySelector<HTMLDetailsElement>(':scope > details.subagent');
+  if (!group) {
+    group = el('details', 'subagent');
+    group.append(el('summary', 'subagent-head'), el('div', 'subagent-calls'));
+    parent.append(group);
+  }
+  node.classList.add('child');
+  group.querySelector('.subagent-calls')!.append(node);
+  const count = group.querySelectorAll('.subagent-calls > .tool').length;
+  group.querySelector('summary')!.textContent = `Subagent · ${count} tool call${count === 1 ? '' : 's'}`;
+}
+
 function addEntry(p: HostToView['entry']): void {
   const turn = turns.get(p.turnId);
   if (!turn) {
+    return;
+  }
+  if (p.entry.type === 'plan') {
+    applyEntry(turn.record, p.entry, p.attempt);
+    showPlan(turn.record.plan ?? []);
     return;
   }
   // The approval card shows a question and the user's answer; a note says only what a rule or the
@@ -341,7 +404,7 @@ function addEntry(p: HostToView['entry']): void {
     const item = turn.record.items[change.index]!;
     if (change.inserted) {
       const node = itemNode(item);
-      turn.answer.insertBefore(node, turn.nodes[change.index] ?? null);
+      placeNode(turn, node, item, turn.nodes[change.index] ?? null);
       turn.nodes.splice(change.index, 0, node);
     }
     showItem(turn, turn.nodes[change.index]!, item);
@@ -729,6 +792,7 @@ queueToggle.addEventListener('click', () => send('setQueueMode', { queueMode: !s
 function reset(p: HostToView['reset']): void {
   thread.replaceChildren();
   turns.clear();
+  showPlan([]);
   empty.hidden = false;
   if (p.omittedTurns > 0) {
     thread.append(el('div', 'notice', `${p.omittedTurns} earlier turn(s) not shown`));
