@@ -57,6 +57,10 @@ def codex_env(home: pathlib.Path, origin: str, model: str = "echo") -> dict[str,
     return {"HOME": str(home), "CODEX_HOME": str(codex_home), "SCRIPTED_MODEL_KEY": SCRIPTED_KEY}
 
 
+#: A closed loopback port: a registry lookup fails fast instead of leaving the machine.
+DEAD_REGISTRY = "http://127.0.0.1:9/"
+
+
 def opencode_env(home: pathlib.Path, origin: str, model: str = "echo") -> dict[str, str]:
     """OpenCode's configuration in ``OPENCODE_CONFIG_CONTENT``: an OpenAI-compatible provider at
     the scripted model offering every scenario, ``model`` selected; its XDG directories under
@@ -89,6 +93,10 @@ def opencode_env(home: pathlib.Path, origin: str, model: str = "echo") -> dict[s
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
         "OPENCODE_DISABLE_SHARE": "1",
+        # OpenCode asks the npm registry on every start (its provider packages): tests and the
+        # bridge's own runs on the scripted model stay on loopback, so the ask fails at once.
+        "NPM_CONFIG_REGISTRY": DEAD_REGISTRY,
+        "BUN_CONFIG_REGISTRY": DEAD_REGISTRY,
     }
 
 
