@@ -292,7 +292,11 @@ class RpcAttempt:
             mark = self.conversations.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
         # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
-        self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
+        # An agent that runs its agent as a child (an ACP adapter) keeps that child, and only it.
+        if agent.rpc.runs_agent_as_child:
+            self._helpers = helpers_now(agent.child, exact=True)
+        else:
+            self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks

@@ -323,9 +323,15 @@ async def shutdown_tree(
     return _receipt(child, stage, started, seen, list(survivors))
 
 
-def helpers_now(child: ChildProcess) -> dict[int, int]:
-    """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`)."""
-    found: dict[int, int] = {}
+class ExactKeep(dict[int, int]):
+    """A `keep` of these processes only, not their descendants: the agent an ACP adapter runs
+    as its child (pi under pi-acp) stays, what it started during a run does not."""
+
+
+def helpers_now(child: ChildProcess, *, exact: bool = False) -> dict[int, int]:
+    """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`;
+    `exact`: an `ExactKeep`)."""
+    found: dict[int, int] = ExactKeep() if exact else {}
     for pid in members_now(child):
         stat = read_stat(pid)
         if stat is not None and not stat.zombie:
@@ -334,9 +340,12 @@ def helpers_now(child: ChildProcess) -> dict[int, int]:
 
 
 def _kept(found: dict[int, int], keep: Mapping[int, int]) -> dict[int, int]:
-    """`found` without the processes of `keep` (the same pid and start) and their descendants."""
+    """`found` without the processes of `keep` (the same pid and start) and, unless `keep` is an
+    `ExactKeep`, their descendants."""
     if not keep:
         return found
+    if isinstance(keep, ExactKeep):
+        return {pid: start for pid, start in found.items() if keep.get(pid) != start}
     kept = {pid for pid, start in found.items() if keep.get(pid) == start}
     if not kept:
         return found

@@ -69,7 +69,10 @@ class AcpLiveMode:
             plan = f"new:{new_session_id}"
         else:
             plan = "new"
-        return LaunchSpec(argv=command, cwd=options.cwd, env={**self.spec.env, SESSION_ENV: plan})
+        env = {**self.spec.env, SESSION_ENV: plan}
+        if self.spec.model_env and options.model:
+            env[self.spec.model_env] = options.model
+        return LaunchSpec(argv=command, cwd=options.cwd, env=env)
 
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None

@@ -33,6 +33,10 @@ class AcpAgentSpec:
     #: Always in its environment (kept small: no network the bridge does not need).
     env: Mapping[str, str] = field(default_factory=dict)
     model_format: ModelFormat = "model"
+    #: The environment variable naming the model at launch, for an agent whose session's model
+    #: list is fixed (the Claude adapter validates `set_config_option` against its own list): the
+    #: conversation's process starts on the run's model. None: set by `session/set_config_option`.
+    model_env: str | None = None
     #: The provider its models are of, when it does not say (the seam's `ModelChoice.provider`).
     provider: str = "acp"
     #: `_meta` of every session/new and session/load.
@@ -41,11 +45,12 @@ class AcpAgentSpec:
 
 
 def _pi_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
-    """pi under pi-acp reads its models from its agent dir, as pi itself does (pi's adapter
-    writes it)."""
-    from bridge.agents.pi import PiAgent
+    """pi under pi-acp reads its models from its agent dir, as pi itself does."""
+    from bridge.scripted_model import write_pi_agent_dir
 
-    return PiAgent().model_server_env(base_url, workdir / "pi-agent", provider)
+    agent_dir = workdir / "pi-agent"
+    write_pi_agent_dir(agent_dir, base_url, provider=provider)
+    return {"PI_CODING_AGENT_DIR": str(agent_dir)}
 
 
 def _claude_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
@@ -83,6 +88,7 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         # even with bypass off; it never bypasses here: the session's _meta turns that off.
         env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1"},
         model_format="model",
+        model_env="ANTHROPIC_MODEL",
         provider="anthropic",
         session_meta={"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}},
         model_server_env=_claude_model_server,

@@ -60,7 +60,7 @@ COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIM
 START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
 #: The line the client hands the attempt when the prompt's answer came (the engine's "settled").
 SETTLED_LINE: Final = b'{"type":"settled"}'
-_BARE_END: Final = b'{"type":"turn_end","stopReason":"end_turn"}'
+_BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
 _KINDS: Final[dict[str, ToolKind]] = {
     "read": "read",
     "search": "read",
@@ -81,16 +81,19 @@ class AcpLiveError(LiveError):
         super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind)
 
 
-def session_plan(child: ChildProcess) -> str:
-    """What the launch asked the process to open (see SESSION_ENV); "new" when unknown."""
+def launch_env(child: ChildProcess) -> dict[str, str]:
+    """The environment the process was started with (what the launch asked of it)."""
     with contextlib.suppress(psutil.Error, OSError):
         if child.handle is not None:
-            return str(child.handle.environ().get(SESSION_ENV, "new"))
-    return "new"
+            return dict(child.handle.environ())
+    return {}
 
 
 class AcpLive(LiveReader):
     """The client side of one ACP agent process."""
+
+    #: pi-acp runs pi, claude-agent-acp runs Claude Code: their agent is their child.
+    runs_agent_as_child = True
 
     def __init__(
         self,
@@ -142,7 +145,8 @@ class AcpLive(LiveReader):
         caps = agent.agent_capabilities
         self._images = bool(caps and caps.prompt_capabilities and caps.prompt_capabilities.image)
         can_load = bool(caps and caps.load_session)
-        plan = session_plan(self.child)
+        env = launch_env(self.child)
+        plan = env.get(SESSION_ENV, "new")
         cwd = self._cwd()
         meta = dict(self.spec.session_meta) or None
         opened: dict[str, Any]
@@ -163,6 +167,8 @@ class AcpLive(LiveReader):
         if self._on_session is not None and self._session_id:
             self._on_session(self._session_id, self._acp_session)
         current = self._read_models(opened)
+        if self.spec.model_env and env.get(self.spec.model_env):
+            current = env[self.spec.model_env]
         return LiveState(
             session_id=self._session_id,
             provider=self.spec.provider,
@@ -421,7 +427,7 @@ class AcpLive(LiveReader):
         if prompt is not None and prompt.command_id == command_id:
             self._prompt = None
             result = message.get("result")
-            end: dict[str, Any] = {"type": "turn_end"}
+            end: dict[str, Any] = {"type": "prompt_end"}
             if isinstance(result, dict):
                 end["stopReason"] = result.get("stopReason") or "end_turn"
                 if isinstance(result.get("usage"), dict):

@@ -4,7 +4,7 @@
   buffered to the turn's end (or the next tool call) unless thoughts are live, as for every agent;
 - `tool_call` -> `tool.call`; `tool_call_update` with status `completed` -> `tool.completed`
   (its text content, else what the agent streamed as terminal output), `failed` -> `tool.failed`;
-- the prompt's answer (the client's `turn_end` line) -> `terminal.completed` with its stop reason,
+- the prompt's answer (the client's `prompt_end` line) -> `terminal.completed` with its stop reason,
   or `terminal.failed` when the agent answered the prompt with an error.
 Everything else (plans, usage, modes, commands) is known and not mapped yet.
 """
@@ -129,7 +129,7 @@ class AcpEventMapper(MapperCore):
             out = [Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output})]
         return [*out, *self._flush_thought()]
 
-    def _turn_end(self, event: dict[str, Any]) -> list[Out]:
+    def _prompt_end(self, event: dict[str, Any]) -> list[Out]:
         error = event.get("error")
         if error is not None:
             message = error.get("message") if isinstance(error, dict) else str(error)
@@ -156,7 +156,7 @@ class AcpEventMapper(MapperCore):
         self.note_invalid(description)
         return []
 
-    handlers: ClassVar[Mapping[str, Handler]] = {"turn_end": _turn_end, "session": _session}
+    handlers: ClassVar[Mapping[str, Handler]] = {"prompt_end": _prompt_end, "session": _session}
     ignored: ClassVar[frozenset[str]] = frozenset({"settled"})
 
 

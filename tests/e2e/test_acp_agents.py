@@ -1,0 +1,164 @@
+"""ACP agents behind the seam, end to end: `pi-acp` (driving the real pi) and `claude-acp`
+(claude-agent-acp driving its Claude Code), both from the npm registry (scripts/setup.sh puts them
+in .tools-acp), against the scripted model on 127.0.0.1. The bridge is their ACP client.
+
+Each test is parametrized over both agents and runs through the LSP front (pytest-lsp) and, where
+marked, through the ACP front (the official SDK's client). The processes are counted from /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import pytest_lsp
+from pytest_lsp import LanguageClient
+
+from bridge.scripted_model import ScriptedModelServer
+from tests.support.env import BRIDGE, PI_BIN, ROOT, requires_pi
+from tests.support.leaks import assert_no_run_processes, run_processes
+from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
+from tests.support.model_requests import times_seen
+from tests.support.streams import assert_stream_invariants
+
+ACP_BIN = ROOT / ".tools-acp" / "node_modules" / ".bin"
+#: The executable each agent runs as (its process's command line names it).
+EXECUTABLES = {"pi-acp": "pi-acp", "claude-acp": "claude-agent-acp"}
+AGENTS = list(EXECUTABLES)
+
+requires_acp_agents = pytest.mark.skipif(
+    not all((ACP_BIN / exe).exists() for exe in EXECUTABLES.values())
+    and os.environ.get("PI_BRIDGE_REQUIRE_PI") != "1",
+    reason="the ACP agents are not installed in .tools-acp (run scripts/setup.sh)",
+)
+pytestmark = [requires_pi, requires_acp_agents, pytest.mark.realpi]
+
+ACP_PATH = os.pathsep.join([str(ACP_BIN), str(PI_BIN), os.environ.get("PATH", "")])
+
+
+def _config(agent: str) -> BridgeServerConfig:
+    """A bridge whose own agent is `agent` (`--agent`): its conversations are live."""
+    return BridgeServerConfig(
+        server_command=[*BRIDGE, "--agent", agent], client_factory=make_client, extra_env={"PATH": ACP_PATH}
+    )
+
+
+def agent_env(model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path) -> dict[str, str]:
+    """Both agents pointed at the scripted model: pi through its agent dir (provider `fake`),
+    Claude Code through its Anthropic endpoint, asking before changes (its settings)."""
+    claude_dir.mkdir(parents=True, exist_ok=True)
+    (claude_dir / "settings.json").write_text(json.dumps({"permissions": {"defaultMode": "default"}}))
+    return {
+        "PATH": ACP_PATH,
+        "PI_CODING_AGENT_DIR": str(pi_agent_dir),
+        "ANTHROPIC_BASE_URL": model.base_url.removesuffix("/v1"),
+        "ANTHROPIC_API_KEY": "scripted-model-key",
+        "CLAUDE_CONFIG_DIR": str(claude_dir),
+    }
+
+
+async def _serve(
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    env = agent_env(model, pi_agent_dir, tmp_path / "claude-config")
+    # no pre-spawned spare: every agent process in /proc is a conversation's
+    await initialize(client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
+    yield client
+    await client.shutdown_session()
+    await assert_no_run_processes()
+
+
+@pytest_lsp.fixture(config=_config("pi-acp"))
+async def pi_acp_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on pi-acp, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path):
+        yield client
+
+
+@pytest_lsp.fixture(config=_config("claude-acp"))
+async def claude_acp_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on claude-acp, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path):
+        yield client
+
+
+@pytest.fixture(params=AGENTS)
+def agent(request: pytest.FixtureRequest) -> str:
+    """Each ACP agent in turn."""
+    return str(request.param)
+
+
+@pytest.fixture
+def bridge(request: pytest.FixtureRequest, agent: str) -> LanguageClient:
+    """The LSP bridge of the test's agent."""
+    client: LanguageClient = request.getfixturevalue(f"{agent.replace('-', '_')}_bridge")
+    return client
+
+
+def run_params(agent: str, scenario: str, text: str, cwd: Path, **extra: Any) -> dict[str, Any]:
+    """pi/run of `agent` on scripted scenario `scenario` (pi-acp's models are provider `fake`)."""
+    params: dict[str, Any] = {"prompt": text, "agent": agent, "model": scenario, "cwd": str(cwd), **extra}
+    if agent == "pi-acp":
+        params["provider"] = "fake"
+    return params
+
+
+async def run(client: LanguageClient, params: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    result = await request(client, "pi/run", params)
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
+
+
+def agent_processes(agent: str) -> list[int]:
+    """This test's processes of `agent`'s executable, from /proc."""
+    found = []
+    for proc in run_processes():
+        try:
+            if any(EXECUTABLES[agent] in part for part in proc.cmdline()[:2]):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def live_pids(client: LanguageClient, session_id: str) -> list[int]:
+    """The pids of the live conversations of `session_id` the bridge lists."""
+    runs = await request(client, "pi/runs", None)
+    return [entry["pid"] for entry in runs["live"] if entry["sessionId"] == session_id]
+
+
+def requests_of(model: ScriptedModelServer, scenario: str) -> list[dict[str, Any]]:
+    return [r for r in model.requests if r["model"] == scenario]
+
+
+async def test_three_turns_run_on_one_agent_process(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    tag = os.urandom(4).hex()
+    first, messages = await run(bridge, run_params(agent, "echo", f"one-{tag}", tmp_path))
+    assert first["status"] == "completed", messages[-1]["content"]
+    assert first["text"] == f"ECHO:one-{tag}", "the reply streams, without a start-up banner"
+    assert messages[0]["type"] == "session.started"
+    sid = first["sessionId"]
+    found = agent_processes(agent)
+    [pid] = found
+    assert await live_pids(bridge, sid) == [pid]
+    for turn in ("two", "three"):
+        result, messages = await run(
+            bridge, run_params(agent, "echo", f"{turn}-{tag}", tmp_path, sessionId=sid)
+        )
+        assert result["status"] == "completed" and result["sessionId"] == sid
+        assert result["text"] == f"ECHO:{turn}-{tag}", [(m["type"], m["content"]) for m in messages]
+        assert agent_processes(agent) == [pid], "one agent process serves every turn"
+    last = requests_of(scripted_model, "echo")[-1]["body"]
+    assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
