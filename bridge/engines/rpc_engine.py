@@ -58,6 +58,7 @@ from bridge.engines.diff_capture import DiffCapture
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
 from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
+    children_now,
     contained_besides,
     contained_now,
     helpers_now,
@@ -292,11 +293,7 @@ class RpcAttempt:
             mark = self.conversations.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
         # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
-        # An agent that runs its agent as a child (an ACP adapter) keeps that child, and only it.
-        if agent.rpc.runs_agent_as_child:
-            self._helpers = helpers_now(agent.child, exact=True)
-        else:
-            self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
+        self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
         agent.rpc.listener = self._on_lines
         agent.rpc.backlog = self.diffs.drained
         agent.rpc.asks = self._asks
@@ -624,9 +621,15 @@ class RpcAttempt:
         if stats.cost is not None:
             terminal.content["sessionCost"] = stats.cost
 
+    def _kept(self, agent: LiveAgent) -> Mapping[int, int]:
+        """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
+        its agent as its child (an ACP adapter), its children now, and only them (the agent it
+        runs may start lazily, in the run; what that agent started is swept)."""
+        return children_now(agent.child) if agent.rpc.runs_agent_as_child else self._helpers
+
     async def _sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
-        receipt = await stop_descendants(agent.child, keep=self._helpers)
+        receipt = await stop_descendants(agent.child, keep=self._kept(agent))
         if receipt.pids:
             log.warning(
                 "the run left %d processes under %s %d; killed %s",
@@ -667,7 +670,7 @@ class RpcAttempt:
                 log.info("%s did not settle after abort: %s", self.name, exc)
             await self._take_back_queue(agent, kept)
         if kept:
-            receipt = await stop_descendants(agent.child, keep=self._helpers)
+            receipt = await stop_descendants(agent.child, keep=self._kept(agent))
             if receipt.survivors:
                 kept = False
         if kept:

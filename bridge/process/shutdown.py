@@ -325,16 +325,25 @@ async def shutdown_tree(
 
 class ExactKeep(dict[int, int]):
     """A `keep` of these processes only, not their descendants: the agent an ACP adapter runs
-    as its child (pi under pi-acp) stays, what it started during a run does not."""
+    as its child (pi under pi-acp) stays, what that agent started during a run does not."""
 
 
-def helpers_now(child: ChildProcess, *, exact: bool = False) -> dict[int, int]:
-    """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`;
-    `exact`: an `ExactKeep`)."""
-    found: dict[int, int] = ExactKeep() if exact else {}
+def helpers_now(child: ChildProcess) -> dict[int, int]:
+    """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`)."""
+    found: dict[int, int] = {}
     for pid in members_now(child):
         stat = read_stat(pid)
         if stat is not None and not stat.zombie:
+            found[pid] = stat.start
+    return found
+
+
+def children_now(child: ChildProcess) -> ExactKeep:
+    """`child`'s own children now (not their descendants), as an `ExactKeep`."""
+    found = ExactKeep()
+    for pid in members_now(child):
+        stat = read_stat(pid)
+        if stat is not None and not stat.zombie and stat.ppid == child.pid:
             found[pid] = stat.start
     return found
 

@@ -157,7 +157,8 @@ async def test_three_turns_run_on_one_agent_process(
         result, messages = await run(
             bridge, run_params(agent, "echo", f"{turn}-{tag}", tmp_path, sessionId=sid)
         )
-        assert result["status"] == "completed" and result["sessionId"] == sid
+        assert result["status"] == "completed", messages[-1]["content"]
+        assert result["sessionId"] == sid
         assert result["text"] == f"ECHO:{turn}-{tag}", [(m["type"], m["content"]) for m in messages]
         assert agent_processes(agent) == [pid], "one agent process serves every turn"
     last = requests_of(scripted_model, "echo")[-1]["body"]
