@@ -8,6 +8,7 @@ marked, through the ACP front (the official SDK's client). The processes are cou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -20,8 +21,8 @@ import pytest_lsp
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
-from tests.support.env import BRIDGE, PI_BIN, ROOT, requires_pi
-from tests.support.leaks import assert_no_run_processes, run_processes
+from tests.support.env import BRIDGE, PI_BIN, ROOT, WAIT, requires_pi
+from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
 from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
@@ -163,3 +164,120 @@ async def test_three_turns_run_on_one_agent_process(
         assert agent_processes(agent) == [pid], "one agent process serves every turn"
     last = requests_of(scripted_model, "echo")[-1]["body"]
     assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
+
+
+async def test_a_tool_call_is_streamed_and_closed(bridge: LanguageClient, tmp_path: Path, agent: str) -> None:
+    result, messages = await run(bridge, run_params(agent, "tool", "Run echo hi", tmp_path))
+    assert result["status"] == "completed", messages[-1]["content"]
+    calls = [m for m in messages if m["type"] == "tool.call"]
+    closes = [m for m in messages if m["type"] in ("tool.completed", "tool.failed")]
+    assert len(calls) == 1 and len(closes) == 1, [m["type"] for m in messages]
+    call_id = calls[0]["content"]["toolCallId"]
+    assert closes[0]["type"] == "tool.completed" and closes[0]["content"]["toolCallId"] == call_id
+    assert "hi" in closes[0]["content"]["output"], "the command's output is the tool's"
+    kinds = [m["type"] for m in messages]
+    assert kinds.index("tool.call") < kinds.index("tool.completed") < len(kinds) - 1
+    assert "hi" in result["text"]
+
+
+async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
+    bridge: LanguageClient, tmp_path: Path, agent: str
+) -> None:
+    # The `shell` scenario runs the prompt as a command: one model for the whole conversation
+    # (claude-acp's Claude Code takes its model when it starts).
+    first, _ = await run(bridge, run_params(agent, "shell", "echo first", tmp_path))
+    sid = first["sessionId"]
+    [pid] = agent_processes(agent)
+    run_id = f"cancel-{os.urandom(3).hex()}"
+    task = asyncio.ensure_future(
+        request(
+            bridge, "pi/run", run_params(agent, "shell", "sleep 30", tmp_path, sessionId=sid, runId=run_id)
+        )
+    )
+    await messages_of(bridge).wait_type(run_id, "tool.call")
+    sleeper = await wait_for_run_process("sleep 30")
+    started = asyncio.get_running_loop().time()
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    elapsed = asyncio.get_running_loop().time() - started
+    with pytest.raises(Exception) as raised:
+        await task
+    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    assert elapsed < 10.0, f"the cancel took {elapsed:.1f} s (a `sleep 30` was running)"
+    receipt = answer["shutdown"]
+    assert receipt["survivors"] == []
+    assert not psutil.pid_exists(sleeper.pid) or sleeper.status() == psutil.STATUS_ZOMBIE
+    left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
+    assert left == [], "nothing of the command is left in /proc"
+    messages = messages_of(bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    assert messages[-1]["type"] == "terminal.cancelled"
+    after, _ = await run(bridge, run_params(agent, "shell", "echo after-the-cancel", tmp_path, sessionId=sid))
+    assert after["status"] == "completed" and "after-the-cancel" in after["text"]
+    if receipt["agentKept"]:
+        assert agent_processes(agent) == [pid], "the agent process that was interrupted served the next turn"
+
+
+async def test_the_agent_killed_mid_turn_fails_clearly_and_the_conversation_goes_on(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    tag = os.urandom(4).hex()
+    first, _ = await run(bridge, run_params(agent, "shell", f"echo before-{tag}", tmp_path))
+    sid = first["sessionId"]
+    [pid] = agent_processes(agent)
+    run_id = f"killed-{os.urandom(3).hex()}"
+    task = asyncio.ensure_future(
+        request(
+            bridge, "pi/run", run_params(agent, "shell", "sleep 30", tmp_path, sessionId=sid, runId=run_id)
+        )
+    )
+    await messages_of(bridge).wait_type(run_id, "tool.call")
+    psutil.Process(pid).kill()
+    try:
+        result = await asyncio.wait_for(task, WAIT)
+    except Exception as exc:  # a failed run answers with an error carrying its result
+        result = exc.data  # type: ignore[attr-defined]
+    assert result["status"] == "failed"
+    messages = messages_of(bridge).by_run[run_id]
+    assert_stream_invariants(messages)
+    terminal = messages[-1]
+    assert terminal["type"] == "terminal.failed"
+    error = terminal["content"]["error"]
+    assert error["kind"] == "process" and "killed by" in error["message"], error
+    await assert_no_run_processes_but(agent)
+    after, _ = await run(bridge, run_params(agent, "shell", f"echo after-{tag}", tmp_path, sessionId=sid))
+    assert after["status"] == "completed", "the conversation goes on with the next prompt"
+    assert after["sessionId"] == sid and f"after-{tag}" in after["text"]
+    [new_pid] = agent_processes(agent)
+    assert new_pid != pid
+
+
+async def assert_no_run_processes_but(agent: str) -> None:
+    """Nothing of the killed turn is left (a `sleep 30` included): only, maybe, a new agent."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
+        if not left:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"left behind: {left}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_retried_prompt_reaches_the_model_once_per_request(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    scripted_model.reset()
+    tag = os.urandom(4).hex()
+    result, messages = await run(
+        bridge,
+        run_params(
+            agent,
+            "flaky",
+            f"retry-{tag}",
+            tmp_path,
+            retry={"maxAttempts": 4, "initialDelayMs": 20, "maxDelayMs": 50},
+        ),
+    )
+    assert result["status"] == "completed", messages[-1]["content"]
+    flaky = requests_of(scripted_model, "flaky")
+    assert len(flaky) == 3, "two failures, then the answer"
+    assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * 3, "the model saw the prompt once"
