@@ -105,6 +105,10 @@ def bridge(request: pytest.FixtureRequest, agent: str) -> LanguageClient:
     return client
 
 
+#: A command that takes 30 s (Claude Code 2.1.318 refuses a standalone `sleep`).
+SLOW_COMMAND = "echo waiting; sleep 30"
+
+
 def run_params(agent: str, scenario: str, text: str, cwd: Path, **extra: Any) -> dict[str, Any]:
     """pi/run of `agent` on scripted scenario `scenario` (pi-acp's models are provider `fake`)."""
     params: dict[str, Any] = {"prompt": text, "agent": agent, "model": scenario, "cwd": str(cwd), **extra}
@@ -181,7 +185,7 @@ async def test_a_tool_call_is_streamed_and_closed(bridge: LanguageClient, tmp_pa
 
 
 async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
-    bridge: LanguageClient, tmp_path: Path, agent: str
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
 ) -> None:
     # The `shell` scenario runs the prompt as a command: one model for the whole conversation
     # (claude-acp's Claude Code takes its model when it starts).
@@ -191,7 +195,7 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     run_id = f"cancel-{os.urandom(3).hex()}"
     task = asyncio.ensure_future(
         request(
-            bridge, "pi/run", run_params(agent, "shell", "sleep 30", tmp_path, sessionId=sid, runId=run_id)
+            bridge, "pi/run", run_params(agent, "shell", SLOW_COMMAND, tmp_path, sessionId=sid, runId=run_id)
         )
     )
     await messages_of(bridge).wait_type(run_id, "tool.call")
@@ -211,8 +215,10 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     messages = messages_of(bridge).by_run[run_id]
     assert_stream_invariants(messages)
     assert messages[-1]["type"] == "terminal.cancelled"
-    after, _ = await run(bridge, run_params(agent, "shell", "echo after-the-cancel", tmp_path, sessionId=sid))
-    assert after["status"] == "completed" and "after-the-cancel" in after["text"]
+    after, after_messages = await run(bridge, run_params(agent, "shell", "echo after-the-cancel", tmp_path, sessionId=sid))
+    assert after["status"] == "completed", after_messages[-1]["content"]
+    last = requests_of(scripted_model, "shell")[-1]["body"]
+    assert "after-the-cancel" in json.dumps(last["messages"]), "the next prompt reached the model"
     if receipt["agentKept"]:
         assert agent_processes(agent) == [pid], "the agent process that was interrupted served the next turn"
 
@@ -227,7 +233,7 @@ async def test_the_agent_killed_mid_turn_fails_clearly_and_the_conversation_goes
     run_id = f"killed-{os.urandom(3).hex()}"
     task = asyncio.ensure_future(
         request(
-            bridge, "pi/run", run_params(agent, "shell", "sleep 30", tmp_path, sessionId=sid, runId=run_id)
+            bridge, "pi/run", run_params(agent, "shell", SLOW_COMMAND, tmp_path, sessionId=sid, runId=run_id)
         )
     )
     await messages_of(bridge).wait_type(run_id, "tool.call")
