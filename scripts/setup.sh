@@ -5,8 +5,11 @@
 #   .tools-claude/  Claude Code 2.1.197 from the npm registry (its native binary comes in the
 #            optional dependency @anthropic-ai/claude-code-linux-x64); a prefix of its own
 #            because .tools may be shared between checkouts
+#   .tools-acp/  the ACP agents from the npm registry, pinned: pi-acp 0.0.34 (drives pi) and
+#            claude-agent-acp 0.101.0 (drives its own bundled Claude Code)
 #   bubblewrap from the distribution's packages when run as root on Debian/Ubuntu (else a note)
-# `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code or bubblewrap.
+# `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code, ACP agents
+# or bubblewrap.
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +19,8 @@ lean=0
 PI_PACKAGE="${PI_PACKAGE:-@earendil-works/pi-coding-agent@1.6.0}"
 NODE_PACKAGE="${NODE_PACKAGE:-node@22}"
 CLAUDE_PACKAGE="${CLAUDE_PACKAGE:-@anthropic-ai/claude-code@2.1.197}"
+PI_ACP_PACKAGE="${PI_ACP_PACKAGE:-pi-acp@0.0.34}"
+CLAUDE_ACP_PACKAGE="${CLAUDE_ACP_PACKAGE:-@agentclientprotocol/claude-agent-acp@0.101.0}"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -39,6 +44,10 @@ if [ ! -x .tools-claude/node_modules/.bin/claude ]; then
   mkdir -p .tools-claude
   npm install --prefix .tools-claude --no-audit --no-fund --loglevel=error "$CLAUDE_PACKAGE"
 fi
+if [ ! -x .tools-acp/node_modules/.bin/pi-acp ] || [ ! -x .tools-acp/node_modules/.bin/claude-agent-acp ]; then
+  mkdir -p .tools-acp
+  npm install --prefix .tools-acp --no-audit --no-fund --loglevel=error "$PI_ACP_PACKAGE" "$CLAUDE_ACP_PACKAGE"
+fi
 # bubblewrap: the sandbox of the agents' commands (optional; the README says how per distribution).
 if ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -49,4 +58,5 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 echo "setup: claude $(.tools-claude/node_modules/.bin/claude --version 2>&1 | tail -1)"
+echo "setup: ACP agents $PI_ACP_PACKAGE $CLAUDE_ACP_PACKAGE in .tools-acp"
 echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"
