@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,13 @@ from typing import Any
 import psutil
 import pytest
 import pytest_lsp
+from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
+from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
+from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
 from tests.support.env import BRIDGE, PI_BIN, ROOT, WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
@@ -215,7 +220,9 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     messages = messages_of(bridge).by_run[run_id]
     assert_stream_invariants(messages)
     assert messages[-1]["type"] == "terminal.cancelled"
-    after, after_messages = await run(bridge, run_params(agent, "shell", "echo after-the-cancel", tmp_path, sessionId=sid))
+    after, after_messages = await run(
+        bridge, run_params(agent, "shell", "echo after-the-cancel", tmp_path, sessionId=sid)
+    )
     assert after["status"] == "completed", after_messages[-1]["content"]
     last = requests_of(scripted_model, "shell")[-1]["body"]
     assert "after-the-cancel" in json.dumps(last["messages"]), "the next prompt reached the model"
@@ -287,3 +294,108 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
     flaky = requests_of(scripted_model, "flaky")
     assert len(flaky) == 3, "two failures, then the answer"
     assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * 3, "the model saw the prompt once"
+
+
+class Asked:
+    """Every pi/requestPermission the client got, and the option it answers the next with."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.option = REJECT_ONCE
+
+
+ASKED = Asked()
+
+
+def _asking_client() -> LanguageClient:
+    client = make_client()
+
+    @client.feature("pi/requestPermission")
+    async def on_request(ls: LanguageClient, params: Any) -> Any:
+        ASKED.requests.append(params)
+        return {"optionId": ASKED.option}
+
+    return client
+
+
+def _asking_config(agent: str) -> BridgeServerConfig:
+    """The bridge's rules and decisions in a state dir of its own, not the user's."""
+    state = tempfile.mkdtemp(prefix="pi-bridge-acp-approvals-")
+    return BridgeServerConfig(
+        server_command=[*BRIDGE, "--agent", agent],
+        client_factory=_asking_client,
+        extra_env={"PATH": ACP_PATH, STATE_DIR_ENV: state},
+    )
+
+
+async def _serve_asking(
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A client that answers permissions: its conversations start in `ask`."""
+    ASKED.__init__()  # type: ignore[misc]
+    env = agent_env(model, pi_agent_dir, tmp_path / "claude-config")
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
+            initialization_options={"env": env, "warmPool": False, "silenceTimeoutMs": 60000},
+            root_uri=ROOT.as_uri(),
+        )
+    )
+    yield client
+    await client.shutdown_session()
+    await assert_no_run_processes()
+
+
+@pytest_lsp.fixture(config=_asking_config("pi-acp"))
+async def pi_acp_asking(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """pi-acp for a client that answers permissions."""
+    async for client in _serve_asking(lsp_client, scripted_model, pi_agent_dir, tmp_path):
+        yield client
+
+
+@pytest_lsp.fixture(config=_asking_config("claude-acp"))
+async def claude_acp_asking(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """claude-acp for a client that answers permissions."""
+    async for client in _serve_asking(lsp_client, scripted_model, pi_agent_dir, tmp_path):
+        yield client
+
+
+async def test_claude_acp_asks_before_a_write_and_a_reject_then_an_allow_decide_it(
+    claude_acp_asking: LanguageClient, tmp_path: Path
+) -> None:
+    client = claude_acp_asking
+    rejected_dir, allowed_dir = tmp_path / "rejected", tmp_path / "allowed"
+    rejected_dir.mkdir()
+    allowed_dir.mkdir()
+    ASKED.option = REJECT_ONCE
+    result, messages = await run(client, run_params("claude-acp", "write", "write it", rejected_dir))
+    assert result["status"] == "completed", messages[-1]["content"]
+    (asked,) = ASKED.requests
+    assert asked["kind"] == "edit" and WRITE_FILE in json.dumps(asked), asked
+    resolved = [m["content"] for m in messages if m["type"] == "permission.resolved"]
+    assert [(r["decision"], r["by"]) for r in resolved] == [("reject", "user")]
+    assert not (rejected_dir / WRITE_FILE).exists(), "the rejected write never ran"
+    ASKED.option = ALLOW_ONCE
+    result, messages = await run(client, run_params("claude-acp", "write", "write it", allowed_dir))
+    assert result["status"] == "completed", messages[-1]["content"]
+    assert len(ASKED.requests) == 2
+    resolved = [m["content"] for m in messages if m["type"] == "permission.resolved"]
+    assert [(r["decision"], r["by"]) for r in resolved] == [("allow", "user")]
+    assert (allowed_dir / WRITE_FILE).read_text() == WRITE_CONTENT, "the allowed write ran"
+
+
+async def test_pi_acp_never_asks_so_its_write_runs_unasked_even_in_ask(
+    pi_acp_asking: LanguageClient, tmp_path: Path
+) -> None:
+    """pi-acp 0.0.34 sends session/request_permission only for an extension's dialogs: pi has no
+    permission check of its own, so there is nothing for the bridge's approvals to answer. This
+    is the reason docs/agents.md gives for its "no"; the day pi-acp asks, this test fails."""
+    ASKED.option = REJECT_ONCE
+    result, messages = await run(pi_acp_asking, run_params("pi-acp", "write", "write it", tmp_path))
+    assert result["status"] == "completed", messages[-1]["content"]
+    assert ASKED.requests == [], "pi-acp asked nothing"
+    assert (tmp_path / WRITE_FILE).read_text() == WRITE_CONTENT, "the write ran unasked"
