@@ -291,9 +291,11 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
         ),
     )
     assert result["status"] == "completed", messages[-1]["content"]
-    flaky = requests_of(scripted_model, "flaky")
-    assert len(flaky) == 3, "two failures, then the answer"
-    assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * 3, "the model saw the prompt once"
+    # The turn's requests: Claude Code also asks the model for a title (no tools), which may take
+    # one of the two failures the scenario gives.
+    flaky = [r for r in requests_of(scripted_model, "flaky") if r["body"].get("tools")]
+    assert len(flaky) >= 2 and flaky[-1]["n"] > 2, "the turn was retried, then answered"
+    assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * len(flaky), "seen once each time"
 
 
 class Asked:
