@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
+from tests.support.acp import acp_bridge, new_session, prompt, text_of
 from tests.support.env import BRIDGE, PI_BIN, ROOT, WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
@@ -148,7 +150,8 @@ async def live_pids(client: LanguageClient, session_id: str) -> list[int]:
 
 
 def requests_of(model: ScriptedModelServer, scenario: str) -> list[dict[str, Any]]:
-    return [r for r in model.requests if r["model"] == scenario]
+    """The conversation's requests to `scenario` (not Claude Code's title requests: no tools)."""
+    return [r for r in model.requests if r["model"] == scenario and r["body"].get("tools")]
 
 
 async def test_three_turns_run_on_one_agent_process(
@@ -291,9 +294,8 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
         ),
     )
     assert result["status"] == "completed", messages[-1]["content"]
-    # The turn's requests: Claude Code also asks the model for a title (no tools), which may take
-    # one of the two failures the scenario gives.
-    flaky = [r for r in requests_of(scripted_model, "flaky") if r["body"].get("tools")]
+    # Claude Code's title request may take one of the two failures the scenario gives.
+    flaky = requests_of(scripted_model, "flaky")
     assert len(flaky) >= 2 and flaky[-1]["n"] > 2, "the turn was retried, then answered"
     assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * len(flaky), "seen once each time"
 
@@ -401,3 +403,61 @@ async def test_pi_acp_never_asks_so_its_write_runs_unasked_even_in_ask(
     assert result["status"] == "completed", messages[-1]["content"]
     assert ASKED.requests == [], "pi-acp asked nothing"
     assert (tmp_path / WRITE_FILE).read_text() == WRITE_CONTENT, "the write ran unasked"
+
+
+# ------------------------------------------------------------------ through the ACP front
+
+
+def _acp_front(
+    agent: str, scenario: str, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> Any:
+    """`pi-bridge acp --agent AGENT` whose agent runs scripted scenario `scenario` by default: pi's
+    settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does."""
+    agent_dir = tmp_path / "pi-agent"
+    if not agent_dir.exists():
+        shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
+    settings = {"defaultProvider": "fake", "defaultModel": scenario}
+    (agent_dir / "settings.json").write_text(json.dumps(settings))
+    env = agent_env(model, agent_dir, tmp_path / "claude-config")
+    env["ANTHROPIC_MODEL"] = scenario
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env)
+
+
+async def test_acp_front_three_turns_on_one_agent_process(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+) -> None:
+    tag = os.urandom(4).hex()
+    async with _acp_front(agent, "echo", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path / "work")
+        [pid] = agent_processes(agent)
+        for turn in ("one", "two", "three"):
+            recorder.clear()
+            answer = await prompt(conn, session_id, f"{turn}-{tag}", timeout=WAIT * 2)
+            assert answer.stop_reason == "end_turn"
+            assert text_of(recorder.of(session_id)) == f"ECHO:{turn}-{tag}"
+            assert agent_processes(agent) == [pid], "one agent process serves every turn"
+        last = requests_of(scripted_model, "echo")[-1]["body"]
+        assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1]
+    await assert_no_run_processes()
+
+
+async def test_acp_front_cancel_mid_command_leaves_nothing(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+) -> None:
+    async with _acp_front(agent, "shell", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path / "work")
+        running = asyncio.ensure_future(prompt(conn, session_id, SLOW_COMMAND, timeout=WAIT * 2))
+        await recorder.wait_for(lambda u: u.session_update == "tool_call")
+        sleeper = await wait_for_run_process("sleep 30")
+        started = asyncio.get_running_loop().time()
+        await conn.cancel(session_id=session_id)
+        answer = await asyncio.wait_for(running, WAIT)
+        elapsed = asyncio.get_running_loop().time() - started
+        assert answer.stop_reason == "cancelled"
+        assert elapsed < 10.0, f"the cancel took {elapsed:.1f} s"
+        assert not (sleeper.is_running() and sleeper.status() != psutil.STATUS_ZOMBIE), "the sleep is gone"
+        left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
+        assert left == [], "nothing of the command is left in /proc"
+    await assert_no_run_processes()

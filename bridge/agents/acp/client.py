@@ -185,13 +185,20 @@ class AcpLive(LiveReader):
             value = option.get("currentValue")
             current = value if isinstance(value, str) else None
             self._models = tuple(
-                ModelChoice(self.spec.provider, str(o["value"]), str(o.get("name") or o["value"]))
+                self._choice(str(o["value"]), str(o.get("name") or o["value"]))
                 for o in option.get("options") or []
                 if isinstance(o, dict) and o.get("value")
             )
         if current and self.spec.model_format == "provider/model" and "/" in current:
             return current.split("/", 1)[1]
         return current
+
+    def _choice(self, value: str, name: str) -> ModelChoice:
+        """A model the session offers; an agent that writes "provider/model" says its provider."""
+        if self.spec.model_format == "provider/model" and "/" in value:
+            provider, model = value.split("/", 1)
+            return ModelChoice(provider, model, name)
+        return ModelChoice(self.spec.provider, value, name)
 
     def _cwd(self) -> str:
         with contextlib.suppress(psutil.Error, OSError):
