@@ -71,6 +71,9 @@ _KINDS: Final[dict[str, ToolKind]] = {
     "execute": "execute",
 }
 _ALLOW: Final = ("allow_once", "allow_always")
+#: A prompt answered with these (an internal error; "resource not found": the agent no longer
+#: knows the session) leaves the process of no further use.
+_BROKEN_CODES: Final = frozenset({-32603, -32002})
 _REJECT: Final = ("reject_once", "reject_always")
 
 
@@ -119,6 +122,7 @@ class AcpLive(LiveReader):
         self._models: tuple[ModelChoice, ...] = ()
         self._commands: tuple[AgentCommand, ...] = ()
         self._images = False
+        self._broken = False
 
     # ------------------------------------------------------------------ the seam
 
@@ -426,6 +430,15 @@ class AcpLive(LiveReader):
         listener = self.listener
         if events and listener is not None:
             listener(events)
+        self._retire_if_broken()
+
+    def _retire_if_broken(self) -> None:
+        """After the turn's end went out: a broken agent counts as closed, so the conversation's
+        next prompt loads the session in a new process (the registry stops this one)."""
+        if self._broken and not self.closed.is_set():
+            log.warning("%s answered a prompt with an internal error: not used again", self.spec.display_name)
+            self.closed.set()
+            self._on_closed()
 
     def _answered(self, message: dict[str, Any]) -> bool:
         """Note an answer; True when it is the running prompt's (the turn is over)."""
@@ -440,7 +453,11 @@ class AcpLive(LiveReader):
                 if isinstance(result.get("usage"), dict):
                     end["usage"] = result["usage"]
             else:
-                end["error"] = message.get("error") or {"message": "the prompt was answered with nothing"}
+                error = message.get("error")
+                end["error"] = error or {"message": "the prompt was answered with nothing"}
+                # claude-agent-acp may end its session in a race with a cancel ("The Claude Agent
+                # session has ended", then "Resource not found"): the process is not reused.
+                self._broken = not isinstance(error, dict) or error.get("code") in _BROKEN_CODES
             self._end = orjson.dumps(end)
             prompt.response = message
             prompt.answered.set()
