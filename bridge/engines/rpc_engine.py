@@ -670,15 +670,18 @@ class RpcAttempt:
                 log.info("%s did not settle after abort: %s", self.name, exc)
             await self._take_back_queue(agent, kept)
         if kept:
-            receipt = await stop_descendants(agent.child, keep=self._kept(agent))
+            spared = self._kept(agent)
+            receipt = await stop_descendants(agent.child, keep=spared)
             if receipt.survivors:
                 kept = False
         if kept:
+            # the agent an ACP adapter runs stays with it: it is not among what the run started
+            ours = before - set(spared) if agent.rpc.runs_agent_as_child else before
             receipt = receipt.model_copy(
                 update={
                     "stage": "interrupted",
                     "agent_kept": True,
-                    "pids": sorted(before | set(receipt.pids)),
+                    "pids": sorted(ours | set(receipt.pids)),
                     "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
                 }
             )

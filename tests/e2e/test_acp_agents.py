@@ -209,6 +209,7 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     )
     await messages_of(bridge).wait_type(run_id, "tool.call")
     sleeper = await wait_for_run_process("sleep 30")
+    inner = {child.pid for child in psutil.Process(pid).children()}  # the agent the adapter runs
     started = asyncio.get_running_loop().time()
     answer = await request(bridge, "pi/cancel", {"runId": run_id})
     elapsed = asyncio.get_running_loop().time() - started
@@ -236,6 +237,9 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     last = requests_of(scripted_model, "shell")[-1]["body"]
     assert "after-the-cancel" in json.dumps(last["messages"]), "the next prompt reached the model"
     if receipt["agentKept"]:
+        assert sleeper.pid in receipt["pids"] and not inner & set(receipt["pids"]), (
+            "the receipt lists the run's"
+        )
         assert agent_processes(agent) == [pid], "the agent process that was interrupted served the next turn"
 
 
