@@ -7,9 +7,11 @@
 #            because .tools may be shared between checkouts
 #   .tools-agents/  Codex, OpenCode and Gemini CLI (pinned) from the npm registry: the other agents
 #            the tests drive offline against the scripted model (docs/agents-facts.md)
+#   .tools-acp/  the ACP agents from the npm registry, pinned: pi-acp 0.0.34 (drives pi) and
+#            claude-agent-acp 0.101.0 (drives its own bundled Claude Code)
 #   bubblewrap from the distribution's packages when run as root on Debian/Ubuntu (else a note)
 # `--lean` (the demo's): the bridge, Node 22 and pi only; no test extras, Claude Code, the other
-# agents or bubblewrap.
+# agents, ACP agents or bubblewrap.
 # Needs: python3 (>= 3.11) with venv, and npm (any Node >= 18) to fetch Node 22.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,8 @@ CLAUDE_PACKAGE="${CLAUDE_PACKAGE:-@anthropic-ai/claude-code@2.1.197}"
 CODEX_PACKAGE="${CODEX_PACKAGE:-@openai/codex@0.171.0}"
 OPENCODE_PACKAGE="${OPENCODE_PACKAGE:-opencode-ai@1.18.33}"
 GEMINI_PACKAGE="${GEMINI_PACKAGE:-@google/gemini-cli@0.61.0}"
+PI_ACP_PACKAGE="${PI_ACP_PACKAGE:-pi-acp@0.0.34}"
+CLAUDE_ACP_PACKAGE="${CLAUDE_ACP_PACKAGE:-@agentclientprotocol/claude-agent-acp@0.101.0}"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -51,6 +55,10 @@ if [ ! -x .tools-agents/node_modules/.bin/codex ] || [ ! -x .tools-agents/node_m
   npm install --prefix .tools-agents --no-audit --no-fund --loglevel=error \
     "$CODEX_PACKAGE" "$OPENCODE_PACKAGE" "$GEMINI_PACKAGE"
 fi
+if [ ! -x .tools-acp/node_modules/.bin/pi-acp ] || [ ! -x .tools-acp/node_modules/.bin/claude-agent-acp ]; then
+  mkdir -p .tools-acp
+  npm install --prefix .tools-acp --no-audit --no-fund --loglevel=error "$PI_ACP_PACKAGE" "$CLAUDE_ACP_PACKAGE"
+fi
 # bubblewrap: the sandbox of the agents' commands (optional; the README says how per distribution).
 if ! command -v bwrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -62,4 +70,5 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 echo "setup: claude $(.tools-claude/node_modules/.bin/claude --version 2>&1 | tail -1)"
 echo "setup: codex $(.tools-agents/node_modules/.bin/codex --version 2>&1 | tail -1), opencode $(HOME="$(mktemp -d)" .tools-agents/node_modules/.bin/opencode --version 2>&1 | tail -1), gemini $(HOME="$(mktemp -d)" .tools-agents/node_modules/.bin/gemini --version 2>&1 | tail -1)"
+echo "setup: ACP agents $PI_ACP_PACKAGE $CLAUDE_ACP_PACKAGE in .tools-acp"
 echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"

@@ -44,10 +44,24 @@ def _codex(settings: Mapping[str, Any]) -> AgentAdapter:
     return CodexAgent()
 
 
+def _acp(name: str) -> Callable[[Mapping[str, Any]], AgentAdapter]:
+    def build(settings: Mapping[str, Any]) -> AgentAdapter:
+        from bridge.agents import acp
+
+        return acp.build(name)
+
+    return build
+
+
+#: The ACP agents (bridge/agents/acp/catalog.py), by name: kept here as names only, so that the
+#: index imports no adapter package until one is built.
+ACP_AGENTS: Final = ("pi-acp", "claude-acp")
+
 FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {
     "pi": _pi,
     "claude": _claude,
     "codex": _codex,
+    **{name: _acp(name) for name in ACP_AGENTS},
 }
 
 

@@ -61,6 +61,9 @@ HELD_LINES: Final = 16
 class LiveReader:
     """Reads one live agent process; a subclass says what each batch of lines is (`_dispatch`)."""
 
+    #: See `LiveClient.runs_agent_as_child`.
+    runs_agent_as_child: bool = False
+
     def __init__(
         self,
         child: ChildProcess,

@@ -498,6 +498,9 @@ class LiveClient(Protocol):
     framer: LineFramer
     #: Every stdout line read, answers included: zero means the agent never spoke.
     lines_read: int
+    #: The process is an adapter that runs the agent as its child (pi-acp runs pi): the processes
+    #: it holds before a prompt are kept after it (those alone, not what they start meanwhile).
+    runs_agent_as_child: bool
     #: Decides the tool calls the agent asks about (set per attempt); None: each is denied.
     asks: AskTool | None
     #: Answers the agent's own dialogs (set per attempt); None: each is answered cancelled.

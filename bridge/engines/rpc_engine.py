@@ -58,6 +58,7 @@ from bridge.engines.diff_capture import DiffCapture
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
 from bridge.engines.json_engine import coalesce
 from bridge.process.shutdown import (
+    children_now,
     contained_besides,
     contained_now,
     helpers_now,
@@ -622,9 +623,15 @@ class RpcAttempt:
         if stats.cost is not None:
             terminal.content["sessionCost"] = stats.cost
 
+    def _kept(self, agent: LiveAgent) -> Mapping[int, int]:
+        """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
+        its agent as its child (an ACP adapter), its children now, and only them (the agent it
+        runs may start lazily, in the run; what that agent started is swept)."""
+        return children_now(agent.child) if agent.rpc.runs_agent_as_child else self._helpers
+
     async def _sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
-        receipt = await stop_descendants(agent.child, keep=self._helpers)
+        receipt = await stop_descendants(agent.child, keep=self._kept(agent))
         if receipt.pids:
             log.warning(
                 "the run left %d processes under %s %d; killed %s",
@@ -665,15 +672,18 @@ class RpcAttempt:
                 log.info("%s did not settle after abort: %s", self.name, exc)
             await self._take_back_queue(agent, kept)
         if kept:
-            receipt = await stop_descendants(agent.child, keep=self._helpers)
+            spared = self._kept(agent)
+            receipt = await stop_descendants(agent.child, keep=spared)
             if receipt.survivors:
                 kept = False
         if kept:
+            # the agent an ACP adapter runs stays with it: it is not among what the run started
+            ours = before - set(spared) if agent.rpc.runs_agent_as_child else before
             receipt = receipt.model_copy(
                 update={
                     "stage": "interrupted",
                     "agent_kept": True,
-                    "pids": sorted(before | set(receipt.pids)),
+                    "pids": sorted(ours | set(receipt.pids)),
                     "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
                 }
             )

@@ -323,6 +323,11 @@ async def shutdown_tree(
     return _receipt(child, stage, started, seen, list(survivors))
 
 
+class ExactKeep(dict[int, int]):
+    """A `keep` of these processes only, not their descendants: the agent an ACP adapter runs
+    as its child (pi under pi-acp) stays, what that agent started during a run does not."""
+
+
 def helpers_now(child: ChildProcess) -> dict[int, int]:
     """What `child` holds now besides itself, pid -> start time (see `stop_descendants`'s `keep`)."""
     found: dict[int, int] = {}
@@ -333,10 +338,23 @@ def helpers_now(child: ChildProcess) -> dict[int, int]:
     return found
 
 
+def children_now(child: ChildProcess) -> ExactKeep:
+    """`child`'s own children now (not their descendants), as an `ExactKeep`."""
+    found = ExactKeep()
+    for pid in members_now(child):
+        stat = read_stat(pid)
+        if stat is not None and not stat.zombie and stat.ppid == child.pid:
+            found[pid] = stat.start
+    return found
+
+
 def _kept(found: dict[int, int], keep: Mapping[int, int]) -> dict[int, int]:
-    """`found` without the processes of `keep` (the same pid and start) and their descendants."""
+    """`found` without the processes of `keep` (the same pid and start) and, unless `keep` is an
+    `ExactKeep`, their descendants."""
     if not keep:
         return found
+    if isinstance(keep, ExactKeep):
+        return {pid: start for pid, start in found.items() if keep.get(pid) != start}
     kept = {pid for pid, start in found.items() if keep.get(pid) == start}
     if not kept:
         return found

@@ -35,6 +35,7 @@ PI_ALLOWED = {
     "scripted_model/__main__.py": "the scripted model's command line: it can write pi's models.json",
     "scripted_model/pi_config.py": "the scripted model's pi set-up: it writes pi's models.json",
     "scripted_model/scenarios.py": "a model standing in for pi's provider (its reply names pi's events)",
+    "agents/acp/catalog.py": "the ACP catalog's pi-acp entry: pi-acp runs pi, pointed at a model by its agent dir",
 }
 CLAUDE_ALLOWED = {
     "agents/__init__.py": "the adapter index: it imports every agent package",
@@ -42,6 +43,7 @@ CLAUDE_ALLOWED = {
     "scripted_model/formats.py": "a model server standing in for Claude Code's Anthropic endpoint",
     "scripted_model/request_body.py": "it reads Anthropic requests' tool_result blocks",
     "scripted_model/scenarios.py": "it reads Claude Code's tool schemas, and answers in Anthropic's style",
+    "agents/acp/catalog.py": "the ACP catalog's claude-acp entry: the Claude adapter's Claude Code environment",
 }
 
 

@@ -1,0 +1,227 @@
+"""Any agent that speaks ACP (the Agent Client Protocol) over stdio, behind one adapter.
+
+The bridge is the agent's ACP client (client.py): one agent process per conversation, kept
+across its prompts (the rpc engine's live mode), `session/update` mapped to the contract's
+messages (mapper.py), `session/cancel` for a cancel (the bridge's containment then sweeps
+whatever the turn left), `session/request_permission` decided by the bridge's approvals. What
+differs between agents is data (catalog.py): `pi-acp` drives pi, `claude-acp` drives Claude Code.
+
+What such an agent keeps to itself: its sessions (stored where and how it chooses; the bridge
+lists none and resumes one only through `session/load`, in the process that serves it), its file
+changes (no diffs, no file policy: its tools do their own I/O) and its tool commands (no sandbox
+of the bridge's: it runs them itself).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+
+from bridge.agents.acp.catalog import CATALOG, AcpAgentSpec
+from bridge.agents.acp.client import SESSION_ENV, SETTLED_LINE, AcpLive
+from bridge.agents.acp.mapper import AcpEventMapper
+from bridge.agents.model_errors import RETRYABLE_KINDS
+from bridge.agents.seam import (
+    EventKind,
+    FileChangeWatch,
+    LaunchSpec,
+    RunOptions,
+    SessionCheckpoint,
+    WarmLaunch,
+)
+from bridge.contract import (
+    ErrorInfo,
+    ErrorKind,
+    SessionHistory,
+    SessionNotFound,
+    SessionSummary,
+)
+from bridge.process.spawn import ChildProcess
+
+__all__ = ["CATALOG", "AcpAgent"]
+
+
+def classify_exit(exit_code: int | None, signal_name: str | None, stderr: str) -> tuple[ErrorKind, bool]:
+    """An ACP agent that ended mid-turn: a process failure, retryable (its next process loads
+    the session again)."""
+    return "process", "process" in RETRYABLE_KINDS
+
+
+class AcpLiveMode:
+    """The `LiveMode` of an ACP agent: one process per conversation."""
+
+    def __init__(self, spec: AcpAgentSpec) -> None:
+        self.spec = spec
+        # The sessions this bridge has seen each agent open (ACP agents store sessions their own
+        # way): a conversation whose process died is loaded again from these.
+        # bridge id -> the agent's own id (they differ when the bridge named the conversation)
+        self.opened: dict[str, str] = {}
+
+    def launch_spec(
+        self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
+    ) -> LaunchSpec:
+        """The agent's command; which session it opens travels in its environment (SESSION_ENV)."""
+        if options.session_id:
+            sid = options.session_id
+            plan = f"load:{self.opened.get(sid, sid)}|{sid}"
+        elif new_session_id:
+            plan = f"new:{new_session_id}"
+        else:
+            plan = "new"
+        env = {**self.spec.env, SESSION_ENV: plan}
+        if self.spec.model_env and options.model:
+            env[self.spec.model_env] = options.model
+        return LaunchSpec(argv=command, cwd=options.cwd, env=env)
+
+    def client(
+        self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
+    ) -> AcpLive:
+        """The ACP client of an agent process just spawned."""
+        return AcpLive(child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__)
+
+    def event_kind(self, line: bytes) -> EventKind | None:
+        """The client's settled line (the prompt answered); the rest goes to the mapper."""
+        return "settled" if line == SETTLED_LINE else None
+
+    def user_text(self, line: bytes) -> str | None:
+        """None: the prompt is not echoed back."""
+        return None
+
+    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
+        """None: the agent's sessions are its own (continueSession starts a new one)."""
+        return None
+
+    def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
+        """Whether an agent of this bridge opened the session (it can be loaded again)."""
+        return session_id in self.opened
+
+    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
+        """None: no file the bridge reads."""
+        return None
+
+    def session_mark(self, path: str | None) -> int | None:
+        """None (no file)."""
+        return None
+
+    def cut_session_back(self, path: str, mark: int | None) -> None:
+        """Nothing (no file)."""
+
+    def classify_exit(
+        self, exit_code: int | None, signal_name: str | None, stderr: str
+    ) -> tuple[ErrorKind, bool]:
+        """See `classify_exit`."""
+        return classify_exit(exit_code, signal_name, stderr)
+
+    def lacks_live_mode(self, stderr: str) -> bool:
+        """False: an ACP agent is live or nothing."""
+        return False
+
+    def silence_may_mean_no_live_mode(self) -> bool:
+        """False: a silent ACP agent is a slow start."""
+        return False
+
+
+class AcpAgent:
+    """The `AgentAdapter` of one ACP agent of the catalog."""
+
+    interrupt_signal = signal.SIGINT
+    can_sandbox = False
+
+    def __init__(self, spec: AcpAgentSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.display_name = spec.display_name
+        self.default_command = spec.command
+        self._live = AcpLiveMode(spec)
+
+    def live_mode(self) -> AcpLiveMode:
+        """Always live: ACP has no one-shot form."""
+        return self._live
+
+    def launch_spec(self, command: tuple[str, ...], options: RunOptions) -> LaunchSpec:
+        """The live launch (a one-shot attempt is never made: the live mode has no fallback)."""
+        return self._live.launch_spec(command, options)
+
+    def new_mapper(self, options: RunOptions) -> AcpEventMapper:
+        """A fresh mapper of session/update for one attempt."""
+        return AcpEventMapper(options, self.display_name, classify_exit)
+
+    def session_exists(
+        self, session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]
+    ) -> bool:
+        """Whether this bridge saw the agent open the session."""
+        return session_id is not None and session_id in self._live.opened
+
+    def resolve_session_id(self, session_id: str, env: Mapping[str, str]) -> str | None:
+        """The whole id only, of a session this bridge saw opened."""
+        return session_id if session_id in self._live.opened else None
+
+    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
+        """None: the agent's session is not a file the bridge can cut back."""
+        return None
+
+    def rewind_session(
+        self,
+        checkpoint: SessionCheckpoint,
+        announced: str | None,
+        options: RunOptions,
+        env: Mapping[str, str],
+    ) -> RunOptions:
+        """Nothing to rewind (see `checkpoint_session`)."""
+        return options
+
+    def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
+        """A clear error for an agent that could not be started."""
+        return ErrorInfo(
+            kind="spawn",
+            message=f"could not start {self.display_name} ({' '.join(command)}): {reason}. Install it "
+            f"with `npm install {self.spec.package}` (scripts/setup.sh does) or set its command in "
+            "initializationOptions.agents.",
+            retryable=False,
+        )
+
+    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """Nothing asked: the agent decides what it loads from the folder."""
+        return ()
+
+    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
+        """None (see `project_resources`)."""
+        return ()
+
+    def file_change_watch(self, cwd: str) -> FileChangeWatch | None:
+        """None: its tools' changes are not read (no diffs)."""
+        return None
+
+    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
+        """None listed: the agent's sessions are its own."""
+        return []
+
+    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
+        """Not found: the bridge reads no ACP agent's store."""
+        return SessionNotFound(session_id=session_id)
+
+    def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
+        """False: nothing of the bridge's to delete."""
+        return False
+
+    def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """None known."""
+        return ()
+
+    def warm_launches(
+        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
+    ) -> list[WarmLaunch]:
+        """Nothing pre-spawned."""
+        return []
+
+    def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+        """The agent pointed at the model server at `base_url` (the catalog says how)."""
+        if self.spec.model_server_env is None:
+            return {}
+        return self.spec.model_server_env(base_url, workdir, provider)
+
+
+def build(name: str) -> AcpAgent:
+    """The adapter of catalog entry `name` (KeyError for an unknown one)."""
+    return AcpAgent(CATALOG[name])

@@ -1,0 +1,552 @@
+"""The bridge as the ACP client of one agent process: JSON-RPC lines over the agent's stdio.
+
+One process serves a conversation (a `LiveMode`): `initialize`, then `session/new` (or
+`session/load` of the conversation it resumes), then a `session/prompt` per prompt. The turn
+streams as `session/update` notifications, handed to the attempt as they are read, and ends with
+the prompt's answer (its `stopReason`): the client then hands the attempt a `settled` line of its
+own. `session/cancel` is a notification; the cancelled prompt's answer is its acknowledgement.
+`session/request_permission` is the agent asking before a tool call: the run's permission check
+(the bridge's approvals) decides it. The client offers no `fs` and no `terminal`: every agent here
+runs its tools itself, and any such request is refused.
+
+The messages are the official SDK's (`acp.schema`): what the agent sends is validated by them,
+what the bridge writes is built from them. The framing stays the bridge's own (`LiveReader`), so
+that reading the agent keeps the backpressure, the bounds and the containment of the other agents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import anyio
+import orjson
+import psutil
+from acp import PROTOCOL_VERSION, schema
+from pydantic import ValidationError
+
+from bridge.agents.acp.catalog import AcpAgentSpec, model_value
+from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.seam import (
+    AgentCommand,
+    AskDialog,
+    AskTool,
+    BridgeCommand,
+    CommandDone,
+    DoFileOp,
+    LiveCommand,
+    LiveError,
+    LiveErrorKind,
+    LiveState,
+    ModelChoice,
+    SessionStats,
+    ToolCheck,
+    ToolVerdict,
+)
+from bridge.contract import PromptImage, ToolKind
+from bridge.process.spawn import ChildProcess
+from bridge.process.stdin_pipe import StdinClosed
+
+log = logging.getLogger(__name__)
+
+#: The environment variable of a launch saying which session the process opens:
+#: "new", "new:<bridge id>" (a conversation the bridge named) or "load:<agent id>|<bridge id>".
+SESSION_ENV: Final = "PI_BRIDGE_ACP_SESSION"
+COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+#: An ACP agent's start (a Node program that starts its own agent) and its session/new.
+START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
+#: The line the client hands the attempt when the prompt's answer came (the engine's "settled").
+SETTLED_LINE: Final = b'{"type":"settled"}'
+_BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
+_KINDS: Final[dict[str, ToolKind]] = {
+    "read": "read",
+    "search": "read",
+    "fetch": "read",
+    "edit": "edit",
+    "delete": "edit",
+    "move": "edit",
+    "execute": "execute",
+}
+_ALLOW: Final = ("allow_once", "allow_always")
+#: A prompt answered with these (an internal error; "resource not found": the agent no longer
+#: knows the session) leaves the process of no further use.
+_BROKEN_CODES: Final = frozenset({-32603, -32002})
+_REJECT: Final = ("reject_once", "reject_always")
+
+
+class AcpLiveError(LiveError):
+    """A request the ACP agent refused, did not answer in time, or could not take."""
+
+    def __init__(self, agent: str, command: str, reason: str, *, kind: LiveErrorKind) -> None:
+        super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind)
+
+
+def launch_env(child: ChildProcess) -> dict[str, str]:
+    """The environment the process was started with (what the launch asked of it)."""
+    with contextlib.suppress(psutil.Error, OSError):
+        if child.handle is not None:
+            return dict(child.handle.environ())
+    return {}
+
+
+class AcpLive(LiveReader):
+    """The client side of one ACP agent process."""
+
+    #: pi-acp runs pi, claude-agent-acp runs Claude Code: their agent is their child.
+    runs_agent_as_child = True
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        spec: AcpAgentSpec,
+        *,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+        on_session: Callable[[str, str], None] | None = None,
+    ) -> None:
+        super().__init__(child, wait_writable=wait_writable)
+        self.spec = spec
+        self._on_session = on_session
+        self.asks: AskTool | None = None
+        self.dialogs: AskDialog | None = None
+        self.file_ops: DoFileOp | None = None
+        self._next_id = 0
+        self._waiting: dict[str, PendingCommand] = {}
+        self._prompt: PendingCommand | None = None
+        self._cancelling: PendingCommand | None = None
+        self._end = _BARE_END
+        self._acp_session: str | None = None
+        self._session_id: str | None = None
+        self._models: tuple[ModelChoice, ...] = ()
+        self._commands: tuple[AgentCommand, ...] = ()
+        self._images = False
+        self._broken = False
+
+    # ------------------------------------------------------------------ the seam
+
+    @property
+    def asks_before_changes(self) -> bool:
+        """Not promised: an ACP agent asks about what it chooses (pi-acp about nothing)."""
+        return False
+
+    @property
+    def run_end_line(self) -> bytes:
+        """The prompt's answer, as the mapper reads it."""
+        return self._end
+
+    async def prepare(self) -> LiveState:
+        """initialize, then the session the launch named: a new one, or a stored one loaded."""
+        init = schema.InitializeRequest(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=schema.ClientCapabilities(
+                fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+            ),
+        )
+        answer = await self.request("initialize", _dump(init), START_TIMEOUT_SECONDS)
+        agent = schema.InitializeResponse.model_validate(answer)
+        caps = agent.agent_capabilities
+        self._images = bool(caps and caps.prompt_capabilities and caps.prompt_capabilities.image)
+        can_load = bool(caps and caps.load_session)
+        env = launch_env(self.child)
+        plan = env.get(SESSION_ENV, "new")
+        cwd = self._cwd()
+        meta = dict(self.spec.session_meta) or None
+        opened: dict[str, Any]
+        if plan.startswith("load:") and can_load:
+            wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
+            load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=[], field_meta=meta)
+            opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)
+            self._acp_session, self._session_id = wanted, bridge_id or wanted
+        else:
+            new = schema.NewSessionRequest(cwd=cwd, mcp_servers=[], field_meta=meta)
+            opened = await self.request("session/new", _dump(new), START_TIMEOUT_SECONDS)
+            self._acp_session = str(opened.get("sessionId") or "")
+            named = plan.partition(":")[2].rpartition("|")[2]
+            # a conversation the bridge named keeps its name (the agent's own id stays inside)
+            self._session_id = named or self._acp_session
+        if not self._acp_session:
+            raise AcpLiveError(self.spec.display_name, "session/new", "named no session", kind="refused")
+        if self._on_session is not None and self._session_id:
+            self._on_session(self._session_id, self._acp_session)
+        current = self._read_models(opened)
+        if self.spec.model_env and env.get(self.spec.model_env):
+            current = env[self.spec.model_env]
+        return LiveState(
+            session_id=self._session_id,
+            provider=self.spec.provider,
+            model=current,
+            message_count=1 if plan.startswith("load:") else 0,
+        )
+
+    def _read_models(self, opened: Mapping[str, Any]) -> str | None:
+        """The models the session offers (its `model` config option), and the one it runs."""
+        current: str | None = None
+        for option in opened.get("configOptions") or []:
+            if not isinstance(option, dict) or option.get("id") != "model":
+                continue
+            value = option.get("currentValue")
+            current = value if isinstance(value, str) else None
+            self._models = tuple(
+                self._choice(str(o["value"]), str(o.get("name") or o["value"]))
+                for o in option.get("options") or []
+                if isinstance(o, dict) and o.get("value")
+            )
+        if current and self.spec.model_format == "provider/model" and "/" in current:
+            return current.split("/", 1)[1]
+        return current
+
+    def _choice(self, value: str, name: str) -> ModelChoice:
+        """A model the session offers; an agent that writes "provider/model" says its provider."""
+        if self.spec.model_format == "provider/model" and "/" in value:
+            provider, model = value.split("/", 1)
+            return ModelChoice(provider, model, name)
+        return ModelChoice(self.spec.provider, value, name)
+
+    def _cwd(self) -> str:
+        with contextlib.suppress(psutil.Error, OSError):
+            if self.child.handle is not None:
+                return str(self.child.handle.cwd())
+        return os.getcwd()
+
+    async def switch_session(self, session_file: str) -> LiveState:
+        """Refused: a process serves the one session it opened (a resumed one starts a process)."""
+        raise AcpLiveError(
+            self.spec.display_name, "switch_session", "is not done on a running agent", kind="refused"
+        )
+
+    async def set_model(self, provider: str, model: str) -> None:
+        """`session/set_config_option` "model", with the agent's own id of the model."""
+        request = schema.SetSessionConfigOptionSelectRequest(
+            session_id=self._acp_session or "",
+            config_id="model",
+            value=model_value(self.spec, provider, model),
+        )
+        await self.request("session/set_config_option", _dump(request))
+
+    async def set_thinking(self, level: str) -> None:
+        """Nothing: ACP has no thinking level (an agent may offer one as a mode of its own)."""
+
+    async def available_models(self) -> tuple[ModelChoice, ...]:
+        """The values of the session's `model` config option."""
+        return self._models
+
+    async def thinking_levels(self) -> list[str]:
+        """None (see `set_thinking`)."""
+        return []
+
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
+        """Write `session/prompt` now; its answer is the turn's end (read as the settled line)."""
+        blocks: list[Any] = []
+        if self._images:
+            blocks += [
+                schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
+            ]
+        blocks.append(schema.TextContentBlock(type="text", text=text))
+        request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
+        self._end = _BARE_END
+        pending = self._send("session/prompt", _dump(request))
+        self._waiting.pop(pending.command_id, None)
+        self._prompt = pending
+        return pending
+
+    async def delivered(
+        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) until the agent has read the prompt (its answer comes at the turn's end)."""
+        await self._drain(own_command(pending), timeout)
+        return {}
+
+    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a request."""
+        request = own_command(pending)
+        try:
+            with anyio.move_on_after(timeout):
+                await request.answered.wait()
+        finally:
+            self._waiting.pop(request.command_id, None)
+        response = request.response
+        name = self.spec.display_name
+        if response is None:
+            if self.closed.is_set():
+                raise AcpLiveError(
+                    name, request.name, "got no answer: the agent closed its output", kind="closed"
+                )
+            raise AcpLiveError(name, request.name, f"got no answer within {timeout:g} s", kind="timeout")
+        error = response.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else error
+            raise AcpLiveError(name, request.name, f"was refused: {message}", kind="refused")
+        result = response.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def request(
+        self, method: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Send one request and wait (bounded) for its answer."""
+        pending = self._send(method, params)
+        await self._drain(pending, timeout)
+        return await self.answer(pending, timeout)
+
+    async def steer(self, text: str) -> None:
+        """Refused: ACP has no message into a running turn."""
+        raise AcpLiveError(
+            self.spec.display_name, "steer", "is not something ACP offers mid-turn", kind="refused"
+        )
+
+    async def abort(self, timeout: float) -> None:
+        """Cancel the turn; done once the prompt answered."""
+        await self.answer(self.send_abort_now(), timeout)
+
+    def send_abort_now(self) -> PendingCommand:
+        """Write `session/cancel` now; its acknowledgement is the prompt's answer."""
+        pending = PendingCommand("session/cancel", "cancel")
+        if self._prompt is None:
+            pending.response = {"result": {}}
+            pending.answered.set()
+            return pending
+        cancel = schema.CancelNotification(session_id=self._acp_session or "")
+        message = {"jsonrpc": "2.0", "method": "session/cancel", "params": _dump(cancel)}
+        self._write("session/cancel", orjson.dumps(message) + b"\n")
+        self._cancelling = pending
+        return pending
+
+    def send_clear_queue_now(self) -> None:
+        """None: an ACP agent holds no queue the bridge can take back."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing (see `send_clear_queue_now`)."""
+        return []
+
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+        """Nothing more than the turn said."""
+        return SessionStats()
+
+    async def commands(self) -> list[AgentCommand]:
+        """None listed through the seam yet (the agent's `available_commands_update`)."""
+        return list(self._commands)
+
+    async def run_command(self, command: BridgeCommand) -> CommandDone:
+        """Refused: the bridge's own commands are not ACP requests."""
+        raise AcpLiveError(
+            self.spec.display_name, f"/{command.name}", "is not something ACP offers", kind="refused"
+        )
+
+    async def clone(self) -> LiveState:
+        """Refused (ACP's session/fork is unstable, and not offered by every agent)."""
+        raise AcpLiveError(self.spec.display_name, "clone", "is not done through ACP", kind="refused")
+
+    async def fork_before(self, prompt: str, ordinal: int) -> LiveState:
+        """Refused (see `clone`)."""
+        raise AcpLiveError(self.spec.display_name, "fork", "is not done through ACP", kind="refused")
+
+    async def rename(self, title: str) -> None:
+        """Refused: ACP gives the client no title to set."""
+        raise AcpLiveError(self.spec.display_name, "rename", "is not done through ACP", kind="refused")
+
+    def close_stdin(self) -> None:
+        """Ask the agent for an orderly exit (stdin EOF)."""
+        self.child.stdin.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def _send(self, method: str, params: dict[str, Any]) -> PendingCommand:
+        self._next_id += 1
+        pending = PendingCommand(method, str(self._next_id))
+        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        self._write(method, orjson.dumps(message) + b"\n")
+        self._waiting[pending.command_id] = pending
+        self._cut_client_wait()
+        return pending
+
+    def _write(self, name: str, line: bytes) -> None:
+        if self.closed.is_set():
+            raise AcpLiveError(
+                self.spec.display_name, name, "could not be sent: the agent closed its output", kind="closed"
+            )
+        try:
+            self.child.stdin.write_now(line)
+        except (StdinClosed, OSError) as exc:
+            raise AcpLiveError(
+                self.spec.display_name, name, f"could not be sent: {exc}", kind="closed"
+            ) from exc
+
+    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
+        name = self.spec.display_name
+        try:
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise AcpLiveError(name, pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise AcpLiveError(
+                name, pending.name, f"was not read within {timeout:g} s", kind="timeout"
+            ) from exc
+
+    def _reply(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> bytes:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            message["error"] = error
+        else:
+            message["result"] = result
+        return orjson.dumps(message) + b"\n"
+
+    # ------------------------------------------------------------------ reading
+
+    def _awaiting_answers(self) -> bool:
+        return bool(self._waiting) or self._prompt is not None
+
+    def _on_closed(self) -> None:
+        for pending in [*self._waiting.values(), *(p for p in (self._prompt, self._cancelling) if p)]:
+            pending.answered.set()
+
+    def _dispatch(self, lines: list[bytes]) -> None:
+        self.lines_read += len(lines)
+        events: list[bytes] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            message = _decoded(line)
+            if message is None:
+                events.append(line)  # the mapper counts it as output it could not read
+                continue
+            method = message.get("method")
+            if method is None:
+                if self._answered(message):
+                    events.append(SETTLED_LINE)
+                continue
+            if "id" in message:
+                self._asked(message)
+                continue
+            if method == "session/update":
+                params = message.get("params")
+                if isinstance(params, dict) and params.get("sessionId") == self._acp_session and self._prompt:
+                    events.append(line)
+                # outside a turn (a start-up banner, a mode update): not a run's output
+        listener = self.listener
+        if events and listener is not None:
+            listener(events)
+        self._retire_if_broken()
+
+    def _retire_if_broken(self) -> None:
+        """After the turn's end went out: a broken agent counts as closed, so the conversation's
+        next prompt loads the session in a new process (the registry stops this one)."""
+        if self._broken and not self.closed.is_set():
+            log.warning("%s answered a prompt with an internal error: not used again", self.spec.display_name)
+            self.closed.set()
+            self._on_closed()
+
+    def _answered(self, message: dict[str, Any]) -> bool:
+        """Note an answer; True when it is the running prompt's (the turn is over)."""
+        command_id = str(message.get("id"))
+        prompt = self._prompt
+        if prompt is not None and prompt.command_id == command_id:
+            self._prompt = None
+            result = message.get("result")
+            end: dict[str, Any] = {"type": "prompt_end"}
+            if isinstance(result, dict):
+                end["stopReason"] = result.get("stopReason") or "end_turn"
+                if isinstance(result.get("usage"), dict):
+                    end["usage"] = result["usage"]
+            else:
+                error = message.get("error")
+                end["error"] = error or {"message": "the prompt was answered with nothing"}
+                # claude-agent-acp may end its session in a race with a cancel ("The Claude Agent
+                # session has ended", then "Resource not found"): the process is not reused.
+                self._broken = not isinstance(error, dict) or error.get("code") in _BROKEN_CODES
+            self._end = orjson.dumps(end)
+            prompt.response = message
+            prompt.answered.set()
+            cancelling, self._cancelling = self._cancelling, None
+            if cancelling is not None:
+                cancelling.response = {"result": {}}
+                cancelling.answered.set()
+            return True
+        pending = self._waiting.pop(command_id, None)
+        if pending is not None:
+            pending.response = message
+            pending.answered.set()
+        return False
+
+    def _asked(self, message: dict[str, Any]) -> None:
+        """A request of the agent's: a permission is the run's to decide; the rest is refused."""
+        request_id = message.get("id")
+        if message.get("method") != "session/request_permission":
+            error = {"code": -32601, "message": f"{message.get('method')} is not offered by pi-bridge"}
+            self._write_quietly(self._reply(request_id, error=error))
+            return
+        try:
+            asked = schema.RequestPermissionRequest.model_validate(message.get("params"))
+        except ValidationError:
+            error = {"code": -32602, "message": "not a permission request the bridge can read"}
+            self._write_quietly(self._reply(request_id, error=error))
+            return
+        key = str(request_id)
+        if key in self._open_checks:
+            return
+        self._open_checks.add(key)
+        check = tool_check(asked)
+        asks, tasks = self.asks, self._tasks
+        answer = _permission_answer(request_id, asked)
+        if asks is None or tasks is None:
+            self._settle(key, answer(ToolVerdict(allow=False, reason="denied: no run is listening")))
+            return
+        tasks.start_soon(self._decide, key, check, asks, answer)
+
+
+def tool_check(asked: schema.RequestPermissionRequest) -> ToolCheck:
+    """The seam's view of what the agent asks about."""
+    call = asked.tool_call
+    raw = call.raw_input if isinstance(call.raw_input, dict) else {}
+    meta = call.field_meta or {}
+    claude = meta.get("claudeCode") if isinstance(meta, dict) else None
+    tool = (claude or {}).get("toolName") if isinstance(claude, dict) else None
+    kind = _KINDS.get(str(call.kind), "other")
+    command = raw.get("command") if isinstance(raw.get("command"), str) else None
+    path = next((raw[k] for k in ("file_path", "path", "abs_path") if isinstance(raw.get(k), str)), None)
+    if command is not None and kind == "other":
+        kind = "execute"
+    return ToolCheck(
+        tool_call_id=call.tool_call_id,
+        tool=str(tool or call.title or call.kind or "tool"),
+        kind=kind,
+        input=raw,
+        command=command,
+        path=path,
+    )
+
+
+def _permission_answer(
+    request_id: Any, asked: schema.RequestPermissionRequest
+) -> Callable[[ToolVerdict], bytes]:
+    """The reply to a permission request for a verdict: the offered option of the matching kind
+    (once, never always: the bridge's rules remember, not the agent), else cancelled."""
+
+    def answer(verdict: ToolVerdict) -> bytes:
+        wanted = _ALLOW if verdict.allow else _REJECT
+        option = next((o for kind in wanted for o in asked.options if o.kind == kind), None)
+        outcome: dict[str, Any] = (
+            {"outcome": "selected", "optionId": option.option_id}
+            if option is not None
+            else {"outcome": "cancelled"}
+        )
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"outcome": outcome}}) + b"\n"
+
+    return answer
+
+
+def _decoded(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped

@@ -1,0 +1,185 @@
+"""ACP `session/update` notifications into the contract's messages, for one attempt.
+
+- `agent_message_chunk` -> `assistant` deltas; `agent_thought_chunk` -> `assistant.thought`,
+  buffered to the turn's end (or the next tool call) unless thoughts are live, as for every agent;
+- `tool_call` -> `tool.call`; `tool_call_update` with status `completed` -> `tool.completed`
+  (its text content, else what the agent streamed as terminal output), `failed` -> `tool.failed`;
+- the prompt's answer (the client's `prompt_end` line) -> `terminal.completed` with its stop reason,
+  or `terminal.failed` when the agent answered the prompt with an error.
+Everything else (plans, usage, modes, commands) is known and not mapped yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from bridge.agents.mapping import MAX_INVALID_SAMPLE_CHARS, Handler, MapperCore
+from bridge.agents.seam import Out, RunOptions
+from bridge.contract import ErrorInfo, ErrorKind
+
+log = logging.getLogger(__name__)
+
+_STOP_REASONS: Final = {"end_turn": "stop", "max_tokens": "length", "max_turn_requests": "length"}
+_KNOWN: Final = frozenset(
+    {
+        "user_message_chunk",
+        "plan",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    }
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return ""
+
+
+class AcpEventMapper(MapperCore):
+    """Maps one attempt of an ACP agent; `agent` names it in the bridge's texts."""
+
+    clean_exit: ClassVar[str] = "without answering the prompt"
+
+    def __init__(self, options: RunOptions, agent: str, classify: Any) -> None:
+        super().__init__(options)
+        self.agent = agent  # type: ignore[misc]
+        self._classify = classify
+        self._tool_output: dict[str, list[str]] = {}
+
+    def feed(self, line: bytes) -> list[Out]:
+        """A `session/update` line as the agent wrote it, or one of the client's own lines."""
+        if line.startswith(b'{"jsonrpc"') or b'"method"' in line[:64]:
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
+                return []
+            if self._last_terminal is not None:
+                return []
+            params = message.get("params") if isinstance(message, dict) else None
+            update = params.get("update") if isinstance(params, dict) else None
+            if not isinstance(update, dict):
+                self.note_invalid(line[:MAX_INVALID_SAMPLE_CHARS].decode("utf-8", "replace"))
+                return []
+            return self._update(update)
+        return super().feed(line)
+
+    def _update(self, update: dict[str, Any]) -> list[Out]:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            text = _text(update.get("content"))
+            if not text:
+                return []
+            return [*self._flush_thought(), self._text_out(text)]
+        if kind == "agent_thought_chunk":
+            text = _text(update.get("content"))
+            return self._thought(text) if text else []
+        if kind == "tool_call":
+            return self._tool_call(update)
+        if kind == "tool_call_update":
+            return self._tool_update(update)
+        if kind not in _KNOWN:
+            self._note_unknown(str(kind))
+        return []
+
+    def _tool_call(self, update: dict[str, Any]) -> list[Out]:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            return []
+        out = self._open_tool(call_id, _tool_name(update), update.get("rawInput"))
+        status = update.get("status")
+        if status in ("completed", "failed"):
+            out += self._close_tool(call_id, update)
+        return out
+
+    def _tool_update(self, update: dict[str, Any]) -> list[Out]:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            return []
+        out: list[Out] = []
+        if call_id not in self._open_tools:
+            out += self._open_tool(call_id, _tool_name(update), update.get("rawInput"))
+        meta = update.get("_meta")
+        terminal = meta.get("terminal_output") if isinstance(meta, dict) else None
+        if isinstance(terminal, dict) and isinstance(terminal.get("data"), str):
+            self._tool_output.setdefault(call_id, []).append(terminal["data"])
+        if update.get("status") in ("completed", "failed"):
+            out += self._close_tool(call_id, update)
+        return out
+
+    def _close_tool(self, call_id: str, update: dict[str, Any]) -> list[Out]:
+        name = self._open_tools.pop(call_id, None)
+        if name is None:
+            return []
+        output = _content_text(update.get("content")) or "".join(self._tool_output.pop(call_id, []))
+        if not output and update.get("rawOutput") is not None:
+            raw = update["rawOutput"]
+            output = raw if isinstance(raw, str) else orjson.dumps(raw).decode()
+        if update.get("status") == "failed":
+            out = [self._tool_failed(call_id, name, output or "the tool failed")]
+        else:
+            out = [Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output})]
+        return [*out, *self._flush_thought()]
+
+    def _prompt_end(self, event: dict[str, Any]) -> list[Out]:
+        error = event.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            return self._stop_failed(
+                ErrorInfo(kind="model", message=f"{self.agent} failed the prompt: {message}", retryable=True)
+            )
+        reason = str(event.get("stopReason") or "end_turn")
+        if reason == "refusal":
+            return self._stop_failed(
+                ErrorInfo(kind="model", message=f"{self.agent} refused the prompt", retryable=False)
+            )
+        return self._complete(_STOP_REASONS.get(reason, reason), {})
+
+    def _session(self, event: dict[str, Any]) -> list[Out]:
+        return self._start_session(event.get("id"), event.get("cwd", ""), {})
+
+    def finish_exited(self, exit_code: int | None, signal_name: str | None, stderr: str) -> list[Out]:
+        """terminal.failed for an agent process that ended before it answered the prompt."""
+        classified: tuple[ErrorKind, bool] = self._classify(exit_code, signal_name, stderr)
+        return self._fail_exited(exit_code, signal_name, stderr, classified)
+
+    def feed_oversized(self, description: str, head: bytes) -> list[Out]:
+        """A line over the bound: counted, nothing mapped from its head."""
+        self.note_invalid(description)
+        return []
+
+    handlers: ClassVar[Mapping[str, Handler]] = {"prompt_end": _prompt_end, "session": _session}
+    ignored: ClassVar[frozenset[str]] = frozenset({"settled"})
+
+
+def _tool_name(update: dict[str, Any]) -> str:
+    """The agent's own tool name where it says it (`_meta`), else the call's kind or title."""
+    meta = update.get("_meta")
+    claude = meta.get("claudeCode") if isinstance(meta, dict) else None
+    name = claude.get("toolName") if isinstance(claude, dict) else None
+    if isinstance(name, str) and name:
+        return name
+    for key in ("kind", "title"):
+        value = update.get(key)
+        if isinstance(value, str) and value:
+            return "bash" if value == "execute" else value
+    return "tool"
+
+
+def _content_text(content: Any) -> str:
+    """The text of a tool call's content blocks (`{"type": "content", "content": {text}}`)."""
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        _text(part.get("content"))
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "content"
+    )

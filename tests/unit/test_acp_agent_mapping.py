@@ -1,0 +1,158 @@
+"""The ACP agents' mapper and permission answers, on session/update lines as the agents send them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from acp import schema
+
+from bridge.agents.acp import classify_exit
+from bridge.agents.acp.client import _permission_answer, tool_check
+from bridge.agents.acp.mapper import AcpEventMapper
+from bridge.agents.seam import Out, RunOptions, ToolVerdict
+from bridge.contract import pi_message_adapter
+
+
+def _update(update: dict[str, Any]) -> bytes:
+    params = {"sessionId": "s1", "update": update}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+
+def _chunk(kind: str, text: str) -> bytes:
+    return _update({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+
+
+def _mapper() -> AcpEventMapper:
+    return AcpEventMapper(RunOptions(prompt="p", cwd="/w"), "pi (pi-acp)", classify_exit)
+
+
+def _feed(mapper: AcpEventMapper, *lines: bytes) -> list[Out]:
+    out: list[Out] = []
+    for line in lines:
+        out += mapper.feed(line)
+    return out
+
+
+def _types(out: list[Out]) -> list[str]:
+    return [o.type for o in out]
+
+
+def test_chunks_thoughts_and_a_tool_call_map_in_order_and_validate() -> None:
+    mapper = _mapper()
+    out = _feed(
+        mapper,
+        b'{"type":"session","id":"s1","cwd":"/w"}',
+        _chunk("agent_thought_chunk", "think "),
+        _chunk("agent_thought_chunk", "more"),
+        _chunk("agent_message_chunk", "Let me run it."),
+        _update(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "c1",
+                "title": "echo hi",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"command": "echo hi"},
+            }
+        ),
+        _update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "c1",
+                "status": "in_progress",
+                "_meta": {"terminal_output": {"terminal_id": "c1", "data": "hi\n"}},
+            }
+        ),
+        _update({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"}),
+        _chunk("agent_message_chunk", "Done."),
+        b'{"type":"prompt_end","stopReason":"end_turn"}',
+    )
+    assert _types(out) == [
+        "session.started",
+        "assistant.thought",
+        "assistant",
+        "tool.call",
+        "tool.completed",
+        "assistant",
+        "terminal.completed",
+    ]
+    assert out[1].content["text"] == "think more", "the thought whole, before the text"
+    assert out[3].content == {"toolCallId": "c1", "name": "bash", "arguments": {"command": "echo hi"}}
+    assert out[4].content["output"] == "hi\n", "pi-acp's terminal output is the tool's output"
+    assert out[-1].content == {"text": "Let me run it.Done.", "stopReason": "stop"}
+    for index, message in enumerate(out, 1):
+        pi_message_adapter().validate_python(
+            {"runId": "r", "attempt": 1, "seq": index, "type": message.type, "content": message.content}
+        )
+
+
+def test_a_failed_tool_an_open_tool_and_a_failed_prompt() -> None:
+    mapper = _mapper()
+    out = _feed(
+        mapper,
+        _update(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "a",
+                "title": "Write",
+                "kind": "edit",
+                "_meta": {"claudeCode": {"toolName": "Write"}},
+            }
+        ),
+        _update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "a",
+                "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "denied"}}],
+            }
+        ),
+        _update({"sessionUpdate": "tool_call", "toolCallId": "b", "kind": "read"}),
+        b'{"type":"prompt_end","error":{"code":-32603,"message":"boom"}}',
+    )
+    assert _types(out) == ["tool.call", "tool.failed", "tool.call", "tool.failed", "terminal.failed"]
+    assert out[0].content["name"] == "Write" and out[1].content["error"] == "denied"
+    error = out[-1].content["error"]
+    assert error["kind"] == "model" and error["retryable"] is True and "boom" in error["message"]
+    assert mapper.feed(_chunk("agent_message_chunk", "late")) == [], "nothing after the terminal"
+
+
+def test_an_agent_killed_mid_turn_is_a_retryable_process_failure() -> None:
+    mapper = _mapper()
+    _feed(mapper, _chunk("agent_message_chunk", "par"))
+    [terminal] = mapper.finish_exited(None, "SIGKILL", "")
+    assert terminal.type == "terminal.failed"
+    error = terminal.content["error"]
+    assert error["kind"] == "process" and error["retryable"] is True
+    assert "killed by SIGKILL" in error["message"] and terminal.content["text"] == "par"
+
+
+def test_a_permission_verdict_picks_a_once_option_never_an_always_one() -> None:
+    asked = schema.RequestPermissionRequest.model_validate(
+        {
+            "sessionId": "s1",
+            "toolCall": {
+                "toolCallId": "t1",
+                "title": "Write",
+                "kind": "edit",
+                "rawInput": {"file_path": "/w/a.txt", "content": "x"},
+            },
+            "options": [
+                {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                {"optionId": "no", "name": "No", "kind": "reject_once"},
+            ],
+        }
+    )
+    check = tool_check(asked)
+    assert (check.kind, check.path, check.tool) == ("edit", "/w/a.txt", "Write")
+    answer = _permission_answer(7, asked)
+    allowed = orjson.loads(answer(ToolVerdict(allow=True)))
+    rejected = orjson.loads(answer(ToolVerdict(allow=False, reason="no")))
+    assert allowed == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {"outcome": {"outcome": "selected", "optionId": "yes"}},
+    }
+    assert rejected["result"]["outcome"] == {"outcome": "selected", "optionId": "no"}
