@@ -58,6 +58,11 @@ class EditorFiles(Protocol):
         """Have the editor write `text` as the whole of `path` (absolute, judged)."""
         ...
 
+    def takes(self, path: str, *, write: bool) -> bool:
+        """Whether the editor would take a read (or a write) of `path`, asked without I/O: an
+        operation it would not take is done on the disk at once, its old text read once."""
+        ...
+
     def runs_commands(self) -> bool:
         """Whether the editor runs commands in terminals of its own."""
         ...

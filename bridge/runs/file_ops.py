@@ -93,6 +93,8 @@ async def _through_editor(
         return None
     if kind not in ("file", "missing") or os.path.splitext(real)[1].lower() in _IMAGE_SUFFIXES:
         return None
+    if not editor.takes(real, write=op.op == "write"):
+        return None
     if op.op == "read":
         return _read_result(real, await editor.read_text(session_id, real))
     try:

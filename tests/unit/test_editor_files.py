@@ -47,6 +47,9 @@ class FakeEditor:
         self.buffers[path] = text
         return EditorAnswer(taken=True)
 
+    def takes(self, path: str, *, write: bool) -> bool:
+        return write or path in self.buffers
+
     def runs_commands(self) -> bool:
         return True
 
@@ -99,7 +102,7 @@ async def test_the_policy_judges_first_and_what_the_editor_does_not_take_is_the_
     assert await do(FileOp("c3", "read", "read", str(tmp_path / "plain.txt"))) == FileOpResult(
         data=b"on disk\n"
     )
-    assert editor.asked == [("read", str(tmp_path / "plain.txt"))]
+    assert editor.asked == [], "a file the editor does not hold is read from the disk, unasked"
 
 
 async def test_an_editor_s_refusal_is_the_tool_s_error_and_the_disk_is_untouched(tmp_path: Path) -> None:

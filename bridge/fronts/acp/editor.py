@@ -57,6 +57,10 @@ class AcpEditor:
             return EditorAnswer(taken=True, error=f"the editor did not write {path}: {reply.error}")
         return EditorAnswer(taken=True)
 
+    def takes(self, path: str, *, write: bool) -> bool:
+        answers = self._client.answers
+        return answers.write_text_file if write else answers.read_text_file
+
     def runs_commands(self) -> bool:
         return self._client.answers.terminal
 

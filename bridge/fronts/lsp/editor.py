@@ -62,6 +62,9 @@ class LspEditor:
             return EditorAnswer(taken=True, error=f"the editor did not apply the write to {path}: {why}")
         return EditorAnswer(taken=True)
 
+    def takes(self, path: str, *, write: bool) -> bool:
+        return (self._applies_edits or not write) and self._document(path) is not None
+
     def runs_commands(self) -> bool:
         return False
 
