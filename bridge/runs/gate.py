@@ -42,6 +42,7 @@ from bridge.runs.file_ops import file_access, file_ops
 from bridge.runs.permissions import DecidedBy, ToolCall, decide
 from bridge.runs.project_trust import ProjectTrust
 from bridge.runs.questions import Questioner, dialogs_for
+from bridge.runs.redact import scrubbed_names
 from bridge.runs.rule_store import RuleStore, RuleStoreError, state_dir
 from bridge.runs.run import Run
 from bridge.runs.sandbox import SANDBOXES_DIR, SandboxBoard
@@ -55,6 +56,15 @@ MODES_DIR: Final = "modes"
 EDITOR_TERMINAL_MARK: Final = ".editor-terminal"
 #: A session id the board names a file by (anything else is never a file: the agent then asks).
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+
+
+def unconfined_command(command: str, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The argv of an unsandboxed command in the editor's terminal: without the variables pi's
+    own bash never gets (the client's secrets and all but a command's basics, redact.py). The
+    editor's terminal starts from the editor's environment, the one the bridge was given too, so
+    its names are the ones to take out."""
+    unset = tuple(f"--unset={name}" for name in scrubbed_names(environ))
+    return ("env", *unset, "bash", "-c", command)
 
 
 class ModeBoard:
@@ -198,7 +208,7 @@ class Gate:
 
         def confine(command: str) -> Sequence[str] | str:
             if not run.sandboxed:
-                return ("bash", "-c", command)
+                return unconfined_command(command, os.environ)
             argv = self.sandboxes.command_line(run.session_id, command)
             return argv if argv is not None else "sandbox: the run's sandbox cannot be read: nothing runs"
 

@@ -185,7 +185,9 @@ async def test_a_command_runs_in_the_client_terminal_its_output_streamed(
         ended = [u for u in editor.of(session_id) if u.session_update == "tool_call_update"]
         assert ended[-1].status in ("completed", "failed") and _terminal_of(ended[-1]) == "term-1"
     (terminal,) = editor.terminals.values()
-    assert terminal.command == "bash" and terminal.args == ["-c", command]
+    # Unsandboxed, the command runs without the client's secret variables (env --unset=...).
+    assert terminal.command == "env" and terminal.args[-3:] == ["bash", "-c", command], terminal
+    assert all(arg.startswith("--unset=") for arg in terminal.args[:-3]), terminal.args
     assert terminal.cwd == str(workspace) and terminal.process.returncode == 4
     assert editor.called("terminal/release") == ["term-1"]
     told = _told(scripted_model, "second-3d1")

@@ -5,6 +5,7 @@ they end, killed and released on a cancel; and the bash marker read from pi's re
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from bridge.policy.file_access import FileAccess
 from bridge.runs.editor_commands import EditorCommands
 from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 from bridge.runs.file_ops import file_ops
+from bridge.runs.gate import unconfined_command
 from bridge.runs.run import Run
 
 
@@ -189,3 +191,22 @@ def test_the_lsp_edit_replaces_the_whole_document_at_the_server_s_version() -> N
     assert end_of("one\ntwo\n") == {"line": 2, "character": 0}
     assert end_of("one\ntwo") == {"line": 1, "character": 3}
     assert end_of("emoji \U0001f600") == {"line": 0, "character": 8}  # UTF-16 units
+
+
+def test_an_unsandboxed_command_in_the_editor_s_terminal_gets_none_of_the_client_s_secrets() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "OPENAI_API_KEY": "sk-" + "x" * 40,
+        "MY_TOKEN": "t" * 32,
+    }
+    argv = unconfined_command("echo hi", environ)
+    assert argv[0] == "env" and argv[-3:] == ("bash", "-c", "echo hi")
+    assert "--unset=OPENAI_API_KEY" in argv and "--unset=MY_TOKEN" in argv
+    assert "--unset=PATH" not in argv and "--unset=HOME" not in argv
+    shown = subprocess.run(argv, env=environ, capture_output=True, text=True, check=True)
+    assert shown.stdout == "hi\n"
+    printed = subprocess.run(
+        unconfined_command("env", environ), env=environ, capture_output=True, text=True, check=True
+    ).stdout
+    assert "sk-" not in printed and "MY_TOKEN" not in printed and "PATH=/usr/bin" in printed
