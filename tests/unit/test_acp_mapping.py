@@ -107,3 +107,34 @@ def test_acp_model_updates_serialize_alone_as_inside_their_notification() -> Non
             "sessionId": "s-1",
             "update": alone,
         }
+
+
+def test_a_plan_is_acp_s_plan_update_and_a_subagent_s_call_names_its_parent_in_meta() -> None:
+    mapper = PromptMapper("/w")
+    entries = [
+        {"content": "read the code", "status": "completed"},
+        {"content": "fix the bug", "status": "in_progress", "priority": "high"},
+    ]
+    [plan] = mapper.feed({"type": "plan", "content": {"entries": entries}})
+    wire = plan.model_dump(by_alias=True, exclude_none=True)
+    assert wire == {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": "read the code", "status": "completed", "priority": "medium"},
+            {"content": "fix the bug", "status": "in_progress", "priority": "high"},
+        ],
+    }
+    call = {
+        "toolCallId": "c2",
+        "name": "Read",
+        "arguments": {"file_path": "/w/a"},
+        "parentToolCallId": "task1",
+    }
+    [start] = mapper.feed({"type": "tool.call", "content": call})
+    assert start.model_dump(by_alias=True, exclude_none=True)["_meta"] == {
+        "piBridge": {"parentToolCallId": "task1"}
+    }
+    [plain] = mapper.feed(
+        {"type": "tool.call", "content": {**call, "toolCallId": "c3", "parentToolCallId": None}}
+    )
+    assert "_meta" not in plain.model_dump(by_alias=True, exclude_none=True)

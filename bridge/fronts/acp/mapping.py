@@ -29,6 +29,7 @@ Update = (
     | schema.ConfigOptionUpdate
     | schema.AvailableCommandsUpdate
     | schema.SessionInfoUpdate
+    | schema.AgentPlanUpdate
 )
 # An update already in its wire form (camelCase keys, no nulls), sent as is.
 WireUpdate = dict[str, Any]
@@ -171,6 +172,20 @@ def tool_call_start(call_id: str, name: str, arguments: dict[str, Any], cwd: str
     )
 
 
+def plan_update(entries: Sequence[dict[str, Any]]) -> schema.AgentPlanUpdate:
+    """ACP's `plan` update: the agent's whole plan (an entry without a priority is `medium`,
+    which ACP requires and the agents that plan do not say)."""
+    return schema.AgentPlanUpdate(
+        session_update="plan",
+        entries=[
+            schema.PlanEntry(
+                content=entry["content"], status=entry["status"], priority=entry.get("priority") or "medium"
+            )
+            for entry in entries
+        ],
+    )
+
+
 #: What a tool call shows: its output, an edit's diff, the client's terminal it ran in.
 ToolContent = schema.ContentToolCallContent | schema.FileEditToolCallContent | schema.TerminalToolCallContent
 
@@ -251,6 +266,27 @@ class PromptMapper:
             content=_output_content(output) or None,
         )
 
+    def _tool(self, kind: str, content: dict[str, Any]) -> Update:
+        """The update of one tool message: its call opened, its progress, or its end."""
+        call_id = content["toolCallId"]
+        if kind == "tool.call":
+            start = tool_call_start(call_id, content["name"], content["arguments"], self.cwd)
+            parent = content.get("parentToolCallId")
+            if parent:  # a subagent's call: ACP has no field for it, so the bridge's _meta says
+                start.field_meta = {"piBridge": {"parentToolCallId": parent}}
+            return start
+        if kind == "tool.update":
+            return self._progress(call_id, content["output"])
+        failed = kind == "tool.failed"
+        return tool_finished(
+            call_id,
+            failed=failed,
+            output=content.get("error" if failed else "output") or "",
+            diff=content.get("diff"),
+            cwd=self.cwd,
+            terminal_id=self.terminals.pop(call_id, None),
+        )
+
     def feed(self, payload: dict[str, Any]) -> list[Update | WireUpdate]:
         """The updates for one pi/message (none for lifecycle messages ACP has no place for)."""
         kind = payload.get("type")
@@ -260,23 +296,10 @@ class PromptMapper:
             return [text_chunk("agent_message_chunk", content["text"])]
         if kind == "assistant.thought":
             return [text_chunk("agent_thought_chunk", content["text"])]
-        if kind == "tool.call":
-            return [tool_call_start(content["toolCallId"], content["name"], content["arguments"], self.cwd)]
-        if kind == "tool.update":
-            return [self._progress(content["toolCallId"], content["output"])]
-        if kind in ("tool.completed", "tool.failed"):
-            failed = kind == "tool.failed"
-            output = content.get("error" if failed else "output") or ""
-            return [
-                tool_finished(
-                    content["toolCallId"],
-                    failed=failed,
-                    output=output,
-                    diff=content.get("diff"),
-                    cwd=self.cwd,
-                    terminal_id=self.terminals.pop(content["toolCallId"], None),
-                )
-            ]
+        if kind in ("tool.call", "tool.update", "tool.completed", "tool.failed"):
+            return [self._tool(kind, content)]
+        if kind == "plan":
+            return [plan_update(content["entries"])]
         if kind in ("run.retrying", "notice", "session.compacting", "session.compacted"):
             return [bridge_note(kind, content)]
         if kind == "session.renamed":
