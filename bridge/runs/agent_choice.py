@@ -66,6 +66,8 @@ class AgentChoice:
         for Claude Code's). One adapter per loop step. (Building every wire validator ahead too
         was tried: the bridge then held 60 MB more after a 50 MB prompt, cause not found.)"""
         for name in self.agent_names():
+            if name in agents.ACP_AGENTS and name != self.adapter.name:
+                continue  # the ACP SDK's schema costs every bridge's start; built when asked for
             try:
                 self.adapter_named(name)
             except Exception as exc:  # an agent that cannot be built is the prompt's to report

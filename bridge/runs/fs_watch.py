@@ -78,25 +78,27 @@ def _libc() -> ctypes.CDLL | None:
 class Watcher:
     """The changed paths (relative, `/`-separated) of one workspace since the last `drain()`."""
 
-    def __init__(self, libc: ctypes.CDLL, fd: int, root: Path) -> None:
+    def __init__(self, libc: ctypes.CDLL, fd: int, root: Path, skip: frozenset[str] = frozenset()) -> None:
         self._libc = libc
         self._fd = fd
         self.root = root
+        #: Folders (relative to root) never walked nor watched: what the snapshot leaves out.
+        self._skip = skip
         self._paths: dict[int, str] = {}
         self._changed: set[str] = set()
         self._lost = False
         self._watch_tree("")
 
     @classmethod
-    def start(cls, root: Path) -> Watcher | None:
-        """Watch `root`'s folders (None: inotify is not to be had here)."""
+    def start(cls, root: Path, skip: frozenset[str] = frozenset()) -> Watcher | None:
+        """Watch `root`'s folders but those in `skip` (None: inotify is not to be had here)."""
         libc = _libc()
         if libc is None:
             return None
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             return None
-        watcher = cls(libc, fd, root)
+        watcher = cls(libc, fd, root, skip)
         if watcher._lost:
             watcher.close()
             return None
@@ -189,6 +191,8 @@ class Watcher:
                 if entry.name == ".git":
                     continue
                 child = f"{current}/{entry.name}" if current else entry.name
+                if child in self._skip:
+                    continue
                 if rel:
                     self._changed.add(child)
                 if entry.is_dir(follow_symlinks=False):

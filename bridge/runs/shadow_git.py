@@ -155,7 +155,7 @@ class ShadowRepo:
         self._ensure()
         if self._watcher is not None:
             self._watcher.close()
-        self._watcher = Watcher.start(self.work_tree)
+        self._watcher = Watcher.start(self.work_tree, skip=self._ignored_folders())
         skipped = self._leave_out_big_files()
         self._git("add", "--all")
         tree = self._git("write-tree").strip()
@@ -164,6 +164,14 @@ class ShadowRepo:
         self._big = dict(skipped)
         self._last = commit
         return Snapshot(commit=commit, skipped=skipped)
+
+    def _ignored_folders(self) -> frozenset[str]:
+        """The folders the workspace's ignore rules leave out whole (node_modules, a virtualenv):
+        nothing in them is ever snapshotted, so the watcher neither walks nor watches them (a
+        change of the rules scans again, and starts the watcher anew)."""
+        listed = self._run("ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z")
+        names = listed.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return frozenset(name.rstrip("/") for name in names if name.endswith("/"))
 
     @property
     def watching(self) -> bool:

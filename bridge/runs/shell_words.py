@@ -21,8 +21,6 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, Literal
 
-import bashlex
-
 #: Longer commands are never parsed: they never match an allow rule.
 MAX_PARSED_CHARS: Final = 4096
 #: Parses kept: a tool call's command is read by each rule and by the options offered, and a
@@ -250,6 +248,8 @@ def _simple_command(command: str) -> list[tuple[str, str]] | None:
 def _parse(command: str) -> tuple[Any, ...] | None:
     """bashlex's parse of `command` (its nodes are only read, so one parse serves every reader);
     None when bashlex cannot parse it."""
+    import bashlex  # here, not at the top: its parser tables cost every bridge's start-up
+
     try:
         return tuple(bashlex.parse(command))
     except Exception:  # bashlex raises ParsingError, NotImplementedError, RecursionError...

@@ -17,10 +17,13 @@ from __future__ import annotations
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bridge.agents.acp.catalog import CATALOG, AcpAgentSpec
-from bridge.agents.acp.client import SESSION_ENV, SETTLED_LINE, AcpLive
+from bridge.agents.acp.catalog import CATALOG, SESSION_ENV, SETTLED_LINE, AcpAgentSpec
 from bridge.agents.acp.mapper import AcpEventMapper
+
+if TYPE_CHECKING:
+    from bridge.agents.acp.client import AcpLive
 from bridge.agents.model_errors import RETRYABLE_KINDS
 from bridge.agents.seam import (
     EventKind,
@@ -77,7 +80,10 @@ class AcpLiveMode:
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
     ) -> AcpLive:
-        """The ACP client of an agent process just spawned."""
+        """The ACP client of an agent process just spawned (the ACP SDK's schema is imported
+        here: building the adapter, which every bridge's initialize does, stays cheap)."""
+        from bridge.agents.acp.client import AcpLive
+
         return AcpLive(child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__)
 
     def event_kind(self, line: bytes) -> EventKind | None:

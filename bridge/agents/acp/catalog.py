@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+#: The environment variable of a launch saying which session the process opens:
+#: "new", "new:<bridge id>" (a conversation the bridge named) or "load:<agent id>|<bridge id>".
+SESSION_ENV: Final = "PI_BRIDGE_ACP_SESSION"
+#: The line the client hands the attempt when the prompt's answer came (the engine's "settled").
+SETTLED_LINE: Final = b'{"type":"settled"}'
+
 #: How an agent writes a model id in `session/set_config_option` ("model"): pi-acp takes
 #: "provider/model", the Claude adapter the model alone.
 ModelFormat = Literal["provider/model", "model"]

@@ -28,7 +28,7 @@ import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
-from bridge.agents.acp.catalog import AcpAgentSpec, model_value
+from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import (
     AgentCommand,
@@ -52,14 +52,9 @@ from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
-#: The environment variable of a launch saying which session the process opens:
-#: "new", "new:<bridge id>" (a conversation the bridge named) or "load:<agent id>|<bridge id>".
-SESSION_ENV: Final = "PI_BRIDGE_ACP_SESSION"
 COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: An ACP agent's start (a Node program that starts its own agent) and its session/new.
 START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
-#: The line the client hands the attempt when the prompt's answer came (the engine's "settled").
-SETTLED_LINE: Final = b'{"type":"settled"}'
 _BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
 _KINDS: Final[dict[str, ToolKind]] = {
     "read": "read",

@@ -105,8 +105,6 @@ class BridgeServer(LanguageServer):
         self.registry = RunRegistry(adapter, base_config, self.send_messages)
         self.stop: Stop | None = None
         self.default_cwd = os.getcwd()
-        #: The workspace folder the client named (None: none).
-        self.workspace_root: str | None = None
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
         # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
@@ -200,7 +198,6 @@ def _lifecycle_features(server: BridgeServer) -> None:
             path = to_fs_path(root)
             if path and os.path.isdir(path):
                 ls.default_cwd = path
-                ls.workspace_root = path
 
     @server.feature(types.INITIALIZED)
     def on_initialized(ls: BridgeServer, params: Any) -> None:
@@ -208,8 +205,9 @@ def _lifecycle_features(server: BridgeServer) -> None:
         # what primes the live agent (its events and locks) cannot run.
         async def after_initialized() -> None:
             ls.registry.prime_live(ls.default_cwd)
-            if ls.workspace_root is not None:  # its first snapshot, off the first prompt's path
-                ls.registry.checkpoints.prepare(ls.workspace_root)
+            # The workspace's first snapshot waits for a conversation to open (an editor opens
+            # one as its chat shows, pi/commands): hashing every file of it at each editor start,
+            # agent used or not, would cost every user, and every test, that much CPU.
             await ls.registry.prepare_first_prompt()
 
         ls.registry.spawn_background(after_initialized)
