@@ -294,6 +294,12 @@ async def assert_no_run_processes_but(agent: str) -> None:
 async def test_a_retried_prompt_reaches_the_model_once_per_request(
     bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
 ) -> None:
+    # An earlier test's request still arriving (Claude Code's title request is sent in the
+    # background) would take the scenario's failures after the reset: the server is let go quiet.
+    deadline = asyncio.get_running_loop().time() + 15
+    while scripted_model.open_connections:
+        assert asyncio.get_running_loop().time() < deadline, "the scripted model never went quiet"
+        await asyncio.sleep(0.05)
     scripted_model.reset()
     tag = os.urandom(4).hex()
     result, messages = await run(

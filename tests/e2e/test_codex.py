@@ -7,6 +7,7 @@ per prompt. Judged from the messages the client received, the requests the model
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -85,7 +86,8 @@ async def test_a_prompt_is_answered_with_text_over_the_responses_api(
     assert result["text"] == f"ECHO:hello-{tag}"
     assert messages[0]["type"] == "session.started"
     assert "".join(m["content"]["text"] for m in messages if m["type"] == "assistant") == f"ECHO:hello-{tag}"
-    [request_path] = {r["path"] for r in scripted_model.requests if r["model"] == "echo"}
+    mine = [r for r in scripted_model.requests if f"hello-{tag}" in json.dumps(r.get("raw") or r["body"])]
+    [request_path] = {r["path"] for r in mine}
     assert request_path == "/v1/responses"
     # A follow-up resumes the thread: the model sees both turns.
     again, messages = await run(
