@@ -315,6 +315,11 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
     assert result["status"] == "completed", messages[-1]["content"]
     # Claude Code's title request may take one of the two failures the scenario gives.
     flaky = requests_of(scripted_model, "flaky")
+    if agent == "pi-acp" and len(flaky) == 1:
+        # pi retries a failed model call inside pi-acp on its own; once it stops, pi-acp ends
+        # the turn as `end_turn`, so the bridge sees no failure to retry (seen in CI: one
+        # request, the turn "completed"). docs/agents.md, the matrix: retry, pi-acp.
+        pytest.xfail("pi-acp reports a failed model call as a completed turn (docs/agents.md)")
     assert len(flaky) >= 2 and flaky[-1]["n"] > 2, "the turn was retried, then answered"
     assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * len(flaky), "seen once each time"
 
