@@ -57,6 +57,8 @@ export class Controller implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private session: Session | undefined;
   private starting: Promise<Session> | undefined;
+  /** The last restart asked for (restarts are serial: see restart()). */
+  private restarting: Promise<void> = Promise.resolve();
   /** The cancel of each one-shot run under way (its notification's, or a restart's). */
   private readonly oneShots = new Set<vscode.CancellationTokenSource>();
   private readonly log: vscode.LogOutputChannel;
@@ -247,10 +249,22 @@ export class Controller implements vscode.Disposable {
     }
   }
 
-  private async restart(): Promise<void> {
+  /**
+   * Restarts run one after another, each after any start under way has settled: disposing a
+   * client that is still starting breaks it for good (a key stored from the chat restarts the
+   * bridge while a settings change may be restarting it too).
+   */
+  private restart(): Promise<void> {
+    const next = this.restarting.then(() => this.restartNow());
+    this.restarting = next.catch(() => undefined);
+    return next;
+  }
+
+  private async restartNow(): Promise<void> {
     for (const cancel of this.oneShots) {
       cancel.cancel();
     }
+    await this.starting?.catch(() => undefined);
     await this.stopClient();
     try {
       await this.ensureSession();
