@@ -18,8 +18,9 @@ local function children(pid)
   for name in vim.fs.dir('/proc') do
     local f = name:match('^%d+$') and io.open('/proc/' .. name .. '/stat')
     if f then
-      local rest = f:read('*a'):match('^.*%) (.*)$')
+      local text = f:read('*a') -- nil when the process ended between the open and the read
       f:close()
+      local rest = text and text:match('^.*%) (.*)$')
       local fields = rest and vim.split(rest, ' ', { plain = true }) or {}
       if tonumber(fields[2]) == pid then
         out[#out + 1] = { pid = tonumber(name), start = fields[20] }
