@@ -17,6 +17,7 @@ import sys
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -240,14 +241,19 @@ McpServer = Annotated[
 ]
 
 
-def _unique_servers(servers: list[McpServerStdio | McpServerHttp] | None) -> None:
+def _unique_servers(servers: list[McpServerStdio | McpServerHttp]) -> list[McpServerStdio | McpServerHttp]:
     """Two servers whose names differ only in `-` and `_` are one to the agents: refused."""
     seen: dict[str, str] = {}
-    for server in servers or ():
+    for server in servers:
         key = server.name.replace("-", "_")
         if key in seen:
             raise ValueError(f"MCP server names {seen[key]!r} and {server.name!r} name the same server")
         seen[key] = server.name
+    return servers
+
+
+#: A conversation's MCP servers: each name once (`-` and `_` count as one).
+McpServers = Annotated[list[McpServer], AfterValidator(_unique_servers)]
 
 
 #: How much a conversation's agent may do without asking (contract "Additions, turn 3").
@@ -315,13 +321,7 @@ class RunParams(WireModel):
     mode: PermissionMode | None = None
     # The conversation's MCP servers (default: initializationOptions.mcpServers); a live agent
     # started with another set is not reused.
-    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
-
-    @field_validator("mcp_servers")
-    @classmethod
-    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
-        _unique_servers(value)
-        return value
+    mcp_servers: McpServers | None = Field(None, max_length=MAX_MCP_SERVERS)
 
     # How this run's tool commands are confined (default: initializationOptions.sandbox, else off).
     sandbox: SandboxSettings | None = None
@@ -394,13 +394,7 @@ class InitializationOptions(WireModel):
     # A checkpoint of the workspace before every prompt (pi/checkpoints, pi/rewind).
     checkpoints: bool = True
     # The MCP servers of a run (or ACP session) that names none.
-    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
-
-    @field_validator("mcp_servers")
-    @classmethod
-    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
-        _unique_servers(value)
-        return value
+    mcp_servers: McpServers | None = Field(None, max_length=MAX_MCP_SERVERS)
 
     # How every run's tool commands are confined unless the run says otherwise.
     sandbox: SandboxSettings | None = None
