@@ -64,7 +64,7 @@ class AgentChoice:
         """Build every agent's adapter now, while the spare agent boots: a session's first prompt
         asks each whether the session is its own, and building one imports its package. One
         adapter per loop step. (Wire validators are not built ahead: that held memory after a large
-        prompt; docs/benchmarks.md.)"""
+        prompt.)"""
         for name in self.agent_names():
             if name in agents.ACP_AGENTS and name != self.adapter.name:
                 continue  # the ACP SDK's schema costs every bridge's start; built when asked for
