@@ -143,7 +143,7 @@ class PromptImage(WireModel):
         return value
 
 
-# MCP servers of a conversation (contract "Additions, turn 3: the conversation toolbox"), in
+# MCP servers of a conversation (docs/protocol.md, the conversation toolbox), in
 # ACP's shape. Names as the agents take them (pi and Claude Code name their tools
 # `mcp__<server>__<tool>`); env values and headers can be secrets: the bridge never logs them.
 MAX_MCP_SERVERS: Final = 64
@@ -256,11 +256,11 @@ def _unique_servers(servers: list[McpServerStdio | McpServerHttp]) -> list[McpSe
 McpServers = Annotated[list[McpServer], AfterValidator(_unique_servers)]
 
 
-#: How much a conversation's agent may do without asking (contract "Additions, turn 3").
+#: How much a conversation's agent may do without asking (docs/protocol.md).
 PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
 
 
-#: What the agent's tool commands may touch (contract "Additions, turn 3: sandbox").
+#: What the agent's tool commands may touch (docs/protocol.md, sandbox).
 SandboxMode = Literal["off", "workspace-write", "read-only"]
 
 
@@ -1018,12 +1018,12 @@ class ServerCapabilities(WireModel):
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
     checkpoints: CheckpointsCapability | None = None
-    # The MCP transports a run's `mcpServers` may use (turn 3).
+    # The MCP transports a run's `mcpServers` may use.
     mcp: McpSupport = Field(default_factory=McpSupport)
     sandbox: SandboxAvailability | None = None
 
 
-# --------------------------------------------------------------------------- permissions (turn 3)
+# --------------------------------------------------------------------------- permissions
 
 PERMISSIONS = "pi/permissions"
 SET_PERMISSIONS = "pi/setPermissions"
