@@ -1,6 +1,6 @@
 """The rpc engine (live conversations) against raw `pi --mode rpc` and the json engine, one invocation.
 
-    python -m bench.conversation [--trials N]
+    python -m bench conversation [--trials N]
 
 Per trial, each on a fresh process with the real pi 1.6.0 and the scripted model on loopback:
 - bridge, rpc engine (an editor's defaults, rootUri = the workspace): initialize → the spare pi is
@@ -13,7 +13,7 @@ Per trial, each on a fresh process with the real pi 1.6.0 and the scripted model
 - bridge, json engine with its warm pool: consecutive prompts of the same session → first
   `assistant` and → answered;
 - pi-acp 0.0.34 (installed into bench/.cache on first use), through the same ACP client as
-  bench/acp_side.py: initialize and session/new → first prompt → first answer chunk; the same
+  bench/suites/studies/acp_side.py: initialize and session/new → first prompt → first answer chunk; the same
   consecutive prompts of its session; cancel mid-tool → the prompt answered `cancelled`, with
   the sleep verified gone.
 Each subject's first prompt is sent after the same pause once it is ready to take one (the
@@ -36,12 +36,12 @@ from typing import Any
 import orjson
 
 from bench import procs
-from bench.acp import AcpClient
+from bench.clients.acp import AcpClient
+from bench.clients.lsp import LspClient
 from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
-from bench.lsp import LspClient
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
-from bench.realpi import _wait_for_process
-from bench.sidebyside import ACP_INIT, _acp_prompt, _set_model
+from bench.suites.realpi import _wait_for_process
+from bench.suites.sidebyside import ACP_INIT, _acp_prompt, _set_model
 
 PROMPT = "Say hello"
 # Between "ready to take a first prompt" and that prompt, for every subject alike.
@@ -344,7 +344,7 @@ def _pretty(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.conversation", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench conversation", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="also write the raw medians (JSON) here")
     args = parser.parse_args()

@@ -1,8 +1,8 @@
 """Cancel on a crowded machine: thousands of idle processes, a cancel, and the bridge's event loop.
 
-    python -m bench.crowd                        # 3000 idle processes, this checkout, both modes
-    python -m bench.crowd --procs 500 --trials 2 # smaller
-    python -m bench.crowd --before DIR           # also the bridge code in DIR (e.g. a `git archive`
+    python -m bench crowd                        # 3000 idle processes, this checkout, both modes
+    python -m bench crowd --procs 500 --trials 2 # smaller
+    python -m bench crowd --before DIR           # also the bridge code in DIR (e.g. a `git archive`
                                                  # of the main branch), as the baseline
 
 The benchmark starts `--procs` idle `sleep` processes itself (and kills them by pid at the end),
@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import CACHE, PYTHON, ROOT, base_env, median, ms
-from bench.lsp import LspClient
 
 # A tiny agent: reads the prompt, prints a start, leaves a tool child (`sleep`) that survives the
 # agent's own death on SIGTERM, and waits.
@@ -245,7 +245,7 @@ def summary(results: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run it and print the summary; the raw figures go to bench/.cache/results-crowd.json."""
-    parser = argparse.ArgumentParser(prog="python -m bench.crowd", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench crowd", description=__doc__.splitlines()[0])
     parser.add_argument("--procs", type=int, default=3000, help="idle processes to start")
     parser.add_argument("--trials", type=int, default=5, help="cancels per mode")
     parser.add_argument("--before", type=Path, default=None, help="a checkout of the baseline code")

@@ -1,4 +1,4 @@
-"""The checkpoints' rows and section of docs/benchmarks.md (bench/checkpoints.py)."""
+"""The checkpoints' rows and section of docs/benchmarks.md (bench/suites/checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def checkpoints_section(cp: R) -> list[str]:
     delta, turn = cp["first_delta"], cp["turn"]
     return [
         "",
-        "## 11. Checkpoints (`bench/checkpoints.py`)",
+        "## 11. Checkpoints (`bench/suites/checkpoints.py`)",
         "",
         f"A generated workspace of {turn['files']:,} small files in 100 folders. **Per turn:** the shadow",
         "repository the bridge keeps for it (bridge/runs/shadow_git.py) takes its first snapshot (every",
@@ -77,5 +77,5 @@ def checkpoints_section(cp: R) -> list[str]:
         f"({delta['tool_on_ms'] - delta['tool_off_ms']:+.1f} ms). Section 10's approval runs with",
         "checkpoints off, so that it measures the approval alone.",
         "",
-        "`python -m bench.checkpoints [--files N] [--turns N] [--trials N]` runs this section alone.",
+        "`python -m bench checkpoints [--files N] [--turns N] [--trials N]` runs this section alone.",
     ]

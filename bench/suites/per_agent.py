@@ -1,7 +1,7 @@
 """Per agent (pi, Claude Code): time to first message and throughput through the bridge, each
 against its own raw CLI as the floor, measured in the same invocation against the scripted model.
 
-    python -m bench.agents [--trials N] [--deltas N] [--agents pi,claude]
+    python -m bench per_agent [--trials N] [--deltas N] [--agents pi,claude]
     (also run by `python -m bench`, section 9 of docs/benchmarks.md; `--quick`: 1 trial, 2 000 deltas)
 
 - first message: `pi/run` sent -> first `assistant` message, vs the raw CLI spawned with the
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import ROOT, base_env, bridge_argv, median, ms
-from bench.lsp import LspClient
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge import agents
 from bridge.agents.seam import RunOptions
@@ -201,7 +201,7 @@ def run(trials: int, deltas: int, names: list[str]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.agents", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench per_agent", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--agents", default="pi,claude")

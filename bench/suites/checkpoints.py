@@ -1,6 +1,6 @@
 """What checkpoints cost (issue #25): per turn on a workspace of 10,000 files, and to the first delta.
 
-    python -m bench.checkpoints [--files N] [--turns N] [--trials N]
+    python -m bench checkpoints [--files N] [--turns N] [--trials N]
 
 1. **Per turn.** A generated workspace of N small files in 100 folders, and the shadow
    repository the bridge keeps for it (bridge/runs/shadow_git.py). The first snapshot (every file
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms
-from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
-from bench.realpi import run_params
+from bench.suites.realpi import run_params
 from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.runs.shadow_git import ShadowRepo, find_git
 
@@ -196,7 +196,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.checkpoints", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench checkpoints", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000, help="files in the generated workspace")
     parser.add_argument("--turns", type=int, default=30, help="turns of figure 1")
     parser.add_argument("--trials", type=int, default=20, help="alternating trials of figure 2")

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import procs
-from bench.acp import AcpClient
+from bench.clients.acp import AcpClient
+from bench.clients.lsp import LspClient
 from bench.common import PI_ACP, base_env
-from bench.lsp import LspClient
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv
-from bench.realpi import _wait_for_process, run_params, start_bridge, timed_run
+from bench.suites.realpi import _wait_for_process, run_params, start_bridge, timed_run
 
 ACP_INIT = {
     "protocolVersion": 1,

@@ -11,9 +11,10 @@ from typing import Any
 
 import psutil
 
+from bench import agents as stand_ins
 from bench import procs
-from bench.common import BENCH, PYTHON, ROOT, base_env, bridge_argv
-from bench.lsp import LspClient
+from bench.clients.lsp import LspClient
+from bench.common import ROOT, base_env, bridge_argv
 from bench.model import PROVIDER, ModelEnv
 
 PROMPT = "Say hello"
@@ -165,7 +166,7 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
     """Cancel `trials` runs: kind "stream" (pi, `slow`), "tool" (pi, `sleep 30`), "stubborn"."""
     options: dict[str, Any] = {"warmPool": False}
     if kind == "stubborn":
-        options["piCommand"] = [PYTHON, str(BENCH / "stubborn_agent.py")]
+        options["piCommand"] = stand_ins.stubborn()
         options["engine"] = "json"  # it stands in for a one-shot pi; it speaks no rpc
     client = start_bridge(model, options)
     scenario = {"stream": "slow", "tool": "toolslow", "stubborn": "text"}[kind]
@@ -263,7 +264,7 @@ def startup(
     argv: list[str], trials: int, *, acp: bool = False, env: dict[str, str] | None = None
 ) -> list[float]:
     """Spawn → initialize answered, `trials` times (LSP framing, or ACP's newline JSON)."""
-    from bench.acp import AcpClient
+    from bench.clients.acp import AcpClient
 
     times = []
     for _ in range(trials):

@@ -1,7 +1,7 @@
 """A chatty tool replayed through the bridge: many cumulative tool_execution_update lines, then
 the tool's output repeated in its result, turn_end and agent_end (as pi prints them).
 
-    python -m bench.chatty_tool [--updates N]
+    python -m bench chatty_tool [--updates N]
 
 Prints the bridge's wall time, CPU (its own threads) and pi/message frames for one run.
 """
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import orjson
 
+from bench import agents as stand_ins
 from bench import procs
-from bench.common import BENCH, PYTHON, ROOT, base_env, bridge_argv
-from bench.lsp import LspClient
+from bench.clients.lsp import LspClient
+from bench.common import ROOT, base_env, bridge_argv
 
 
 def write_stream(path: Path, updates: int) -> int:
@@ -45,13 +46,13 @@ def write_stream(path: Path, updates: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.chatty_tool")
+    parser = argparse.ArgumentParser(prog="python -m bench chatty_tool")
     parser.add_argument("--updates", type=int, default=1500)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pi-bridge-chatty-") as tmp:
         stream = Path(tmp) / "chatty.jsonl"
         length = write_stream(stream, args.updates)
-        argv = [PYTHON, str(BENCH / "replay_agent.py"), str(stream)]
+        argv = stand_ins.replay(stream)
         client = LspClient(bridge_argv(), env=base_env(), cwd=str(ROOT), keep_messages=False)
         try:
             client.initialize({"piCommand": argv, "warmPool": False, "engine": "json"})

@@ -1,8 +1,8 @@
 """Where the first prompt's time goes inside the bridge: its own spans, named, per trial.
 
-    python -m bench.trace_first_prompt [--trials N]
+    python -m bench trace_first_prompt [--trials N]
 
-Each trial starts a bridge (LSP, rpc engine, an editor's defaults as in bench/conversation.py)
+Each trial starts a bridge (LSP, rpc engine, an editor's defaults as in bench/suites/studies/conversation.py)
 with PI_BRIDGE_TRACE set (bridge/process/trace.py: monotonic marks in a ring, written at exit),
 waits for its spare pi, pauses as a user would, sends the first pi/run (`text`) and reads the
 marks of that prompt back:
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median
-from bench.conversation import FIRST_PROMPT_PAUSE, _prompt, _wait_spare
-from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
+from bench.suites.studies.conversation import FIRST_PROMPT_PAUSE, _prompt, _wait_spare
 
 MARKS = (
     "client.in",
@@ -112,7 +112,7 @@ def trial(model: ModelEnv) -> tuple[dict[str, float], float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.trace_first_prompt", description=__doc__.splitlines()[0]
+        prog="python -m bench trace_first_prompt", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args(argv)

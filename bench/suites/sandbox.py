@@ -1,6 +1,6 @@
 """What the sandbox costs (issue #26): one sandboxed bash call against an unsandboxed one.
 
-    python -m bench.sandbox [--trials N]
+    python -m bench sandbox [--trials N]
 
 1. **pi's bash tool.** Two `pi --mode rpc` started directly, with the argv the bridge gives a live
    pi (its extension included) and the same environment, `PI_BRIDGE_SANDBOX_DIR` set for both.
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import base_env, median, ms, side_by_side_main
-from bench.conversation import RawRpc
 from bench.model import PROVIDER, ModelEnv, scripted_model
+from bench.suites.studies.conversation import RawRpc
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
@@ -163,7 +163,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     count = ("trials", 40, "alternating trials of each figure")
-    return side_by_side_main(argv, "python -m bench.sandbox", __doc__ or "", count, run, summary)
+    return side_by_side_main(argv, "python -m bench sandbox", __doc__ or "", count, run, summary)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`pi-bridge acp` against pi-acp 0.0.34: the same ACP client, sequence, pi and scripted model.
 
-    python -m bench.acp_side [--trials N]
+    python -m bench acp_side [--trials N]
 
-The sequence (bench/sidebyside.py's `acp_sequence`, for both): spawn → initialize; session/new;
+The sequence (bench/suites/sidebyside.py's `acp_sequence`, for both): spawn → initialize; session/new;
 first prompt; after a pause a second prompt in the same session; cancel mid-tool (`sleep 30`);
 a 20,000-delta answer; then the adapter's own CPU and peak RSS. Both get the same npm registry
 URL: a local listener that counts the connections made to it (pi-acp's update check), so network
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from bench.common import PYTHON
 from bench.model import scripted_model
-from bench.sidebyside import Sequence, acp_sequence
+from bench.suites.sidebyside import Sequence, acp_sequence
 
-# `full`: pi-acp asks nothing, so the side by side compares the same turns (approvals: bench/gate.py).
+# `full`: pi-acp asks nothing, so the side by side compares the same turns (approvals: bench/suites/gate.py).
 BRIDGE_ACP = [PYTHON, "-m", "bridge", "acp", "--default-mode", "full"]
 
 
@@ -119,7 +119,7 @@ def table(results: dict[str, list[Sequence]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run and print the table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.acp_side", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench acp_side", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument(
         "--pause", type=float, default=2.0, help="seconds between the first and second prompt"
@@ -145,7 +145,8 @@ def section(text: str, trials: int, load_before: float, load_after: float) -> st
         [
             "## 8. `pi-bridge acp` side by side with pi-acp 0.0.34",
             "",
-            f"`python -m bench.acp_side --trials {trials} --write`: the same ACP client (bench/acp.py) and",
+            f"`python -m bench acp_side --trials {trials} --write`: the same ACP client "
+            "(bench/clients/acp.py) and",
             "sequence on both, fresh adapter per trial, trials alternating; medians (min-max). Load average",
             f"{load_before:.2f} before and {load_after:.2f} after on {os.cpu_count()} cores.",
             "",

@@ -1,6 +1,6 @@
 """What the permission gate costs (issue #22): a `full` turn with the gate extension, and one approval.
 
-    python -m bench.gate [--turns N] [--approvals N]
+    python -m bench gate [--turns N] [--approvals N]
 
 1. **Extension, `full` mode.** Two `pi --mode rpc` started directly, with exactly the argv the
    bridge gives a live pi (bridge/agents/pi/rpc.py `rpc_launch_spec`) and the same environment
@@ -32,11 +32,11 @@ from typing import Any
 
 import orjson
 
+from bench.clients.lsp import LspClient, Message
 from bench.common import base_env, bridge_argv, median, ms
-from bench.conversation import RawRpc
-from bench.lsp import LspClient, Message
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bench.realpi import run_params
+from bench.suites.realpi import run_params
+from bench.suites.studies.conversation import RawRpc
 from bridge.agents.pi.command import extension_flags
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
@@ -228,7 +228,7 @@ def approval_cost(model: ModelEnv, trials: int) -> dict[str, Any]:
         client = ApprovingClient(bridge_argv(), env=env, cwd=str(model.workdir))
         try:
             # Checkpoints off: this figure is the approval's own (what a checkpoint adds to a
-            # turn's first tool is bench/checkpoints.py's).
+            # turn's first tool is bench/suites/checkpoints.py's).
             client.initialize(
                 {"piCommand": ["pi"], "env": model.pi_env(), "checkpoints": False},
                 root_uri=model.workdir.as_uri(),
@@ -299,7 +299,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench gate", description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40, help="alternating trials of figure 1")
     parser.add_argument("--approvals", type=int, default=40, help="alternating trials of figure 2")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """What reading and writing through the editor costs (issue #38): pi's read and write over ACP,
 through the client's `fs/read_text_file` / `fs/write_text_file` against the disk path.
 
-    python -m bench.editor_fs [--samples N]
+    python -m bench editor_fs [--samples N]
 
 Two `pi-bridge acp` in one invocation, on one scripted model, each with one `full` session. The
 client of one declares `fs` and answers from its buffers at once (as an editor does: the file's
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.acp import AcpClient, Message
+from bench.clients.acp import AcpClient, Message
 from bench.common import PYTHON, base_env, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.runs.rule_store import STATE_DIR_ENV
@@ -147,7 +147,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.editor_fs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench editor_fs", description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=100, help="calls of each op on each side")
     args = parser.parse_args(argv)
     started = time.perf_counter()

@@ -2,7 +2,7 @@
 
 Each trial starts a fresh bridge (so its peak RSS belongs to this replay alone), initializes it
 with piCommand = the replay agent, then times pi/run → answered and reads the bridge's own CPU
-(/proc/<pid>/stat, all threads, not its children) before and after. The floor (bench/floor.py)
+(/proc/<pid>/stat, all threads, not its children) before and after. The floor (bench/agents/floor.py)
 does the same replay into the same client in the same invocation.
 """
 
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from bench import agents as stand_ins
 from bench import procs
-from bench.common import BENCH, PYTHON, ROOT, base_env, bridge_argv
-from bench.lsp import LspClient
-from bench.streams import Stream
+from bench.agents.streams import Stream
+from bench.clients.lsp import LspClient
+from bench.common import ROOT, base_env, bridge_argv
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Trial:
 
 def replay_argv(stream: Stream) -> list[str]:
     """The agent command that replays stream."""
-    return [PYTHON, str(BENCH / "replay_agent.py"), str(stream.path)]
+    return stand_ins.replay(stream.path)
 
 
 def bridge_trial(stream: Stream, *, extra_env: dict[str, str] | None = None) -> Trial:
@@ -60,10 +61,8 @@ def bridge_trial(stream: Stream, *, extra_env: dict[str, str] | None = None) -> 
 
 
 def floor_trial(stream: Stream) -> Trial:
-    """Replay stream through the floor (bench/floor.py) into the same client."""
-    client = LspClient(
-        [PYTHON, str(BENCH / "floor.py"), *replay_argv(stream)], env=base_env(), keep_messages=False
-    )
+    """Replay stream through the floor (bench/agents/floor.py) into the same client."""
+    client = LspClient(stand_ins.floor(replay_argv(stream)), env=base_env(), keep_messages=False)
     try:
         time.sleep(0.3)  # let the floor import orjson before the clock starts (its go-line wait)
         assert client.proc.stdin is not None

@@ -1,7 +1,7 @@
 """What handing pi's file operations to the bridge costs (issue #34): a read and a write through
 the bridge's policy against pi's own tools, side by side.
 
-    python -m bench.file_ops [--samples N]
+    python -m bench file_ops [--samples N]
 
 Two bridges in one invocation, on one scripted model, each with one `full` conversation. One
 runs pi as usual: the extension's read and write hand every file operation to the bridge
@@ -19,10 +19,10 @@ import json
 import tempfile
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms, side_by_side_main
-from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
-from bench.realpi import run_params
+from bench.suites.realpi import run_params
 from bridge.runs.rule_store import STATE_DIR_ENV
 
 PER_TURN = 10
@@ -119,7 +119,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     count = ("samples", 100, "calls of each op on each side")
-    return side_by_side_main(argv, "python -m bench.file_ops", __doc__ or "", count, run, summary)
+    return side_by_side_main(argv, "python -m bench file_ops", __doc__ or "", count, run, summary)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""The trust layer's rows and sections of docs/benchmarks.md: the sandbox (bench/sandbox.py) and
-the bridge's file operations (bench/file_ops.py)."""
+"""The trust layer's rows and sections of docs/benchmarks.md: the sandbox (bench/suites/sandbox.py) and
+the bridge's file operations (bench/suites/file_ops.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.file_ops import TARGET_MS as FILE_OP_TARGET_MS
-from bench.sandbox import TARGET_MS
+from bench.suites.file_ops import TARGET_MS as FILE_OP_TARGET_MS
+from bench.suites.sandbox import TARGET_MS
 
 R = dict[str, Any]
 
@@ -38,9 +38,9 @@ def file_ops_section(f: R, command: str) -> list[str]:
     """Section 13: how the file operations' figures are measured, and both of them."""
     lines = [
         "## 13. File operations: pi's read and write through the bridge against pi's own "
-        "(`bench/file_ops.py`)",
+        "(`bench/suites/file_ops.py`)",
         "",
-        f"Part of `{command}`; alone: `python -m bench.file_ops --samples {f['read']['samples']}`. Two "
+        f"Part of `{command}`; alone: `python -m bench file_ops --samples {f['read']['samples']}`. Two "
         "bridges on one scripted model, one `full` conversation each; one hands every file operation "
         "of pi's tools to the bridge (judged by its path policy, done with `openat` and `O_NOFOLLOW`), "
         "the other runs pi with `PI_BRIDGE_FS_LOCAL=1` (pi's own operations). Each turn is ten reads "
@@ -76,9 +76,9 @@ def _sandbox_row(res: R) -> list[list[str]]:
 def sandbox_section(s: R, command: str) -> list[str]:
     """Section 12: how the sandbox's figures are measured, and both of them."""
     lines = [
-        "## 12. Sandbox: one sandboxed bash call against an unsandboxed one (`bench/sandbox.py`)",
+        "## 12. Sandbox: one sandboxed bash call against an unsandboxed one (`bench/suites/sandbox.py`)",
         "",
-        f"Part of `{command}`; alone: `python -m bench.sandbox --trials {s['pi']['trials']}`. Medians "
+        f"Part of `{command}`; alone: `python -m bench sandbox --trials {s['pi']['trials']}`. Medians "
         "of alternating trials after one unmeasured call each. **pi's bash call**: two live pis "
         "with the bridge's argv and extension, one conversation with a sandbox file written by the "
         "bridge's own board, the other none; `tool_execution_start` → `tool_execution_end` of "

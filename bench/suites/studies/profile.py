@@ -1,6 +1,6 @@
 """Profile the bridge on the throughput replays (py-spy) and its start-up imports (-X importtime).
 
-    python -m bench.profile            # writes bench/.cache/profile-*.txt and prints the top entries
+    python -m bench profile            # writes bench/.cache/profile-*.txt and prints the top entries
 
 py-spy samples the bridge (all threads, idle excluded) while it streams each replay; the
 collapsed stacks are summed into self time and inclusive time per function.
@@ -15,10 +15,10 @@ import sys
 import tempfile
 import time
 
-from bench import streams
+from bench.agents import streams
+from bench.clients.lsp import LspClient
 from bench.common import CACHE, ROOT, base_env, bridge_argv
-from bench.lsp import LspClient
-from bench.throughput import replay_argv
+from bench.suites.throughput import replay_argv
 
 
 def _summarize(collapsed: str, top: int = 25) -> list[str]:

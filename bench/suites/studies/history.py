@@ -1,7 +1,7 @@
 """History and diff figures with the real pi: pi/sessions over 200 sessions, pi/session of a big
 session, and how often the diff capture's snapshot of an edited file comes too late.
 
-    python -m bench.history [--sessions 200] [--megabytes 50] [--edits 20]
+    python -m bench history [--sessions 200] [--megabytes 50] [--edits 20]
 
 Every figure is a median; the baseline is `pi/runs` (a request that reads no file) on the same
 bridge in the same invocation.
@@ -17,8 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms
-from bench.lsp import LspClient
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.session_paths import cwd_folder
 from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL

@@ -1,13 +1,13 @@
 """The rpc engine's trial for two commits of the bridge, alternating, in one invocation.
 
-    python -m bench.commits BEFORE [AFTER] [--trials N]
+    python -m bench commits BEFORE [AFTER] [--trials N]
 
-A figure that moved between two days' runs may be the machine's: this runs bench/conversation.py's
-`bridge_trial` (spare pi, first prompt, 5 consecutive prompts, cancel mid-tool) on each commit's
-bridge, trials alternating, so both see the same machine. Each commit is exported with
+A figure that moved between two days' runs may be the machine's: this runs
+conversation.py's `bridge_trial` (spare pi, first prompt, consecutive prompts, cancel mid-tool) on
+each commit's bridge, trials alternating, so both see the same machine. Each commit is exported with
 `git archive` into a temporary directory and run from there (AFTER defaults to the working tree).
 The medians are also written to bench/.cache/results-commits.json (`--out`), with the command
-line that made them; docs/benchmarks.md shows the last such file (bench/report.py).
+line that made them; docs/benchmarks.md shows the last such file (bench/report/document.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import conversation
 from bench.common import CACHE, PYTHON, median
 from bench.model import scripted_model
+from bench.suites.studies import conversation
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("next_prompt_first", "first_prompt_first", "next_prompt_total", "cancel_mid_tool")
@@ -64,7 +64,7 @@ def _head() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run both commits' trials and print the medians, after/before."""
-    parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench commits", description=__doc__.splitlines()[0])
     parser.add_argument("before")
     parser.add_argument("after", nargs="?", default=None, help="a commit (default: the working tree)")
     parser.add_argument("--trials", type=int, default=8)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     results[name].append(conversation.bridge_trial(model, "rpc", 5))
     after_name = args.after or f"working tree ({_head()})"
     stored: dict[str, Any] = {
-        "command": " ".join(["python -m bench.commits", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench commits", *(argv if argv is not None else sys.argv[1:])]),
         "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "before": args.before,
         "after": after_name,

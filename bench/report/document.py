@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import crowd
-from bench.report_checkpoints import checkpoint_rows, checkpoints_section
-from bench.report_gate import commits_section, gate_rows, gate_section
-from bench.report_sandbox import file_ops_section, sandbox_rows, sandbox_section
+from bench.report.checkpoint_section import checkpoint_rows, checkpoints_section
+from bench.report.gate_section import commits_section, gate_rows, gate_section
+from bench.report.sandbox_section import file_ops_section, sandbox_rows, sandbox_section
+from bench.suites import crowd
 
 R = dict[str, Any]
 
@@ -222,11 +222,11 @@ def summary_lines(res: R) -> list[str]:
     return out
 
 
-AGENTS_COMMAND = "python -m bench.agents --trials 5 --deltas 20000"
+AGENTS_COMMAND = "python -m bench per_agent --trials 5 --deltas 20000"
 
 
 def agents_section(entries: list[dict[str, Any]], command: str = AGENTS_COMMAND) -> list[str]:
-    """Section 9: each agent through the bridge against its own raw CLI (bench/agents.py)."""
+    """Section 9: each agent through the bridge against its own raw CLI (bench/suites/per_agent.py)."""
     if not entries:
         return []
     trials, deltas = entries[0]["trials"], entries[0]["deltas"]
@@ -286,7 +286,7 @@ def _kept_section(heading: str) -> list[str]:
 
 
 def _kept_paragraph(marker: str) -> list[str]:
-    """A paragraph another command writes (`python -m bench.agents --follow-up`), from the current file."""
+    """A paragraph another command writes (`python -m bench per_agent --follow-up`), from the current file."""
     path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
     try:
         text = path.read_text(encoding="utf-8")
@@ -338,11 +338,11 @@ def render_markdown(res: R) -> str:
     ]
     lines += _method_sections(res, plan)
     if res.get("crowd"):
-        lines += ["", "## Cancel with thousands of idle processes (`bench/crowd.py`)", "", "```"]
+        lines += ["", "## Cancel with thousands of idle processes (`bench/suites/crowd.py`)", "", "```"]
         lines += [*crowd.summary(res["crowd"]), "```"]
     acp_section = (
         Path(__file__).resolve().parents[1] / "docs" / "benchmarks-acp.md"
-    )  # written by `python -m bench.acp_side --write`
+    )  # written by `python -m bench acp_side --write`
     if acp_section.exists():
         lines += ["", acp_section.read_text().rstrip()]
     return "\n".join(lines) + "\n"
@@ -353,14 +353,15 @@ def _throughput_section(t: R, plan: R) -> list[str]:
     out: list[str] = [
         "## 1. Throughput and CPU, 5. memory",
         "",
-        "`bench/replay_agent.py` stands in for pi: it reads its stdin to EOF, then copies a generated stream",
-        "(`bench/streams.py`) to stdout with `sendfile`, as fast as the pipe allows. The "
+        "`bench/agents/replay_agent.py` stands in for pi: it reads its stdin to EOF, then copies a generated",
+        "stream",
+        "(`bench/agents/streams.py`) to stdout with `sendfile`, as fast as the pipe allows. The "
         "bridge is started with",
-        "`piCommand` = the replay agent and driven by a raw client (`bench/lsp.py`) that only "
+        "`piCommand` = the replay agent and driven by a raw client (`bench/clients/lsp.py`) that only "
         "counts `pi/message`",
         "frames; its CPU is read from `/proc/<pid>/stat` (all threads, not its children) before `pi/run` and",
         "after the answer, its peak RSS from `VmHWM` (a fresh bridge per trial). The floor, "
-        "`bench/floor.py`,",
+        "`bench/agents/floor.py`,",
         "spawns the same replay agent, splits lines, orjson-parses each, and writes one framed notification",
         "per delta; it reports its own CPU and peak RSS. Both check that the whole text arrived.",
         f"Medians of {plan['replay_trials']} trials each, bridge and floor alternating.",
@@ -432,8 +433,8 @@ def _cancel_section(ca: R) -> list[str]:
         "",
         "`pi/cancel` sent → `pi/run` answered -32800, with `warmPool: false`. Mid-stream: after the first",
         "`assistant` message of model `slow`. Mid-tool: after `tool.call` of model `toolslow`, once the",
-        "bash tool's `sleep 30` is running. Stubborn: `bench/stubborn_agent.py` ignores "
-        "SIGTERM and SIGINT, so",
+        "bash tool's `sleep 30` is running. Stubborn: the fake pi's `ignore_interrupt`",
+        "(tests/fakes/fake_pi.py) ignores SIGTERM and SIGINT, so",
         "the 2 s grace runs out and the kill stage ends it. Processes left: the bridge's descendants",
         "snapshotted just before the cancel that are still alive (zombies count as dead) after the answer,",
         "plus any live descendant of the bridge then that was not in the snapshot, less the pis it",
@@ -480,7 +481,7 @@ def _startup_section(st: R) -> list[str]:
         "## 4. Start-up",
         "",
         f"Process spawned → `initialize` answered, median of {st['bridge']['n']}. Baseline: "
-        "`bench/pygls_min.py`, a",
+        "`bench/agents/pygls_min.py`, a",
         "pygls `LanguageServer` that does nothing else; pi-acp (Node) for comparison; interleaved.",
         "",
         "| server | median | min | max |",
@@ -508,7 +509,7 @@ def _side_by_side_section(res: R, sbs: R) -> list[str]:
         "the same prompt again (same ACP session); model `toolslow`, cancelled once `sleep 30` runs; model",
         f"`{sbs['long_scenario']}`. Same pi 1.6.0 (pi-acp finds it on PATH), same scripted model",
         "(`PI_CODING_AGENT_DIR`, `PI_OFFLINE=1`), same prompts. pi-acp is driven by "
-        "`bench/acp.py`, a small ACP",
+        "`bench/clients/acp.py`, a small ACP",
         "client (newline-delimited JSON-RPC: `initialize`, `session/new`, `session/prompt`, "
         "`session/cancel`,",
         '`session/set_config_option` for the model). "First answer chunk" is the first chunk '
@@ -538,10 +539,10 @@ _REPRODUCING = (
     "- `python -m bench` (or `python bench/run_all.py`) runs everything above; `--only throughput first",
     "  cancel startup side gate` runs a part (the docs are rewritten only by a full run). pi-acp 0.0.34 is",
     "  installed into `bench/.cache/` with npm on first use; the replay streams are generated there too.",
-    "- `python -m bench.profile` samples the bridge with py-spy (`--gil`: Python CPU only) while it",
+    "- `python -m bench profile` samples the bridge with py-spy (`--gil`: Python CPU only) while it",
     "  streams both replays, and lists the slowest start-up imports (`-X importtime`); it writes",
     "  `bench/.cache/profile-*.txt`.",
-    "- `python -m bench.gate` runs section 10 alone; `python -m bench.commits BEFORE [AFTER]` runs",
+    "- `python -m bench gate` runs section 10 alone; `python -m bench commits BEFORE [AFTER]` runs",
     "  section 11's comparison and stores it for the next full run to show.",
     "",
 )

@@ -1,5 +1,5 @@
-"""The permission gate's rows and section of docs/benchmarks.md (bench/gate.py), and the stored
-figures of the last `python -m bench.commits` (bench/.cache/results-commits.json)."""
+"""The permission gate's rows and section of docs/benchmarks.md (bench/suites/gate.py), and the stored
+figures of the last `python -m bench commits` (bench/.cache/results-commits.json)."""
 
 from __future__ import annotations
 
@@ -91,9 +91,9 @@ def gate_section(g: R, command: str) -> list[str]:
         ],
     ]
     return [
-        "## 10. Permission gate: the pi extension in `full` mode, and one approval (`bench/gate.py`)",
+        "## 10. Permission gate: the pi extension in `full` mode, and one approval (`bench/suites/gate.py`)",
         "",
-        f"Part of `{command}`; alone: `python -m bench.gate --turns {ext['trials']} --approvals "
+        f"Part of `{command}`; alone: `python -m bench gate --turns {ext['trials']} --approvals "
         f"{app['trials']}`. Real pi 1.6.0 and the scripted model; medians of {ext['trials']} and "
         f'{app["trials"]} alternating trials after one unmeasured turn of each kind; "paired" is '
         "the median of the per-trial differences.",
@@ -148,7 +148,7 @@ _FIGURE_NAMES = {
 
 
 def commits_section() -> list[str]:
-    """Section 11: the last `python -m bench.commits` run's medians, as it stored them."""
+    """Section 11: the last `python -m bench commits` run's medians, as it stored them."""
     try:
         stored = json.loads(COMMITS_RESULTS.read_text())
     except (OSError, ValueError):
@@ -163,7 +163,7 @@ def commits_section() -> list[str]:
         for name, f in stored["figures"].items()
     ]
     return [
-        "## 11. Two commits of the bridge, alternating (`bench/commits.py`)",
+        "## 11. Two commits of the bridge, alternating (`bench/suites/studies/commits.py`)",
         "",
         "Stored figures, not from the invocation above: written by",
         "",
@@ -171,7 +171,8 @@ def commits_section() -> list[str]:
         stored["command"],
         "```",
         "",
-        f"on {stored['when']}: bench/conversation.py's rpc-engine trial (spare pi, first prompt, 5 "
+        f"on {stored['when']}: bench/suites/studies/conversation.py's rpc-engine trial (spare pi, first "
+        "prompt, 5 "
         f"consecutive prompts, cancel mid-tool) on each commit's bridge, {stored['trials']} "
         "trials alternating, medians in ms.",
         "",
