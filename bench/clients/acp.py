@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from bench.common import Inbox
+from bench.clients.inbox import Inbox
 from bridge.tools.stdio_client import NDJSON, StdioPeer
 
 Message = dict[str, Any]

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from bench.common import Inbox
+from bench.clients.inbox import Inbox
 from bridge.tools.stdio_client import StdioPeer
 
 NOTIFICATION_PREFIX = b'{"jsonrpc":"2.0","method":"pi/message"'

@@ -33,10 +33,10 @@ from typing import Any
 import orjson
 
 from bench.clients.lsp import LspClient, Message
+from bench.clients.pi_rpc import PiRpc
 from bench.common import base_env, bridge_argv, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bench.suites.realpi import run_params
-from bench.suites.studies.conversation import RawRpc
 from bridge.agents.pi.command import extension_flags
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
@@ -54,7 +54,7 @@ ALLOW = json.dumps({"decision": "allow"})
 # --------------------------------------------------------------------------- 1. the extension
 
 
-class GatedPi(RawRpc):
+class GatedPi(PiRpc):
     """A live pi launched as the bridge launches one, with or without the gate extension."""
 
     def __init__(self, model: ModelEnv, gate_dir: Path, *, extension: bool) -> None:

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.clients.pi_rpc import PiRpc
 from bench.common import base_env, median, ms, side_by_side_main
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bench.suites.studies.conversation import RawRpc
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
@@ -42,7 +42,7 @@ COMMAND = "echo hi"
 TARGET_MS = 10.0
 
 
-class SandboxedPi(RawRpc):
+class SandboxedPi(PiRpc):
     """A live pi launched as the bridge launches one, with the sandbox dir in its environment."""
 
     def __init__(self, model: ModelEnv, gate_dir: Path, sandbox_dir: Path) -> None:

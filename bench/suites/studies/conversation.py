@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bench import procs
 from bench.clients.acp import AcpClient
 from bench.clients.lsp import LspClient
+from bench.clients.pi_rpc import PiRpc
 from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
 from bench.suites.realpi import _wait_for_process
@@ -146,95 +142,10 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
     return out
 
 
-class RawRpc:
-    """`pi --mode rpc` driven directly: the floor of a live conversation."""
-
-    def __init__(
-        self, model: ModelEnv, argv: list[str] | None = None, env: dict[str, str] | None = None
-    ) -> None:
-        self.spawned = time.perf_counter()
-        self.proc = subprocess.Popen(
-            argv or ["pi", "--mode", "rpc", "--provider", PROVIDER, "--model", "text"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            bufsize=0,
-            cwd=str(model.workdir),
-            env=env or {**base_env(), **model.pi_env()},
-        )
-        self.lines: list[tuple[float, dict[str, Any]]] = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        # As cheap a client as the bridge's own reader (raw reads, orjson), so the floor is pi's.
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        buf = b""
-        while chunk := os.read(fd, 1 << 20):
-            now = time.perf_counter()
-            *lines, buf = (buf + chunk).split(b"\n")
-            records = []
-            for line in lines:
-                try:
-                    records.append(orjson.loads(line))
-                except orjson.JSONDecodeError:
-                    continue
-            self.on_records(now, records)
-            with self._cond:
-                self.lines.extend((now, record) for record in records)
-                self._cond.notify_all()
-
-    def on_records(self, now: float, records: list[dict[str, Any]]) -> None:
-        """The records one read brought, on the reader thread before they are kept (a subclass
-        answers what pi asks here)."""
-
-    def send(self, command: dict[str, Any]) -> float:
-        assert self.proc.stdin is not None
-        sent = time.perf_counter()
-        self.proc.stdin.write((json.dumps(command) + "\n").encode())
-        self.proc.stdin.flush()
-        return sent
-
-    def wait(self, predicate: Any, start: int, timeout: float = 60) -> float:
-        deadline = time.perf_counter() + timeout
-        with self._cond:
-            while True:
-                for at, record in self.lines[start:]:
-                    if predicate(record):
-                        return at
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise TimeoutError("raw pi did not answer")
-                self._cond.wait(left)
-
-    def prompt(self, message: str) -> tuple[float, float]:
-        start = len(self.lines)
-        sent = self.send({"type": "prompt", "message": message})
-        first = self.wait(
-            lambda r: (
-                r.get("type") == "message_update"
-                and (r.get("assistantMessageEvent") or {}).get("type") == "text_delta"
-            ),
-            start,
-        )
-        settled = self.wait(lambda r: r.get("type") == "agent_settled", start)
-        return first - sent, settled - sent
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
 def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
     """Raw pi's figures (seconds)."""
     out: dict[str, Any] = {}
-    raw = RawRpc(model)
+    raw = PiRpc(model)
     try:
         raw.send({"id": "r1", "type": "set_auto_retry", "enabled": False})
         out["spawn_to_ready"] = raw.wait(lambda r: r.get("id") == "r1", 0) - raw.spawned
