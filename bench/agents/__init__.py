@@ -32,3 +32,8 @@ def stubborn() -> list[str]:
     """A one-shot pi that starts an answer, then ignores SIGINT and SIGTERM (the fake's scenario;
     its `--model` comes first, so the run's own model flag does not pick another)."""
     return [PYTHON, str(FAKE_PI), "--model", "ignore_interrupt"]
+
+
+def leaves_a_child() -> list[str]:
+    """A one-shot pi that starts, leaves a `sleep` child behind and waits (the crowd's agent)."""
+    return [PYTHON, str(AGENTS / "leaves_a_child.py")]

@@ -12,6 +12,8 @@ import orjson
 
 from bench.common import base_env
 from bench.model import PROVIDER, ModelEnv
+from bridge import agents
+from bridge.agents.seam import LaunchSpec, RunOptions
 from bridge.tools.stdio_client import NDJSON, StdioPeer
 
 Record = dict[str, Any]
@@ -92,3 +94,11 @@ class PiRpc(StdioPeer):
         except OSError:
             pass
         self.wait_exit(10)
+
+
+def live_pi_launch(options: RunOptions) -> LaunchSpec:
+    """The launch the bridge gives a live pi for `options` (through the agents' index and seam)."""
+    live = agents.build_adapter("pi").live_mode()
+    if live is None:
+        raise RuntimeError("the pi adapter has no live mode")
+    return live.launch_spec(("pi",), options)

@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bridge_parts import STATE_DIR_ENV, ShadowRepo, find_git
 from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms
 from bench.model import ModelEnv, scripted_model
 from bench.suites.realpi import run_params
-from bridge.runs.rule_store import STATE_DIR_ENV
-from bridge.runs.shadow_git import ShadowRepo, find_git
 
 
 def make_workspace(root: Path, files: int) -> Path:

@@ -27,21 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import agents as stand_ins
 from bench.clients.lsp import LspClient
 from bench.common import CACHE, PYTHON, ROOT, base_env, median, ms
-
-# A tiny agent: reads the prompt, prints a start, leaves a tool child (`sleep`) that survives the
-# agent's own death on SIGTERM, and waits.
-AGENT = r"""
-import os, subprocess, sys, time
-while os.read(0, 65536):
-    pass
-subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
-sys.stdout.write('{"type":"session","version":3,"id":"crowd","timestamp":"2026-01-01T00:00:00Z","cwd":"."}\n'
-                 '{"type":"agent_start"}\n')
-sys.stdout.flush()
-time.sleep(300)
-"""
 
 # One scan of a run's processes, as the bridge does it, timed in a fresh process (whichever bridge
 # code PYTHONPATH selects: the old `snapshot_tree` + `reap_orphans`, or the new `scan_contained`).
@@ -191,7 +179,7 @@ def measure(root: Path, containment: str | None, label: str, trials: int) -> Mod
     # cwd is the measured code's root: `python -m` puts it first on sys.path.
     client = LspClient([PYTHON, "-m", "bridge"], env=_env(root, containment), cwd=str(root))
     try:
-        client.initialize({"piCommand": [PYTHON, "-c", AGENT], "warmPool": False, "engine": "json"})
+        client.initialize({"piCommand": stand_ins.leaves_a_child(), "warmPool": False, "engine": "json"})
         idle = idle_round_trips(client, 2.5)
         results = [cancel_trial(client, f"crowd-{index}") for index in range(trials)]
     finally:

@@ -19,11 +19,11 @@ import json
 import tempfile
 from typing import Any
 
+from bench.bridge_parts import STATE_DIR_ENV
 from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms, side_by_side_main
 from bench.model import ModelEnv, scripted_model
 from bench.suites.realpi import run_params
-from bridge.runs.rule_store import STATE_DIR_ENV
 
 PER_TURN = 10
 TARGET_MS = 2.0

@@ -3,7 +3,7 @@
     python -m bench gate [--turns N] [--approvals N]
 
 1. **Extension, `full` mode.** Two `pi --mode rpc` started directly, with exactly the argv the
-   bridge gives a live pi (bridge/agents/pi/rpc.py `rpc_launch_spec`) and the same environment
+   bridge gives a live pi (the pi adapter's live launch) and the same environment
    (PI_BRIDGE_GATE_DIR set to an empty directory: no mode file, so the conversation is `full`),
    one of them without the trailing `-e <extension>`. The bridge has no switch to leave the
    extension out and needs none: in `full` mode it takes no part in a tool call. Per trial, each
@@ -32,16 +32,13 @@ from typing import Any
 
 import orjson
 
+from bench.bridge_parts import ALLOW_ONCE, STATE_DIR_ENV
 from bench.clients.lsp import LspClient, Message
-from bench.clients.pi_rpc import PiRpc
+from bench.clients.pi_rpc import PiRpc, live_pi_launch
 from bench.common import base_env, bridge_argv, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bench.suites.realpi import run_params
-from bridge.agents.pi.command import extension_flags
-from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
-from bridge.runs.approvals import ALLOW_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
 
 PROMPT = "Say hello"
 KINDS = ("tool", "text")
@@ -58,13 +55,13 @@ class GatedPi(PiRpc):
     """A live pi launched as the bridge launches one, with or without the gate extension."""
 
     def __init__(self, model: ModelEnv, gate_dir: Path, *, extension: bool) -> None:
-        spec = rpc_launch_spec(
-            ("pi",), RunOptions(prompt="", cwd=str(model.workdir), provider=PROVIDER, model="text")
-        )
+        spec = live_pi_launch(RunOptions(prompt="", cwd=str(model.workdir), provider=PROVIDER, model="text"))
         argv = list(spec.argv)
-        tail = extension_flags()
-        if argv[-len(tail) :] != tail:
-            raise RuntimeError(f"the bridge's live-pi argv no longer ends with {tail}: {argv}")
+        tail = argv[-2:]
+        if tail[:1] != ["-e"]:
+            raise RuntimeError(
+                f"the bridge's live-pi argv no longer ends with its extension (-e PATH): {argv}"
+            )
         env = {**base_env(), **spec.env, **model.pi_env(), GATE_DIR_ENV: str(gate_dir)}
         super().__init__(model, argv if extension else argv[: -len(tail)], env)
         #: Per gate dialog answered: (read, answer written).

@@ -27,15 +27,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.clients.pi_rpc import PiRpc
+from bench.bridge_parts import (
+    SANDBOX_DIR_ENV,
+    SECCOMP_FILE,
+    ModeBoard,
+    SandboxBoard,
+    bwrap,
+    confinement,
+    seccomp,
+)
+from bench.clients.pi_rpc import PiRpc, live_pi_launch
 from bench.common import base_env, median, ms, side_by_side_main
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
-from bridge.process import bwrap, seccomp
-from bridge.runs.gate import ModeBoard
-from bridge.runs.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
 
 SETTINGS = SandboxSettings(mode="workspace-write", network=False)
 COMMAND = "echo hi"
@@ -46,9 +51,7 @@ class SandboxedPi(PiRpc):
     """A live pi launched as the bridge launches one, with the sandbox dir in its environment."""
 
     def __init__(self, model: ModelEnv, gate_dir: Path, sandbox_dir: Path) -> None:
-        spec = rpc_launch_spec(
-            ("pi",), RunOptions(prompt="", cwd=str(model.workdir), provider=PROVIDER, model="tool")
-        )
+        spec = live_pi_launch(RunOptions(prompt="", cwd=str(model.workdir), provider=PROVIDER, model="tool"))
         env = {
             **base_env(),
             **spec.env,

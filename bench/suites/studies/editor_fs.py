@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.bridge_parts import STATE_DIR_ENV
 from bench.clients.acp import AcpClient, Message
 from bench.common import PYTHON, base_env, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.runs.rule_store import STATE_DIR_ENV
 
 PER_TURN = 10
 TARGET_MS = 3.0

@@ -17,10 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.bridge_parts import cwd_folder
 from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.agents.pi.session_paths import cwd_folder
 from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_OLD, EDIT_ORIGINAL
 
 LATE_SNAPSHOT_LOG = "snapshot came after its edit"

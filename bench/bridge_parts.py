@@ -1,0 +1,30 @@
+"""The bridge's internals a benchmark drives directly, because they are what it measures.
+
+The one module of bench/ that imports them (tests/unit/test_layout_bench.py keeps it so): when
+one of them moves, this file is the one to change.
+"""
+
+from __future__ import annotations
+
+from bridge.agents.pi.session_paths import cwd_folder
+from bridge.process import bwrap, seccomp
+from bridge.runs.approvals import ALLOW_ONCE
+from bridge.runs.gate import ModeBoard
+from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.runs.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
+from bridge.runs.shadow_git import ShadowRepo, find_git
+
+__all__ = [
+    "ALLOW_ONCE",
+    "SANDBOX_DIR_ENV",
+    "SECCOMP_FILE",
+    "STATE_DIR_ENV",
+    "ModeBoard",
+    "SandboxBoard",
+    "ShadowRepo",
+    "bwrap",
+    "confinement",
+    "cwd_folder",
+    "find_git",
+    "seccomp",
+]
