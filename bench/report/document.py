@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.common import ROOT
 from bench.report.checkpoint_section import checkpoint_rows, checkpoints_section
 from bench.report.gate_section import commits_section, gate_rows, gate_section
 from bench.report.sandbox_section import file_ops_section, sandbox_rows, sandbox_section
 from bench.suites import crowd
+
+DOCS = ROOT / "docs"
 
 R = dict[str, Any]
 
@@ -272,8 +275,8 @@ def agents_section(entries: list[dict[str, Any]], command: str = AGENTS_COMMAND)
 
 
 def _kept_section(heading: str) -> list[str]:
-    """A section another command writes (bench.conversation), carried over from the current file."""
-    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    """A section another command writes (`python -m bench conversation`), carried over from the current file."""
+    path = DOCS / "benchmarks.md"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
@@ -287,7 +290,7 @@ def _kept_section(heading: str) -> list[str]:
 
 def _kept_paragraph(marker: str) -> list[str]:
     """A paragraph another command writes (`python -m bench per_agent --follow-up`), from the current file."""
-    path = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+    path = DOCS / "benchmarks.md"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
@@ -340,9 +343,7 @@ def render_markdown(res: R) -> str:
     if res.get("crowd"):
         lines += ["", "## Cancel with thousands of idle processes (`bench/suites/crowd.py`)", "", "```"]
         lines += [*crowd.summary(res["crowd"]), "```"]
-    acp_section = (
-        Path(__file__).resolve().parents[1] / "docs" / "benchmarks-acp.md"
-    )  # written by `python -m bench acp_side --write`
+    acp_section = DOCS / "benchmarks-acp.md"  # written by `python -m bench acp_side --write`
     if acp_section.exists():
         lines += ["", acp_section.read_text().rstrip()]
     return "\n".join(lines) + "\n"

@@ -19,9 +19,8 @@ import statistics
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
-from bench.common import PYTHON
+from bench.common import PYTHON, ROOT
 from bench.model import scripted_model
 from bench.suites.sidebyside import Sequence, acp_sequence
 
@@ -136,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-SECTION = Path(__file__).resolve().parents[1] / "docs" / "benchmarks-acp.md"
+SECTION = ROOT / "docs" / "benchmarks-acp.md"
 
 
 def section(text: str, trials: int, load_before: float, load_after: float) -> str:

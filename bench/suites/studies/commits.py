@@ -24,11 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import CACHE, PYTHON, median
+from bench.common import CACHE, PYTHON, ROOT, median
 from bench.model import scripted_model
 from bench.suites.studies import conversation
 
-ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ("next_prompt_first", "first_prompt_first", "next_prompt_total", "cancel_mid_tool")
 
 
