@@ -1,8 +1,7 @@
 """The bridge's internals a benchmark drives directly, because they are what it measures.
 
-The one module of bench/ that imports them (tests/unit/test_layout_bench.py keeps it so): when
-one of them moves, this file is the one to change.
-"""
+The one module of bench/ that may import them (tests/unit/test_layout_bench.py): when one moves,
+this file is the one to change."""
 
 from __future__ import annotations
 

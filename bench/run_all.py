@@ -1,10 +1,6 @@
 """Run every benchmark, print a summary, rewrite docs/benchmarks.md and docs/benchmarks.png.
 
-    python -m bench            # the full suite (about 12 minutes on a 2-core machine)
-    python -m bench --quick    # smoke run for CI: small sizes, few trials (under a minute)
-
-Every figure is a median over repeated runs, next to its baseline measured in the same
-invocation. Only loopback networking is used (the scripted model on 127.0.0.1).
+python -m bench [--quick]    # --quick: CI's smoke run, small sizes and few trials
 """
 
 from __future__ import annotations
@@ -52,9 +48,9 @@ from bench.suites import (
 from bridge.scripted_model import LONG_DEFAULT
 
 DOCS = ROOT / "docs"
-# Seconds between two prompts in the first-message benchmark, both modes alike: pi exits ~0.4 s
-# after its last event, then the pool spawns the next pi, which needs ~0.5 s (more under load)
-# to load before it waits on stdin.
+# Seconds between two prompts in the first-message benchmark, both modes alike: pi exits a moment
+# after its last event, then the pool spawns the next pi, which needs time (more under load) to
+# load before it waits on stdin.
 PAUSE_BETWEEN_RUNS = 2.0
 
 

@@ -1,10 +1,4 @@
-"""The throughput floor: the least a bridge can do with a pi stream, measured in the same run.
-
-Usage: floor.py AGENT_ARGV... . It waits for one line on stdin ("go"), spawns the agent with the
-prompt on its stdin, reads its stdout in 256 KiB chunks, splits lines on b"\\n", orjson-parses every
-line and writes one framed `pi/message` notification per text delta (the frames of one chunk in one
-write). At the end it writes one JSON-RPC response (id 1) carrying its own CPU time and peak RSS.
-"""
+"""The throughput floor: the least a bridge can do with a pi stream, measured in the same run."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A stand-in for pi that replays a recorded or generated `--mode json` stream as fast as a pipe allows.
-
-Usage: replay_agent.py STREAM_FILE [ignored pi flags...]. Like pi with a non-TTY stdin, it first
-reads stdin to EOF (the prompt), then copies STREAM_FILE to stdout with sendfile (no Python in
-the data path, so the replay costs almost nothing next to the process being measured).
-"""
+"""A stand-in for pi that replays a recorded or generated `--mode json` stream as fast as a pipe allows."""
 
 from __future__ import annotations
 

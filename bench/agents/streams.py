@@ -1,11 +1,4 @@
-"""Generate pi `--mode json` replay streams in both formats pi has shipped, cached under bench/.cache/.
-
-- 1.6 format (pi >= 0.84): each `message_update` carries only the delta (shape copied from
-  tests/fixtures/pi-captures/1.6.0/long2000.jsonl.gz).
-- 0.73 format: each `message_update` also carries the cumulative message twice (`message` and
-  `assistantMessageEvent.partial`), so the stream grows quadratically (shape copied from
-  tests/fixtures/pi-captures/0.73.1/long2000.jsonl.gz; the snapshot runs one delta ahead, as pi's did).
-"""
+"""Generate pi `--mode json` replay streams in both formats pi has shipped, cached under bench/.cache/."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A small Agent Client Protocol client over stdio (newline-delimited JSON-RPC), for pi-acp.
-
-It speaks the client side of ACP v1: initialize, session/new, session/prompt, session/cancel,
-session/set_model, and records every session/update notification with its arrival time. Requests
-from the agent are answered: a permission request picks the first allow option, anything else
-gets a JSON-RPC "method not found" error.
-"""
+"""A small Agent Client Protocol client over stdio (newline-delimited JSON-RPC), for pi-acp."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A fast raw JSON-RPC client with LSP framing, for driving the bridge (and the floor) over stdio.
-
-The project's client-side stdio peer (bridge/tools/stdio_client.py) reads and cuts the frames on
-one thread; `pi/message` notifications are only counted unless the client was asked to keep them
-(parsing 100,000 of them would make the client, not the server, the bottleneck). Everything else
-is parsed and timestamped with time.perf_counter() on arrival.
-"""
+"""A fast raw JSON-RPC client with LSP framing, for driving the bridge (and the floor) over stdio."""
 
 from __future__ import annotations
 

@@ -275,7 +275,8 @@ def agents_section(entries: list[dict[str, Any]], command: str = AGENTS_COMMAND)
 
 
 def _kept_section(heading: str) -> list[str]:
-    """A section another command writes (`python -m bench conversation`), carried over from the current file."""
+    """A section another command writes (`python -m bench conversation`), carried over from the
+    current file."""
     path = DOCS / "benchmarks.md"
     try:
         text = path.read_text(encoding="utf-8")

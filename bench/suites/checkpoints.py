@@ -1,17 +1,6 @@
 """What checkpoints cost (issue #25): per turn on a workspace of 10,000 files, and to the first delta.
 
-    python -m bench checkpoints [--files N] [--turns N] [--trials N]
-
-1. **Per turn.** A generated workspace of N small files in 100 folders, and the shadow
-   repository the bridge keeps for it (bridge/runs/shadow_git.py). The first snapshot (every file
-   hashed once) is timed apart. Then each turn changes 5 files and takes what the bridge takes for
-   a prompt: the snapshot before it, the snapshot after it, and the list of files it changed. The
-   p50 and p95 of a turn's whole cost, and of the snapshot before alone.
-2. **The first delta.** Two bridges (LSP), one with `checkpoints: false`, each with a live
-   conversation in a copy of that workspace; the same `text` prompt alternates between them,
-   pi/run sent → first `assistant` message. The snapshot before a prompt is taken while the prompt
-   goes out, so the two medians should differ by no more than their noise (the spread of the
-   off bridge's own trials, its p75 less its p25).
+python -m bench checkpoints [--files N] [--turns N] [--trials N]
 """
 
 from __future__ import annotations

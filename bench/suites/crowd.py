@@ -1,17 +1,6 @@
 """Cancel on a crowded machine: thousands of idle processes, a cancel, and the bridge's event loop.
 
-    python -m bench crowd                        # 3000 idle processes, this checkout, both modes
-    python -m bench crowd --procs 500 --trials 2 # smaller
-    python -m bench crowd --before DIR           # also the bridge code in DIR (e.g. a `git archive`
-                                                 # of the main branch), as the baseline
-
-The benchmark starts `--procs` idle `sleep` processes itself (and kills them by pid at the end),
-then, per containment mode, cancels runs of a tiny agent that ignores nothing but whose tool child
-outlives it (so the shutdown goes through the orphan wait and the kill loop). While each cancel
-runs, `pi/runs` requests go back to back: their round trips show whether the event loop stays
-responsive. Figures: cancel latency (pi/cancel sent → pi/run answered), the receipt's elapsedMs,
-the pi/runs round trips during the cancel (median and max) and while idle (the idle reaper runs
-each second), and the cost of one scan of the run's processes measured in a separate process.
+python -m bench crowd
 """
 
 from __future__ import annotations

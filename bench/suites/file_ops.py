@@ -1,17 +1,5 @@
 """What handing pi's file operations to the bridge costs (issue #34): a read and a write through
-the bridge's policy against pi's own tools, side by side.
-
-    python -m bench file_ops [--samples N]
-
-Two bridges in one invocation, on one scripted model, each with one `full` conversation. One
-runs pi as usual: the extension's read and write hand every file operation to the bridge
-(bridge/runs/file_ops.py). The other passes `PI_BRIDGE_FS_LOCAL=1` to its pi: the extension
-keeps pi's own operations (the baseline). Each turn is the `script` scenario making ten reads (or
-ten writes) of a small file of the workspace; a sample is one call, `tool.call` read →
-`tool.completed` read on this client (the bridge's mapping is the same on both sides). Turns
-alternate between the bridges. The added latency is the median with the bridge less the median
-without.
-"""
+the bridge's policy against pi's own tools, side by side."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
 """What the permission gate costs (issue #22): a `full` turn with the gate extension, and one approval.
 
-    python -m bench gate [--turns N] [--approvals N]
-
-1. **Extension, `full` mode.** Two `pi --mode rpc` started directly, with exactly the argv the
-   bridge gives a live pi (the pi adapter's live launch) and the same environment
-   (PI_BRIDGE_GATE_DIR set to an empty directory: no mode file, so the conversation is `full`),
-   one of them without the trailing `-e <extension>`. The bridge has no switch to leave the
-   extension out and needs none: in `full` mode it takes no part in a tool call. Per trial, each
-   pi (order alternating) runs one `tool` turn (bash `echo hi`) and one `text` turn: `prompt`
-   written → `agent_settled` read; and, inside the tool turn, `tool_execution_start` → the first
-   `tool_execution_update`, the segment in which pi runs the extension's `tool_call` handler.
-   A third pi with the extension and a mode file saying `ask` runs the same tool turn, its gate
-   dialog answered by this client at once: pi's own part of one approval, without the bridge.
-2. **One approval.** The bridge's LSP front with a client that declares
-   `experimental.piBridge.permissions` and answers each `pi/requestPermission` "allow-once" on its
-   reader thread, as soon as the request is read. The same conversation alternates the `tool`
-   turn in mode `ask` (one approval) and `full` (none): pi/run sent → answered, and `tool.call`
-   read → the first `tool.update` read. The client's own part (request read → answer written) is
-   timed on the client; one approval beyond it is the ask median less the full median, less the
-   client's median.
+python -m bench gate [--turns N] [--approvals N]
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
 """Per agent (pi, Claude Code): time to first message and throughput through the bridge, each
-against its own raw CLI as the floor, measured in the same invocation against the scripted model.
-
-    python -m bench per_agent [--trials N] [--deltas N] [--agents pi,claude]
-    (also run by `python -m bench`, section 9 of docs/benchmarks.md; `--quick`: 1 trial, 2 000 deltas)
-
-- first message: `pi/run` sent -> first `assistant` message, vs the raw CLI spawned with the
-  same launch (argv, env, prompt on stdin) -> its first text-delta line on stdout.
-- throughput: the `long-N` scenario (N text deltas of 5 characters): `pi/run` sent -> answered,
-  vs the raw CLI spawned -> exited; deltas per second of each.
-- Claude Code's follow-up (`--follow-up`): a conversation's next prompt -> its first `assistant`
-  message, on the live engine (`pi-bridge --agent claude`: one process per conversation) against
-  today's per-prompt spawn (a run naming `claude` on a pi bridge: a process resuming the session)
-  and against a raw `claude -p` spawn, in one invocation.
-Medians over `--trials` after one unmeasured run each. Loopback only.
-"""
+against its own raw CLI as the floor, measured in the same invocation against the scripted model."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """What the sandbox costs (issue #26): one sandboxed bash call against an unsandboxed one.
 
-    python -m bench sandbox [--trials N]
-
-1. **pi's bash tool.** Two `pi --mode rpc` started directly, with the argv the bridge gives a live
-   pi (its extension included) and the same environment, `PI_BRIDGE_SANDBOX_DIR` set for both.
-   One conversation has a sandbox file (`workspace-write`, no network, written by the bridge's
-   own board: bridge/runs/sandbox.py), the other none. Per trial, each pi (order alternating) runs
-   the `tool` turn (bash `echo hi`): `tool_execution_start` → `tool_execution_end`, the whole bash
-   call, the extension's file read and bubblewrap's namespaces included.
-2. **The spawn alone.** A shell that execs `bash -c 'echo hi'`, against one that execs it behind
-   the bwrap prefix with the seccomp filter on fd 3 (as the extension does), alternating: the
-   floor of what the sandbox adds, without pi.
-
-The added latency is each figure's median with the sandbox less its median without.
+python -m bench sandbox [--trials N]
 """
 
 from __future__ import annotations

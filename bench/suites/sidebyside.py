@@ -1,15 +1,4 @@
-"""Benchmark 6: pi-bridge and pi-acp 0.0.34 on the same pi, scripted model and prompts, one invocation.
-
-Each trial starts a fresh adapter and plays the same sequence on both:
-1. spawn → initialize answered; for pi-acp also session/new (which spawns its long-lived pi);
-2. prompt "Say hello" (model `text`) → first answer chunk, → answered;
-3. after a pause (a user reading the answer), the same prompt again in the same session (the
-   bridge: the same conversation, its sessionId; pi-acp: the same ACP session);
-4. model `toolslow` (bash `sleep 30`): cancel once `sleep` runs → prompt answered; processes left;
-5. model `long-20000` (100,000 characters in 20,000 deltas) → answered;
-then the adapter's own CPU (not its children) over the whole sequence, and its peak RSS (VmHWM).
-"First answer chunk" is the first chunk holding model text: pi-acp's "pi v1.6.0" banner is not one.
-"""
+"""Benchmark 6: pi-bridge and pi-acp 0.0.34 on the same pi, scripted model and prompts, one invocation."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Benchmark 1 and 5: replay a pi stream through the bridge and through the floor; CPU, rate, peak RSS.
-
-Each trial starts a fresh bridge (so its peak RSS belongs to this replay alone), initializes it
-with piCommand = the replay agent, then times pi/run → answered and reads the bridge's own CPU
-(/proc/<pid>/stat, all threads, not its children) before and after. The floor (bench/agents/floor.py)
-does the same replay into the same client in the same invocation.
-"""
+"""Benchmark 1 and 5: replay a pi stream through the bridge and through the floor; CPU, rate, peak RSS."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """A chatty tool replayed through the bridge: many cumulative tool_execution_update lines, then
-the tool's output repeated in its result, turn_end and agent_end (as pi prints them).
-
-    python -m bench chatty_tool [--updates N]
-
-Prints the bridge's wall time, CPU (its own threads) and pi/message frames for one run.
-"""
+the tool's output repeated in its result, turn_end and agent_end (as pi prints them)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """The rpc engine's trial for two commits of the bridge, alternating, in one invocation.
 
-    python -m bench commits BEFORE [AFTER] [--trials N]
-
-A figure that moved between two days' runs may be the machine's: this runs
-conversation.py's `bridge_trial` (spare pi, first prompt, consecutive prompts, cancel mid-tool) on
-each commit's bridge, trials alternating, so both see the same machine. Each commit is exported with
-`git archive` into a temporary directory and run from there (AFTER defaults to the working tree).
-The medians are also written to bench/.cache/results-commits.json (`--out`), with the command
-line that made them; docs/benchmarks.md shows the last such file (bench/report/document.py).
+python -m bench commits BEFORE [AFTER] [--trials N]
 """
 
 from __future__ import annotations

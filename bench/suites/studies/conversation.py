@@ -1,25 +1,6 @@
 """The rpc engine (live conversations) against raw `pi --mode rpc` and the json engine, one invocation.
 
-    python -m bench conversation [--trials N]
-
-Per trial, each on a fresh process with the real pi 1.6.0 and the scripted model on loopback:
-- bridge, rpc engine (an editor's defaults, rootUri = the workspace): initialize → the spare pi is
-  ready; first prompt → first `assistant`; then N consecutive prompts of the same conversation →
-  first `assistant` and → answered; cancel mid-tool (bash `sleep 30`) → answered, with the sleep
-  verified gone; the RSS of the idle live pi;
-- raw `pi --mode rpc` driven directly (the floor): spawn → first answer; first prompt → first
-  text delta; consecutive prompts → first text delta and → agent_settled; abort mid-tool →
-  answered;
-- bridge, json engine with its warm pool: consecutive prompts of the same session → first
-  `assistant` and → answered;
-- pi-acp 0.0.34 (installed into bench/.cache on first use), through the same ACP client as
-  bench/suites/studies/acp_side.py: initialize and session/new → first prompt → first answer chunk; the same
-  consecutive prompts of its session; cancel mid-tool → the prompt answered `cancelled`, with
-  the sleep verified gone.
-Each subject's first prompt is sent after the same pause once it is ready to take one (the
-bridge: its spare pi is up; raw pi: it answered its first command; pi-acp: session/new
-answered), as a user types a first question into a chat that has just opened.
-Medians are printed as one JSON object; docs/benchmarks.md quotes them.
+python -m bench conversation [--trials N]
 """
 
 from __future__ import annotations

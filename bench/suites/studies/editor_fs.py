@@ -1,17 +1,5 @@
 """What reading and writing through the editor costs (issue #38): pi's read and write over ACP,
-through the client's `fs/read_text_file` / `fs/write_text_file` against the disk path.
-
-    python -m bench editor_fs [--samples N]
-
-Two `pi-bridge acp` in one invocation, on one scripted model, each with one `full` session. The
-client of one declares `fs` and answers from its buffers at once (as an editor does: the file's
-text held in memory; a write replaces it there); the client of the other declares nothing, so
-the bridge reads and writes the disk (bridge/runs/file_ops.py). Each turn is the `script`
-scenario making ten reads (or ten writes) of a small file of the workspace; a sample is one
-call, `tool_call` → its `tool_call_update` `completed` on this client (the bridge's mapping is
-the same on both sides). Turns alternate between the bridges. The added latency is the median
-through the editor less the median on the disk.
-"""
+through the client's `fs/read_text_file` / `fs/write_text_file` against the disk path."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """History and diff figures with the real pi: pi/sessions over 200 sessions, pi/session of a big
-session, and how often the diff capture's snapshot of an edited file comes too late.
-
-    python -m bench history [--sessions 200] [--megabytes 50] [--edits 20]
-
-Every figure is a median; the baseline is `pi/runs` (a request that reads no file) on the same
-bridge in the same invocation.
-"""
+session, and how often the diff capture's snapshot of an edited file comes too late."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Profile the bridge on the throughput replays (py-spy) and its start-up imports (-X importtime).
 
-    python -m bench profile            # writes bench/.cache/profile-*.txt and prints the top entries
-
-py-spy samples the bridge (all threads, idle excluded) while it streams each replay; the
-collapsed stacks are summed into self time and inclusive time per function.
+python -m bench profile
 """
 
 from __future__ import annotations

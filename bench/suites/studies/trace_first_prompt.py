@@ -1,24 +1,6 @@
 """Where the first prompt's time goes inside the bridge: its own spans, named, per trial.
 
-    python -m bench trace_first_prompt [--trials N]
-
-Each trial starts a bridge (LSP, rpc engine, an editor's defaults as in bench/suites/studies/conversation.py)
-with PI_BRIDGE_TRACE set (bridge/process/trace.py: monotonic marks in a ring, written at exit),
-waits for its spare pi, pauses as a user would, sends the first pi/run (`text`) and reads the
-marks of that prompt back:
-
-    client.in      the pi/run frame's bytes read from the client's pipe
-    run.request    the front has parsed it and starts the run
-    run.drive      the run's task has started
-    run.trusted    sandbox, session and project trust checked
-    run.leased     the conversation is leased (opened on the spare pi)
-    run.slot       the run has its slot
-    engine.prompt  the engine is about to write the prompt
-    pi.stdin       the prompt is written to pi's stdin
-    pi.out         pi's first output after it (pi and the model: not the bridge's)
-    client.out     the first frame written to the client after that
-
-Each span's median is printed, and the bridge's own share (everything but pi.stdin → pi.out).
+python -m bench trace_first_prompt [--trials N]
 """
 
 from __future__ import annotations
