@@ -383,7 +383,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _render_last_full_run() -> int:
     """--render: rewrite the docs from bench/.cache/results-full.json, running nothing."""
-    from bench.report.document import render_chart, render_markdown
+    from bench.report.chart import render_chart
+    from bench.report.document import render_markdown
 
     results = json.loads((CACHE / "results-full.json").read_text())
     (DOCS / "benchmarks.md").write_text(render_markdown(results))
@@ -470,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     complete = only == EVERYTHING
     name = f"results-{plan.name}.json" if complete else f"results-{plan.name}-partial.json"
     (CACHE / name).write_text(json.dumps(results, indent=1, default=str))
-    from bench.report.document import render_chart, render_markdown, summary_lines
+    from bench.report.chart import render_chart
+    from bench.report.document import render_markdown, summary_lines
 
     print("\n".join(summary_lines(results)))
     if not args.quick and not args.no_docs and complete:
