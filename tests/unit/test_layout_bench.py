@@ -8,9 +8,11 @@ benchmark measures directly are imported by bench/bridge_parts.py alone, and onl
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.suites import find
 from tests.support.env import ROOT
 from tests.unit.test_layout import Arrow, all_modules, circles, module_name
 
@@ -149,3 +151,26 @@ def test_the_bench_audit_fails_on_each_kind_of_violation(tmp_path: Path) -> None
     assert broken_rules(found) != []
     crowded = {f"bench.m{index}": BENCH / f"m{index}.py" for index in range(MAX_MODULES_PER_FOLDER + 1)}
     assert crowded_folders(crowded) == {"bench": MAX_MODULES_PER_FOLDER + 1}
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(file, name) of each `python -m bench NAME` and `python -m bench.NAME` in the docs, README and CI."""
+    files = [ROOT / "README.md", ROOT / ".ci" / "run", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = []
+    for path in files:
+        for match in re.finditer(r"python -m bench(?:\.| +)([a-z_.]+)", path.read_text(encoding="utf-8")):
+            found.append((str(path.relative_to(ROOT)), match.group(0)))
+    return found
+
+
+def test_every_documented_bench_command_names_a_runnable_suite() -> None:
+    """`python -m bench NAME` finds NAME's module; the old `python -m bench.NAME` is gone."""
+    commands = documented_commands()
+    assert any(command == "python -m bench commits" for _, command in commands)
+    wrong = [
+        (file, command)
+        for file, command in commands
+        if "bench." in command or find(command.split()[-1]) is None
+    ]
+    assert wrong == []
+    assert find("no_such_suite") is None
