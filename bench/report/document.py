@@ -354,8 +354,8 @@ def _throughput_section(t: R, plan: R) -> list[str]:
     out: list[str] = [
         "## 1. Throughput and CPU, 5. memory",
         "",
-        "`bench/agents/replay_agent.py` stands in for pi: it reads its stdin to EOF, then copies a generated",
-        "stream",
+        "`bench/agents/replay_agent.py` stands in for pi: it reads its stdin to EOF, then copies a "
+        "generated stream",
         "(`bench/agents/streams.py`) to stdout with `sendfile`, as fast as the pipe allows. The "
         "bridge is started with",
         "`piCommand` = the replay agent and driven by a raw client (`bench/clients/lsp.py`) that only "
