@@ -124,15 +124,6 @@ class CancelTrial:
     receipt_ms: float = 0.0
 
 
-def _wait_for_process(root_pid: int, needle: str, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(needle in procs.cmdline(proc) for proc in procs.descendants(root_pid)):
-            return True
-        time.sleep(0.005)
-    return False
-
-
 def _new_since(tree: list[psutil.Process], bridge_pid: int) -> list[psutil.Process]:
     """The bridge's descendants that were not in `tree`, less the bridge's own fresh spawns: a new
     child of the bridge caught between its fork and its exec (its command line is still the
@@ -184,7 +175,7 @@ def cancel_trials(model: ModelEnv, kind: str, trials: int) -> list[CancelTrial]:
                 start,
                 60,
             )
-            if kind == "tool" and not _wait_for_process(client.pid, "sleep 30"):
+            if kind == "tool" and not procs.wait_for_process(client.pid, "sleep 30"):
                 raise RuntimeError("the bash tool's `sleep 30` never started")
             tree = procs.descendants(client.pid)
             cancel_msg, sent = client.request("pi/cancel", {"runId": run_id})
@@ -244,7 +235,7 @@ def raw_sigterm_trials(model: ModelEnv, kind: str, trials: int) -> list[tuple[fl
             if not chunk:
                 raise RuntimeError(f"pi ended before {needle!r}")
             seen = seen[-64:] + chunk
-        if kind == "tool" and not _wait_for_process(pi.pid, "sleep 30"):
+        if kind == "tool" and not procs.wait_for_process(pi.pid, "sleep 30"):
             raise RuntimeError("the bash tool's `sleep 30` never started")
         tree = procs.descendants(pi.pid)
         sent = time.perf_counter()

@@ -12,7 +12,7 @@ from bench.clients.acp import AcpClient
 from bench.clients.lsp import LspClient
 from bench.common import PI_ACP, base_env
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv
-from bench.suites.realpi import _wait_for_process, run_params, start_bridge, timed_run
+from bench.suites.realpi import run_params, start_bridge, timed_run
 
 ACP_INIT = {
     "protocolVersion": 1,
@@ -79,7 +79,7 @@ def bridge_sequence(model: ModelEnv, *, long_scenario: str = "long-20000", pause
         client.wait_message(
             lambda m: m["params"]["runId"] == "sbs-tool" and m["params"]["type"] == "tool.call", start, 60
         )
-        _wait_for_process(client.pid, "sleep 30")
+        procs.wait_for_process(client.pid, "sleep 30")
         runs_msg, _ = client.request("pi/runs", None)
         runs = client.wait_response(runs_msg, 30)[1].get("result") or {}
         # The tool's processes: not the agents alive on purpose, nor a spare still starting.
@@ -129,7 +129,7 @@ def _is_answer_chunk(update: dict[str, Any]) -> bool:
     return isinstance(text, str) and text.startswith(ANSWER_STARTS)
 
 
-def _acp_prompt(
+def acp_prompt(
     client: AcpClient, session: str, text: str, timeout: float = 120
 ) -> tuple[float, float, float, bool]:
     """(sent time, first answer chunk, answered, whether a non-answer chunk came first)."""
@@ -146,7 +146,7 @@ def _acp_prompt(
     return sent, first, answered, banner
 
 
-def _set_model(client: AcpClient, session: str, scenario: str) -> None:
+def set_acp_model(client: AcpClient, session: str, scenario: str) -> None:
     _, _, answer = client.call(
         "session/set_config_option",
         {"sessionId": session, "configId": "model", "value": f"{PROVIDER}/{scenario}"},
@@ -158,13 +158,13 @@ def _set_model(client: AcpClient, session: str, scenario: str) -> None:
 def _acp_cancel_mid_tool(client: AcpClient, session: str, seq: Sequence, tree: list[Any]) -> None:
     """Model `toolslow`: cancel once `sleep 30` runs; the tool's processes go into ``tree`` (for the
     caller's clean-up) before the cancel is sent."""
-    _set_model(client, session, "toolslow")
+    set_acp_model(client, session, "toolslow")
     start = len(client.updates)
     msg_id, _ = client.request(
         "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}
     )
     client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
-    _wait_for_process(client.pid, "sleep 30")
+    procs.wait_for_process(client.pid, "sleep 30")
     pi_rpc = {p.pid for p in procs.descendants(client.pid) if "sleep" not in procs.cmdline(p)}
     tree.extend(p for p in procs.descendants(client.pid) if p.pid not in pi_rpc)
     sent = client.notify("session/cancel", {"sessionId": session})
@@ -177,9 +177,9 @@ def _acp_cancel_mid_tool(client: AcpClient, session: str, seq: Sequence, tree: l
 
 def _acp_long_run(client: AcpClient, session: str, seq: Sequence, long_scenario: str) -> None:
     """Model ``long_scenario``: first chunk and answer times, and the characters of its answer."""
-    _set_model(client, session, long_scenario)
+    set_acp_model(client, session, long_scenario)
     start = len(client.updates)
-    sent, first, answered, _ = _acp_prompt(client, session, "Say hello", timeout=300)
+    sent, first, answered, _ = acp_prompt(client, session, "Say hello", timeout=300)
     seq.long_first, seq.long_total = first - sent, answered - sent
     texts = [
         (u.get("content") or {}).get("text", "")
@@ -212,12 +212,12 @@ def acp_sequence(
         session = new["result"]["sessionId"]
         seq.spawn_to_ready = ready - client.spawned_at
         cpu_ready = procs.cpu_seconds(client.pid)
-        sent, first, answered, banner = _acp_prompt(client, session, "Say hello")
+        sent, first, answered, banner = acp_prompt(client, session, "Say hello")
         seq.spawn_to_first_chunk = first - client.spawned_at
         seq.first_prompt_first_chunk, seq.first_prompt_total = first - sent, answered - sent
         seq.banner_first = banner
         time.sleep(pause)
-        sent, first, answered, _ = _acp_prompt(client, session, "Say hello")
+        sent, first, answered, _ = acp_prompt(client, session, "Say hello")
         seq.second_prompt_first_chunk, seq.second_prompt_total = first - sent, answered - sent
         _acp_cancel_mid_tool(client, session, seq, tree)
         _acp_long_run(client, session, seq, long_scenario)

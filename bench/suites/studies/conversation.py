@@ -17,8 +17,7 @@ from bench.clients.lsp import LspClient
 from bench.clients.pi_rpc import PiRpc
 from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
-from bench.suites.realpi import _wait_for_process
-from bench.suites.sidebyside import ACP_INIT, _acp_prompt, _set_model
+from bench.suites.sidebyside import ACP_INIT, acp_prompt, set_acp_model
 
 PROMPT = "Say hello"
 # Between "ready to take a first prompt" and that prompt, for every subject alike.
@@ -47,7 +46,7 @@ def _runs(client: LspClient) -> dict[str, Any]:
     return result
 
 
-def _wait_spare(client: LspClient, timeout: float = 30.0) -> float:
+def wait_spare(client: LspClient, timeout: float = 30.0) -> float:
     started = time.perf_counter()
     while not _runs(client).get("warmPids"):
         if time.perf_counter() - started > timeout:
@@ -56,7 +55,7 @@ def _wait_spare(client: LspClient, timeout: float = 30.0) -> float:
     return time.perf_counter()
 
 
-def _prompt(
+def timed_prompt(
     client: LspClient, model: ModelEnv, run_id: str, scenario: str, session: str | None
 ) -> tuple[float, float, dict[str, Any]]:
     params: dict[str, Any] = {
@@ -84,15 +83,15 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
     try:
         ready = client.responses[1][0]
         if engine == "rpc":
-            out["initialize_to_spare_ready"] = _wait_spare(client) - ready
+            out["initialize_to_spare_ready"] = wait_spare(client) - ready
         time.sleep(FIRST_PROMPT_PAUSE)
-        first, total, result = _prompt(client, model, "c-1", "text", None)
+        first, total, result = timed_prompt(client, model, "c-1", "text", None)
         out["first_prompt_first"], out["first_prompt_total"] = first, total
         session = result["sessionId"]
         firsts, totals = [], []
         for index in range(consecutive):
             time.sleep(0.3 if engine == "rpc" else 2.0)  # the json engine's warm resume needs time to load
-            first, total, _ = _prompt(client, model, f"c-{index + 2}", "text", session)
+            first, total, _ = timed_prompt(client, model, f"c-{index + 2}", "text", session)
             firsts.append(first)
             totals.append(total)
         out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
@@ -112,7 +111,7 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
             client.wait_message(
                 lambda m: m["params"]["runId"] == "c-tool" and m["params"]["type"] == "tool.call", start, 60
             )
-            _wait_for_process(client.pid, "sleep 30")
+            procs.wait_for_process(client.pid, "sleep 30")
             tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
             _, sent = client.request("pi/cancel", {"runId": "c-tool"})
             answered, _ = client.wait_response(run_msg, 30)
@@ -145,7 +144,7 @@ def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
         start = len(raw.lines)
         raw.send({"type": "prompt", "message": PROMPT})
         raw.wait(lambda r: r.get("type") == "tool_execution_update", start)
-        _wait_for_process(raw.proc.pid, "sleep 30")
+        procs.wait_for_process(raw.proc.pid, "sleep 30")
         start = len(raw.lines)
         sent = raw.send({"id": "a", "type": "abort"})
         out["abort_mid_tool"] = raw.wait(lambda r: r.get("id") == "a", start) - sent
@@ -166,22 +165,22 @@ def pi_acp_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
         out["session_new"] = answered - sent
         session = new["result"]["sessionId"]
         time.sleep(FIRST_PROMPT_PAUSE)
-        sent, first, answered, _ = _acp_prompt(client, session, PROMPT)
+        sent, first, answered, _ = acp_prompt(client, session, PROMPT)
         out["first_prompt_first"], out["first_prompt_total"] = first - sent, answered - sent
         firsts, totals = [], []
         for _ in range(consecutive):
             time.sleep(0.3)
-            sent, first, answered, _ = _acp_prompt(client, session, PROMPT)
+            sent, first, answered, _ = acp_prompt(client, session, PROMPT)
             firsts.append(first - sent)
             totals.append(answered - sent)
         out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
-        _set_model(client, session, "toolslow")
+        set_acp_model(client, session, "toolslow")
         start = len(client.updates)
         msg_id, _ = client.request(
             "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": PROMPT}]}
         )
         client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
-        _wait_for_process(client.pid, "sleep 30")
+        procs.wait_for_process(client.pid, "sleep 30")
         tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
         sent = client.notify("session/cancel", {"sessionId": session})
         answered, answer = client.wait_response(msg_id, 30)

@@ -17,7 +17,7 @@ from typing import Any
 from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median
 from bench.model import ModelEnv, scripted_model
-from bench.suites.studies.conversation import FIRST_PROMPT_PAUSE, _prompt, _wait_spare
+from bench.suites.studies.conversation import FIRST_PROMPT_PAUSE, timed_prompt, wait_spare
 
 MARKS = (
     "client.in",
@@ -82,10 +82,10 @@ def trial(model: ModelEnv) -> tuple[dict[str, float], float]:
             )
             client.wait_response(msg_id, 60)
             client.notify("initialized", {})
-            _wait_spare(client)
+            wait_spare(client)
             time.sleep(FIRST_PROMPT_PAUSE)
             since = time.monotonic_ns()
-            first, _, _ = _prompt(client, model, "t-1", "text", None)
+            first, _, _ = timed_prompt(client, model, "t-1", "text", None)
         finally:
             client.close()
         marks = [(str(n), int(t)) for n, t in json.loads(path.read_text())]
