@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 
 import psutil
@@ -63,3 +64,13 @@ def is_checkpoint_git(proc: psutil.Process) -> bool:
     except psutil.Error:
         return False
     return bool(argv) and argv[0].endswith("git") and "--git-dir" in argv and "checkpoints" in " ".join(argv)
+
+
+def wait_for_process(root_pid: int, needle: str, timeout: float = 10.0) -> bool:
+    """Whether a live descendant of root_pid whose command line holds `needle` shows up in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(needle in cmdline(proc) for proc in descendants(root_pid)):
+            return True
+        time.sleep(0.005)
+    return False

@@ -1,10 +1,6 @@
 """Run every benchmark, print a summary, rewrite docs/benchmarks.md and docs/benchmarks.png.
 
-    python -m bench            # the full suite (about 12 minutes on a 2-core machine)
-    python -m bench --quick    # smoke run for CI: small sizes, few trials (under a minute)
-
-Every figure is a median over repeated runs, next to its baseline measured in the same
-invocation. Only loopback networking is used (the scripted model on 127.0.0.1).
+python -m bench [--quick]    # --quick: CI's smoke run, small sizes and few trials
 """
 
 from __future__ import annotations
@@ -24,13 +20,12 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script (`python bench/run_all.py`), as CI does
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import agents, checkpoints, crowd, file_ops, gate, realpi, sandbox, sidebyside, streams, throughput
+from bench import agents as stand_ins
+from bench.agents import streams
 from bench.common import (
-    BENCH,
     CACHE,
     PI_ACP,
     PI_ACP_VERSION,
-    PYTHON,
     ROOT,
     base_env,
     bridge_argv,
@@ -39,12 +34,23 @@ from bench.common import (
     ms,
 )
 from bench.model import DEAD_REGISTRY, scripted_model
+from bench.suites import (
+    checkpoints,
+    crowd,
+    file_ops,
+    gate,
+    per_agent,
+    realpi,
+    sandbox,
+    sidebyside,
+    throughput,
+)
 from bridge.scripted_model import LONG_DEFAULT
 
 DOCS = ROOT / "docs"
-# Seconds between two prompts in the first-message benchmark, both modes alike: pi exits ~0.4 s
-# after its last event, then the pool spawns the next pi, which needs ~0.5 s (more under load)
-# to load before it waits on stdin.
+# Seconds between two prompts in the first-message benchmark, both modes alike: pi exits a moment
+# after its last event, then the pool spawns the next pi, which needs time (more under load) to
+# load before it waits on stdin.
 PAUSE_BETWEEN_RUNS = 2.0
 
 
@@ -64,19 +70,19 @@ class Plan:
     long_scenario: str
     pause: float
     raw_cancel_trials: int
-    # Per agent (bench/agents.py): trials, and the deltas of its throughput scenario.
+    # Per agent (bench/suites/per_agent.py): trials, and the deltas of its throughput scenario.
     agents_trials: int = 5
     agents_deltas: int = 20_000
-    # Alternating trials of the gate's two figures (bench/gate.py): turns, approvals.
+    # Alternating trials of the gate's two figures (bench/suites/gate.py): turns, approvals.
     gate_turns: int = 100
     gate_approvals: int = 100
-    # The checkpoints' section (bench/checkpoints.py): workspace files, turns, first-delta trials.
+    # The checkpoints' section (bench/suites/checkpoints.py): workspace files, turns, first-delta trials.
     checkpoint_files: int = 10_000
     checkpoint_turns: int = 30
     checkpoint_trials: int = 20
-    # Alternating trials of the sandbox's figures (bench/sandbox.py).
+    # Alternating trials of the sandbox's figures (bench/suites/sandbox.py).
     sandbox_trials: int = 100
-    # Calls of each file op on each side (bench/file_ops.py).
+    # Calls of each file op on each side (bench/suites/file_ops.py).
     file_op_samples: int = 100
 
 
@@ -231,7 +237,7 @@ def bench_startup(plan: Plan) -> dict[str, Any]:
     acp_env = {**base_env(), "npm_config_registry": DEAD_REGISTRY}
     for _ in range(plan.startup_trials):
         times["bridge"] += realpi.startup(bridge_argv(), 1)
-        times["pygls"] += realpi.startup([PYTHON, str(BENCH / "pygls_min.py")], 1)
+        times["pygls"] += realpi.startup(stand_ins.pygls_minimal(), 1)
         if PI_ACP.exists():
             times["pi_acp"] += realpi.startup(["node", str(PI_ACP)], 1, acp=True, env=acp_env)
     out = {name: _timing_stats(values) for name, values in times.items() if values}
@@ -377,7 +383,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _render_last_full_run() -> int:
     """--render: rewrite the docs from bench/.cache/results-full.json, running nothing."""
-    from bench.report import render_chart, render_markdown
+    from bench.report.chart import render_chart
+    from bench.report.document import render_markdown
 
     results = json.loads((CACHE / "results-full.json").read_text())
     (DOCS / "benchmarks.md").write_text(render_markdown(results))
@@ -418,8 +425,8 @@ def _bench_with_model(plan: Plan, only: set[str], results: dict[str, Any]) -> No
 
 
 def _bench_agents(plan: Plan) -> list[dict[str, Any]]:
-    """9: each agent through the bridge against its own raw CLI (bench/agents.py)."""
-    entries: list[dict[str, Any]] = agents.run(plan.agents_trials, plan.agents_deltas, ["pi", "claude"])
+    """9: each agent through the bridge against its own raw CLI (bench/suites/per_agent.py)."""
+    entries: list[dict[str, Any]] = per_agent.run(plan.agents_trials, plan.agents_deltas, ["pi", "claude"])
     for entry in entries:
         _log(
             f"agent {entry['agent']}: first message {entry['firstMessageMs']['bridge']:.0f} ms vs raw "
@@ -464,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     complete = only == EVERYTHING
     name = f"results-{plan.name}.json" if complete else f"results-{plan.name}-partial.json"
     (CACHE / name).write_text(json.dumps(results, indent=1, default=str))
-    from bench.report import render_chart, render_markdown, summary_lines
+    from bench.report.chart import render_chart
+    from bench.report.document import render_markdown, summary_lines
 
     print("\n".join(summary_lines(results)))
     if not args.quick and not args.no_docs and complete:

@@ -1,0 +1,249 @@
+"""The rpc engine (live conversations) against raw `pi --mode rpc` and the json engine, one invocation.
+
+python -m bench conversation [--trials N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import procs
+from bench.clients.acp import AcpClient
+from bench.clients.lsp import LspClient
+from bench.clients.pi_rpc import PiRpc
+from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
+from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
+from bench.suites.sidebyside import ACP_INIT, acp_prompt, set_acp_model
+
+PROMPT = "Say hello"
+# Between "ready to take a first prompt" and that prompt, for every subject alike.
+FIRST_PROMPT_PAUSE = 1.0
+
+
+def _start(model: ModelEnv, engine: str) -> LspClient:
+    client = LspClient(bridge_argv(), env=base_env(), cwd=str(model.workdir))
+    msg_id, _ = client.request(
+        "initialize",
+        {
+            "processId": None,
+            "rootUri": model.workdir.as_uri(),
+            "capabilities": {},
+            "initializationOptions": {"piCommand": ["pi"], "env": model.pi_env(), "engine": engine},
+        },
+    )
+    client.wait_response(msg_id, 60)
+    client.notify("initialized", {})
+    return client
+
+
+def _runs(client: LspClient) -> dict[str, Any]:
+    msg_id, _ = client.request("pi/runs", None)
+    result: dict[str, Any] = client.wait_response(msg_id, 30)[1].get("result") or {}
+    return result
+
+
+def wait_spare(client: LspClient, timeout: float = 30.0) -> float:
+    started = time.perf_counter()
+    while not _runs(client).get("warmPids"):
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError("no spare pi within 30 s")
+        time.sleep(0.01)
+    return time.perf_counter()
+
+
+def timed_prompt(
+    client: LspClient, model: ModelEnv, run_id: str, scenario: str, session: str | None
+) -> tuple[float, float, dict[str, Any]]:
+    params: dict[str, Any] = {
+        "prompt": PROMPT,
+        "cwd": str(model.workdir),
+        "provider": PROVIDER,
+        "model": scenario,
+        "runId": run_id,
+    }
+    if session:
+        params["sessionId"] = session
+    start = len(client.messages)
+    msg_id, sent = client.request("pi/run", params)
+    _, first, _ = client.wait_message(
+        lambda m: m["params"]["runId"] == run_id and m["params"]["type"] == "assistant", start, 60
+    )
+    answered, answer = client.wait_response(msg_id, 60)
+    return first - sent, answered - sent, answer.get("result") or {}
+
+
+def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, Any]:
+    """One bridge's figures (seconds, bytes)."""
+    out: dict[str, Any] = {}
+    client = _start(model, engine)
+    try:
+        ready = client.responses[1][0]
+        if engine == "rpc":
+            out["initialize_to_spare_ready"] = wait_spare(client) - ready
+        time.sleep(FIRST_PROMPT_PAUSE)
+        first, total, result = timed_prompt(client, model, "c-1", "text", None)
+        out["first_prompt_first"], out["first_prompt_total"] = first, total
+        session = result["sessionId"]
+        firsts, totals = [], []
+        for index in range(consecutive):
+            time.sleep(0.3 if engine == "rpc" else 2.0)  # the json engine's warm resume needs time to load
+            first, total, _ = timed_prompt(client, model, f"c-{index + 2}", "text", session)
+            firsts.append(first)
+            totals.append(total)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        if engine == "rpc":
+            live = _runs(client)["live"]
+            out["idle_live_pi_rss"] = procs.status_kb(live[0]["pid"], "VmRSS") * 1024 if live else 0
+            start = len(client.messages)
+            params = {
+                "prompt": PROMPT,
+                "cwd": str(model.workdir),
+                "provider": PROVIDER,
+                "model": "toolslow",
+                "runId": "c-tool",
+                "sessionId": session,
+            }
+            run_msg, _ = client.request("pi/run", params)
+            client.wait_message(
+                lambda m: m["params"]["runId"] == "c-tool" and m["params"]["type"] == "tool.call", start, 60
+            )
+            procs.wait_for_process(client.pid, "sleep 30")
+            tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
+            _, sent = client.request("pi/cancel", {"runId": "c-tool"})
+            answered, _ = client.wait_response(run_msg, 30)
+            out["cancel_mid_tool"] = answered - sent
+            out["left_after_cancel"] = len(procs.still_alive(tree))
+    finally:
+        client.close()
+    return out
+
+
+def raw_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
+    """Raw pi's figures (seconds)."""
+    out: dict[str, Any] = {}
+    raw = PiRpc(model)
+    try:
+        raw.send({"id": "r1", "type": "set_auto_retry", "enabled": False})
+        out["spawn_to_ready"] = raw.wait(lambda r: r.get("id") == "r1", 0) - raw.spawned
+        time.sleep(FIRST_PROMPT_PAUSE)
+        out["first_prompt_first"], out["first_prompt_total"] = raw.prompt(PROMPT)
+        firsts, totals = [], []
+        for _ in range(consecutive):
+            time.sleep(0.3)
+            first, total = raw.prompt(PROMPT)
+            firsts.append(first)
+            totals.append(total)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        start = len(raw.lines)
+        raw.send({"id": "m", "type": "set_model", "provider": PROVIDER, "modelId": "toolslow"})
+        raw.wait(lambda r: r.get("id") == "m", start)
+        start = len(raw.lines)
+        raw.send({"type": "prompt", "message": PROMPT})
+        raw.wait(lambda r: r.get("type") == "tool_execution_update", start)
+        procs.wait_for_process(raw.proc.pid, "sleep 30")
+        start = len(raw.lines)
+        sent = raw.send({"id": "a", "type": "abort"})
+        out["abort_mid_tool"] = raw.wait(lambda r: r.get("id") == "a", start) - sent
+    finally:
+        raw.close()
+    return out
+
+
+def pi_acp_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
+    """pi-acp's figures (seconds): the same prompts through its own long-lived pi."""
+    out: dict[str, Any] = {}
+    env = {**base_env(), **model.pi_env(), "npm_config_registry": DEAD_REGISTRY}
+    client = AcpClient(["node", str(PI_ACP)], env=env, cwd=str(model.workdir))
+    tree: list[Any] = []
+    try:
+        client.call("initialize", ACP_INIT)
+        sent, answered, new = client.call("session/new", {"cwd": str(model.workdir), "mcpServers": []})
+        out["session_new"] = answered - sent
+        session = new["result"]["sessionId"]
+        time.sleep(FIRST_PROMPT_PAUSE)
+        sent, first, answered, _ = acp_prompt(client, session, PROMPT)
+        out["first_prompt_first"], out["first_prompt_total"] = first - sent, answered - sent
+        firsts, totals = [], []
+        for _ in range(consecutive):
+            time.sleep(0.3)
+            sent, first, answered, _ = acp_prompt(client, session, PROMPT)
+            firsts.append(first - sent)
+            totals.append(answered - sent)
+        out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
+        set_acp_model(client, session, "toolslow")
+        start = len(client.updates)
+        msg_id, _ = client.request(
+            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": PROMPT}]}
+        )
+        client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, 60)
+        procs.wait_for_process(client.pid, "sleep 30")
+        tree = [p for p in procs.descendants(client.pid) if "sleep" in procs.cmdline(p)]
+        sent = client.notify("session/cancel", {"sessionId": session})
+        answered, answer = client.wait_response(msg_id, 30)
+        if (answer.get("result") or {}).get("stopReason") != "cancelled":
+            raise RuntimeError(f"pi-acp did not answer the cancel as cancelled: {answer}")
+        out["cancel_mid_tool"] = answered - sent
+        out["left_after_cancel"] = len(procs.still_alive(tree))
+    finally:
+        everything = procs.descendants(client.pid)
+        client.close()
+        for proc in procs.still_alive(everything + tree):
+            proc.kill()
+    return out
+
+
+def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = trials[0].keys()
+    return {key: median([float(t[key]) for t in trials]) for key in keys}
+
+
+def run(trials: int, consecutive: int = 5) -> dict[str, Any]:
+    """Every figure's median over `trials`, alternating the three subjects."""
+    with_pi_acp = ensure_pi_acp()
+    rpc, raw, json_engine, pi_acp = [], [], [], []
+    with scripted_model() as model:
+        for _ in range(trials):
+            rpc.append(bridge_trial(model, "rpc", consecutive))
+            raw.append(raw_trial(model, consecutive))
+            if with_pi_acp:
+                pi_acp.append(pi_acp_trial(model, consecutive))
+            json_engine.append(bridge_trial(model, "json", consecutive))
+    results = {"rpc": _medians(rpc), "raw": _medians(raw), "json": _medians(json_engine)}
+    if pi_acp:
+        results["pi_acp"] = _medians(pi_acp)
+    return results
+
+
+def _pretty(results: dict[str, Any]) -> dict[str, Any]:
+    pretty: dict[str, Any] = {}
+    for subject, figures in results.items():
+        pretty[subject] = {
+            key: (
+                round(value / 1e6, 1)
+                if key.endswith("rss")
+                else value
+                if key.startswith("left")
+                else round(ms(value), 2)
+            )
+            for key, value in figures.items()
+        }
+    return pretty
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench conversation", description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="also write the raw medians (JSON) here")
+    args = parser.parse_args()
+    results = run(args.trials)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    print(json.dumps(_pretty(results), indent=2))
+
+
+if __name__ == "__main__":
+    main()
