@@ -11,7 +11,7 @@ pi_bridge.setup({
   view = 'none',
 })
 dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
-local run = require('pi_bridge.handlers').get(pi_bridge.run('slow tool', { model = 'toolslow' }))
+local run = require('pi_bridge.core.handlers').get(pi_bridge.run('slow tool', { model = 'toolslow' }))
 
 local function children(pid)
   local out = {}

@@ -81,7 +81,7 @@ vim.fn.writefile({
 vim.fn.writefile(vim.split(ASKING_EXTENSION, '\n'), agent_dir .. '/extensions/asking.ts')
 
 local pi_bridge = require('pi_bridge')
-local handlers = require('pi_bridge.handlers')
+local handlers = require('pi_bridge.core.handlers')
 local options = {
   cmd = { python, '-m', 'bridge' },
   cmd_cwd = root,
@@ -342,7 +342,7 @@ test('checkhealth pi_bridge reports OK and no ERROR', function()
 end)
 
 test('protocol.lua mirrors the committed schema', function()
-  local protocol = require('pi_bridge.protocol')
+  local protocol = require('pi_bridge.core.protocol')
   local schema =
     vim.json.decode(table.concat(vim.fn.readfile(root .. '/docs/protocol.schema.json'), '\n'))
   local defs = schema['$defs']
@@ -392,8 +392,8 @@ test(':PiRun streams a text answer into the buffer', function()
   eq('completed', run.result.status, 'result status')
   eq(term.content.text, run.result.text, 'result text')
   -- what the running bridge advertises matches the mirror too
-  local caps = require('pi_bridge.client').get().server_capabilities.experimental.piBridge
-  local protocol = require('pi_bridge.protocol')
+  local caps = require('pi_bridge.core.client').get().server_capabilities.experimental.piBridge
+  local protocol = require('pi_bridge.core.protocol')
   eq(protocol.METHODS, caps.methods, 'advertised methods')
   eq({ protocol.MESSAGE }, caps.notifications, 'advertised notifications')
   local advertised, mirrored = vim.deepcopy(caps.messageTypes), vim.tbl_values(protocol.types)
@@ -444,7 +444,7 @@ test(':PiMode plan: the next tool call is refused without asking', function()
   local first = handlers.get(pi_bridge.run('Say hello', { model = 'text' }))
   wait_done(first)
   local answered
-  require('pi_bridge.approve').set_mode(first.session_id, 'plan', function(err, result)
+  require('pi_bridge.ui.approve').set_mode(first.session_id, 'plan', function(err, result)
     answered = { err = err, result = result }
   end)
   wait_for('pi/setMode', 10000, function()
@@ -481,7 +481,7 @@ local function started_sandbox(run)
 end
 
 test("setup's sandbox confines a run: session.started says bwrap, the mode, no network", function()
-  local sandbox = require('pi_bridge.sandbox')
+  local sandbox = require('pi_bridge.core.sandbox')
   local notes, restore_notify = capture_notes()
   local ok, err = pcall(function()
     pi_bridge.setup(vim.tbl_extend('force', options, { sandbox = { mode = 'workspace-write' } }))
@@ -694,7 +694,7 @@ test(':PiCancel mid-tool ends the run as cancelled and leaves no process', funct
   eq(true, tool_done and tool_done.content.cancelled, 'the tool is closed as cancelled')
   local text = buffer_text(run.buf)
   truthy(text:find('[cancelled]', 1, true), 'buffer shows the cancel:\n' .. text)
-  local client = require('pi_bridge.client').get()
+  local client = require('pi_bridge.core.client').get()
   truthy(client and client.requests[run.request_id] == nil, 'pi/run still pending in vim.lsp')
   say(
     ('    cancel took %d ms; run tree %s; receipt: stage %s, pids %s'):format(
@@ -767,9 +767,9 @@ end)
 
 -- ------------------------------------------------------------------ the chat
 
-local chat = require('pi_bridge.chat')
-local chat_view = require('pi_bridge.chat_view')
-local protocol = require('pi_bridge.protocol')
+local chat = require('pi_bridge.ui.chat')
+local chat_view = require('pi_bridge.ui.chat_view')
+local protocol = require('pi_bridge.core.protocol')
 local project = tmp .. '/project'
 vim.fn.mkdir(project, 'p')
 local tag = tostring(vim.uv.hrtime() % 1000000)
@@ -1034,7 +1034,7 @@ test(
 --- The sessions pi/sessions lists for the project (synchronously, for the tests).
 local function list_sessions()
   local answer
-  require('pi_bridge.client').request(
+  require('pi_bridge.core.client').request(
     'pi/sessions',
     { cwd = vim.fn.getcwd(), limit = 100 },
     function(err, result)
@@ -1060,10 +1060,10 @@ end
 test(
   "`/` in the prompt area completes the conversation's commands (omnifunc, the / key)",
   function()
-    local commands = require('pi_bridge.commands')
+    local commands = require('pi_bridge.ui.commands')
     local prompt = truthy(chat_view.prompt(), 'no prompt area')
     eq(
-      "v:lua.require'pi_bridge.commands'.omnifunc",
+      "v:lua.require'pi_bridge.ui.commands'.omnifunc",
       vim.bo[prompt].omnifunc,
       "the prompt area's omnifunc"
     )
@@ -1151,7 +1151,7 @@ test(
     truthy(#messages_of(run, 'session.compacting') == 1, 'session.compacting streamed')
     local compacted = truthy(messages_of(run, 'session.compacted')[1], 'session.compacted streamed')
     local lines, row = line_with(chat_view.thread(), '── Context compacted: ')
-    eq(require('pi_bridge.render').compacted_line(compacted.content), lines[row], 'the line')
+    eq(require('pi_bridge.ui.render').compacted_line(compacted.content), lines[row], 'the line')
     truthy(lines[row]:find('→', 1, true), 'before → after: ' .. lines[row])
     truthy(
       lines[row - 1]:find('── compacting the context (manual)…', 1, true),
@@ -1162,7 +1162,7 @@ test(
       type(sizes.tokensBefore) == 'number' and type(sizes.tokensAfter) == 'number',
       'both sizes: ' .. vim.inspect(sizes)
     )
-    local render = require('pi_bridge.render')
+    local render = require('pi_bridge.ui.render')
     eq(
       { '950', '1k', '1.5k', '48k' },
       vim.tbl_map(render.tokens, { 950, 1000, 1500, 48213 }),
@@ -1279,7 +1279,7 @@ end)
 
 test('a steer of a stopped run goes back to the prompt, never to the next prompt', function()
   chat.state().model = 'slow'
-  local client = require('pi_bridge.client')
+  local client = require('pi_bridge.core.client')
   local real_request = client.request
   local steer_answer
   client.request = function(method, params, on_answer, ...)
@@ -1437,7 +1437,7 @@ dofile(nvim_dir .. '/tests/words.lua')({
 })
 
 test(':PiSandbox without arguments picks the mode then the network; :PiMode shows', function()
-  local sandbox = require('pi_bridge.sandbox')
+  local sandbox = require('pi_bridge.core.sandbox')
   local picks, real = { 'workspace-write', 'nonetwork' }, vim.ui.select
   vim.ui.select = function(items, opts, on_choice)
     if opts and (opts.kind == 'pi_bridge.sandbox' or opts.kind == 'pi_bridge.sandbox_network') then
@@ -1456,7 +1456,7 @@ test(':PiSandbox without arguments picks the mode then the network; :PiMode show
     local first = handlers.get(chat.send('Say hello'))
     wait_done(first)
     local answered
-    require('pi_bridge.approve').set_mode(first.session_id, 'plan', function(e)
+    require('pi_bridge.ui.approve').set_mode(first.session_id, 'plan', function(e)
       answered = { err = e }
     end)
     wait_for('pi/setMode', 10000, function()
@@ -1480,7 +1480,7 @@ local function replay_in_chat(messages)
   end
   local run = { id = 'replayed-' .. tag, buf = truthy(chat_view.thread(), 'no chat thread') }
   for i, m in ipairs(messages) do
-    require('pi_bridge.render').message(run, { runId = run.id, attempt = 1, seq = i, type = m[1], content = m[2] })
+    require('pi_bridge.ui.render').message(run, { runId = run.id, attempt = 1, seq = i, type = m[1], content = m[2] })
   end
   return run.buf
 end
@@ -1543,7 +1543,7 @@ test("a subagent's tool calls are folded under its parent's line, its output aft
 end)
 
 test('a file the user opens is synced with the bridge; workspace/applyEdit edits its dirty buffer and keeps the unsaved text', function()
-  local client = require('pi_bridge.client')
+  local client = require('pi_bridge.core.client')
   local c
   client.with_client(function(got)
     c = got
@@ -1594,7 +1594,7 @@ test('stopping the client leaves no process of the bridge', function()
   for _, p in ipairs(before) do
     starts[p] = (proc_stat(p) or {}).start
   end
-  require('pi_bridge.client').stop()
+  require('pi_bridge.core.client').stop()
   wait_for('the bridge and its children to exit', 15000, function()
     for _, p in ipairs(before) do
       if alive(p, starts[p]) then
@@ -1607,7 +1607,7 @@ end)
 
 -- The documented lazy.nvim spec's `build` step, then the plugin on the venv it made. The XDG dirs
 -- are a fresh temp dir (tests/run.sh), so stdpath('data') starts empty.
-local install = require('pi_bridge.install')
+local install = require('pi_bridge.core.install')
 local no_bridge_path = table.concat(
   vim.tbl_filter(function(dir)
     return vim.fn.executable(dir .. '/pi-bridge') == 0
@@ -1617,7 +1617,7 @@ local no_bridge_path = table.concat(
 
 --- Stop the bridge, wait until the plugin has seen it exit, then configure it anew.
 local function use_config(overrides)
-  require('pi_bridge.client').stop(true)
+  require('pi_bridge.core.client').stop(true)
   wait_for('the client to exit', 15000, function()
     return #vim.lsp.get_clients({ name = 'pi_bridge' }) == 0
   end)
@@ -1714,7 +1714,7 @@ if (failed > 0 or os.getenv('PI_BRIDGE_TEST_SHOW_LOG')) and vim.fn.filereadable(
   say(table.concat(vim.fn.readfile(log_file, '', -40), '\n'))
 end
 say(('%d passed, %d failed'):format(passed, failed))
-require('pi_bridge.client').stop(true)
+require('pi_bridge.core.client').stop(true)
 model_server:kill(15)
 model_server:wait(5000)
 os.exit(failed == 0 and passed > 0 and 0 or 1)

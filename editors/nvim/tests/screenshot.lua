@@ -22,7 +22,7 @@ pi_bridge.setup({
 vim.cmd('cd ' .. vim.fn.fnameescape(project))
 vim.fn.writefile({ 'line one', 'line two', 'line three' }, project .. '/notes.txt')
 vim.cmd('edit notes.txt')
-local chat = require('pi_bridge.chat')
+local chat = require('pi_bridge.ui.chat')
 vim.cmd('PiChat')
 
 local plain_select = vim.ui.select -- Neovim's own, for the approval picture
@@ -40,7 +40,7 @@ turn('tool', 'What does `echo hi` print here?')
 turn('edit', 'In notes.txt, write "line 2, edited" instead of "line two".')
 vim.cmd('checktime')
 vim.api.nvim_buf_set_lines(
-  require('pi_bridge.chat_view').prompt(),
+  require('pi_bridge.ui.chat_view').prompt(),
   0,
   -1,
   true,
@@ -55,7 +55,7 @@ vim.defer_fn(function()
   vim.wait(30000, function()
     return vim.fn.filereadable(ready .. '.next') == 1
   end, 50)
-  local view = require('pi_bridge.chat_view')
+  local view = require('pi_bridge.ui.chat_view')
   local win = view.thread_win()
   vim.api.nvim_set_current_win(win)
   for i, l in ipairs(vim.api.nvim_buf_get_lines(view.thread(), 0, -1, true)) do
