@@ -2,31 +2,20 @@
 -- right with a tool turn and an edit turn against the bridge's scripted model. Writes the file
 -- named by $PI_BRIDGE_SHOT_READY when the screen is ready to be captured.
 -- Env: PI_BRIDGE_PYTHON, PI_BRIDGE_SHOT_ROOT (repo), PI_BRIDGE_SHOT_PROJECT (a scratch project dir).
-local root = assert(os.getenv('PI_BRIDGE_SHOT_ROOT'))
-local project = assert(os.getenv('PI_BRIDGE_SHOT_PROJECT'))
-vim.opt.rtp:prepend(root .. '/editors/nvim')
-vim.cmd.runtime('plugin/pi_bridge.lua')
-vim.o.termguicolors = true
-vim.o.laststatus = 2
-vim.o.statusline = "%f %= %{v:lua.require'pi_bridge'.status()} "
-vim.o.showtabline = 0
-vim.o.number = false
-vim.o.fillchars = 'eob: '
-local pi_bridge = require('pi_bridge')
-pi_bridge.setup({
-  cmd = { assert(os.getenv('PI_BRIDGE_PYTHON')), '-m', 'bridge', '--scripted-model' },
-  cmd_cwd = root,
-  log_file = false,
-  models = { 'fake/tool', 'fake/edit' },
+local root, project = dofile(
+  assert(os.getenv('PI_BRIDGE_SHOT_ROOT')) .. '/editors/nvim/tests/support/shot_nvim.lua'
+)({
+  statusline = "%f %= %{v:lua.require'pi_bridge'.status()} ",
+  setup = { models = { 'fake/tool', 'fake/edit' } },
 })
-vim.cmd('cd ' .. vim.fn.fnameescape(project))
+local pi_bridge = require('pi_bridge')
 vim.fn.writefile({ 'line one', 'line two', 'line three' }, project .. '/notes.txt')
 vim.cmd('edit notes.txt')
 local chat = require('pi_bridge.ui.chat')
 vim.cmd('PiChat')
 
 local plain_select = vim.ui.select -- Neovim's own, for the approval picture
-dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
+dofile(root .. '/editors/nvim/tests/support/approve_all.lua') -- the user allows each tool call
 local function turn(model, prompt)
   chat.state().model = model
   chat.send(prompt)

@@ -5,23 +5,10 @@
 -- handler. Writes $PI_BRIDGE_SHOT_READY.<stage> when each picture is ready and waits for
 -- $PI_BRIDGE_SHOT_READY.<stage>.taken before the next one.
 -- Env: PI_BRIDGE_PYTHON, PI_BRIDGE_SHOT_ROOT (repo), PI_BRIDGE_SHOT_PROJECT (a scratch project dir).
-local root = assert(os.getenv('PI_BRIDGE_SHOT_ROOT'))
-local project = assert(os.getenv('PI_BRIDGE_SHOT_PROJECT'))
+local _, project = dofile(
+  assert(os.getenv('PI_BRIDGE_SHOT_ROOT')) .. '/editors/nvim/tests/support/shot_nvim.lua'
+)({ statusline = '%f %m %= %{v:lua.require\'pi_bridge\'.status()} ' })
 local ready = assert(os.getenv('PI_BRIDGE_SHOT_READY'))
-vim.opt.rtp:prepend(root .. '/editors/nvim')
-vim.cmd.runtime('plugin/pi_bridge.lua')
-vim.o.termguicolors = true
-vim.o.laststatus = 2
-vim.o.statusline = '%f %m %= %{v:lua.require\'pi_bridge\'.status()} '
-vim.o.showtabline = 0
-vim.o.number = false
-vim.o.fillchars = 'eob: '
-require('pi_bridge').setup({
-  cmd = { assert(os.getenv('PI_BRIDGE_PYTHON')), '-m', 'bridge', '--scripted-model' },
-  cmd_cwd = root,
-  log_file = false,
-})
-vim.cmd('cd ' .. vim.fn.fnameescape(project))
 vim.fn.writefile({ 'def parse(a, b):', '    return a / b', '' }, project .. '/parser.py')
 vim.cmd('edit parser.py')
 vim.cmd('PiChat')
