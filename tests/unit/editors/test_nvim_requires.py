@@ -1,4 +1,4 @@
-"""The Neovim plugin's require graph: no cycle, and core/ never requires ui/.
+"""The Neovim plugin's require graph: no cycle, and core/ never requires ui/ nor draws.
 
 Every `require` of a pi_bridge module in code counts, the ones inside functions and v:lua strings
 too: a require deferred into a function hides a cycle from Lua's loader, not from the design.
@@ -83,6 +83,18 @@ def test_the_plugin_has_no_require_cycle() -> None:
 
 def test_core_requires_nothing_of_the_ui() -> None:
     assert upward(require_graph(LUA_ROOT)) == []
+
+
+def test_core_does_no_buffer_or_window_work() -> None:
+    ui_calls = re.compile(r"nvim_(buf|win|tabpage)_|vim\.(bo|wo|ui|cmd)\b|nvim_(list_bufs|create_autocmd)")
+    core = LUA_ROOT / "pi_bridge" / "core"
+    found = {
+        f"{path.name}:{n}": line.strip()
+        for path in sorted(core.glob("*.lua"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if ui_calls.search(line) and not line.lstrip().startswith("--")
+    }
+    assert found == {}
 
 
 def test_every_required_module_exists() -> None:

@@ -37,7 +37,6 @@ end
 --- @param sandbox pi_bridge.Sandbox?
 function M.set(sandbox)
   override = sandbox and vim.deepcopy(sandbox) or nil
-  vim.cmd.redrawstatus({ bang = true })
 end
 
 --- What the running bridge says of its sandbox (`{available, kind, reason, fix}`), nil before it

@@ -21,6 +21,7 @@ end
 
 local function apply(mode, network)
   sandbox.set({ mode = mode, network = network })
+  vim.cmd.redrawstatus({ bang = true }) -- the statusline shows the sandbox
   local status = sandbox.status() or 'no sandbox'
   vim.notify('pi_bridge: next runs: ' .. status, vim.log.levels.INFO)
 end
