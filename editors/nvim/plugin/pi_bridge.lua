@@ -37,7 +37,7 @@ command('PiLog', function()
 end, { nargs = 0, desc = "Open the pi-bridge log (the bridge's stderr)" })
 
 command('PiBridgeInstall', function()
-  local ok, result = pcall(require('pi_bridge.install').build)
+  local ok, result = pcall(require('pi_bridge.core.install').build)
   if ok then
     vim.notify('pi_bridge: bridge installed: ' .. result, vim.log.levels.INFO)
   else
@@ -45,9 +45,15 @@ command('PiBridgeInstall', function()
   end
 end, { nargs = 0, desc = "Install the bridge into the plugin's venv (the lazy.nvim build step)" })
 
+--- A UI module, once require('pi_bridge') has registered the UI on core.
+local function ui(name)
+  require('pi_bridge')
+  return require('pi_bridge.ui.' .. name)
+end
+
 -- The chat: one conversation that follow-ups continue.
 local function chat()
-  return require('pi_bridge.chat')
+  return ui('chat')
 end
 
 command('PiChat', function()
@@ -80,7 +86,7 @@ end, {
   nargs = '?',
   desc = "Pick one of this directory's pi sessions: open (continue), rename or delete it",
   complete = function()
-    return require('pi_bridge.chat').SESSION_ACTIONS
+    return ui('chat').SESSION_ACTIONS
   end,
 })
 
@@ -89,7 +95,7 @@ command('PiDiff', function()
 end, { nargs = 0, desc = 'Diff of the edit on the cursor line of the chat' })
 
 command('PiRewind', function()
-  require('pi_bridge.rewind').pick()
+  ui('rewind').pick()
 end, {
   nargs = 0,
   desc = "Put the files, the chat's conversation or both back to before one of its prompts",
@@ -100,31 +106,31 @@ command('PiModel', function()
 end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts' })
 
 command('PiMode', function(o)
-  local session = require('pi_bridge.chat').state().session_id
+  local session = ui('chat').state().session_id
   if o.args == '' then
-    require('pi_bridge.approve').pick_mode(session)
+    ui('approve').pick_mode(session)
   else
-    require('pi_bridge.approve').set_mode(session, o.args)
+    ui('approve').set_mode(session, o.args)
   end
 end, {
   nargs = '?',
   desc = "Set the chat conversation's permission mode (ask, auto-edit, plan, full)",
   complete = function()
-    return require('pi_bridge.protocol').MODES
+    return require('pi_bridge.core.protocol').MODES
   end,
 })
 
 command('PiPermissions', function()
-  require('pi_bridge.approve').manage_rules(vim.fn.getcwd())
+  ui('approve').manage_rules(vim.fn.getcwd())
 end, { nargs = 0, desc = "List this workspace's permission rules and remove one" })
 
 command('PiSandbox', function(o)
-  require('pi_bridge.sandbox').command(o.fargs)
+  ui('sandbox').command(o.fargs)
 end, {
   nargs = '*',
   desc = "Sandbox of the agent's commands in the next runs: [off|workspace-write|read-only] "
     .. '[network|nonetwork]',
   complete = function(lead, line)
-    return require('pi_bridge.sandbox').complete(lead, line)
+    return ui('sandbox').complete(lead, line)
   end,
 })

@@ -298,23 +298,6 @@ test('the committed doc/tags is what :helptags makes of doc/pi_bridge.txt', func
   )
 end)
 
-local filter = os.getenv('PI_BRIDGE_TEST_FILTER')
-local passed, failed = 0, 0
-for _, t in ipairs(tests) do
-  if filter and not t.name:find(filter) then
-    goto next
-  end
-  local t0 = vim.uv.hrtime()
-  local ok, err = xpcall(t.fn, debug.traceback)
-  local secs = (vim.uv.hrtime() - t0) / 1e9
-  if ok then
-    passed = passed + 1
-    say(('ok   %s (%.1fs)'):format(t.name, secs))
-  else
-    failed = failed + 1
-    say(('FAIL %s (%.1fs)\n%s'):format(t.name, secs, err))
-  end
-  ::next::
-end
+local passed, failed = dofile(nvim_dir .. '/tests/support/runner.lua')(tests, say)
 say(('%d passed, %d failed'):format(passed, failed))
 os.exit(failed == 0 and passed > 0 and 0 or 1)

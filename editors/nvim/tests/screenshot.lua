@@ -2,31 +2,20 @@
 -- right with a tool turn and an edit turn against the bridge's scripted model. Writes the file
 -- named by $PI_BRIDGE_SHOT_READY when the screen is ready to be captured.
 -- Env: PI_BRIDGE_PYTHON, PI_BRIDGE_SHOT_ROOT (repo), PI_BRIDGE_SHOT_PROJECT (a scratch project dir).
-local root = assert(os.getenv('PI_BRIDGE_SHOT_ROOT'))
-local project = assert(os.getenv('PI_BRIDGE_SHOT_PROJECT'))
-vim.opt.rtp:prepend(root .. '/editors/nvim')
-vim.cmd.runtime('plugin/pi_bridge.lua')
-vim.o.termguicolors = true
-vim.o.laststatus = 2
-vim.o.statusline = "%f %= %{v:lua.require'pi_bridge'.status()} "
-vim.o.showtabline = 0
-vim.o.number = false
-vim.o.fillchars = 'eob: '
-local pi_bridge = require('pi_bridge')
-pi_bridge.setup({
-  cmd = { assert(os.getenv('PI_BRIDGE_PYTHON')), '-m', 'bridge', '--scripted-model' },
-  cmd_cwd = root,
-  log_file = false,
-  models = { 'fake/tool', 'fake/edit' },
+local root, project = dofile(
+  assert(os.getenv('PI_BRIDGE_SHOT_ROOT')) .. '/editors/nvim/tests/support/shot_nvim.lua'
+)({
+  statusline = "%f %= %{v:lua.require'pi_bridge'.status()} ",
+  setup = { models = { 'fake/tool', 'fake/edit' } },
 })
-vim.cmd('cd ' .. vim.fn.fnameescape(project))
+local pi_bridge = require('pi_bridge')
 vim.fn.writefile({ 'line one', 'line two', 'line three' }, project .. '/notes.txt')
 vim.cmd('edit notes.txt')
-local chat = require('pi_bridge.chat')
+local chat = require('pi_bridge.ui.chat')
 vim.cmd('PiChat')
 
 local plain_select = vim.ui.select -- Neovim's own, for the approval picture
-dofile(root .. '/editors/nvim/tests/approve_all.lua') -- the user allows each tool call
+dofile(root .. '/editors/nvim/tests/support/approve_all.lua') -- the user allows each tool call
 local function turn(model, prompt)
   chat.state().model = model
   chat.send(prompt)
@@ -40,7 +29,7 @@ turn('tool', 'What does `echo hi` print here?')
 turn('edit', 'In notes.txt, write "line 2, edited" instead of "line two".')
 vim.cmd('checktime')
 vim.api.nvim_buf_set_lines(
-  require('pi_bridge.chat_view').prompt(),
+  require('pi_bridge.ui.chat_view').prompt(),
   0,
   -1,
   true,
@@ -55,7 +44,7 @@ vim.defer_fn(function()
   vim.wait(30000, function()
     return vim.fn.filereadable(ready .. '.next') == 1
   end, 50)
-  local view = require('pi_bridge.chat_view')
+  local view = require('pi_bridge.ui.chat_view')
   local win = view.thread_win()
   vim.api.nvim_set_current_win(win)
   for i, l in ipairs(vim.api.nvim_buf_get_lines(view.thread(), 0, -1, true)) do

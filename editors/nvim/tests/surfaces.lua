@@ -5,28 +5,15 @@
 -- handler. Writes $PI_BRIDGE_SHOT_READY.<stage> when each picture is ready and waits for
 -- $PI_BRIDGE_SHOT_READY.<stage>.taken before the next one.
 -- Env: PI_BRIDGE_PYTHON, PI_BRIDGE_SHOT_ROOT (repo), PI_BRIDGE_SHOT_PROJECT (a scratch project dir).
-local root = assert(os.getenv('PI_BRIDGE_SHOT_ROOT'))
-local project = assert(os.getenv('PI_BRIDGE_SHOT_PROJECT'))
+local _, project = dofile(
+  assert(os.getenv('PI_BRIDGE_SHOT_ROOT')) .. '/editors/nvim/tests/support/shot_nvim.lua'
+)({ statusline = '%f %m %= %{v:lua.require\'pi_bridge\'.status()} ' })
 local ready = assert(os.getenv('PI_BRIDGE_SHOT_READY'))
-vim.opt.rtp:prepend(root .. '/editors/nvim')
-vim.cmd.runtime('plugin/pi_bridge.lua')
-vim.o.termguicolors = true
-vim.o.laststatus = 2
-vim.o.statusline = '%f %m %= %{v:lua.require\'pi_bridge\'.status()} '
-vim.o.showtabline = 0
-vim.o.number = false
-vim.o.fillchars = 'eob: '
-require('pi_bridge').setup({
-  cmd = { assert(os.getenv('PI_BRIDGE_PYTHON')), '-m', 'bridge', '--scripted-model' },
-  cmd_cwd = root,
-  log_file = false,
-})
-vim.cmd('cd ' .. vim.fn.fnameescape(project))
 vim.fn.writefile({ 'def parse(a, b):', '    return a / b', '' }, project .. '/parser.py')
 vim.cmd('edit parser.py')
 vim.cmd('PiChat')
-local view = require('pi_bridge.chat_view')
-local render = require('pi_bridge.render')
+local view = require('pi_bridge.ui.chat_view')
+local render = require('pi_bridge.ui.render')
 
 local function stage(name)
   vim.cmd('redraw!')
@@ -86,7 +73,7 @@ vim.api.nvim_set_current_win(file_win)
 local buf = vim.api.nvim_get_current_buf()
 vim.api.nvim_buf_set_lines(buf, 2, 3, true, { '# TODO: a docstring (typed, not saved)' })
 local client
-require('pi_bridge.client').with_client(function(c)
+require('pi_bridge.core.client').with_client(function(c)
   client = c
 end)
 vim.wait(30000, function()

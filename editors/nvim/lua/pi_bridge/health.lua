@@ -1,6 +1,6 @@
 --- `:checkhealth pi_bridge`: Neovim, the plugin's venv, the bridge (started and asked to
 --- initialize), then `pi-bridge doctor --json`: Python, its dependencies, Node, pi, models, keys.
-local protocol = require('pi_bridge.protocol')
+local protocol = require('pi_bridge.core.protocol')
 
 local M = {}
 
@@ -28,7 +28,7 @@ local function check_bridge(cfg)
   local exe = exepath(cfg.cmd[1], cfg.cmd_env)
   if not exe then
     health.error(('bridge command %q not found'):format(cfg.cmd[1]), {
-      require('pi_bridge.install').build_command()
+      require('pi_bridge.core.install').build_command()
         .. "   (installs the bridge into the plugin's venv)",
       "or point setup{ cmd = { '/path/to/python', '-m', 'bridge' } } at an installed bridge",
     })
@@ -48,7 +48,7 @@ local function check_bridge(cfg)
     on_error = function(code, err)
       rpc_err = ('rpc error %s: %s'):format(code, vim.inspect(err))
     end,
-  }, { cwd = cfg.cmd_cwd, env = require('pi_bridge.client').cmd_env(cfg) })
+  }, { cwd = cfg.cmd_cwd, env = require('pi_bridge.core.client').cmd_env(cfg) })
   if not ok then
     health.error('could not start the bridge: ' .. tostring(rpc))
     return
@@ -57,7 +57,7 @@ local function check_bridge(cfg)
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(vim.fn.getcwd()),
     capabilities = {},
-    initializationOptions = require('pi_bridge.client').init_options(cfg),
+    initializationOptions = require('pi_bridge.core.client').init_options(cfg),
   }, function(err, result)
     answer = { err = err, result = result }
   end)
@@ -120,7 +120,7 @@ end
 
 --- Which bridge runs: the plugin's venv (the build step), else `pi-bridge` on PATH, else the fix.
 local function check_install(cfg)
-  local install = require('pi_bridge.install')
+  local install = require('pi_bridge.core.install')
   local python, version, problem = install.find_python()
   if python then
     health.ok(('%s (%s) for the build step'):format(version, python))
@@ -171,7 +171,7 @@ local function check_doctor(cfg)
     )
   end
   vim.list_extend(argv, { 'doctor', '--json' })
-  local env = require('pi_bridge.client').cmd_env(cfg)
+  local env = require('pi_bridge.core.client').cmd_env(cfg)
   local ok, obj = pcall(function()
     return vim.system(argv, { text = true, env = env, cwd = cfg.cmd_cwd }):wait(60000)
   end)
@@ -185,7 +185,7 @@ local function check_doctor(cfg)
         table.concat(argv, ' '),
         ok and vim.trim((obj.stderr or '') .. ' ' .. (obj.stdout or '')) or tostring(obj)
       ),
-      { require('pi_bridge.install').build_command() }
+      { require('pi_bridge.core.install').build_command() }
     )
     return
   end
@@ -278,7 +278,7 @@ function M.check()
   else
     health.error('Neovim >= 0.10 is required')
   end
-  local cfg = require('pi_bridge').config()
+  local cfg = require('pi_bridge.core.config').get()
 
   health.start('pi_bridge: install')
   check_install(cfg)

@@ -1,5 +1,9 @@
 --- The one pi-bridge LSP client of this Neovim: start it on first use, send requests once initialized.
-local protocol = require('pi_bridge.protocol')
+---
+--- The transport knows no UI: whoever answers the server's notifications and requests registers
+--- here (handle, on_start, on_exit) before the client starts.
+local config = require('pi_bridge.core.config')
+local protocol = require('pi_bridge.core.protocol')
 
 local M = {}
 
@@ -12,6 +16,54 @@ local client_id
 local pending = {}
 
 local has_011 = vim.fn.has('nvim-0.11') == 1
+
+--- Handlers of the server's notifications and requests, by method (vim.lsp handler signature).
+--- @type table<string, function>
+local methods = {}
+--- Called with the client id once the client process is started.
+--- @type fun(id: integer)[]
+local start_listeners = {}
+--- Called with (code, signal) when the client exits.
+--- @type fun(code: integer, signal: integer)[]
+local exit_listeners = {}
+
+--- Answer the server's notification or request `method` with `fn` (vim.lsp handler signature).
+--- @param method string
+--- @param fn function
+function M.handle(method, fn)
+  methods[method] = fn
+end
+
+--- Call `fn(id)` each time the client process starts.
+--- @param fn fun(id: integer)
+function M.on_start(fn)
+  start_listeners[#start_listeners + 1] = fn
+end
+
+--- Call `fn(code, signal)` each time the client exits.
+--- @param fn fun(code: integer, signal: integer)
+function M.on_exit(fn)
+  exit_listeners[#exit_listeners + 1] = fn
+end
+
+--- The id of the running client, if any.
+--- @return integer?
+function M.id()
+  return client_id
+end
+
+--- Client capabilities: what vim.lsp declares, and whether `pi/requestPermission` and `pi/ask`
+--- are answered here (their handlers are registered).
+--- @return table
+function M.capabilities()
+  local capabilities = vim.lsp.protocol.make_client_capabilities()
+  capabilities.experimental = capabilities.experimental or {}
+  capabilities.experimental.piBridge = {
+    permissions = methods[protocol.REQUEST_PERMISSION] ~= nil,
+    questions = methods[protocol.ASK] ~= nil,
+  }
+  return capabilities
+end
 
 --- Call a method of vim.lsp.Client: methods take `self` from 0.11 on, closures before.
 local function call(client, method, ...)
@@ -87,7 +139,7 @@ function M.with_client(fn)
     return -- initialize is in flight
   end
 
-  local cfg = require('pi_bridge').config()
+  local cfg = config.get()
   if vim.fn.executable(cfg.cmd[1]) == 0 then
     flush(
       nil,
@@ -95,20 +147,15 @@ function M.with_client(fn)
     )
     return
   end
-  local handlers = require('pi_bridge.handlers')
-  local config = {
+  local lsp_config = {
     name = NAME,
     cmd = cfg.cmd,
     cmd_cwd = cfg.cmd_cwd,
     cmd_env = M.cmd_env(cfg),
     root_dir = vim.fn.getcwd(),
     init_options = M.init_options(cfg),
-    handlers = {
-      [protocol.MESSAGE] = handlers.on_message,
-      [protocol.REQUEST_PERMISSION] = require('pi_bridge.approve').on_request,
-      [protocol.ASK] = require('pi_bridge.ask').on_ask,
-    },
-    capabilities = require('pi_bridge.approve').capabilities(),
+    handlers = vim.tbl_extend('force', {}, methods),
+    capabilities = M.capabilities(),
     -- No flags.exit_timeout: on VimLeavePre, Neovim 0.11 would then always wait that long before
     -- killing the client. Without it Neovim sends shutdown and exits; the closed stdin makes the
     -- bridge stop every live run (its whole process tree) by itself.
@@ -134,13 +181,15 @@ function M.with_client(fn)
           client_id = nil
         end
         flush(nil, ('bridge exited (code %s, signal %s) before it was ready'):format(code, signal))
-        handlers.on_exit(code, signal)
+        for _, fn in ipairs(exit_listeners) do
+          fn(code, signal)
+        end
       end)
     end,
   }
   local id
   if has_011 then
-    id = vim.lsp.start(config, {
+    id = vim.lsp.start(lsp_config, {
       attach = false,
       silent = true,
       reuse_client = function()
@@ -148,50 +197,20 @@ function M.with_client(fn)
       end,
     })
   else
-    id = vim.lsp.start_client(config)
+    id = vim.lsp.start_client(lsp_config)
   end
   if not id then
     flush(nil, 'could not start the bridge: ' .. table.concat(cfg.cmd, ' '))
     return
   end
   client_id = id
-  M.sync_documents(id)
-end
-
---- Whether `buf` is a file the user edits (not a scratch, help, terminal or chat buffer).
---- @param buf integer
---- @return boolean
-function M.is_file_buffer(buf)
-  return vim.api.nvim_buf_is_loaded(buf)
-    and vim.bo[buf].buftype == ''
-    and vim.api.nvim_buf_get_name(buf) ~= ''
-end
-
---- Attach the client to every file buffer, open now or later: vim.lsp then sends didOpen,
---- didChange and didClose, so the bridge reads what the user sees, and an agent's write to a
---- buffer with unsaved changes comes back as `workspace/applyEdit`, which vim.lsp's own handler
---- applies to the buffer (its client capabilities declare `workspace.applyEdit`).
---- @param id integer
-function M.sync_documents(id)
-  local function attach(buf)
-    if id == client_id and M.is_file_buffer(buf) and not vim.lsp.buf_is_attached(buf, id) then
-      vim.lsp.buf_attach_client(buf, id)
-    end
+  for _, fn in ipairs(start_listeners) do
+    fn(id)
   end
-  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
-    attach(buf)
-  end
-  local group = vim.api.nvim_create_augroup('pi_bridge_document_sync', { clear = true })
-  vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, {
-    group = group,
-    callback = function(ev)
-      attach(ev.buf)
-    end,
-  })
 end
 
 --- Send a request once the client is ready. `handler(err, result)` gets the response; it is not
---- called for a -32800 answer (vim.lsp drops those), see handlers.lua.
+--- called for a -32800 answer (vim.lsp drops those), see core/handlers.lua.
 --- @param method string
 --- @param params table
 --- @param handler fun(err: table?, result: any)

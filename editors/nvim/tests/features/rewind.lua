@@ -4,7 +4,7 @@
 -- the checkpoint's text against the file's) before the confirm, a files rewind that keeps the
 -- user's change, a forced files-and-conversation rewind, and the chat going on in the new session.
 return function(t)
-  local rewind = require('pi_bridge.rewind')
+  local rewind = require('pi_bridge.ui.rewind')
   local chat, chat_view = t.chat, t.chat_view
   local eq, truthy = t.eq, t.truthy
   local project = t.tmp .. '/rewind-project'

@@ -9,7 +9,7 @@
 --- file now. A confirm then restores, restores and overwrites the conflicts, or cancels; dismissed,
 --- the preview stays to browse, and `gr` asks again. After a conversation rewind the chat
 --- continues in the session the bridge returns, the rewound prompt back in the prompt area.
-local protocol = require('pi_bridge.protocol')
+local protocol = require('pi_bridge.core.protocol')
 
 local api = vim.api
 
@@ -35,7 +35,7 @@ local function notify(msg, level)
 end
 
 local function request(method, params, handler)
-  require('pi_bridge.client').request(method, params, handler)
+  require('pi_bridge.core.client').request(method, params, handler)
 end
 
 local function first_line(text, max)
@@ -50,7 +50,7 @@ function M.checkpoint_label(checkpoint)
   local files = checkpoint.files or {}
   local changed = #files == 0 and 'changed no file' or ('changed ' .. table.concat(files, ', '))
   return ('%s %s · %s'):format(
-    require('pi_bridge.chat').ago(checkpoint.createdAt),
+    require('pi_bridge.ui.chat').ago(checkpoint.createdAt),
     first_line(checkpoint.prompt, 60),
     changed
   )
@@ -285,8 +285,8 @@ local function rewind(params, checkpoint, on_done)
     if params.restore == 'files' then
       return finish()
     end
-    require('pi_bridge.chat').resume(result.sessionId, function(ok)
-      local prompt = require('pi_bridge.chat_view').prompt()
+    require('pi_bridge.ui.chat').resume(result.sessionId, function(ok)
+      local prompt = require('pi_bridge.ui.chat_view').prompt()
       if ok and prompt then
         api.nvim_buf_set_lines(prompt, 0, -1, true, vim.split(checkpoint.prompt, '\n'))
       end
@@ -372,7 +372,7 @@ end
 --- @param on_done fun(result: table?)?
 function M.pick(on_done)
   on_done = on_done or function() end
-  local chat = require('pi_bridge.chat')
+  local chat = require('pi_bridge.ui.chat')
   local session_id = chat.state().session_id
   if not session_id then
     notify('no conversation to rewind: send a prompt in :PiChat first (or open one, :PiSessions)')

@@ -2,7 +2,7 @@
 --- pair per turn, which render.lua streams each run into) and the prompt area below it.
 ---
 --- This module only draws and maps keys; what a key does is chat.lua's (the conversation).
-local render = require('pi_bridge.render')
+local render = require('pi_bridge.ui.render')
 
 local api = vim.api
 
@@ -106,7 +106,7 @@ local function ensure_buffers(keys, actions, slash_complete)
   end)
   prompt_buf = scratch('pi://chat-prompt', 'markdown')
   vim.b[prompt_buf].pi_bridge_prompt = true
-  vim.bo[prompt_buf].omnifunc = "v:lua.require'pi_bridge.commands'.omnifunc"
+  vim.bo[prompt_buf].omnifunc = "v:lua.require'pi_bridge.ui.commands'.omnifunc"
   if slash_complete then
     -- `/` at the start of the prompt opens the list of the conversation's commands.
     vim.keymap.set('i', '/', function()

@@ -6,7 +6,8 @@
 --- add and remove, so the user sees what they approve; the options are the bridge's own (Allow,
 --- Always allow `<words>` in this workspace, Always allow `<words> *`, Deny, ...). No choice
 --- (<Esc>) answers `cancelled`: the call does not run.
-local protocol = require('pi_bridge.protocol')
+local handlers = require('pi_bridge.core.handlers')
+local protocol = require('pi_bridge.core.protocol')
 
 local M = {}
 
@@ -62,10 +63,10 @@ function M.on_request(_, params, _)
   if type(params) ~= 'table' or type(params.options) ~= 'table' then
     return { outcome = 'cancelled' }
   end
-  local ask = require('pi_bridge.ask')
+  local ask = require('pi_bridge.ui.ask')
   -- Let the run's permission.requested message (sent beside this request) draw first, so the
   -- thread behind the question shows the call [waiting for you]; a short, bounded wait.
-  local run = type(params.runId) == 'string' and require('pi_bridge.handlers').get(params.runId)
+  local run = type(params.runId) == 'string' and handlers.get(params.runId)
   for _ = 1, 25 do
     local seen = not run
       or vim.iter(run.messages):any(function(m)
@@ -105,7 +106,7 @@ function M.on_request(_, params, _)
     if not waited or type(choice) ~= 'table' or choice.optionId ~= false then
       break
     end
-    require('pi_bridge.diff').open_proposed(params.diff)
+    require('pi_bridge.ui.diff').open_proposed(params.diff)
   end
   if not waited then
     return { outcome = 'cancelled' } -- nothing can wait for the user here
@@ -125,14 +126,14 @@ function M.on_request(_, params, _)
   return answer
 end
 
---- Client capabilities that tell the bridge this plugin answers `pi/requestPermission` and
---- `pi/ask` (ask.lua).
-function M.capabilities()
-  local capabilities = vim.lsp.protocol.make_client_capabilities()
-  capabilities.experimental = capabilities.experimental or {}
-  capabilities.experimental.piBridge = { permissions = true, questions = true }
-  return capabilities
-end
+--- The chat's view of the permission mode, registered by the chat (it holds the conversation):
+--- `get()` the current mode, `set(session_id, mode)` after pi/setMode answered.
+M.mode_hooks = {
+  get = function()
+    return nil
+  end,
+  set = function(_, _) end,
+}
 
 --- `:PiMode {mode}`: the mode of the chat's conversation from its next tool call.
 --- @param session_id string?
@@ -151,9 +152,9 @@ function M.set_mode(session_id, mode, done)
     return
   end
   local params = { sessionId = session_id, mode = mode }
-  require('pi_bridge.client').request(protocol.SET_MODE, params, function(err, result)
+  require('pi_bridge.core.client').request(protocol.SET_MODE, params, function(err, result)
     if not err and type(result) == 'table' and type(result.mode) == 'string' then
-      require('pi_bridge.chat').mode_set(result.sessionId, result.mode) -- the statusline's mode
+      M.mode_hooks.set(result.sessionId, result.mode) -- the statusline's mode
     end
     done(err, result)
   end)
@@ -171,7 +172,7 @@ M.MODE_HELP = {
 --- @param session_id string?
 --- @param done fun(err: table?, result: table?)?
 function M.pick_mode(session_id, done)
-  local current = require('pi_bridge.chat').mode()
+  local current = M.mode_hooks.get()
   vim.ui.select(protocol.MODES, {
     prompt = 'pi: permission mode of this conversation',
     kind = 'pi_bridge.mode',
@@ -189,7 +190,7 @@ end
 --- `:PiPermissions`: list the workspace's rules and remove the one picked.
 --- @param cwd string
 function M.manage_rules(cwd)
-  local client = require('pi_bridge.client')
+  local client = require('pi_bridge.core.client')
   client.request(protocol.PERMISSIONS, { cwd = cwd }, function(err, result)
     if err then
       vim.notify('pi_bridge: ' .. (err.message or 'pi/permissions failed'), vim.log.levels.ERROR)

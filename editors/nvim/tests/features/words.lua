@@ -30,7 +30,7 @@ return function(h)
 
   --- Stop the bridge, wait until the plugin has seen it exit, then set the plugin up with `opts`.
   local function use_options(opts)
-    require('pi_bridge.client').stop(true)
+    require('pi_bridge.core.client').stop(true)
     wait_for('the client to exit', 15000, function()
       return #vim.lsp.get_clients({ name = 'pi_bridge' }) == 0
     end)
@@ -156,7 +156,7 @@ return function(h)
   )
 
   test('an approval can open the proposed diff before deciding', function()
-    local approve = require('pi_bridge.approve')
+    local approve = require('pi_bridge.ui.approve')
     local params = {
       runId = 'r',
       toolCallId = 't',
@@ -219,7 +219,7 @@ return function(h)
     local receipt = table.concat(vim.list_slice(lines, row + 1), '\n')
     truthy(receipt:find('stopped at the %a+ stage'), 'receipt:\n' .. receipt)
     eq('>1', vim.api.nvim_buf_call(run.buf, function()
-      return require('pi_bridge.render').foldexpr(row)
+      return require('pi_bridge.ui.render').foldexpr(row)
     end), 'the footer heads a fold')
   end)
 

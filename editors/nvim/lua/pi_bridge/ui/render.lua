@@ -6,7 +6,7 @@
 ---
 --- Folds come from the lines' own text (foldexpr): Neovim recomputes expression folds for the
 --- lines that change, so a fold that depended on marks set after the change would go stale.
-local protocol = require('pi_bridge.protocol')
+local protocol = require('pi_bridge.core.protocol')
 
 local T = protocol.types
 local api = vim.api
@@ -143,8 +143,8 @@ end
 local function set_window_options(win)
   local wo = { scope = 'local', win = win }
   api.nvim_set_option_value('foldmethod', 'expr', wo)
-  api.nvim_set_option_value('foldexpr', "v:lua.require'pi_bridge.render'.foldexpr(v:lnum)", wo)
-  api.nvim_set_option_value('foldtext', "v:lua.require'pi_bridge.render'.foldtext()", wo)
+  api.nvim_set_option_value('foldexpr', "v:lua.require'pi_bridge.ui.render'.foldexpr(v:lnum)", wo)
+  api.nvim_set_option_value('foldtext', "v:lua.require'pi_bridge.ui.render'.foldtext()", wo)
   api.nvim_set_option_value('foldlevel', 0, wo)
   api.nvim_set_option_value('foldenable', true, wo)
   api.nvim_set_option_value('wrap', true, wo)

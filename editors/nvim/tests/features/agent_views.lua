@@ -1,0 +1,113 @@
+-- What the agent shows in the chat: :PiSandbox and :PiMode pickers, its plan, a subagent's calls
+-- (run by tests/run.lua).
+return function(h)
+  local pi_bridge, handlers, eq, truthy = h.pi_bridge, h.handlers, h.eq, h.truthy
+  local wait_for, line_with, wait_done = h.wait_for, h.line_with, h.wait_done
+  local test, chat, chat_view, project, tag = h.test, h.chat, h.chat_view, h.project, h.tag
+
+  test(':PiSandbox without arguments picks the mode then the network; :PiMode shows', function()
+    local sandbox = require('pi_bridge.core.sandbox')
+    local picks, real = { 'workspace-write', 'nonetwork' }, vim.ui.select
+    vim.ui.select = function(items, opts, on_choice)
+      if opts and (opts.kind == 'pi_bridge.sandbox' or opts.kind == 'pi_bridge.sandbox_network') then
+        local pick = table.remove(picks, 1)
+        truthy(vim.tbl_contains(items, pick), pick .. ' not offered: ' .. vim.inspect(items))
+        return on_choice(pick)
+      end
+      return real(items, opts, on_choice)
+    end
+    local real_notify = vim.notify
+    vim.notify = function() end
+    local ok, err = pcall(function()
+      vim.cmd('PiSandbox')
+      eq({}, picks, 'both picks asked')
+      eq({ mode = 'workspace-write', network = false }, sandbox.current(), 'picked sandbox')
+      local first = handlers.get(chat.send('Say hello'))
+      wait_done(first)
+      local answered
+      require('pi_bridge.ui.approve').set_mode(first.session_id, 'plan', function(e)
+        answered = { err = e }
+      end)
+      wait_for('pi/setMode', 10000, function()
+        return answered ~= nil
+      end)
+      eq(nil, answered.err, 'pi/setMode error')
+      local status = pi_bridge.status()
+      truthy(status:find('· plan · sandbox workspace-write ·', 1, true), 'status: ' .. status)
+    end)
+    vim.ui.select, vim.notify = real, real_notify
+    sandbox.set(nil)
+    chat.new()
+    truthy(ok, tostring(err))
+  end)
+
+  --- Feed `messages` (contract messages as the bridge sends them) into the chat thread as one run.
+  local function replay_in_chat(messages)
+    if not chat_view.prompt() then
+      vim.cmd('cd ' .. vim.fn.fnameescape(project))
+      vim.cmd('PiChat')
+    end
+    local run = { id = 'replayed-' .. tag, buf = truthy(chat_view.thread(), 'no chat thread') }
+    for i, m in ipairs(messages) do
+      require('pi_bridge.ui.render').message(run, { runId = run.id, attempt = 1, seq = i, type = m[1], content = m[2] })
+    end
+    return run.buf
+  end
+
+  test("the agent's plan shows in the chat, redrawn in place as it changes", function()
+    local function plan(statuses)
+      local entries = {}
+      for i, text in ipairs({ 'Read the parser', 'Fix division by zero', 'Run the tests' }) do
+        entries[i] = { content = text, status = statuses[i] }
+      end
+      return { 'plan', { entries = entries } }
+    end
+    -- As Claude Code's TodoWrite comes: its call, the plan, then the call's output above the plan.
+    local buf = replay_in_chat({
+      { 'tool.call', { toolCallId = 'todo', name = 'TodoWrite', arguments = { todos = {} } } },
+      plan({ 'completed', 'in_progress', 'pending' }),
+      { 'tool.completed', { toolCallId = 'todo', name = 'TodoWrite', output = 'Todos updated' } },
+      { 'assistant', { text = 'Fixing it now.' } },
+      plan({ 'completed', 'completed', 'in_progress' }),
+    })
+    local lines, row = line_with(buf, '▤ plan')
+    eq('▤ plan · 2/3 done', lines[row], 'the head counts what is done')
+    eq(
+      { '  ✓ Read the parser', '  ✓ Fix division by zero', '  ◐ Run the tests', 'Fixing it now.' },
+      vim.list_slice(lines, row + 1, row + 4),
+      'each entry with its status, once, the text after it kept'
+    )
+    truthy(lines[row - 2]:find('⚙ TodoWrite', 1, true), 'the call above: ' .. lines[row - 2])
+    eq('  │ Todos updated', lines[row - 1], "the call's output stays under its own line")
+    local heads = vim.tbl_filter(function(l)
+      return vim.startswith(l, '▤ plan')
+    end, lines)
+    eq(1, #heads, 'one plan, replaced in place')
+  end)
+
+  test("a subagent's tool calls are folded under its parent's line, its output after them", function()
+    local buf = replay_in_chat({
+      { 'tool.call', { toolCallId = 'task', name = 'Task', arguments = { description = 'Find the division' } } },
+      { 'tool.call', { toolCallId = 'c1', name = 'Grep', arguments = { pattern = ' / ' }, parentToolCallId = 'task' } },
+      { 'tool.completed', { toolCallId = 'c1', name = 'Grep', output = 'parser.py:12' } },
+      { 'tool.call', { toolCallId = 'c2', name = 'Read', arguments = { path = 'parser.py' }, parentToolCallId = 'task' } },
+      { 'tool.completed', { toolCallId = 'c2', name = 'Read', output = 'x = a / b' } },
+      { 'tool.completed', { toolCallId = 'task', name = 'Task', output = 'parser.py line 12 divides' } },
+      { 'assistant', { text = 'The parser divides on line 12.' } },
+    })
+    local lines, row = line_with(buf, 'Task: Find the division')
+    truthy(lines[row]:find('[done]', 1, true), 'the parent is done: ' .. lines[row])
+    eq({
+      '  │ ⚙ Grep: {"pattern":" / "}  [done]',
+      '  │ ⚙ Read: parser.py  [done]',
+      '  │ parser.py line 12 divides',
+      'The parser divides on line 12.',
+    }, vim.list_slice(lines, row + 1, row + 4), "the children, then the parent's output")
+    local win = truthy(chat_view.thread_win(), 'the thread is not shown')
+    local closed = vim.api.nvim_win_call(win, function()
+      vim.cmd('normal! zM')
+      return { vim.fn.foldclosed(row + 1), vim.fn.foldclosed(row + 2) }
+    end)
+    eq({ row, row }, closed, "the subagent's calls are in the parent's closed fold")
+  end)
+end
