@@ -30,16 +30,29 @@ CLAUDE_ACP_PACKAGE="${CLAUDE_ACP_PACKAGE:-@agentclientprotocol/claude-agent-acp@
 # The Python side and the npm side do not depend on each other: they install at the same time,
 # each npm prefix in its own job (npm's cache is safe to share), and set-up waits for every job.
 jobs=()
+# What the venv holds, and for which pyproject.toml: a re-run with nothing new skips pip.
+stamp=.venv/.pi-bridge-setup
+wanted="$([ "$lean" = 1 ] && echo lean || echo full) $(cksum <pyproject.toml | cut -d' ' -f1)"
 python_side() {
-  if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
+  if [ -f "$stamp" ] && { [ "$(cat "$stamp")" = "$wanted" ] || [ "$(cat "$stamp")" = "full ${wanted#* }" ]; }; then
+    return 0
   fi
-  if [ "$lean" = 1 ]; then
+  if [ "$lean" = 1 ] && [ ! -x .venv/bin/python ] && python3 -m venv --without-pip .venv \
+    && python3 -m pip --python .venv/bin/python --version >/dev/null 2>&1; then
+    # The demo's venv: the host's pip installs into it, which spares ensurepip's copy of pip
+    # (a full set-up adds one).
+    python3 -m pip --python .venv/bin/python install --quiet -e .
+  elif [ "$lean" = 1 ]; then
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip --upgrade >/dev/null
     .venv/bin/python -m pip install --quiet -e .
   else
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip --upgrade >/dev/null
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e '.[test]'
   fi
+  echo "$wanted" >"$stamp"
 }
 npm_into() { # npm_into PREFIX PACKAGE...: install into a prefix of its own
   local prefix=$1
@@ -74,7 +87,9 @@ for job in "${jobs[@]}"; do
 done
 [ "$failed" = 0 ] || { echo "setup: an install failed (its output is above)" >&2; exit 1; }
 if [ "$lean" = 1 ]; then
-  echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $(PATH="$PWD/.tools/node_modules/.bin:$PATH" PI_CODING_AGENT_DIR="$(mktemp -d)" pi --version 2>&1 | tail -1)"
+  # pi's version from its package (the demo starts pi next: no need to start it twice)
+  pi_version="$(.tools/node_modules/.bin/node -p 'require("./.tools/node_modules/@earendil-works/pi-coding-agent/package.json").version')"
+  echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $pi_version"
   exit 0
 fi
 # bubblewrap: the sandbox of the agents' commands (optional; the README says how per distribution).
