@@ -88,7 +88,7 @@ done
 [ "$failed" = 0 ] || { echo "setup: an install failed (its output is above)" >&2; exit 1; }
 if [ "$lean" = 1 ]; then
   # pi's version from its package (the demo starts pi next: no need to start it twice)
-  pi_version="$(.tools/node_modules/.bin/node -p 'require("./.tools/node_modules/@earendil-works/pi-coding-agent/package.json").version')"
+  pi_version="$(.tools/node_modules/.bin/node -p 'require("./.tools/node_modules/@earendil-works/pi-coding-agent/package.json").version' 2>/dev/null || echo '?')"
   echo "setup: python $(.venv/bin/python --version 2>&1 | cut -d' ' -f2), node $(.tools/node_modules/.bin/node --version), pi $pi_version"
   exit 0
 fi
