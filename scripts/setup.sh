@@ -58,7 +58,9 @@ npm_into() { # npm_into PREFIX PACKAGE...: install into a prefix of its own
   local prefix=$1
   shift
   mkdir -p "$prefix"
-  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$@"
+  # --prefer-offline: what npm's cache holds is not asked of the registry again (the top-level
+  # versions are pinned); what it lacks is fetched.
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error --prefer-offline "$@"
 }
 python_side &
 jobs+=($!)
