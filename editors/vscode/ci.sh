@@ -4,11 +4,18 @@
 # packages the .vsix, then runs the unit tests, the tests against the real bridge, the chat's webview
 # in headless Chromium, and the end-to-end test in a real VS Code (code-server + headless Chromium).
 # Exits non-zero on any failure.
+#   bash ci.sh [all|build|test]: `build` installs, checks and packages (no test runs: it can run
+#   beside other work), `test` runs the tests of an earlier `build`; `all` (the default) does both.
 #
 # Env: PI_BRIDGE_PYTHON (the Python that runs the bridge; default: the repo's .venv), PATH with
 # Node >= 22 and pi first (else the repo's .tools is used). code-server runs on Node 20, picked
 # explicitly: CODE_SERVER_NODE, else /usr/bin/node when it is v20, else node@20 from npm (cached).
 set -euo pipefail
+phase="${1:-all}"
+case "$phase" in all | build | test) ;; *) echo "usage: ci.sh [all|build|test]" >&2; exit 2 ;; esac
+building=0 testing=0
+[ "$phase" = test ] || building=1
+[ "$phase" = build ] || testing=1
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -55,8 +62,10 @@ fi
 export CODE_SERVER_NODE="$node20"
 echo "code-server node: $node20 $("$node20" --version)"
 
-step "npm ci"
-npm ci --no-audit --no-fund --loglevel=error
+if [ "$building" = 1 ]; then
+  step "npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
 
 step "code-server $CODE_SERVER_VERSION"
 if [ ! -f "$cs_prefix/.ready" ]; then
@@ -86,20 +95,27 @@ if [ ! -f "$pty/build/Release/pty.node" ]; then
 fi
 export CODE_SERVER_DIR="$cs_dir"
 
-step "typecheck (tsc --noEmit)"
-npm run --silent typecheck
-
-step "lint (eslint, typescript-eslint)"
-npx eslint --max-warnings 0 .
-
-step "package the platform .vsix (linux-x64, the bridge and its Python libraries bundled)"
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
-npm run --silent package
-ls -l dist/pi-bridge-linux-x64.vsix
+if [ "$building" = 1 ]; then
+  step "typecheck (tsc --noEmit)"
+  npm run --silent typecheck
+
+  step "lint (eslint, typescript-eslint)"
+  npx eslint --max-warnings 0 .
+
+  step "package the platform .vsix (linux-x64, the bridge and its Python libraries bundled)"
+  npm run --silent package
+  ls -l dist/pi-bridge-linux-x64.vsix
+
+  step "compile the tests (tsc -p tsconfig.test.json)"
+  npx tsc -p tsconfig.test.json
+fi
+if [ "$testing" = 0 ]; then
+  step "built"
+  exit 0
+fi
 
 step "unit tests, tests against the real bridge with real pi and with the fake pi, the chat's webview in Chromium (node --test)"
-npx tsc -p tsconfig.test.json
-export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
 node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js out/test/checkpoints.test.js \
   out/test/webview.test.mjs
 

@@ -25,7 +25,7 @@ import pytest
 from bridge.policy.approvals import REJECT_ONCE
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
-from bridge.scripted_model.scenarios import EDIT_OLD
+from bridge.scripted_model.scenarios import EDIT_NEW, EDIT_OLD
 from tests.support.acp import RawAcp
 from tests.support.env import ROOT, requires_pi
 from tests.support.raw import Message, RawBridge
@@ -210,12 +210,14 @@ def test_an_approval_of_an_edit_whose_diff_holds_a_key_is_masked(setup: _Setup) 
     there and in every frame of the run (was: the diff held it, issue 34 item 9)."""
     target = setup.workspace / ".env"
     target.write_text(f"OPENAI_API_KEY={FROM_OPTIONS}\nX={FROM_BRIDGE}\n{EDIT_OLD}\n")
+    # `script` makes pi's edit call, then answers with its result and ends (no slow tail to wait out).
+    edit = {"path": str(target), "edits": [{"oldText": EDIT_OLD, "newText": EDIT_NEW}]}
     answer = setup.bridge.call(
         "pi/run",
         {
-            "prompt": str(target),
+            "prompt": json.dumps([["edit", edit]]),
             "provider": "fake",
-            "model": "editpath",
+            "model": "script",
             "cwd": str(setup.workspace),
             "mode": "ask",
         },

@@ -217,12 +217,13 @@ class RawBridge(StdioPeer):
         self.close_stdin()
         return self.wait_exit(timeout)
 
-    def close(self, timeout: float = WAIT) -> None:
-        """Teardown: stop the bridge, then fail if any process of its runs is left (they are killed)."""
+    def close(self, timeout: float = WAIT, leak_timeout: float = 10.0) -> None:
+        """Teardown: stop the bridge, then fail if any process of its runs is left after
+        `leak_timeout` (they are killed)."""
         try:
             self.stop(timeout)
         finally:
-            no_run_processes(self)
+            no_run_processes(self, leak_timeout)
 
     def kill(self) -> None:
         """Kill the bridge by its pid (a last resort), then check as `close()` does: a killed bridge

@@ -47,7 +47,8 @@ IGNORES_END_OF_INPUT = (
 LEAVES_A_RUN_PROCESS = (
     "import os, subprocess, sys\n"
     "env = dict(os.environ, PI_BRIDGE_RUN_TOKEN='leaked')\n"
-    "subprocess.Popen(['sleep', '60'], env=env, start_new_session=True)\n"
+    # Its output is not the bridge's stdout: holding that pipe, it kept the teardown's reader waiting.
+    "subprocess.Popen(['sleep', '60'], env=env, start_new_session=True, stdout=subprocess.DEVNULL)\n"
     "sys.stdin.buffer.read()\n"
 )
 
@@ -67,7 +68,7 @@ def test_teardown_fails_when_a_process_of_a_run_outlives_the_bridge() -> None:
     left = run_processes(marker=bridge.marker)
     assert left, "the fake bridge started its run process"
     with pytest.raises(AssertionError, match="still alive"):
-        bridge.close(timeout=5)
+        bridge.close(timeout=5, leak_timeout=0.5)  # the leak never ends: the check's wait is always spent
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in left), "the leak was killed"
 
 
