@@ -6,6 +6,7 @@ venv outside the checkout, it answers --version, passes the doctor and runs the 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,11 +27,25 @@ def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> st
     return done.stdout + done.stderr
 
 
+def _sources(work: Path) -> Path:
+    """The package's sources alone, copied under `work`: a build writes its egg-info and build/
+    beside them, never into the checkout that tests running beside this one import."""
+    sources = work / "sources"
+    sources.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, sources / name)
+    shutil.copytree(ROOT / "bridge", sources / "bridge", ignore=shutil.ignore_patterns("__pycache__"))
+    return sources
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
     """(the venv's bin dir, an environment without the checkout) with only the wheel installed."""
     work = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(ROOT)], cwd=work)
+    _run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(_sources(work))],
+        cwd=work,
+    )
     wheels = sorted((work / "dist").glob("pi_bridge-*.whl"))
     assert len(wheels) == 1, wheels
     _run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)

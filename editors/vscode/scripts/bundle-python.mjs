@@ -5,7 +5,7 @@
 //
 //   node scripts/bundle-python.mjs --target linux-x64      (env PI_BRIDGE_PYTHON: the pip to use)
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -43,7 +43,16 @@ const libs = join(here, 'bundled/libs');
 rmSync(join(here, 'bundled'), { recursive: true, force: true });
 const wheels = mkdtempSync(join(tmpdir(), 'pi-bridge-wheel-'));
 try {
-  pip(['wheel', '--quiet', '--no-deps', '--wheel-dir', wheels, repo]);
+  // Built from a copy of the package's sources: a build writes its egg-info and build/ beside
+  // them, never into the checkout that the tests running beside CI's build import.
+  const sources = join(wheels, 'sources');
+  mkdirSync(sources, { recursive: true });
+  for (const name of ['pyproject.toml', 'README.md']) cpSync(join(repo, name), join(sources, name));
+  cpSync(join(repo, 'bridge'), join(sources, 'bridge'), {
+    recursive: true,
+    filter: (path) => !path.includes('__pycache__'),
+  });
+  pip(['wheel', '--quiet', '--no-deps', '--wheel-dir', wheels, sources]);
   const wheel = readdirSync(wheels).find((name) => name.endsWith('.whl'));
   for (const version of PYTHON_VERSIONS) {
     const dir = join(libs, `py${version}`);
