@@ -31,7 +31,6 @@ from bridge.contract import (
     CancelResult,
     EffectiveSettings,
     ErrorInfo,
-    RunParams,
     RunResult,
     RunsResult,
     SandboxAvailability,
@@ -59,6 +58,7 @@ from bridge.runs.redact import (
     secret_env_names,
     secrets_env,
 )
+from bridge.runs.request import RunRequest
 from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
@@ -407,7 +407,9 @@ class RunRegistry:
 
     # ------------------------------------------------------------------ requests
 
-    def start(self, params: RunParams, default_cwd: str, on_done: Callable[[Run], None] | None = None) -> Run:
+    def start(
+        self, params: RunRequest, default_cwd: str, on_done: Callable[[Run], None] | None = None
+    ) -> Run:
         """Register and start a run; raises DuplicateRunError for a live runId. `on_done` is
         called with the run once it has its answer, before waiters on `run.done` go on."""
         if self._tasks is None or self._stopping:

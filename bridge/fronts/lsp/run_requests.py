@@ -34,6 +34,7 @@ from bridge.runs.registry import (
     RunRegistry,
     ShuttingDownError,
 )
+from bridge.runs.request import RunRequest
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class RunRequests:
                 )
             try:
                 run = self._registry.start(
-                    params, self._default_cwd(), on_done=lambda run: self._answer(msg_id, run)
+                    RunRequest.of(params), self._default_cwd(), on_done=lambda run: self._answer(msg_id, run)
                 )
             except DuplicateRunError as exc:
                 raise JsonRpcInvalidParams(message=f"runId: {exc}") from None
