@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from bridge.contract import (
@@ -43,22 +44,4 @@ class RunRequest:
     @classmethod
     def of(cls, params: RunParams) -> RunRequest:
         """A `pi/run`'s params (validated already) as a run request."""
-        return cls(
-            prompt=params.prompt,
-            run_id=params.run_id,
-            cwd=params.cwd,
-            provider=params.provider,
-            model=params.model,
-            thinking=params.thinking,
-            tools=params.tools,
-            session_id=params.session_id,
-            continue_session=params.continue_session,
-            retry=params.retry,
-            live_thoughts=params.live_thoughts,
-            deadline_ms=params.deadline_ms,
-            agent=params.agent,
-            images=params.images,
-            mode=params.mode,
-            mcp_servers=params.mcp_servers,
-            sandbox=params.sandbox,
-        )
+        return cls(**{field.name: getattr(params, field.name) for field in dataclasses.fields(cls)})

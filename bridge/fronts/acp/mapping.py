@@ -1,10 +1,5 @@
-"""ACP v1 mapping: the bridge's pi/message stream, history and options as ACP schema models.
-
-Pure functions and one small state machine per prompt; nothing here does I/O. The models are the
-official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates, but for one:
-a live text chunk (`text_chunk`), which a long answer sends thousands of, is built as the dict the
-SDK's model serializes to (a tenth of the cost); tests/unit/test_acp_mapping.py checks the two agree.
-"""
+"""ACP v1 mapping: the bridge's message stream, history and options as the SDK's schema models
+(a live text chunk, the hot path, as the dict its model serializes to); pure, no I/O."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """Outbound transport: a client that stops reading never blocks the loop, and a reading one waits
-for no thread.
-
-A frame goes straight to stdout from the loop (a non-blocking write) while nothing is queued;
-what a full pipe does not take is queued, in order, for one writer thread that waits for room.
-Only a pipe or socket of our own is made non-blocking: a terminal, or a pipe that stderr shares
-(`2>&1`), would pass the flag on to others, so those always go through the thread.
-
-Frames leave in order, straight or through the queue; the bytes queued drive the fronts'
-backpressure (bridge/fronts/backpressure.py).
-"""
+for no thread (straight to stdout while nothing is queued, else one writer thread)."""
 
 from __future__ import annotations
 
