@@ -1,9 +1,4 @@
-"""Both fronts' backpressure: runs stop reading their agent's output while the client is behind.
-
-Above the high-water mark of bytes waiting for the client, `wait_writable` holds the runs (the
-agent then blocks on its own pipe); below the low-water mark they read again. Nothing is
-dropped, and cancels need no writes to take effect.
-"""
+"""Both fronts' backpressure: runs stop reading their agent's output while the client is behind."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """The pygls server: thin handlers for pi/cancel, pi/runs, pi/sessions, pi/session, pi/steer,
-pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py.
-
-Handlers validate params and call the run registry (bridge/runs/registry.py); nothing else lives
-here. Lifecycle: `shutdown` stops every run before it answers; `exit`, end of stdin and
-SIGTERM/SIGINT/SIGHUP all lead to the fronts' single exit path (bridge/fronts/lifecycle.py), which
-stops every run (three-stage, shielded) first.
-"""
+pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py."""
 
 from __future__ import annotations
 
