@@ -13,11 +13,11 @@ from acp.agent.router import build_agent_router
 from acp.connection import Connection
 from pydantic import BaseModel, ValidationError
 
-from bridge.contract import MAX_TITLE, RetryPolicy, SandboxSettings
+from bridge.contract import MAX_TITLE, RetryPolicy, SandboxSettings, SessionHistory
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.editor import AcpEditor
-from bridge.fronts.acp.errors import NOT_FOUND, invalid_params, toolbox_failed
+from bridge.fronts.acp.errors import NOT_FOUND, invalid_params
 from bridge.fronts.acp.first_frame import initialize_result
 from bridge.fronts.acp.mapping import MODEL_OPTION, THOUGHT_OPTION, history_updates
 from bridge.fronts.acp.outbox import Outbox, SessionUpdate
@@ -30,7 +30,7 @@ from bridge.fronts.acp.session.prompts import CANCELLED, Prompts
 from bridge.fronts.acp.session.sessions import AcpSession, Sessions
 from bridge.fronts.acp.toolbox import CommandAnnouncer
 from bridge.runs.registry import RunRegistry
-from bridge.runs.toolbox import Toolbox, ToolboxError
+from bridge.runs.toolbox import Toolbox
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.transport import StdioTransport
@@ -160,11 +160,15 @@ class AcpAgent:
         next prompt."""
         cwd, servers = self.sessions.checked_cwd(cwd), self.sessions.servers(mcp_servers)
         stored = await self.sessions.stored(session_id)
-        self.outbox.queue([(session_id, update) for update in history_updates(stored, stored.cwd or cwd)])
-        await self.outbox.flush()
+        await self._replay(session_id, stored, cwd)
         session = await self.sessions.revive(cwd, session_id, servers, stored)
         self._announce(session)
         return schema.LoadSessionResponse(**self._state(session))
+
+    async def _replay(self, session_id: str, stored: SessionHistory, cwd: str) -> None:
+        """A stored session's turns as session/updates, sent before the answer."""
+        self.outbox.queue([(session_id, update) for update in history_updates(stored, stored.cwd or cwd)])
+        await self.outbox.flush()
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
@@ -186,24 +190,17 @@ class AcpAgent:
 
     async def set_title(self, session_id: str, title: str) -> dict[str, Any]:
         """session/set_title: the agent stores it; the client hears it as session_info_update."""
-        try:
-            renamed = await self.toolbox.rename(session_id, title)
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, session_id) from None
+        renamed = await self.sessions.rename(session_id, title)
         if not self.prompts.of_session(session_id):  # a prompt streaming now tells it itself
             self.outbox.send_one(
-                session_id,
-                schema.SessionInfoUpdate(session_update="session_info_update", title=renamed.title),
+                session_id, schema.SessionInfoUpdate(session_update="session_info_update", title=renamed)
             )
         return {}
 
     async def delete_session(self, session_id: str) -> dict[str, Any]:
         """session/delete: the session's prompts cancelled, its agent stopped, its file deleted."""
-        try:
-            await self.toolbox.delete(session_id)
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, session_id, not_found=False) from None
-        self._forget(session_id)
+        await self.sessions.delete(session_id)
+        self.commands.forget(session_id)
         return {}
 
     async def list_sessions(

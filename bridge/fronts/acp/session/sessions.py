@@ -157,6 +157,22 @@ class Sessions:
         self.by_id.pop(session_id, None)  # its agent serves the fork now
         return await self.open(cwd, forked, servers)
 
+    async def rename(self, session_id: str, title: str) -> str:
+        """Store the session's title; the title as stored."""
+        try:
+            renamed = await self.toolbox.rename(session_id, title)
+        except ToolboxError as exc:
+            raise toolbox_failed(exc, session_id) from None
+        return renamed.title
+
+    async def delete(self, session_id: str) -> None:
+        """Cancel the session's prompts, stop its agent, delete its file, and forget it."""
+        try:
+            await self.toolbox.delete(session_id)
+        except ToolboxError as exc:
+            raise toolbox_failed(exc, session_id, not_found=False) from None
+        self.by_id.pop(session_id, None)
+
     async def listing(self, cwd: str) -> schema.ListSessionsResponse:
         """The stored sessions of `cwd`, newest first, each saying whether it is live."""
         registry = self.registry
