@@ -220,7 +220,7 @@ class Conversations:
         self._spare_ready = anyio.Event()
         self._spare_spawning = False
         self._spare_launch: tuple[tuple[str, ...], RunOptions, dict[str, str]] | None = None
-        #: Whether a folder's project trust still holds now (runs/project_trust.py; blocking): a
+        #: Whether a folder's project trust still holds now (policy/trust/project_trust.py; blocking): a
         #: spare primed like a trusted run is started untrusted once the folder's config changed
         #: since the user trusted it, since an agent loads that config as it starts.
         self.trust_holds: Callable[[str], bool] | None = None

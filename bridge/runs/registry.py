@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from bridge import contract
 from bridge.agents import seam
 from bridge.agents.seam import RunOptions
+from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
@@ -39,15 +40,9 @@ from bridge.contract import (
 from bridge.engines.conversations import Conversations, NoRpc, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
-from bridge.process import spawn
-from bridge.runs import sandbox
-from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
-from bridge.runs.attempts import Attempts
-from bridge.runs.checkpoints import Checkpoints
-from bridge.runs.commands import CommandUsageError, bridge_command, export_path
-from bridge.runs.gate import Gate
-from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
-from bridge.runs.redact import (
+from bridge.policy import sandbox
+from bridge.policy.gate import Gate
+from bridge.policy.redact import (
     BOOK,
     SCRUB_NAMES_ENV,
     SECRET_NAMES_ENV,
@@ -58,8 +53,13 @@ from bridge.runs.redact import (
     secret_env_names,
     secrets_env,
 )
+from bridge.policy.rule_store import state_dir
+from bridge.process import spawn
+from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
+from bridge.runs.attempts import Attempts
+from bridge.runs.commands import CommandUsageError, bridge_command, export_path
+from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
 from bridge.runs.request import RunRequest
-from bridge.runs.rule_store import state_dir
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
 log = logging.getLogger(__name__)

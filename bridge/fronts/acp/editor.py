@@ -8,8 +8,8 @@ from typing import Final
 from acp import schema
 from pydantic import ValidationError
 
+from bridge.editor.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 
 READ_TEXT_FILE: Final = "fs/read_text_file"
 WRITE_TEXT_FILE: Final = "fs/write_text_file"

@@ -9,8 +9,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import TextDocument, Workspace
 
+from bridge.editor.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 from bridge.fronts.lsp.client_requests import ClientRequests
-from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 
 #: The label the client may show for the agent's edit (VS Code: in its undo history).
 EDIT_LABEL = "pi-bridge: the agent's write"

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from bridge.fronts.backpressure import HIGH_WATER, LOW_WATER, Backpressure
-from bridge.runs.redact import BOOK
+from bridge.policy.redact import BOOK
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
