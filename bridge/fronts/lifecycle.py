@@ -1,9 +1,4 @@
-"""One exit path for both fronts: signals, the adopted orphans, and every run stopped before exit.
-
-Whatever ends a front (a signal, end of input, the client's exit), it goes the same way: the
-registry stops taking runs, every live run is stopped (three-stage, shielded), the front
-finishes what it owes the client, and the orphans this process adopted are reaped.
-"""
+"""One exit path for both fronts: signals, the adopted orphans, and every run stopped before exit."""
 
 from __future__ import annotations
 

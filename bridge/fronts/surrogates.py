@@ -1,14 +1,4 @@
-"""Lone surrogates in a parsed frame: where one is, and the JSON-RPC error a front answers for it.
-
-JSON can spell half of a UTF-16 pair (`"\\ud83d"`: an emoji cut in half), and the standard
-library's parser takes it, as it takes the raw bytes of an encoded surrogate; orjson refuses
-both. Such a string can be encoded nowhere: not as UTF-8 in an agent's argv, environment or
-stdin, not in an answer orjson writes. Let in, it fails far from its cause (a run that fails as
-`internal`, an answer never written), so each front looks for one in every frame orjson refused
-and the standard library took, and refuses the frame at the door. A surrogate pair is one
-character once parsed: it passes. Light on imports (the standard library's cheap ones: no
-dataclasses): bridge/fronts/acp/first_frame.py imports it before anything else is loaded.
-"""
+"""Lone surrogates in a parsed frame: where one is, and the JSON-RPC error a front answers for it."""
 
 from __future__ import annotations
 

@@ -11,16 +11,25 @@ from typing import Protocol
 import anyio
 
 from bridge.agents.seam import AgentAdapter, Out, RunOptions
-from bridge.contract import RunParams
+from bridge.contract import PermissionMode
 from bridge.engines.cancel import CancelToken
 from bridge.policy.file_access import FileAccess
+
+
+class RequestView(Protocol):
+    """What policy and checkpoints read of a run's request (runs/request.py's RunRequest)."""
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def mode(self) -> PermissionMode | None: ...
 
 
 class RunView(Protocol):
     """One run as policy sees it: its ids, request, cancel token, and the marks policy leaves."""
 
     run_id: str
-    params: RunParams
     options: RunOptions
     cancel: CancelToken
     session_id: str | None
@@ -30,6 +39,11 @@ class RunView(Protocol):
     before_tools: anyio.Event | None
     checkpoint_start: Callable[[], None] | None
     checkpoint_note: str | None
+
+    @property
+    def params(self) -> RequestView:
+        """The run's request."""
+        ...
 
     @property
     def sandboxed(self) -> bool:

@@ -15,7 +15,8 @@ import anyio
 from bridge import agents
 from bridge.agents.seam import AgentAdapter
 from bridge.config import BridgeConfig
-from bridge.contract import AgentInfo, RunParams
+from bridge.contract import AgentInfo
+from bridge.runs.request import RunRequest
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class AgentChoice:
         """The agent of a run that names none and resumes no known session."""
         return self.config.default_agent or self.adapter.name
 
-    def choose(self, params: RunParams, cwd: str) -> AgentAdapter:
+    def choose(self, params: RunRequest, cwd: str) -> AgentAdapter:
         """The run's agent: the one it names, else its session's, else the default."""
         session_agent: str | None = None
         if params.session_id:

@@ -32,7 +32,6 @@ from bridge.contract import (
     CancelResult,
     EffectiveSettings,
     ErrorInfo,
-    RunParams,
     RunResult,
     RunsResult,
     SandboxAvailability,
@@ -60,6 +59,7 @@ from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import Attempts
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
+from bridge.runs.request import RunRequest
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
 log = logging.getLogger(__name__)
@@ -409,7 +409,9 @@ class RunRegistry:
 
     # ------------------------------------------------------------------ requests
 
-    def start(self, params: RunParams, default_cwd: str, on_done: Callable[[Run], None] | None = None) -> Run:
+    def start(
+        self, params: RunRequest, default_cwd: str, on_done: Callable[[Run], None] | None = None
+    ) -> Run:
         """Register and start a run; raises DuplicateRunError for a live runId. `on_done` is
         called with the run once it has its answer, before waiters on `run.done` go on."""
         if self._tasks is None or self._stopping:

@@ -19,7 +19,6 @@ from bridge.contract import (
     CancelledRunData,
     ErrorInfo,
     RunInfo,
-    RunParams,
     RunResult,
     RunState,
     ShutdownReceipt,
@@ -29,6 +28,7 @@ from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptOutcome
 from bridge.policy.file_access import FileAccess
 from bridge.policy.redact import Redactor, StreamGuard
+from bridge.runs.request import RunRequest
 
 log = logging.getLogger(__name__)
 #: What the agent streams of its own: the first of it starts the checkpoint (take_checkpoint).
@@ -46,7 +46,7 @@ class Run:
     """One pi/run request: its state, message counter, cancel token and, at the end, its answer."""
 
     run_id: str
-    params: RunParams
+    params: RunRequest
     options: RunOptions
     sink: Sink
     cancel: CancelToken = field(default_factory=CancelToken)

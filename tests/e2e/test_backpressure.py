@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from bridge.engines.json_engine import READ_CHUNK
-from bridge.fronts.lsp.writer import HIGH_WATER
+from bridge.fronts.backpressure import HIGH_WATER
 from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
 from tests.support.acp import RawAcp
 from tests.support.env import WAIT, fake_pi_command, requires_pi

@@ -1,12 +1,6 @@
-"""How the ACP front asks its user about a tool call: `session/request_permission` with the
-options the gate offers (allow once / always, reject once / always), the call, and for an edit
-or write the diff it would make (contract, turn 3, "ACP front").
-
-The client's answer is hostile input: `selected` counts only with an option id that was
-offered; `cancelled`, anything malformed or an error answer is no answer, so the call does not
-run. A request whose wait is cancelled (session/cancel, the run's cancel, the agent's death) is
-withdrawn and its late answer ignored (client_requests.py).
-"""
+"""How the ACP front asks its user about a tool call: `session/request_permission` with the gate's
+options, the call and an edit's diff; the answer is hostile input, and anything but an offered
+option is no answer (the call does not run)."""
 
 from __future__ import annotations
 

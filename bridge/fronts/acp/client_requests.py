@@ -1,12 +1,5 @@
 """Requests the ACP front sends its client on behalf of a session (approvals, the agent's
-dialogs), what the client declared it answers, and their settling.
-
-Each request waits inside a cancel scope kept per session, so `session/cancel` settles every
-request of the session at once (the ACP spec has the client answer them `cancelled` itself; the
-bridge does not wait for that). A request whose wait ends without an answer is withdrawn with
-ACP's `$/cancel_request`, and the SDK's connection forgets its id, so a late answer finds no
-waiter and is dropped.
-"""
+dialogs), what the client declared it answers, and their settling."""
 
 from __future__ import annotations
 

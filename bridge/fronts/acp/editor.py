@@ -1,14 +1,4 @@
-"""The ACP client as the agent's editor: `fs/read_text_file`, `fs/write_text_file`, `terminal/*`.
-
-A client that declares `fs.readTextFile` is asked for every read the path policy allowed (so
-the agent sees its unsaved buffers); one that declares `fs.writeTextFile` gets every allowed
-write (so its review shows it, and nothing lands on the disk behind it). A client that declares
-neither: the operation is the disk's (bridge/editor/editor_files.py). The client's answer is
-hostile input: anything but a valid answer is the tool's error, never a silent disk fallback.
-
-A client that declares `terminal` runs the agent's commands (bridge/editor/editor_commands.py
-decides what runs and when it ends; this module only speaks the protocol).
-"""
+"""The ACP client as the agent's editor: `fs/read_text_file`, `fs/write_text_file`, `terminal/*`."""
 
 from __future__ import annotations
 

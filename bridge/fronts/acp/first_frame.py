@@ -1,23 +1,4 @@
-"""The first frame of `pi-bridge acp`: a plain `initialize`, answered before the ACP SDK is loaded.
-
-An ACP client sends `initialize` first and waits for its answer. The official SDK's schema module
-(pydantic models of the whole protocol, built with their docstrings) takes most of a second to
-import, several times pi-acp's whole start-up. So `FirstFrame` reads stdin from the process's
-first moment in a thread, with nothing but the standard library loaded, and answers a plain
-`initialize` by hand while the main thread starts the run registry, pre-spawns pi and imports the
-SDK (bridge/fronts/acp/serve.py).
-
-Written by hand, and why that is safe:
-- `initialize_result` is the one description of the answer: the SDK path
-  (`AcpAgent.initialize`) validates it through `schema.InitializeResponse` and returns that, and
-  tests/unit/fronts/test_acp_stdin.py checks that the hand answer is exactly what the SDK path sends.
-- `plain_initialize` takes only frames the SDK would take as they are (an integer version in
-  range, a `_meta` without the bridge's retry settings); anything else (retry settings, a version
-  the SDK would coerce, another method, a malformed frame, a lone surrogate anywhere) goes to the
-  SDK path untouched.
-- The thread reads only up to the first newline and writes at most this one answer; from then on
-  the SDK path reads stdin and writes stdout alone (it opens them after the thread is done).
-"""
+"""The first frame of `pi-bridge acp`: a plain `initialize`, answered before the ACP SDK is loaded."""
 
 from __future__ import annotations
 

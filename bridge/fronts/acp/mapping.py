@@ -1,21 +1,37 @@
-"""ACP v1 mapping: the bridge's pi/message stream, history and options as ACP schema models.
-
-Pure functions and one small state machine per prompt; nothing here does I/O. The models are the
-official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates, but for one:
-a live text chunk (`text_chunk`), which a long answer sends thousands of, is built as the dict the
-SDK's model serializes to (a tenth of the cost); tests/unit/fronts/test_acp_mapping.py checks the two agree.
-"""
+"""ACP v1 mapping: the bridge's message stream, history and options as the SDK's schema models
+(a live text chunk, the hot path, as the dict its model serializes to); pure, no I/O."""
 
 from __future__ import annotations
 
+import functools
 import os
+import types
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin
 
 from acp import schema
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from bridge.contract import MAX_IMAGES, PromptImage, SessionHistory
+from bridge.contract import (
+    MAX_IMAGES,
+    CompactedContent,
+    CompactingContent,
+    FileDiff,
+    NoticeContent,
+    PlanContent,
+    PlanEntry,
+    PromptImage,
+    RenamedContent,
+    RunRetryingContent,
+    RunSteeredContent,
+    SessionHistory,
+    TerminalCompletedContent,
+    ToolCallContent,
+    ToolCompletedContent,
+    ToolFailedContent,
+    ToolUpdateContent,
+    Usage,
+)
 from bridge.runs.registry import OpenedConversation
 
 Update = (
@@ -172,15 +188,13 @@ def tool_call_start(call_id: str, name: str, arguments: dict[str, Any], cwd: str
     )
 
 
-def plan_update(entries: Sequence[dict[str, Any]]) -> schema.AgentPlanUpdate:
+def plan_update(entries: Sequence[PlanEntry]) -> schema.AgentPlanUpdate:
     """ACP's `plan` update: the agent's whole plan (an entry without a priority is `medium`,
     which ACP requires and the agents that plan do not say)."""
     return schema.AgentPlanUpdate(
         session_update="plan",
         entries=[
-            schema.PlanEntry(
-                content=entry["content"], status=entry["status"], priority=entry.get("priority") or "medium"
-            )
+            schema.PlanEntry(content=entry.content, status=entry.status, priority=entry.priority or "medium")
             for entry in entries
         ],
     )
@@ -200,7 +214,7 @@ def tool_finished(
     *,
     failed: bool,
     output: str,
-    diff: dict[str, Any] | None,
+    diff: FileDiff | None,
     cwd: str,
     terminal_id: str | None = None,
 ) -> schema.ToolCallProgress:
@@ -212,15 +226,14 @@ def tool_finished(
     if terminal_id is not None:
         content.append(terminal_content(terminal_id))
     locations = None
-    if diff is not None and diff.get("newText") is not None:
-        path = os.path.join(cwd, str(diff["path"]))
+    if diff is not None and diff.new_text is not None:
+        path = os.path.join(cwd, diff.path)
         content.append(
             schema.FileEditToolCallContent(
-                type="diff", path=path, old_text=diff.get("oldText"), new_text=str(diff["newText"])
+                type="diff", path=path, old_text=diff.old_text, new_text=diff.new_text
             )
         )
-        line = diff.get("line")
-        locations = [schema.ToolCallLocation(path=path, line=line if isinstance(line, int) else None)]
+        locations = [schema.ToolCallLocation(path=path, line=diff.line)]
     content.extend(_output_content(output))
     return schema.ToolCallProgress(
         session_update="tool_call_update",
@@ -233,6 +246,42 @@ def tool_finished(
 
 
 # --------------------------------------------------------------------------- live prompts
+
+_Content = TypeVar("_Content", bound=BaseModel)
+
+
+def read(model: type[_Content], content: dict[str, Any]) -> _Content:
+    """A message's content as its contract model, trusted as the mapper made it (strict mode and
+    the mappers' tests check it against the contract): typed fields, no validation per message."""
+    values = dict(content)
+    for key, nested in _nested_models(model):
+        raw = values.get(key)
+        if isinstance(raw, dict):
+            values[key] = read(nested, raw)
+        elif isinstance(raw, list):
+            values[key] = [read(nested, item) if isinstance(item, dict) else item for item in raw]
+    return model.model_construct(**values)
+
+
+@functools.cache
+def _nested_models(model: type[BaseModel]) -> tuple[tuple[str, type[BaseModel]], ...]:
+    """The wire keys of `model`'s fields that hold a model, a list of one, or None, with that model."""
+    found: list[tuple[str, type[BaseModel]]] = []
+    for name, info in model.model_fields.items():
+        for option in _options(info.annotation):
+            if isinstance(option, type) and issubclass(option, BaseModel):
+                found.append((info.alias or name, option))
+    return tuple(found)
+
+
+def _options(annotation: Any) -> tuple[Any, ...]:
+    """The types an annotation allows, a list's items for the list (`list[X] | None`: X, None)."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return tuple(option for arg in get_args(annotation) for option in _options(arg))
+    if origin is list:
+        return get_args(annotation)
+    return (annotation,)
 
 
 class PromptMapper:
@@ -268,27 +317,32 @@ class PromptMapper:
 
     def _tool(self, kind: str, content: dict[str, Any]) -> Update:
         """The update of one tool message: its call opened, its progress, or its end."""
-        call_id = content["toolCallId"]
         if kind == "tool.call":
-            start = tool_call_start(call_id, content["name"], content["arguments"], self.cwd)
-            parent = content.get("parentToolCallId")
+            call = read(ToolCallContent, content)
+            start = tool_call_start(call.tool_call_id, call.name, call.arguments, self.cwd)
+            parent = call.parent_tool_call_id
             if parent:  # a subagent's call: ACP has no field for it, so the bridge's _meta says
                 start.field_meta = {"piBridge": {"parentToolCallId": parent}}
             return start
         if kind == "tool.update":
-            return self._progress(call_id, content["output"])
-        failed = kind == "tool.failed"
+            update = read(ToolUpdateContent, content)
+            return self._progress(update.tool_call_id, update.output)
+        if kind == "tool.failed":
+            failed = read(ToolFailedContent, content)
+            return self._finished(failed.tool_call_id, failed.error, None, failed=True)
+        done = read(ToolCompletedContent, content)
+        return self._finished(done.tool_call_id, done.output, done.diff, failed=False)
+
+    def _finished(self, call_id: str, output: str, diff: FileDiff | None, *, failed: bool) -> Update:
+        terminal_id = self.terminals.pop(call_id, None)
         return tool_finished(
-            call_id,
-            failed=failed,
-            output=content.get("error" if failed else "output") or "",
-            diff=content.get("diff"),
-            cwd=self.cwd,
-            terminal_id=self.terminals.pop(call_id, None),
+            call_id, failed=failed, output=output, diff=diff, cwd=self.cwd, terminal_id=terminal_id
         )
 
     def feed(self, payload: dict[str, Any]) -> list[Update | WireUpdate]:
-        """The updates for one pi/message (none for lifecycle messages ACP has no place for)."""
+        """The updates for one pi/message (none for lifecycle messages ACP has no place for).
+
+        Each content is read as its contract model, but for the text chunks (the hot path)."""
         kind = payload.get("type")
         content = payload.get("content") or {}
         if kind == "assistant":
@@ -299,20 +353,20 @@ class PromptMapper:
         if kind in ("tool.call", "tool.update", "tool.completed", "tool.failed"):
             return [self._tool(kind, content)]
         if kind == "plan":
-            return [plan_update(content["entries"])]
+            return [plan_update(read(PlanContent, content).entries)]
         if kind in ("run.retrying", "notice", "session.compacting", "session.compacted"):
             return [bridge_note(kind, content)]
         if kind == "session.renamed":
-            return [schema.SessionInfoUpdate(session_update="session_info_update", title=content["title"])]
+            title = read(RenamedContent, content).title
+            return [schema.SessionInfoUpdate(session_update="session_info_update", title=title)]
         if kind == "run.steered":
-            return [
-                schema.UserMessageChunk(
-                    session_update="user_message_chunk", content=text_block(content["text"])
-                )
-            ]
+            steer = text_block(read(RunSteeredContent, content).text)
+            return [schema.UserMessageChunk(session_update="user_message_chunk", content=steer)]
         if kind in ("terminal.completed", "terminal.failed", "terminal.cancelled"):
             self.terminal = payload
-            usage = usage_update(content) if kind == "terminal.completed" else None
+            if kind != "terminal.completed":
+                return []
+            usage = usage_update(read(TerminalCompletedContent, content))
             return [usage] if usage is not None else []
         return []
 
@@ -321,57 +375,59 @@ def bridge_note(kind: str, content: dict[str, Any]) -> schema.AgentMessageChunk:
     """A line of the bridge's own in the answer, its content in `_meta.piBridge`: a retry's
     attempt, or a `notice` (an extension's notify, a dialog nobody could answer)."""
     if kind == "notice":
-        note = f"\n[pi-bridge: {content.get('level', 'info')}: {content.get('text', '')}]\n"
+        notice = read(NoticeContent, content)
+        note = f"\n[pi-bridge: {notice.level}: {notice.text}]\n"
         meta = {"piBridge": {"notice": content}}
     elif kind == "session.compacting":
-        note = f"\n[pi-bridge: compacting the conversation ({content.get('reason', 'manual')})]\n"
+        reason = read(CompactingContent, content).reason
+        note = f"\n[pi-bridge: compacting the conversation ({reason})]\n"
         meta = {"piBridge": {"compacting": content}}
     elif kind == "session.compacted":
-        note = f"\n[pi-bridge: {compaction_line(content)}]\n"
+        note = f"\n[pi-bridge: {compaction_line(read(CompactedContent, content))}]\n"
         meta = {"piBridge": {"compacted": content}}
     else:
-        attempt, delay, reason = content["attempt"], content["delayMs"], content["reason"]
-        note = f"\n[pi-bridge: attempt {attempt} in {delay} ms, after: {reason}]\n"
+        retry = read(RunRetryingContent, content)
+        note = f"\n[pi-bridge: attempt {retry.attempt} in {retry.delay_ms} ms, after: {retry.reason}]\n"
         meta = {"piBridge": {"retrying": content}}
     return schema.AgentMessageChunk(
         session_update="agent_message_chunk", content=text_block(note), field_meta=meta
     )
 
 
-def compaction_line(content: dict[str, Any]) -> str:
+def compaction_line(compacted: CompactedContent) -> str:
     """What a compaction did, in words: its sizes, or why it did not happen."""
-    if content.get("error"):
-        return f"the compaction did not happen: {content['error']}"
-    before, after = content.get("tokensBefore"), content.get("tokensAfter")
-    if isinstance(before, int) and isinstance(after, int):
+    if compacted.error:
+        return f"the compaction did not happen: {compacted.error}"
+    before, after = compacted.tokens_before, compacted.tokens_after
+    if before is not None and after is not None:
         return f"conversation compacted: {before:,} → about {after:,} tokens"
     return "conversation compacted"
 
 
-def usage_update(terminal: dict[str, Any]) -> schema.UsageUpdate | None:
+def usage_update(done: TerminalCompletedContent) -> schema.UsageUpdate | None:
     """`usage_update` from a completed run's contextUsage and the session's cost."""
-    context = terminal.get("contextUsage")
-    if not isinstance(context, dict):
+    context = done.context_usage
+    if context is None:
         return None
-    cost = terminal.get("sessionCost")
+    cost = done.session_cost
     return schema.UsageUpdate(
         session_update="usage_update",
-        used=int(context.get("tokens") or 0),
-        size=int(context.get("contextWindow") or 0),
-        cost=schema.Cost(amount=float(cost), currency="USD") if isinstance(cost, (int, float)) else None,
+        used=context.tokens or 0,
+        size=context.context_window,
+        cost=schema.Cost(amount=float(cost), currency="USD") if cost is not None else None,
     )
 
 
-def prompt_usage(usage: dict[str, Any] | None) -> schema.Usage | None:
+def prompt_usage(usage: Usage | None) -> schema.Usage | None:
     """The prompt answer's token usage from pi's."""
-    if not usage:
+    if usage is None:
         return None
     return schema.Usage(
-        total_tokens=int(usage.get("totalTokens") or 0),
-        input_tokens=int(usage.get("input") or 0),
-        output_tokens=int(usage.get("output") or 0),
-        cached_read_tokens=usage.get("cacheRead"),
-        cached_write_tokens=usage.get("cacheWrite"),
+        total_tokens=usage.total_tokens,
+        input_tokens=usage.input,
+        output_tokens=usage.output,
+        cached_read_tokens=usage.cache_read,
+        cached_write_tokens=usage.cache_write,
     )
 
 
@@ -398,8 +454,9 @@ def history_updates(history: SessionHistory, cwd: str) -> Iterable[Update]:
                 yield tool_call_start(call.tool_call_id, call.name, call.arguments, cwd)
             elif message.type == "tool.completed":
                 done = message.content
-                diff = done.diff.model_dump(by_alias=True) if done.diff is not None else None
-                yield tool_finished(done.tool_call_id, failed=False, output=done.output, diff=diff, cwd=cwd)
+                yield tool_finished(
+                    done.tool_call_id, failed=False, output=done.output, diff=done.diff, cwd=cwd
+                )
             elif message.type == "tool.failed":
                 yield tool_finished(
                     message.content.tool_call_id,
@@ -428,27 +485,19 @@ def config_options(
     ]
     if model and not any(option.value == model for option in models):
         models.insert(0, schema.SessionConfigSelectOption(value=model, name=model))
-    options = [
-        schema.SessionConfigOptionSelect(
-            type="select",
-            id=MODEL_OPTION,
-            name="Model",
-            category="model",
-            current_value=model,
-            options=models,
-        )
-    ]
+    options = [_select(MODEL_OPTION, "Model", "model", model, models)]
     levels = list(opened.thinking_levels)
     if levels:
         current = thinking if thinking in levels else levels[0]
-        options.append(
-            schema.SessionConfigOptionSelect(
-                type="select",
-                id=THOUGHT_OPTION,
-                name="Thinking",
-                category="thought_level",
-                current_value=current,
-                options=[schema.SessionConfigSelectOption(value=level, name=level) for level in levels],
-            )
-        )
+        choices = [schema.SessionConfigSelectOption(value=level, name=level) for level in levels]
+        options.append(_select(THOUGHT_OPTION, "Thinking", "thought_level", current, choices))
     return options
+
+
+def _select(
+    option_id: str, name: str, category: str, current: str, choices: list[schema.SessionConfigSelectOption]
+) -> schema.SessionConfigOptionSelect:
+    """One select-type config option."""
+    return schema.SessionConfigOptionSelect(
+        type="select", id=option_id, name=name, category=category, current_value=current, options=choices
+    )

@@ -1,12 +1,6 @@
-"""How the ACP front puts the agent's own dialogs to its user (contract, turn 3, "ACP front"):
-select and confirm as `session/request_permission` (an option per choice; Yes and No), input
-and editor as `elicitation/create` (a one-field form) for a client that declared elicitation
-forms in `initialize`, else not at all (questions.py then answers them `cancelled` at once).
-
-A `notify` needs nothing here: it is a `notice` in the run's stream already, which the prompt's
-updates show (mapping.py). What the client answers is read against what was asked, and
-anything else is no answer.
-"""
+"""How the ACP front puts the agent's own dialogs to its user: select and confirm as
+`session/request_permission`, input and editor as `elicitation/create` for a client that declared
+forms; any answer but one to what was asked is no answer."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""`pi-bridge acp`'s process: start-up order and shutdown.
-
-Start-up is ordered for the client's first prompt: the run registry starts and pre-spawns pi
-first, then the ACP SDK (bridge/fronts/acp/agent.py, most of a second of imports) loads in a worker
-thread while pi boots, and a plain `initialize` has been answered before either
-(bridge/fronts/acp/first_frame.py). The frames go through bridge/fronts/acp/transport.py; end of
-input and SIGTERM/SIGINT/SIGHUP stop every run (three-stage) before exit, on the fronts' one exit
-path (bridge/fronts/lifecycle.py).
-"""
+"""`pi-bridge acp`'s process: start-up order and shutdown."""
 
 from __future__ import annotations
 

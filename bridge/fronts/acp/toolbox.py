@@ -1,9 +1,5 @@
 """ACP's side of the conversation toolbox: `available_commands_update`, sent when a session's
-list of `/` commands is new or has changed.
-
-The list is the registry's (bridge/runs/toolbox.py), less `/new`: an ACP client starts a new
-session itself, and an ACP session keeps its id for its whole life.
-"""
+list of `/` commands is new or has changed."""
 
 from __future__ import annotations
 

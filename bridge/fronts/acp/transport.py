@@ -1,10 +1,4 @@
-"""The ACP front's stdio transport: newline-delimited JSON-RPC that answers malformed frames itself.
-
-Written here because the SDK's stdio transport falls short: it drops a non-JSON line with a log
-line, where ACP clients get a JSON-RPC parse error (-32700) or invalid request (-32600), and
-stdout carries nothing but frames. Writes go out at once while stdout keeps up (`send_now`), and
-wait their turn past a high-water mark (`send`).
-"""
+"""The ACP front's stdio transport: newline-delimited JSON-RPC that answers malformed frames itself."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """How the LSP front asks its user about a tool call: `pi/requestPermission`, else the standard
-`window/showMessageRequest`, for a client that declared it can answer (contract, turn 3).
-
-The client's answer is hostile input like any other: it is read here against the options that
-were offered, and anything else (a made-up option id, a malformed result, an error) counts as no
-answer, so the call does not run. A request whose wait is cancelled (the run's cancel, the agent's
-death, the conversation closed) is withdrawn (client_requests.py).
-
-Both carry the whole call: `pi/requestPermission` its `command` and `path` beside the title, the
-message request's text the whole command (or path), never the title alone, which may be cut.
-"""
+`window/showMessageRequest`; the answer is hostile input, and anything but an offered option is no
+answer (the call does not run)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """Requests the bridge sends to its LSP client (approvals, the agent's dialogs), and what the
-client declared it can answer.
-
-A request is framed and written here, and its answer taken from the reader ahead of pygls
-(`take_answer`, a direct hook of reader.py): read raw, never structured by pygls, since a
-malformed one must not be lost inside pygls (its future would never resolve), and with no thread
-future between the answer and the wait, since a user's answer is on the path of every approved
-tool call. A request whose wait is cancelled is withdrawn with `$/cancelRequest`; its late answer
-then finds no waiter and is left to pygls, which drops it.
-"""
+client declared it can answer."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The JSON-RPC converter: custom params stay plain dicts, validated by pydantic in the handlers.
-
-pygls's default converter turns dicts inside custom params into namedtuples (keys vanish, odd
-keys are renamed, echoing them back yields arrays). This converter builds the
-JSON-RPC envelope classes from plain dicts instead, keeping only the envelope's own keys.
-"""
+"""The JSON-RPC converter: custom params stay plain dicts, validated by pydantic in the handlers."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The LSP client as the agent's editor: the documents it has open, and `workspace/applyEdit`.
-
-The server keeps the text of every document the client opened (`textDocument/didOpen`,
-`didChange`, `didClose`: pygls's workspace). A read of an open document answers that text, what
-the user sees, unsaved changes included. A write to an open document goes through
-`workspace/applyEdit` (the whole document replaced) when the client declared it applies edits:
-the user's buffer takes it, undoable, and nothing lands on the disk behind it; a client that
-refuses it fails the tool with its reason. A document that is not open, or a client that applies
-no edits: the disk, as before (bridge/editor/editor_files.py).
-"""
+"""The LSP client as the agent's editor: the documents it has open, and `workspace/applyEdit`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """How the LSP front puts the agent's own dialogs to its user: `pi/ask` for a client that declared
 `questions`, else `window/showMessageRequest` for select and confirm; a `notify` becomes
-`window/showMessage` (contract, turn 3).
-
-What the client answers is read here against the contract, and anything else is no answer.
-"""
+`window/showMessage`. Any answer but one to what was asked is no answer."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Inbound framing: read LSP base-protocol frames from stdin and hand them to the protocol.
-
-pygls's own loop logs and drops a body that is not JSON and never answers; here a broken frame
-gets the JSON-RPC error the spec names (-32700 parse error, -32600 invalid request, id null when
-unknown) and the reader goes on with the next frame. End of input asks the server to stop.
-
-A pipe or socket (every editor's stdin) is read by the event loop itself and each frame is
-dispatched in the callback that read it: a prompt reaches its handler with no thread hop. A body
-above INLINE_PARSE_BYTES is parsed (orjson) on a worker thread while reading pauses, so a huge
-prompt never stalls the loop. A terminal is read by a thread whose inbox is bounded in frames and
-bytes. Either way, when the loop falls behind nothing more is read, so the client blocks on its
-pipe: backpressure, never a dropped frame.
-"""
+"""Inbound framing: read LSP base-protocol frames from stdin and hand them to the protocol."""
 
 from __future__ import annotations
 

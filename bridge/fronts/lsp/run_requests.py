@@ -1,16 +1,4 @@
-"""pi/run, served from the frame that carries it: the prompt's path to the agent, kept short.
-
-A pi/run request is validated and its run started in the very callback that read its frame, and
-its answer is written the moment the run ends: no handler task in between, no trip through
-pygls's generic dispatch (whose task hop and structuring cost a follow-up prompt a measurable
-share of its latency). What pygls would do for the request, this does the same way:
-- bad params, a live runId, an unknown agent: an InvalidParams error naming the problem;
-- `$/cancelRequest` for it: the run is cancelled like pi/cancel, and the request is still
-  answered, -32800 with the run's data;
-- after `shutdown`: left to pygls, which takes no more requests.
-A pi/cancel of a live run sets the run's cancel token here too, so the stop starts in the
-callback that read it; its answer (when the tree is gone) still comes from its pygls handler.
-"""
+"""pi/run, served from the frame that carries it: the prompt's path to the agent, kept short."""
 
 from __future__ import annotations
 
@@ -34,6 +22,7 @@ from bridge.runs.registry import (
     RunRegistry,
     ShuttingDownError,
 )
+from bridge.runs.request import RunRequest
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
@@ -92,7 +81,7 @@ class RunRequests:
                 )
             try:
                 run = self._registry.start(
-                    params, self._default_cwd(), on_done=lambda run: self._answer(msg_id, run)
+                    RunRequest.of(params), self._default_cwd(), on_done=lambda run: self._answer(msg_id, run)
                 )
             except DuplicateRunError as exc:
                 raise JsonRpcInvalidParams(message=f"runId: {exc}") from None

@@ -1,11 +1,5 @@
 """The pygls server: thin handlers for pi/cancel, pi/runs, pi/sessions, pi/session, pi/steer,
-pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py.
-
-Handlers validate params and call the run registry (bridge/runs/registry.py); nothing else lives
-here. Lifecycle: `shutdown` stops every run before it answers; `exit`, end of stdin and
-SIGTERM/SIGINT/SIGHUP all lead to the fronts' single exit path (bridge/fronts/lifecycle.py), which
-stops every run (three-stage, shielded) first.
-"""
+pi/closeSession and the lifecycle; pi/run is served from its frame by bridge/fronts/lsp/run_requests.py."""
 
 from __future__ import annotations
 
@@ -305,17 +299,13 @@ def _toolbox_features(server: BridgeServer) -> None:
     @server.feature(contract.COMMANDS)
     async def pi_commands(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CommandsParams, raw)
-        if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
-            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of a directory")
-        result = await _toolbox_call(ls.toolbox.commands(params.session_id, params.cwd or ls.default_cwd))
+        result = await _toolbox_call(ls.toolbox.commands(params.session_id, _toolbox_cwd(ls, params.cwd)))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.MODELS)
     async def pi_models(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.ModelsParams, raw)
-        if params.cwd is not None and not (os.path.isabs(params.cwd) and os.path.isdir(params.cwd)):
-            raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path of a directory")
-        result = await _toolbox_call(ls.toolbox.models(params.session_id, params.cwd or ls.default_cwd))
+        result = await _toolbox_call(ls.toolbox.models(params.session_id, _toolbox_cwd(ls, params.cwd)))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.RENAME_SESSION)
@@ -349,6 +339,13 @@ def _toolbox_features(server: BridgeServer) -> None:
         params = parse_params(contract.DeleteSessionParams, raw)
         result = await _toolbox_call(ls.toolbox.delete(params.session_id))
         return result.model_dump(mode="json", by_alias=True)
+
+
+def _toolbox_cwd(ls: BridgeServer, cwd: str | None) -> str:
+    """A toolbox request's `cwd` (default: the bridge's), which must be an absolute directory."""
+    if cwd is not None and not (os.path.isabs(cwd) and os.path.isdir(cwd)):
+        raise JsonRpcInvalidParams(message=f"cwd: {cwd!r} is not an absolute path of a directory")
+    return cwd or ls.default_cwd
 
 
 async def _toolbox_call(call: Awaitable[T]) -> T:

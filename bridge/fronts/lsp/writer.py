@@ -1,17 +1,5 @@
 """Outbound transport: a client that stops reading never blocks the loop, and a reading one waits
-for no thread.
-
-A frame goes straight to stdout from the loop (a non-blocking write) while nothing is queued;
-what a full pipe does not take is queued, in order, for one writer thread that waits for room.
-Only a pipe or socket of our own is made non-blocking: a terminal, or a pipe that stderr shares
-(`2>&1`), would pass the flag on to others, so those always go through the thread.
-
-Backpressure policy (loses nothing): frames leave in order, straight or through the queue.
-When the bytes waiting to be written pass a high-water mark, runs stop reading their agent's
-stdout (`wait_writable`), so the agent itself blocks on its pipe: memory stays bounded by the
-mark plus one read, nothing is dropped, and the loop stays free to act on cancels, which need no
-writes to take effect. Reading resumes below the low-water mark.
-"""
+for no thread (straight to stdout while nothing is queued, else one writer thread)."""
 
 from __future__ import annotations
 
@@ -22,17 +10,15 @@ import queue
 import select
 import stat
 import threading
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO
 
 import orjson
 
+from bridge.fronts.backpressure import HIGH_WATER, LOW_WATER, Backpressure
 from bridge.policy.redact import BOOK
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)
-
-HIGH_WATER: Final = 8 * 1024 * 1024
-LOW_WATER: Final = 2 * 1024 * 1024
 
 
 def frame(body: bytes) -> bytes:
@@ -80,11 +66,8 @@ class QueuedWriter:
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
         self._lock = threading.Lock()
-        self._high = high_water
-        self._low = low_water
+        self._pressure = Backpressure(high_water=high_water, low_water=low_water)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writable = asyncio.Event()
-        self._writable.set()
         self._drained = threading.Event()
         self._drained.set()
         self.broken = False
@@ -119,17 +102,16 @@ class QueuedWriter:
             data = data[written:]
         with self._lock:
             self._pending += len(data)
-            over = self._pending > self._high
+            over = self._pending > self._pressure.high_water
             if self._drained.is_set():  # cleared once per burst, not once per frame
                 self._drained.clear()
-        if over and self._writable.is_set():
-            self._writable.clear()
+        if over:
+            self._pressure.hold()
         self._queue.put(data)
 
     async def wait_writable(self) -> None:
         """Wait while the backlog is above the high-water mark."""
-        if not self._writable.is_set():
-            await self._writable.wait()
+        await self._pressure.wait_writable()
 
     @property
     def pending_bytes(self) -> int:
@@ -183,5 +165,6 @@ class QueuedWriter:
                 pending = self._pending
                 if pending == 0:
                     self._drained.set()
-            if pending <= self._low and self._loop is not None and not self._writable.is_set():
-                self._loop.call_soon_threadsafe(self._writable.set)
+            pressure = self._pressure
+            if pending <= pressure.low_water and self._loop is not None and pressure.holding:
+                self._loop.call_soon_threadsafe(pressure.release)

@@ -11,8 +11,8 @@ from bridge.agents.seam import DIALOG_CANCELLED, Dialog, DialogReply
 from bridge.contract import PermissionMode, PermissionOption, ProposedDiff
 from bridge.fronts.acp.approver import permission_request, read_answer
 from bridge.fronts.acp.client_requests import client_answers
-from bridge.fronts.acp.modes import MODES, mode_of, mode_option, mode_state
 from bridge.fronts.acp.questioner import dialog_request, read_choice, read_form_answer
+from bridge.fronts.acp.session.modes import MODES, mode_of, mode_option, mode_state
 from bridge.policy.approvals import CANCELLED, ApprovalAnswer, ApprovalRequest
 
 REQUEST = ApprovalRequest(

@@ -1,10 +1,5 @@
-"""A session's `mcpServers`: checked as the client sent them, and merged with the defaults.
-
-The SDK's schema drops an entry it cannot read without a word (and reads `sse` entries, which the
-bridge does not support): so the raw `mcpServers` of `session/new`, `session/load`,
-`session/resume` and `session/fork` are checked here with the contract's strict model first, and
-a bad entry is -32602 naming its field. Values never appear in an error: they can be secrets.
-"""
+"""A session's `mcpServers`: checked raw with the contract's strict model (the SDK's drops what it
+cannot read), and merged with the defaults; values never appear in an error."""
 
 from __future__ import annotations
 
