@@ -1,5 +1,5 @@
 """Conversations of an agent with no live mode: each prompt is one process that resumes the
-agent's own stored session (the json engine), so a conversation is nothing but a session id.
+agent's own stored session (the one-process engine), so a conversation is nothing but a session id.
 
 A front that needs the id before the first prompt (ACP's session/new) gets one minted here, a
 UUID, which every such agent must accept as the name of a new session. Until the agent has stored

@@ -20,10 +20,10 @@ import anyio.to_thread
 from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
 from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
-from bridge.engines.conversations import Conversations, Lease
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.json_engine import Attempt
-from bridge.engines.rpc_engine import RpcAttempt
+from bridge.engines.live.attempt import LiveAttempt
+from bridge.engines.live.conversations import Conversations, Lease
+from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.process.trace import mark
@@ -77,9 +77,9 @@ class Attempts:
         self.config = config
         self.slots = anyio.Semaphore(config.max_concurrent_runs)
 
-    def uses_rpc(self, run: Run) -> bool:
-        """Whether the run goes through a live conversation (the rpc engine): only for agents
-        that speak an rpc mode; every other agent runs one process per attempt (json engine)."""
+    def uses_live(self, run: Run) -> bool:
+        """Whether the run goes through a live conversation (the live engine): only for agents
+        that have a live mode; every other agent runs one process per attempt (one-process engine)."""
         adapter = run.agent
         return self.config.engine == "rpc" and adapter is self.adapter and adapter.live_mode() is not None
 
@@ -96,7 +96,7 @@ class Attempts:
         mark("run.trusted")
         lease = await self._lease(run)
         mark("run.leased")
-        if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
+        if lease is None and self.uses_live(run) and run.cancel.cancelled:
             receipt = _no_processes()
             run.cancel_receipt = receipt
             run.emit(run.agent.new_mapper(run.options).finish_cancelled(receipt))
@@ -107,7 +107,7 @@ class Attempts:
         finally:
             if lease is not None:
                 self.conversations.release(lease)
-        if lease is not None and lease.used_rpc:
+        if lease is not None and lease.used_live:
             self.conversations.prime_again()
 
     def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
@@ -117,7 +117,7 @@ class Attempts:
         if settings is None or settings.mode == "off":
             return None
         problem = sandbox.problem(settings, run.agent.display_name, run.agent.can_sandbox)
-        if problem is None and not self.uses_rpc(run):
+        if problem is None and not self.uses_live(run):
             message = f"sandbox {settings.mode!r} needs the rpc engine (engine is {self.config.engine!r})"
             problem = ErrorInfo(kind="sandbox", message=message, retryable=False)
         return problem
@@ -148,8 +148,8 @@ class Attempts:
         return acquired
 
     async def _lease(self, run: Run) -> Lease | None:
-        """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
-        if not self.uses_rpc(run) or self.conversations.supported is False:
+        """the live engine's hold on the run's conversation (None: the one-process engine runs it)."""
+        if not self.uses_live(run) or self.conversations.supported is False:
             return None
         session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
@@ -171,7 +171,7 @@ class Attempts:
         if session_id is None or self.conversations.live_agent(session_id) is not None:
             return None
         adapter = run.agent
-        full = self.conversations.known_session(session_id) if self.uses_rpc(run) else None
+        full = self.conversations.known_session(session_id) if self.uses_live(run) else None
         if full is None:
             try:
                 full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
@@ -213,7 +213,7 @@ class Attempts:
                 self.checkpoints.end(run)
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
-        if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
+        if (lease is None or not lease.used_live) and outcome.status != "cancelled":
             self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
@@ -224,12 +224,14 @@ class Attempts:
         for launch in run.agent.warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
-    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
+    def _new_attempt(
+        self, run: Run, limits: AttemptLimits, lease: Lease | None
+    ) -> ProcessAttempt | LiveAttempt:
         """The engine for this attempt: the conversation's live agent, or one process (json)."""
         adapter = run.agent
 
-        def json_attempt() -> Attempt:
-            return Attempt(
+        def one_process_attempt() -> ProcessAttempt:
+            return ProcessAttempt(
                 adapter,
                 run.command,
                 run.options,
@@ -243,8 +245,8 @@ class Attempts:
             )
 
         if lease is None or self.conversations.supported is False:
-            return json_attempt()
-        return RpcAttempt(
+            return one_process_attempt()
+        return LiveAttempt(
             self.conversations,
             lease,
             adapter,
@@ -258,7 +260,7 @@ class Attempts:
             on_started=run.note_pid,
             on_steerable=run.set_steerer,
             # a sandboxed run never falls back to a process that would not read its sandbox
-            fallback=None if run.sandboxed else lambda: json_attempt().run(),
+            fallback=None if run.sandboxed else lambda: one_process_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
@@ -327,7 +329,7 @@ class Attempts:
         self, run: Run, policy: RetryPolicy, lease: Lease | None
     ) -> SessionCheckpoint | None:
         """Where the run's stored session stands before its first attempt, when a retry may have
-        to go back there: each json-engine attempt leaves its prompt in the session (the rpc
+        to go back there: each one-process attempt leaves its prompt in the session (the rpc
         engine cuts its own back, Lease.trim)."""
         if policy.max_attempts < 2 or (lease is not None and self.conversations.supported is not False):
             return None

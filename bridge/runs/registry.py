@@ -37,7 +37,7 @@ from bridge.contract import (
     SandboxAvailability,
     SteerResult,
 )
-from bridge.engines.conversations import Conversations, NoRpc, StartFailure
+from bridge.engines.live.conversations import Conversations, NoLiveMode, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
@@ -87,10 +87,6 @@ AgentAdapter = seam.AgentAdapter
 
 class ShuttingDownError(RuntimeError):
     """The registry no longer serves: the bridge is on its way out."""
-
-
-class NoLiveMode(Exception):
-    """The agent command does not speak its live mode, so no conversation opens ahead of a prompt."""
 
 
 class OpenFailure(Exception):
@@ -297,7 +293,7 @@ class RunRegistry:
         self.checkpoints.enabled = config.checkpoints
 
     def prime_live(self, default_cwd: str) -> None:
-        """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""
+        """After `initialized`: pre-spawn one live agent with the server defaults (live engine)."""
         config = self.config
         if config.engine != "rpc" or not config.warm_pool or self.default_agent() != self.adapter.name:
             return
@@ -335,7 +331,7 @@ class RunRegistry:
     async def open_conversation(
         self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None
     ) -> OpenedConversation:
-        """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
+        """Open a conversation's live agent ahead of its first prompt (live engine): a new one on
         the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
         ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
@@ -363,8 +359,6 @@ class RunRegistry:
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
-        except NoRpc as exc:
-            raise NoLiveMode(str(exc)) from exc
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
@@ -402,7 +396,7 @@ class RunRegistry:
         return any(session_id in (run.session_id, run.options.session_id) for run in self._runs.values())
 
     def is_live_session(self, session_id: str) -> bool:
-        """Whether a conversation of this session has a live agent now (none in the json engine)."""
+        """Whether a conversation of this session has a live agent now (none in the one-process engine)."""
         return self.conversations.live_agent(session_id) is not None
 
     # ------------------------------------------------------------------ requests
@@ -420,7 +414,7 @@ class RunRegistry:
         command = bridge_command(params.prompt)  # CommandUsageError: the client's to fix
         if command is not None and command.name == "export":
             command = dataclasses.replace(command, export_path=export_path(run_id))
-        # A live conversation's agent knows whether it has history (the rpc engine asks it): no
+        # A live conversation's agent knows whether it has history (the live engine asks it): no
         # look through the session files on the hot path of a follow-up prompt.
         session_id = params.session_id
         live = session_id is not None and self.conversations.live_agent(session_id) is not None

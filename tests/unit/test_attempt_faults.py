@@ -19,10 +19,10 @@ from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
 from bridge.engines.cancel import CancelToken
-from bridge.engines.conversations import Conversations
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.json_engine import Attempt
-from bridge.engines.rpc_engine import RpcAttempt
+from bridge.engines.live.attempt import LiveAttempt
+from bridge.engines.live.conversations import Conversations
+from bridge.engines.one_process import ProcessAttempt
 from tests.support.env import ROOT, fake_pi_command
 from tests.support.leaks import run_processes_alive
 
@@ -67,7 +67,7 @@ def assert_failed_inside(outcome: AttemptOutcome, sent: list[Out]) -> None:
 
 async def test_a_bug_in_mapping_fails_the_json_attempt_and_stops_its_process(tmp_path: Path) -> None:
     sent: list[Out] = []
-    attempt = Attempt(
+    attempt = ProcessAttempt(
         BrokenPi(),
         tuple(fake_pi_command()),
         RunOptions(prompt="hi", cwd=str(tmp_path), model="slow"),
@@ -100,7 +100,7 @@ async def rpc_attempt(
     lease = await conversations.lease(None, CancelToken(), lambda: None)
     assert lease is not None
     sent: list[Out] = []
-    attempt = RpcAttempt(
+    attempt = LiveAttempt(
         conversations,
         lease,
         adapter,
@@ -144,10 +144,10 @@ async def reader_fails_then_another_conversation_runs(registry: Conversations, t
     def broken_listener(lines: list[bytes]) -> None:
         raise RuntimeError("a bug in a listener")
 
-    agent.rpc.listener = broken_listener
-    await agent.rpc.delivered(agent.rpc.send_prompt_now("hi"))
+    agent.client.listener = broken_listener
+    await agent.client.delivered(agent.client.send_prompt_now("hi"))
     with anyio.fail_after(WAIT):
-        await agent.rpc.closed.wait()
+        await agent.client.closed.wait()
         while agent.stopped is None:
             await anyio.sleep(0.01)
     registry.release(lease)

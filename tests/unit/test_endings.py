@@ -13,7 +13,7 @@ from bridge.agents.claude import ClaudeAgent
 from bridge.agents.seam import Out, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, exit_status
-from bridge.engines.json_engine import Attempt
+from bridge.engines.one_process import ProcessAttempt
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ def anyio_backend() -> str:
 
 async def test_a_silent_claude_code_is_named_in_its_stall_error(tmp_path: Path) -> None:
     sent: list[Out] = []
-    attempt = Attempt(
+    attempt = ProcessAttempt(
         ClaudeAgent(),
         SILENT,
         RunOptions(prompt="hi", cwd=str(tmp_path)),

@@ -17,8 +17,8 @@ import pytest
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.seam import RunOptions
 from bridge.contract import ErrorInfo
-from bridge.engines import conversations
-from bridge.engines.conversations import Conversations, Lease, StartFailure
+from bridge.engines.live import conversations
+from bridge.engines.live.conversations import Conversations, Lease, StartFailure
 
 pytestmark = pytest.mark.anyio
 

@@ -93,7 +93,7 @@ class _Stop:
             self.event.set()
 
 
-class Attempt:
+class ProcessAttempt:
     """One run of the agent process, from spawn to its terminal message."""
 
     def __init__(

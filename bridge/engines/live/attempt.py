@@ -1,6 +1,6 @@
-"""The rpc engine: one attempt is one prompt to the conversation's live agent.
+"""The live engine: one attempt is one prompt to the conversation's live agent.
 
-The attempt produces what a json-engine attempt produces (the same mapper reads the same event
+The attempt produces what a one-process attempt produces (the same mapper reads the same event
 lines) and exactly one terminal message, however it ends:
 - the agent settles (`agent_settled`): its terminal, with the conversation's contextUsage and
   sessionCost from `get_session_stats`; whatever the run's tools left behind is swept;
@@ -9,12 +9,12 @@ lines) and exactly one terminal message, however it ends:
   (`agentKept` says whether the agent serves the next prompt);
 - the agent dies or closes its output: terminal.failed kind `process`, retryable, stderr tail;
   the next run resumes the conversation from its file;
-- deadline or silence: the tree is killed, as in the json engine; time the bridge spends not
+- deadline or silence: the tree is killed, as in the one-process engine; time the bridge spends not
   reading pi (the client is behind, or a diff's read holds messages back) is not pi's silence;
 - a bug in the bridge's handling of the run's output (mapping, diffing): terminal.failed kind
   `internal`, after the run is stopped as a cancel stops it (pi kept if it settles); the fault
   never reaches pi's reader, so the other conversations go on.
-An agent command that does not speak rpc makes the attempt run in the json engine instead.
+An agent command with no live mode makes the attempt run in the one-process engine instead.
 """
 
 from __future__ import annotations
@@ -46,17 +46,17 @@ from bridge.agents.seam import (
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.cancel import CancelToken
-from bridge.engines.conversations import (
+from bridge.engines.diff_capture import DiffCapture
+from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.live.conversations import (
     CheckoutCancelled,
     Conversations,
     Lease,
     LiveAgent,
-    NoRpc,
+    NoLiveMode,
     StartFailure,
 )
-from bridge.engines.diff_capture import DiffCapture
-from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.json_engine import coalesce
+from bridge.engines.one_process import coalesce
 from bridge.process.shutdown import (
     children_now,
     contained_besides,
@@ -84,7 +84,7 @@ class _NotTaken(Exception):
     """The agent was gone before it accepted the prompt."""
 
 
-class RpcAttempt:
+class LiveAttempt:
     """One prompt of a conversation, from checkout of its live agent to the terminal message."""
 
     def __init__(
@@ -234,7 +234,7 @@ class RpcAttempt:
             )
         except CheckoutCancelled:
             return self._cancelled_before_start()
-        except NoRpc as exc:
+        except NoLiveMode as exc:
             self.conversations.note_fallback(self.command, str(exc))
             if self._fallback is not None:
                 return await self._fallback()
@@ -256,11 +256,11 @@ class RpcAttempt:
     async def _let_go(self, agent: LiveAgent, not_taken: bool) -> None:
         """The attempt is done with `agent`: no more lines or steers reach it, and it ends once
         its messages are out (with an unexpected end if the agent never concluded the turn)."""
-        agent.rpc.listener = None
-        agent.rpc.backlog = None
-        agent.rpc.asks = None
-        agent.rpc.dialogs = None
-        agent.rpc.file_ops = None
+        agent.client.listener = None
+        agent.client.backlog = None
+        agent.client.asks = None
+        agent.client.dialogs = None
+        agent.client.file_ops = None
         if self._on_steerable is not None:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
@@ -295,11 +295,11 @@ class RpcAttempt:
             self.lease.trim = (agent.session_file, mark)
         # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
         self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
-        agent.rpc.listener = self._on_lines
-        agent.rpc.backlog = self.diffs.drained
-        agent.rpc.asks = self._asks
-        agent.rpc.dialogs = self._dialogs
-        agent.rpc.file_ops = self._file_ops
+        agent.client.listener = self._on_lines
+        agent.client.backlog = self.diffs.drained
+        agent.client.asks = self._asks
+        agent.client.dialogs = self._dialogs
+        agent.client.file_ops = self._file_ops
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt
@@ -307,7 +307,7 @@ class RpcAttempt:
         # The session message goes out once the prompt is on its way to pi, not before it:
         # the client's first message costs the prompt nothing.
         self._announce_session()
-        held = agent.rpc.take_held()
+        held = agent.client.take_held()
         if held:
             self._map_lines(held)
         take_back = self.cancel.on_cancel(lambda: self._cancel_now(agent))
@@ -348,7 +348,7 @@ class RpcAttempt:
             return await self._command_failed(agent, exc)
         if self.options.command is not None:
             return None  # a bridge command: `_deliver` runs it
-        if self._before_tools is not None and not agent.rpc.asks_before_changes:
+        if self._before_tools is not None and not agent.client.asks_before_changes:
             if self._take_checkpoint is not None:
                 self._take_checkpoint()
             try:
@@ -357,7 +357,7 @@ class RpcAttempt:
                 return self._cancelled_before_prompt()
         try:
             mark("engine.prompt")
-            return agent.rpc.send_prompt_now(self.options.prompt, images=self.options.images)
+            return agent.client.send_prompt_now(self.options.prompt, images=self.options.images)
         except LiveError as exc:
             if not last_try:
                 raise _NotTaken from exc
@@ -372,9 +372,9 @@ class RpcAttempt:
             return
         try:
             if self.options.mcp_servers:
-                accepted = await agent.rpc.delivered(prompt, MCP_PROMPT_ACCEPT_SECONDS)
+                accepted = await agent.client.delivered(prompt, MCP_PROMPT_ACCEPT_SECONDS)
             else:
-                accepted = await agent.rpc.delivered(prompt)
+                accepted = await agent.client.delivered(prompt)
         except LiveError as exc:
             if exc.kind == "closed" and not last_try and not self._lines_seen:
                 self._not_taken = True
@@ -396,7 +396,7 @@ class RpcAttempt:
         command = self.options.command
         assert command is not None
         try:
-            done = await agent.rpc.run_command(command)
+            done = await agent.client.run_command(command)
         except LiveError as exc:
             self._prompt_error = exc
             self._set("refused")
@@ -428,7 +428,7 @@ class RpcAttempt:
             return "the run is not streaming"
         self._steers_out += 1
         try:
-            await agent.rpc.steer(text)
+            await agent.client.steer(text)
         except LiveError as exc:
             return str(exc)
         finally:
@@ -489,7 +489,7 @@ class RpcAttempt:
         self._send(outs)
 
     def _oversized(self) -> list[str]:
-        framer = self.agent.rpc.framer if self.agent else None
+        framer = self.agent.client.framer if self.agent else None
         if framer is None or not framer.oversized:
             return []
         found = list(framer.oversized)
@@ -518,9 +518,9 @@ class RpcAttempt:
         if self._abort is None and agent.alive:
             try:
                 # The queue first: an abort would leave it for the next prompt to take in.
-                self._clear = agent.rpc.send_clear_queue_now()
+                self._clear = agent.client.send_clear_queue_now()
                 self._steers_at_cancel = self._steers_out
-                self._abort = agent.rpc.send_abort_now()
+                self._abort = agent.client.send_abort_now()
             except LiveError as exc:
                 log.info("%s's abort could not be sent: %s", self.name, exc)
         self._listed_at_cancel = sorted({*early, *contained_now(agent.child)})
@@ -534,11 +534,11 @@ class RpcAttempt:
                 await agent.child.process.wait()
                 # Let pi's last lines arrive before concluding.
                 with anyio.move_on_after(0.5):
-                    await agent.rpc.closed.wait()
+                    await agent.client.closed.wait()
                 tasks.cancel_scope.cancel()
 
             tasks.start_soon(exited)
-            await agent.rpc.closed.wait()
+            await agent.client.closed.wait()
             tasks.cancel_scope.cancel()
         self._set("closed")
 
@@ -547,7 +547,7 @@ class RpcAttempt:
         silence = self.limits.silence_seconds
         if deadline is None and silence is None:
             return
-        rpc = agent.rpc
+        client = agent.client
         while True:
             now = time.monotonic()
             waits: list[float] = []
@@ -556,10 +556,10 @@ class RpcAttempt:
                     self._set("deadline")
                     return
                 waits.append(deadline - now)
-            if silence is not None and rpc.holding_back:
+            if silence is not None and client.holding_back:
                 waits.append(silence)  # the bridge is not reading pi: its quiet is not pi's
             elif silence is not None:
-                quiet_until = max(self._last_output, rpc.reading_since) + silence
+                quiet_until = max(self._last_output, client.reading_since) + silence
                 if now >= quiet_until:
                     self._set("silence")
                     return
@@ -575,7 +575,7 @@ class RpcAttempt:
             if self._fault is not None:
                 reason = "internal"
         if reason == "settled":
-            outs = self._with_command_text(self.mapper.feed(agent.rpc.run_end_line))
+            outs = self._with_command_text(self.mapper.feed(agent.client.run_end_line))
             await self._add_stats(agent, outs)
             self._send(outs)
             await self._sweep(agent)
@@ -602,7 +602,7 @@ class RpcAttempt:
         if reason == "deadline":
             self._send(self.mapper.finish_failed(endings.deadline_error(self.limits)))
         else:
-            error = endings.silence_error(self.name, self.limits, agent.rpc.stderr.text())
+            error = endings.silence_error(self.name, self.limits, agent.client.stderr.text())
             self._send(self.mapper.finish_failed(error))
 
     async def _add_stats(self, agent: LiveAgent, outs: list[Out]) -> None:
@@ -610,7 +610,7 @@ class RpcAttempt:
         if terminal is None:
             return
         try:
-            stats = await agent.rpc.stats(STATS_TIMEOUT_SECONDS)
+            stats = await agent.client.stats(STATS_TIMEOUT_SECONDS)
         except LiveError as exc:
             log.info("no session stats: %s", exc)
             return
@@ -627,7 +627,7 @@ class RpcAttempt:
         """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
         its agent as its child (an ACP adapter), its children now, and only them (the agent it
         runs may start lazily, in the run; what that agent started is swept)."""
-        return children_now(agent.child) if agent.rpc.runs_agent_as_child else self._helpers
+        return children_now(agent.child) if agent.client.runs_agent_as_child else self._helpers
 
     async def _sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
@@ -663,10 +663,10 @@ class RpcAttempt:
         if agent.alive:
             try:
                 if self._abort is not None:
-                    await agent.rpc.answer(self._abort, ABORT_GRACE_SECONDS)
+                    await agent.client.answer(self._abort, ABORT_GRACE_SECONDS)
                 else:
-                    self._clear = agent.rpc.send_clear_queue_now()
-                    await agent.rpc.abort(ABORT_GRACE_SECONDS)
+                    self._clear = agent.client.send_clear_queue_now()
+                    await agent.client.abort(ABORT_GRACE_SECONDS)
                 kept = agent.alive
             except LiveError as exc:
                 log.info("%s did not settle after abort: %s", self.name, exc)
@@ -678,7 +678,7 @@ class RpcAttempt:
                 kept = False
         if kept:
             # the agent an ACP adapter runs stays with it: it is not among what the run started
-            ours = before - set(spared) if agent.rpc.runs_agent_as_child else before
+            ours = before - set(spared) if agent.client.runs_agent_as_child else before
             receipt = receipt.model_copy(
                 update={
                     "stage": "interrupted",
@@ -709,14 +709,14 @@ class RpcAttempt:
                 with anyio.move_on_after(ABORT_GRACE_SECONDS):
                     await self._steers_answered.wait()
             try:
-                clears.append(agent.rpc.send_clear_queue_now())
+                clears.append(agent.client.send_clear_queue_now())
             except LiveError:
                 pass
         for clear in clears:
             if clear is None:
                 continue
             try:
-                self.unsent.extend(await agent.rpc.unsent(clear, ABORT_GRACE_SECONDS if settled else 0.05))
+                self.unsent.extend(await agent.client.unsent(clear, ABORT_GRACE_SECONDS if settled else 0.05))
             except LiveError as exc:
                 log.info("%s's queue could not be read back: %s", self.name, exc)
 
@@ -728,7 +728,7 @@ class RpcAttempt:
 
     async def _died(self, agent: LiveAgent) -> None:
         exited = await wait_exit(agent.child, EXIT_AFTER_EOF_SECONDS)
-        stderr = agent.rpc.stderr.text()
+        stderr = agent.client.stderr.text()
         if not exited:
             self.shutdown = await self._kill(agent)
             self._send(self.mapper.finish_failed(endings.kept_running_error(self.name, stderr)))
@@ -755,7 +755,7 @@ class RpcAttempt:
                 kind="stalled",
                 message=f"{exc}; {self.name} was stopped",
                 retryable=True,
-                stderr=agent.rpc.stderr.text() or None,
+                stderr=agent.client.stderr.text() or None,
             )
         elif exc.kind == "refused" and exc.error_kind is not None:
             # the agent's words say what is wrong (no key: `auth`); the same again would not help

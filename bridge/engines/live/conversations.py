@@ -67,7 +67,7 @@ MAX_OPENED_SESSIONS: Final = 4096
 LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], bool, str | None]
 
 
-class NoRpc(Exception):
+class NoLiveMode(Exception):
     """The agent command does not speak its live mode (it said so, or never answered at all)."""
 
 
@@ -113,7 +113,7 @@ class LiveAgent:
 
     key: LiveKey
     child: ChildProcess
-    rpc: LiveClient
+    client: LiveClient
     cwd: str
     session_id: str | None = None
     session_file: str | None = None
@@ -138,7 +138,7 @@ class LiveAgent:
     @property
     def alive(self) -> bool:
         """Whether it can still take a prompt."""
-        if self.child.returncode is not None or self.rpc.closed.is_set():
+        if self.child.returncode is not None or self.client.closed.is_set():
             return False
         exited = self.child.has_exited()  # killed a moment ago, its exit not collected yet
         if exited is not None:
@@ -163,10 +163,10 @@ class LiveAgent:
         """Provider, model and thinking of this run, by command, only where they change."""
         provider = options.provider or self.provider
         if provider and options.model and (provider, options.model) != (self.provider, self.model):
-            await self.rpc.set_model(provider, options.model)
+            await self.client.set_model(provider, options.model)
             self.provider, self.model = provider, options.model
         if options.thinking and options.thinking != self.thinking:
-            await self.rpc.set_thinking(options.thinking)
+            await self.client.set_thinking(options.thinking)
             self.thinking = options.thinking
 
 
@@ -179,7 +179,7 @@ class Lease:
     live: LiveAgent | None = None
     # (session file, its mark before the last failed prompt): a retry cuts the file back to it
     trim: tuple[str, int | None] | None = None
-    used_rpc: bool = False
+    used_live: bool = False
     # A live slot reserved for the agent this lease is starting (or restarting).
     holds_slot: bool = False
 
@@ -233,9 +233,9 @@ class Conversations:
 
     @property
     def mode(self) -> LiveMode:
-        """The agent's live mode; raises NoRpc when it has none."""
+        """The agent's live mode; raises NoLiveMode when it has none."""
         if self.live is None:
-            raise NoRpc(f"{self.name} has no live mode")
+            raise NoLiveMode(f"{self.name} has no live mode")
         return self.live
 
     # ------------------------------------------------------------------ lifetime
@@ -270,7 +270,7 @@ class Conversations:
                     await self.stop(agent)
 
     def note_fallback(self, command: tuple[str, ...], reason: str) -> None:
-        """The command does not speak rpc: every later run uses the json engine (logged once)."""
+        """The command has no live mode: every later run uses the one-process engine (logged once)."""
         self.supported = False
         if not self._fallback_logged:
             self._fallback_logged = True
@@ -452,7 +452,7 @@ class Conversations:
     ) -> LiveAgent:
         """The live agent for this attempt of the leased conversation, started if need be.
 
-        Raises NoRpc, StartFailure with the attempt's error, or CheckoutCancelled.
+        Raises NoLiveMode, StartFailure with the attempt's error, or CheckoutCancelled.
         """
         key = live_key(command, options, env)
         session_id = lease.session_id
@@ -482,7 +482,7 @@ class Conversations:
         agent.checkouts += 1
         agent.last_used = time.monotonic()
         lease.live = agent
-        lease.used_rpc = True
+        lease.used_live = True
         if agent.session_id:
             self.bind(lease, agent.session_id)
         return agent
@@ -519,7 +519,7 @@ class Conversations:
         """A live agent for a conversation before its first prompt, so its id is known at once.
 
         `options.session_id` set: the conversation resumes that session (its live agent if it has
-        one); unset: a new conversation, on the spare when it fits (no spawn). Raises NoRpc or
+        one); unset: a new conversation, on the spare when it fits (no spawn). Raises NoLiveMode or
         StartFailure.
         """
         key = live_key(command, options, env)
@@ -541,8 +541,8 @@ class Conversations:
                 self.prime(*self._spare_launch, delay=OPENED_SPARE_PRIME_DELAY_SECONDS)
         agent.last_used = time.monotonic()
         try:
-            models = await agent.rpc.available_models()
-            levels = await agent.rpc.thinking_levels()
+            models = await agent.client.available_models()
+            levels = await agent.client.thinking_levels()
         except LiveError as exc:
             log.info("live agent pid %d: could not list its models: %s", agent.pid, exc)
             models, levels = (), []
@@ -693,7 +693,7 @@ class Conversations:
             key = live_key(command, options, env)
             try:
                 spare = await self._start(command, options, env, key, None)
-            except NoRpc as exc:
+            except NoLiveMode as exc:
                 self.note_fallback(command, str(exc))
                 return
             except StartFailure as exc:
@@ -734,7 +734,7 @@ class Conversations:
             return None  # not stored yet (started anew under its id), or taken meanwhile
         self._spare = None
         try:
-            state = await spare.rpc.switch_session(path)
+            state = await spare.client.switch_session(path)
         except LiveError as exc:
             log.info("the spare could not load session %s: %s", session_id, exc)
             self._stop_later(spare)
@@ -778,11 +778,11 @@ class Conversations:
             child = await spawn(spec.argv, spec.cwd, {**env, **spec.env})
         except SpawnError as exc:
             raise StartFailure(self.launcher.spawn_failure(command, str(exc))) from exc
-        rpc = mode.client(child, wait_writable=self.wait_writable)
+        client = mode.client(child, wait_writable=self.wait_writable)
         agent = LiveAgent(
             key=key,
             child=child,
-            rpc=rpc,
+            client=client,
             cwd=options.cwd,
             provider=options.provider,
             model=options.model,
@@ -796,7 +796,7 @@ class Conversations:
                     ErrorInfo(kind="internal", message="the bridge is shutting down", retryable=False)
                 )
             self._tasks.start_soon(self._watch, agent)
-            state = await agent.rpc.prepare()
+            state = await agent.client.prepare()
         except LiveError as exc:
             await self._start_failed(agent, mode, exc)
             raise AssertionError("unreachable") from exc
@@ -817,21 +817,21 @@ class Conversations:
             await wait_exit(agent.child, 3.0)
         code = agent.child.returncode
         await self.stop(agent)
-        stderr = agent.rpc.stderr.text()
+        stderr = agent.client.stderr.text()
         signal_name = None
         if code is not None and code < 0:
             signal_name = f"signal {-code}"
             code = None
         if exc.kind == "closed" and mode.lacks_live_mode(stderr):
-            raise NoRpc(f"it exited (code {code}) saying so: {' '.join(stderr.split())[-200:]}") from exc
+            raise NoLiveMode(f"it exited (code {code}) saying so: {' '.join(stderr.split())[-200:]}") from exc
         if (
             exc.kind == "timeout"
             and self.supported is not True
-            and agent.rpc.lines_read == 0
+            and agent.client.lines_read == 0
             and mode.silence_may_mean_no_live_mode()
         ):
             # Alive, silent, never answering: an agent that reads stdin for something else
-            raise NoRpc(f"it never answered its first command ({exc})") from exc
+            raise NoLiveMode(f"it never answered its first command ({exc})") from exc
         kind, retryable = mode.classify_exit(code, signal_name, stderr)
         if exc.kind == "timeout":
             message = f"the live {self.name} did not answer: {exc}"
@@ -852,14 +852,14 @@ class Conversations:
         with anyio.CancelScope() as scope:
             agent.scope = scope
             try:
-                await agent.rpc.serve()
+                await agent.client.serve()
             except Exception:
                 log.exception("the reader of live agent pid %d failed; the agent is stopped", agent.pid)
                 self._forget(agent)
                 await self.stop(agent)
                 return
             if not agent.busy:
-                said = " ".join(agent.rpc.stderr.text().split())[-300:]
+                said = " ".join(agent.client.stderr.text().split())[-300:]
                 log.warning(
                     "live agent pid %d of session %s closed its output%s",
                     agent.pid,
@@ -894,7 +894,7 @@ class Conversations:
             async with agent.stop_lock:
                 if agent.stopped is not None:
                     return agent.stopped
-                agent.rpc.close_stdin()
+                agent.client.close_stdin()
                 receipt = await shutdown_tree(agent.child)
                 agent.stopped = receipt
                 forget(agent.child)
