@@ -9,8 +9,12 @@ written here once, in the agent's own name (`AgentAdapter.display_name`).
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import anyio
 
 from bridge.agents.seam import EventMapper
 from bridge.contract import ErrorInfo, ShutdownReceipt
@@ -43,6 +47,33 @@ class AttemptOutcome:
     agent_kept: bool = False
     # A cancelled run's messages the agent had queued and not taken in (the cancel's `unsent`).
     unsent: tuple[str, ...] = ()
+
+
+async def overrun(
+    limits: AttemptLimits, holding_back: Callable[[], bool], quiet_since: Callable[[], float]
+) -> Literal["deadline", "silence"] | None:
+    """Wait until the attempt passes its deadline, or the agent stays silent too long (None at
+    once: it has neither bound). While the bridge holds its reading back, the quiet is not the
+    agent's silence."""
+    deadline = limits.deadline
+    silence = limits.silence_seconds
+    if deadline is None and silence is None:
+        return None
+    while True:
+        now = time.monotonic()
+        waits: list[float] = []
+        if deadline is not None:
+            if now >= deadline:
+                return "deadline"
+            waits.append(deadline - now)
+        if silence is not None and holding_back():
+            waits.append(silence)
+        elif silence is not None:
+            quiet_until = quiet_since() + silence
+            if now >= quiet_until:
+                return "silence"
+            waits.append(quiet_until - now)
+        await anyio.sleep(min(waits))
 
 
 def deadline_error(limits: AttemptLimits) -> ErrorInfo:

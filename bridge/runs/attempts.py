@@ -20,8 +20,9 @@ import anyio.to_thread
 from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
 from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
+from bridge.engines.attempt import Attempt, AttemptContext
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.live.attempt import LiveAttempt
+from bridge.engines.live.attempt import LiveAttempt, LiveHooks
 from bridge.engines.live.conversations import Conversations, Lease
 from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
@@ -224,40 +225,26 @@ class Attempts:
         for launch in run.agent.warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
-    def _new_attempt(
-        self, run: Run, limits: AttemptLimits, lease: Lease | None
-    ) -> ProcessAttempt | LiveAttempt:
-        """The engine for this attempt: the conversation's live agent, or one process (json)."""
-        adapter = run.agent
-
-        def one_process_attempt() -> ProcessAttempt:
-            return ProcessAttempt(
-                adapter,
-                run.command,
-                run.options,
-                run.emit,
-                run.cancel,
-                limits,
-                self.wait_writable,
-                self.config.env,
-                self.pool,
-                on_started=run.note_pid,
-            )
-
-        if lease is None or self.conversations.supported is False:
-            return one_process_attempt()
-        return LiveAttempt(
-            self.conversations,
-            lease,
-            adapter,
+    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt:
+        """The engine for this attempt: the conversation's live agent, or one process."""
+        context = AttemptContext(
+            run.agent,
             run.command,
             run.options,
             run.emit,
             run.cancel,
             limits,
             extra_env=self.config.env,
-            retrying=run.attempt > 1,
             on_started=run.note_pid,
+        )
+
+        def one_process_attempt() -> ProcessAttempt:
+            return ProcessAttempt(context, self.wait_writable, self.pool)
+
+        if lease is None or self.conversations.supported is False:
+            return one_process_attempt()
+        hooks = LiveHooks(
+            retrying=run.attempt > 1,
             on_steerable=run.set_steerer,
             # a sandboxed run never falls back to a process that would not read its sandbox
             fallback=None if run.sandboxed else lambda: one_process_attempt().run(),
@@ -268,6 +255,7 @@ class Attempts:
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
+        return LiveAttempt(self.conversations, lease, context, hooks)
 
     def _on_session(self, run: Run, session_id: str) -> None:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""

@@ -18,9 +18,10 @@ import pytest
 from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.live.attempt import LiveAttempt
+from bridge.engines.live.attempt import LiveAttempt, LiveHooks
 from bridge.engines.live.conversations import Conversations
 from bridge.engines.one_process import ProcessAttempt
 from tests.support.env import ROOT, fake_pi_command
@@ -68,12 +69,14 @@ def assert_failed_inside(outcome: AttemptOutcome, sent: list[Out]) -> None:
 async def test_a_bug_in_mapping_fails_the_json_attempt_and_stops_its_process(tmp_path: Path) -> None:
     sent: list[Out] = []
     attempt = ProcessAttempt(
-        BrokenPi(),
-        tuple(fake_pi_command()),
-        RunOptions(prompt="hi", cwd=str(tmp_path), model="slow"),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(),
+        AttemptContext(
+            BrokenPi(),
+            tuple(fake_pi_command()),
+            RunOptions(prompt="hi", cwd=str(tmp_path), model="slow"),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(),
+        )
     )
     with anyio.fail_after(WAIT):
         outcome = await attempt.run()
@@ -103,12 +106,15 @@ async def rpc_attempt(
     attempt = LiveAttempt(
         conversations,
         lease,
-        adapter,
-        FAKE_RPC_PI,
-        RunOptions(prompt="hi", cwd=str(cwd), model=model),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(),
+        AttemptContext(
+            adapter,
+            FAKE_RPC_PI,
+            RunOptions(prompt="hi", cwd=str(cwd), model=model),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(),
+        ),
+        LiveHooks(),
     )
     try:
         with anyio.fail_after(WAIT):

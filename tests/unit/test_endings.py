@@ -11,6 +11,7 @@ import pytest
 
 from bridge.agents.claude import ClaudeAgent
 from bridge.agents.seam import Out, RunOptions
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, exit_status
 from bridge.engines.one_process import ProcessAttempt
@@ -30,12 +31,14 @@ def anyio_backend() -> str:
 async def test_a_silent_claude_code_is_named_in_its_stall_error(tmp_path: Path) -> None:
     sent: list[Out] = []
     attempt = ProcessAttempt(
-        ClaudeAgent(),
-        SILENT,
-        RunOptions(prompt="hi", cwd=str(tmp_path)),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(silence_seconds=0.5),
+        AttemptContext(
+            ClaudeAgent(),
+            SILENT,
+            RunOptions(prompt="hi", cwd=str(tmp_path)),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(silence_seconds=0.5),
+        )
     )
     with anyio.fail_after(WAIT):
         outcome = await attempt.run()

@@ -25,6 +25,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
 import anyio
@@ -33,7 +34,6 @@ import orjson
 from bridge.agents.model_errors import RETRYABLE_KINDS
 from bridge.agents.seam import (
     MCP_PROMPT_ACCEPT_SECONDS,
-    AgentAdapter,
     AskDialog,
     AskTool,
     CommandDone,
@@ -41,13 +41,11 @@ from bridge.agents.seam import (
     LiveCommand,
     LiveError,
     Out,
-    RunOptions,
 )
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
-from bridge.engines.cancel import CancelToken
-from bridge.engines.diff_capture import DiffCapture
-from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.attempt import AttemptContext
+from bridge.engines.endings import AttemptOutcome
 from bridge.engines.live.conversations import (
     CheckoutCancelled,
     Conversations,
@@ -56,7 +54,7 @@ from bridge.engines.live.conversations import (
     NoLiveMode,
     StartFailure,
 )
-from bridge.engines.one_process import coalesce
+from bridge.engines.output import AttemptOutput
 from bridge.process.shutdown import (
     children_now,
     contained_besides,
@@ -75,7 +73,6 @@ ABORT_GRACE_SECONDS: Final = 2.0
 EXIT_AFTER_EOF_SECONDS: Final = 3.0
 STATS_TIMEOUT_SECONDS: Final = 2.0
 
-Emit = Callable[[list[Out]], None]
 Reason = Literal["settled", "cancel", "closed", "deadline", "silence", "refused", "internal"]
 T = TypeVar("T")
 
@@ -84,61 +81,54 @@ class _NotTaken(Exception):
     """The agent was gone before it accepted the prompt."""
 
 
+@dataclass(frozen=True, slots=True)
+class LiveHooks:
+    """What the run lends a live attempt while it streams: its hooks and its policy's answers."""
+
+    retrying: bool = False
+    on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None
+    fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None
+    on_session: Callable[[str], None] | None = None
+    # The run's permission check: what the agent asks before a tool while this attempt streams.
+    asks: AskTool | None = None
+    # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
+    dialogs: AskDialog | None = None
+    # Does the file operations the agent's own tools hand over (the run's file access policy).
+    file_ops: DoFileOp | None = None
+    # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
+    # in the permission check; one that does not gets its prompt after it.
+    before_tools: anyio.Event | None = None
+    take_checkpoint: Callable[[], None] | None = None
+
+
 class LiveAttempt:
     """One prompt of a conversation, from checkout of its live agent to the terminal message."""
 
     def __init__(
-        self,
-        conversations: Conversations,
-        lease: Lease,
-        adapter: AgentAdapter,
-        command: tuple[str, ...],
-        options: RunOptions,
-        emit: Emit,
-        cancel: CancelToken,
-        limits: AttemptLimits,
-        *,
-        extra_env: Mapping[str, str] | None = None,
-        retrying: bool = False,
-        on_started: Callable[[int], None] | None = None,
-        on_steerable: Callable[[Callable[[str], Awaitable[str | None]] | None], None] | None = None,
-        fallback: Callable[[], Awaitable[AttemptOutcome]] | None = None,
-        on_session: Callable[[str], None] | None = None,
-        asks: AskTool | None = None,
-        dialogs: AskDialog | None = None,
-        file_ops: DoFileOp | None = None,
-        before_tools: anyio.Event | None = None,
-        take_checkpoint: Callable[[], None] | None = None,
+        self, conversations: Conversations, lease: Lease, context: AttemptContext, hooks: LiveHooks
     ) -> None:
         self.conversations = conversations
         self.lease = lease
-        self.adapter = adapter
-        self.command = command
-        self.options = options
-        self.limits = limits
-        self.cancel = cancel
-        self.extra_env = dict(extra_env or {})
-        self.retrying = retrying
-        self.mapper = adapter.new_mapper(options)
-        self.name = adapter.display_name
-        self._emit = emit
-        self.diffs = DiffCapture(
-            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
-        )
-        self._on_started = on_started
-        self._on_steerable = on_steerable
-        self._fallback = fallback
-        self._on_session = on_session
-        # The run's permission check: what the agent asks before a tool while this attempt streams.
-        self._asks = asks
-        # Answers the agent's own dialogs (its extensions ask the user) while this attempt streams.
-        self._dialogs = dialogs
-        # Does the file operations the agent's own tools hand over (the run's file access policy).
-        self._file_ops = file_ops
-        # Set once the workspace's checkpoint is taken: an agent that asks before a change waits
-        # in the permission check; one that does not gets its prompt after it.
-        self._before_tools = before_tools
-        self._take_checkpoint = take_checkpoint
+        self.adapter = context.adapter
+        self.command = context.command
+        self.options = context.options
+        self.limits = context.limits
+        self.cancel = context.cancel
+        self.extra_env = dict(context.extra_env)
+        self.retrying = hooks.retrying
+        self.mapper = self.adapter.new_mapper(self.options)
+        self.name = self.adapter.display_name
+        self.out = AttemptOutput(context, lambda: self._set("internal"), self._describe)
+        self._send = self.out.send
+        self._on_started = context.on_started
+        self._on_steerable = hooks.on_steerable
+        self._fallback = hooks.fallback
+        self._on_session = hooks.on_session
+        self._asks = hooks.asks
+        self._dialogs = hooks.dialogs
+        self._file_ops = hooks.file_ops
+        self._before_tools = hooks.before_tools
+        self._take_checkpoint = hooks.take_checkpoint
         self._reason: Reason | None = None
         self._stop = anyio.Event()
         self._user_messages = 0
@@ -164,25 +154,13 @@ class LiveAttempt:
         self._not_taken = False
         self._lines_seen = False
         self._prompt_error: LiveError | None = None
-        # A bug met while handling the run's output: the run fails with it.
-        self._fault: ErrorInfo | None = None
         # What a bridge command did, and the session `/new` started.
         self._command_done: CommandDone | None = None
         self._new_session: str | None = None
 
-    def _send(self, outs: list[Out]) -> None:
-        self.diffs.send(outs)
-
-    def _emit_coalesced(self, outs: list[Out]) -> None:
-        self._emit(coalesce(outs))
-
-    def _fail_inside(self, exc: Exception) -> None:
-        """A bug in handling this run's output: the run fails with it (once), nothing else does."""
-        if self._fault is None:
-            pid = self.agent.pid if self.agent else None
-            log.error("a run of live %s %s failed inside the bridge", self.name, pid, exc_info=exc)
-            self._fault = endings.internal_error(self.name, exc)
-        self._set("internal")
+    def _describe(self) -> str:
+        pid = self.agent.pid if self.agent else None
+        return f"a run of live {self.name} {pid}"
 
     def _set(self, reason: Reason) -> None:
         if self._reason is None:
@@ -196,7 +174,7 @@ class LiveAttempt:
         try:
             return await self._run_on_a_live_agent()
         finally:
-            self.diffs.close()
+            self.out.diffs.close()
 
     async def _run_on_a_live_agent(self) -> AttemptOutcome:
         # An agent that died before it took the prompt (killed while idle a moment ago) is
@@ -265,7 +243,7 @@ class LiveAttempt:
             self._on_steerable(None)
         if self.mapper.last_terminal is None and not not_taken:
             self._send(self.mapper.finish_failed(endings.unexpected_end()))
-        await self.diffs.drained()
+        await self.out.diffs.drained()
 
     async def _until_cancelled(self, work: Awaitable[T]) -> T:
         """`work`, unless the run's cancel comes first (then CheckoutCancelled): the steps
@@ -296,7 +274,7 @@ class LiveAttempt:
         # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
         self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
         agent.client.listener = self._on_lines
-        agent.client.backlog = self.diffs.drained
+        agent.client.backlog = self.out.diffs.drained
         agent.client.asks = self._asks
         agent.client.dialogs = self._dialogs
         agent.client.file_ops = self._file_ops
@@ -453,11 +431,11 @@ class LiveAttempt:
         self._lines_seen = True
         try:
             self._announce_session()
-            if self._fault is not None or (self._reason is not None and self._reason != "cancel"):
+            if self.out.fault is not None or (self._reason is not None and self._reason != "cancel"):
                 return
             self._map_lines(lines)
         except Exception as exc:
-            self._fail_inside(exc)
+            self.out.fail_inside(exc)
 
     def _map_lines(self, lines: list[bytes]) -> None:
         outs: list[Out] = []
@@ -475,12 +453,12 @@ class LiveAttempt:
                 if kind == "user_message":
                     outs.extend(self._on_user_message(line))
                     continue
-                self.diffs.note_line(line)
+                self.out.diffs.note_line(line)
                 outs.extend(mapper.feed(line))
             for description in self._oversized():
                 mapper.note_invalid(description)
         except Exception as exc:
-            self._fail_inside(exc)  # and what was mapped before it still goes out
+            self.out.fail_inside(exc)  # and what was mapped before it still goes out
         if self._reason == "cancel":
             # pi's abort closes the running tool as an error: to the editor it was cancelled.
             for out in outs:
@@ -543,36 +521,21 @@ class LiveAttempt:
         self._set("closed")
 
     async def _watchdog(self, agent: LiveAgent) -> None:
-        deadline = self.limits.deadline
-        silence = self.limits.silence_seconds
-        if deadline is None and silence is None:
-            return
         client = agent.client
-        while True:
-            now = time.monotonic()
-            waits: list[float] = []
-            if deadline is not None:
-                if now >= deadline:
-                    self._set("deadline")
-                    return
-                waits.append(deadline - now)
-            if silence is not None and client.holding_back:
-                waits.append(silence)  # the bridge is not reading pi: its quiet is not pi's
-            elif silence is not None:
-                quiet_until = max(self._last_output, client.reading_since) + silence
-                if now >= quiet_until:
-                    self._set("silence")
-                    return
-                waits.append(quiet_until - now)
-            await anyio.sleep(min(waits))
+        # the bridge not reading pi (the client behind, a diff's read): that quiet is not pi's
+        reason = await endings.overrun(
+            self.limits, lambda: client.holding_back, lambda: max(self._last_output, client.reading_since)
+        )
+        if reason is not None:
+            self._set(reason)
 
     # ------------------------------------------------------------------ concluding
 
     async def _conclude(self, agent: LiveAgent) -> None:
         reason = self._reason
         if reason == "settled":
-            await self.diffs.drained()  # a diff that fails to compute fails the run, not completes it
-            if self._fault is not None:
+            await self.out.diffs.drained()  # a diff that fails to compute fails the run, not completes it
+            if self.out.fault is not None:
                 reason = "internal"
         if reason == "settled":
             outs = self._with_command_text(self.mapper.feed(agent.client.run_end_line))
@@ -587,8 +550,8 @@ class LiveAttempt:
         if reason == "internal":
             # pi itself is fine: its run is stopped as a cancel stops it, and it stays if it settles.
             self.shutdown = await self._interrupt(agent)
-            assert self._fault is not None
-            self._send(self.mapper.finish_failed(self._fault))
+            assert self.out.fault is not None
+            self._send(self.mapper.finish_failed(self.out.fault))
             return
         if reason == "closed":
             await self._died(agent)
