@@ -47,6 +47,19 @@ def pool_key(spec: LaunchSpec, extra_env: Mapping[str, str]) -> PoolKey:
     return (spec.argv, spec.cwd, frozenset(env.items()))
 
 
+def tree_rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes and their descendants (one gone meanwhile counts 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            total += proc.memory_info().rss
+            total += sum(child.memory_info().rss for child in proc.children(recursive=True))
+        except psutil.Error:
+            continue
+    return total
+
+
 @dataclass(slots=True)
 class WarmEntry:
     """One idle pre-spawned agent."""
@@ -161,15 +174,7 @@ class WarmPool:
 
     def rss_bytes(self) -> int:
         """Resident memory of the idle entries and their descendants."""
-        total = 0
-        for pid in self.warm_pids():
-            try:
-                proc = psutil.Process(pid)
-                total += proc.memory_info().rss
-                total += sum(child.memory_info().rss for child in proc.children(recursive=True))
-            except psutil.Error:
-                continue
-        return total
+        return tree_rss_bytes(self.warm_pids())
 
     async def close(self) -> None:
         """Stop every idle entry (three-stage, shielded), then end the pool's tasks."""

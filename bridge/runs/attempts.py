@@ -22,8 +22,9 @@ from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
 from bridge.engines.attempt import Attempt, AttemptContext
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
+from bridge.engines.live.agent import Lease
 from bridge.engines.live.attempt import LiveAttempt, LiveHooks
-from bridge.engines.live.conversations import Conversations, Lease
+from bridge.engines.live.conversations import Conversations
 from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
@@ -107,9 +108,9 @@ class Attempts:
             await self._drive_leased(run, lease)
         finally:
             if lease is not None:
-                self.conversations.release(lease)
+                self.conversations.slots.release(lease)
         if lease is not None and lease.used_live:
-            self.conversations.prime_again()
+            self.conversations.spare.prime_again()
 
     def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
         """Why the run cannot have the sandbox it asks for: it then fails before anything runs.
@@ -150,7 +151,7 @@ class Attempts:
 
     async def _lease(self, run: Run) -> Lease | None:
         """the live engine's hold on the run's conversation (None: the one-process engine runs it)."""
-        if not self.uses_live(run) or self.conversations.supported is False:
+        if not self.uses_live(run) or self.conversations.starter.supported is False:
             return None
         session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
@@ -160,7 +161,7 @@ class Attempts:
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
         try:
-            return await self.conversations.lease(session_id, run.cancel, queued)
+            return await self.conversations.slots.lease(session_id, run.cancel, queued)
         finally:
             run.waits_for = None
 
@@ -169,10 +170,10 @@ class Attempts:
         path), so every table keyed by session (leases, live agents, the warm pool) sees one
         conversation as one; an error when it names several."""
         session_id = run.options.session_id
-        if session_id is None or self.conversations.live_agent(session_id) is not None:
+        if session_id is None or self.conversations.slots.live_agent(session_id) is not None:
             return None
         adapter = run.agent
-        full = self.conversations.known_session(session_id) if self.uses_live(run) else None
+        full = self.conversations.slots.known_session(session_id) if self.uses_live(run) else None
         if full is None:
             try:
                 full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
@@ -241,7 +242,7 @@ class Attempts:
         def one_process_attempt() -> ProcessAttempt:
             return ProcessAttempt(context, self.wait_writable, self.pool)
 
-        if lease is None or self.conversations.supported is False:
+        if lease is None or self.conversations.starter.supported is False:
             return one_process_attempt()
         hooks = LiveHooks(
             retrying=run.attempt > 1,
@@ -317,9 +318,11 @@ class Attempts:
         self, run: Run, policy: RetryPolicy, lease: Lease | None
     ) -> SessionCheckpoint | None:
         """Where the run's stored session stands before its first attempt, when a retry may have
-        to go back there: each one-process attempt leaves its prompt in the session (the rpc
+        to go back there: each one-process attempt leaves its prompt in the session (the live
         engine cuts its own back, Lease.trim)."""
-        if policy.max_attempts < 2 or (lease is not None and self.conversations.supported is not False):
+        if policy.max_attempts < 2 or (
+            lease is not None and self.conversations.starter.supported is not False
+        ):
             return None
         adapter = run.agent
         return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)

@@ -37,7 +37,8 @@ from bridge.contract import (
     SandboxAvailability,
     SteerResult,
 )
-from bridge.engines.live.conversations import Conversations, NoLiveMode, StartFailure
+from bridge.engines.live.agent import NoLiveMode, StartFailure
+from bridge.engines.live.conversations import Conversations
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.process import spawn
@@ -147,7 +148,7 @@ class RunRegistry:
             idle_seconds=config.session_idle_seconds,
             wait_writable=self._writable,
         )
-        self.conversations.trust_holds = lambda cwd: self.gate.trust.trusted_now(
+        self.conversations.spare.trust_holds = lambda cwd: self.gate.trust.trusted_now(
             cwd, adapter, self.config.env
         )
         # The conversations of agents with no live mode (their sessions, resumed per prompt).
@@ -288,8 +289,8 @@ class RunRegistry:
         self._attempts.reconfigure(config)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
-        self.conversations.max_live = config.max_live_sessions
-        self.conversations.idle_seconds = config.session_idle_seconds
+        self.conversations.slots.max_live = config.max_live_sessions
+        self.conversations.starter.idle_seconds = config.session_idle_seconds
         self.checkpoints.enabled = config.checkpoints
 
     def prime_live(self, default_cwd: str) -> None:
@@ -310,7 +311,7 @@ class RunRegistry:
             ),
             None,
         )
-        self.conversations.prime(config.command, options, config.env)
+        self.conversations.spare.prime(config.command, options, config.env)
 
     def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
         """`options` with the conversation's MCP servers (None: the configured defaults), their
@@ -397,7 +398,7 @@ class RunRegistry:
 
     def is_live_session(self, session_id: str) -> bool:
         """Whether a conversation of this session has a live agent now (none in the one-process engine)."""
-        return self.conversations.live_agent(session_id) is not None
+        return self.conversations.slots.live_agent(session_id) is not None
 
     # ------------------------------------------------------------------ requests
 
@@ -417,7 +418,7 @@ class RunRegistry:
         # A live conversation's agent knows whether it has history (the live engine asks it): no
         # look through the session files on the hot path of a follow-up prompt.
         session_id = params.session_id
-        live = session_id is not None and self.conversations.live_agent(session_id) is not None
+        live = session_id is not None and self.conversations.slots.live_agent(session_id) is not None
         resumed = live or adapter.session_exists(session_id, params.continue_session, cwd, self.config.env)
         options = RunOptions(
             prompt=params.prompt,
@@ -492,9 +493,9 @@ class RunRegistry:
         """The live runs, the idle pre-spawned agents and the live conversations."""
         return RunsResult(
             runs=[run.info() for run in self._runs.values()],
-            warm_pids=[*self.pool.warm_pids(), *self.conversations.spare_pids()],
+            warm_pids=[*self.pool.warm_pids(), *self.conversations.spare.pids()],
             warm_rss_bytes=self.pool.rss_bytes() + self.conversations.rss_bytes(),
-            live=self.conversations.listing(),
+            live=self.conversations.slots.listing(),
         )
 
     async def steer(self, run_id: str, message: str) -> SteerResult:

@@ -28,7 +28,7 @@ from bridge.contract import (
     RewindResult,
     SessionHistory,
 )
-from bridge.engines.live.conversations import LiveAgent
+from bridge.engines.live.agent import LiveAgent
 from bridge.runs import history
 from bridge.runs.checkpoints import CheckpointError, CheckpointRecord
 from bridge.runs.commands import command_list
@@ -155,7 +155,7 @@ class Toolbox:
             state = await self._ask(
                 "go back in the conversation", lambda: agent.client.fork_before(record.prompt, record.ordinal)
             )
-            self.registry.conversations.rebind(agent, state)
+            self.registry.conversations.slots.rebind(agent, state)
             session_id = agent.session_id or session_id
             await store.copy_to(session_id, [r for r in listed[:index] if r.kind == "turn"])
         return RewindResult(
@@ -169,7 +169,7 @@ class Toolbox:
             raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
         agent = await self._live(session_id, cwd)
         state = await self._ask("fork the session", agent.client.clone)
-        self.registry.conversations.rebind(agent, state)
+        self.registry.conversations.slots.rebind(agent, state)
         if agent.session_id is None:
             raise ToolboxError("the agent did not name the forked session")
         store = self.registry.checkpoints
@@ -203,7 +203,7 @@ class Toolbox:
     async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
         """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""
         registry = self.registry
-        agent = registry.conversations.live_agent(session_id) if session_id else None
+        agent = registry.conversations.slots.live_agent(session_id) if session_id else None
         if agent is not None and agent.alive:
             return agent
         if session_id is not None:
@@ -217,7 +217,7 @@ class Toolbox:
             raise ToolboxError(f"the agent could not start: {exc.error.message}") from None
         except NoLiveMode as exc:
             raise ToolboxError(f"the agent has no live mode: {exc}") from None
-        agent = registry.conversations.live_agent(opened.session_id)
+        agent = registry.conversations.slots.live_agent(opened.session_id)
         if agent is None:
             raise ToolboxError("the conversation's agent was gone as soon as it was opened")
         return agent

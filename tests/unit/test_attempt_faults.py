@@ -100,7 +100,7 @@ async def rpc_attempt(
     conversations: Conversations, adapter: PiAgent, model: str, cwd: Path
 ) -> tuple[AttemptOutcome, list[Out]]:
     cwd.mkdir(exist_ok=True)
-    lease = await conversations.lease(None, CancelToken(), lambda: None)
+    lease = await conversations.slots.lease(None, CancelToken(), lambda: None)
     assert lease is not None
     sent: list[Out] = []
     attempt = LiveAttempt(
@@ -120,7 +120,7 @@ async def rpc_attempt(
         with anyio.fail_after(WAIT):
             return await attempt.run(), sent
     finally:
-        conversations.release(lease)
+        conversations.slots.release(lease)
 
 
 async def test_a_bug_in_mapping_fails_the_rpc_attempt_only(tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ async def test_a_bug_in_a_live_pi_s_reader_stops_that_pi_only(tmp_path: Path) ->
 
 
 async def reader_fails_then_another_conversation_runs(registry: Conversations, tmp_path: Path) -> None:
-    lease = await registry.lease(None, CancelToken(), lambda: None)
+    lease = await registry.slots.lease(None, CancelToken(), lambda: None)
     assert lease is not None
     agent = await registry.checkout(
         FAKE_RPC_PI, RunOptions(prompt="", cwd=str(tmp_path)), {}, lease, retrying=False
@@ -156,7 +156,7 @@ async def reader_fails_then_another_conversation_runs(registry: Conversations, t
         await agent.client.closed.wait()
         while agent.stopped is None:
             await anyio.sleep(0.01)
-    registry.release(lease)
+    registry.slots.release(lease)
     assert not agent.alive and agent.stopped.survivors == []
     after, messages = await rpc_attempt(registry, PiAgent(), "text", tmp_path / "other")
     assert after.status == "completed", messages

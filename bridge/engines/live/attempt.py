@@ -46,14 +46,8 @@ from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.endings import AttemptOutcome
-from bridge.engines.live.conversations import (
-    CheckoutCancelled,
-    Conversations,
-    Lease,
-    LiveAgent,
-    NoLiveMode,
-    StartFailure,
-)
+from bridge.engines.live.agent import CheckoutCancelled, Lease, LiveAgent, NoLiveMode, StartFailure
+from bridge.engines.live.conversations import Conversations
 from bridge.engines.output import AttemptOutput
 from bridge.process.shutdown import (
     children_now,
@@ -213,7 +207,7 @@ class LiveAttempt:
         except CheckoutCancelled:
             return self._cancelled_before_start()
         except NoLiveMode as exc:
-            self.conversations.note_fallback(self.command, str(exc))
+            self.conversations.starter.note_fallback(self.command, str(exc))
             if self._fallback is not None:
                 return await self._fallback()
             message = f"{self.name} does not speak rpc: {exc}"
@@ -260,7 +254,7 @@ class LiveAttempt:
 
     def _waits_for_live_slot(self) -> None:
         self._send(
-            [Out("run.queued", {"position": 1, "limit": self.conversations.max_live, "reason": "live"})]
+            [Out("run.queued", {"position": 1, "limit": self.conversations.slots.max_live, "reason": "live"})]
         )
 
     async def _prompt(self, agent: LiveAgent, last_try: bool) -> AttemptOutcome:
@@ -269,7 +263,7 @@ class LiveAttempt:
             self.mapper = self.adapter.new_mapper(options)
             self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
         if agent.session_file:
-            mark = self.conversations.mode.session_mark(agent.session_file)
+            mark = self.conversations.starter.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
         # The agent's own helpers from before the run (its MCP servers) are not the run's to sweep.
         self._helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
@@ -381,7 +375,7 @@ class LiveAttempt:
             return
         self._command_done = done
         if done.state is not None:
-            self.conversations.rebind(agent, done.state)
+            self.conversations.slots.rebind(agent, done.state)
             if agent.session_id is not None:
                 self._new_session = agent.session_id
                 self._send([Out("session.started", {"sessionId": agent.session_id, "cwd": agent.cwd})])
@@ -440,7 +434,7 @@ class LiveAttempt:
     def _map_lines(self, lines: list[bytes]) -> None:
         outs: list[Out] = []
         mapper = self.mapper
-        event_kind = self.conversations.mode.event_kind
+        event_kind = self.conversations.starter.mode.event_kind
         try:
             for line in lines:
                 kind = event_kind(line)
@@ -480,7 +474,7 @@ class LiveAttempt:
         self._user_messages += 1
         if self._user_messages == 1:
             return []
-        text = self.conversations.mode.user_text(line)
+        text = self.conversations.starter.mode.user_text(line)
         return [] if text is None else [Out("run.steered", {"text": text})]
 
     def _cancel_now(self, agent: LiveAgent) -> None:
