@@ -12,13 +12,34 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 
 from bridge.agents.seam import EventMapper
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.process.framing import MAX_LINE_BYTES
+
+R = TypeVar("R", bound=str)
+
+
+class FirstStop(Generic[R]):
+    """First reason to stop wins; the attempt's main body waits on it."""
+
+    def __init__(self) -> None:
+        self.reason: R | None = None
+        self.event = anyio.Event()
+
+    def set(self, reason: R) -> None:
+        """Stop for `reason`, unless a reason came first."""
+        if self.reason is None:
+            self.reason = reason
+            self.event.set()
+
+    def reset(self) -> None:
+        """No reason yet: the attempt starts over on another agent."""
+        self.reason = None
+        self.event = anyio.Event()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.endings import (
     AttemptOutcome,
+    FirstStop,
     deadline_error,
     exit_status,
     kept_running_error,
@@ -51,19 +52,6 @@ DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 StopReason = Literal["eof", "agent", "cancel", "deadline", "silence", "internal"]
 
 
-class _Stop:
-    """First reason to stop wins; the attempt's main body waits on it."""
-
-    def __init__(self) -> None:
-        self.reason: StopReason | None = None
-        self.event = anyio.Event()
-
-    def set(self, reason: StopReason) -> None:
-        if self.reason is None:
-            self.reason = reason
-            self.event.set()
-
-
 class ProcessAttempt:
     """One run of the agent process, from spawn to its terminal message."""
 
@@ -88,7 +76,7 @@ class ProcessAttempt:
         self._extra_env = dict(context.extra_env)
         self._pool = pool
         self._on_started = context.on_started
-        self._stop = _Stop()
+        self._stop = FirstStop[StopReason]()
         self._stderr = TailBuffer()
         self._framer = LineFramer(self.limits.max_line_bytes)
         self._last_output = time.monotonic()
