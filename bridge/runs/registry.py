@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -26,7 +26,6 @@ from bridge.agents import seam
 from bridge.agents.seam import RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import (
-    AgentInfo,
     CancelledRunData,
     CancelResult,
     EffectiveSettings,
@@ -78,6 +77,7 @@ __all__ = [
     "RunRegistry",
     "ShuttingDownError",
     "Sink",
+    "effective_settings",
 ]
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
@@ -122,8 +122,6 @@ class RunRegistry:
         # Every conversation's mode and the check of each tool call (see gate.py).
         self.gate = Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
-        self.gate.sandboxes.agent_secrets = self._agent_secrets
-        self.gate.sandboxes.agent_config = self._agent_config
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -131,6 +129,8 @@ class RunRegistry:
         # The private files listing each conversation's MCP servers (mcp_config.py).
         self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
+        self.gate.sandboxes.agent_secrets = self.agents.secret_files
+        self.gate.sandboxes.agent_config = self.agents.config_paths
         self._learn_secrets(config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
@@ -180,7 +180,7 @@ class RunRegistry:
     def _learn_secrets(self, config: BridgeConfig) -> None:
         """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
         BOOK.add_env(_client_env(config), client=True)
-        BOOK.watch_files(self._agent_secrets({**os.environ, **config.env}))
+        BOOK.watch_files(self.agents.secret_files({**os.environ, **config.env}))
 
     @property
     def wait_writable(self) -> Callable[[], Awaitable[None]] | None:
@@ -196,31 +196,7 @@ class RunRegistry:
         if self._wait_writable is not None:
             await self._wait_writable()
 
-    def settings(self) -> EffectiveSettings:
-        """The settings in force, as the initialize answer reports them."""
-        config = self.config
-        return EffectiveSettings(
-            pi_command=list(config.command),
-            retry=config.retry,
-            max_concurrent_runs=config.max_concurrent_runs,
-            queue_when_busy=config.queue_when_busy,
-            silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
-            warm_pool=config.warm_pool,
-            warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
-            engine=config.engine,
-            max_live_sessions=config.max_live_sessions,
-            session_idle_ms=int(config.session_idle_seconds * 1000),
-        )
-
     # ------------------------------------------------------------------ agents
-
-    def adapter_named(self, name: str) -> AgentAdapter:
-        """The adapter of agent `name` (built once); raises AgentChoiceError for an unknown one."""
-        return self.agents.adapter_named(name)
-
-    def command_of(self, adapter: AgentAdapter) -> tuple[str, ...]:
-        """How to start an agent (see AgentChoice.command_of)."""
-        return self.agents.command_of(adapter)
 
     def spawn_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
         """Run `work` in the registry's task group (ended with it); False if not serving."""
@@ -236,46 +212,10 @@ class RunRegistry:
         await self.agents.prepare_first_prompt()
         await anyio.to_thread.run_sync(_build_hot_validators)
 
-    def agent_names(self) -> list[str]:
-        """Every agent a run can name: the known ones and any configured."""
-        return self.agents.agent_names()
-
-    def _agent_secrets(self, environ: Mapping[str, str]) -> list[str]:
-        """Every known agent's credential files: a sandboxed command sees none of them."""
-        return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
-
-    def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
-        """Every known agent's config a sandboxed command may not change: the top folder of each
-        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
-        the folder of its credentials (its config dir, with its user-level extensions; never
-        $HOME itself)."""
-        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
-        paths: list[str] = []
-        for adapter in self.history_adapters():
-            for resource in adapter.trust_roots(cwd, environ) or ():
-                paths.append(
-                    resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
-                )
-            folders = {os.path.dirname(path) for path in adapter.secret_files(environ) or ()}
-            paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
-        return paths
-
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:
         """Whether runs can ask for a sandbox here (initialize says it)."""
         return sandbox.availability()
-
-    def agents_info(self) -> list[AgentInfo]:
-        """Each known agent with its command, whether it is found and its version (initialize)."""
-        return self.agents.agents_info()
-
-    def history_adapters(self) -> list[AgentAdapter]:
-        """The adapters whose stored sessions pi/sessions and pi/session read: every known agent."""
-        return self.agents.history_adapters()
-
-    def default_agent(self) -> str:
-        """The agent of a run that names none and resumes no known session."""
-        return self.agents.default_agent()
 
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts). Without a `defaultMode`, a front
@@ -296,7 +236,7 @@ class RunRegistry:
     def prime_live(self, default_cwd: str) -> None:
         """After `initialized`: pre-spawn one live agent with the server defaults (live engine)."""
         config = self.config
-        if config.engine != "rpc" or not config.warm_pool or self.default_agent() != self.adapter.name:
+        if config.engine != "rpc" or not config.warm_pool or self.agents.default_agent() != self.adapter.name:
             return
         if self.adapter.live_mode() is None:
             return
@@ -444,7 +384,7 @@ class RunRegistry:
             sink=self._sink,
             redactor=self._redactor(options),
             adapter=adapter,
-            command=self.command_of(adapter),
+            command=self.agents.command_of(adapter),
             on_done=on_done,
         )
         self._runs[run_id] = run
@@ -553,6 +493,22 @@ class RunRegistry:
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
+
+
+def effective_settings(config: BridgeConfig) -> EffectiveSettings:
+    """The settings in force, as the initialize answer reports them."""
+    return EffectiveSettings(
+        pi_command=list(config.command),
+        retry=config.retry,
+        max_concurrent_runs=config.max_concurrent_runs,
+        queue_when_busy=config.queue_when_busy,
+        silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
+        warm_pool=config.warm_pool,
+        warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
+        engine=config.engine,
+        max_live_sessions=config.max_live_sessions,
+        session_idle_ms=int(config.session_idle_seconds * 1000),
+    )
 
 
 def _client_env(config: BridgeConfig) -> dict[str, str]:
