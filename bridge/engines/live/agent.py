@@ -6,13 +6,14 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import anyio
 import psutil
 
 from bridge.agents.seam import LiveClient, LiveMode, LiveState, RunOptions
-from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.contract import ErrorInfo, ErrorKind, ShutdownReceipt
 from bridge.process.spawn import ChildProcess
 
 LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], bool, str | None]
@@ -28,6 +29,11 @@ class StartFailure(Exception):
     def __init__(self, error: ErrorInfo) -> None:
         super().__init__(error.message)
         self.error = error
+
+    @classmethod
+    def retryable(cls, kind: ErrorKind, message: str) -> StartFailure:
+        """A failure the same run may meet no more on its next attempt (busy, no session yet)."""
+        return cls(ErrorInfo(kind=kind, message=message, retryable=True))
 
 
 class CheckoutCancelled(Exception):
@@ -56,6 +62,20 @@ def live_key(command: tuple[str, ...], options: RunOptions, env: Mapping[str, st
     set never serves another."""
     key = (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()))
     return (*key, options.trusted, options.mcp_config)
+
+
+@dataclass(frozen=True)
+class LiveLaunch:
+    """How a live agent is started: the agent command, the run's options, the environment."""
+
+    command: tuple[str, ...]
+    options: RunOptions
+    env: Mapping[str, str]
+
+    @cached_property
+    def key(self) -> LiveKey:
+        """What an agent started so must match to take a run (see `live_key`)."""
+        return live_key(self.command, self.options, self.env)
 
 
 @dataclass(eq=False)

@@ -14,16 +14,14 @@ import anyio.abc
 import anyio.to_thread
 
 from bridge.agents.seam import LiveError, OpenedConversation, RunOptions
-from bridge.contract import ErrorInfo
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.agent import (
     CheckoutCancelled,
     Launcher,
     Lease,
     LiveAgent,
-    LiveKey,
+    LiveLaunch,
     StartFailure,
-    live_key,
 )
 from bridge.engines.live.slots import Slots
 from bridge.engines.live.spare import Spare
@@ -107,17 +105,13 @@ class Conversations:
 
         Raises NoLiveMode, StartFailure with the attempt's error, or CheckoutCancelled.
         """
-        key = live_key(command, options, env)
+        launch = LiveLaunch(command, options, env)
+        key = launch.key
         session_id = lease.session_id
         agent = self.slots.live.get(session_id) if session_id else lease.live
         if agent is not None and agent.busy and agent is not lease.live:
-            raise StartFailure(
-                ErrorInfo(
-                    kind="busy",
-                    message=f"the live agent of session {session_id} is serving another run",
-                    retryable=True,
-                )
-            )
+            message = f"the live agent of session {session_id} is serving another run"
+            raise StartFailure.retryable("busy", message)
         if agent is not None and (not agent.alive or agent.key != key or (retrying and lease.trim)):
             await self.invalidate(agent, keep_slot_for=lease)
             agent = None
@@ -129,7 +123,7 @@ class Conversations:
         if agent is None:
             if not await self.slots.reserve(lease, cancel, on_wait):
                 raise CheckoutCancelled
-            agent = await self._spare_or_start(command, options, env, key, session_id)
+            agent = await self._spare_or_start(launch, session_id)
             await self.slots.enter(agent, lease)
         agent.busy = True
         agent.checkouts += 1
@@ -140,30 +134,17 @@ class Conversations:
             self.slots.bind(lease, agent.session_id)
         return agent
 
-    async def _spare_or_start(
-        self,
-        command: tuple[str, ...],
-        options: RunOptions,
-        env: Mapping[str, str],
-        key: LiveKey,
-        session_id: str | None,
-    ) -> LiveAgent:
+    async def _spare_or_start(self, launch: LiveLaunch, session_id: str | None) -> LiveAgent:
         """The spare, when it can serve this conversation, else a new agent; with a session id."""
-        await self.spare.wait_for(key)
-        agent = await self.spare.take_for(key, session_id, env)
+        await self.spare.wait_for(launch.key)
+        agent = await self.spare.take_for(launch.key, session_id, launch.env)
         if agent is None:
             if session_id is None:
-                self.spare.retarget(command, options, env)
-            agent = await self.starter.start(command, options, env, key, session_id)
+                self.spare.retarget(launch)
+            agent = await self.starter.start(launch, session_id)
         if agent.session_id is None:
             await self.starter.stop(agent)
-            raise StartFailure(
-                ErrorInfo(
-                    kind="session",
-                    message=f"the live {self.name} did not report a session id",
-                    retryable=True,
-                )
-            )
+            raise StartFailure.retryable("session", f"the live {self.name} did not report a session id")
         return agent
 
     async def open(
@@ -175,16 +156,16 @@ class Conversations:
         one); unset: a new conversation, on the spare when it fits (no spawn). Raises NoLiveMode or
         StartFailure.
         """
-        key = live_key(command, options, env)
+        launch = LiveLaunch(command, options, env)
         agent = self.slots.live.get(options.session_id) if options.session_id else None
-        if agent is not None and not agent.busy and (not agent.alive or agent.key != key):
+        if agent is not None and not agent.busy and (not agent.alive or agent.key != launch.key):
             await self.invalidate(agent)
             agent = None
         if agent is None:
             slot = Lease(session_id=None)
             await self.slots.reserve(slot, None, lambda: None)
             try:
-                agent = await self._spare_or_start(command, options, env, key, options.session_id)
+                agent = await self._spare_or_start(launch, options.session_id)
                 await self.slots.enter(agent, slot)
             finally:
                 self.slots.return_slot(slot)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bridge.agents.seam import LiveState
-from bridge.contract import ErrorInfo, LiveConversation
+from bridge.contract import LiveConversation
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.agent import Lease, LiveAgent, StartFailure
 from bridge.engines.live.starts import Starter
@@ -180,13 +180,8 @@ class Slots:
         if previous is not None and previous is not agent:
             if previous.busy:
                 await self._starter.stop(agent)
-                raise StartFailure(
-                    ErrorInfo(
-                        kind="busy",
-                        message=f"session {agent.session_id} has a live agent serving another run",
-                        retryable=True,
-                    )
-                )
+                message = f"session {agent.session_id} has a live agent serving another run"
+                raise StartFailure.retryable("busy", message)
             self.drop(previous)
             self._starter.stop_later(previous)
         self.live[agent.session_id] = agent

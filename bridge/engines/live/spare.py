@@ -13,7 +13,7 @@ import anyio
 import anyio.to_thread
 
 from bridge.agents.seam import LiveError, RunOptions
-from bridge.engines.live.agent import LiveAgent, LiveKey, NoLiveMode, StartFailure, canonical_cwd, live_key
+from bridge.engines.live.agent import LiveAgent, LiveKey, LiveLaunch, NoLiveMode, StartFailure, canonical_cwd
 from bridge.engines.live.starts import Starter
 
 log = logging.getLogger(__name__)
@@ -23,8 +23,6 @@ log = logging.getLogger(__name__)
 SPARE_PRIME_DELAY_SECONDS: Final = 0.5
 # A run never waits longer for a starting spare than a spawn of its own would take.
 SPARE_WAIT_SECONDS: Final = 5.0
-
-Launch = tuple[tuple[str, ...], RunOptions, dict[str, str]]
 
 
 class Spare:
@@ -36,7 +34,7 @@ class Spare:
         self._pending = False
         self._ready = anyio.Event()
         self._spawning = False
-        self.launch: Launch | None = None
+        self.launch: LiveLaunch | None = None
         #: Whether a folder's project trust still holds now (blocking): a spare primed like a
         #: trusted run is started untrusted once the folder's config changed since the user
         #: trusted it, since an agent loads that config as it starts.
@@ -49,18 +47,19 @@ class Spare:
         starter = self._starter
         if starter.closing:
             return
-        self.launch = (command, options, dict(env))
+        self.launch = LiveLaunch(command, options, dict(env))
         if starter.tasks is None or starter.supported is False or self.agent is not None or self._pending:
             return
         self._pending = True
         starter.tasks.start_soon(self._prime, delay)
 
-    def retarget(self, command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> None:
+    def retarget(self, launch: LiveLaunch) -> None:
         """A new conversation the spare could not serve (another cwd, tools or agent command):
         the next spare is primed like it, since the next new conversation most likely is too.
         (Priming the old launch again would spawn a pi that the next run stops unused.)"""
         if self.launch is None:
             return  # priming is off, or the registry is closing
+        options = launch.options
         spare_options = RunOptions(
             prompt="",
             cwd=options.cwd,
@@ -72,13 +71,12 @@ class Spare:
             mcp_servers=options.mcp_servers,
             mcp_config=options.mcp_config,
         )
-        self.launch = (command, spare_options, dict(env))
+        self.launch = LiveLaunch(launch.command, spare_options, dict(launch.env))
 
     def prime_again(self, delay: float = SPARE_PRIME_DELAY_SECONDS) -> None:
         """A run took the spare or ended: prime the next one like the last, after a short wait."""
         if self.launch is not None:
-            command, options, env = self.launch
-            self.prime(command, options, env, delay=delay)
+            self.prime(self.launch.command, self.launch.options, self.launch.env, delay=delay)
 
     def pids(self) -> list[int]:
         """The pre-spawned agent, idle on purpose (listed with the warm pool's)."""
@@ -92,7 +90,7 @@ class Spare:
     async def wait_for(self, key: LiveKey) -> None:
         """A spare like this run needs is starting: waiting for it is never slower than a spawn."""
         launch = self.launch
-        if not self._spawning or launch is None or live_key(*launch) != key:
+        if not self._spawning or launch is None or launch.key != key:
             return
         with anyio.move_on_after(SPARE_WAIT_SECONDS):
             await self._ready.wait()
@@ -106,24 +104,23 @@ class Spare:
             if self.launch is None or self.agent is not None:
                 return
             self._spawning = True
-            command, options, env = self.launch
+            launch = self.launch
             holds = self.trust_holds
             if (
-                options.trusted
+                launch.options.trusted
                 and holds is not None
-                and not await anyio.to_thread.run_sync(holds, options.cwd)
+                and not await anyio.to_thread.run_sync(holds, launch.options.cwd)
             ):
-                options = replace(options, trusted=False)
-            key = live_key(command, options, env)
+                launch = replace(launch, options=replace(launch.options, trusted=False))
             try:
-                spare = await self._starter.start(command, options, env, key, None)
+                spare = await self._starter.start(launch, None)
             except NoLiveMode as exc:
-                self._starter.note_fallback(command, str(exc))
+                self._starter.note_fallback(launch.command, str(exc))
                 return
             except StartFailure as exc:
                 log.info("could not pre-spawn a live agent: %s", exc)
                 return
-            retargeted = self.launch is not None and live_key(*self.launch) != key
+            retargeted = self.launch is not None and self.launch.key != launch.key
             if not retargeted:
                 self.agent = spare
             else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Final
 
@@ -14,9 +14,9 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bridge.agents.seam import LaunchSpec, LiveError, LiveMode, RunOptions
+from bridge.agents.seam import LaunchSpec, LiveError, LiveMode
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.engines.live.agent import Launcher, LiveAgent, LiveKey, NoLiveMode, StartFailure
+from bridge.engines.live.agent import Launcher, LiveAgent, LiveLaunch, NoLiveMode, StartFailure
 from bridge.process.shutdown import shutdown_tree, wait_exit
 from bridge.process.spawn import SpawnError, forget, spawn
 
@@ -105,15 +105,9 @@ class Starter:
 
     # ------------------------------------------------------------------ starting
 
-    async def start(
-        self,
-        command: tuple[str, ...],
-        options: RunOptions,
-        env: Mapping[str, str],
-        key: LiveKey,
-        session_id: str | None,
-    ) -> LiveAgent:
+    async def start(self, launch: LiveLaunch, session_id: str | None) -> LiveAgent:
         """A new live agent, prepared; raises NoLiveMode or StartFailure."""
+        command, options, env = launch.command, launch.options, launch.env
         if self.closing or self.tasks is None:
             raise shutting_down()
         mode = self.mode
@@ -135,7 +129,7 @@ class Starter:
             raise StartFailure(self.launcher.spawn_failure(command, str(exc))) from exc
         client = mode.client(child, wait_writable=self.wait_writable)
         agent = LiveAgent(
-            key=key,
+            key=launch.key,
             child=child,
             client=client,
             cwd=options.cwd,
