@@ -1,10 +1,5 @@
-"""How an attempt ends, for both engines: its outcome, and the errors of the endings they share.
-
-The one-process engine (one process per attempt) and the live engine (one prompt to a live agent) stop
-for the same reasons: a deadline, a silence, an agent that closed its output but lives on, one
-that exited, a bug in the bridge, a cancel before the agent started. Each ending's error is
-written here once, in the agent's own name (`AgentAdapter.display_name`).
-"""
+"""How an attempt ends, for both engines: its outcome, the first reason to stop, the watch of
+its bounds, and the errors of the endings they share (in the agent's own name)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""One attempt: start the agent once, stream its mapped messages, stop it however the attempt ends.
-
-The provider never retries; retry belongs to the orchestration layer above it (bridge/runs/), whose
-options reach this module without any retry field. Every way an attempt can end produces exactly
-one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
-without a terminal event, cancel, deadline, silence, stdout closed while the process lives on, a
-bug in the bridge's handling of the agent's output: kind `internal`, the process tree stopped).
-"""
+"""The one-process engine: one attempt starts the agent once, streams its mapped messages and
+stops it however the attempt ends, with exactly one terminal message (no retry: runs/ retries)."""
 
 from __future__ import annotations
 

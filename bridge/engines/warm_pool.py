@@ -1,19 +1,5 @@
-"""The warm pool: a pre-spawned agent, started with the next run's exact launch, waiting on stdin.
-
-pi with a stdin pipe loads everything and then waits for stdin to close; handing it the prompt
-then gives the first event far sooner than a cold spawn (docs/benchmarks.md). A warm
-process is the very process a cold run would start, only earlier, so a run's messages are the
-same either way. Rules:
-- an entry is used only by a run whose argv, cwd and environment are identical;
-- entries expire (pi captures the date and its settings at start), and are re-checked alive;
-- after a run ends the pool primes what the adapter names for the next prompt (never after a
-  cancelled run, nor once the bridge is stopping); an entry keeps its launch, never the prompt;
-- a session is primed only while no run of it is live: an agent opened while another run writes
-  the session would hand the next run a stale copy; idle entries for a session are dropped when a
-  run of it starts, and a pre-spawn that was on its way then is stopped when it arrives;
-- every failure to pre-spawn is logged and forgotten: the pool never takes the bridge down;
-- every entry is stopped through the same three-stage shutdown as a run, however its wait ends.
-"""
+"""The warm pool: a pre-spawned agent, started with the next run's exact launch, waiting on stdin
+(the very process a cold run would start, only earlier)."""
 
 from __future__ import annotations
 
