@@ -3,7 +3,7 @@
     python -m bench.checkpoints [--files N] [--turns N] [--trials N]
 
 1. **Per turn.** A generated workspace of N small files in 100 folders, and the shadow
-   repository the bridge keeps for it (bridge/runs/shadow_git.py). The first snapshot (every file
+   repository the bridge keeps for it (bridge/checkpoints/shadow_git.py). The first snapshot (every file
    hashed once) is timed apart. Then each turn changes 5 files and takes what the bridge takes for
    a prompt: the snapshot before it, the snapshot after it, and the list of files it changed. The
    p50 and p95 of a turn's whole cost, and of the snapshot before alone.
@@ -30,8 +30,8 @@ from bench.common import base_env, bridge_argv, median, ms
 from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
 from bench.realpi import run_params
-from bridge.runs.rule_store import STATE_DIR_ENV
-from bridge.runs.shadow_git import ShadowRepo, find_git
+from bridge.checkpoints.shadow_git import ShadowRepo, find_git
+from bridge.policy.rule_store import STATE_DIR_ENV
 
 
 def make_workspace(root: Path, files: int) -> Path:

@@ -6,7 +6,7 @@ through the client's `fs/read_text_file` / `fs/write_text_file` against the disk
 Two `pi-bridge acp` in one invocation, on one scripted model, each with one `full` session. The
 client of one declares `fs` and answers from its buffers at once (as an editor does: the file's
 text held in memory; a write replaces it there); the client of the other declares nothing, so
-the bridge reads and writes the disk (bridge/runs/file_ops.py). Each turn is the `script`
+the bridge reads and writes the disk (bridge/policy/file_ops.py). Each turn is the `script`
 scenario making ten reads (or ten writes) of a small file of the workspace; a sample is one
 call, `tool_call` → its `tool_call_update` `completed` on this client (the bridge's mapping is
 the same on both sides). Turns alternate between the bridges. The added latency is the median
@@ -25,7 +25,7 @@ from typing import Any
 from bench.acp import AcpClient, Message
 from bench.common import PYTHON, base_env, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 
 PER_TURN = 10
 TARGET_MS = 3.0

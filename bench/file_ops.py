@@ -5,7 +5,7 @@ the bridge's policy against pi's own tools, side by side.
 
 Two bridges in one invocation, on one scripted model, each with one `full` conversation. One
 runs pi as usual: the extension's read and write hand every file operation to the bridge
-(bridge/runs/file_ops.py). The other passes `PI_BRIDGE_FS_LOCAL=1` to its pi: the extension
+(bridge/policy/file_ops.py). The other passes `PI_BRIDGE_FS_LOCAL=1` to its pi: the extension
 keeps pi's own operations (the baseline). Each turn is the `script` scenario making ten reads (or
 ten writes) of a small file of the workspace; a sample is one call, `tool.call` read →
 `tool.completed` read on this client (the bridge's mapping is the same on both sides). Turns
@@ -23,7 +23,7 @@ from bench.common import base_env, bridge_argv, median, ms, side_by_side_main
 from bench.lsp import LspClient
 from bench.model import ModelEnv, scripted_model
 from bench.realpi import run_params
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 
 PER_TURN = 10
 TARGET_MS = 2.0

@@ -40,8 +40,8 @@ from bench.realpi import run_params
 from bridge.agents.pi.command import extension_flags
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
-from bridge.runs.approvals import ALLOW_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.approvals import ALLOW_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 
 PROMPT = "Say hello"
 KINDS = ("tool", "text")

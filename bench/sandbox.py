@@ -5,7 +5,7 @@
 1. **pi's bash tool.** Two `pi --mode rpc` started directly, with the argv the bridge gives a live
    pi (its extension included) and the same environment, `PI_BRIDGE_SANDBOX_DIR` set for both.
    One conversation has a sandbox file (`workspace-write`, no network, written by the bridge's
-   own board: bridge/runs/sandbox.py), the other none. Per trial, each pi (order alternating) runs
+   own board: bridge/policy/sandbox.py), the other none. Per trial, each pi (order alternating) runs
    the `tool` turn (bash `echo hi`): `tool_execution_start` → `tool_execution_end`, the whole bash
    call, the extension's file read and bubblewrap's namespaces included.
 2. **The spawn alone.** A shell that execs `bash -c 'echo hi'`, against one that execs it behind
@@ -33,9 +33,9 @@ from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.rpc import rpc_launch_spec
 from bridge.agents.seam import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
+from bridge.policy.gate import ModeBoard
+from bridge.policy.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
 from bridge.process import bwrap, seccomp
-from bridge.runs.gate import ModeBoard
-from bridge.runs.sandbox import SANDBOX_DIR_ENV, SECCOMP_FILE, SandboxBoard, confinement
 
 SETTINGS = SandboxSettings(mode="workspace-write", network=False)
 COMMAND = "echo hi"

@@ -32,7 +32,7 @@ def _setup_logging(level: str, log_file: str | None) -> None:
     )
     form = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     try:
-        from bridge.runs.redact import RedactingFormatter
+        from bridge.policy.redact import RedactingFormatter
     except ImportError:  # `pi-bridge doctor` must start without the bridge's dependencies to name them
         handler.setFormatter(logging.Formatter(form))
     else:

@@ -13,7 +13,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from tests.support.env import BRIDGE, begin_test_tag, fake_pi_command, real_pi_available, requires_pi
 from tests.support.leaks import assert_no_run_processes, no_run_processes

@@ -383,7 +383,7 @@ class FileOp:
     parents, `kind` says what the path is, `listdir` its names, `search` judges a tree's root.
 
     The agent's shell tool hands its command over the same way, for the editor's terminal
-    (bridge/runs/editor_commands.py): `exec` runs `command` in `path` (its cwd), answered
+    (bridge/editor/editor_commands.py): `exec` runs `command` in `path` (its cwd), answered
     `local` when the editor runs none (the agent runs it itself) or with a `terminal_id`; `poll`
     answers that terminal's output so far (and its exit, `done`); `kill` ends it.
     """

@@ -1,1 +1,1 @@
-"""Agent-neutral policies the runs layer applies to what an agent does (see file_access.py)."""
+"""Policy: approvals and modes, rules, project trust, the sandbox's settings, file access and secrets."""

@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
+from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
 from bridge.engines.attempt import Attempt, AttemptContext
@@ -28,10 +29,9 @@ from bridge.engines.live.conversations import Conversations
 from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
+from bridge.policy import sandbox
+from bridge.policy.gate import Gate
 from bridge.process.trace import mark
-from bridge.runs import sandbox
-from bridge.runs.checkpoints import Checkpoints
-from bridge.runs.gate import Gate
 from bridge.runs.run import Run
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Final, get_args
 
 from bridge.agents.seam import AgentCommand, BridgeCommand, BridgeCommandName
 from bridge.contract import MAX_TITLE, CommandInfo
-from bridge.runs.rule_store import state_dir
+from bridge.policy.rule_store import state_dir
 
 BRIDGE_COMMANDS: Final = (
     CommandInfo(

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from bridge import contract
 from bridge.agents import seam
 from bridge.agents.seam import RunOptions
+from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import (
     CancelledRunData,
@@ -40,15 +41,9 @@ from bridge.engines.live.agent import NoLiveMode, StartFailure
 from bridge.engines.live.conversations import Conversations
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
-from bridge.process import spawn
-from bridge.runs import sandbox
-from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
-from bridge.runs.attempts import Attempts
-from bridge.runs.checkpoints import Checkpoints
-from bridge.runs.commands import CommandUsageError, bridge_command, export_path
-from bridge.runs.gate import Gate
-from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
-from bridge.runs.redact import (
+from bridge.policy import sandbox
+from bridge.policy.gate import Gate
+from bridge.policy.redact import (
     BOOK,
     SCRUB_NAMES_ENV,
     SECRET_NAMES_ENV,
@@ -59,7 +54,12 @@ from bridge.runs.redact import (
     secret_env_names,
     secrets_env,
 )
-from bridge.runs.rule_store import state_dir
+from bridge.policy.rule_store import state_dir
+from bridge.process import spawn
+from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
+from bridge.runs.attempts import Attempts
+from bridge.runs.commands import CommandUsageError, bridge_command, export_path
+from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
 log = logging.getLogger(__name__)

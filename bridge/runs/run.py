@@ -28,7 +28,7 @@ from bridge.contract import (
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptOutcome
 from bridge.policy.file_access import FileAccess
-from bridge.runs.redact import Redactor, StreamGuard
+from bridge.policy.redact import Redactor, StreamGuard
 
 log = logging.getLogger(__name__)
 #: What the agent streams of its own: the first of it starts the checkpoint (take_checkpoint).
@@ -71,7 +71,7 @@ class Run:
     denied: set[str] = field(default_factory=set)
     # The resolved path the permission gate judged for a tool call: its file operations stay on it.
     judged_paths: dict[str, str] = field(default_factory=dict)
-    # The run's file access policy (runs/file_ops.py), built with its first use.
+    # The run's file access policy (policy/file_ops.py), built with its first use.
     file_access: FileAccess | None = None
     # Holds back an `assistant` delta's tail that could begin a secret (redact.StreamGuard).
     guard: StreamGuard = field(default_factory=StreamGuard)

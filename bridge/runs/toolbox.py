@@ -14,6 +14,8 @@ from typing import TypeVar
 import anyio
 
 from bridge.agents.seam import AgentCommand, LiveError
+from bridge.checkpoints.recorder import CheckpointError, CheckpointRecord
+from bridge.checkpoints.shadow_git import ShadowGitError
 from bridge.contract import (
     CheckpointFileResult,
     CheckpointInfo,
@@ -29,12 +31,10 @@ from bridge.contract import (
     SessionHistory,
 )
 from bridge.engines.live.agent import LiveAgent
+from bridge.policy.redact import Redactor
 from bridge.runs import history
-from bridge.runs.checkpoints import CheckpointError, CheckpointRecord
 from bridge.runs.commands import command_list
-from bridge.runs.redact import Redactor
 from bridge.runs.registry import NoLiveMode, OpenFailure, RunRegistry
-from bridge.runs.shadow_git import ShadowGitError
 
 T = TypeVar("T")
 

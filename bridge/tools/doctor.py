@@ -126,7 +126,7 @@ def _requirement(distribution: str) -> str:
 
 def check_checkpoints(env: Mapping[str, str]) -> Check:
     """Checkpoints (pi/checkpoints, pi/rewind) need git on PATH; without it they are off."""
-    from bridge.runs.shadow_git import find_git
+    from bridge.checkpoints.shadow_git import find_git
 
     git = find_git(env.get("PATH"))
     if git is None:
@@ -143,10 +143,10 @@ def check_checkpoints(env: Mapping[str, str]) -> Check:
 
 
 def check_project_trust(env: Mapping[str, str], cwd: str) -> Check:
-    """The saved project-trust decision of the current folder (runs/project_trust.py): whether its
+    """The saved project-trust decision of the current folder (policy/trust/project_trust.py): whether its
     own agent settings and extensions load, or whether its first prompt will ask."""
-    from bridge.runs.rule_store import state_dir
-    from bridge.runs.trust_store import TrustStore
+    from bridge.policy.rule_store import state_dir
+    from bridge.policy.trust.trust_store import TrustStore
 
     folder = os.path.realpath(cwd)
     decision = TrustStore(state_dir(env)).get(folder)

@@ -1,6 +1,6 @@
 """`pi-bridge trust`: save, show or forget a workspace's project-trust decision from a shell.
 
-The same decision the trust question saves (runs/project_trust.py), for a client that cannot ask
+The same decision the trust question saves (policy/trust/project_trust.py), for a client that cannot ask
 (or a conversation in `full` mode), so a folder is trusted by a deliberate act, never silently.
 A trust covers the config every agent would load from the folder as it is now (its fingerprint
 is saved with it): a change there asks again.
@@ -12,8 +12,8 @@ import os
 import sys
 
 from bridge.agents import agent_names, build_adapter
-from bridge.runs.rule_store import state_dir
-from bridge.runs.trust_store import TrustStore, fingerprint
+from bridge.policy.rule_store import state_dir
+from bridge.policy.trust.trust_store import TrustStore, fingerprint
 
 
 def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:

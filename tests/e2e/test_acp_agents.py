@@ -23,8 +23,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
 from tests.support.acp import acp_bridge, new_session, prompt, text_of

@@ -22,8 +22,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.approvals import ALLOW_ALWAYS, ALLOW_ALWAYS_PREFIX, ALLOW_ONCE, MAX_TITLE, REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.approvals import ALLOW_ALWAYS, ALLOW_ALWAYS_PREFIX, ALLOW_ONCE, MAX_TITLE, REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model.scenarios import (
     EDIT_FILE,
     EDIT_NEW,

@@ -18,7 +18,7 @@ import pytest_lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import EDIT_FILE, EDIT_NEW, EDIT_ORIGINAL, ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.support.env import PI_BIN

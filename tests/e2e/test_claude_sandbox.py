@@ -26,9 +26,9 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from bridge.policy.approvals import ALLOW_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.process import bwrap
-from bridge.runs.approvals import ALLOW_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from tests.support.env import BRIDGE, CLAUDE_BIN, ROOT, requires_claude
 from tests.support.leaks import assert_no_run_processes

@@ -17,7 +17,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
+from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.agent_configs import codex_env
 from tests.e2e.test_codex import CODEX_BIN, CONFIG

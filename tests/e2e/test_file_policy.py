@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.process import bwrap
-from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.support.env import WAIT

@@ -19,8 +19,8 @@ import pytest_lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
-from bridge.runs.permissions import CANNOT_ASK_REASON, PLAN_REASON
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.permissions import CANNOT_ASK_REASON, PLAN_REASON
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model.scenarios import EDIT_FILE, EDIT_ORIGINAL
 from tests.conftest import requires_pi
 from tests.support.leaks import assert_no_run_processes

@@ -18,7 +18,7 @@ from pygls.client import JsonRPCClient
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
-from bridge.runs.rule_store import STATE_DIR_ENV, RuleStore
+from bridge.policy.rule_store import STATE_DIR_ENV, RuleStore
 from tests.support.env import BRIDGE, fake_pi_command
 from tests.support.leaks import assert_no_run_processes
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, request

@@ -22,8 +22,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.project_trust import NEVER, NOT_NOW, TRUST_ALWAYS, TRUST_TOOL
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
+from bridge.policy.trust.project_trust import NEVER, NOT_NOW, TRUST_ALWAYS, TRUST_TOOL
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import last_user_text_of
 from tests.conftest import requires_pi

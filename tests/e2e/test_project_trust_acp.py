@@ -14,7 +14,7 @@ from typing import Any
 
 from acp import schema
 
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import last_user_text_of
 from tests.e2e.test_project_trust import TEMPLATE_WORD, project

@@ -26,8 +26,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.project_trust import NOT_NOW, TRUST_ALWAYS, TRUST_ONCE, TRUST_TOOL
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
+from bridge.policy.trust.project_trust import NOT_NOW, TRUST_ALWAYS, TRUST_ONCE, TRUST_TOOL
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.pi_config import write_pi_agent_dir
 from tests.conftest import requires_pi

@@ -23,8 +23,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from bridge.runs.project_trust import NEVER, TRUST_ALWAYS, TRUST_TOOL
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
+from bridge.policy.trust.project_trust import NEVER, TRUST_ALWAYS, TRUST_TOOL
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import user_texts_of
 from tests.support.env import BRIDGE, CLAUDE_BIN, ROOT, requires_claude

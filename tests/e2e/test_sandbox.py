@@ -32,9 +32,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
+from bridge.policy.approvals import REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.process import bwrap
-from bridge.runs.approvals import REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from tests.conftest import requires_pi
 from tests.support.env import WAIT

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from bridge.runs.approvals import REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.approvals import REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from bridge.scripted_model.scenarios import EDIT_OLD
 from tests.support.acp import RawAcp
@@ -297,7 +297,7 @@ def test_a_key_the_model_streams_in_pieces_is_masked_whole(setup: _Setup) -> Non
     across three of them: no delta carries any piece of it, and the deltas still add up to the
     whole answer, masked. (The prompt itself is the user's and reaches the model as it is.)
     A loaded machine may join the deltas before the bridge maps them; the frame's mask holds
-    then, and tests/unit/test_redact.py cuts a stream at every place without timing."""
+    then, and tests/unit/policy/test_redact.py cuts a stream at every place without timing."""
     answer = setup.bridge.call(
         "pi/run",
         {

@@ -9,7 +9,7 @@ import time
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bridge.runs.shell_words import (
+from bridge.policy.shell_words import (
     MAX_PARSED_CHARS,
     deny_match,
     matches_allow,

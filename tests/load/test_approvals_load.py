@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from bridge.runs.approvals import ALLOW_ONCE, REJECT_ONCE
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
+from bridge.policy.rule_store import STATE_DIR_ENV
 from tests.support.env import ROOT, WAIT
 from tests.support.raw import Message, RawBridge
 from tests.support.streams import assert_stream_invariants

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from tests.support.env import CLAUDE_BIN, WAIT
 from tests.support.raw import Message, RawBridge

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from bridge.policy.trust.project_trust import NOT_NOW, TRUST_ALWAYS, TRUST_TOOL
 from bridge.process import bwrap
-from bridge.runs.project_trust import NOT_NOW, TRUST_ALWAYS, TRUST_TOOL
 from bridge.scripted_model import ScriptedModelServer
 from tests.security.harness import (
     PERMISSIONS,

@@ -20,7 +20,7 @@ from typing import Any, cast
 from acp import RequestError, schema, spawn_agent_process
 from acp.client.connection import ClientSideConnection
 
-from bridge.runs.rule_store import STATE_DIR_ENV
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.tools.stdio_client import NDJSON, StdioPeer
 from tests.support.env import BRIDGE, WAIT, bridge_env
 

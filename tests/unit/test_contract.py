@@ -45,7 +45,7 @@ def test_messages_forbid_extra_fields() -> None:
 
 
 def test_redactor_masks_secret_values_in_errors() -> None:
-    from bridge.runs.redact import MASK, Redactor
+    from bridge.policy.redact import MASK, Redactor
 
     redactor = Redactor({"OPENAI_API_KEY": "sk-test-0123456789", "HOME": "/home/someone", "TOKEN": "short"})
     error = {

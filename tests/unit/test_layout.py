@@ -3,10 +3,12 @@
 Every `import` and `from ... import` of every module under bridge/ is read with `ast` (those inside
 functions too: a lazy import is still an arrow). The layers, from the top down:
 
-    cli, tools -> fronts -> runs -> policy -> engines -> agents -> process -> config, contract, scripted_model
+    cli, tools -> fronts -> runs -> checkpoints -> policy -> editor -> engines -> agents -> process
+        -> config, contract, scripted_model
 
 A module may import its own layer and the layers below, never one above. On top of that a front
-sees runs/, config and the contract only; an engine sees the seam, never the agents index or an
+sees runs/, policy/, editor/, config and the contract only; policy and checkpoints see a run
+through policy/run_view.py, the seam and the cancel token, never an engine or agent package; an engine sees the seam, never the agents index or an
 agent's own package; the two agent packages never import each other; process/ imports only itself
 and the contract (its receipt is the wire's), and the contract imports nothing of bridge. A failure names each offending import by file and line.
 """
@@ -28,7 +30,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bridge.tools",),
     ("bridge.fronts",),
     ("bridge.runs",),
+    ("bridge.checkpoints",),
     ("bridge.policy",),
+    ("bridge.editor",),
     ("bridge.engines",),
     ("bridge.agents",),
     ("bridge.process",),
@@ -37,10 +41,42 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # All that a layer may import of bridge (besides `bridge` itself, the package's version).
 ONLY: dict[str, tuple[str, ...]] = {
-    "bridge.fronts": ("bridge.fronts", "bridge.runs", "bridge.config", "bridge.contract"),
+    "bridge.fronts": (
+        "bridge.fronts",
+        "bridge.runs",
+        "bridge.policy",
+        "bridge.editor",
+        "bridge.config",
+        "bridge.contract",
+    ),
     "bridge.process": ("bridge.process", "bridge.contract"),
-    # The agent-neutral policies (file access): pure, below runs, above the engines.
-    "bridge.policy": ("bridge.policy", "bridge.process", "bridge.config", "bridge.contract"),
+    # Checkpoints: the shadow git and a run as policy sees it.
+    "bridge.checkpoints": (
+        "bridge.checkpoints",
+        "bridge.policy.run_view",
+        "bridge.process",
+        "bridge.config",
+        "bridge.contract",
+    ),
+    # The agent-neutral policies: below runs (a run is policy/run_view.py), above the engines.
+    "bridge.policy": (
+        "bridge.policy",
+        "bridge.editor",
+        "bridge.engines.cancel",
+        "bridge.agents.seam",
+        "bridge.process",
+        "bridge.config",
+        "bridge.contract",
+    ),
+    # The editor's hands: what a front's editor answers, and the cancel token of a command.
+    "bridge.editor": ("bridge.editor", "bridge.engines.cancel", "bridge.agents.seam", "bridge.contract"),
+    # Pure path policy: no agent, no run.
+    "bridge.policy.file_access": (
+        "bridge.policy.file_access",
+        "bridge.process",
+        "bridge.config",
+        "bridge.contract",
+    ),
     "bridge.contract": (),
 }
 # What a layer must never import, though it lies below: `bridge.agents` is the index alone (its

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import orjson
 
-#: Where the bridge keeps each conversation's sandbox (as runs/sandbox.py names it for pi's too).
+#: Where the bridge keeps each conversation's sandbox (as policy/sandbox.py names it for pi's too).
 SANDBOX_DIR_ENV: Final = "PI_BRIDGE_SANDBOX_DIR"
 #: Claude Code's settings of a sandboxed conversation: it asks before every tool call.
 SETTINGS: Final = '{"permissions":{"ask":["*"]}}'

@@ -35,9 +35,9 @@ class Spare:
         self._ready = anyio.Event()
         self._spawning = False
         self.launch: LiveLaunch | None = None
-        #: Whether a folder's project trust still holds now (blocking): a spare primed like a
-        #: trusted run is started untrusted once the folder's config changed since the user
-        #: trusted it, since an agent loads that config as it starts.
+        #: Whether a folder's project trust still holds now (policy/trust/project_trust.py;
+        #: blocking): a spare primed like a trusted run is started untrusted once the folder's
+        #: config changed since the user trusted it, since an agent loads that config as it starts.
         self.trust_holds: Callable[[str], bool] | None = None
 
     def prime(

@@ -3,10 +3,10 @@
 A client that declares `fs.readTextFile` is asked for every read the path policy allowed (so
 the agent sees its unsaved buffers); one that declares `fs.writeTextFile` gets every allowed
 write (so its review shows it, and nothing lands on the disk behind it). A client that declares
-neither: the operation is the disk's (bridge/runs/editor_files.py). The client's answer is
+neither: the operation is the disk's (bridge/editor/editor_files.py). The client's answer is
 hostile input: anything but a valid answer is the tool's error, never a silent disk fallback.
 
-A client that declares `terminal` runs the agent's commands (bridge/runs/editor_commands.py
+A client that declares `terminal` runs the agent's commands (bridge/editor/editor_commands.py
 decides what runs and when it ends; this module only speaks the protocol).
 """
 
@@ -18,8 +18,8 @@ from typing import Final
 from acp import schema
 from pydantic import ValidationError
 
+from bridge.editor.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 
 READ_TEXT_FILE: Final = "fs/read_text_file"
 WRITE_TEXT_FILE: Final = "fs/write_text_file"

@@ -10,7 +10,7 @@ SDK (bridge/fronts/acp/serve.py).
 Written by hand, and why that is safe:
 - `initialize_result` is the one description of the answer: the SDK path
   (`AcpAgent.initialize`) validates it through `schema.InitializeResponse` and returns that, and
-  tests/unit/test_acp_stdin.py checks that the hand answer is exactly what the SDK path sends.
+  tests/unit/fronts/test_acp_stdin.py checks that the hand answer is exactly what the SDK path sends.
 - `plain_initialize` takes only frames the SDK would take as they are (an integer version in
   range, a `_meta` without the bridge's retry settings); anything else (retry settings, a version
   the SDK would coerce, another method, a malformed frame, a lone surrogate anywhere) goes to the

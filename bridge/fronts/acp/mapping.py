@@ -3,7 +3,7 @@
 Pure functions and one small state machine per prompt; nothing here does I/O. The models are the
 official SDK's (`acp.schema`), so what goes on the wire is what the SDK validates, but for one:
 a live text chunk (`text_chunk`), which a long answer sends thousands of, is built as the dict the
-SDK's model serializes to (a tenth of the cost); tests/unit/test_acp_mapping.py checks the two agree.
+SDK's model serializes to (a tenth of the cost); tests/unit/fronts/test_acp_mapping.py checks the two agree.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The permission modes (contract, turn 3) as ACP session modes and as the session config option
 of category `mode`: one table, both shapes, and the updates that keep a client's view in sync.
 
-The gate holds each conversation's mode (bridge/runs/gate.py); this module only names the modes
+The gate holds each conversation's mode (bridge/policy/gate.py); this module only names the modes
 for ACP and reads a client's choice of one. A change by `session/set_mode` is told as
 `current_mode_update` and `config_option_update`, one by `session/set_config_option` as
 `current_mode_update` (its answer carries the options), so a client that shows either sees it.

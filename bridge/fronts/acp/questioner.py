@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from bridge.fronts.acp.approver import REQUEST_PERMISSION
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.runs.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
+from bridge.policy.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
 
 log = logging.getLogger(__name__)
 

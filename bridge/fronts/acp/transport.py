@@ -20,7 +20,7 @@ import orjson
 
 from bridge.fronts import surrogates
 from bridge.fronts.acp.first_frame import FirstFrame
-from bridge.runs.redact import BOOK
+from bridge.policy.redact import BOOK
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)

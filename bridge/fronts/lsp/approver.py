@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from bridge import contract
 from bridge.fronts.lsp.client_requests import ClientRequests
-from bridge.runs.approvals import CANCELLED, ApprovalAnswer, ApprovalRequest
+from bridge.policy.approvals import CANCELLED, ApprovalAnswer, ApprovalRequest
 
 log = logging.getLogger(__name__)
 

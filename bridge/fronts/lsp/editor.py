@@ -6,7 +6,7 @@ the user sees, unsaved changes included. A write to an open document goes throug
 `workspace/applyEdit` (the whole document replaced) when the client declared it applies edits:
 the user's buffer takes it, undoable, and nothing lands on the disk behind it; a client that
 refuses it fails the tool with its reason. A document that is not open, or a client that applies
-no edits: the disk, as before (bridge/runs/editor_files.py).
+no edits: the disk, as before (bridge/editor/editor_files.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import TextDocument, Workspace
 
+from bridge.editor.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 from bridge.fronts.lsp.client_requests import ClientRequests
-from bridge.runs.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState
 
 #: The label the client may show for the agent's edit (VS Code: in its undo history).
 EDIT_LABEL = "pi-bridge: the agent's write"

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from bridge import contract
 from bridge.fronts.lsp.client_requests import ClientAnswers, ClientRequests
-from bridge.runs.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
+from bridge.policy.questions import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply, Question
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from bridge.fronts.lsp.questioner import LspQuestioner
 from bridge.fronts.lsp.reader import read_frames
 from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
+from bridge.policy.rule_store import RuleStore, RuleStoreError
 from bridge.runs import history
 from bridge.runs.registry import AgentAdapter, RunRegistry, effective_settings
-from bridge.runs.rule_store import RuleStore, RuleStoreError
 from bridge.runs.toolbox import Toolbox, ToolboxError
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ def _session_features(server: BridgeServer) -> None:
 
 
 def _permission_features(server: BridgeServer) -> None:
-    """pi/permissions and pi/setPermissions: the rules, kept by bridge/runs/rule_store.py."""
+    """pi/permissions and pi/setPermissions: the rules, kept by bridge/policy/rule_store.py."""
 
     @server.feature(contract.PERMISSIONS)
     async def pi_permissions(ls: BridgeServer, raw: Any) -> dict[str, Any]:

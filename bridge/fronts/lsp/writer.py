@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Final
 
 import orjson
 
-from bridge.runs.redact import BOOK
+from bridge.policy.redact import BOOK
 from bridge.runs.trace import mark
 
 log = logging.getLogger(__name__)

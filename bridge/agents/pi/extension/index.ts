@@ -31,7 +31,7 @@
  * told to the user once the session starts; the others still connect.
  *
  * The sandbox: when the bridge confines a conversation's commands it writes
- * `$PI_BRIDGE_SANDBOX_DIR/<session id>` (bridge/runs/sandbox.py): the mode, the workspace and
+ * `$PI_BRIDGE_SANDBOX_DIR/<session id>` (bridge/policy/sandbox.py): the mode, the workspace and
  * bubblewrap's argv prefix. The bash tool's spawn is then wrapped in that prefix; pi's own file
  * tools are held to the sandbox by the bridge's policy. No file: the conversation runs
  * unconfined. A file that cannot be read: nothing runs.
@@ -70,14 +70,14 @@ import { registerSecrets, scrubbedEnv } from "./secrets.ts";
 const MARKER = "pi-bridge:permission";
 const FS_MARKER = "pi-bridge:fs";
 const BASH_MARKER = "pi-bridge:bash";
-const EDITOR_TERMINAL_MARK = ".editor-terminal"; // bridge/runs/gate.py
+const EDITOR_TERMINAL_MARK = ".editor-terminal"; // bridge/policy/gate.py
 const ORIGINAL_KEY = "pi-bridge:original";
 // The bridge's diffs carry no texts past this (bridge/engines/diff_capture.py MAX_DIFF_BYTES).
 const MAX_DIFF_BYTES = 1024 * 1024;
 const KERNEL_TREES = ["/proc", "/sys", "/dev"];
 const GATE_DIR = process.env.PI_BRIDGE_GATE_DIR;
 const MCP_CONFIG = process.env.PI_BRIDGE_MCP_CONFIG;
-// The session ids the bridge names a mode file by (bridge/runs/gate.py); any other asks.
+// The session ids the bridge names a mode file by (bridge/policy/gate.py); any other asks.
 const SAFE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 
 function modeOf(sessionId: string | undefined): string {

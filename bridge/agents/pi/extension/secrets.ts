@@ -5,10 +5,10 @@
  * - `registerSecrets(pi)`: a `tool_result` handler masks every known secret value in each tool's
  *   result (its text content, details and structured content) before pi records it or sends it to
  *   the model. It is the same last line the bridge draws over every frame it sends its client
- *   (bridge/runs/redact.py); the first line is keeping the reads out (the sandbox, the read tools'
+ *   (bridge/policy/redact.py); the first line is keeping the reads out (the sandbox, the read tools'
  *   path policy).
  * - `scrubbedEnv(env)`: the environment the bash tool's `spawnHook` gives a command, sandboxed or
- *   not: without the secret-named variables (as bridge/runs/sandbox.py SECRET_VAR, though one
+ *   not: without the secret-named variables (as bridge/policy/sandbox.py SECRET_VAR, though one
  *   whose value is an absolute path, such as SSH_AUTH_SOCK, is no key and stays), without the
  *   bridge's own `PI_BRIDGE_*`, and without the client's variables the bridge names in
  *   `$PI_BRIDGE_DROPPED_VARS`.
@@ -26,12 +26,12 @@ import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 
 const MASK = "[redacted]";
-// Shorter values are never secrets (bridge/runs/redact.py MIN_SECRET_LENGTH): masking `1` or
+// Shorter values are never secrets (bridge/policy/redact.py MIN_SECRET_LENGTH): masking `1` or
 // `true` everywhere would garble every result and protect nothing.
 const MIN_SECRET_LENGTH = 8;
-// A variable whose value is a secret (bridge/runs/redact.py _SECRET_NAME).
+// A variable whose value is a secret (bridge/policy/redact.py _SECRET_NAME).
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)|COOKIE/i;
-// A variable a command does not get (bridge/runs/sandbox.py SECRET_VAR, GIT_AUTHOR_* kept).
+// A variable a command does not get (bridge/policy/sandbox.py SECRET_VAR, GIT_AUTHOR_* kept).
 const SECRET_VAR = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH(?!OR)|COOKIE|^AWS_/i;
 // Keys of an auth file's JSON whose string leaves are secrets (redact.py _SECRET_LEAF).
 const SECRET_LEAF = /key|token|secret|passw|credential|access|refresh|cookie/i;

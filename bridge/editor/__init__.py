@@ -1,0 +1,1 @@
+"""The editor's own hands: its buffers for reads and writes, its terminal for commands."""
