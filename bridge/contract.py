@@ -17,6 +17,7 @@ import sys
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -142,7 +143,7 @@ class PromptImage(WireModel):
         return value
 
 
-# MCP servers of a conversation (contract "Additions, turn 3: the conversation toolbox"), in
+# MCP servers of a conversation (docs/protocol.md, the conversation toolbox), in
 # ACP's shape. Names as the agents take them (pi and Claude Code name their tools
 # `mcp__<server>__<tool>`); env values and headers can be secrets: the bridge never logs them.
 MAX_MCP_SERVERS: Final = 64
@@ -240,21 +241,26 @@ McpServer = Annotated[
 ]
 
 
-def _unique_servers(servers: list[McpServerStdio | McpServerHttp] | None) -> None:
+def _unique_servers(servers: list[McpServerStdio | McpServerHttp]) -> list[McpServerStdio | McpServerHttp]:
     """Two servers whose names differ only in `-` and `_` are one to the agents: refused."""
     seen: dict[str, str] = {}
-    for server in servers or ():
+    for server in servers:
         key = server.name.replace("-", "_")
         if key in seen:
             raise ValueError(f"MCP server names {seen[key]!r} and {server.name!r} name the same server")
         seen[key] = server.name
+    return servers
 
 
-#: How much a conversation's agent may do without asking (contract "Additions, turn 3").
+#: A conversation's MCP servers: each name once (`-` and `_` count as one).
+McpServers = Annotated[list[McpServer], AfterValidator(_unique_servers)]
+
+
+#: How much a conversation's agent may do without asking (docs/protocol.md).
 PermissionMode = Literal["ask", "auto-edit", "plan", "full"]
 
 
-#: What the agent's tool commands may touch (contract "Additions, turn 3: sandbox").
+#: What the agent's tool commands may touch (docs/protocol.md, sandbox).
 SandboxMode = Literal["off", "workspace-write", "read-only"]
 
 
@@ -315,13 +321,7 @@ class RunParams(WireModel):
     mode: PermissionMode | None = None
     # The conversation's MCP servers (default: initializationOptions.mcpServers); a live agent
     # started with another set is not reused.
-    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
-
-    @field_validator("mcp_servers")
-    @classmethod
-    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
-        _unique_servers(value)
-        return value
+    mcp_servers: McpServers | None = Field(None, max_length=MAX_MCP_SERVERS)
 
     # How this run's tool commands are confined (default: initializationOptions.sandbox, else off).
     sandbox: SandboxSettings | None = None
@@ -394,13 +394,7 @@ class InitializationOptions(WireModel):
     # A checkpoint of the workspace before every prompt (pi/checkpoints, pi/rewind).
     checkpoints: bool = True
     # The MCP servers of a run (or ACP session) that names none.
-    mcp_servers: list[McpServer] | None = Field(None, max_length=MAX_MCP_SERVERS)
-
-    @field_validator("mcp_servers")
-    @classmethod
-    def _mcp_names_unique(cls, value: list[McpServerStdio | McpServerHttp] | None) -> Any:
-        _unique_servers(value)
-        return value
+    mcp_servers: McpServers | None = Field(None, max_length=MAX_MCP_SERVERS)
 
     # How every run's tool commands are confined unless the run says otherwise.
     sandbox: SandboxSettings | None = None
@@ -1024,12 +1018,12 @@ class ServerCapabilities(WireModel):
     agents: list[AgentInfo] | None = None
     default_agent: str | None = None
     checkpoints: CheckpointsCapability | None = None
-    # The MCP transports a run's `mcpServers` may use (turn 3).
+    # The MCP transports a run's `mcpServers` may use.
     mcp: McpSupport = Field(default_factory=McpSupport)
     sandbox: SandboxAvailability | None = None
 
 
-# --------------------------------------------------------------------------- permissions (turn 3)
+# --------------------------------------------------------------------------- permissions
 
 PERMISSIONS = "pi/permissions"
 SET_PERMISSIONS = "pi/setPermissions"

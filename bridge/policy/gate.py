@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from bridge import contract
 from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, DoFileOp, Out, ToolCheck, ToolVerdict
@@ -106,6 +106,27 @@ class ModeBoard:
             self._made = False
 
 
+class FrontPolicy(Protocol):
+    """What a front does to policy: attach its client's surfaces, set and read the modes, the rules."""
+
+    default_mode: PermissionMode
+    rules: RuleStore
+
+    def attach_client(
+        self, approver: Approver | None, questioner: Questioner | None, editor: EditorFiles | None
+    ) -> None:
+        """How the front's client is asked, and the editor that holds the agent's files."""
+        ...
+
+    def set_mode(self, session_id: str, mode: PermissionMode) -> None:
+        """The conversation's mode from its next tool call on."""
+        ...
+
+    def mode_of(self, session_id: str | None) -> PermissionMode:
+        """The mode of a conversation now."""
+        ...
+
+
 class Gate:
     """Every conversation's mode, and the permission check each run's tool calls go through."""
 
@@ -129,6 +150,12 @@ class Gate:
         self.questioner: Questioner | None = None
         #: The front's editor, which reads and writes the agent's files itself (None: the disk).
         self.editor: EditorFiles | None = None
+
+    def attach_client(
+        self, approver: Approver | None, questioner: Questioner | None, editor: EditorFiles | None
+    ) -> None:
+        """How the front's client is asked, and the editor that holds the agent's files."""
+        self.approver, self.questioner, self.editor = approver, questioner, editor
 
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's gate where the modes are."""

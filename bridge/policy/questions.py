@@ -1,5 +1,5 @@
 """The agent's own dialogs put to the user: an extension's select, confirm, input or editor, and
-its notify (contract, turn 3: `pi/ask`).
+its notify (docs/protocol.md, `pi/ask`).
 
 The front that can ask gives the gate a `Questioner`; it says which kinds it can put to its user
 (a client with `questions` all of them; one with `window/showMessageRequest` select and confirm).

@@ -179,22 +179,28 @@ class RuleStore:
             except FileExistsError:
                 _check_trusted(directory, is_dir=True)
         data = content.model_dump_json(by_alias=True, exclude_none=True, indent=2).encode() + b"\n"
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".rules-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(path, data, prefix=".rules-")
+
+
+def write_atomically(path: Path, data: bytes, *, prefix: str) -> None:
+    """Write `data` whole or not at all: a 0600 temp file beside `path`, synced, renamed over it,
+    and the directory synced (a crash leaves the old file or the new, never half of one)."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _check_trusted(path: Path, *, is_dir: bool, info: os.stat_result | None = None) -> None:

@@ -64,9 +64,9 @@ class AgentChoice:
 
     async def prepare_first_prompt(self) -> None:
         """Build every agent's adapter now, while the spare agent boots: a session's first prompt
-        asks each whether the session is its own, and building one imports its package (8-15 ms
-        for Claude Code's). One adapter per loop step. (Building every wire validator ahead too
-        was tried: the bridge then held 60 MB more after a 50 MB prompt, cause not found.)"""
+        asks each whether the session is its own, and building one imports its package. One
+        adapter per loop step. (Wire validators are not built ahead: that held memory after a large
+        prompt.)"""
         for name in self.agent_names():
             if name in agents.ACP_AGENTS and name != self.adapter.name:
                 continue  # the ACP SDK's schema costs every bridge's start; built when asked for

@@ -117,10 +117,12 @@ class RunRegistry:
         config: BridgeConfig,
         sink: Sink,
         wait_writable: Callable[[], Awaitable[None]] | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.adapter = adapter
-        # Every conversation's mode and the check of each tool call (see gate.py).
-        self.gate = Gate(config.default_mode or "full")
+        # Every conversation's mode and the check of each tool call (policy/gate.py): the front's,
+        # which it reaches through its own FrontPolicy, not through the registry.
+        self.gate = gate if gate is not None else Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
         config = self._gated(config)
         self.config = config

@@ -22,7 +22,7 @@ from bridge.policy.rule_store import STATE_DIR_ENV, RuleStore
 from tests.support.env import BRIDGE, fake_pi_command
 from tests.support.leaks import assert_no_run_processes
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, request
-from tests.unit.test_rule_store import WORKSPACE_RULE as RULE
+from tests.unit.policy.test_rule_store import WORKSPACE_RULE as RULE
 
 
 class _OwnStateConfig(BridgeServerConfig):

@@ -259,3 +259,60 @@ def test_the_audit_catches_each_kind_of_violation() -> None:
     assert circles([Arrow("bridge.a", "bridge.b", "a.py", 1), Arrow("bridge.b", "bridge.a", "b.py", 1)]) == [
         ["bridge.a", "bridge.b"]
     ]
+
+
+#: The most modules a folder of the house holds (its __init__.py not counted), and the most lines a
+#: class runs to: a room past either wants a cut.
+MAX_ROOMS = 12
+MAX_CLASS_LINES = 400
+#: The folders of source the house is drawn from (tests and fixtures are not rooms).
+HOUSE = ("bridge", "bench", "editors/nvim/lua", "editors/vscode/src", "editors/vim")
+SOURCE_SUFFIXES = (".py", ".lua", ".ts", ".vim")
+
+
+def crowded_folders(root: Path) -> dict[str, int]:
+    """Each folder under the house that holds more than MAX_ROOMS modules, with its count."""
+    counts: dict[str, int] = {}
+    for base in HOUSE:
+        for path in (root / base).rglob("*"):
+            skipped = {"node_modules", "__pycache__", ".cache", "generated"} & set(path.parts)
+            if path.suffix in SOURCE_SUFFIXES and path.name != "__init__.py" and not skipped:
+                folder = str(path.parent.relative_to(root))
+                counts[folder] = counts.get(folder, 0) + 1
+    return {folder: count for folder, count in counts.items() if count > MAX_ROOMS}
+
+
+def long_classes(root: Path) -> list[str]:
+    """Each Python class of bridge/ and bench/ over MAX_CLASS_LINES lines, as file:name (lines)."""
+    found = []
+    for base in ("bridge", "bench"):
+        for path in sorted((root / base).rglob("*.py")):
+            if ".cache" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > MAX_CLASS_LINES:
+                        found.append(f"{path.relative_to(root)}:{node.name} ({lines})")
+    return found
+
+
+def test_no_folder_holds_more_than_twelve_modules() -> None:
+    assert crowded_folders(ROOT) == {}
+
+
+def test_no_class_runs_over_four_hundred_lines() -> None:
+    assert long_classes(ROOT) == []
+
+
+def test_the_room_audits_are_not_vacuous(tmp_path: Path) -> None:
+    """A made-up folder of thirteen modules and a made-up class of 401 lines are named."""
+    crowded = tmp_path / "bridge" / "crowded"
+    crowded.mkdir(parents=True)
+    for index in range(MAX_ROOMS + 1):
+        (crowded / f"m{index}.py").write_text("")
+    (crowded / "__init__.py").write_text("")
+    assert crowded_folders(tmp_path) == {"bridge/crowded": MAX_ROOMS + 1}
+    body = "\n".join("    x = 1" for _ in range(MAX_CLASS_LINES))
+    (crowded / "m0.py").write_text(f"class Big:\n{body}\n")
+    assert long_classes(tmp_path) == [f"bridge/crowded/m0.py:Big ({MAX_CLASS_LINES + 1})"]

@@ -35,6 +35,7 @@ from bridge.fronts.lsp.questioner import LspQuestioner
 from bridge.fronts.lsp.reader import read_frames
 from bridge.fronts.lsp.run_requests import RunRequests
 from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
+from bridge.policy.gate import FrontPolicy, Gate
 from bridge.policy.rule_store import RuleStore, RuleStoreError
 from bridge.runs import history
 from bridge.runs.registry import AgentAdapter, RunRegistry, effective_settings
@@ -102,14 +103,17 @@ class BridgeServer(LanguageServer):
         self.base_config = base_config
         self.strict = strict
         self.writer: QueuedWriter | None = None
-        self.registry = RunRegistry(adapter, base_config, self.send_messages)
+        gate = Gate(base_config.default_mode or "full")
+        # The front's hold on policy: its client's surfaces, the modes, the rules.
+        self.policy: FrontPolicy = gate
+        self.registry = RunRegistry(adapter, base_config, self.send_messages, gate=gate)
         self.stop: Stop | None = None
         self.default_cwd = os.getcwd()
         # pi/run is served from its frame (bridge/fronts/lsp/run_requests.py), not by a pygls handler.
         self.run_requests = RunRequests(self.protocol, self.registry, lambda: self.default_cwd)
         # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
         self.client_requests = ClientRequests(self.protocol)
-        self.rule_store: RuleStore = self.registry.gate.rules
+        self.rule_store: RuleStore = self.policy.rules
         self.toolbox = Toolbox(self.registry)
 
     def serve_directly(self, message: dict[str, Any]) -> bool:
@@ -183,12 +187,14 @@ def _lifecycle_features(server: BridgeServer) -> None:
             log.warning("%s", warning)
             ls.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=warning))
         answers, client = client_answers(params.capabilities), ls.client_requests
-        if answers.permissions or answers.message_requests:
-            ls.registry.gate.approver = LspApprover(client, permission_requests=answers.permissions)
-        ls.registry.gate.questioner = LspQuestioner(client, answers)
+        asks = answers.permissions or answers.message_requests
         workspace = params.capabilities.workspace if params.capabilities else None
         applies = workspace is not None and workspace.apply_edit is True
-        ls.registry.gate.editor = LspEditor(client, lambda: ls.workspace, applies_edits=applies)
+        ls.policy.attach_client(
+            LspApprover(client, permission_requests=answers.permissions) if asks else None,
+            LspQuestioner(client, answers),
+            LspEditor(client, lambda: ls.workspace, applies_edits=applies),
+        )
         ls.registry.reconfigure(config)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri
@@ -291,7 +297,7 @@ def _permission_features(server: BridgeServer) -> None:
     @server.feature(contract.SET_MODE)
     async def pi_set_mode(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SetModeParams, raw)
-        ls.registry.gate.set_mode(params.session_id, params.mode)
+        ls.policy.set_mode(params.session_id, params.mode)
         return contract.SetModeResult(session_id=params.session_id, mode=params.mode).model_dump(
             mode="json", by_alias=True
         )

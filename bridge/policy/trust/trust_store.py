@@ -14,18 +14,16 @@ process cannot set back, so a rewrite that restores the mtime is still hashed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import stat
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from bridge.policy.rule_store import workspace_key
+from bridge.policy.rule_store import workspace_key, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +114,7 @@ class TrustStore:
             "config": config if config is not None else {},
             "decidedAt": datetime.now(UTC).isoformat(),
         }
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".trust-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(document, handle, indent=2)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        write_atomically(path, (json.dumps(document, indent=2) + "\n").encode(), prefix=".trust-")
 
     def forget(self, cwd: str) -> bool:
         """Remove the saved decision for `cwd`; whether there was one."""
