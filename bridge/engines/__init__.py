@@ -1,1 +1,1 @@
-"""How one attempt is made: one agent process (json) or one prompt to a live agent (rpc)."""
+"""How one attempt is made: one agent process (one_process) or one prompt to a live agent (live/)."""

@@ -1,28 +1,4 @@
-"""The `diff` of a file-changing tool call: the file's text before the tool ran and after.
-
-Agent-neutral: the agent's `FileChangeWatch` says which call changes which file (and may report
-its own patch). The capture starts reading the file as soon as the call is announced and
-attaches `{path, oldText, newText, line}` to the call's `tool.completed`. Files over 1 MiB carry
-only `path` and `line`.
-
-The path is the model's choice, so it is hostile input. A read never runs on the event loop: it
-runs on a thread of its own (at most MAX_READS at once), opens the file non-blocking, reads only
-a regular file (a FIFO, a device, the bridge's own stdin or stdout is never read) and is given
-READ_SECONDS; a read that fails or does not finish in time leaves the diff without texts (`path`
-and `line` only). The `tool.completed` that carries a diff, and every message after it, waits
-for its reads: messages keep their order, and the attempt ends only once they are out.
-
-The race: the bridge reads the agent's stdout asynchronously (and not at all while the editor is
-slow to read, see backpressure), so the agent may have changed the file before the snapshot.
-The result is still right:
-- with the agent's patch (pi's edit): the snapshot is checked against it. If the patch applies
-  forward, the snapshot is the text before; if it applies only backward, the snapshot was taken
-  after the change and the text before is the patch reversed; the same goes for the file read
-  at the end, in case a later tool changed it again before `tool.completed` was read.
-- for a whole-file write: the text after is the written content; a snapshot that equals it and
-  was modified since the attempt started was taken too late, so `oldText` is left out rather
-  than guessed (present and null means: the file did not exist).
-"""
+"""The `diff` of a file-changing tool call: the file's text before the tool ran and after."""
 
 from __future__ import annotations
 

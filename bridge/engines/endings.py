@@ -1,20 +1,40 @@
-"""How an attempt ends, for both engines: its outcome, and the errors of the endings they share.
-
-The json engine (one process per attempt) and the rpc engine (one prompt to a live agent) stop
-for the same reasons: a deadline, a silence, an agent that closed its output but lives on, one
-that exited, a bug in the bridge, a cancel before the agent started. Each ending's error is
-written here once, in the agent's own name (`AgentAdapter.display_name`).
-"""
+"""How an attempt ends, for both engines: its outcome, the first reason to stop, the watch of
+its bounds, and the errors of the endings they share (in the agent's own name)."""
 
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
+
+import anyio
 
 from bridge.agents.seam import EventMapper
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.process.framing import MAX_LINE_BYTES
+
+R = TypeVar("R", bound=str)
+
+
+class FirstStop(Generic[R]):
+    """First reason to stop wins; the attempt's main body waits on it."""
+
+    def __init__(self) -> None:
+        self.reason: R | None = None
+        self.event = anyio.Event()
+
+    def set(self, reason: R) -> None:
+        """Stop for `reason`, unless a reason came first."""
+        if self.reason is None:
+            self.reason = reason
+            self.event.set()
+
+    def reset(self) -> None:
+        """No reason yet: the attempt starts over on another agent."""
+        self.reason = None
+        self.event = anyio.Event()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +63,33 @@ class AttemptOutcome:
     agent_kept: bool = False
     # A cancelled run's messages the agent had queued and not taken in (the cancel's `unsent`).
     unsent: tuple[str, ...] = ()
+
+
+async def overrun(
+    limits: AttemptLimits, holding_back: Callable[[], bool], quiet_since: Callable[[], float]
+) -> Literal["deadline", "silence"] | None:
+    """Wait until the attempt passes its deadline, or the agent stays silent too long (None at
+    once: it has neither bound). While the bridge holds its reading back, the quiet is not the
+    agent's silence."""
+    deadline = limits.deadline
+    silence = limits.silence_seconds
+    if deadline is None and silence is None:
+        return None
+    while True:
+        now = time.monotonic()
+        waits: list[float] = []
+        if deadline is not None:
+            if now >= deadline:
+                return "deadline"
+            waits.append(deadline - now)
+        if silence is not None and holding_back():
+            waits.append(silence)
+        elif silence is not None:
+            quiet_until = quiet_since() + silence
+            if now >= quiet_until:
+                return "silence"
+            waits.append(quiet_until - now)
+        await anyio.sleep(min(waits))
 
 
 def deadline_error(limits: AttemptLimits) -> ErrorInfo:

@@ -1,14 +1,5 @@
 """Conversations of an agent with no live mode: each prompt is one process that resumes the
-agent's own stored session (the json engine), so a conversation is nothing but a session id.
-
-A front that needs the id before the first prompt (ACP's session/new) gets one minted here, a
-UUID, which every such agent must accept as the name of a new session. Until the agent has stored
-that session, each prompt is told to start it under the id (`RunOptions.new_session`); once it
-has, to resume it: a first prompt that failed or was cancelled after the agent stored the session
-is followed by a resume. Its retry is not: the run registry first cuts the session back to where it stood
-before the run (`AgentAdapter.rewind_session`), which for a session the run started means it is
-started again under the id.
-"""
+agent's own stored session, so a conversation is nothing but a session id (minted here if need be)."""
 
 from __future__ import annotations
 

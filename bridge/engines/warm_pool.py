@@ -1,19 +1,5 @@
-"""The warm pool: a pre-spawned agent, started with the next run's exact launch, waiting on stdin.
-
-pi with a stdin pipe loads everything and then waits for stdin to close; handing it the prompt
-then gives the first event far sooner than a cold spawn (docs/benchmarks.md). A warm
-process is the very process a cold run would start, only earlier, so a run's messages are the
-same either way. Rules:
-- an entry is used only by a run whose argv, cwd and environment are identical;
-- entries expire (pi captures the date and its settings at start), and are re-checked alive;
-- after a run ends the pool primes what the adapter names for the next prompt (never after a
-  cancelled run, nor once the bridge is stopping); an entry keeps its launch, never the prompt;
-- a session is primed only while no run of it is live: an agent opened while another run writes
-  the session would hand the next run a stale copy; idle entries for a session are dropped when a
-  run of it starts, and a pre-spawn that was on its way then is stopped when it arrives;
-- every failure to pre-spawn is logged and forgotten: the pool never takes the bridge down;
-- every entry is stopped through the same three-stage shutdown as a run, however its wait ends.
-"""
+"""The warm pool: a pre-spawned agent, started with the next run's exact launch, waiting on stdin
+(the very process a cold run would start, only earlier)."""
 
 from __future__ import annotations
 
@@ -45,6 +31,19 @@ def pool_key(spec: LaunchSpec, extra_env: Mapping[str, str]) -> PoolKey:
     """What must be identical for a warm process to stand in for a cold spawn."""
     env = {**extra_env, **spec.env}
     return (spec.argv, spec.cwd, frozenset(env.items()))
+
+
+def tree_rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes and their descendants (one gone meanwhile counts 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            total += proc.memory_info().rss
+            total += sum(child.memory_info().rss for child in proc.children(recursive=True))
+        except psutil.Error:
+            continue
+    return total
 
 
 @dataclass(slots=True)
@@ -161,15 +160,7 @@ class WarmPool:
 
     def rss_bytes(self) -> int:
         """Resident memory of the idle entries and their descendants."""
-        total = 0
-        for pid in self.warm_pids():
-            try:
-                proc = psutil.Process(pid)
-                total += proc.memory_info().rss
-                total += sum(child.memory_info().rss for child in proc.children(recursive=True))
-            except psutil.Error:
-                continue
-        return total
+        return tree_rss_bytes(self.warm_pids())
 
     async def close(self) -> None:
         """Stop every idle entry (three-stage, shielded), then end the pool's tasks."""

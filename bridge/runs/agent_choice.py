@@ -7,7 +7,9 @@ A conversation stays with its agent: the agent of each session a run has used is
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Final
 
 import anyio
@@ -100,6 +102,26 @@ class AgentChoice:
             except AgentChoiceError:
                 continue
         return adapters
+
+    def secret_files(self, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's credential files: a sandboxed command sees none of them."""
+        return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
+
+    def config_paths(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
+        """Every known agent's config a sandboxed command may not change: the top folder of each
+        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
+        the folder of its credentials (its config dir, with its user-level extensions; never
+        $HOME itself)."""
+        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
+        paths: list[str] = []
+        for adapter in self.history_adapters():
+            for resource in adapter.trust_roots(cwd, environ) or ():
+                paths.append(
+                    resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
+                )
+            folders = {os.path.dirname(path) for path in adapter.secret_files(environ) or ()}
+            paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
+        return paths
 
     def remember(self, session_id: str, agent: str) -> None:
         """Which agent owns a session (a cache: a forgotten one is asked of each agent again)."""

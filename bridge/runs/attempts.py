@@ -21,10 +21,12 @@ from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
-from bridge.engines.conversations import Conversations, Lease
+from bridge.engines.attempt import Attempt, AttemptContext
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.json_engine import Attempt
-from bridge.engines.rpc_engine import RpcAttempt
+from bridge.engines.live.agent import Lease
+from bridge.engines.live.attempt import LiveAttempt, LiveHooks
+from bridge.engines.live.conversations import Conversations
+from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.policy import sandbox
@@ -77,9 +79,9 @@ class Attempts:
         self.config = config
         self.slots = anyio.Semaphore(config.max_concurrent_runs)
 
-    def uses_rpc(self, run: Run) -> bool:
-        """Whether the run goes through a live conversation (the rpc engine): only for agents
-        that speak an rpc mode; every other agent runs one process per attempt (json engine)."""
+    def uses_live(self, run: Run) -> bool:
+        """Whether the run goes through a live conversation (the live engine): only for agents
+        that have a live mode; every other agent runs one process per attempt (one-process engine)."""
         adapter = run.agent
         return self.config.engine == "rpc" and adapter is self.adapter and adapter.live_mode() is not None
 
@@ -96,7 +98,7 @@ class Attempts:
         mark("run.trusted")
         lease = await self._lease(run)
         mark("run.leased")
-        if lease is None and self.uses_rpc(run) and run.cancel.cancelled:
+        if lease is None and self.uses_live(run) and run.cancel.cancelled:
             receipt = _no_processes()
             run.cancel_receipt = receipt
             run.emit(run.agent.new_mapper(run.options).finish_cancelled(receipt))
@@ -106,9 +108,9 @@ class Attempts:
             await self._drive_leased(run, lease)
         finally:
             if lease is not None:
-                self.conversations.release(lease)
-        if lease is not None and lease.used_rpc:
-            self.conversations.prime_again()
+                self.conversations.slots.release(lease)
+        if lease is not None and lease.used_live:
+            self.conversations.spare.prime_again()
 
     def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
         """Why the run cannot have the sandbox it asks for: it then fails before anything runs.
@@ -117,7 +119,7 @@ class Attempts:
         if settings is None or settings.mode == "off":
             return None
         problem = sandbox.problem(settings, run.agent.display_name, run.agent.can_sandbox)
-        if problem is None and not self.uses_rpc(run):
+        if problem is None and not self.uses_live(run):
             message = f"sandbox {settings.mode!r} needs the rpc engine (engine is {self.config.engine!r})"
             problem = ErrorInfo(kind="sandbox", message=message, retryable=False)
         return problem
@@ -148,8 +150,8 @@ class Attempts:
         return acquired
 
     async def _lease(self, run: Run) -> Lease | None:
-        """The rpc engine's hold on the run's conversation (None: the json engine runs it)."""
-        if not self.uses_rpc(run) or self.conversations.supported is False:
+        """the live engine's hold on the run's conversation (None: the one-process engine runs it)."""
+        if not self.uses_live(run) or self.conversations.starter.supported is False:
             return None
         session_id = await self.conversations.resolve_session(run.options, self.config.env)
 
@@ -159,7 +161,7 @@ class Attempts:
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
         try:
-            return await self.conversations.lease(session_id, run.cancel, queued)
+            return await self.conversations.slots.lease(session_id, run.cancel, queued)
         finally:
             run.waits_for = None
 
@@ -168,10 +170,10 @@ class Attempts:
         path), so every table keyed by session (leases, live agents, the warm pool) sees one
         conversation as one; an error when it names several."""
         session_id = run.options.session_id
-        if session_id is None or self.conversations.live_agent(session_id) is not None:
+        if session_id is None or self.conversations.slots.live_agent(session_id) is not None:
             return None
         adapter = run.agent
-        full = self.conversations.known_session(session_id) if self.uses_rpc(run) else None
+        full = self.conversations.slots.known_session(session_id) if self.uses_live(run) else None
         if full is None:
             try:
                 full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
@@ -213,7 +215,7 @@ class Attempts:
                 self.checkpoints.end(run)
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
-        if (lease is None or not lease.used_rpc) and outcome.status != "cancelled":
+        if (lease is None or not lease.used_live) and outcome.status != "cancelled":
             self._prime_next(run)
 
     def _prime_next(self, run: Run) -> None:
@@ -224,41 +226,29 @@ class Attempts:
         for launch in run.agent.warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
-    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt | RpcAttempt:
-        """The engine for this attempt: the conversation's live agent, or one process (json)."""
-        adapter = run.agent
-
-        def json_attempt() -> Attempt:
-            return Attempt(
-                adapter,
-                run.command,
-                run.options,
-                run.emit,
-                run.cancel,
-                limits,
-                self.wait_writable,
-                self.config.env,
-                self.pool,
-                on_started=run.note_pid,
-            )
-
-        if lease is None or self.conversations.supported is False:
-            return json_attempt()
-        return RpcAttempt(
-            self.conversations,
-            lease,
-            adapter,
+    def _new_attempt(self, run: Run, limits: AttemptLimits, lease: Lease | None) -> Attempt:
+        """The engine for this attempt: the conversation's live agent, or one process."""
+        context = AttemptContext(
+            run.agent,
             run.command,
             run.options,
             run.emit,
             run.cancel,
             limits,
             extra_env=self.config.env,
-            retrying=run.attempt > 1,
             on_started=run.note_pid,
+        )
+
+        def one_process_attempt() -> ProcessAttempt:
+            return ProcessAttempt(context, self.wait_writable, self.pool)
+
+        if lease is None or self.conversations.starter.supported is False:
+            return one_process_attempt()
+        hooks = LiveHooks(
+            retrying=run.attempt > 1,
             on_steerable=run.set_steerer,
             # a sandboxed run never falls back to a process that would not read its sandbox
-            fallback=None if run.sandboxed else lambda: json_attempt().run(),
+            fallback=None if run.sandboxed else lambda: one_process_attempt().run(),
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
@@ -266,6 +256,7 @@ class Attempts:
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
+        return LiveAttempt(self.conversations, lease, context, hooks)
 
     def _on_session(self, run: Run, session_id: str) -> None:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
@@ -327,9 +318,11 @@ class Attempts:
         self, run: Run, policy: RetryPolicy, lease: Lease | None
     ) -> SessionCheckpoint | None:
         """Where the run's stored session stands before its first attempt, when a retry may have
-        to go back there: each json-engine attempt leaves its prompt in the session (the rpc
+        to go back there: each one-process attempt leaves its prompt in the session (the live
         engine cuts its own back, Lease.trim)."""
-        if policy.max_attempts < 2 or (lease is not None and self.conversations.supported is not False):
+        if policy.max_attempts < 2 or (
+            lease is not None and self.conversations.starter.supported is not False
+        ):
             return None
         adapter = run.agent
         return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)

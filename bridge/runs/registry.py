@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -27,7 +27,6 @@ from bridge.agents.seam import RunOptions
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import (
-    AgentInfo,
     CancelledRunData,
     CancelResult,
     EffectiveSettings,
@@ -37,7 +36,8 @@ from bridge.contract import (
     SandboxAvailability,
     SteerResult,
 )
-from bridge.engines.conversations import Conversations, NoRpc, StartFailure
+from bridge.engines.live.agent import NoLiveMode, StartFailure
+from bridge.engines.live.conversations import Conversations
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.policy import sandbox
@@ -77,6 +77,7 @@ __all__ = [
     "RunRegistry",
     "ShuttingDownError",
     "Sink",
+    "effective_settings",
 ]
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
@@ -87,10 +88,6 @@ AgentAdapter = seam.AgentAdapter
 
 class ShuttingDownError(RuntimeError):
     """The registry no longer serves: the bridge is on its way out."""
-
-
-class NoLiveMode(Exception):
-    """The agent command does not speak its live mode, so no conversation opens ahead of a prompt."""
 
 
 class OpenFailure(Exception):
@@ -127,8 +124,6 @@ class RunRegistry:
         # which it reaches through its own FrontPolicy, not through the registry.
         self.gate = gate if gate is not None else Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
-        self.gate.sandboxes.agent_secrets = self._agent_secrets
-        self.gate.sandboxes.agent_config = self._agent_config
         config = self._gated(config)
         self.config = config
         mask_in_logs(config.env)
@@ -136,6 +131,8 @@ class RunRegistry:
         # The private files listing each conversation's MCP servers (mcp_config.py).
         self.mcp_files = McpConfigFiles(state_dir(os.environ))
         self.agents = AgentChoice(adapter, config)
+        self.gate.sandboxes.agent_secrets = self.agents.secret_files
+        self.gate.sandboxes.agent_config = self.agents.config_paths
         self._learn_secrets(config)
         self._wait_writable = wait_writable
         self._runs: dict[str, Run] = {}
@@ -153,7 +150,7 @@ class RunRegistry:
             idle_seconds=config.session_idle_seconds,
             wait_writable=self._writable,
         )
-        self.conversations.trust_holds = lambda cwd: self.gate.trust.trusted_now(
+        self.conversations.spare.trust_holds = lambda cwd: self.gate.trust.trusted_now(
             cwd, adapter, self.config.env
         )
         # The conversations of agents with no live mode (their sessions, resumed per prompt).
@@ -185,7 +182,7 @@ class RunRegistry:
     def _learn_secrets(self, config: BridgeConfig) -> None:
         """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
         BOOK.add_env(_client_env(config), client=True)
-        BOOK.watch_files(self._agent_secrets({**os.environ, **config.env}))
+        BOOK.watch_files(self.agents.secret_files({**os.environ, **config.env}))
 
     @property
     def wait_writable(self) -> Callable[[], Awaitable[None]] | None:
@@ -201,31 +198,7 @@ class RunRegistry:
         if self._wait_writable is not None:
             await self._wait_writable()
 
-    def settings(self) -> EffectiveSettings:
-        """The settings in force, as the initialize answer reports them."""
-        config = self.config
-        return EffectiveSettings(
-            pi_command=list(config.command),
-            retry=config.retry,
-            max_concurrent_runs=config.max_concurrent_runs,
-            queue_when_busy=config.queue_when_busy,
-            silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
-            warm_pool=config.warm_pool,
-            warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
-            engine=config.engine,
-            max_live_sessions=config.max_live_sessions,
-            session_idle_ms=int(config.session_idle_seconds * 1000),
-        )
-
     # ------------------------------------------------------------------ agents
-
-    def adapter_named(self, name: str) -> AgentAdapter:
-        """The adapter of agent `name` (built once); raises AgentChoiceError for an unknown one."""
-        return self.agents.adapter_named(name)
-
-    def command_of(self, adapter: AgentAdapter) -> tuple[str, ...]:
-        """How to start an agent (see AgentChoice.command_of)."""
-        return self.agents.command_of(adapter)
 
     def spawn_background(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
         """Run `work` in the registry's task group (ended with it); False if not serving."""
@@ -241,46 +214,10 @@ class RunRegistry:
         await self.agents.prepare_first_prompt()
         await anyio.to_thread.run_sync(_build_hot_validators)
 
-    def agent_names(self) -> list[str]:
-        """Every agent a run can name: the known ones and any configured."""
-        return self.agents.agent_names()
-
-    def _agent_secrets(self, environ: Mapping[str, str]) -> list[str]:
-        """Every known agent's credential files: a sandboxed command sees none of them."""
-        return [path for adapter in self.history_adapters() for path in adapter.secret_files(environ)]
-
-    def _agent_config(self, cwd: str, environ: Mapping[str, str]) -> list[str]:
-        """Every known agent's config a sandboxed command may not change: the top folder of each
-        of its trust roots in `cwd` (all that trust covers, whether or not it is there yet), and
-        the folder of its credentials (its config dir, with its user-level extensions; never
-        $HOME itself)."""
-        home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
-        paths: list[str] = []
-        for adapter in self.history_adapters():
-            for resource in adapter.trust_roots(cwd, environ) or ():
-                paths.append(
-                    resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
-                )
-            folders = {os.path.dirname(path) for path in adapter.secret_files(environ) or ()}
-            paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
-        return paths
-
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:
         """Whether runs can ask for a sandbox here (initialize says it)."""
         return sandbox.availability()
-
-    def agents_info(self) -> list[AgentInfo]:
-        """Each known agent with its command, whether it is found and its version (initialize)."""
-        return self.agents.agents_info()
-
-    def history_adapters(self) -> list[AgentAdapter]:
-        """The adapters whose stored sessions pi/sessions and pi/session read: every known agent."""
-        return self.agents.history_adapters()
-
-    def default_agent(self) -> str:
-        """The agent of a run that names none and resumes no known session."""
-        return self.agents.default_agent()
 
     def reconfigure(self, config: BridgeConfig) -> None:
         """Apply settings from initialize (before any run starts). Without a `defaultMode`, a front
@@ -294,14 +231,14 @@ class RunRegistry:
         self._attempts.reconfigure(config)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
-        self.conversations.max_live = config.max_live_sessions
-        self.conversations.idle_seconds = config.session_idle_seconds
+        self.conversations.slots.max_live = config.max_live_sessions
+        self.conversations.starter.idle_seconds = config.session_idle_seconds
         self.checkpoints.enabled = config.checkpoints
 
     def prime_live(self, default_cwd: str) -> None:
-        """After `initialized`: pre-spawn one live agent with the server defaults (rpc engine)."""
+        """After `initialized`: pre-spawn one live agent with the server defaults (live engine)."""
         config = self.config
-        if config.engine != "rpc" or not config.warm_pool or self.default_agent() != self.adapter.name:
+        if config.engine != "rpc" or not config.warm_pool or self.agents.default_agent() != self.adapter.name:
             return
         if self.adapter.live_mode() is None:
             return
@@ -316,7 +253,7 @@ class RunRegistry:
             ),
             None,
         )
-        self.conversations.prime(config.command, options, config.env)
+        self.conversations.spare.prime(config.command, options, config.env)
 
     def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
         """`options` with the conversation's MCP servers (None: the configured defaults), their
@@ -337,7 +274,7 @@ class RunRegistry:
     async def open_conversation(
         self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None
     ) -> OpenedConversation:
-        """Open a conversation's live agent ahead of its first prompt (rpc engine): a new one on
+        """Open a conversation's live agent ahead of its first prompt (live engine): a new one on
         the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
         ones). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
@@ -365,8 +302,6 @@ class RunRegistry:
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
-        except NoRpc as exc:
-            raise NoLiveMode(str(exc)) from exc
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
@@ -404,8 +339,8 @@ class RunRegistry:
         return any(session_id in (run.session_id, run.options.session_id) for run in self._runs.values())
 
     def is_live_session(self, session_id: str) -> bool:
-        """Whether a conversation of this session has a live agent now (none in the json engine)."""
-        return self.conversations.live_agent(session_id) is not None
+        """Whether a conversation of this session has a live agent now (none in the one-process engine)."""
+        return self.conversations.slots.live_agent(session_id) is not None
 
     # ------------------------------------------------------------------ requests
 
@@ -424,10 +359,10 @@ class RunRegistry:
         command = bridge_command(params.prompt)  # CommandUsageError: the client's to fix
         if command is not None and command.name == "export":
             command = dataclasses.replace(command, export_path=export_path(run_id))
-        # A live conversation's agent knows whether it has history (the rpc engine asks it): no
+        # A live conversation's agent knows whether it has history (the live engine asks it): no
         # look through the session files on the hot path of a follow-up prompt.
         session_id = params.session_id
-        live = session_id is not None and self.conversations.live_agent(session_id) is not None
+        live = session_id is not None and self.conversations.slots.live_agent(session_id) is not None
         resumed = live or adapter.session_exists(session_id, params.continue_session, cwd, self.config.env)
         options = RunOptions(
             prompt=params.prompt,
@@ -453,7 +388,7 @@ class RunRegistry:
             sink=self._sink,
             redactor=self._redactor(options),
             adapter=adapter,
-            command=self.command_of(adapter),
+            command=self.agents.command_of(adapter),
             on_done=on_done,
         )
         self._runs[run_id] = run
@@ -502,9 +437,9 @@ class RunRegistry:
         """The live runs, the idle pre-spawned agents and the live conversations."""
         return RunsResult(
             runs=[run.info() for run in self._runs.values()],
-            warm_pids=[*self.pool.warm_pids(), *self.conversations.spare_pids()],
+            warm_pids=[*self.pool.warm_pids(), *self.conversations.spare.pids()],
             warm_rss_bytes=self.pool.rss_bytes() + self.conversations.rss_bytes(),
-            live=self.conversations.listing(),
+            live=self.conversations.slots.listing(),
         )
 
     async def steer(self, run_id: str, message: str) -> SteerResult:
@@ -562,6 +497,22 @@ class RunRegistry:
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
+
+
+def effective_settings(config: BridgeConfig) -> EffectiveSettings:
+    """The settings in force, as the initialize answer reports them."""
+    return EffectiveSettings(
+        pi_command=list(config.command),
+        retry=config.retry,
+        max_concurrent_runs=config.max_concurrent_runs,
+        queue_when_busy=config.queue_when_busy,
+        silence_timeout_ms=int(config.silence_seconds * 1000) if config.silence_seconds else None,
+        warm_pool=config.warm_pool,
+        warm_pool_ttl_ms=int(config.warm_pool_ttl_seconds * 1000),
+        engine=config.engine,
+        max_live_sessions=config.max_live_sessions,
+        session_idle_ms=int(config.session_idle_seconds * 1000),
+    )
 
 
 def _client_env(config: BridgeConfig) -> dict[str, str]:

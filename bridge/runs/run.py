@@ -60,7 +60,7 @@ class Run:
     answer: RunResult | CancelledRunData | None = None
     cancel_receipt: ShutdownReceipt | None = None
     redactor: Redactor = field(default_factory=Redactor)
-    # Set while an rpc-engine attempt streams: hands pi a steering message (None = taken).
+    # Set while a live-engine attempt streams: hands pi a steering message (None = taken).
     steerer: Callable[[str], Awaitable[str | None]] | None = None
     # The agent CLI that runs this run, and how it is started.
     adapter: AgentAdapter | None = None

@@ -2,7 +2,7 @@
 
 `pi/commands`, `pi/renameSession` and `pi/deleteSession` (and ACP's commands, titles and
 session/delete) ask the conversation's live agent; a conversation without one gets it opened,
-as its next prompt would. Running a bridge command typed as a prompt is a run (rpc_engine.py).
+as its next prompt would. Running a bridge command typed as a prompt is a run (engines/live/attempt.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from bridge.contract import (
     RewindResult,
     SessionHistory,
 )
-from bridge.engines.conversations import LiveAgent
+from bridge.engines.live.agent import LiveAgent
 from bridge.policy.redact import Redactor
 from bridge.runs import history
 from bridge.runs.commands import command_list
@@ -59,7 +59,7 @@ class Toolbox:
         if self.registry.adapter.live_mode() is None:
             return CommandsResult(commands=[])
         agent = await self._live(session_id, cwd)
-        listed = await self._ask("list its commands", agent.rpc.commands)
+        listed = await self._ask("list its commands", agent.client.commands)
         return CommandsResult(commands=self.listing(listed), session_id=agent.session_id)
 
     async def models(self, session_id: str | None, cwd: str) -> ModelsResult:
@@ -68,7 +68,7 @@ class Toolbox:
         if self.registry.adapter.live_mode() is None:
             return ModelsResult(models=[])
         agent = await self._live(session_id, cwd)
-        listed = await self._ask("list its models", agent.rpc.available_models)
+        listed = await self._ask("list its models", agent.client.available_models)
         provider, model = agent.provider, agent.model
         models = [
             ModelInfo(
@@ -95,7 +95,7 @@ class Toolbox:
         if not title:
             raise ToolboxError("title: a title needs a visible character")
         agent = await self._live(session_id, None)
-        await self._ask("rename the session", lambda: agent.rpc.rename(title))
+        await self._ask("rename the session", lambda: agent.client.rename(title))
         return RenameSessionResult(session_id=session_id, title=title)
 
     async def delete(self, session_id: str) -> DeleteSessionResult:
@@ -153,9 +153,9 @@ class Toolbox:
             record = listed[index]
             agent = await self._live(session_id, record.cwd)
             state = await self._ask(
-                "go back in the conversation", lambda: agent.rpc.fork_before(record.prompt, record.ordinal)
+                "go back in the conversation", lambda: agent.client.fork_before(record.prompt, record.ordinal)
             )
-            self.registry.conversations.rebind(agent, state)
+            self.registry.conversations.slots.rebind(agent, state)
             session_id = agent.session_id or session_id
             await store.copy_to(session_id, [r for r in listed[:index] if r.kind == "turn"])
         return RewindResult(
@@ -168,8 +168,8 @@ class Toolbox:
         if self.registry.has_live_run(session_id):
             raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
         agent = await self._live(session_id, cwd)
-        state = await self._ask("fork the session", agent.rpc.clone)
-        self.registry.conversations.rebind(agent, state)
+        state = await self._ask("fork the session", agent.client.clone)
+        self.registry.conversations.slots.rebind(agent, state)
         if agent.session_id is None:
             raise ToolboxError("the agent did not name the forked session")
         store = self.registry.checkpoints
@@ -203,7 +203,7 @@ class Toolbox:
     async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
         """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""
         registry = self.registry
-        agent = registry.conversations.live_agent(session_id) if session_id else None
+        agent = registry.conversations.slots.live_agent(session_id) if session_id else None
         if agent is not None and agent.alive:
             return agent
         if session_id is not None:
@@ -217,7 +217,7 @@ class Toolbox:
             raise ToolboxError(f"the agent could not start: {exc.error.message}") from None
         except NoLiveMode as exc:
             raise ToolboxError(f"the agent has no live mode: {exc}") from None
-        agent = registry.conversations.live_agent(opened.session_id)
+        agent = registry.conversations.slots.live_agent(opened.session_id)
         if agent is None:
             raise ToolboxError("the conversation's agent was gone as soon as it was opened")
         return agent

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bridge.engines.json_engine import READ_CHUNK
+from bridge.engines.one_process import READ_CHUNK
 from bridge.fronts.backpressure import HIGH_WATER
 from bridge.scripted_model import FLOOD_PIECE_CHARS, FLOOD_PIECES, flood_piece, flood_reply_text
 from tests.support.acp import RawAcp

@@ -88,9 +88,11 @@ def test_each_option_maps_to_pi_flags_in_one_place() -> None:
 
 
 def test_the_provider_has_no_retry_option() -> None:
+    from bridge.engines.attempt import AttemptContext
     from bridge.engines.endings import AttemptLimits
-    from bridge.engines.json_engine import Attempt
+    from bridge.engines.one_process import ProcessAttempt
 
     assert "retry" not in RunOptions.__dataclass_fields__
     assert "retry" not in AttemptLimits.__dataclass_fields__
-    assert "retry" not in Attempt.__init__.__code__.co_varnames
+    assert "retry" not in ProcessAttempt.__init__.__code__.co_varnames
+    assert "retry" not in AttemptContext.__dataclass_fields__

@@ -247,15 +247,15 @@ def test_the_audit_catches_each_kind_of_violation() -> None:
     """The rules are not vacuous: a made-up arrow of each kind is named."""
     bad = [
         Arrow("bridge.process.spawn", "bridge.runs.registry", "p.py", 1),
-        Arrow("bridge.fronts.acp.agent", "bridge.engines.conversations", "f.py", 2),
-        Arrow("bridge.engines.rpc_engine", "bridge.agents.pi.rpc", "e.py", 3),
-        Arrow("bridge.engines.rpc_engine", "bridge.agents", "e.py", 4),
+        Arrow("bridge.fronts.acp.agent", "bridge.engines.live.conversations", "f.py", 2),
+        Arrow("bridge.engines.live.attempt", "bridge.agents.pi.rpc", "e.py", 3),
+        Arrow("bridge.engines.live.attempt", "bridge.agents", "e.py", 4),
         Arrow("bridge.agents.pi.mapper", "bridge.agents.claude.mapper", "m.py", 5),
     ]
     broken = broken_rules(bad)
     for arrow in bad:
         assert any(str(arrow) in line for line in broken), arrow
-    assert broken_rules([Arrow("bridge.engines.rpc_engine", "bridge.agents.seam", "e.py", 6)]) == []
+    assert broken_rules([Arrow("bridge.engines.live.attempt", "bridge.agents.seam", "e.py", 6)]) == []
     assert circles([Arrow("bridge.a", "bridge.b", "a.py", 1), Arrow("bridge.b", "bridge.a", "b.py", 1)]) == [
         ["bridge.a", "bridge.b"]
     ]

@@ -54,9 +54,9 @@ def _load_front(registry: RunRegistry) -> Any:
     for model in vars(contract).values():
         if isinstance(model, type) and issubclass(model, BaseModel) and model.__module__ == contract.__name__:
             model.model_rebuild()
-    for name in registry.agent_names():
+    for name in registry.agents.agent_names():
         try:
-            registry.adapter_named(name)
+            registry.agents.adapter_named(name)
         except Exception as exc:  # an agent that cannot be built is the prompt's to report
             log.info("agent %s not built ahead: %s", name, exc)
     return front

@@ -32,7 +32,7 @@ from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.policy.gate import FrontPolicy, Gate
 from bridge.policy.rule_store import RuleStore, RuleStoreError
 from bridge.runs import history
-from bridge.runs.registry import AgentAdapter, RunRegistry
+from bridge.runs.registry import AgentAdapter, RunRegistry, effective_settings
 from bridge.runs.toolbox import Toolbox, ToolboxError
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,9 @@ class BridgeProtocol(LanguageServerProtocol):
         registry = self._server.registry
         available, reason = registry.checkpoints.status()
         capabilities = contract.ServerCapabilities(
-            settings=registry.settings(),
-            agents=registry.agents_info(),
-            default_agent=registry.default_agent(),
+            settings=effective_settings(registry.config),
+            agents=registry.agents.agents_info(),
+            default_agent=registry.agents.default_agent(),
             checkpoints=contract.CheckpointsCapability(available=available, reason=reason),
             sandbox=registry.sandbox_availability(),
         ).model_dump(mode="json", by_alias=True)
@@ -256,7 +256,11 @@ def _session_features(server: BridgeServer) -> None:
             raise JsonRpcInvalidParams(message=f"cwd: {params.cwd!r} is not an absolute path")
         cwd, registry = params.cwd or ls.default_cwd, ls.registry
         result = await history.list_sessions(
-            registry.history_adapters(), cwd, params.limit, registry.config.env, registry.is_live_session
+            registry.agents.history_adapters(),
+            cwd,
+            params.limit,
+            registry.config.env,
+            registry.is_live_session,
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -264,7 +268,7 @@ def _session_features(server: BridgeServer) -> None:
     async def pi_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SessionParams, raw)
         result = await history.read_session(
-            ls.registry.history_adapters(), params.session_id, ls.registry.config.env
+            ls.registry.agents.history_adapters(), params.session_id, ls.registry.config.env
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -15,10 +15,11 @@ import pytest
 
 from bridge.agents.pi import PiAgent
 from bridge.agents.seam import Out, RunOptions
-from bridge.engines import json_engine as provider
+from bridge.engines import one_process as provider
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits
-from bridge.engines.json_engine import Attempt
+from bridge.engines.one_process import ProcessAttempt
 from bridge.process.spawn import ChildProcess
 from tests.support.env import fake_pi_command
 from tests.support.leaks import run_processes_alive
@@ -45,15 +46,17 @@ async def test_cancel_during_spawn_never_feeds_the_prompt(
     monkeypatch.setattr(provider, "spawn", spawn_then_cancel)
     log = tmp_path / "prompts"
     sent: list[Out] = []
-    attempt = Attempt(
-        PiAgent(),
-        # SIGTERM ignored from exec on (inherited), so the agent lives long enough to read stdin.
-        ("sh", "-c", 'trap "" TERM; exec "$0" "$@"', *fake_pi_command()),
-        RunOptions(prompt="secret prompt", cwd=str(tmp_path), model="slow_to_stop"),
-        sent.extend,
-        token,
-        AttemptLimits(),
-        extra_env={"FAKE_PI_PROMPT_LOG": str(log)},
+    attempt = ProcessAttempt(
+        AttemptContext(
+            PiAgent(),
+            # SIGTERM ignored from exec on (inherited), so the agent lives long enough to read stdin.
+            ("sh", "-c", 'trap "" TERM; exec "$0" "$@"', *fake_pi_command()),
+            RunOptions(prompt="secret prompt", cwd=str(tmp_path), model="slow_to_stop"),
+            sent.extend,
+            token,
+            AttemptLimits(),
+            extra_env={"FAKE_PI_PROMPT_LOG": str(log)},
+        )
     )
     outcome = await attempt.run()
     assert outcome.status == "cancelled"

@@ -18,11 +18,12 @@ import pytest
 from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
-from bridge.engines.conversations import Conversations
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.json_engine import Attempt
-from bridge.engines.rpc_engine import RpcAttempt
+from bridge.engines.live.attempt import LiveAttempt, LiveHooks
+from bridge.engines.live.conversations import Conversations
+from bridge.engines.one_process import ProcessAttempt
 from tests.support.env import ROOT, fake_pi_command
 from tests.support.leaks import run_processes_alive
 
@@ -67,13 +68,15 @@ def assert_failed_inside(outcome: AttemptOutcome, sent: list[Out]) -> None:
 
 async def test_a_bug_in_mapping_fails_the_json_attempt_and_stops_its_process(tmp_path: Path) -> None:
     sent: list[Out] = []
-    attempt = Attempt(
-        BrokenPi(),
-        tuple(fake_pi_command()),
-        RunOptions(prompt="hi", cwd=str(tmp_path), model="slow"),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(),
+    attempt = ProcessAttempt(
+        AttemptContext(
+            BrokenPi(),
+            tuple(fake_pi_command()),
+            RunOptions(prompt="hi", cwd=str(tmp_path), model="slow"),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(),
+        )
     )
     with anyio.fail_after(WAIT):
         outcome = await attempt.run()
@@ -97,24 +100,27 @@ async def rpc_attempt(
     conversations: Conversations, adapter: PiAgent, model: str, cwd: Path
 ) -> tuple[AttemptOutcome, list[Out]]:
     cwd.mkdir(exist_ok=True)
-    lease = await conversations.lease(None, CancelToken(), lambda: None)
+    lease = await conversations.slots.lease(None, CancelToken(), lambda: None)
     assert lease is not None
     sent: list[Out] = []
-    attempt = RpcAttempt(
+    attempt = LiveAttempt(
         conversations,
         lease,
-        adapter,
-        FAKE_RPC_PI,
-        RunOptions(prompt="hi", cwd=str(cwd), model=model),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(),
+        AttemptContext(
+            adapter,
+            FAKE_RPC_PI,
+            RunOptions(prompt="hi", cwd=str(cwd), model=model),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(),
+        ),
+        LiveHooks(),
     )
     try:
         with anyio.fail_after(WAIT):
             return await attempt.run(), sent
     finally:
-        conversations.release(lease)
+        conversations.slots.release(lease)
 
 
 async def test_a_bug_in_mapping_fails_the_rpc_attempt_only(tmp_path: Path) -> None:
@@ -135,7 +141,7 @@ async def test_a_bug_in_a_live_pi_s_reader_stops_that_pi_only(tmp_path: Path) ->
 
 
 async def reader_fails_then_another_conversation_runs(registry: Conversations, tmp_path: Path) -> None:
-    lease = await registry.lease(None, CancelToken(), lambda: None)
+    lease = await registry.slots.lease(None, CancelToken(), lambda: None)
     assert lease is not None
     agent = await registry.checkout(
         FAKE_RPC_PI, RunOptions(prompt="", cwd=str(tmp_path)), {}, lease, retrying=False
@@ -144,13 +150,13 @@ async def reader_fails_then_another_conversation_runs(registry: Conversations, t
     def broken_listener(lines: list[bytes]) -> None:
         raise RuntimeError("a bug in a listener")
 
-    agent.rpc.listener = broken_listener
-    await agent.rpc.delivered(agent.rpc.send_prompt_now("hi"))
+    agent.client.listener = broken_listener
+    await agent.client.delivered(agent.client.send_prompt_now("hi"))
     with anyio.fail_after(WAIT):
-        await agent.rpc.closed.wait()
+        await agent.client.closed.wait()
         while agent.stopped is None:
             await anyio.sleep(0.01)
-    registry.release(lease)
+    registry.slots.release(lease)
     assert not agent.alive and agent.stopped.survivors == []
     after, messages = await rpc_attempt(registry, PiAgent(), "text", tmp_path / "other")
     assert after.status == "completed", messages

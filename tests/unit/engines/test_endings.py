@@ -11,9 +11,10 @@ import pytest
 
 from bridge.agents.claude import ClaudeAgent
 from bridge.agents.seam import Out, RunOptions
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, exit_status
-from bridge.engines.json_engine import Attempt
+from bridge.engines.one_process import ProcessAttempt
 
 pytestmark = pytest.mark.anyio
 
@@ -29,13 +30,15 @@ def anyio_backend() -> str:
 
 async def test_a_silent_claude_code_is_named_in_its_stall_error(tmp_path: Path) -> None:
     sent: list[Out] = []
-    attempt = Attempt(
-        ClaudeAgent(),
-        SILENT,
-        RunOptions(prompt="hi", cwd=str(tmp_path)),
-        sent.extend,
-        CancelToken(),
-        AttemptLimits(silence_seconds=0.5),
+    attempt = ProcessAttempt(
+        AttemptContext(
+            ClaudeAgent(),
+            SILENT,
+            RunOptions(prompt="hi", cwd=str(tmp_path)),
+            sent.extend,
+            CancelToken(),
+            AttemptLimits(silence_seconds=0.5),
+        )
     )
     with anyio.fail_after(WAIT):
         outcome = await attempt.run()

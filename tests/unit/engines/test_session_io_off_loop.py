@@ -17,8 +17,9 @@ import pytest
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.seam import RunOptions
 from bridge.contract import ErrorInfo
-from bridge.engines import conversations
-from bridge.engines.conversations import Conversations, Lease, StartFailure
+from bridge.engines.live import starts
+from bridge.engines.live.agent import Lease, StartFailure
+from bridge.engines.live.conversations import Conversations
 
 pytestmark = pytest.mark.anyio
 
@@ -78,14 +79,14 @@ async def test_a_retry_cuts_the_session_file_back_and_checks_it_off_the_event_lo
         return False
 
     async def no_spawn(*args: Any) -> Any:
-        raise conversations.SpawnError("not in this test")
+        raise starts.SpawnError("not in this test")
 
     launcher = _Launcher()
     monkeypatch.setattr(launcher.mode, "cut_session_back", trim)
     monkeypatch.setattr(launcher.mode, "session_stored", exists)
-    monkeypatch.setattr(conversations, "spawn", no_spawn)
+    monkeypatch.setattr(starts, "spawn", no_spawn)
     registry = Conversations(launcher)
-    registry._opened_add("s1")  # a conversation this bridge started: started anew if pi never wrote it
+    registry.starter.opened_add("s1")  # a conversation this bridge started: started anew if pi never wrote it
     lease = Lease(session_id="s1", trim=(str(tmp_path / "s1.jsonl"), 10))
     async with anyio.create_task_group() as tasks:
         await tasks.start(registry.serve)

@@ -10,7 +10,7 @@ import pytest
 from bridge.agents.pi import mapper as pi_mapper
 from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.seam import Out, RunOptions
-from bridge.engines.json_engine import coalesce
+from bridge.engines.output import coalesce
 
 
 def test_lines_whose_body_is_never_read_are_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,38 +1,32 @@
-"""One attempt: start the agent once, stream its mapped messages, stop it however the attempt ends.
-
-The provider never retries; retry belongs to the orchestration layer above it (bridge/runs/), whose
-options reach this module without any retry field. Every way an attempt can end produces exactly
-one terminal message: the agent's own, or one the mapper synthesizes here (spawn failure, exit
-without a terminal event, cancel, deadline, silence, stdout closed while the process lives on, a
-bug in the bridge's handling of the agent's output: kind `internal`, the process tree stopped).
-"""
+"""The one-process engine: one attempt starts the agent once, streams its mapped messages and
+stops it however the attempt ends, with exactly one terminal message (no retry: runs/ retries)."""
 
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Final, Literal
 
 import anyio
 
-from bridge.agents.seam import AgentAdapter, EventMapper, Out, RunOptions
+from bridge.agents.seam import EventMapper, Out
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.engines.cancel import CancelToken
-from bridge.engines.diff_capture import DiffCapture
+from bridge.engines.attempt import AttemptContext
 from bridge.engines.endings import (
-    AttemptLimits,
     AttemptOutcome,
+    FirstStop,
     deadline_error,
     exit_status,
-    internal_error,
     kept_running_error,
     not_started,
     outcome_of,
+    overrun,
     silence_error,
     unexpected_end,
 )
+from bridge.engines.output import AttemptOutput
 from bridge.engines.warm_pool import WarmPool
 from bridge.process.framing import LineFramer, TailBuffer
 from bridge.process.shutdown import shutdown_tree, sweep_leftovers, wait_exit
@@ -49,107 +43,44 @@ EXIT_AFTER_EOF_SECONDS: Final = 3.0
 DRAIN_AFTER_EXIT_SECONDS: Final = 1.0
 DRAIN_AFTER_STOP_SECONDS: Final = 0.5
 
-Emit = Callable[[list[Out]], None]
 StopReason = Literal["eof", "agent", "cancel", "deadline", "silence", "internal"]
 
 
-def coalesce(outs: list[Out]) -> list[Out]:
-    """Fewer frames, same meaning, for the messages read in one chunk: adjacent assistant deltas
-    become one message, and of a tool's cumulative updates only the last one is kept (each
-    repeats the whole output so far: sending all of them is quadratic in bytes)."""
-    if len(outs) < 2:
-        return outs
-    last_update: dict[str, int] = {}
-    for index, out in enumerate(outs):
-        if out.type == "tool.update":
-            last_update[out.content["toolCallId"]] = index
-    merged: list[Out] = []
-    run: list[str] = []  # texts of the current run of adjacent deltas, joined once (linear)
-    for index, out in enumerate(outs):
-        if out.type == "assistant":
-            run.append(out.content["text"])
-            continue
-        if out.type == "tool.update" and last_update[out.content["toolCallId"]] != index:
-            continue
-        if run:
-            merged.append(Out("assistant", {"text": "".join(run)}))
-            run = []
-        merged.append(out)
-    if run:
-        merged.append(Out("assistant", {"text": "".join(run)}))
-    return merged
-
-
-class _Stop:
-    """First reason to stop wins; the attempt's main body waits on it."""
-
-    def __init__(self) -> None:
-        self.reason: StopReason | None = None
-        self.event = anyio.Event()
-
-    def set(self, reason: StopReason) -> None:
-        if self.reason is None:
-            self.reason = reason
-            self.event.set()
-
-
-class Attempt:
+class ProcessAttempt:
     """One run of the agent process, from spawn to its terminal message."""
 
     def __init__(
         self,
-        adapter: AgentAdapter,
-        command: tuple[str, ...],
-        options: RunOptions,
-        emit: Emit,
-        cancel: CancelToken,
-        limits: AttemptLimits,
+        context: AttemptContext,
         wait_writable: Callable[[], Awaitable[None]] | None = None,
-        extra_env: Mapping[str, str] | None = None,
         pool: WarmPool | None = None,
-        on_started: Callable[[int], None] | None = None,
     ) -> None:
-        self.adapter = adapter
-        self.command = command
-        self.options = options
-        self.limits = limits
-        self.cancel = cancel
-        self.mapper: EventMapper = adapter.new_mapper(options)
-        self.name = adapter.display_name
-        self._emit = emit
-        self.diffs = DiffCapture(
-            adapter.file_change_watch(options.cwd), self._emit_coalesced, self._fail_inside
+        self.adapter = context.adapter
+        self.command = context.command
+        self.options = context.options
+        self.limits = context.limits
+        self.cancel = context.cancel
+        self.mapper: EventMapper = self.adapter.new_mapper(self.options)
+        self.name = self.adapter.display_name
+        self.out = AttemptOutput(
+            context, lambda: self._stop.set("internal"), lambda: f"an attempt of {self.adapter.name}"
         )
+        self._send = self.out.send
         self._wait_writable = wait_writable
-        self._extra_env = dict(extra_env or {})
+        self._extra_env = dict(context.extra_env)
         self._pool = pool
-        self._on_started = on_started
-        self._stop = _Stop()
+        self._on_started = context.on_started
+        self._stop = FirstStop[StopReason]()
         self._stderr = TailBuffer()
-        self._framer = LineFramer(limits.max_line_bytes)
+        self._framer = LineFramer(self.limits.max_line_bytes)
         self._last_output = time.monotonic()
         # While the bridge waits for the client to take its output (or for a diff's read that
         # holds messages back) it reads nothing, so the agent blocks on its pipe: that quiet is
         # the bridge's, never the agent's silence.
         self._holding_back = False
         self._stdout_done = anyio.Event()
-        # A bug met while handling the agent's output: the attempt fails with it.
-        self._fault: ErrorInfo | None = None
         self.child: ChildProcess | None = None
         self.shutdown: ShutdownReceipt | None = None
-
-    def _send(self, outs: list[Out]) -> None:
-        self.diffs.send(outs)
-
-    def _emit_coalesced(self, outs: list[Out]) -> None:
-        self._emit(coalesce(outs))
-
-    def _fail_inside(self, exc: Exception) -> None:
-        """A bug in handling the agent's output: the attempt fails with it (once) and stops."""
-        if self._fault is None:
-            log.error("an attempt of %s failed inside the bridge", self.adapter.name, exc_info=exc)
-            self._fault = internal_error(self.name, exc)
-        self._stop.set("internal")
 
     async def run(self) -> AttemptOutcome:
         """Run the attempt to its end; never raises for anything the agent does."""
@@ -199,8 +130,8 @@ class Attempt:
                     self.shutdown = await shutdown_tree(child, self.adapter.interrupt_signal)
                 self._send(self.mapper.finish_failed(unexpected_end()))
                 forget(child)
-                await self.diffs.drained()  # the attempt ends once its messages are out
-                self.diffs.close()
+                await self.out.diffs.drained()  # the attempt ends once its messages are out
+                self.out.diffs.close()
         return self._outcome()
 
     # ------------------------------------------------------------------ concluding
@@ -227,8 +158,8 @@ class Attempt:
         if reason == "cancel":
             self._send(self.mapper.finish_cancelled(self.shutdown))
         elif reason == "internal":
-            assert self._fault is not None
-            self._send(self.mapper.finish_failed(self._fault))
+            assert self.out.fault is not None
+            self._send(self.mapper.finish_failed(self.out.fault))
         elif reason == "deadline":
             self._send(self.mapper.finish_failed(deadline_error(self.limits)))
         elif reason == "silence":
@@ -308,7 +239,7 @@ class Attempt:
         framer = self._framer
         try:
             while True:
-                if self._wait_writable is not None or self.diffs.holding:
+                if self._wait_writable is not None or self.out.diffs.holding:
                     await self._hold_back()
                 try:
                     chunk = await stream.receive(READ_CHUNK)
@@ -327,7 +258,7 @@ class Attempt:
     def _take_lines(self, lines: list[bytes]) -> None:
         """Map the agent's lines and send the messages; a bug here fails this attempt, and what
         was mapped before it still goes out. After one, lines are read and dropped."""
-        if self._fault is not None:
+        if self.out.fault is not None:
             self._framer.oversized.clear()
             self._framer.oversized_heads.clear()
             return
@@ -336,15 +267,15 @@ class Attempt:
         try:
             for line in lines:
                 if line:
-                    self.diffs.note_line(line)
+                    self.out.diffs.note_line(line)
                     outs.extend(mapper.feed(line))
             self._flush_oversized()
         except Exception as exc:
-            self._fail_inside(exc)
+            self.out.fail_inside(exc)
         try:
             self._send(outs)
         except Exception as exc:
-            self._fail_inside(exc)
+            self.out.fail_inside(exc)
 
     async def _hold_back(self) -> None:
         """Wait until the client takes more output and no message waits for a diff's read; the
@@ -353,7 +284,7 @@ class Attempt:
         try:
             if self._wait_writable is not None:
                 await self._wait_writable()
-            await self.diffs.drained()
+            await self.out.diffs.drained()
         finally:
             self._holding_back = False
             self._last_output = max(self._last_output, time.monotonic())
@@ -388,27 +319,9 @@ class Attempt:
 
     async def _watchdog(self) -> None:
         """Stop the attempt at its deadline, or when the agent stays silent too long."""
-        deadline = self.limits.deadline
-        silence = self.limits.silence_seconds
-        if deadline is None and silence is None:
-            return
-        while True:
-            now = time.monotonic()
-            waits: list[float] = []
-            if deadline is not None:
-                if now >= deadline:
-                    self._stop.set("deadline")
-                    return
-                waits.append(deadline - now)
-            if silence is not None and self._holding_back:
-                waits.append(silence)
-            elif silence is not None:
-                quiet_until = self._last_output + silence
-                if now >= quiet_until:
-                    self._stop.set("silence")
-                    return
-                waits.append(quiet_until - now)
-            await anyio.sleep(min(waits))
+        reason = await overrun(self.limits, lambda: self._holding_back, lambda: self._last_output)
+        if reason is not None:
+            self._stop.set(reason)
 
     # ------------------------------------------------------------------ outcome
 

@@ -1,0 +1,187 @@
+"""The cancel of a live run: pi's abort, what the run started listed for the receipt, then the
+run stopped (the agent kept if it settles) and its queue read back; and the sweep after a run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from typing import Final
+
+import anyio
+
+from bridge.agents.seam import LiveCommand, LiveError
+from bridge.contract import ShutdownReceipt
+from bridge.engines.live.agent import LiveAgent
+from bridge.engines.live.conversations import Conversations
+from bridge.process.shutdown import (
+    children_now,
+    contained_besides,
+    contained_now,
+    members_now,
+    shutdown_tree,
+    stop_descendants,
+)
+
+log = logging.getLogger(__name__)
+
+ABORT_GRACE_SECONDS: Final = 2.0
+
+
+class Interrupt:
+    """How a live run is stopped while its agent stays: the cancel's stages and the sweep."""
+
+    def __init__(self, name: str, conversations: Conversations) -> None:
+        self._name = name
+        self._conversations = conversations
+        # Set when the cancel came: pi's abort on its way, and the run's processes then.
+        self.abort: LiveCommand | None = None
+        # The run's queue taken out of pi just before its abort; its texts are the cancel's `unsent`.
+        self._clear: LiveCommand | None = None
+        self.unsent: list[str] = []
+        # Steers written to pi and not yet answered: one the cancel overtakes may land in pi's
+        # queue after the clear (pi reads it first, but queues it a step later).
+        self._steers_out = 0
+        self._steers_answered = anyio.Event()
+        self._steers_at_cancel = 0
+        self._before_abort: asyncio.Future[list[int]] | None = None
+        self._listed: list[int] = []
+        # The agent's own helpers from before the run (its MCP servers): not the run's to sweep.
+        self.helpers: dict[int, int] = {}
+
+    async def steer(self, agent: LiveAgent, text: str) -> str | None:
+        """Hand pi a steering message, counted for the cancel; None when it took it, else why not."""
+        self._steers_out += 1
+        try:
+            await agent.client.steer(text)
+        except LiveError as exc:
+            return str(exc)
+        finally:
+            self._steers_out -= 1
+            if self._steers_out == 0:
+                self._steers_answered.set()
+                self._steers_answered = anyio.Event()
+        return None
+
+    def first_stage(self, agent: LiveAgent) -> None:
+        """The cancel's first stage, in the call that set the token (no task to wake first): pi's
+        `abort` is written, and what the run started is listed for the receipt."""
+        # What the run has started, for the receipt. Its members are read before the abort goes
+        # out: pi acts on the abort at once and may end them before any later look. The rest
+        # (their stats, then the tree mode's token holders and adopted orphans) comes after it.
+        early = members_now(agent.child)
+        if self.abort is None and agent.alive:
+            try:
+                # The queue first: an abort would leave it for the next prompt to take in.
+                self._clear = agent.client.send_clear_queue_now()
+                self._steers_at_cancel = self._steers_out
+                self.abort = agent.client.send_abort_now()
+            except LiveError as exc:
+                log.info("%s's abort could not be sent: %s", self._name, exc)
+        self._listed = sorted({*early, *contained_now(agent.child)})
+        self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
+
+    def kept(self, agent: LiveAgent) -> Mapping[int, int]:
+        """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
+        its agent as its child (an ACP adapter), its children now, and only them (the agent it
+        runs may start lazily, in the run; what that agent started is swept)."""
+        return children_now(agent.child) if agent.client.runs_agent_as_child else self.helpers
+
+    async def sweep(self, agent: LiveAgent) -> None:
+        """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""
+        receipt = await stop_descendants(agent.child, keep=self.kept(agent))
+        if receipt.pids:
+            log.warning(
+                "the run left %d processes under %s %d; killed %s",
+                len(receipt.pids),
+                self._name,
+                agent.pid,
+                receipt.pids,
+            )
+
+    async def stop_run(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stop the run: pi's abort, then whatever the run started; pi is kept if it settled."""
+        started = time.monotonic()
+        kept = False
+        # The run's processes under pi now (its children: cheap to find), so the receipt lists
+        # what the run had started even when pi's abort stops it before the sweep looks. A
+        # kept pi is not among them: it is the conversation's, and alive on purpose.
+        # Both listings count: the full one runs after the abort went out, when pi may already
+        # have ended what the quick one saw.
+        before: set[int] = set(self._listed)
+        if self._before_abort is not None:
+            try:
+                before |= set(await self._before_abort)
+            except Exception:  # a failed scan loses pids for the receipt, never the cancel
+                log.exception("the run's processes could not be listed for the receipt")
+        log.info(
+            "%s %d cancelled: %d of the run's processes listed as the abort went out, %d in all",
+            self._name, agent.pid, len(self._listed), len(before),
+        )  # fmt: skip
+        if agent.alive:
+            try:
+                if self.abort is not None:
+                    await agent.client.answer(self.abort, ABORT_GRACE_SECONDS)
+                else:
+                    self._clear = agent.client.send_clear_queue_now()
+                    await agent.client.abort(ABORT_GRACE_SECONDS)
+                kept = agent.alive
+            except LiveError as exc:
+                log.info("%s did not settle after abort: %s", self._name, exc)
+            await self._take_back_queue(agent, kept)
+        if kept:
+            spared = self.kept(agent)
+            receipt = await stop_descendants(agent.child, keep=spared)
+            if receipt.survivors:
+                kept = False
+        if kept:
+            # the agent an ACP adapter runs stays with it: it is not among what the run started
+            ours = before - set(spared) if agent.client.runs_agent_as_child else before
+            receipt = receipt.model_copy(
+                update={
+                    "stage": "interrupted",
+                    "agent_kept": True,
+                    "pids": sorted(ours | set(receipt.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        else:
+            killed = await self.kill(agent)
+            receipt = killed.model_copy(
+                update={
+                    "stage": "killed",
+                    "pids": sorted(before | set(killed.pids)),
+                    "elapsed_ms": round((time.monotonic() - started) * 1000, 2),
+                }
+            )
+        return receipt
+
+    async def _take_back_queue(self, agent: LiveAgent, settled: bool) -> None:
+        """The steers and follow-ups the clear took out of pi, for the cancel's `unsent`; a steer
+        that was on its way as the cancel came is waited for and cleared too, so that nothing of
+        the run waits in pi's queue for the next prompt. A pi that did not settle is killed next
+        (its queue goes with it): it is not waited for, only what it answered already counts."""
+        clears: list[LiveCommand | None] = [self._clear]
+        if settled and self._steers_at_cancel:
+            if self._steers_out:
+                with anyio.move_on_after(ABORT_GRACE_SECONDS):
+                    await self._steers_answered.wait()
+            try:
+                clears.append(agent.client.send_clear_queue_now())
+            except LiveError:
+                pass
+        for clear in clears:
+            if clear is None:
+                continue
+            try:
+                self.unsent.extend(await agent.client.unsent(clear, ABORT_GRACE_SECONDS if settled else 0.05))
+            except LiveError as exc:
+                log.info("%s's queue could not be read back: %s", self._name, exc)
+
+    async def kill(self, agent: LiveAgent) -> ShutdownReceipt:
+        """Stage 3: the whole tree, agent included; the conversation resumes from its file."""
+        receipt = await shutdown_tree(agent.child, signal.SIGKILL, grace=0.0)
+        await self._conversations.invalidate(agent)
+        return receipt
