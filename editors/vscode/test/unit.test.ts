@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { test } from 'node:test';
 import { bridgeLaunch, DEFAULT_SETTINGS, readSettings, runParams } from '../src/bridge/config';
 import { sandboxStatus } from '../src/bridge/sandbox';
-import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
+import { editStat, relativeTime, usageLabel } from '../src/chat/conversation/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
 import {
@@ -22,9 +22,9 @@ import {
 } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
 import { demoExample, demoPrompt, demoScenarios, isDemo, withDemo } from '../src/chat/demo';
-import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentionText';
+import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentions/mentionText';
 import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
-import { Conversation } from '../src/chat/conversation';
+import { Conversation } from '../src/chat/conversation/conversation';
 import { withUnsent, type HostMessage } from '../src/chat/chatProtocol';
 import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
 import type { Session } from '../src/bridge/session';

@@ -12,11 +12,11 @@ import type { CancellationToken } from 'vscode-jsonrpc';
 import type { HostMessage, HostToView, SetupAction, ViewMessage } from './chatProtocol';
 import { ruleLabel } from './approvals';
 import { isDemo, withDemo } from './demo';
-import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation';
-import { Checkpoints } from './checkpoints';
-import { Conversations } from './conversations';
+import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation/conversation';
+import { Checkpoints } from './rewind/checkpoints';
+import { Conversations } from './conversation/conversations';
 import { chatPage } from './page';
-import { Mentions } from './mentions';
+import { Mentions } from './mentions/mentions';
 import {
   Methods,
   MODE_DESCRIPTIONS,
@@ -32,7 +32,7 @@ import {
   type PromptImage,
 } from '../bridge/protocol';
 import type { Session } from '../bridge/session';
-import type { LastConversation } from './lastConversation';
+import type { LastConversation } from './conversation/lastConversation';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 

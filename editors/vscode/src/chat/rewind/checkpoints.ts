@@ -25,8 +25,8 @@ import {
   type RewindResult,
   type TurnPlace,
 } from './checkpointPlan';
-import { relativeTime } from './conversation';
-import type { Session } from '../bridge/session';
+import { relativeTime } from '../conversation/conversation';
+import type { Session } from '../../bridge/session';
 
 export const CHECKPOINT_SCHEME = 'pi-bridge-checkpoint';
 
