@@ -31,16 +31,13 @@ import {
   type SessionsResult,
   type PromptImage,
 } from '../bridge/protocol';
-import type { Session } from '../bridge/session';
 import type { LastConversation } from './conversation/lastConversation';
+import type { ChatHost } from './host';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 
-export interface ChatDeps {
-  session(): Promise<Session>;
+export interface ChatDeps extends ChatHost {
   runParams(prompt: string, runId: string): RunParams;
-  cwd(): string | undefined;
-  log: vscode.LogOutputChannel;
   /** The shown conversation's usage changed, or a run started or ended (the status bar). */
   onChange(): void;
   /** A first-run card's button (firstRun.ts). */
