@@ -16,7 +16,7 @@ import {
 } from 'vscode-languageclient/node';
 import { Chat, targetOf } from './chat/view';
 import { readSettings, RESTART_KEYS, runParams, SYNCED_DOCUMENTS, type Settings } from './bridge/config';
-import { usageLabel, type ConversationMemory, type RememberedConversation } from './chat/conversation';
+import { usageLabel, type ConversationMemory, type RememberedConversation } from './chat/conversation/conversation';
 import { checkInstallation, resolveBridgeLaunch } from './bridge/install';
 import { promptTitle } from './chat/prompts';
 import {
@@ -32,7 +32,7 @@ import { statusLine, type RunRecord } from './bridge/run';
 import { sandboxStatus } from './bridge/sandbox';
 import { Session } from './bridge/session';
 import { FirstRun } from './firstRun';
-import { LastConversation } from './chat/lastConversation';
+import { LastConversation } from './chat/conversation/lastConversation';
 import { Models } from './models';
 
 const CLIENT_ID = 'piBridge';

@@ -22,7 +22,7 @@ import {
 } from '../src/bridge/protocol';
 import { readSettings, runParams } from '../src/bridge/config';
 import type { HostMessage } from '../src/chat/chatProtocol';
-import { Conversation } from '../src/chat/conversation';
+import { Conversation } from '../src/chat/conversation/conversation';
 import type { RunRecord } from '../src/bridge/run';
 import { Session } from '../src/bridge/session';
 import { isAlive, processesMatching, startBridge, waitUntil, withTimeout, type Bridge } from './harness';

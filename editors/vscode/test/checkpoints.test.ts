@@ -19,9 +19,9 @@ import {
   type CheckpointFile,
   type CheckpointsResult,
   type RewindResult,
-} from '../src/chat/checkpointPlan';
+} from '../src/chat/rewind/checkpointPlan';
 import type { HostMessage } from '../src/chat/chatProtocol';
-import { Conversation, type ConversationHost } from '../src/chat/conversation';
+import { Conversation, type ConversationHost } from '../src/chat/conversation/conversation';
 import { Methods, type SessionHistory } from '../src/bridge/protocol';
 import { Session } from '../src/bridge/session';
 import { processesMatching, startBridge, type Bridge } from './harness';

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { CancellationTokenSource } from 'vscode-jsonrpc/node';
 import { newRunId } from '../src/bridge/protocol';
+import type { RunRecord } from '../src/bridge/run';
 import { Session } from '../src/bridge/session';
 import { fakePiCommand, isAlive, processesMatching, startBridge, withTimeout, type Bridge } from './harness';
 
@@ -27,12 +28,13 @@ after(async () => {
   assert.deepEqual(processesMatching(/./), [], 'no process of this test outlives the bridge');
 });
 
+/** One run of `prompt` on the fake pi's `model`, to its end. */
+function runOn(model: string, prompt: string): Promise<RunRecord> {
+  return withTimeout(session.run({ prompt, runId: newRunId('fake'), model }), RUN_TIMEOUT, `${model} run`);
+}
+
 test('a pi that crashes mid-tool ends the run failed, with the tool failed', { timeout: RUN_TIMEOUT }, async () => {
-  const record = await withTimeout(
-    session.run({ prompt: 'build it', runId: newRunId('fake'), model: 'crash_tool' }),
-    RUN_TIMEOUT,
-    'crash_tool run',
-  );
+  const record = await runOn('crash_tool', 'build it');
   assert.equal(record.status, 'failed', JSON.stringify(record));
   assert.ok(record.error, 'the failure says why');
   const tool = record.items.find((i) => i.kind === 'tool');
@@ -47,11 +49,7 @@ test('a pi that crashes mid-tool ends the run failed, with the tool failed', { t
 });
 
 test('an auth error is a failed run of kind auth, not a JSON-RPC error', { timeout: RUN_TIMEOUT }, async () => {
-  const record = await withTimeout(
-    session.run({ prompt: 'hi', runId: newRunId('fake'), model: 'auth_error' }),
-    RUN_TIMEOUT,
-    'auth_error run',
-  );
+  const record = await runOn('auth_error', 'hi');
   assert.equal(record.status, 'failed', JSON.stringify(record));
   assert.equal(record.error?.kind, 'auth');
 });

@@ -1,11 +1,11 @@
 /** Unit tests of the client modules that need no editor and no bridge. */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { test } from 'node:test';
 import { bridgeLaunch, DEFAULT_SETTINGS, readSettings, runParams } from '../src/bridge/config';
 import { sandboxStatus } from '../src/bridge/sandbox';
-import { editStat, relativeTime, usageLabel } from '../src/chat/conversation';
+import { editStat, relativeTime, usageLabel } from '../src/chat/conversation/conversation';
 import { chipLabel, contextPrompt, filePrompt, promptTitle, selectionPrompt } from '../src/chat/prompts';
 import { Methods, PROTOCOL_VERSION, SERVER_NAME, type ContractEntry, type PiMessage } from '../src/bridge/protocol';
 import {
@@ -22,14 +22,14 @@ import {
 } from '../src/bridge/run';
 import { renderMarkdown } from '../src/chat/markdown';
 import { demoExample, demoPrompt, demoScenarios, isDemo, withDemo } from '../src/chat/demo';
-import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentionText';
+import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentions/mentionText';
 import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
-import { Conversation } from '../src/chat/conversation';
+import { Conversation } from '../src/chat/conversation/conversation';
 import { withUnsent, type HostMessage } from '../src/chat/chatProtocol';
 import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
 import type { Session } from '../src/bridge/session';
 import { CancellationTokenSource } from 'vscode-jsonrpc';
-import { withTimeout } from './harness';
+import { repoRoot, withTimeout } from './harness';
 
 const schemaPath = resolve(__dirname, '../../../../docs/protocol.schema.json');
 
@@ -421,20 +421,20 @@ test('an answer carries a reason only with a reject, and the card says how it wa
   );
 });
 
-test('a conversation answers a permission request from its card, or cancelled when the bridge withdraws it', async () => {
+/** A Conversation on a fake session whose runs end when the test calls their finisher (one per run, in order). */
+function heldConversation() {
   const posted: HostMessage[] = [];
-  let finish: (() => void) | undefined;
+  const runs: RunParams[] = [];
+  const finishers: Array<(status: 'completed' | 'cancelled', unsent?: string[]) => void> = [];
   let started: () => void = () => undefined;
-  const runStarted = new Promise<void>((resolveStarted) => (started = resolveStarted));
   const fakeSession = {
     run: (params: RunParams) =>
       new Promise((resolveRun) => {
-        finish = () => resolveRun({ ...newRunRecord(params.runId!, params.prompt), status: 'completed' });
+        finishers.push((status, unsent) => resolveRun({ ...newRunRecord(params.runId!, params.prompt), status, unsent }));
         started();
       }),
     request: () => Promise.resolve({}),
   } as unknown as Session;
-  const runs: RunParams[] = [];
   const conversation = new Conversation({
     session: () => Promise.resolve(fakeSession),
     runParams: (prompt, runId) => {
@@ -444,8 +444,17 @@ test('a conversation answers a permission request from its card, or cancelled wh
     },
     post: (message) => posted.push(message),
   });
+  /** Resolves when the next run starts: call it before the send that starts that run. */
+  const nextStart = (what = 'a run to start'): Promise<void> =>
+    withTimeout(new Promise<void>((resolveStarted) => (started = resolveStarted)), 5000, what);
+  return { conversation, posted, runs, finishers, nextStart };
+}
+
+test('a conversation answers a permission request from its card, or cancelled when the bridge withdraws it', async () => {
+  const { conversation, posted, runs, finishers, nextStart } = heldConversation();
+  const runStarted = nextStart('the run to start');
   const turn = conversation.send('go');
-  await withTimeout(runStarted, 5000, 'the run to start');
+  await runStarted;
   assert.equal(runs[0]!.mode, undefined, 'no mode picked: the bridge default');
   assert.equal(conversation.mode, 'ask');
   const runId = runs[0]!.runId!;
@@ -466,19 +475,16 @@ test('a conversation answers a permission request from its card, or cancelled wh
     ['t1:pending:', 't1:answered:Denied: not now', 't2:pending:', 't2:cancelled:cancelled'],
   );
   const left = conversation.requestPermission({ ...params, toolCallId: 't3' });
-  finish!();
+  finishers[0]!('completed');
   await turn;
   assert.deepEqual(await left, { outcome: 'cancelled' }, 'a card the run left is settled when it ends');
   assert.equal(conversation.pendingApprovals, 0);
   await conversation.setMode('plan');
+  const secondStarted = nextStart('the second run to start');
   const next = conversation.send('again');
-  await withTimeout(
-    new Promise<void>((resolveNext) => (started = resolveNext)),
-    5000,
-    'the second run to start',
-  );
+  await secondStarted;
   assert.equal(runs[1]!.mode, 'plan', 'a picked mode goes with the next run');
-  finish!();
+  finishers[1]!('completed');
   await next;
 });
 
@@ -517,27 +523,7 @@ test('after a Stop the unsent messages go back ahead of the draft, and nothing q
   assert.equal(withUnsent(['steer', 'queued'], ''), 'steer\n\nqueued');
   assert.equal(withUnsent(['steer'], 'a draft'), 'steer\n\na draft');
   assert.equal(withUnsent([], '  '), '');
-  const posted: HostMessage[] = [];
-  const finishers: Array<(status: 'completed' | 'cancelled', unsent?: string[]) => void> = [];
-  let started: () => void = () => undefined;
-  const fakeSession = {
-    run: (params: RunParams) =>
-      new Promise((resolveRun) => {
-        finishers.push((status, unsent) => resolveRun({ ...newRunRecord(params.runId!, params.prompt), status, unsent }));
-        started();
-      }),
-    request: () => Promise.resolve({}),
-  } as unknown as Session;
-  const runs: RunParams[] = [];
-  const conversation = new Conversation({
-    session: () => Promise.resolve(fakeSession),
-    runParams: (prompt, runId) => {
-      runs.push({ prompt, runId });
-      return { prompt, runId };
-    },
-    post: (message) => posted.push(message),
-  });
-  const nextStart = (): Promise<void> => withTimeout(new Promise<void>((r) => (started = r)), 5000, 'a run to start');
+  const { conversation, posted, runs, finishers, nextStart } = heldConversation();
   let running = nextStart();
   const first = conversation.send('go');
   await running;
@@ -578,4 +564,18 @@ test("/demo lists the scripted model's scenarios from the agent's models, with w
   assert.equal(isDemo('/demo please'), false);
   assert.deepEqual(withDemo([]).map((c) => c.name), ['demo']);
   assert.deepEqual(withDemo([{ name: 'demo', description: 'own', source: 'prompt', argumentHint: null }]).map((c) => c.description), ['own'], "a conversation's own /demo wins");
+});
+
+test("no folder of the extension's src or test holds more than 12 source files (generated ones not counted)", () => {
+  const extensionDir = join(repoRoot, 'editors/vscode');
+  const crowded: string[] = [];
+  const walk = (dir: string): void => {
+    const entries = readdirSync(dir, { withFileTypes: true });
+    const sources = entries.filter((e) => e.isFile() && /\.(ts|mts|js|mjs|py)$/.test(e.name));
+    if (sources.length > 12) crowded.push(`${relative(extensionDir, dir)}: ${sources.length}`);
+    for (const e of entries) if (e.isDirectory() && e.name !== 'generated') walk(join(dir, e.name));
+  };
+  walk(join(extensionDir, 'src'));
+  walk(join(extensionDir, 'test'));
+  assert.deepEqual(crowded, []);
 });

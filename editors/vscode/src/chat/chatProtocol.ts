@@ -5,7 +5,7 @@
  * contract's own types generated from docs/protocol.schema.json.
  */
 import type { ContractEntry, Mode, PermissionOption, PromptImage } from '../bridge/protocol';
-import type { MentionItem } from './mentionText';
+import type { MentionItem } from './mentions/mentionText';
 
 /** A context chip: a selection or a file that goes with the next prompt. */
 export interface ChipView {

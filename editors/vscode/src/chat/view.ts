@@ -12,11 +12,11 @@ import type { CancellationToken } from 'vscode-jsonrpc';
 import type { HostMessage, HostToView, SetupAction, ViewMessage } from './chatProtocol';
 import { ruleLabel } from './approvals';
 import { isDemo, withDemo } from './demo';
-import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation';
-import { Checkpoints } from './checkpoints';
-import { Conversations } from './conversations';
+import { relativeTime, type Conversation, type ConversationMemory, type ConversationUsage } from './conversation/conversation';
+import { Checkpoints } from './rewind/checkpoints';
+import { Conversations } from './conversation/conversations';
 import { chatPage } from './page';
-import { Mentions } from './mentions';
+import { Mentions } from './mentions/mentions';
 import {
   Methods,
   MODE_DESCRIPTIONS,
@@ -31,16 +31,13 @@ import {
   type SessionsResult,
   type PromptImage,
 } from '../bridge/protocol';
-import type { Session } from '../bridge/session';
-import type { LastConversation } from './lastConversation';
+import type { LastConversation } from './conversation/lastConversation';
+import type { ChatHost } from './host';
 
 export const BEFORE_SCHEME = 'pi-bridge-before';
 
-export interface ChatDeps {
-  session(): Promise<Session>;
+export interface ChatDeps extends ChatHost {
   runParams(prompt: string, runId: string): RunParams;
-  cwd(): string | undefined;
-  log: vscode.LogOutputChannel;
   /** The shown conversation's usage changed, or a run started or ended (the status bar). */
   onChange(): void;
   /** A first-run card's button (firstRun.ts). */

@@ -355,9 +355,7 @@ after(async () => {
 });
 
 test('pi: Ask… streams the answer into the chat, as the first turn of a conversation, with its final state', { timeout: 3 * UI_TIMEOUT }, () => step('ask', async () => {
-  await runCommand('pi: Ask…');
-  await answerInputBox('Ask pi', 'Say hello to VS Code');
-  const frame = await chatFrame();
+  const frame = await askPi('Say hello to VS Code');
   const turn = await waitForTurn(frame, 'Say hello to VS Code', "status === 'completed'", 'a completed run');
   assert.ok(turn.assistant.trim().length > 0, 'the answer is shown');
   assert.match(turn.text, /Say hello to VS Code/);
@@ -383,6 +381,13 @@ async function setModel(model: string, provider = 'fake'): Promise<void> {
   await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${model}"]`, { timeout: UI_TIMEOUT });
 }
 
+/** Ask pi `prompt` through pi: Ask… and its input box; the chat's frame, where the run shows. */
+async function askPi(prompt: string): Promise<Frame> {
+  await runCommand('pi: Ask…');
+  await answerInputBox('Ask pi', prompt);
+  return chatFrame();
+}
+
 /** In the open quick pick (pi: Pick Model…), filter to `label` and take the row whose label it is. */
 async function pickListed(label: string): Promise<void> {
   const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', { visible: true, timeout: UI_TIMEOUT });
@@ -398,9 +403,7 @@ async function pickListed(label: string): Promise<void> {
 
 test('thoughts render collapsed and tool calls with their status and output', { timeout: 3 * UI_TIMEOUT }, () => step('thoughts-tools', async () => {
   await setModel('thinking');
-  await runCommand('pi: Ask…');
-  await answerInputBox('Ask pi', 'Think first, then answer');
-  const frame = await chatFrame();
+  const frame = await askPi('Think first, then answer');
   const thinking = await waitForTurn(frame, 'Think first, then answer', "status === 'completed'", 'the thinking run');
   assert.ok(thinking.thoughts.length > 0, 'a thought is shown');
   assert.deepEqual(thinking.thoughts[0], { open: false, summary: 'Thought' });
@@ -432,9 +435,7 @@ test('thoughts render collapsed and tool calls with their status and output', { 
 test('Cancel in the progress notification stops a slow run and keeps its partial text', { timeout: 3 * UI_TIMEOUT }, () => step('cancel', async () => {
   await setModel('slow');
 
-  await runCommand('pi: Ask…');
-  await answerInputBox('Ask pi', 'Tell me a long story');
-  const frame = await chatFrame();
+  const frame = await askPi('Tell me a long story');
   // Streaming: the run is still running and several deltas have arrived.
   const streaming = await waitForTurn(
     frame,
@@ -1082,24 +1083,28 @@ test('issue 38: open files are synced with the bridge, and a workspace/applyEdit
   await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
 }));
 
-test('the first run without a provider: the chat says what is missing, its scripted-model button sets pi up, and the model dropdown lists the agent\'s models', { timeout: 5 * UI_TIMEOUT }, () => step('first-run', async () => {
-  // A new user's pi: an agent dir with no models.json and no key, no provider or model picked.
+/**
+ * Make pi a new user's: an agent dir `agentDir` with no models.json and no key, no provider or
+ * model picked. A reload activates the extension again with that, as when a new user opens VS Code;
+ * no model is picked, so the status bar says the agent's default. Returns the settings.json it replaced.
+ */
+async function reloadAsNewUser(agentDir: string): Promise<string> {
   const settingsFile = join(tmp, 'user-data/User/settings.json');
   const original = readFileSync(settingsFile, 'utf8');
-  const emptyAgent = join(tmp, 'empty-agent');
-  mkdirSync(emptyAgent, { recursive: true });
+  mkdirSync(agentDir, { recursive: true });
   const settings = JSON.parse(original) as Record<string, unknown>;
   delete settings['piBridge.pi.provider'];
   delete settings['piBridge.pi.model'];
-  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
-  writeFileSync(
-    settingsFile,
-    JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2),
-  );
-  // A reload activates the extension again with them, as when a new user opens VS Code; no model
-  // is picked, so the status bar says the agent's default.
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: agentDir } }, null, 2));
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   await page.waitForSelector('.statusbar-item[aria-label="pi model: default"]', { timeout: UI_TIMEOUT });
+  return original;
+}
+
+test('the first run without a provider: the chat says what is missing, its scripted-model button sets pi up, and the model dropdown lists the agent\'s models', { timeout: 5 * UI_TIMEOUT }, () => step('first-run', async () => {
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const original = await reloadAsNewUser(join(tmp, 'empty-agent'));
+  const starts = (): number => extensionLog().split('bridge ready:').length - 1;
   await runCommand('pi: New Conversation');
   const frame = await chatFrame();
   const prompt = `hello, first run ${tag}`;
@@ -1169,15 +1174,7 @@ test('the first run without a provider: the chat says what is missing, its scrip
 // be awaited by the chat before it sends; until that is fixed this test would fail the CI.
 void test.skip("issue 35: a key set from the chat's setup card is kept in the secret storage, not the settings, and reaches the agent's environment", { timeout: 5 * UI_TIMEOUT }, () => step('secret-key', async () => {
   const settingsFile = join(tmp, 'user-data/User/settings.json');
-  const original = readFileSync(settingsFile, 'utf8');
-  const emptyAgent = join(tmp, 'empty-agent-key');
-  mkdirSync(emptyAgent, { recursive: true });
-  const settings = JSON.parse(original) as Record<string, unknown>;
-  delete settings['piBridge.pi.provider'];
-  delete settings['piBridge.pi.model'];
-  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: emptyAgent } }, null, 2));
-  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
-  await page.waitForSelector('.statusbar-item[aria-label="pi model: default"]', { timeout: UI_TIMEOUT });
+  const original = await reloadAsNewUser(join(tmp, 'empty-agent-key'));
   await runCommand('pi: New Conversation');
   const frame = await chatFrame();
   const prompt = `no key yet ${tag}`;
@@ -1230,14 +1227,18 @@ test('pi: Check Installation shows the doctor\'s report in the bridge log', { ti
   );
 }));
 
+/** Set the bridge's PATH to `path` alone in the user's settings and reload the window: the extension activates again with it. */
+async function reloadWithBridgePath(path: string): Promise<void> {
+  const settingsFile = join(tmp, 'user-data/User/settings.json');
+  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
+  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: path } }, null, 2));
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+}
+
 test('with pi gone from PATH, a notification offers Install pi, which runs the npm command in a terminal', { timeout: 3 * UI_TIMEOUT }, () => step('install-pi', async () => {
   // Only setting of the whole test: the bridge's PATH without pi. A reload of the window
   // activates the extension again with it, as when a user opens VS Code on a machine without pi.
-  const withoutPi = userPath.split(':').filter((dir) => !existsSync(join(dir, 'pi'))).join(':');
-  const settingsFile = join(tmp, 'user-data/User/settings.json');
-  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
-  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: withoutPi } }, null, 2));
-  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await reloadWithBridgePath(userPath.split(':').filter((dir) => !existsSync(join(dir, 'pi'))).join(':'));
   const install = await page.waitForSelector('.notification-toast .monaco-button::-p-text(Install pi)', {
     visible: true,
     timeout: UI_TIMEOUT,
@@ -1271,10 +1272,7 @@ test('without a Python >= 3.11 on the bridge PATH, a notification says so and na
   for (const name of ['node', 'pi']) {
     symlinkSync(join(tmp, 'bin', name), join(noPython, name));
   }
-  const settingsFile = join(tmp, 'user-data/User/settings.json');
-  const settings = JSON.parse(readFileSync(settingsFile, 'utf8')) as Record<string, unknown>;
-  writeFileSync(settingsFile, JSON.stringify({ ...settings, 'piBridge.bridge.env': { PATH: noPython } }, null, 2));
-  await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
+  await reloadWithBridgePath(noPython);
   const toast = await page.waitForSelector('.notification-toast ::-p-text(needs Python 3.11 or newer)', {
     visible: true,
     timeout: UI_TIMEOUT,

@@ -33,7 +33,7 @@ import { restoreButton } from './restore';
 import { linkified, setupCard, showModels } from './setup';
 import { approvalIcon, footerNode, shownToolTexts, TOOL_STATE_WAITING } from './cards';
 import { imageTray } from './images';
-import { mentionPopup } from './mentions';
+import { mentionPopup } from './mentionPopup';
 
 interface VsCodeApi {
   postMessage(message: ViewMessage): void;

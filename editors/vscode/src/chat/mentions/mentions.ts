@@ -5,7 +5,7 @@
  */
 import * as vscode from 'vscode';
 import { foldersOf, mentionsIn, rankMentions, SELECTION_MENTION, type MentionItem } from './mentionText';
-import type { ContextData } from './prompts';
+import type { ContextData } from '../prompts';
 
 /** Files listed at most for completion (a huge workspace completes from the first ones found). */
 const MAX_FILES = 5000;

@@ -7,7 +7,7 @@
  */
 import type { CancellationToken } from 'vscode-jsonrpc';
 import { Conversation, type ConversationHost } from './conversation';
-import type { RequestPermissionAnswer, RequestPermissionParams } from '../bridge/protocol';
+import type { RequestPermissionAnswer, RequestPermissionParams } from '../../bridge/protocol';
 
 export class Conversations {
   /** The conversation the view shows. */

@@ -3,14 +3,14 @@
  * checkpoint a turn of the chat is, and what the preview of a rewind lists. checkpoints.ts shows
  * them; the tests check them without a VS Code.
  */
-import { promptTitle } from './prompts';
+import { promptTitle } from '../prompts';
 import type {
   CheckpointFileResult,
   CheckpointInfo,
   CheckpointsResult,
   RewindParams,
   RewindResult,
-} from '../generated/protocol';
+} from '../../generated/protocol';
 
 /** What `pi/checkpoints`, `pi/rewind` and `pi/checkpointFile` are called on the wire. */
 export const CheckpointMethods = {

@@ -6,7 +6,7 @@
  * messages (chatProtocol.ts); `replay()` posts the whole state again for a fresh webview.
  */
 import type { CancellationToken } from 'vscode-jsonrpc';
-import { answerFor, approvalKey, approvalView, commonEnds, decisionOf, outcomeText, splitLines } from './approvals';
+import { answerFor, approvalKey, approvalView, commonEnds, decisionOf, outcomeText, splitLines } from '../approvals';
 import {
   envelope,
   type ApprovalView,
@@ -16,9 +16,9 @@ import {
   type HostToView,
   type InputState,
   type TurnStatus,
-} from './chatProtocol';
-import type { TurnPlace } from './checkpointPlan';
-import { chipLabel, contextPrompt, promptTitle, type ContextChip, type ContextData } from './prompts';
+} from '../chatProtocol';
+import type { TurnPlace } from '../rewind/checkpointPlan';
+import { chipLabel, contextPrompt, promptTitle, type ContextChip, type ContextData } from '../prompts';
 import {
   Methods,
   newRunId,
@@ -38,9 +38,9 @@ import {
   type SessionHistory,
   type SessionNotFound,
   type SteerResult,
-} from '../bridge/protocol';
-import { footerLine, statusLine, type RunRecord } from '../bridge/run';
-import type { Session } from '../bridge/session';
+} from '../../bridge/protocol';
+import { footerLine, statusLine, type RunRecord } from '../../bridge/run';
+import type { Session } from '../../bridge/session';
 
 /** What a conversation needs from its surroundings (the extension, or a test). */
 export interface ConversationHost {

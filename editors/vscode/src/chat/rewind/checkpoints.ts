@@ -25,19 +25,17 @@ import {
   type RewindResult,
   type TurnPlace,
 } from './checkpointPlan';
-import { relativeTime } from './conversation';
-import type { Session } from '../bridge/session';
+import { relativeTime } from '../conversation/conversation';
+import type { Session } from '../../bridge/session';
+import type { ChatHost } from '../host';
 
 export const CHECKPOINT_SCHEME = 'pi-bridge-checkpoint';
 
-export interface CheckpointDeps {
-  session(): Promise<Session>;
-  cwd(): string | undefined;
+export interface CheckpointDeps extends ChatHost {
   /** The shown conversation: its pi session, whether it runs, where turn `turnId` is in it. */
   conversation(): { sessionId: string | null; running: boolean; turnPlace(turnId: string): TurnPlace | undefined };
   /** Show session `sessionId` in the chat and put `prompt` in its input (after a conversation rewind). */
   continueIn(sessionId: string, prompt: string): Promise<void>;
-  log: vscode.LogOutputChannel;
 }
 
 type PreviewItem = vscode.QuickPickItem & ({ action: 'restore' | 'force' } | { file: PreviewFile });

@@ -3,7 +3,7 @@
  * selection); arrows pick, Tab or Enter puts `@path ` into the input, Escape closes. Its keys are
  * handled before the input's own (send, history), so Enter in the popup never sends.
  */
-import { mentionAtCaret, type MentionItem } from '../mentionText';
+import { mentionAtCaret, type MentionItem } from '../mentions/mentionText';
 
 const ICON: Record<MentionItem['kind'], string> = { file: '📄', folder: '📁', selection: '▤' };
 
