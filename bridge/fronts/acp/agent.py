@@ -29,6 +29,7 @@ from bridge.fronts.acp.session.modes import MODE_OPTION, current_mode_update, mo
 from bridge.fronts.acp.session.prompts import CANCELLED, Prompts
 from bridge.fronts.acp.session.sessions import AcpSession, Sessions
 from bridge.fronts.acp.toolbox import CommandAnnouncer
+from bridge.policy.gate import FrontPolicy
 from bridge.runs.registry import RunRegistry
 from bridge.runs.toolbox import Toolbox
 
@@ -43,11 +44,12 @@ _Model = TypeVar("_Model", bound=BaseModel)
 class AcpAgent:
     """The ACP agent: handlers for every ACP method the bridge serves."""
 
-    def __init__(self, registry: RunRegistry, *, default_cwd: str) -> None:
+    def __init__(self, registry: RunRegistry, policy: FrontPolicy, *, default_cwd: str) -> None:
         self.registry = registry
+        self.policy = policy
         self.toolbox = Toolbox(registry)
         self.outbox = Outbox()
-        self.sessions = Sessions(registry, self.toolbox, default_cwd)
+        self.sessions = Sessions(registry, policy, self.toolbox, default_cwd)
         # What the client is asked (approvals, the agent's dialogs); ACP clients can answer, so
         # conversations start in `ask` unless the configuration says otherwise.
         self.client = ClientRequests()
@@ -57,11 +59,12 @@ class AcpAgent:
         self.commands = CommandAnnouncer(self.toolbox, self.outbox.send_one)
         self.conn: Connection | None = None
         self._served: set[asyncio.Task[None]] = set()
-        gate = registry.gate
-        gate.approver = AcpApprover(self.client, self.sessions.cwd_of)
-        gate.questioner = AcpQuestioner(self.client)
-        gate.editor = AcpEditor(self.client, self.prompts.show_terminal)
-        gate.default_mode = registry.config.default_mode or "ask"
+        policy.attach_client(
+            AcpApprover(self.client, self.sessions.cwd_of),
+            AcpQuestioner(self.client),
+            AcpEditor(self.client, self.prompts.show_terminal),
+        )
+        policy.default_mode = registry.config.default_mode or "ask"
 
     # ------------------------------------------------------------------ the serving process's hooks
 
@@ -129,7 +132,7 @@ class AcpAgent:
             self.prompts.retry = _validated(RetryPolicy, retry)
         if default_mode is not None:
             field = "_meta.piBridge.defaultMode"
-            self.registry.gate.default_mode = self.sessions.checked_mode(default_mode, field)
+            self.policy.default_mode = self.sessions.checked_mode(default_mode, field)
         if box is not None:
             self.prompts.sandbox = _validated(SandboxSettings, box)
 
@@ -262,7 +265,7 @@ class AcpAgent:
     def _change_mode(self, session: AcpSession, value: object, *, config_option: bool) -> None:
         """Set the mode and tell the client, in whichever shape it did not use to set it."""
         mode = self.sessions.checked_mode(value, "value" if config_option else "modeId")
-        self.registry.gate.set_mode(session.session_id, mode)
+        self.policy.set_mode(session.session_id, mode)
         updates: list[SessionUpdate] = [(session.session_id, current_mode_update(mode))]
         if not config_option:
             options = schema.ConfigOptionUpdate(

@@ -18,6 +18,7 @@ from bridge.config import BridgeConfig
 from bridge.fronts.acp.first_frame import FirstFrame
 from bridge.fronts.acp.transport import StdioTransport
 from bridge.fronts.lifecycle import Stop, serve_until_stopped
+from bridge.policy.gate import Gate
 from bridge.runs.registry import AgentAdapter, RunRegistry
 
 if TYPE_CHECKING:
@@ -66,14 +67,15 @@ async def serve_acp(first: FirstFrame, adapter: AgentAdapter, config: BridgeConf
     """Serve ACP on this process's stdin/stdout until end of input or a signal; stop runs first."""
     sys.stdout = sys.stderr  # stdout belongs to the protocol: a stray print must not corrupt it
     sink = _LateSink()
-    registry = RunRegistry(adapter, config, sink, wait_writable=sink.wait_writable)
+    gate = Gate(config.default_mode or "full")
+    registry = RunRegistry(adapter, config, sink, wait_writable=sink.wait_writable, gate=gate)
     agents: list[AcpAgent] = []
     stop = Stop()
 
     async def serve_front(tasks: anyio.abc.TaskGroup) -> None:
         front = await asyncio.to_thread(_load_front, registry)
         transport = await StdioTransport.open(first)
-        agent = front.AcpAgent(registry, default_cwd=default_cwd)
+        agent = front.AcpAgent(registry, gate, default_cwd=default_cwd)
         if first.answered:  # the SDK never saw that initialize: what the client declared in it
             agent.client_declared(first.client_capabilities)
         sink.agent = agent

@@ -13,6 +13,7 @@ from bridge.fronts.acp.errors import NOT_FOUND, RUN_FAILED, toolbox_failed
 from bridge.fronts.acp.mapping import config_options, model_value
 from bridge.fronts.acp.session import mcp
 from bridge.fronts.acp.session.modes import MODES, mode_of, mode_option
+from bridge.policy.gate import FrontPolicy
 from bridge.runs import history
 from bridge.runs.registry import NoLiveMode, OpenedConversation, OpenFailure, Run, RunRegistry
 from bridge.runs.toolbox import Toolbox, ToolboxError
@@ -39,8 +40,11 @@ class AcpSession:
 class Sessions:
     """The sessions by id: opened, looked up, forgotten; and the checks of what opens one."""
 
-    def __init__(self, registry: RunRegistry, toolbox: Toolbox, default_cwd: str) -> None:
+    def __init__(
+        self, registry: RunRegistry, policy: FrontPolicy, toolbox: Toolbox, default_cwd: str
+    ) -> None:
         self.registry = registry
+        self.policy = policy
         self.toolbox = toolbox
         self.default_cwd = default_cwd
         self.by_id: dict[str, AcpSession] = {}
@@ -76,7 +80,7 @@ class Sessions:
 
     def mode_of(self, session_id: str) -> PermissionMode:
         """The conversation's permission mode."""
-        return self.registry.gate.mode_of(session_id)
+        return self.policy.mode_of(session_id)
 
     def checked_mode(self, value: object, field: str) -> PermissionMode:
         """A permission mode the client named, or -32602 naming `field`."""
