@@ -39,7 +39,7 @@ from bench.model import PROVIDER, ModelEnv, scripted_model
 from bench.realpi import run_params
 from bridge.agents.pi.command import extension_flags
 from bridge.agents.pi.rpc import rpc_launch_spec
-from bridge.agents.seam import GATE_DIR_ENV, RunOptions
+from bridge.agents.values import GATE_DIR_ENV, RunOptions
 from bridge.runs.approvals import ALLOW_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV
 

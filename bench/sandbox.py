@@ -31,7 +31,7 @@ from bench.common import base_env, median, ms, side_by_side_main
 from bench.conversation import RawRpc
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge.agents.pi.rpc import rpc_launch_spec
-from bridge.agents.seam import GATE_DIR_ENV, RunOptions
+from bridge.agents.values import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
 from bridge.process import bwrap, seccomp
 from bridge.runs.gate import ModeBoard

@@ -20,7 +20,8 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
-from bridge.agents.seam import AskTool, LiveCommand, ToolCheck, ToolVerdict
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import AskTool, ToolCheck, ToolVerdict
 from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
 from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Final
 
 import orjson
 
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind, SandboxSettings, ShutdownReceipt
 
 log = logging.getLogger(__name__)

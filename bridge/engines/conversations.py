@@ -35,15 +35,8 @@ import anyio.abc
 import anyio.to_thread
 import psutil
 
-from bridge.agents.seam import (
-    LaunchSpec,
-    LiveClient,
-    LiveError,
-    LiveMode,
-    LiveState,
-    OpenedConversation,
-    RunOptions,
-)
+from bridge.agents.seam import LiveClient, LiveMode
+from bridge.agents.values import LaunchSpec, LiveError, LiveState, OpenedConversation, RunOptions
 from bridge.contract import ErrorInfo, LiveConversation, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
 from bridge.process.shutdown import shutdown_tree, wait_exit

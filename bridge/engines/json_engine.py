@@ -17,7 +17,8 @@ from typing import Final, Literal
 
 import anyio
 
-from bridge.agents.seam import AgentAdapter, EventMapper, Out, RunOptions
+from bridge.agents.seam import AgentAdapter, EventMapper
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.cancel import CancelToken
 from bridge.engines.diff_capture import DiffCapture

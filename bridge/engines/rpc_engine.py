@@ -31,14 +31,13 @@ import anyio
 import orjson
 
 from bridge.agents.model_errors import RETRYABLE_KINDS
-from bridge.agents.seam import (
+from bridge.agents.seam import AgentAdapter, LiveCommand
+from bridge.agents.values import (
     MCP_PROMPT_ACCEPT_SECONDS,
-    AgentAdapter,
     AskDialog,
     AskTool,
     CommandDone,
     DoFileOp,
-    LiveCommand,
     LiveError,
     Out,
     RunOptions,

@@ -18,7 +18,7 @@ from typing import Final
 
 import anyio
 
-from bridge.agents.seam import FileOp, FileOpResult
+from bridge.agents.values import FileOp, FileOpResult
 from bridge.engines.cancel import CancelToken
 from bridge.runs.editor_files import EditorFiles
 

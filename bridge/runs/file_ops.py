@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio.to_thread
 
-from bridge.agents.seam import DoFileOp, FileOp, FileOpResult
+from bridge.agents.values import DoFileOp, FileOp, FileOpResult
 from bridge.policy.file_access import MAX_READ_BYTES, FileAccess, Refused, within
 from bridge.runs import sandbox
 from bridge.runs.editor_commands import Confine, EditorCommands

@@ -22,8 +22,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from bridge import contract
-from bridge.agents import seam
-from bridge.agents.seam import RunOptions
+from bridge.agents import seam, values
+from bridge.agents.values import RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import (
     AgentInfo,
@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
-OpenedConversation = seam.OpenedConversation
+OpenedConversation = values.OpenedConversation
 #: The agent a front serves (the fronts hold it, and hand it to the registry).
 AgentAdapter = seam.AgentAdapter
 
@@ -255,7 +255,7 @@ class RunRegistry:
         home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
         paths: list[str] = []
         for adapter in self.history_adapters():
-            for resource in adapter.trust_roots(cwd, environ) or ():
+            for resource in seam.trust_roots(adapter, cwd, environ):
                 paths.append(
                     resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
                 )

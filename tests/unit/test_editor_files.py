@@ -14,7 +14,7 @@ import orjson
 from pygls.workspace import TextDocument
 
 from bridge.agents.pi.gate import command_op, fs_answer_line, is_command_request
-from bridge.agents.seam import FileOp, FileOpResult, RunOptions
+from bridge.agents.values import FileOp, FileOpResult, RunOptions
 from bridge.contract import RunParams
 from bridge.engines.cancel import CancelToken
 from bridge.fronts.lsp.editor import whole_document_edit

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from bridge.agents.pi.gate import file_op, fs_answer_line, is_fs_request, tool_check
-from bridge.agents.seam import FileOp, FileOpResult
+from bridge.agents.values import FileOp, FileOpResult
 from bridge.policy.file_access import FileAccess
 from bridge.runs.file_ops import do_op
 

@@ -11,7 +11,7 @@ import orjson
 
 from bridge.agents.pi.gate import MARKER, answer_line, tool_check
 from bridge.agents.pi.rpc import PiRpc
-from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.agents.values import ToolCheck, ToolVerdict
 from bridge.contract import PermissionRule
 from bridge.process.spawn import ChildProcess
 from bridge.runs.gate import Gate

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from bridge.contract import ErrorInfo
 from bridge.engines import conversations
 from bridge.engines.conversations import Conversations, Lease, StartFailure

@@ -16,7 +16,7 @@ import pytest
 from bridge.agents.pi import PiAgent, session_reader
 from bridge.agents.pi.session_paths import cwd_folder
 from bridge.agents.pi.session_reader import NO_RESULT, list_sessions, read_session
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory
 
 CWD = "/home/me/project"

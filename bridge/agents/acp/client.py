@@ -30,14 +30,14 @@ from pydantic import ValidationError
 
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     AgentCommand,
     AskDialog,
     AskTool,
     BridgeCommand,
     CommandDone,
     DoFileOp,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,

@@ -37,8 +37,8 @@ from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
 from bridge.agents.claude.trust import protected_resources, trust_roots
-from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
+from bridge.agents.values import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 
 __all__ = ["PERMISSION_MODES", "ClaudeAgent"]

@@ -41,7 +41,8 @@ from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     GATE_DIR_ENV,
     AgentCommand,
     AskDialog,
@@ -51,7 +52,6 @@ from bridge.agents.seam import (
     DoFileOp,
     EventKind,
     LaunchSpec,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,

@@ -27,7 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.agents.mapping import text_of
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
+from bridge.agents.values import ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
 _READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})

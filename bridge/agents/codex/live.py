@@ -31,7 +31,8 @@ from bridge.agents.codex import sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     AgentCommand,
     AskDialog,
     AskTool,
@@ -40,7 +41,6 @@ from bridge.agents.seam import (
     DoFileOp,
     EventKind,
     LaunchSpec,
-    LiveCommand,
     LiveError,
     LiveState,
     ModelChoice,

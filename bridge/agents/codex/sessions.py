@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.values import RunOptions, SessionCheckpoint
 
 log = logging.getLogger(__name__)
 

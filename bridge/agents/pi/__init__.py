@@ -16,8 +16,9 @@ from bridge.agents.pi.mapper import PiEventMapper
 from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
 from bridge.agents.pi.trust import protected_resources, trust_roots
-from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.seam import LiveMode
 from bridge.agents.session_files import delete_file
+from bridge.agents.values import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import FileChangeAnnounced, FileChangeDone, Hunk
+from bridge.agents.values import FileChangeAnnounced, FileChangeDone, Hunk
 
 FILE_TOOLS: Final = frozenset({"edit", "write"})
 

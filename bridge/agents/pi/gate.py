@@ -19,7 +19,7 @@ from typing import Any, Final, cast
 
 import orjson
 
-from bridge.agents.seam import FileOp, FileOpName, FileOpResult, ProposedChange, ToolCheck, ToolVerdict
+from bridge.agents.values import FileOp, FileOpName, FileOpResult, ProposedChange, ToolCheck, ToolVerdict
 from bridge.contract import ToolKind
 
 MARKER: Final = "pi-bridge:permission"

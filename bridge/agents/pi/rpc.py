@@ -37,7 +37,8 @@ from bridge.agents.pi.gate import (
 )
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.pi.trust import trust_flags
-from bridge.agents.seam import (
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     DIALOG_CANCELLED,
     AgentCommand,
     AskDialog,
@@ -51,7 +52,6 @@ from bridge.agents.seam import (
     FileOp,
     FileOpResult,
     LaunchSpec,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,

@@ -29,7 +29,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.agents.pi.session_paths import cwd_folder, sessions_root
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
 log = logging.getLogger(__name__)
