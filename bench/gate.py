@@ -3,7 +3,7 @@
     python -m bench.gate [--turns N] [--approvals N]
 
 1. **Extension, `full` mode.** Two `pi --mode rpc` started directly, with exactly the argv the
-   bridge gives a live pi (bridge/agents/pi/rpc.py `rpc_launch_spec`) and the same environment
+   bridge gives a live pi (bridge/agents/pi/live.py `rpc_launch_spec`) and the same environment
    (PI_BRIDGE_GATE_DIR set to an empty directory: no mode file, so the conversation is `full`),
    one of them without the trailing `-e <extension>`. The bridge has no switch to leave the
    extension out and needs none: in `full` mode it takes no part in a tool call. Per trial, each
@@ -38,7 +38,7 @@ from bench.lsp import LspClient, Message
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bench.realpi import run_params
 from bridge.agents.pi.command import extension_flags
-from bridge.agents.pi.rpc import rpc_launch_spec
+from bridge.agents.pi.live import rpc_launch_spec
 from bridge.agents.values import GATE_DIR_ENV, RunOptions
 from bridge.runs.approvals import ALLOW_ONCE
 from bridge.runs.rule_store import STATE_DIR_ENV

@@ -30,7 +30,7 @@ from typing import Any
 from bench.common import base_env, median, ms, side_by_side_main
 from bench.conversation import RawRpc
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.agents.pi.rpc import rpc_launch_spec
+from bridge.agents.pi.live import rpc_launch_spec
 from bridge.agents.values import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
 from bridge.process import bwrap, seccomp

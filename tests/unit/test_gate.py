@@ -9,8 +9,8 @@ from typing import Any, cast
 import anyio
 import orjson
 
-from bridge.agents.pi.gate import MARKER, answer_line, tool_check
-from bridge.agents.pi.rpc import PiRpc
+from bridge.agents.pi.live import PiRpc
+from bridge.agents.pi.tool_checks import MARKER, answer_line, tool_check
 from bridge.agents.values import ToolCheck, ToolVerdict
 from bridge.contract import PermissionRule
 from bridge.process.spawn import ChildProcess

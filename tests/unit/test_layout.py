@@ -212,7 +212,7 @@ def test_the_audit_catches_each_kind_of_violation() -> None:
     bad = [
         Arrow("bridge.process.spawn", "bridge.runs.registry", "p.py", 1),
         Arrow("bridge.fronts.acp.agent", "bridge.engines.conversations", "f.py", 2),
-        Arrow("bridge.engines.rpc_engine", "bridge.agents.pi.rpc", "e.py", 3),
+        Arrow("bridge.engines.rpc_engine", "bridge.agents.pi.live", "e.py", 3),
         Arrow("bridge.engines.rpc_engine", "bridge.agents", "e.py", 4),
         Arrow("bridge.agents.pi.mapper", "bridge.agents.claude.mapper", "m.py", 5),
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bridge.agents.pi.command import GATE_EXTENSION, launch_spec, pi_flags
-from bridge.agents.pi.rpc import rpc_launch_spec
+from bridge.agents.pi.live import rpc_launch_spec
 from bridge.agents.values import RunOptions
 
 

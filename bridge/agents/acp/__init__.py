@@ -1,6 +1,6 @@
 """Any agent that speaks ACP (the Agent Client Protocol) over stdio, behind one adapter.
 
-The bridge is the agent's ACP client (client.py): one agent process per conversation, kept
+The bridge is the agent's ACP client (live.py): one agent process per conversation, kept
 across its prompts (the rpc engine's live mode), `session/update` mapped to the contract's
 messages (mapper.py), `session/cancel` for a cancel (the bridge's containment then sweeps
 whatever the turn left), `session/request_permission` decided by the bridge's approvals. What
@@ -23,7 +23,7 @@ from bridge.agents.acp.catalog import CATALOG, SESSION_ENV, SETTLED_LINE, AcpAge
 from bridge.agents.acp.mapper import AcpEventMapper
 
 if TYPE_CHECKING:
-    from bridge.agents.acp.client import AcpLive
+    from bridge.agents.acp.live import AcpLive
 from bridge.agents.model_errors import RETRYABLE_KINDS
 from bridge.agents.seam import FileChangeWatch
 from bridge.agents.values import EventKind, LaunchSpec, RunOptions
@@ -70,7 +70,7 @@ class AcpLiveMode:
     ) -> AcpLive:
         """The ACP client of an agent process just spawned (the ACP SDK's schema is imported
         here: building the adapter, which every bridge's initialize does, stays cheap)."""
-        from bridge.agents.acp.client import AcpLive
+        from bridge.agents.acp.live import AcpLive
 
         return AcpLive(child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__)
 

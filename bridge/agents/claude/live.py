@@ -32,10 +32,11 @@ import anyio
 import orjson
 import psutil
 
-from bridge.agents.claude import questions, sessions
+from bridge.agents.claude import sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
+from bridge.agents.claude.dialogs import ASK_USER_TOOL
+from bridge.agents.claude.dialogs import ask as ask_questions
 from bridge.agents.claude.errors import classify_exit
-from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, read_sandbox
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
@@ -550,7 +551,7 @@ class ClaudeLive(LiveReader):
     async def _ask_user(self, request_id: str, arguments: dict[str, Any], dialogs: AskDialog) -> None:
         self._deciding += 1
         try:
-            answers = await questions.ask(arguments, dialogs)
+            answers = await ask_questions(arguments, dialogs)
         except Exception:
             log.exception("Claude Code: asking the user its questions failed")
             answers = None

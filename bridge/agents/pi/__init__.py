@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agents.pi import session_reader
+from bridge.agents.pi import sessions
 from bridge.agents.pi.command import launch_spec
 from bridge.agents.pi.file_changes import PiFileChangeWatch
+from bridge.agents.pi.live import PiLiveMode, trim_session_file
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
 from bridge.agents.pi.trust import protected_resources, trust_roots
 from bridge.agents.seam import LiveMode
@@ -62,7 +62,7 @@ class PiAgent:
 
     def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
         """The file of the session the run continues and its size, before the first attempt."""
-        return session_reader.checkpoint(options, env)
+        return sessions.checkpoint(options, env)
 
     def rewind_session(
         self,
@@ -79,7 +79,7 @@ class PiAgent:
         if checkpoint.path is not None:
             trim_session_file(checkpoint.path, checkpoint.size)
             return options
-        started = session_reader.find_session_file(announced, env) if announced else None
+        started = sessions.find_session_file(announced, env) if announced else None
         if started is None:
             return options  # nothing stored: the next attempt starts a session of its own
         trim_session_file(str(started), None)
@@ -110,15 +110,15 @@ class PiAgent:
 
     def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
         """pi's sessions of `cwd`, newest first, read from its session files."""
-        return session_reader.list_sessions(cwd, limit, env)
+        return sessions.list_sessions(cwd, limit, env)
 
     def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
         """One pi session's history, read from its session file."""
-        return session_reader.read_session(session_id, env)
+        return sessions.read_session(session_id, env)
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the session's file (pi keeps one file per session)."""
-        return delete_file(session_reader.find_session_file(session_id, env))
+        return delete_file(sessions.find_session_file(session_id, env))
 
     def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
         """pi's auth.json, in its agent dir and in the default one."""

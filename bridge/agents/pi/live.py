@@ -25,7 +25,8 @@ from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
-from bridge.agents.pi.gate import (
+from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
+from bridge.agents.pi.tool_checks import (
     answer_line,
     command_op,
     file_op,
@@ -35,7 +36,6 @@ from bridge.agents.pi.gate import (
     is_gate_request,
     tool_check,
 )
-from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.pi.trust import trust_flags
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
