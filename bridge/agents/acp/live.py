@@ -22,37 +22,31 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase, jsonrpc_result
+from bridge.agents.live_reader import PendingCommand, own_command
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
     AgentCommand,
-    AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
     LiveError,
     LiveErrorKind,
     LiveState,
     ModelChoice,
-    SessionStats,
     ToolCheck,
     ToolVerdict,
 )
 from bridge.contract import PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: An ACP agent's start (a Node program that starts its own agent) and its session/new.
 START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
 _BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
@@ -87,7 +81,7 @@ def launch_env(child: ChildProcess) -> dict[str, str]:
     return {}
 
 
-class AcpLive(LiveReader):
+class AcpLive(LiveClientBase):
     """The client side of one ACP agent process."""
 
     #: pi-acp runs pi, claude-agent-acp runs Claude Code: their agent is their child.
@@ -104,13 +98,7 @@ class AcpLive(LiveReader):
         super().__init__(child, wait_writable=wait_writable)
         self.spec = spec
         self._on_session = on_session
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        self.file_ops: DoFileOp | None = None
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
         self._prompt: PendingCommand | None = None
-        self._cancelling: PendingCommand | None = None
         self._end = _BARE_END
         self._acp_session: str | None = None
         self._session_id: str | None = None
@@ -120,6 +108,12 @@ class AcpLive(LiveReader):
         self._broken = False
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return AcpLiveError(self.spec.display_name, command, reason, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        return jsonrpc_result(lambda message: self._refuse(command, f"was refused: {message}"), response)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -253,29 +247,6 @@ class AcpLive(LiveReader):
         await self._drain(own_command(pending), timeout)
         return {}
 
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        name = self.spec.display_name
-        if response is None:
-            if self.closed.is_set():
-                raise AcpLiveError(
-                    name, request.name, "got no answer: the agent closed its output", kind="closed"
-                )
-            raise AcpLiveError(name, request.name, f"got no answer within {timeout:g} s", kind="timeout")
-        error = response.get("error")
-        if error is not None:
-            message = error.get("message") if isinstance(error, dict) else error
-            raise AcpLiveError(name, request.name, f"was refused: {message}", kind="refused")
-        result = response.get("result")
-        return result if isinstance(result, dict) else {}
-
     async def request(
         self, method: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
@@ -304,20 +275,8 @@ class AcpLive(LiveReader):
         cancel = schema.CancelNotification(session_id=self._acp_session or "")
         message = {"jsonrpc": "2.0", "method": "session/cancel", "params": _dump(cancel)}
         self._write("session/cancel", orjson.dumps(message) + b"\n")
-        self._cancelling = pending
+        self._interrupting = pending
         return pending
-
-    def send_clear_queue_now(self) -> None:
-        """None: an ACP agent holds no queue the bridge can take back."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing (see `send_clear_queue_now`)."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the turn said."""
-        return SessionStats()
 
     async def commands(self) -> list[AgentCommand]:
         """None listed through the seam yet (the agent's `available_commands_update`)."""
@@ -341,46 +300,12 @@ class AcpLive(LiveReader):
         """Refused: ACP gives the client no title to set."""
         raise AcpLiveError(self.spec.display_name, "rename", "is not done through ACP", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask the agent for an orderly exit (stdin EOF)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
 
     def _send(self, method: str, params: dict[str, Any]) -> PendingCommand:
-        self._next_id += 1
-        pending = PendingCommand(method, str(self._next_id))
-        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
-        self._write(method, orjson.dumps(message) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise AcpLiveError(
-                self.spec.display_name, name, "could not be sent: the agent closed its output", kind="closed"
-            )
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise AcpLiveError(
-                self.spec.display_name, name, f"could not be sent: {exc}", kind="closed"
-            ) from exc
-
-    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
-        name = self.spec.display_name
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise AcpLiveError(name, pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise AcpLiveError(
-                name, pending.name, f"was not read within {timeout:g} s", kind="timeout"
-            ) from exc
+        number = self._new_id()
+        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        return self._send_line(PendingCommand(method, str(number)), orjson.dumps(message) + b"\n")
 
     def _reply(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> bytes:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
@@ -396,7 +321,7 @@ class AcpLive(LiveReader):
         return bool(self._waiting) or self._prompt is not None
 
     def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *(p for p in (self._prompt, self._cancelling) if p)]:
+        for pending in [*self._waiting.values(), *(p for p in (self._prompt, self._interrupting) if p)]:
             pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
@@ -456,7 +381,7 @@ class AcpLive(LiveReader):
             self._end = orjson.dumps(end)
             prompt.response = message
             prompt.answered.set()
-            cancelling, self._cancelling = self._cancelling, None
+            cancelling, self._interrupting = self._interrupting, None
             if cancelling is not None:
                 cancelling.response = {"result": {}}
                 cancelling.answered.set()

@@ -28,7 +28,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 
@@ -41,16 +40,15 @@ from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, r
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_reader import PendingCommand, own_command
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
     GATE_DIR_ENV,
     AgentCommand,
     AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
     EventKind,
     LaunchSpec,
     LiveError,
@@ -58,12 +56,10 @@ from bridge.agents.values import (
     LiveState,
     ModelChoice,
     RunOptions,
-    SessionStats,
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +72,6 @@ LIVE_FLAGS: Final = (
     "--verbose",
     "--include-partial-messages",
 )
-# Claude Code answers a command at once (its first waits for its start-up: START_TIMEOUT_SECONDS);
-# past this, it is not answering.
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long Claude Code's first `initialize` may take: its start (a large binary, and the MCP
 #: servers it connects) is far slower than a command, most of all on a busy machine, and a start
 #: taken for silence would run the conversation one spawn per prompt.
@@ -157,20 +150,16 @@ def slash_commands(listed: object) -> tuple[AgentCommand, ...]:
     return tuple(found)
 
 
-class ClaudeLive(LiveReader):
-    """The client side of one live Claude Code process."""
+class ClaudeLive(LiveClientBase):
+    """The client side of one live Claude Code process (its own tools do their own I/O: no
+    `file_ops`; its interrupt is done when the turn's `result` line came)."""
+
+    who = "Claude Code"
 
     def __init__(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         super().__init__(child, wait_writable=wait_writable)
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        # Claude Code's own tools do their own I/O: nothing is handed over.
-        self.file_ops: DoFileOp | None = None
-        self._waiting: dict[str, PendingCommand] = {}
-        # The interrupt on its way: it is done when the turn's `result` line came.
-        self._interrupting: PendingCommand | None = None
         self._result = _BARE_RESULT
         self._models: tuple[ModelChoice, ...] = ()
         self._commands: tuple[AgentCommand, ...] = ()
@@ -184,6 +173,16 @@ class ClaudeLive(LiveReader):
         self._asks_every_call = _PROMPT_TOOL in child.argv and SANDBOX_SETTINGS in child.argv
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return ClaudeLiveError(command, reason, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """A control response's `response` ({} if none); raises unless its subtype is success."""
+        if response.get("subtype") != "success":
+            raise self._refuse(command, f"was refused: {response.get('error') or 'no reason given'}")
+        answer = response.get("response")
+        return answer if isinstance(answer, dict) else {}
 
     @property
     def asks_before_changes(self) -> bool:
@@ -303,27 +302,6 @@ class ClaudeLive(LiveReader):
         await self._drain(own_command(pending), timeout)
         return {}
 
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a control request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        if response is None:
-            if self.closed.is_set():
-                raise ClaudeLiveError(
-                    request.name, "got no answer: Claude Code closed its output", kind="closed"
-                )
-            raise ClaudeLiveError(request.name, f"got no answer within {timeout:g} s", kind="timeout")
-        if response.get("subtype") != "success":
-            reason = response.get("error") or "no reason given"
-            raise ClaudeLiveError(request.name, f"was refused: {reason}", kind="refused")
-        answer = response.get("response")
-        return answer if isinstance(answer, dict) else {}
-
     async def request(
         self, name: str, fields: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
@@ -346,21 +324,6 @@ class ClaudeLive(LiveReader):
         self._waiting.pop(pending.command_id, None)
         self._interrupting = pending
         return pending
-
-    def send_clear_queue_now(self) -> None:
-        """None: nothing of a turn waits in Claude Code to be sent after its interrupt. A steer is
-        refused (a user line written mid-turn would be a turn of its own), and the engine writes a
-        prompt only to a process whose last turn has ended (its `result` line came)."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing: Claude Code holds no queue of a turn's messages."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the `result` line said (its context use is in the terminal already;
-        its cost counts this process's turns, not the session's)."""
-        return SessionStats()
 
     async def commands(self) -> list[AgentCommand]:
         """The slash commands `initialize` listed (Claude Code's custom commands and skills)."""
@@ -386,10 +349,6 @@ class ClaudeLive(LiveReader):
         """Refused: Claude Code's sessions have no title the bridge can set."""
         raise ClaudeLiveError("rename", "is not something Claude Code can do", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask Claude Code for an orderly exit (stdin EOF: an idle one exits at once)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
 
     def send_now(self, name: str, fields: dict[str, Any]) -> PendingCommand:
@@ -400,38 +359,9 @@ class ClaudeLive(LiveReader):
             "request_id": pending.command_id,
             "request": {"subtype": name, **fields},
         }
-        self._write(name, orjson.dumps(request) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise ClaudeLiveError(name, "could not be sent: Claude Code has closed its output", kind="closed")
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise ClaudeLiveError(name, f"could not be sent: {exc}", kind="closed") from exc
-
-    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise ClaudeLiveError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise ClaudeLiveError(pending.name, f"was not read within {timeout:g} s", kind="timeout") from exc
+        return self._send_line(pending, orjson.dumps(request) + b"\n")
 
     # ------------------------------------------------------------------ reading
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting) or self._interrupting is not None
-
-    def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
-            pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)

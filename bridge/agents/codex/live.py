@@ -23,39 +23,34 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 
 from bridge.agents.codex import sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase, jsonrpc_result
+from bridge.agents.live_reader import PendingCommand
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
     AgentCommand,
-    AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
     EventKind,
     LaunchSpec,
     LiveError,
+    LiveErrorKind,
     LiveState,
     ModelChoice,
     RunOptions,
-    SessionStats,
     ToolCheck,
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long the app-server's first answers may take (a native binary, but a busy machine).
 START_TIMEOUT_SECONDS: Final = 60.0
 #: The `-c` setting the launch names the conversation's stored thread in (Codex ignores it,
@@ -94,19 +89,15 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class CodexLive(LiveReader):
-    """The client side of one ``codex app-server``."""
+class CodexLive(LiveClientBase):
+    """The client side of one ``codex app-server`` (its tools do their own I/O: no `file_ops`)."""
+
+    who = "Codex"
 
     def __init__(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         super().__init__(child, wait_writable=wait_writable)
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        self.file_ops: DoFileOp | None = None  # Codex's tools do their own I/O
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
-        self._interrupting: PendingCommand | None = None
         self._end = _BARE_END
         self._thread: str | None = None
         self._turn: str | None = None
@@ -115,6 +106,12 @@ class CodexLive(LiveReader):
         self._env: Mapping[str, str] = {}
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return LiveError(f"Codex's `{command}` {reason}", command, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        return jsonrpc_result(lambda message: self._refuse(command, f"was refused: {message}"), response)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -209,30 +206,6 @@ class CodexLive(LiveReader):
             self._turn = str(turn["id"])
         return answer
 
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        if response is None:
-            if self.closed.is_set():
-                raise LiveError(
-                    f"Codex's {request.name} got no answer: it closed", request.name, kind="closed"
-                )
-            raise LiveError(
-                f"Codex's {request.name} got no answer in {timeout:g} s", request.name, kind="timeout"
-            )
-        if "error" in response:
-            error = response["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise LiveError(f"Codex refused {request.name}: {message}", request.name, kind="refused")
-        result = response.get("result")
-        return result if isinstance(result, dict) else {}
-
     async def request(
         self, name: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
@@ -254,18 +227,6 @@ class CodexLive(LiveReader):
         self._interrupting = pending
         return pending
 
-    def send_clear_queue_now(self) -> None:
-        """None: Codex holds no queue of the turn's messages."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the turn's usage."""
-        return SessionStats()
-
     async def commands(self) -> list[AgentCommand]:
         """None read yet."""
         return []
@@ -286,37 +247,15 @@ class CodexLive(LiveReader):
         """Refused: not mapped yet."""
         raise LiveError("Codex's threads are not forked here", "fork", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask the app-server for an orderly exit (stdin EOF)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
 
     def send_now(self, name: str, params: dict[str, Any]) -> PendingCommand:
         """Write a request now (from a synchronous callback too)."""
-        self._next_id += 1
-        pending = PendingCommand(name, str(self._next_id))
-        self._write(name, orjson.dumps({"id": self._next_id, "method": name, "params": params}) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise LiveError(f"Codex's {name} could not be sent: it closed its output", name, kind="closed")
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise LiveError(f"Codex's {name} could not be sent: {exc}", name, kind="closed") from exc
+        number = self._new_id()
+        line = orjson.dumps({"id": number, "method": name, "params": params}) + b"\n"
+        return self._send_line(PendingCommand(name, str(number)), line)
 
     # ------------------------------------------------------------------ reading
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting) or self._interrupting is not None
-
-    def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
-            pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)

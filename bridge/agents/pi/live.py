@@ -17,11 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-import anyio
-import anyio.abc
 import orjson
 
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_reader import PendingCommand, own_command
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
@@ -42,7 +41,6 @@ from bridge.agents.values import (
     DIALOG_CANCELLED,
     AgentCommand,
     AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
     ContextUsage,
@@ -64,7 +62,6 @@ from bridge.agents.values import (
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.framing import MAX_LINE_BYTES
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
@@ -75,9 +72,6 @@ JS_WHITESPACE: Final = (
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 
-# pi answers every command but `abort` and `prompt`'s run at once (the first command of a
-# fresh pi waits for its start-up: START_TIMEOUT_SECONDS). Past this, pi is not answering.
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long a fresh pi's first command may take: it waits for Node's start-up, pi's extensions
 #: and MCP servers, far slower than a command on a busy machine; a slow start taken for a stall
 #: fails a prompt that a moment more would have run.
@@ -301,10 +295,11 @@ def trim_session_file(path: str, size: int | None) -> None:
             os.ftruncate(fd, size)
 
 
-class PiRpc(LiveReader):
+class PiRpc(LiveClientBase):
     """The client side of one `pi --mode rpc` process."""
 
     run_end_line = RUN_END_LINE
+    who = "pi"
 
     def __init__(
         self,
@@ -315,26 +310,21 @@ class PiRpc(LiveReader):
     ) -> None:
         super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
         self.garbage = 0
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
-        # Decides the tool calls the gate extension asks about; set per attempt by the engine.
-        self.asks: AskTool | None = None
-        # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
-        self.dialogs: AskDialog | None = None
-        # Does the file operations of the extension's file tools; set per attempt (None: refused).
-        self.file_ops: DoFileOp | None = None
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return RpcError(command, reason, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """A response's `data` ({} if none); raises unless it says success."""
+        if response.get("success") is not True:
+            raise self._refuse(command, f"was refused: {response.get('error') or 'no reason given'}")
+        data = response.get("data")
+        return data if isinstance(data, dict) else {}
 
     @property
     def asks_before_changes(self) -> bool:
         """pi's gate extension asks before every tool while the conversation's mode file says so."""
         return True
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting)
-
-    def _on_closed(self) -> None:
-        for pending in self._waiting.values():
-            pending.answered.set()
 
     # ------------------------------------------------------------------ commands
 
@@ -359,56 +349,16 @@ class PiRpc(LiveReader):
         """Write one command now; its answer is awaited with `answer`. Raises RpcError: closed,
         or timeout when pi has not read it within `timeout` s (a wedged pi, a big prompt)."""
         pending = self.send_now(command)
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        await self._drain(pending, timeout)
         return pending
 
     def send_now(self, command: dict[str, Any]) -> PendingCommand:
         """`send` from a synchronous callback: the line is handed to pi's stdin before this
         returns (anything the pipe cannot take yet follows as it drains)."""
-        name = str(command.get("type"))
-        if self.closed.is_set():
-            raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
-        self._next_id += 1
-        pending = PendingCommand(name, f"b{self._next_id}")
-        try:
-            self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
-            mark("pi.stdin")
-        except (StdinClosed, OSError) as exc:
-            raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
+        pending = PendingCommand(str(command.get("type")), f"b{self._new_id()}")
+        self._send_line(pending, orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+        mark("pi.stdin")
         return pending
-
-    async def answer(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
-        pending = own_command(command)
-        name = pending.name
-        try:
-            with anyio.move_on_after(timeout):
-                await pending.answered.wait()
-        finally:
-            self._waiting.pop(pending.command_id, None)
-        if pending.response is None:
-            if self.closed.is_set():
-                raise RpcError(name, "got no answer: pi closed its output", kind="closed")
-            raise RpcError(name, f"got no answer within {timeout:g} s", kind="timeout")
-        response = pending.response
-        if response.get("success") is not True:
-            raise RpcError(name, f"was refused: {response.get('error') or 'no reason given'}", kind="refused")
-        data = response.get("data")
-        return data if isinstance(data, dict) else {}
-
-    def close_stdin(self) -> None:
-        """Ask pi for an orderly exit (stdin EOF: an idle pi exits at once)."""
-        self.child.stdin.close()
 
     async def prepare(self) -> LiveState:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
@@ -457,15 +407,7 @@ class PiRpc(LiveReader):
     ) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
         pending = own_command(command)
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        await self._drain(pending, timeout)
         return await self.answer(pending, timeout)
 
     async def steer(self, text: str) -> None:

@@ -1,0 +1,142 @@
+"""The writing half every live client shares: commands written, drained and awaited, and its end.
+
+An agent's client says how its answers read (`_reply_data`) and how its errors are worded (`_error`);
+how its commands are framed stays in the agent's own live.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+
+from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import AskDialog, AskTool, DoFileOp, LiveError, LiveErrorKind, SessionStats
+from bridge.process.framing import MAX_LINE_BYTES
+from bridge.process.spawn import ChildProcess
+from bridge.process.stdin_pipe import StdinClosed
+
+# A live agent answers a command at once (the first command of a fresh one waits for its
+# start-up, under a bound of its own). Past this, the agent is not answering.
+COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+
+
+class LiveClientBase(LiveReader):
+    """A live agent's client: its commands in flight, how they are written, drained and answered."""
+
+    #: How error texts name the agent in "… closed its output".
+    who: str = "the agent"
+
+    def __init__(
+        self,
+        child: ChildProcess,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        wait_writable: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
+        # Decides the tool calls the agent asks about; set per attempt by the engine.
+        self.asks: AskTool | None = None
+        # Answers the agent's own dialogs; set per attempt by the engine (None: cancelled).
+        self.dialogs: AskDialog | None = None
+        # Does the file operations the agent's tools hand over; set per attempt (None: refused).
+        self.file_ops: DoFileOp | None = None
+        self._next_id = 0
+        # Commands written whose answer is awaited, by id.
+        self._waiting: dict[str, PendingCommand] = {}
+        # The interrupt on its way, answered when the turn ended rather than by id.
+        self._interrupting: PendingCommand | None = None
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        """The agent's error for `command` (its wording, its refusal's kind)."""
+        raise NotImplementedError
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """What an answer carries; raises `_error(kind="refused")` when it is a refusal."""
+        raise NotImplementedError
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _send_line(self, pending: PendingCommand, line: bytes) -> PendingCommand:
+        """Write a command's line now (from a synchronous callback too) and await its answer by id."""
+        self._write(pending.name, line)
+        self._waiting[pending.command_id] = pending
+        self._cut_client_wait()
+        return pending
+
+    def _write(self, name: str, line: bytes) -> None:
+        if self.closed.is_set():
+            raise self._error(name, f"could not be sent: {self.who} has closed its output", kind="closed")
+        try:
+            self.child.stdin.write_now(line)
+        except (StdinClosed, OSError) as exc:
+            raise self._error(name, f"could not be sent: {exc}", kind="closed") from exc
+
+    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
+        """Wait (bounded) until the agent has read what was written."""
+        try:
+            with anyio.fail_after(timeout):
+                await self.child.stdin.drain()
+        except StdinClosed as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise self._error(pending.name, f"could not be sent: {exc}", kind="closed") from exc
+        except TimeoutError as exc:
+            self._waiting.pop(pending.command_id, None)
+            raise self._error(
+                pending.name, f"was not read by {self.who} within {timeout:g} s", kind="timeout"
+            ) from exc
+
+    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """Wait (bounded) for the answer to a sent command; what it carries."""
+        request = own_command(pending)
+        try:
+            with anyio.move_on_after(timeout):
+                await request.answered.wait()
+        finally:
+            self._waiting.pop(request.command_id, None)
+        response = request.response
+        if response is None:
+            if self.closed.is_set():
+                raise self._error(request.name, f"got no answer: {self.who} closed its output", kind="closed")
+            raise self._error(request.name, f"got no answer within {timeout:g} s", kind="timeout")
+        return self._reply_data(request.name, response)
+
+    def _refuse(self, command: str, reason: str) -> LiveError:
+        return self._error(command, reason, kind="refused")
+
+    def send_clear_queue_now(self) -> LiveCommand | None:
+        """None: the agent holds no queue of a turn's messages the bridge can take back."""
+        return None
+
+    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+        """Nothing (see `send_clear_queue_now`)."""
+        return []
+
+    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+        """Nothing more than the turn's end said."""
+        return SessionStats()
+
+    def close_stdin(self) -> None:
+        """Ask the agent for an orderly exit (stdin EOF: an idle one exits at once)."""
+        self.child.stdin.close()
+
+    def _awaiting_answers(self) -> bool:
+        return bool(self._waiting) or self._interrupting is not None
+
+    def _on_closed(self) -> None:
+        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
+            pending.answered.set()
+
+
+def jsonrpc_result(error: Callable[[str], LiveError], response: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC answer's `result` ({} if none); raises `error(message)` for its `error`."""
+    failure = response.get("error")
+    if failure is not None:
+        raise error(str(failure.get("message") if isinstance(failure, dict) else failure))
+    result = response.get("result")
+    return result if isinstance(result, dict) else {}
