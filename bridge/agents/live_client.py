@@ -6,17 +6,17 @@ how its commands are framed stays in the agent's own live.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
+import orjson
+import psutil
 
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import LiveCommand
-from bridge.agents.values import AskDialog, AskTool, DoFileOp, LiveError, LiveErrorKind, SessionStats
-from bridge.process.framing import MAX_LINE_BYTES
-from bridge.process.spawn import ChildProcess
+from bridge.agents.values import LiveError, LiveErrorKind, SessionStats
 from bridge.process.stdin_pipe import StdinClosed
 
 # A live agent answers a command at once (the first command of a fresh one waits for its
@@ -29,26 +29,6 @@ class LiveClientBase(LiveReader):
 
     #: How error texts name the agent in "… closed its output".
     who: str = "the agent"
-
-    def __init__(
-        self,
-        child: ChildProcess,
-        *,
-        max_line_bytes: int = MAX_LINE_BYTES,
-        wait_writable: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
-        # Decides the tool calls the agent asks about; set per attempt by the engine.
-        self.asks: AskTool | None = None
-        # Answers the agent's own dialogs; set per attempt by the engine (None: cancelled).
-        self.dialogs: AskDialog | None = None
-        # Does the file operations the agent's tools hand over; set per attempt (None: refused).
-        self.file_ops: DoFileOp | None = None
-        self._next_id = 0
-        # Commands written whose answer is awaited, by id.
-        self._waiting: dict[str, PendingCommand] = {}
-        # The interrupt on its way, answered when the turn ended rather than by id.
-        self._interrupting: PendingCommand | None = None
 
     def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
         """The agent's error for `command` (its wording, its refusal's kind)."""
@@ -106,8 +86,41 @@ class LiveClientBase(LiveReader):
             raise self._error(request.name, f"got no answer within {timeout:g} s", kind="timeout")
         return self._reply_data(request.name, response)
 
+    def send_abort_now(self) -> PendingCommand:
+        """Write the agent's interrupt now; its answer (the turn ended) is awaited with `answer`."""
+        raise NotImplementedError
+
+    async def abort(self, timeout: float) -> None:
+        """Interrupt the turn; done once the turn ended."""
+        await self.answer(self.send_abort_now(), timeout)
+
+    def _as_interrupt(self, pending: PendingCommand) -> PendingCommand:
+        """Await `pending` as the interrupt: answered when the turn ends, not by its id."""
+        self._waiting.pop(pending.command_id, None)
+        self._interrupting = pending
+        return pending
+
     def _refuse(self, command: str, reason: str) -> LiveError:
         return self._error(command, reason, kind="refused")
+
+    async def _sent_and_answered(self, pending: PendingCommand, timeout: float) -> dict[str, Any]:
+        """Wait (bounded) until the agent has read a command, then for its answer."""
+        await self._drain(pending, timeout)
+        return await self.answer(pending, timeout)
+
+    async def delivered(
+        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
+    ) -> dict[str, Any]:
+        """Wait (bounded) until the agent has read the prompt (its answer comes at the turn's end)."""
+        await self._drain(own_command(pending), timeout)
+        return {}
+
+    def _cwd(self) -> str:
+        """The agent's working directory (the bridge's, once the process is gone)."""
+        with contextlib.suppress(psutil.Error, OSError):
+            if self.child.handle is not None:
+                return str(self.child.handle.cwd())
+        return os.getcwd()
 
     def send_clear_queue_now(self) -> LiveCommand | None:
         """None: the agent holds no queue of a turn's messages the bridge can take back."""
@@ -133,10 +146,24 @@ class LiveClientBase(LiveReader):
             pending.answered.set()
 
 
-def jsonrpc_result(error: Callable[[str], LiveError], response: dict[str, Any]) -> dict[str, Any]:
-    """A JSON-RPC answer's `result` ({} if none); raises `error(message)` for its `error`."""
-    failure = response.get("error")
-    if failure is not None:
-        raise error(str(failure.get("message") if isinstance(failure, dict) else failure))
-    result = response.get("result")
-    return result if isinstance(result, dict) else {}
+class JsonRpcLiveClient(LiveClientBase):
+    """A live client whose commands are JSON-RPC requests (ACP, Codex's app-server)."""
+
+    #: The `jsonrpc` member every request carries (None: the agent's dialect has none).
+    jsonrpc: str | None = "2.0"
+
+    def _request_now(self, method: str, params: dict[str, Any]) -> PendingCommand:
+        """Write a request now (from a synchronous callback too); its answer is awaited by id."""
+        number = self._new_id()
+        message: dict[str, Any] = {"jsonrpc": self.jsonrpc} if self.jsonrpc else {}
+        message |= {"id": number, "method": method, "params": params}
+        return self._send_line(PendingCommand(method, str(number)), orjson.dumps(message) + b"\n")
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """The answer's `result` ({} if none); raises for its `error`."""
+        failure = response.get("error")
+        if failure is not None:
+            message = failure.get("message") if isinstance(failure, dict) else failure
+            raise self._refuse(command, f"was refused: {message}")
+        result = response.get("result")
+        return result if isinstance(result, dict) else {}

@@ -28,9 +28,8 @@ from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase, jsonrpc_result
-from bridge.agents.live_reader import PendingCommand, own_command
-from bridge.agents.seam import LiveCommand
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
+from bridge.agents.live_reader import PendingCommand
 from bridge.agents.values import (
     AgentCommand,
     BridgeCommand,
@@ -81,7 +80,7 @@ def launch_env(child: ChildProcess) -> dict[str, str]:
     return {}
 
 
-class AcpLive(LiveClientBase):
+class AcpLive(JsonRpcLiveClient):
     """The client side of one ACP agent process."""
 
     #: pi-acp runs pi, claude-agent-acp runs Claude Code: their agent is their child.
@@ -111,9 +110,6 @@ class AcpLive(LiveClientBase):
 
     def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
         return AcpLiveError(self.spec.display_name, command, reason, kind=kind)
-
-    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
-        return jsonrpc_result(lambda message: self._refuse(command, f"was refused: {message}"), response)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -193,12 +189,6 @@ class AcpLive(LiveClientBase):
             return ModelChoice(provider, model, name)
         return ModelChoice(self.spec.provider, value, name)
 
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
-
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: a process serves the one session it opened (a resumed one starts a process)."""
         raise AcpLiveError(
@@ -235,35 +225,22 @@ class AcpLive(LiveClientBase):
         blocks.append(schema.TextContentBlock(type="text", text=text))
         request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
         self._end = _BARE_END
-        pending = self._send("session/prompt", _dump(request))
+        pending = self._request_now("session/prompt", _dump(request))
         self._waiting.pop(pending.command_id, None)
         self._prompt = pending
         return pending
-
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
-        """Wait (bounded) until the agent has read the prompt (its answer comes at the turn's end)."""
-        await self._drain(own_command(pending), timeout)
-        return {}
 
     async def request(
         self, method: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
-        pending = self._send(method, params)
-        await self._drain(pending, timeout)
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(self._request_now(method, params), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: ACP has no message into a running turn."""
         raise AcpLiveError(
             self.spec.display_name, "steer", "is not something ACP offers mid-turn", kind="refused"
         )
-
-    async def abort(self, timeout: float) -> None:
-        """Cancel the turn; done once the prompt answered."""
-        await self.answer(self.send_abort_now(), timeout)
 
     def send_abort_now(self) -> PendingCommand:
         """Write `session/cancel` now; its acknowledgement is the prompt's answer."""
@@ -301,11 +278,6 @@ class AcpLive(LiveClientBase):
         raise AcpLiveError(self.spec.display_name, "rename", "is not done through ACP", kind="refused")
 
     # ------------------------------------------------------------------ writing
-
-    def _send(self, method: str, params: dict[str, Any]) -> PendingCommand:
-        number = self._new_id()
-        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
-        return self._send_line(PendingCommand(method, str(number)), orjson.dumps(message) + b"\n")
 
     def _reply(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> bytes:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}

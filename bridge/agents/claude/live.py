@@ -41,8 +41,7 @@ from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
-from bridge.agents.live_reader import PendingCommand, own_command
-from bridge.agents.seam import LiveCommand
+from bridge.agents.live_reader import PendingCommand
 from bridge.agents.values import (
     GATE_DIR_ENV,
     AgentCommand,
@@ -225,12 +224,6 @@ class ClaudeLive(LiveClientBase):
         folder = sessions.config_dir(self._env) / "projects" / sessions.project_folder(self._cwd())
         return str(folder / f"{session_id}.jsonl")
 
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
-
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: a running Claude Code cannot load another session (a process `--resume`s it)."""
         raise ClaudeLiveError("switch_session", "is not something Claude Code can do", kind="refused")
@@ -295,35 +288,19 @@ class ClaudeLive(LiveClientBase):
             self.send_now("set_permission_mode", {"mode": wanted})
             self._permission_mode = wanted
 
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
-        """Wait (bounded) until Claude Code has read the prompt (a prompt has no answer of its own)."""
-        await self._drain(own_command(pending), timeout)
-        return {}
-
     async def request(
         self, name: str, fields: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one control request and wait (bounded) for its answer."""
-        pending = self.send_now(name, fields)
-        await self._drain(pending, timeout)
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(self.send_now(name, fields), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: a user line written mid-turn is a turn of its own to Claude Code."""
         raise ClaudeLiveError("steer", "is not something Claude Code can do mid-turn", kind="refused")
 
-    async def abort(self, timeout: float) -> None:
-        """Interrupt the turn; done once its `result` line came."""
-        await self.answer(self.send_abort_now(), timeout)
-
     def send_abort_now(self) -> PendingCommand:
         """Write `interrupt` now; its answer (the turn ended) is awaited with `answer`."""
-        pending = self.send_now("interrupt", {})
-        self._waiting.pop(pending.command_id, None)
-        self._interrupting = pending
-        return pending
+        return self._as_interrupt(self.send_now("interrupt", {}))
 
     async def commands(self) -> list[AgentCommand]:
         """The slash commands `initialize` listed (Claude Code's custom commands and skills)."""

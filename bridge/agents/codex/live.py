@@ -29,7 +29,7 @@ import psutil
 from bridge.agents.codex import sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase, jsonrpc_result
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
@@ -89,10 +89,11 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class CodexLive(LiveClientBase):
+class CodexLive(JsonRpcLiveClient):
     """The client side of one ``codex app-server`` (its tools do their own I/O: no `file_ops`)."""
 
     who = "Codex"
+    jsonrpc = None
 
     def __init__(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
@@ -109,9 +110,6 @@ class CodexLive(LiveClientBase):
 
     def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
         return LiveError(f"Codex's `{command}` {reason}", command, kind=kind)
-
-    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
-        return jsonrpc_result(lambda message: self._refuse(command, f"was refused: {message}"), response)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -161,12 +159,6 @@ class CodexLive(LiveClientBase):
             message_count=1 if thread else 0,
         )
 
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
-
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: one app-server serves one conversation's thread."""
         raise LiveError("could not switch: one Codex serves one thread", "switch_session", kind="refused")
@@ -194,7 +186,7 @@ class CodexLive(LiveClientBase):
             params["model"] = self._model
         self._end = _BARE_END
         self._usage = None
-        return self.send_now("turn/start", params)
+        return self._request_now("turn/start", params)
 
     async def delivered(
         self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
@@ -210,22 +202,17 @@ class CodexLive(LiveClientBase):
         self, name: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
-        return await self.answer(self.send_now(name, params), timeout)
+        return await self.answer(self._request_now(name, params), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: not mapped yet."""
         raise LiveError("Codex takes no steering here", "steer", kind="refused")
 
-    async def abort(self, timeout: float) -> None:
-        """Interrupt the turn; done once ``turn/completed`` came."""
-        await self.answer(self.send_abort_now(), timeout)
-
     def send_abort_now(self) -> PendingCommand:
         """``turn/interrupt`` now; its answer (the turn ended) is awaited with `answer`."""
-        pending = self.send_now("turn/interrupt", {"threadId": self._thread, "turnId": self._turn})
-        self._waiting.pop(pending.command_id, None)
-        self._interrupting = pending
-        return pending
+        return self._as_interrupt(
+            self._request_now("turn/interrupt", {"threadId": self._thread, "turnId": self._turn})
+        )
 
     async def commands(self) -> list[AgentCommand]:
         """None read yet."""
@@ -248,12 +235,6 @@ class CodexLive(LiveClientBase):
         raise LiveError("Codex's threads are not forked here", "fork", kind="refused")
 
     # ------------------------------------------------------------------ writing
-
-    def send_now(self, name: str, params: dict[str, Any]) -> PendingCommand:
-        """Write a request now (from a synchronous callback too)."""
-        number = self._new_id()
-        line = orjson.dumps({"id": number, "method": name, "params": params}) + b"\n"
-        return self._send_line(PendingCommand(name, str(number)), line)
 
     # ------------------------------------------------------------------ reading
 

@@ -60,7 +60,6 @@ from bridge.agents.values import (
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
-from bridge.process.framing import MAX_LINE_BYTES
 from bridge.process.spawn import ChildProcess
 from bridge.process.trace import mark
 
@@ -300,16 +299,8 @@ class PiRpc(LiveClientBase):
 
     run_end_line = RUN_END_LINE
     who = "pi"
-
-    def __init__(
-        self,
-        child: ChildProcess,
-        *,
-        max_line_bytes: int = MAX_LINE_BYTES,
-        wait_writable: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
-        self.garbage = 0
+    #: How many of pi's stdout lines were not JSON (counted per instance once one came).
+    garbage = 0
 
     def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
         return RpcError(command, reason, kind=kind)
@@ -406,9 +397,7 @@ class PiRpc(LiveClientBase):
         self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
-        pending = own_command(command)
-        await self._drain(pending, timeout)
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(own_command(command), timeout)
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""
