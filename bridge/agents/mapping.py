@@ -41,6 +41,15 @@ def text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
     )
 
 
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A line decoded as a JSON object; None for anything else."""
+    try:
+        decoded = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
+
+
 def int_of(raw: dict[str, Any], key: str) -> int:
     """`raw[key]` when it is an integer (not a bool), else 0."""
     value = raw.get(key)

@@ -266,6 +266,46 @@ class ToolCheck:
     #: For an edit or write: the change it would make, so the user sees the diff before it runs.
     change: ProposedChange | None = None
 
+    @classmethod
+    def of_call(
+        cls,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        tools: AgentTools,
+        path: object,
+        change: ProposedChange | None,
+    ) -> ToolCheck:
+        """The check of one call of an agent's `tools`: its kind, its shell command, its path."""
+        command = arguments.get("command")
+        return cls(
+            tool_call_id=call_id,
+            tool=tool,
+            kind=tools.kind(tool),
+            input=arguments,
+            command=command if tool == tools.shell and isinstance(command, str) else None,
+            path=path if isinstance(path, str) else None,
+            change=change,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTools:
+    """How an agent names its tools: those that only read, those that edit, and its shell."""
+
+    reads: frozenset[str]
+    edits: frozenset[str]
+    shell: str
+
+    def kind(self, tool: str) -> ToolKind:
+        """What a call of `tool` does, as the contract names it."""
+        if tool in self.reads:
+            return "read"
+        if tool in self.edits:
+            return "edit"
+        return "execute" if tool == self.shell else "other"
+
 
 @dataclass(frozen=True, slots=True)
 class ProposedChange:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
+from bridge.agents.mapping import json_object
 from bridge.agents.values import (
     AgentCommand,
     BridgeCommand,
@@ -302,7 +303,7 @@ class AcpLive(JsonRpcLiveClient):
         for line in lines:
             if not line.strip():
                 continue
-            message = _decoded(line)
+            message = json_object(line)
             if message is None:
                 events.append(line)  # the mapper counts it as output it could not read
                 continue
@@ -429,14 +430,6 @@ def _permission_answer(
         return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"outcome": outcome}}) + b"\n"
 
     return answer
-
-
-def _decoded(line: bytes) -> dict[str, Any] | None:
-    try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return message if isinstance(message, dict) else None
 
 
 def _dump(model: Any) -> dict[str, Any]:
