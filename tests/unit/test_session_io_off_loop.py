@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.agents.pi.live import PiLiveMode, trim_session_file
+from bridge.agents.pi.live import PiLiveMode
+from bridge.agents.pi.sessions import trim_session_file
 from bridge.agents.values import RunOptions
 from bridge.contract import ErrorInfo
 from bridge.engines import conversations

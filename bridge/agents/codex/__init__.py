@@ -22,7 +22,7 @@ from bridge.agents.codex.live import CodexLiveMode
 from bridge.agents.codex.mapper import CodexEventMapper
 from bridge.agents.seam import LiveMode
 from bridge.agents.session_files import delete_file
-from bridge.agents.values import LaunchSpec, RunOptions, SessionCheckpoint
+from bridge.agents.values import LaunchSpec, RunOptions
 from bridge.contract import ErrorInfo
 
 __all__ = ["CodexAgent"]
@@ -64,19 +64,10 @@ class CodexAgent:
         """Codex names a thread by its whole id: that id, if it is stored."""
         return session_id if sessions.find_thread_file(session_id, env) is not None else None
 
-    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
-        """The rollout file of the thread the run continues and its size, before the first attempt."""
-        return sessions.checkpoint(options, env)
-
-    def rewind_session(
-        self,
-        checkpoint: SessionCheckpoint,
-        announced: str | None,
-        options: RunOptions,
-        env: Mapping[str, str],
-    ) -> RunOptions:
-        """Cut the thread back to the checkpoint; a thread the failed attempt started is dropped."""
-        return sessions.rewind(checkpoint, announced, options, env)
+    #: The file of the session the run continues and its size, before the first attempt; a failed
+    #: attempt's rewind cuts it back, and drops a session it started.
+    checkpoint_session = staticmethod(sessions.checkpoint)
+    rewind_session = staticmethod(sessions.rewind)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Codex that could not be started."""

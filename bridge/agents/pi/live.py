@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -25,6 +24,7 @@ from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
 from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
+from bridge.agents.pi.sessions import session_file_size, trim_session_file
 from bridge.agents.pi.tool_checks import (
     answer_line,
     command_op,
@@ -261,37 +261,6 @@ def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
     if not names:
         return None
     return names[-1].rsplit(".", 1)[0].split("_", 1)[1]
-
-
-def session_file_size(path: str | None) -> int | None:
-    """The size of a session file now (None when pi has not written it yet)."""
-    if not path:
-        return None
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
-
-
-def trim_session_file(path: str, size: int | None) -> None:
-    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
-
-    pi appends entries, so the bytes before `size` are exactly the conversation before the
-    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
-    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
-    except OSError:
-        return
-    with open(fd, "rb", buffering=0) as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        if size is None:
-            header = handle.readline()
-            size = len(header) if header.endswith(b"\n") else 0
-        if size < os.fstat(fd).st_size:
-            os.ftruncate(fd, size)
 
 
 class PiRpc(LiveClientBase):
