@@ -138,6 +138,15 @@ class LiveClientBase(LiveReader):
         """Ask the agent for an orderly exit (stdin EOF: an idle one exits at once)."""
         self.child.stdin.close()
 
+    def _deliver(self, command_id: str, response: dict[str, Any]) -> bool:
+        """Hand an answer to the command of `command_id` awaiting it; whether one was."""
+        pending = self._waiting.pop(command_id, None)
+        if pending is None:
+            return False
+        pending.response = response
+        pending.answered.set()
+        return True
+
     def _awaiting_answers(self) -> bool:
         return bool(self._waiting) or self._interrupting is not None
 

@@ -359,10 +359,7 @@ class AcpLive(JsonRpcLiveClient):
                 cancelling.response = {"result": {}}
                 cancelling.answered.set()
             return True
-        pending = self._waiting.pop(command_id, None)
-        if pending is not None:
-            pending.response = message
-            pending.answered.set()
+        self._deliver(command_id, message)
         return False
 
     def _asked(self, message: dict[str, Any]) -> None:

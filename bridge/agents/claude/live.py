@@ -381,10 +381,7 @@ class ClaudeLive(LiveClientBase):
                 interrupting.response = response
                 interrupting.answered.set()
             return True
-        pending = self._waiting.pop(request_id, None)
-        if pending is not None:
-            pending.response = response
-            pending.answered.set()
+        self._deliver(request_id, response)
         return True
 
     def _asked(self, line: bytes) -> bool:
@@ -505,9 +502,8 @@ class ClaudeLiveMode:
         """The client of a Claude Code just spawned."""
         return ClaudeLive(child, wait_writable=wait_writable)
 
-    def event_kind(self, line: bytes) -> EventKind | None:
-        """The turn's `result` line settles it; every other line goes to the mapper."""
-        return event_kind(line)
+    #: The turn's `result` line settles it; every other line goes to the mapper.
+    event_kind = staticmethod(event_kind)
 
     def user_text(self, line: bytes) -> str | None:
         """None: Claude Code does not echo the prompt (and takes no steering)."""

@@ -250,7 +250,7 @@ class CodexLive(JsonRpcLiveClient):
             if not isinstance(message, dict):
                 continue
             if "method" not in message and "id" in message:
-                self._answered(message)
+                self._deliver(str(message["id"]), message)
             elif "method" in message and "id" in message:
                 self._asked(message)
             elif "method" in message:
@@ -258,12 +258,6 @@ class CodexLive(JsonRpcLiveClient):
         listener = self.listener
         if events and listener is not None:
             listener(events)
-
-    def _answered(self, message: dict[str, Any]) -> None:
-        pending = self._waiting.pop(str(message["id"]), None)
-        if pending is not None:
-            pending.response = message
-            pending.answered.set()
 
     def _event_lines(self, method: str, params: dict[str, Any]) -> list[bytes]:
         """A notification as the exec lines the mapper reads (none for bookkeeping)."""

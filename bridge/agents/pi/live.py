@@ -20,6 +20,7 @@ import orjson
 
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
 from bridge.agents.live_reader import PendingCommand, own_command
+from bridge.agents.mapping import json_object
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
@@ -59,7 +60,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import ErrorKind, PromptImage
+from bridge.contract import PromptImage
 from bridge.process.spawn import ChildProcess
 from bridge.process.trace import mark
 
@@ -593,19 +594,11 @@ class PiRpc(LiveClientBase):
         self._settle(request_id, answer_line(request_id, verdict))
 
     def _answer(self, line: bytes) -> bool:
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+        record = json_object(line)
+        if record is None or record.get("type") != "response":
             return False
-        if not isinstance(record, dict) or record.get("type") != "response":
-            return False
-        pending = self._waiting.pop(str(record.get("id")), None)
-        if pending is None:
-            if record.get("success") is not True:
-                log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
-            return True
-        pending.response = record
-        pending.answered.set()
+        if not self._deliver(str(record.get("id")), record) and record.get("success") is not True:
+            log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
         return True
 
 
@@ -624,43 +617,22 @@ class PiLiveMode:
         """The rpc client of a pi just spawned."""
         return PiRpc(child, wait_writable=wait_writable)
 
-    def event_kind(self, line: bytes) -> EventKind | None:
-        """The events the rpc engine reads itself (see `event_kind`)."""
-        return event_kind(line)
-
-    def user_text(self, line: bytes) -> str | None:
-        """The text of a user message event."""
-        return user_text(line)
-
-    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
-        """The newest session of `cwd`, by pi's file names."""
-        return latest_session_id(cwd, env)
+    #: The events the engine reads itself, and a user message's text (pi's event lines).
+    event_kind = staticmethod(event_kind)
+    user_text = staticmethod(user_text)
+    #: pi's sessions: the newest of a folder by its file names, and a stored one's file.
+    latest_session_id = staticmethod(latest_session_id)
+    session_file = staticmethod(session_file)
+    #: pi appends to its session file: a mark is the file's size, and a cut truncates to it.
+    session_mark = staticmethod(session_file_size)
+    cut_session_back = staticmethod(trim_session_file)
+    #: pi's exit classification, and whether its stderr says it has no `--mode rpc`.
+    classify_exit = staticmethod(classify_exit)
+    lacks_live_mode = staticmethod(lacks_rpc_mode)
 
     def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
         """Whether pi has written session `session_id`."""
         return session_exists(session_id, False, cwd, env)
-
-    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
-        """The file of pi's session `session_id`, if it is stored."""
-        return session_file(session_id, cwd, env)
-
-    def session_mark(self, path: str | None) -> int | None:
-        """pi appends to its session file: the mark is the file's size now."""
-        return session_file_size(path)
-
-    def cut_session_back(self, path: str, mark: int | None) -> None:
-        """Cut a session file back to a size (see `trim_session_file`)."""
-        trim_session_file(path, mark)
-
-    def classify_exit(
-        self, exit_code: int | None, signal_name: str | None, stderr: str
-    ) -> tuple[ErrorKind, bool]:
-        """pi's exit classification."""
-        return classify_exit(exit_code, signal_name, stderr)
-
-    def lacks_live_mode(self, stderr: str) -> bool:
-        """Whether pi says it has no `--mode rpc`."""
-        return lacks_rpc_mode(stderr)
 
     def silence_may_mean_no_live_mode(self) -> bool:
         """A `piCommand` may name a wrapper or an old pi that reads stdin as something else."""
