@@ -47,9 +47,12 @@ def _setup_logging(level: str, log_file: str | None) -> None:
 @contextlib.contextmanager
 def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
     """Start the built-in scripted model and a throwaway agent configuration pointing at it."""
+    from bridge.agents.seam import ScriptedModelSetup
     from bridge.scripted_model import ScriptedModelServer
 
     with tempfile.TemporaryDirectory(prefix="pi-bridge-agent-") as workdir, ScriptedModelServer() as model:
+        if not isinstance(adapter, ScriptedModelSetup):
+            raise ValueError(f"{adapter.display_name} cannot be pointed at the scripted model")
         yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
 
 

@@ -13,7 +13,7 @@ import orjson
 from bench.common import base_env
 from bench.model import PROVIDER, ModelEnv
 from bridge import agents
-from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.agents.values import LaunchSpec, RunOptions
 from bridge.tools.stdio_client import NDJSON, StdioPeer
 
 Record = dict[str, Any]

@@ -20,7 +20,7 @@ from bench.clients.pi_rpc import PiRpc, live_pi_launch
 from bench.common import base_env, bridge_argv, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bench.suites.realpi import run_params
-from bridge.agents.seam import GATE_DIR_ENV, RunOptions
+from bridge.agents.values import GATE_DIR_ENV, RunOptions
 
 PROMPT = "Say hello"
 KINDS = ("tool", "text")

@@ -15,7 +15,7 @@ from bench.clients.lsp import LspClient
 from bench.common import ROOT, base_env, bridge_argv, median, ms
 from bench.model import PROVIDER, ModelEnv, scripted_model
 from bridge import agents
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from bridge.scripted_model import LONG_DEFAULT
 
 CLAUDE_BIN = ROOT / ".tools-claude" / "node_modules" / ".bin" / "claude"

@@ -27,7 +27,7 @@ from bench.bridge_parts import (
 from bench.clients.pi_rpc import PiRpc, live_pi_launch
 from bench.common import base_env, median, ms, side_by_side_main
 from bench.model import PROVIDER, ModelEnv, scripted_model
-from bridge.agents.seam import GATE_DIR_ENV, RunOptions
+from bridge.agents.values import GATE_DIR_ENV, RunOptions
 from bridge.contract import SandboxSettings
 
 SETTINGS = SandboxSettings(mode="workspace-write", network=False)

@@ -20,7 +20,8 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
-from bridge.agents.seam import AskTool, LiveCommand, ToolCheck, ToolVerdict
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import AskDialog, AskTool, DoFileOp, ToolCheck, ToolVerdict
 from bridge.process.framing import MAX_LINE_BYTES, LineFramer, TailBuffer
 from bridge.process.spawn import ChildProcess
 from bridge.process.stdin_pipe import StdinClosed
@@ -96,6 +97,17 @@ class LiveReader:
         # The agent's questions not answered yet (an id answered once, never twice).
         self._open_checks: set[str] = set()
         self._deciding = 0
+        # Decides the tool calls the agent asks about; set per attempt by the engine.
+        self.asks: AskTool | None = None
+        # Answers the agent's own dialogs; set per attempt by the engine (None: cancelled).
+        self.dialogs: AskDialog | None = None
+        # Does the file operations the agent's tools hand over; set per attempt (None: refused).
+        self.file_ops: DoFileOp | None = None
+        self._next_id = 0
+        # Commands written whose answer is awaited, by id; the interrupt on its way is answered
+        # when the turn ended rather than by id.
+        self._waiting: dict[str, PendingCommand] = {}
+        self._interrupting: PendingCommand | None = None
 
     @property
     def holding_back(self) -> bool:

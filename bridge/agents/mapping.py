@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Final
 
 import orjson
 
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind, SandboxSettings, ShutdownReceipt
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,15 @@ def text_of(content: Any, part_type: str = "text", key: str = "text") -> str:
         for part in content
         if isinstance(part, dict) and part.get("type") == part_type and isinstance(part.get(key), str)
     )
+
+
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A line decoded as a JSON object; None for anything else."""
+    try:
+        decoded = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return decoded if isinstance(decoded, dict) else None
 
 
 def int_of(raw: dict[str, Any], key: str) -> int:

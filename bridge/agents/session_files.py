@@ -1,10 +1,20 @@
-"""What both agents' session stores share: deleting one session's file."""
+"""What the agents' session stores share: a session file's checkpoint, and deleting one."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
+
+from bridge.agents.values import SessionCheckpoint
+
+
+def checkpoint_of(session_id: str, path: Path) -> SessionCheckpoint | None:
+    """A session's file as it stands now (its size), for a retry to cut back to; None: unreadable."""
+    try:
+        return SessionCheckpoint(session_id, str(path), path.stat().st_size)
+    except OSError:
+        return None
 
 
 def delete_file(path: Path | None) -> bool:

@@ -18,7 +18,7 @@ from typing import Final
 
 import anyio
 
-from bridge.agents.seam import FileOp, FileOpResult
+from bridge.agents.values import FileOp, FileOpResult
 from bridge.editor.editor_files import EditorFiles
 from bridge.engines.cancel import CancelToken
 

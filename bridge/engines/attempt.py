@@ -6,7 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.agents.seam import AgentAdapter
+from bridge.agents.values import Out, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
 

@@ -15,7 +15,8 @@ from typing import Any, Final
 
 import anyio
 
-from bridge.agents.seam import FileChangeAnnounced, FileChangeDone, FileChangeWatch, Hunk, Out
+from bridge.agents.seam import FileChangeWatch
+from bridge.agents.values import FileChangeAnnounced, FileChangeDone, Hunk, Out
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from typing import Final, Literal
 
 import anyio
 
-from bridge.agents.seam import EventMapper, Out
+from bridge.agents.seam import EventMapper
+from bridge.agents.values import Out
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.endings import (

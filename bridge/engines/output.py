@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bridge.agents.seam import Out
+from bridge.agents.values import Out
 from bridge.contract import ErrorInfo
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.diff_capture import DiffCapture

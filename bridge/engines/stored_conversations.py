@@ -7,7 +7,8 @@ import dataclasses
 import uuid
 from collections.abc import Mapping
 
-from bridge.agents.seam import AgentAdapter, OpenedConversation, RunOptions
+from bridge.agents.seam import AgentAdapter
+from bridge.agents.values import OpenedConversation, RunOptions
 
 
 class StoredConversations:

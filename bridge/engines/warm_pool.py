@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 import psutil
 
-from bridge.agents.seam import LaunchSpec
+from bridge.agents.values import LaunchSpec
 from bridge.process.shutdown import shutdown_tree
 from bridge.process.spawn import ChildProcess, forget, spawn
 

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import anyio
 
-from bridge.agents.seam import ProposedChange, ToolCheck
+from bridge.agents.values import ProposedChange, ToolCheck
 from bridge.contract import (
     OptionKind,
     PermissionOption,

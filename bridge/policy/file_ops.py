@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio.to_thread
 
-from bridge.agents.seam import DoFileOp, FileOp, FileOpResult
+from bridge.agents.values import DoFileOp, FileOp, FileOpResult
 from bridge.editor.editor_commands import Confine, EditorCommands
 from bridge.editor.editor_files import EditorAnswer, EditorFiles
 from bridge.policy import sandbox

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from bridge import contract
-from bridge.agents.seam import GATE_DIR_ENV, AskDialog, AskTool, DoFileOp, Out, ToolCheck, ToolVerdict
+from bridge.agents.values import GATE_DIR_ENV, AskDialog, AskTool, DoFileOp, Out, ToolCheck, ToolVerdict
 from bridge.contract import PermissionMode, PermissionOption, PermissionRule
 from bridge.editor.editor_commands import Confine
 from bridge.editor.editor_files import EditorFiles

@@ -18,7 +18,7 @@ from typing import Final, Protocol
 
 import anyio
 
-from bridge.agents.seam import DIALOG_CANCELLED, AskDialog, Dialog, DialogKind, DialogReply, Out
+from bridge.agents.values import DIALOG_CANCELLED, AskDialog, Dialog, DialogKind, DialogReply, Out
 from bridge.contract import AskParams
 from bridge.policy.run_view import RunView
 

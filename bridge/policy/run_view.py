@@ -10,7 +10,8 @@ from typing import Protocol
 
 import anyio
 
-from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.agents.seam import AgentAdapter
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import PermissionMode
 from bridge.engines.cancel import CancelToken
 from bridge.policy.file_access import FileAccess

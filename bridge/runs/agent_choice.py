@@ -15,6 +15,7 @@ from typing import Final
 import anyio
 
 from bridge import agents
+from bridge.agents import seam
 from bridge.agents.seam import AgentAdapter
 from bridge.config import BridgeConfig
 from bridge.contract import AgentInfo
@@ -115,7 +116,7 @@ class AgentChoice:
         home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
         paths: list[str] = []
         for adapter in self.history_adapters():
-            for resource in adapter.trust_roots(cwd, environ) or ():
+            for resource in seam.trust_roots(adapter, cwd, environ):
                 paths.append(
                     resource if os.path.isabs(resource) else os.path.normpath(resource).split(os.sep)[0]
                 )

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
-from bridge.agents.seam import AgentAdapter, Out, SessionCheckpoint
+from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
+from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
@@ -223,6 +224,8 @@ class Attempts:
         if not self.may_prime():
             return
         command, env = run.command, self.config.env
+        if not isinstance(run.agent, WarmsLaunches):
+            return
         for launch in run.agent.warm_launches(command, run.options, run.session_id):
             self.pool.prime(launch.spec, env, launch.session, delay=launch.delay)
 
@@ -325,6 +328,8 @@ class Attempts:
         ):
             return None
         adapter = run.agent
+        if not isinstance(adapter, RewindsSessions):
+            return None
         return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)
 
     async def _rewind(self, run: Run, checkpoint: SessionCheckpoint | None) -> None:
@@ -335,6 +340,8 @@ class Attempts:
             run.options = await anyio.to_thread.run_sync(
                 self.stored.options_for, adapter, run.options, self.config.env
             )
+            return
+        if not isinstance(adapter, RewindsSessions):
             return
         run.options = await anyio.to_thread.run_sync(
             adapter.rewind_session, checkpoint, run.session_id, run.options, self.config.env

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Final, get_args
 
-from bridge.agents.seam import AgentCommand, BridgeCommand, BridgeCommandName
+from bridge.agents.values import AgentCommand, BridgeCommand, BridgeCommandName
 from bridge.contract import MAX_TITLE, CommandInfo
 from bridge.policy.rule_store import state_dir
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-from bridge.agents.seam import AgentAdapter
+from bridge.agents.seam import AgentAdapter, StoredHistory
 from bridge.contract import SessionHistory, SessionNotFound, SessionsResult, SessionSummary
 
 
@@ -20,9 +20,11 @@ def _list_all(
 ) -> list[SessionSummary]:
     found: list[SessionSummary] = []
     for adapter in adapters:
-        found += [
-            s.model_copy(update={"agent": adapter.name}) for s in adapter.list_sessions(cwd, limit, env)
-        ]
+        found += (
+            [s.model_copy(update={"agent": adapter.name}) for s in adapter.list_sessions(cwd, limit, env)]
+            if isinstance(adapter, StoredHistory)
+            else []
+        )
     found.sort(key=lambda summary: summary.updated_at, reverse=True)
     return found[:limit]
 
@@ -31,6 +33,8 @@ def _read_any(
     adapters: Sequence[AgentAdapter], session_id: str, env: Mapping[str, str]
 ) -> SessionHistory | SessionNotFound:
     for adapter in adapters:
+        if not isinstance(adapter, StoredHistory):
+            continue
         history = adapter.read_session(session_id, env)
         if isinstance(history, SessionHistory):
             return history.model_copy(update={"agent": adapter.name})

@@ -22,8 +22,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from bridge import contract
-from bridge.agents import seam
-from bridge.agents.seam import RunOptions
+from bridge.agents import seam, values
+from bridge.agents.values import RunOptions
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
 from bridge.contract import (
@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
-OpenedConversation = seam.OpenedConversation
+OpenedConversation = values.OpenedConversation
 #: The agent a front serves (the fronts hold it, and hand it to the registry).
 AgentAdapter = seam.AgentAdapter
 

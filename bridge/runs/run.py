@@ -14,7 +14,8 @@ from typing import Any, Final
 
 import anyio
 
-from bridge.agents.seam import AgentAdapter, Out, RunOptions
+from bridge.agents.seam import AgentAdapter
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import (
     CancelledRunData,
     ErrorInfo,

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import anyio
 
-from bridge.agents.seam import AgentCommand, LiveError
+from bridge.agents.values import AgentCommand, LiveError
 from bridge.checkpoints.recorder import CheckpointError, CheckpointRecord
 from bridge.checkpoints.shadow_git import ShadowGitError
 from bridge.contract import (

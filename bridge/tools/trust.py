@@ -12,6 +12,7 @@ import os
 import sys
 
 from bridge.agents import agent_names, build_adapter
+from bridge.agents.seam import trust_roots
 from bridge.policy.rule_store import state_dir
 from bridge.policy.trust.trust_store import TrustStore, fingerprint
 
@@ -31,7 +32,7 @@ def trust_main(folder: str, *, never: bool, forget: bool, show: bool) -> int:
         print(f"{cwd}: {'decision forgotten' if gone else 'had no decision'}")
         return 0
     try:
-        every = (root for name in agent_names() for root in build_adapter(name).trust_roots(cwd, os.environ))
+        every = (root for name in agent_names() for root in trust_roots(build_adapter(name), cwd, os.environ))
         roots = tuple(dict.fromkeys(every))
         store.set(cwd, "untrusted" if never else "trusted", config=fingerprint(roots, cwd))
     except (OSError, ValueError) as exc:

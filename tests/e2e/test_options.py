@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from bridge.agents.pi.command import pi_flags
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from tests.support.env import fake_pi_command
 from tests.support.raw import RawBridge
 

@@ -47,7 +47,7 @@ _state: dict[str, object] = {"scenario": "text", "steers": [], "abort": threadin
 #: The gate's questions of the ask10 scenario: request id -> the decision answered (None: not yet).
 _asked: dict[str, str | None] = {}
 _answered = threading.Condition()
-GATE_TITLE = "pi-bridge:permission"  # bridge/agents/pi/gate.py's MARKER
+GATE_TITLE = "pi-bridge:permission"  # bridge/agents/pi/tool_checks.py's MARKER
 QUESTIONS = 10
 
 

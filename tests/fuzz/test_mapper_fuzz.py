@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ShutdownReceipt, pi_message_adapter
 from bridge.process.framing import LineFramer
 from tests.support.streams import assert_stream_invariants

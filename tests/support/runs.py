@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from bridge.contract import RunParams
 from bridge.runs.run import Run
 

@@ -64,12 +64,19 @@ ONLY: dict[str, tuple[str, ...]] = {
         "bridge.editor",
         "bridge.engines.cancel",
         "bridge.agents.seam",
+        "bridge.agents.values",
         "bridge.process",
         "bridge.config",
         "bridge.contract",
     ),
     # The editor's hands: what a front's editor answers, and the cancel token of a command.
-    "bridge.editor": ("bridge.editor", "bridge.engines.cancel", "bridge.agents.seam", "bridge.contract"),
+    "bridge.editor": (
+        "bridge.editor",
+        "bridge.engines.cancel",
+        "bridge.agents.seam",
+        "bridge.agents.values",
+        "bridge.contract",
+    ),
     # Pure path policy: no agent, no run.
     "bridge.policy.file_access": (
         "bridge.policy.file_access",
@@ -248,7 +255,7 @@ def test_the_audit_catches_each_kind_of_violation() -> None:
     bad = [
         Arrow("bridge.process.spawn", "bridge.runs.registry", "p.py", 1),
         Arrow("bridge.fronts.acp.agent", "bridge.engines.live.conversations", "f.py", 2),
-        Arrow("bridge.engines.live.attempt", "bridge.agents.pi.rpc", "e.py", 3),
+        Arrow("bridge.engines.live.attempt", "bridge.agents.pi.live", "e.py", 3),
         Arrow("bridge.engines.live.attempt", "bridge.agents", "e.py", 4),
         Arrow("bridge.agents.pi.mapper", "bridge.agents.claude.mapper", "m.py", 5),
     ]

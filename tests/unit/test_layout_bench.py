@@ -28,7 +28,8 @@ PUBLIC: dict[str, str] = {
     "bridge.config": "the bridge's settings",
     "bridge.scripted_model": "the offline model every benchmark runs against",
     "bridge.agents": "the agents' index: build_adapter(name), how a front picks an agent",
-    "bridge.agents.seam": "what every agent answers: RunOptions, LaunchSpec, the gate dir's variable",
+    "bridge.agents.seam": "the seam's protocols: what every agent answers",
+    "bridge.agents.values": "the values that cross the seam (launch specs, run options, the gate's env)",
 }
 EXACT = ("bridge.agents",)
 # The internals bench/bridge_parts.py may import: each is what a benchmark measures directly.
@@ -128,7 +129,7 @@ def test_the_bench_audit_fails_on_each_kind_of_violation(tmp_path: Path) -> None
     """The rules are not vacuous: a made-up import of each kind is named, a real file is read."""
     bad = [
         Arrow("bench.suites.gate", "bridge.runs.registry", "g.py", 1),
-        Arrow("bench.suites.gate", "bridge.agents.pi.rpc", "g.py", 2),
+        Arrow("bench.suites.gate", "bridge.agents.pi.live", "g.py", 2),
         Arrow("bench.suites.sandbox", "bridge.policy.sandbox", "s.py", 3),
         Arrow(PARTS_MODULE, "bridge.fronts.lsp.server", "p.py", 4),
         Arrow("bench.clients.lsp", "tests.support.lsp", "l.py", 5),

@@ -1,6 +1,6 @@
 """Any agent that speaks ACP (the Agent Client Protocol) over stdio, behind one adapter.
 
-The bridge is the agent's ACP client (client.py): one agent process per conversation, kept
+The bridge is the agent's ACP client (live.py): one agent process per conversation, kept
 across its prompts (the rpc engine's live mode), `session/update` mapped to the contract's
 messages (mapper.py), `session/cancel` for a cancel (the bridge's containment then sweeps
 whatever the turn left), `session/request_permission` decided by the bridge's approvals. What
@@ -23,23 +23,11 @@ from bridge.agents.acp.catalog import CATALOG, SESSION_ENV, SETTLED_LINE, AcpAge
 from bridge.agents.acp.mapper import AcpEventMapper
 
 if TYPE_CHECKING:
-    from bridge.agents.acp.client import AcpLive
+    from bridge.agents.acp.live import AcpLive
 from bridge.agents.model_errors import RETRYABLE_KINDS
-from bridge.agents.seam import (
-    EventKind,
-    FileChangeWatch,
-    LaunchSpec,
-    RunOptions,
-    SessionCheckpoint,
-    WarmLaunch,
-)
-from bridge.contract import (
-    ErrorInfo,
-    ErrorKind,
-    SessionHistory,
-    SessionNotFound,
-    SessionSummary,
-)
+from bridge.agents.seam import FileChangeWatch
+from bridge.agents.values import EventKind, LaunchSpec, RunOptions
+from bridge.contract import ErrorInfo, ErrorKind
 from bridge.process.spawn import ChildProcess
 
 __all__ = ["CATALOG", "AcpAgent"]
@@ -82,7 +70,7 @@ class AcpLiveMode:
     ) -> AcpLive:
         """The ACP client of an agent process just spawned (the ACP SDK's schema is imported
         here: building the adapter, which every bridge's initialize does, stays cheap)."""
-        from bridge.agents.acp.client import AcpLive
+        from bridge.agents.acp.live import AcpLive
 
         return AcpLive(child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__)
 
@@ -163,20 +151,6 @@ class AcpAgent:
         """The whole id only, of a session this bridge saw opened."""
         return session_id if session_id in self._live.opened else None
 
-    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
-        """None: the agent's session is not a file the bridge can cut back."""
-        return None
-
-    def rewind_session(
-        self,
-        checkpoint: SessionCheckpoint,
-        announced: str | None,
-        options: RunOptions,
-        env: Mapping[str, str],
-    ) -> RunOptions:
-        """Nothing to rewind (see `checkpoint_session`)."""
-        return options
-
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for an agent that could not be started."""
         return ErrorInfo(
@@ -187,25 +161,9 @@ class AcpAgent:
             retryable=False,
         )
 
-    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
-        """Nothing asked: the agent decides what it loads from the folder."""
-        return ()
-
-    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
-        """None (see `project_resources`)."""
-        return ()
-
     def file_change_watch(self, cwd: str) -> FileChangeWatch | None:
         """None: its tools' changes are not read (no diffs)."""
         return None
-
-    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
-        """None listed: the agent's sessions are its own."""
-        return []
-
-    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
-        """Not found: the bridge reads no ACP agent's store."""
-        return SessionNotFound(session_id=session_id)
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """False: nothing of the bridge's to delete."""
@@ -214,12 +172,6 @@ class AcpAgent:
     def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
         """None known."""
         return ()
-
-    def warm_launches(
-        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
-    ) -> list[WarmLaunch]:
-        """Nothing pre-spawned."""
-        return []
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """The agent pointed at the model server at `base_url` (the catalog says how)."""

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Final
 import orjson
 
 from bridge.agents.mapping import MAX_INVALID_SAMPLE_CHARS, Handler, MapperCore
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind
 
 log = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.claude.live import ClaudeLiveMode
 from bridge.agents.claude.mapper import ClaudeEventMapper
 from bridge.agents.claude.trust import protected_resources, trust_roots
-from bridge.agents.seam import LaunchSpec, RunOptions, SessionCheckpoint, WarmLaunch
 from bridge.agents.session_files import delete_file
-from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+from bridge.agents.values import LaunchSpec, RunOptions, WarmLaunch
+from bridge.contract import ErrorInfo
 
 __all__ = ["PERMISSION_MODES", "ClaudeAgent"]
 
@@ -92,19 +92,10 @@ class ClaudeAgent:
         """Claude Code names a session by its whole id only: that id, if it is stored."""
         return session_id if sessions.find_session_file(session_id, env) is not None else None
 
-    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
-        """The file of the session the run continues and its size, before the first attempt."""
-        return sessions.checkpoint(options, env)
-
-    def rewind_session(
-        self,
-        checkpoint: SessionCheckpoint,
-        announced: str | None,
-        options: RunOptions,
-        env: Mapping[str, str],
-    ) -> RunOptions:
-        """Cut the session back to the checkpoint; a session the run started is started again."""
-        return sessions.rewind(checkpoint, announced, options, env)
+    #: The file of the session the run continues and its size, before the first attempt; a failed
+    #: attempt's rewind cuts it back, and drops a session it started.
+    checkpoint_session = staticmethod(sessions.checkpoint)
+    rewind_session = staticmethod(sessions.rewind)
 
     def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         """What Claude Code loads from `cwd` unasked in `-p` mode (its `.claude/` settings,
@@ -129,13 +120,9 @@ class ClaudeAgent:
         """Which of Claude Code's Edit and Write calls change which file."""
         return ClaudeFileChangeWatch(cwd)
 
-    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
-        """Claude Code's sessions of `cwd`, newest first."""
-        return sessions.list_sessions(cwd, limit, env)
-
-    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
-        """One Claude Code session's history."""
-        return sessions.read_session(session_id, env)
+    #: Claude Code's sessions of a folder, newest first, and one session's history.
+    list_sessions = staticmethod(sessions.list_sessions)
+    read_session = staticmethod(sessions.read_session)
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the session's file (Claude Code keeps one file per session)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 from bridge.agents.claude.trust import trust_flags
-from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.agents.values import LaunchSpec, RunOptions
 
 PermissionMode = Literal["acceptEdits", "bypassPermissions", "default", "plan"]
 PERMISSION_MODES: Final = frozenset(get_args(PermissionMode))

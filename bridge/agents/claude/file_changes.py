@@ -15,9 +15,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Final
 
-import orjson
-
-from bridge.agents.seam import FileChangeAnnounced, FileChangeDone, Hunk
+from bridge.agents.mapping import json_object
+from bridge.agents.values import FileChangeAnnounced, FileChangeDone, Hunk
 
 FILE_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit"})
 _ASSISTANT: Final = b'{"type":"assistant"'
@@ -62,9 +61,9 @@ class ClaudeFileChangeWatch:
     def feed(self, line: bytes) -> Sequence[FileChangeAnnounced | FileChangeDone]:
         """Announcements at the assistant's tool_use block, reports at its tool_result."""
         if line.startswith(_ASSISTANT):
-            return self._announce(_load(line))
+            return self._announce(json_object(line))
         if line.startswith(_USER) and self._tools:
-            return self._done(_load(line))
+            return self._done(json_object(line))
         return ()
 
     def _announce(self, event: dict[str, Any] | None) -> Sequence[FileChangeAnnounced]:
@@ -110,11 +109,3 @@ def _original_of(result: Any) -> tuple[bool, str | None]:
     if original is None:
         return result.get("type") == "create", None
     return isinstance(original, str), original if isinstance(original, str) else None
-
-
-def _load(line: bytes) -> dict[str, Any] | None:
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) else None

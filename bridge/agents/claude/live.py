@@ -28,41 +28,37 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 
-from bridge.agents.claude import questions, sessions
+from bridge.agents.claude import sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
+from bridge.agents.claude.dialogs import ASK_USER_TOOL
+from bridge.agents.claude.dialogs import ask as ask_questions
 from bridge.agents.claude.errors import classify_exit
-from bridge.agents.claude.questions import ASK_USER_TOOL
 from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, read_sandbox
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_reader import PendingCommand
+from bridge.agents.values import (
     GATE_DIR_ENV,
     AgentCommand,
     AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
     EventKind,
     LaunchSpec,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,
     ModelChoice,
     RunOptions,
-    SessionStats,
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +71,6 @@ LIVE_FLAGS: Final = (
     "--verbose",
     "--include-partial-messages",
 )
-# Claude Code answers a command at once (its first waits for its start-up: START_TIMEOUT_SECONDS);
-# past this, it is not answering.
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long Claude Code's first `initialize` may take: its start (a large binary, and the MCP
 #: servers it connects) is far slower than a command, most of all on a busy machine, and a start
 #: taken for silence would run the conversation one spawn per prompt.
@@ -156,20 +149,16 @@ def slash_commands(listed: object) -> tuple[AgentCommand, ...]:
     return tuple(found)
 
 
-class ClaudeLive(LiveReader):
-    """The client side of one live Claude Code process."""
+class ClaudeLive(LiveClientBase):
+    """The client side of one live Claude Code process (its own tools do their own I/O: no
+    `file_ops`; its interrupt is done when the turn's `result` line came)."""
+
+    who = "Claude Code"
 
     def __init__(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         super().__init__(child, wait_writable=wait_writable)
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        # Claude Code's own tools do their own I/O: nothing is handed over.
-        self.file_ops: DoFileOp | None = None
-        self._waiting: dict[str, PendingCommand] = {}
-        # The interrupt on its way: it is done when the turn's `result` line came.
-        self._interrupting: PendingCommand | None = None
         self._result = _BARE_RESULT
         self._models: tuple[ModelChoice, ...] = ()
         self._commands: tuple[AgentCommand, ...] = ()
@@ -183,6 +172,16 @@ class ClaudeLive(LiveReader):
         self._asks_every_call = _PROMPT_TOOL in child.argv and SANDBOX_SETTINGS in child.argv
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return ClaudeLiveError(command, reason, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """A control response's `response` ({} if none); raises unless its subtype is success."""
+        if response.get("subtype") != "success":
+            raise self._refuse(command, f"was refused: {response.get('error') or 'no reason given'}")
+        answer = response.get("response")
+        return answer if isinstance(answer, dict) else {}
 
     @property
     def asks_before_changes(self) -> bool:
@@ -224,12 +223,6 @@ class ClaudeLive(LiveReader):
             return None
         folder = sessions.config_dir(self._env) / "projects" / sessions.project_folder(self._cwd())
         return str(folder / f"{session_id}.jsonl")
-
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
 
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: a running Claude Code cannot load another session (a process `--resume`s it)."""
@@ -295,71 +288,19 @@ class ClaudeLive(LiveReader):
             self.send_now("set_permission_mode", {"mode": wanted})
             self._permission_mode = wanted
 
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
-        """Wait (bounded) until Claude Code has read the prompt (a prompt has no answer of its own)."""
-        await self._drain(own_command(pending), timeout)
-        return {}
-
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a control request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        if response is None:
-            if self.closed.is_set():
-                raise ClaudeLiveError(
-                    request.name, "got no answer: Claude Code closed its output", kind="closed"
-                )
-            raise ClaudeLiveError(request.name, f"got no answer within {timeout:g} s", kind="timeout")
-        if response.get("subtype") != "success":
-            reason = response.get("error") or "no reason given"
-            raise ClaudeLiveError(request.name, f"was refused: {reason}", kind="refused")
-        answer = response.get("response")
-        return answer if isinstance(answer, dict) else {}
-
     async def request(
         self, name: str, fields: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one control request and wait (bounded) for its answer."""
-        pending = self.send_now(name, fields)
-        await self._drain(pending, timeout)
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(self.send_now(name, fields), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: a user line written mid-turn is a turn of its own to Claude Code."""
         raise ClaudeLiveError("steer", "is not something Claude Code can do mid-turn", kind="refused")
 
-    async def abort(self, timeout: float) -> None:
-        """Interrupt the turn; done once its `result` line came."""
-        await self.answer(self.send_abort_now(), timeout)
-
     def send_abort_now(self) -> PendingCommand:
         """Write `interrupt` now; its answer (the turn ended) is awaited with `answer`."""
-        pending = self.send_now("interrupt", {})
-        self._waiting.pop(pending.command_id, None)
-        self._interrupting = pending
-        return pending
-
-    def send_clear_queue_now(self) -> None:
-        """None: nothing of a turn waits in Claude Code to be sent after its interrupt. A steer is
-        refused (a user line written mid-turn would be a turn of its own), and the engine writes a
-        prompt only to a process whose last turn has ended (its `result` line came)."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing: Claude Code holds no queue of a turn's messages."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the `result` line said (its context use is in the terminal already;
-        its cost counts this process's turns, not the session's)."""
-        return SessionStats()
+        return self._as_interrupt(self.send_now("interrupt", {}))
 
     async def commands(self) -> list[AgentCommand]:
         """The slash commands `initialize` listed (Claude Code's custom commands and skills)."""
@@ -385,10 +326,6 @@ class ClaudeLive(LiveReader):
         """Refused: Claude Code's sessions have no title the bridge can set."""
         raise ClaudeLiveError("rename", "is not something Claude Code can do", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask Claude Code for an orderly exit (stdin EOF: an idle one exits at once)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
 
     def send_now(self, name: str, fields: dict[str, Any]) -> PendingCommand:
@@ -399,38 +336,9 @@ class ClaudeLive(LiveReader):
             "request_id": pending.command_id,
             "request": {"subtype": name, **fields},
         }
-        self._write(name, orjson.dumps(request) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise ClaudeLiveError(name, "could not be sent: Claude Code has closed its output", kind="closed")
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise ClaudeLiveError(name, f"could not be sent: {exc}", kind="closed") from exc
-
-    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise ClaudeLiveError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise ClaudeLiveError(pending.name, f"was not read within {timeout:g} s", kind="timeout") from exc
+        return self._send_line(pending, orjson.dumps(request) + b"\n")
 
     # ------------------------------------------------------------------ reading
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting) or self._interrupting is not None
-
-    def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
-            pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)
@@ -473,10 +381,7 @@ class ClaudeLive(LiveReader):
                 interrupting.response = response
                 interrupting.answered.set()
             return True
-        pending = self._waiting.pop(request_id, None)
-        if pending is not None:
-            pending.response = response
-            pending.answered.set()
+        self._deliver(request_id, response)
         return True
 
     def _asked(self, line: bytes) -> bool:
@@ -550,7 +455,7 @@ class ClaudeLive(LiveReader):
     async def _ask_user(self, request_id: str, arguments: dict[str, Any], dialogs: AskDialog) -> None:
         self._deciding += 1
         try:
-            answers = await questions.ask(arguments, dialogs)
+            answers = await ask_questions(arguments, dialogs)
         except Exception:
             log.exception("Claude Code: asking the user its questions failed")
             answers = None
@@ -597,9 +502,8 @@ class ClaudeLiveMode:
         """The client of a Claude Code just spawned."""
         return ClaudeLive(child, wait_writable=wait_writable)
 
-    def event_kind(self, line: bytes) -> EventKind | None:
-        """The turn's `result` line settles it; every other line goes to the mapper."""
-        return event_kind(line)
+    #: The turn's `result` line settles it; every other line goes to the mapper.
+    event_kind = staticmethod(event_kind)
 
     def user_text(self, line: bytes) -> str | None:
         """None: Claude Code does not echo the prompt (and takes no steering)."""

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Final
 
 from bridge.agents.claude.errors import classify_exit, classify_result_error, classify_subtype
 from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo
 
 log = logging.getLogger(__name__)

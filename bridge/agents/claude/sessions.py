@@ -27,7 +27,8 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.agents.mapping import text_of
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.session_files import checkpoint_of
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint
         if not _SESSION_ID.match(session_id):
             return None
         path = find_session_file(session_id, env)
-        return _checkpoint_of(path) if path is not None else SessionCheckpoint(session_id)
+        return checkpoint_of(path.stem, path) if path is not None else SessionCheckpoint(session_id)
     if options.continue_session:
         folder = config_dir(env) / "projects" / project_folder(options.cwd)
         files = []
@@ -92,15 +93,11 @@ def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint
                 files.append((path.stat().st_mtime, path))
             except OSError:
                 continue
-        return _checkpoint_of(max(files)[1]) if files else SessionCheckpoint(None)
+        if not files:
+            return SessionCheckpoint(None)
+        newest = max(files)[1]
+        return checkpoint_of(newest.stem, newest)
     return SessionCheckpoint(None)
-
-
-def _checkpoint_of(path: Path) -> SessionCheckpoint | None:
-    try:
-        return SessionCheckpoint(path.stem, str(path), path.stat().st_size)
-    except OSError:
-        return None
 
 
 def rewind(

@@ -13,8 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import ProposedChange, ToolCheck, ToolVerdict
-from bridge.contract import ToolKind
+from bridge.agents.values import AgentTools, ProposedChange, ToolCheck, ToolVerdict
 
 _READ_TOOLS: Final = frozenset({"Read", "Glob", "Grep", "LS", "NotebookRead"})
 #: WebFetch and WebSearch read nothing local, but what they send (a URL, a query) leaves the machine:
@@ -26,6 +25,7 @@ WEB_TOOLS: Final = ("WebFetch", "WebSearch")
 WEB_HOOK_ID: Final = "pi-bridge-web-tools"
 WEB_TOOL_HOOKS: Final = {"PreToolUse": [{"matcher": "|".join(WEB_TOOLS), "hookCallbackIds": [WEB_HOOK_ID]}]}
 _EDIT_TOOLS: Final = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+_TOOLS: Final = AgentTools(_READ_TOOLS, _EDIT_TOOLS, "Bash")
 
 
 def tool_check(request: dict[str, Any]) -> ToolCheck | None:
@@ -35,24 +35,14 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
         return None
     arguments = arguments if isinstance(arguments, dict) else {}
     call_id = request.get("tool_use_id")
-    command, path = arguments.get("command"), arguments.get("file_path")
-    return ToolCheck(
-        tool_call_id=call_id if isinstance(call_id, str) else "",
-        tool=tool,
-        kind=_kind(tool),
-        input=arguments,
-        command=command if tool == "Bash" and isinstance(command, str) else None,
-        path=path if isinstance(path, str) else None,
+    return ToolCheck.of_call(
+        call_id if isinstance(call_id, str) else "",
+        tool,
+        arguments,
+        tools=_TOOLS,
+        path=arguments.get("file_path"),
         change=_change(tool, arguments),
     )
-
-
-def _kind(tool: str) -> ToolKind:
-    if tool in _READ_TOOLS:
-        return "read"
-    if tool in _EDIT_TOOLS:
-        return "edit"
-    return "execute" if tool == "Bash" else "other"
 
 
 def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:

@@ -20,9 +20,10 @@ from bridge.agents.codex import sessions
 from bridge.agents.codex.command import launch_spec
 from bridge.agents.codex.live import CodexLiveMode
 from bridge.agents.codex.mapper import CodexEventMapper
-from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.seam import LiveMode
 from bridge.agents.session_files import delete_file
-from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+from bridge.agents.values import LaunchSpec, RunOptions
+from bridge.contract import ErrorInfo
 
 __all__ = ["CodexAgent"]
 
@@ -63,19 +64,10 @@ class CodexAgent:
         """Codex names a thread by its whole id: that id, if it is stored."""
         return session_id if sessions.find_thread_file(session_id, env) is not None else None
 
-    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
-        """The rollout file of the thread the run continues and its size, before the first attempt."""
-        return sessions.checkpoint(options, env)
-
-    def rewind_session(
-        self,
-        checkpoint: SessionCheckpoint,
-        announced: str | None,
-        options: RunOptions,
-        env: Mapping[str, str],
-    ) -> RunOptions:
-        """Cut the thread back to the checkpoint; a thread the failed attempt started is dropped."""
-        return sessions.rewind(checkpoint, announced, options, env)
+    #: The file of the session the run continues and its size, before the first attempt; a failed
+    #: attempt's rewind cuts it back, and drops a session it started.
+    checkpoint_session = staticmethod(sessions.checkpoint)
+    rewind_session = staticmethod(sessions.rewind)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a Codex that could not be started."""
@@ -86,25 +78,9 @@ class CodexAgent:
             retryable=False,
         )
 
-    def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
-        """Nothing asked yet: Codex's project files (AGENTS.md, .codex/) are not gated."""
-        return ()
-
-    def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
-        """Nothing: see `project_resources`."""
-        return ()
-
     def file_change_watch(self, cwd: str) -> None:
         """No diffs yet: Codex's file changes are not read."""
         return None
-
-    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
-        """Not listed yet: Codex's threads are not read back."""
-        return []
-
-    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
-        """Not read back yet."""
-        return SessionNotFound(session_id=session_id)
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the thread's rollout file."""
@@ -113,12 +89,6 @@ class CodexAgent:
     def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
         """Codex's login (auth.json in its home)."""
         return (str(sessions.codex_home(env) / "auth.json"),)
-
-    def warm_launches(
-        self, command: tuple[str, ...], options: RunOptions, session_created: str | None
-    ) -> list[WarmLaunch]:
-        """Nothing: the prompt is on stdin, so nothing can start before it."""
-        return []
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """Codex pointed at the scripted model's Responses API at `base_url`, its home in `workdir`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from bridge.agents.seam import LaunchSpec, RunOptions
+from bridge.agents.values import LaunchSpec, RunOptions
 from bridge.contract import SandboxSettings
 
 #: The bridge's sandbox modes as Codex's own (`-s`): with no sandbox asked, Codex runs its

@@ -23,39 +23,34 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 
 from bridge.agents.codex import sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
+from bridge.agents.live_reader import PendingCommand
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     AgentCommand,
-    AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
     EventKind,
     LaunchSpec,
-    LiveCommand,
     LiveError,
+    LiveErrorKind,
     LiveState,
     ModelChoice,
     RunOptions,
-    SessionStats,
     ToolCheck,
     ToolVerdict,
 )
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long the app-server's first answers may take (a native binary, but a busy machine).
 START_TIMEOUT_SECONDS: Final = 60.0
 #: The `-c` setting the launch names the conversation's stored thread in (Codex ignores it,
@@ -94,19 +89,16 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class CodexLive(LiveReader):
-    """The client side of one ``codex app-server``."""
+class CodexLive(JsonRpcLiveClient):
+    """The client side of one ``codex app-server`` (its tools do their own I/O: no `file_ops`)."""
+
+    who = "Codex"
+    jsonrpc = None
 
     def __init__(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
     ) -> None:
         super().__init__(child, wait_writable=wait_writable)
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        self.file_ops: DoFileOp | None = None  # Codex's tools do their own I/O
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
-        self._interrupting: PendingCommand | None = None
         self._end = _BARE_END
         self._thread: str | None = None
         self._turn: str | None = None
@@ -115,6 +107,9 @@ class CodexLive(LiveReader):
         self._env: Mapping[str, str] = {}
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return LiveError(f"Codex's `{command}` {reason}", command, kind=kind)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -164,12 +159,6 @@ class CodexLive(LiveReader):
             message_count=1 if thread else 0,
         )
 
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
-
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: one app-server serves one conversation's thread."""
         raise LiveError("could not switch: one Codex serves one thread", "switch_session", kind="refused")
@@ -197,7 +186,7 @@ class CodexLive(LiveReader):
             params["model"] = self._model
         self._end = _BARE_END
         self._usage = None
-        return self.send_now("turn/start", params)
+        return self._request_now("turn/start", params)
 
     async def delivered(
         self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
@@ -209,62 +198,21 @@ class CodexLive(LiveReader):
             self._turn = str(turn["id"])
         return answer
 
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        if response is None:
-            if self.closed.is_set():
-                raise LiveError(
-                    f"Codex's {request.name} got no answer: it closed", request.name, kind="closed"
-                )
-            raise LiveError(
-                f"Codex's {request.name} got no answer in {timeout:g} s", request.name, kind="timeout"
-            )
-        if "error" in response:
-            error = response["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise LiveError(f"Codex refused {request.name}: {message}", request.name, kind="refused")
-        result = response.get("result")
-        return result if isinstance(result, dict) else {}
-
     async def request(
         self, name: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
-        return await self.answer(self.send_now(name, params), timeout)
+        return await self.answer(self._request_now(name, params), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: not mapped yet."""
         raise LiveError("Codex takes no steering here", "steer", kind="refused")
 
-    async def abort(self, timeout: float) -> None:
-        """Interrupt the turn; done once ``turn/completed`` came."""
-        await self.answer(self.send_abort_now(), timeout)
-
     def send_abort_now(self) -> PendingCommand:
         """``turn/interrupt`` now; its answer (the turn ended) is awaited with `answer`."""
-        pending = self.send_now("turn/interrupt", {"threadId": self._thread, "turnId": self._turn})
-        self._waiting.pop(pending.command_id, None)
-        self._interrupting = pending
-        return pending
-
-    def send_clear_queue_now(self) -> None:
-        """None: Codex holds no queue of the turn's messages."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the turn's usage."""
-        return SessionStats()
+        return self._as_interrupt(
+            self._request_now("turn/interrupt", {"threadId": self._thread, "turnId": self._turn})
+        )
 
     async def commands(self) -> list[AgentCommand]:
         """None read yet."""
@@ -286,37 +234,9 @@ class CodexLive(LiveReader):
         """Refused: not mapped yet."""
         raise LiveError("Codex's threads are not forked here", "fork", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask the app-server for an orderly exit (stdin EOF)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
 
-    def send_now(self, name: str, params: dict[str, Any]) -> PendingCommand:
-        """Write a request now (from a synchronous callback too)."""
-        self._next_id += 1
-        pending = PendingCommand(name, str(self._next_id))
-        self._write(name, orjson.dumps({"id": self._next_id, "method": name, "params": params}) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise LiveError(f"Codex's {name} could not be sent: it closed its output", name, kind="closed")
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise LiveError(f"Codex's {name} could not be sent: {exc}", name, kind="closed") from exc
-
     # ------------------------------------------------------------------ reading
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting) or self._interrupting is not None
-
-    def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *([self._interrupting] if self._interrupting else [])]:
-            pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
         self.lines_read += len(lines)
@@ -330,7 +250,7 @@ class CodexLive(LiveReader):
             if not isinstance(message, dict):
                 continue
             if "method" not in message and "id" in message:
-                self._answered(message)
+                self._deliver(str(message["id"]), message)
             elif "method" in message and "id" in message:
                 self._asked(message)
             elif "method" in message:
@@ -338,12 +258,6 @@ class CodexLive(LiveReader):
         listener = self.listener
         if events and listener is not None:
             listener(events)
-
-    def _answered(self, message: dict[str, Any]) -> None:
-        pending = self._waiting.pop(str(message["id"]), None)
-        if pending is not None:
-            pending.response = message
-            pending.answered.set()
 
     def _event_lines(self, method: str, params: dict[str, Any]) -> list[bytes]:
         """A notification as the exec lines the mapper reads (none for bookkeeping)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Final
 
 from bridge.agents.mapping import Handler, MapperCore, int_of
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind
 
 #: Item types that are tool calls, and the tool name each gets on the wire.

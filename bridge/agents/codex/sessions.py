@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.session_files import checkpoint_of
+from bridge.agents.values import RunOptions, SessionCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,7 @@ def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint
     path = find_thread_file(options.session_id, env)
     if path is None:
         return SessionCheckpoint(options.session_id)
-    try:
-        return SessionCheckpoint(options.session_id, str(path), path.stat().st_size)
-    except OSError:
-        return None
+    return checkpoint_of(options.session_id, path)
 
 
 def rewind(

@@ -9,16 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agents.pi import session_reader
+from bridge.agents.pi import sessions
 from bridge.agents.pi.command import launch_spec
 from bridge.agents.pi.file_changes import PiFileChangeWatch
+from bridge.agents.pi.live import PiLiveMode
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
 from bridge.agents.pi.session_paths import AGENT_DIR_ENV, resolve_session_id, session_exists
 from bridge.agents.pi.trust import protected_resources, trust_roots
-from bridge.agents.seam import LaunchSpec, LiveMode, RunOptions, SessionCheckpoint, WarmLaunch
+from bridge.agents.seam import LiveMode
 from bridge.agents.session_files import delete_file
-from bridge.contract import ErrorInfo, SessionHistory, SessionNotFound, SessionSummary
+from bridge.agents.values import LaunchSpec, RunOptions, WarmLaunch
+from bridge.contract import ErrorInfo
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
 FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
@@ -59,30 +60,10 @@ class PiAgent:
         """The full id of the pi session named by an id, a unique prefix of one, or its file."""
         return resolve_session_id(session_id, env)
 
-    def checkpoint_session(self, options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint | None:
-        """The file of the session the run continues and its size, before the first attempt."""
-        return session_reader.checkpoint(options, env)
-
-    def rewind_session(
-        self,
-        checkpoint: SessionCheckpoint,
-        announced: str | None,
-        options: RunOptions,
-        env: Mapping[str, str],
-    ) -> RunOptions:
-        """Cut the session file back to the checkpoint (pi appends, so no earlier turn is touched).
-
-        A session the run started keeps its header line only, and the next attempt resumes it:
-        `--session` of an id pi has no file for fails ("No session found matching").
-        """
-        if checkpoint.path is not None:
-            trim_session_file(checkpoint.path, checkpoint.size)
-            return options
-        started = session_reader.find_session_file(announced, env) if announced else None
-        if started is None:
-            return options  # nothing stored: the next attempt starts a session of its own
-        trim_session_file(str(started), None)
-        return dataclasses.replace(options, session_id=announced, continue_session=False, resumed=False)
+    #: The session file a run continues and its size before the first attempt; a failed attempt's
+    #: rewind cuts it back (pi appends, so no earlier turn is touched).
+    checkpoint_session = staticmethod(sessions.checkpoint)
+    rewind_session = staticmethod(sessions.rewind)
 
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for a pi that could not be started."""
@@ -107,17 +88,13 @@ class PiAgent:
         """Which of pi's edit and write calls change which file, read off pi's events."""
         return PiFileChangeWatch(cwd)
 
-    def list_sessions(self, cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
-        """pi's sessions of `cwd`, newest first, read from its session files."""
-        return session_reader.list_sessions(cwd, limit, env)
-
-    def read_session(self, session_id: str, env: Mapping[str, str]) -> SessionHistory | SessionNotFound:
-        """One pi session's history, read from its session file."""
-        return session_reader.read_session(session_id, env)
+    #: pi's sessions of a folder, newest first, and one session's history, from its session files.
+    list_sessions = staticmethod(sessions.list_sessions)
+    read_session = staticmethod(sessions.read_session)
 
     def delete_session(self, session_id: str, env: Mapping[str, str]) -> bool:
         """Remove the session's file (pi keeps one file per session)."""
-        return delete_file(session_reader.find_session_file(session_id, env))
+        return delete_file(sessions.find_session_file(session_id, env))
 
     def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
         """pi's auth.json, in its agent dir and in the default one."""

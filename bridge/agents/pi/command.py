@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Final
 
 from bridge.agents.pi.trust import trust_flags
-from bridge.agents.seam import MCP_CONFIG_ENV, LaunchSpec, RunOptions
+from bridge.agents.values import MCP_CONFIG_ENV, LaunchSpec, RunOptions
 
 # The prompt goes through stdin, never argv: pi would read argv words starting with "-" as flags
 # and "@" as file attachments, and argv has a size limit. With a non-TTY stdin pi reads it to EOF

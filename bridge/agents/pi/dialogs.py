@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import Dialog, DialogKind, DialogReply
+from bridge.agents.values import Dialog, DialogKind, DialogReply
 
 #: The dialogs that block the extension until they are answered (pi's docs/rpc-extension-ui.md).
 BLOCKING: Final = frozenset({"select", "confirm", "input", "editor"})

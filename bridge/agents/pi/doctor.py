@@ -1,11 +1,13 @@
 """pi's part of `pi-bridge doctor`: Node, pi itself (the command the server would run) and its
 version, whether its model configuration answers, and which provider key variables are set
-(names only, never values). bridge/tools/doctor.py runs these through the adapter index.
+(names only, never values), and what pi needs to run and how to install it.
+bridge/tools/doctor.py runs these through the adapter index.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -13,6 +15,70 @@ from pathlib import Path
 from typing import Any, Final
 
 from bridge.agents.checks import Check, last_line, run_probe, which
+
+# The npm package that ships the `pi` command (renamed from @mariozechner/pi-coding-agent).
+PI_NPM_PACKAGE = "@earendil-works/pi-coding-agent"
+PI_INSTALL_COMMAND = f"npm install -g {PI_NPM_PACKAGE}"
+PI_DOCS_URL = f"https://www.npmjs.com/package/{PI_NPM_PACKAGE}"
+
+# The oldest pi the bridge is tested against in CI (`--mode json` and `--mode rpc`).
+PI_MIN_VERSION = (1, 6, 0)
+# pi 1.6's package.json: "engines": {"node": ">=22.19.0"}; older Node fails at start-up.
+NODE_MIN_VERSION = (22, 19, 0)
+NODE_INSTALL_HINT = "install Node >= 22.19 (https://nodejs.org/, or `npm install -g node@22`)"
+
+# Where pi keeps models.json, settings.json and auth.json unless PI_CODING_AGENT_DIR says otherwise.
+AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
+DEFAULT_AGENT_DIR = "~/.pi/agent"
+# The files that make up pi's model configuration (copied, never written, by the doctor).
+MODEL_CONFIG_FILES = ("models.json", "settings.json", "auth.json")
+
+# Start-up without network calls (update checks); harmless on older pi (bridge/agents/pi/command.py).
+OFFLINE_ENV = {"PI_OFFLINE": "1"}
+
+# The environment variables pi reads provider API keys from (pi's docs/providers.md).
+PROVIDER_KEY_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_CLOUD_API_KEY",
+    "OPENROUTER_API_KEY",
+    "AI_GATEWAY_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "CEREBRAS_API_KEY",
+    "XAI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "FIREWORKS_API_KEY",
+    "TOGETHER_API_KEY",
+    "NVIDIA_API_KEY",
+    "MOONSHOT_API_KEY",
+    "KIMI_API_KEY",
+    "ZAI_API_KEY",
+    "MINIMAX_API_KEY",
+    "HF_TOKEN",
+    "COPILOT_GITHUB_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+)
+
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """The first `X.Y.Z` in `text` (`v22.19.0`, `1.6.0`), or None."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def format_version(version: tuple[int, ...]) -> str:
+    """`(22, 19, 0)` as `22.19.0`."""
+    return ".".join(str(part) for part in version)
+
 
 # Where an editor's user sets a key or picks the scripted model (the doctor's report is read there).
 EDITOR_KEY_ADVICE: Final = (
@@ -39,13 +105,6 @@ def checks(
 
 def check_node(environ: Mapping[str, str]) -> Check:
     """Node is on PATH and at least the version pi needs."""
-    from bridge.agents.pi.requirements import (
-        NODE_INSTALL_HINT,
-        NODE_MIN_VERSION,
-        format_version,
-        parse_version,
-    )
-
     node = which("node", environ)
     if node is None:
         return Check("node", "Node", "fail", "node not found on PATH", NODE_INSTALL_HINT)
@@ -80,16 +139,6 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
     `pi --version` writes auth.json and a sessions folder into its agent dir: it runs with a
     throwaway agent dir (AGENT_DIR_ENV) so the doctor never writes into the user's.
     """
-    from bridge.agents.pi.requirements import (
-        AGENT_DIR_ENV,
-        OFFLINE_ENV,
-        PI_DOCS_URL,
-        PI_INSTALL_COMMAND,
-        PI_MIN_VERSION,
-        format_version,
-        parse_version,
-    )
-
     shown = " ".join(command)
     exe = which(command[0], environ) if command else None
     # What an editor needs to offer the install itself (VS Code's "Install pi" / "Open Docs").
@@ -138,8 +187,6 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
 
 def user_agent_dir(environ: Mapping[str, str]) -> Path:
     """pi's agent dir for this environment: its AGENT_DIR_ENV variable, else its default dir."""
-    from bridge.agents.pi.requirements import AGENT_DIR_ENV, DEFAULT_AGENT_DIR
-
     configured = environ.get(AGENT_DIR_ENV)
     if configured:
         return Path(configured)
@@ -169,13 +216,6 @@ def check_models(command: tuple[str, ...], environ: Mapping[str, str], scripted_
     dir, so the user's configuration (and keys in the environment) count, and nothing is written
     to the user's agent dir. With --scripted-model the bridge's own configuration is checked.
     """
-    from bridge.agents.pi.requirements import (
-        AGENT_DIR_ENV,
-        MODEL_CONFIG_FILES,
-        OFFLINE_ENV,
-        PROVIDER_KEY_VARIABLES,
-    )
-
     source = user_agent_dir(environ)
     with tempfile.TemporaryDirectory(prefix="pi-bridge-doctor-") as scratch:
         if scripted_model:
@@ -220,8 +260,6 @@ def check_models(command: tuple[str, ...], environ: Mapping[str, str], scripted_
 
 def check_api_keys(environ: Mapping[str, str], scripted_model: bool) -> Check:
     """Which provider API-key variables are set: names only, never values."""
-    from bridge.agents.pi.requirements import PROVIDER_KEY_VARIABLES
-
     names = [name for name in PROVIDER_KEY_VARIABLES if environ.get(name)]
     data: dict[str, Any] = {"set": names}
     if names:

@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.seam import FileChangeAnnounced, FileChangeDone, Hunk
+from bridge.agents.mapping import json_object
+from bridge.agents.values import FileChangeAnnounced, FileChangeDone, Hunk
 
 FILE_TOOLS: Final = frozenset({"edit", "write"})
 
@@ -103,19 +104,19 @@ class PiFileChangeWatch:
         if line.startswith(_UPDATE):
             if line.find(_TOOLCALL_END, 0, _HEAD) < 0:
                 return ()
-            event = _load(line)
+            event = json_object(line)
             update = event.get("assistantMessageEvent") if event else None
             call = update.get("toolCall") if isinstance(update, dict) else None
             if not isinstance(call, dict):
                 return ()
             return self._announce(call.get("id"), call.get("name"), call.get("arguments"))
         if line.startswith(_EXECUTION_START):
-            event = _load(line)
+            event = json_object(line)
             if event is None:
                 return ()
             return self._announce(event.get("toolCallId"), event.get("toolName"), event.get("args"))
         if line.startswith(_EXECUTION_END):
-            event = _load(line)
+            event = json_object(line)
             call_id = event.get("toolCallId") if event else None
             if not isinstance(call_id, str) or self._tools.pop(call_id, None) is None:
                 return ()
@@ -123,7 +124,7 @@ class PiFileChangeWatch:
             details = result.get("details") if isinstance(result, dict) else None
             return [_done(call_id, details, self._originals.pop(call_id, _UNTOLD))]
         if line.startswith(_UI_REQUEST) and _ORIGINAL_MARK in line:
-            self._note_original(_load(line))
+            self._note_original(json_object(line))
         return ()
 
     def _note_original(self, event: dict[str, Any] | None) -> None:
@@ -153,14 +154,6 @@ class PiFileChangeWatch:
         content = arguments.get("content") if name == "write" else None
         path = resolve_tool_path(arguments["path"], self._cwd)
         return [FileChangeAnnounced(call_id, path, content if isinstance(content, str) else None)]
-
-
-def _load(line: bytes) -> dict[str, Any] | None:
-    try:
-        event = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return event if isinstance(event, dict) else None
 
 
 _UNTOLD: Final[Any] = object()

@@ -21,8 +21,8 @@ import orjson
 
 from bridge.agents.mapping import Handler, MapperCore, int_of, text_of
 from bridge.agents.pi.errors import classify_exit, classify_model_error
-from bridge.agents.pi.rpc import UI_DIALOGS
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.pi.live import UI_DIALOGS
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import MAX_TITLE, ErrorInfo
 
 log = logging.getLogger(__name__)

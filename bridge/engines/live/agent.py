@@ -12,7 +12,8 @@ from typing import Protocol
 import anyio
 import psutil
 
-from bridge.agents.seam import LiveClient, LiveMode, LiveState, RunOptions
+from bridge.agents.seam import LiveClient, LiveMode
+from bridge.agents.values import LiveState, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind, ShutdownReceipt
 from bridge.process.spawn import ChildProcess
 

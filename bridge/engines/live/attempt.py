@@ -12,14 +12,13 @@ from typing import Final, TypeVar
 import anyio
 
 from bridge.agents.model_errors import RETRYABLE_KINDS
-from bridge.agents.seam import (
+from bridge.agents.seam import EventMapper, LiveCommand
+from bridge.agents.values import (
     MCP_PROMPT_ACCEPT_SECONDS,
     AskDialog,
     AskTool,
     CommandDone,
     DoFileOp,
-    EventMapper,
-    LiveCommand,
     LiveError,
     Out,
 )

@@ -13,7 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bridge.agents.seam import LiveError, OpenedConversation, RunOptions
+from bridge.agents.values import LiveError, OpenedConversation, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.agent import (
     CheckoutCancelled,

@@ -12,7 +12,8 @@ from typing import Final
 
 import anyio
 
-from bridge.agents.seam import LiveCommand, LiveError
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import LiveError
 from bridge.contract import ShutdownReceipt
 from bridge.engines.live.agent import LiveAgent
 from bridge.engines.live.conversations import Conversations

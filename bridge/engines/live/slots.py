@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from bridge.agents.seam import LiveState
+from bridge.agents.values import LiveState
 from bridge.contract import LiveConversation
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.agent import Lease, LiveAgent, StartFailure

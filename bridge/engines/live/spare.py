@@ -12,7 +12,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 
-from bridge.agents.seam import LiveError, RunOptions
+from bridge.agents.values import LiveError, RunOptions
 from bridge.engines.live.agent import LiveAgent, LiveKey, LiveLaunch, NoLiveMode, StartFailure, canonical_cwd
 from bridge.engines.live.starts import Starter
 

@@ -14,7 +14,8 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bridge.agents.seam import LaunchSpec, LiveError, LiveMode
+from bridge.agents.seam import LiveMode
+from bridge.agents.values import LaunchSpec, LiveError
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.live.agent import Launcher, LiveAgent, LiveLaunch, NoLiveMode, StartFailure
 from bridge.process.shutdown import shutdown_tree, wait_exit

@@ -11,7 +11,8 @@ from typing import Final, Literal
 
 import orjson
 
-from bridge.agents.seam import AgentAdapter, CommandDone, EventMapper, LiveError, LiveMode, Out, RunOptions
+from bridge.agents.seam import AgentAdapter, EventMapper, LiveMode
+from bridge.agents.values import CommandDone, LiveError, Out, RunOptions
 from bridge.engines.endings import FirstStop
 from bridge.engines.live.agent import LiveAgent
 from bridge.engines.output import AttemptOutput

@@ -36,7 +36,8 @@ import anyio
 import anyio.to_thread
 
 from bridge import contract
-from bridge.agents.seam import AgentAdapter, Out
+from bridge.agents.seam import AgentAdapter, ProjectFiles, trust_roots
+from bridge.agents.values import Out
 from bridge.contract import PermissionMode, PermissionOption
 from bridge.policy.approvals import ApprovalRequest, Approver, ask
 from bridge.policy.run_view import RunView
@@ -136,7 +137,7 @@ class ProjectTrust:
     def trusted_now(self, cwd: str, agent: AgentAdapter, env: Mapping[str, str]) -> bool:
         """Whether `agent` started for `cwd` now (ahead of a prompt) may load its project files:
         a decision to trust that still holds. Blocking I/O."""
-        return self.known(cwd, agent.trust_roots(cwd, env)).trusted is True
+        return self.known(cwd, trust_roots(agent, cwd, env)).trusted is True
 
     async def decide(
         self, run: RunView, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
@@ -160,9 +161,9 @@ class ProjectTrust:
             # On the loop: a few stats and one small file read, where a trip to a worker
             # thread is a wait on every prompt's path (the longest of its spans on a busy
             # machine, bench/trace_first_prompt.py); the answer is nearly always "nothing here".
-            roots = run.agent.trust_roots(cwd, env)
+            roots = trust_roots(run.agent, cwd, env)
             known = self.known(cwd, roots)
-            if known.trusted is not None:
+            if known.trusted is not None or not isinstance(run.agent, ProjectFiles):
                 return roots, known, ()
             return roots, known, tuple(run.agent.project_resources(cwd, env))
 

@@ -8,9 +8,9 @@ import orjson
 from acp import schema
 
 from bridge.agents.acp import classify_exit
-from bridge.agents.acp.client import _permission_answer, tool_check
+from bridge.agents.acp.live import _permission_answer, tool_check
 from bridge.agents.acp.mapper import AcpEventMapper
-from bridge.agents.seam import Out, RunOptions, ToolVerdict
+from bridge.agents.values import Out, RunOptions, ToolVerdict
 from bridge.contract import pi_message_adapter
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge import agents
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from bridge.config import BridgeConfig, resolve_config
 from tests.support.env import ROOT
 

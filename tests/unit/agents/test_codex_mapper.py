@@ -11,7 +11,7 @@ import orjson
 from bridge.agents.codex.command import launch_spec
 from bridge.agents.codex.live import CodexLive, CodexLiveMode
 from bridge.agents.codex.mapper import CodexEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import SandboxSettings
 from bridge.process.spawn import ChildProcess
 

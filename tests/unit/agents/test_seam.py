@@ -6,7 +6,7 @@ import re
 
 from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.seam import RunOptions
+from bridge.agents.values import RunOptions
 from tests.support.env import ROOT
 
 # pi's event names, its environment, and wire method literals (the contract has the constants).

@@ -13,8 +13,8 @@ import anyio
 import orjson
 from pygls.workspace import TextDocument
 
-from bridge.agents.pi.gate import command_op, fs_answer_line, is_command_request
-from bridge.agents.seam import FileOp, FileOpResult, RunOptions
+from bridge.agents.pi.tool_checks import command_op, fs_answer_line, is_command_request
+from bridge.agents.values import FileOp, FileOpResult, RunOptions
 from bridge.contract import RunParams
 from bridge.editor.editor_commands import EditorCommands
 from bridge.editor.editor_files import NOT_THE_EDITORS, EditorAnswer, TerminalState

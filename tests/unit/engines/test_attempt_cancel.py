@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bridge.agents.pi import PiAgent
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.engines import one_process as provider
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken

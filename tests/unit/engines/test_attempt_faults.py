@@ -17,7 +17,7 @@ import pytest
 
 from bridge.agents.pi import PiAgent
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, AttemptOutcome

@@ -14,7 +14,7 @@ import pytest
 
 from bridge.agents.claude.file_changes import ClaudeFileChangeWatch
 from bridge.agents.pi.file_changes import PiFileChangeWatch, parse_unified_patch, resolve_tool_path
-from bridge.agents.seam import Out
+from bridge.agents.values import Out
 from bridge.engines import diff_capture
 from bridge.engines.diff_capture import (
     MAX_READS,

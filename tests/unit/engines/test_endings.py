@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from bridge.agents.claude import ClaudeAgent
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, exit_status

@@ -14,8 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.agents.pi.rpc import PiLiveMode, trim_session_file
-from bridge.agents.seam import RunOptions
+from bridge.agents.pi.live import PiLiveMode
+from bridge.agents.pi.sessions import trim_session_file
+from bridge.agents.values import RunOptions
 from bridge.contract import ErrorInfo
 from bridge.engines.live import starts
 from bridge.engines.live.agent import Lease, StartFailure

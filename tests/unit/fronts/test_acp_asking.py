@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 import pytest
 
-from bridge.agents.seam import DIALOG_CANCELLED, Dialog, DialogReply
+from bridge.agents.values import DIALOG_CANCELLED, Dialog, DialogReply
 from bridge.contract import PermissionMode, PermissionOption, ProposedDiff
 from bridge.fronts.acp.approver import permission_request, read_answer
 from bridge.fronts.acp.client_requests import client_answers

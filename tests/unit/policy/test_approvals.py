@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from bridge.agents.seam import ProposedChange, ToolCheck
+from bridge.agents.values import ProposedChange, ToolCheck
 from bridge.fronts.lsp.approver import _read_answer
 from bridge.policy.approvals import (
     ALLOW_ALWAYS,

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from bridge.agents.pi.dialogs import MAX_OPTIONS, MAX_TITLE, dialog_of, reply_line
-from bridge.agents.seam import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply
+from bridge.agents.values import DIALOG_CANCELLED, Dialog, DialogKind, DialogReply
 from bridge.policy.questions import Question, checked, dialogs_for
 from tests.support.runs import make_run
 

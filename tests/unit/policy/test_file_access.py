@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.agents.seam import ProposedChange
+from bridge.agents.values import ProposedChange
 from bridge.policy.approvals import proposed_diff
 from bridge.policy.file_access import AGENT_CONFIG, FileAccess, Refused, resolve
 

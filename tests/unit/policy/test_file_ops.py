@@ -1,5 +1,5 @@
 """The file operations pi's tools hand to the bridge: read from the extension's request
-(bridge/agents/pi/gate.py), done under the run's policy (bridge/policy/file_ops.py)."""
+(bridge/agents/pi/tool_checks.py), done under the run's policy (bridge/policy/file_ops.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from bridge.agents.pi.gate import file_op, fs_answer_line, is_fs_request, tool_check
-from bridge.agents.seam import FileOp, FileOpResult
+from bridge.agents.pi.tool_checks import file_op, fs_answer_line, is_fs_request, tool_check
+from bridge.agents.values import FileOp, FileOpResult
 from bridge.policy.file_access import FileAccess
 from bridge.policy.file_ops import do_op
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from bridge.agents.claude.command import claude_env, claude_flags
 from bridge.agents.pi.command import pi_env
-from bridge.agents.seam import MCP_CONFIG_ENV, RunOptions
+from bridge.agents.values import MCP_CONFIG_ENV, RunOptions
 from bridge.config import BridgeConfig, resolve_config
 from bridge.contract import McpServerHttp, McpServerStdio, RunParams
 from bridge.engines.live.agent import live_key

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bridge import agents
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import RetryPolicy, RunParams
 from bridge.runs import agent_choice

@@ -122,7 +122,7 @@ export async function checkInstallation(launch: BridgeLaunch, log: vscode.LogOut
   const message = missing
     ? `pi is not installed: ${pi.summary}. pi-bridge runs the pi coding agent (Node >= 22.19).`
     : `pi is too old or does not start: ${pi.summary}.`;
-  // The npm command and the docs come from the bridge (bridge/agents/pi/requirements.py), not a copy here.
+  // The npm command and the docs come from the bridge (bridge/agents/pi/doctor.py), not a copy here.
   const install = typeof pi.data['installCommand'] === 'string' ? pi.data['installCommand'] : undefined;
   const docs = typeof pi.data['docsUrl'] === 'string' ? pi.data['docsUrl'] : undefined;
   const choice = await vscode.window.showWarningMessage(

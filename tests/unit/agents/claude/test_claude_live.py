@@ -12,7 +12,7 @@ import orjson
 
 from bridge.agents.claude.live import ClaudeLive, ClaudeLiveMode, event_kind, live_flags
 from bridge.agents.claude.tool_checks import WEB_HOOK_ID, answer_line, hook_answer_line, tool_check
-from bridge.agents.seam import RunOptions, ToolVerdict
+from bridge.agents.values import RunOptions, ToolVerdict
 from bridge.process.spawn import ChildProcess
 
 

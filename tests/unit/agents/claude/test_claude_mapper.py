@@ -9,7 +9,7 @@ from typing import Any
 from bridge.agents.claude.command import launch_spec
 from bridge.agents.claude.file_changes import ClaudeFileChangeWatch, hunks_of
 from bridge.agents.claude.mapper import ClaudeEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
 from bridge.scripted_model import TEXT_REPLY
 from tests.support.env import ROOT

@@ -16,7 +16,7 @@ from bridge.agents.claude import ClaudeAgent
 from bridge.agents.claude import sandbox as claude_sandbox
 from bridge.agents.claude.live import ClaudeLive, live_flags
 from bridge.agents.claude.sandbox import Sandbox, confine, read_sandbox, refusal
-from bridge.agents.seam import RunOptions, ToolCheck, ToolVerdict
+from bridge.agents.values import RunOptions, ToolCheck, ToolVerdict
 from bridge.contract import SandboxSettings
 from bridge.policy import sandbox as runs_sandbox
 from bridge.process import bwrap

@@ -9,9 +9,9 @@ from typing import Any, cast
 import anyio
 import orjson
 
-from bridge.agents.pi.gate import MARKER, answer_line, tool_check
-from bridge.agents.pi.rpc import PiRpc
-from bridge.agents.seam import ToolCheck, ToolVerdict
+from bridge.agents.pi.live import PiRpc
+from bridge.agents.pi.tool_checks import MARKER, answer_line, tool_check
+from bridge.agents.values import ToolCheck, ToolVerdict
 from bridge.contract import PermissionRule
 from bridge.policy.gate import Gate
 from bridge.policy.permissions import CANNOT_ASK_REASON, PLAN_REASON

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.contract import ShutdownReceipt, pi_message_adapter
 from tests.support.env import ROOT
 from tests.support.streams import assert_stream_invariants

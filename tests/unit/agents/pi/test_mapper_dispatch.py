@@ -9,7 +9,7 @@ import pytest
 
 from bridge.agents.pi import mapper as pi_mapper
 from bridge.agents.pi.mapper import PiEventMapper
-from bridge.agents.seam import Out, RunOptions
+from bridge.agents.values import Out, RunOptions
 from bridge.engines.output import coalesce
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bridge.agents.pi.command import GATE_EXTENSION, launch_spec, pi_flags
-from bridge.agents.pi.rpc import rpc_launch_spec
-from bridge.agents.seam import RunOptions
+from bridge.agents.pi.live import rpc_launch_spec
+from bridge.agents.values import RunOptions
 
 
 def test_a_live_pi_gets_the_same_flags_in_rpc_mode() -> None:

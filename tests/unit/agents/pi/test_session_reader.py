@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from bridge.agents.pi import PiAgent, session_reader
+from bridge.agents.pi import PiAgent
+from bridge.agents.pi import sessions as pi_sessions
 from bridge.agents.pi.session_paths import cwd_folder
-from bridge.agents.pi.session_reader import NO_RESULT, list_sessions, read_session
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.pi.sessions import NO_RESULT, list_sessions, read_session
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory
 
 CWD = "/home/me/project"
@@ -253,7 +254,7 @@ def test_unknown_or_unsafe_ids_are_not_found(agent_dir: Path) -> None:
 
 def test_over_long_lines_are_skipped_whole() -> None:
     stream = io.BytesIO(b"short\n" + b"x" * 100 + b"\nafter\nlast-without-newline")
-    assert list(session_reader._lines(stream, max_bytes=50)) == [b"short", b"after", b"last-without-newline"]
+    assert list(pi_sessions._lines(stream, max_bytes=50)) == [b"short", b"after", b"last-without-newline"]
 
 
 def test_texts_and_arguments_are_clipped(agent_dir: Path) -> None:
@@ -262,15 +263,15 @@ def test_texts_and_arguments_are_clipped(agent_dir: Path) -> None:
     writer.assistant("", calls=[("w", "write", {"path": "f", "content": "c" * 100_000})])
     writer.tool_result("w", "write", "o" * 200_000)
     turn = history_of(agent_dir, "big-texts")["turns"][0]
-    assert len(turn["prompt"]) <= session_reader.MAX_TEXT_CHARS + len(session_reader.CLIPPED)
+    assert len(turn["prompt"]) <= pi_sessions.MAX_TEXT_CHARS + len(pi_sessions.CLIPPED)
     call, completed = turn["messages"]
-    assert len(call["content"]["arguments"]["content"]) <= session_reader.MAX_ARGUMENT_CHARS + 40
-    assert len(completed["content"]["output"]) <= session_reader.MAX_TEXT_CHARS + 40
+    assert len(call["content"]["arguments"]["content"]) <= pi_sessions.MAX_ARGUMENT_CHARS + 40
+    assert len(completed["content"]["output"]) <= pi_sessions.MAX_TEXT_CHARS + 40
 
 
 def test_history_keeps_the_last_turns_and_counts_the_omitted(agent_dir: Path) -> None:
     writer = SessionWriter(agent_dir, "many")
-    turns = session_reader.MAX_TURNS + 7
+    turns = pi_sessions.MAX_TURNS + 7
     for index in range(turns):
         writer.user(f"turn {index}")
         writer.assistant(f"answer {index}")

@@ -19,8 +19,15 @@ from typing import Any, Final, cast
 
 import orjson
 
-from bridge.agents.seam import FileOp, FileOpName, FileOpResult, ProposedChange, ToolCheck, ToolVerdict
-from bridge.contract import ToolKind
+from bridge.agents.values import (
+    AgentTools,
+    FileOp,
+    FileOpName,
+    FileOpResult,
+    ProposedChange,
+    ToolCheck,
+    ToolVerdict,
+)
 
 MARKER: Final = "pi-bridge:permission"
 FS_MARKER: Final = "pi-bridge:fs"
@@ -34,6 +41,7 @@ _FILE_OPS: Final[frozenset[str]] = frozenset(
 )
 _READ_TOOLS: Final = frozenset({"read", "grep", "find", "ls"})
 _EDIT_TOOLS: Final = frozenset({"edit", "write"})
+_TOOLS: Final = AgentTools(_READ_TOOLS, _EDIT_TOOLS, "bash")
 
 
 def is_gate_request(request: dict[str, Any]) -> bool:
@@ -50,17 +58,11 @@ def tool_check(request: dict[str, Any]) -> ToolCheck | None:
     if not isinstance(call_id, str) or not isinstance(tool, str):
         return None
     arguments = arguments if isinstance(arguments, dict) else {}
-    command, path = arguments.get("command"), payload.get("resolvedPath")
+    path = payload.get("resolvedPath")
     if not isinstance(path, str):
         path = arguments.get("path")
-    return ToolCheck(
-        tool_call_id=call_id,
-        tool=tool,
-        kind=_kind(tool),
-        input=arguments,
-        command=command if tool == "bash" and isinstance(command, str) else None,
-        path=path if isinstance(path, str) else None,
-        change=_change(tool, arguments),
+    return ToolCheck.of_call(
+        call_id, tool, arguments, tools=_TOOLS, path=path, change=_change(tool, arguments)
     )
 
 
@@ -169,14 +171,6 @@ def _change(tool: str, arguments: dict[str, Any]) -> ProposedChange | None:
         and isinstance(pair.get("newText"), str)
     )
     return ProposedChange(path, replacements=replacements) if replacements else None
-
-
-def _kind(tool: str) -> ToolKind:
-    if tool in _READ_TOOLS:
-        return "read"
-    if tool in _EDIT_TOOLS:
-        return "edit"
-    return "execute" if tool == "bash" else "other"
 
 
 def answer_line(request_id: str, verdict: ToolVerdict) -> bytes:

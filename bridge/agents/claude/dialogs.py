@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from bridge.agents.seam import AskDialog, Dialog
+from bridge.agents.values import AskDialog, Dialog
 
 ASK_USER_TOOL: Final = "AskUserQuestion"
 

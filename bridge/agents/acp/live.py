@@ -22,37 +22,31 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-import anyio
 import orjson
 import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
-from bridge.agents.seam import (
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
+from bridge.agents.live_reader import PendingCommand
+from bridge.agents.mapping import json_object
+from bridge.agents.values import (
     AgentCommand,
-    AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
-    DoFileOp,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,
     ModelChoice,
-    SessionStats,
     ToolCheck,
     ToolVerdict,
 )
 from bridge.contract import PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 
 log = logging.getLogger(__name__)
 
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: An ACP agent's start (a Node program that starts its own agent) and its session/new.
 START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
 _BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
@@ -87,7 +81,7 @@ def launch_env(child: ChildProcess) -> dict[str, str]:
     return {}
 
 
-class AcpLive(LiveReader):
+class AcpLive(JsonRpcLiveClient):
     """The client side of one ACP agent process."""
 
     #: pi-acp runs pi, claude-agent-acp runs Claude Code: their agent is their child.
@@ -104,13 +98,7 @@ class AcpLive(LiveReader):
         super().__init__(child, wait_writable=wait_writable)
         self.spec = spec
         self._on_session = on_session
-        self.asks: AskTool | None = None
-        self.dialogs: AskDialog | None = None
-        self.file_ops: DoFileOp | None = None
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
         self._prompt: PendingCommand | None = None
-        self._cancelling: PendingCommand | None = None
         self._end = _BARE_END
         self._acp_session: str | None = None
         self._session_id: str | None = None
@@ -120,6 +108,9 @@ class AcpLive(LiveReader):
         self._broken = False
 
     # ------------------------------------------------------------------ the seam
+
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return AcpLiveError(self.spec.display_name, command, reason, kind=kind)
 
     @property
     def asks_before_changes(self) -> bool:
@@ -199,12 +190,6 @@ class AcpLive(LiveReader):
             return ModelChoice(provider, model, name)
         return ModelChoice(self.spec.provider, value, name)
 
-    def _cwd(self) -> str:
-        with contextlib.suppress(psutil.Error, OSError):
-            if self.child.handle is not None:
-                return str(self.child.handle.cwd())
-        return os.getcwd()
-
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: a process serves the one session it opened (a resumed one starts a process)."""
         raise AcpLiveError(
@@ -241,58 +226,22 @@ class AcpLive(LiveReader):
         blocks.append(schema.TextContentBlock(type="text", text=text))
         request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
         self._end = _BARE_END
-        pending = self._send("session/prompt", _dump(request))
+        pending = self._request_now("session/prompt", _dump(request))
         self._waiting.pop(pending.command_id, None)
         self._prompt = pending
         return pending
-
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
-        """Wait (bounded) until the agent has read the prompt (its answer comes at the turn's end)."""
-        await self._drain(own_command(pending), timeout)
-        return {}
-
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a request."""
-        request = own_command(pending)
-        try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
-        finally:
-            self._waiting.pop(request.command_id, None)
-        response = request.response
-        name = self.spec.display_name
-        if response is None:
-            if self.closed.is_set():
-                raise AcpLiveError(
-                    name, request.name, "got no answer: the agent closed its output", kind="closed"
-                )
-            raise AcpLiveError(name, request.name, f"got no answer within {timeout:g} s", kind="timeout")
-        error = response.get("error")
-        if error is not None:
-            message = error.get("message") if isinstance(error, dict) else error
-            raise AcpLiveError(name, request.name, f"was refused: {message}", kind="refused")
-        result = response.get("result")
-        return result if isinstance(result, dict) else {}
 
     async def request(
         self, method: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
-        pending = self._send(method, params)
-        await self._drain(pending, timeout)
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(self._request_now(method, params), timeout)
 
     async def steer(self, text: str) -> None:
         """Refused: ACP has no message into a running turn."""
         raise AcpLiveError(
             self.spec.display_name, "steer", "is not something ACP offers mid-turn", kind="refused"
         )
-
-    async def abort(self, timeout: float) -> None:
-        """Cancel the turn; done once the prompt answered."""
-        await self.answer(self.send_abort_now(), timeout)
 
     def send_abort_now(self) -> PendingCommand:
         """Write `session/cancel` now; its acknowledgement is the prompt's answer."""
@@ -304,20 +253,8 @@ class AcpLive(LiveReader):
         cancel = schema.CancelNotification(session_id=self._acp_session or "")
         message = {"jsonrpc": "2.0", "method": "session/cancel", "params": _dump(cancel)}
         self._write("session/cancel", orjson.dumps(message) + b"\n")
-        self._cancelling = pending
+        self._interrupting = pending
         return pending
-
-    def send_clear_queue_now(self) -> None:
-        """None: an ACP agent holds no queue the bridge can take back."""
-        return None
-
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
-        """Nothing (see `send_clear_queue_now`)."""
-        return []
-
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
-        """Nothing more than the turn said."""
-        return SessionStats()
 
     async def commands(self) -> list[AgentCommand]:
         """None listed through the seam yet (the agent's `available_commands_update`)."""
@@ -341,46 +278,7 @@ class AcpLive(LiveReader):
         """Refused: ACP gives the client no title to set."""
         raise AcpLiveError(self.spec.display_name, "rename", "is not done through ACP", kind="refused")
 
-    def close_stdin(self) -> None:
-        """Ask the agent for an orderly exit (stdin EOF)."""
-        self.child.stdin.close()
-
     # ------------------------------------------------------------------ writing
-
-    def _send(self, method: str, params: dict[str, Any]) -> PendingCommand:
-        self._next_id += 1
-        pending = PendingCommand(method, str(self._next_id))
-        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
-        self._write(method, orjson.dumps(message) + b"\n")
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
-        return pending
-
-    def _write(self, name: str, line: bytes) -> None:
-        if self.closed.is_set():
-            raise AcpLiveError(
-                self.spec.display_name, name, "could not be sent: the agent closed its output", kind="closed"
-            )
-        try:
-            self.child.stdin.write_now(line)
-        except (StdinClosed, OSError) as exc:
-            raise AcpLiveError(
-                self.spec.display_name, name, f"could not be sent: {exc}", kind="closed"
-            ) from exc
-
-    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
-        name = self.spec.display_name
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise AcpLiveError(name, pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise AcpLiveError(
-                name, pending.name, f"was not read within {timeout:g} s", kind="timeout"
-            ) from exc
 
     def _reply(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> bytes:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
@@ -396,7 +294,7 @@ class AcpLive(LiveReader):
         return bool(self._waiting) or self._prompt is not None
 
     def _on_closed(self) -> None:
-        for pending in [*self._waiting.values(), *(p for p in (self._prompt, self._cancelling) if p)]:
+        for pending in [*self._waiting.values(), *(p for p in (self._prompt, self._interrupting) if p)]:
             pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
@@ -405,7 +303,7 @@ class AcpLive(LiveReader):
         for line in lines:
             if not line.strip():
                 continue
-            message = _decoded(line)
+            message = json_object(line)
             if message is None:
                 events.append(line)  # the mapper counts it as output it could not read
                 continue
@@ -456,15 +354,12 @@ class AcpLive(LiveReader):
             self._end = orjson.dumps(end)
             prompt.response = message
             prompt.answered.set()
-            cancelling, self._cancelling = self._cancelling, None
+            cancelling, self._interrupting = self._interrupting, None
             if cancelling is not None:
                 cancelling.response = {"result": {}}
                 cancelling.answered.set()
             return True
-        pending = self._waiting.pop(command_id, None)
-        if pending is not None:
-            pending.response = message
-            pending.answered.set()
+        self._deliver(command_id, message)
         return False
 
     def _asked(self, message: dict[str, Any]) -> None:
@@ -532,14 +427,6 @@ def _permission_answer(
         return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"outcome": outcome}}) + b"\n"
 
     return answer
-
-
-def _decoded(line: bytes) -> dict[str, Any] | None:
-    try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return message if isinstance(message, dict) else None
 
 
 def _dump(model: Any) -> dict[str, Any]:

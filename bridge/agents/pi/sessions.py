@@ -13,11 +13,13 @@ assistant message its text whole, then its thought, then each tool call followed
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import logging
 import os
 import re
+import stat
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.agents.pi.session_paths import cwd_folder, sessions_root
-from bridge.agents.seam import RunOptions, SessionCheckpoint
+from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
 log = logging.getLogger(__name__)
@@ -514,3 +516,52 @@ def read_session(session_id: str, env: Mapping[str, str]) -> SessionHistory | Se
         except (OSError, ValidationError) as exc:
             log.info("session file %s unreadable: %s", path, exc)
     return history if history is not None else SessionNotFound(session_id=session_id)
+
+
+def session_file_size(path: str | None) -> int | None:
+    """The size of a session file now (None when pi has not written it yet)."""
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def trim_session_file(path: str, size: int | None) -> None:
+    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
+
+    pi appends entries, so the bytes before `size` are exactly the conversation before the
+    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
+    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:
+        return
+    with open(fd, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        if size is None:
+            header = handle.readline()
+            size = len(header) if header.endswith(b"\n") else 0
+        if size < os.fstat(fd).st_size:
+            os.ftruncate(fd, size)
+
+
+def rewind(
+    checkpoint: SessionCheckpoint, announced: str | None, options: RunOptions, env: Mapping[str, str]
+) -> RunOptions:
+    """Cut the session file back to the checkpoint (pi appends, so no earlier turn is touched).
+
+    A session the run started keeps its header line only, and the next attempt resumes it:
+    `--session` of an id pi has no file for fails ("No session found matching").
+    """
+    if checkpoint.path is not None:
+        trim_session_file(checkpoint.path, checkpoint.size)
+        return options
+    started = find_session_file(announced, env) if announced else None
+    if started is None:
+        return options  # nothing stored: the next attempt starts a session of its own
+    trim_session_file(str(started), None)
+    return dataclasses.replace(options, session_id=announced, continue_session=False, resumed=False)

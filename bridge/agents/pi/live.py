@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
-import anyio
-import anyio.abc
 import orjson
 
-from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
+from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_reader import PendingCommand, own_command
+from bridge.agents.mapping import json_object
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
 from bridge.agents.pi.dialogs import dialog_of, reply_line
 from bridge.agents.pi.errors import classify_exit, classify_refusal, lacks_rpc_mode
-from bridge.agents.pi.gate import (
+from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
+from bridge.agents.pi.sessions import session_file_size, trim_session_file
+from bridge.agents.pi.tool_checks import (
     answer_line,
     command_op,
     file_op,
@@ -35,13 +36,12 @@ from bridge.agents.pi.gate import (
     is_gate_request,
     tool_check,
 )
-from bridge.agents.pi.session_paths import cwd_folder, session_exists, session_file, sessions_root
 from bridge.agents.pi.trust import trust_flags
-from bridge.agents.seam import (
+from bridge.agents.seam import LiveCommand
+from bridge.agents.values import (
     DIALOG_CANCELLED,
     AgentCommand,
     AskDialog,
-    AskTool,
     BridgeCommand,
     CommandDone,
     ContextUsage,
@@ -51,7 +51,6 @@ from bridge.agents.seam import (
     FileOp,
     FileOpResult,
     LaunchSpec,
-    LiveCommand,
     LiveError,
     LiveErrorKind,
     LiveState,
@@ -61,10 +60,8 @@ from bridge.agents.seam import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import ErrorKind, PromptImage
-from bridge.process.framing import MAX_LINE_BYTES
+from bridge.contract import PromptImage
 from bridge.process.spawn import ChildProcess
-from bridge.process.stdin_pipe import StdinClosed
 from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
@@ -75,9 +72,6 @@ JS_WHITESPACE: Final = (
     "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 
-# pi answers every command but `abort` and `prompt`'s run at once (the first command of a
-# fresh pi waits for its start-up: START_TIMEOUT_SECONDS). Past this, pi is not answering.
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
 #: How long a fresh pi's first command may take: it waits for Node's start-up, pi's extensions
 #: and MCP servers, far slower than a command on a busy machine; a slow start taken for a stall
 #: fails a prompt that a moment more would have run.
@@ -270,71 +264,28 @@ def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
     return names[-1].rsplit(".", 1)[0].split("_", 1)[1]
 
 
-def session_file_size(path: str | None) -> int | None:
-    """The size of a session file now (None when pi has not written it yet)."""
-    if not path:
-        return None
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
-
-
-def trim_session_file(path: str, size: int | None) -> None:
-    """Cut a session file back to `size` bytes (its state before a failed prompt); blocking I/O.
-
-    pi appends entries, so the bytes before `size` are exactly the conversation before the
-    prompt; a file pi had not written yet keeps only its header line (the session itself). Only
-    a regular file is touched: the path is pi's to name, and a FIFO's open would wait forever.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
-    except OSError:
-        return
-    with open(fd, "rb", buffering=0) as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        if size is None:
-            header = handle.readline()
-            size = len(header) if header.endswith(b"\n") else 0
-        if size < os.fstat(fd).st_size:
-            os.ftruncate(fd, size)
-
-
-class PiRpc(LiveReader):
+class PiRpc(LiveClientBase):
     """The client side of one `pi --mode rpc` process."""
 
     run_end_line = RUN_END_LINE
+    who = "pi"
+    #: How many of pi's stdout lines were not JSON (counted per instance once one came).
+    garbage = 0
 
-    def __init__(
-        self,
-        child: ChildProcess,
-        *,
-        max_line_bytes: int = MAX_LINE_BYTES,
-        wait_writable: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        super().__init__(child, max_line_bytes=max_line_bytes, wait_writable=wait_writable)
-        self.garbage = 0
-        self._next_id = 0
-        self._waiting: dict[str, PendingCommand] = {}
-        # Decides the tool calls the gate extension asks about; set per attempt by the engine.
-        self.asks: AskTool | None = None
-        # Answers the extensions' own dialogs; set per attempt by the engine (None: cancelled).
-        self.dialogs: AskDialog | None = None
-        # Does the file operations of the extension's file tools; set per attempt (None: refused).
-        self.file_ops: DoFileOp | None = None
+    def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
+        return RpcError(command, reason, kind=kind)
+
+    def _reply_data(self, command: str, response: dict[str, Any]) -> dict[str, Any]:
+        """A response's `data` ({} if none); raises unless it says success."""
+        if response.get("success") is not True:
+            raise self._refuse(command, f"was refused: {response.get('error') or 'no reason given'}")
+        data = response.get("data")
+        return data if isinstance(data, dict) else {}
 
     @property
     def asks_before_changes(self) -> bool:
         """pi's gate extension asks before every tool while the conversation's mode file says so."""
         return True
-
-    def _awaiting_answers(self) -> bool:
-        return bool(self._waiting)
-
-    def _on_closed(self) -> None:
-        for pending in self._waiting.values():
-            pending.answered.set()
 
     # ------------------------------------------------------------------ commands
 
@@ -359,56 +310,16 @@ class PiRpc(LiveReader):
         """Write one command now; its answer is awaited with `answer`. Raises RpcError: closed,
         or timeout when pi has not read it within `timeout` s (a wedged pi, a big prompt)."""
         pending = self.send_now(command)
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
+        await self._drain(pending, timeout)
         return pending
 
     def send_now(self, command: dict[str, Any]) -> PendingCommand:
         """`send` from a synchronous callback: the line is handed to pi's stdin before this
         returns (anything the pipe cannot take yet follows as it drains)."""
-        name = str(command.get("type"))
-        if self.closed.is_set():
-            raise RpcError(name, "could not be sent: pi has closed its output", kind="closed")
-        self._next_id += 1
-        pending = PendingCommand(name, f"b{self._next_id}")
-        try:
-            self.child.stdin.write_now(orjson.dumps({**command, "id": pending.command_id}) + b"\n")
-            mark("pi.stdin")
-        except (StdinClosed, OSError) as exc:
-            raise RpcError(name, f"could not be sent: {exc}", kind="closed") from exc
-        self._waiting[pending.command_id] = pending
-        self._cut_client_wait()
+        pending = PendingCommand(str(command.get("type")), f"b{self._new_id()}")
+        self._send_line(pending, orjson.dumps({**command, "id": pending.command_id}) + b"\n")
+        mark("pi.stdin")
         return pending
-
-    async def answer(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
-        """Wait (bounded) for the answer to a sent command; its `data` ({} if none)."""
-        pending = own_command(command)
-        name = pending.name
-        try:
-            with anyio.move_on_after(timeout):
-                await pending.answered.wait()
-        finally:
-            self._waiting.pop(pending.command_id, None)
-        if pending.response is None:
-            if self.closed.is_set():
-                raise RpcError(name, "got no answer: pi closed its output", kind="closed")
-            raise RpcError(name, f"got no answer within {timeout:g} s", kind="timeout")
-        response = pending.response
-        if response.get("success") is not True:
-            raise RpcError(name, f"was refused: {response.get('error') or 'no reason given'}", kind="refused")
-        data = response.get("data")
-        return data if isinstance(data, dict) else {}
-
-    def close_stdin(self) -> None:
-        """Ask pi for an orderly exit (stdin EOF: an idle pi exits at once)."""
-        self.child.stdin.close()
 
     async def prepare(self) -> LiveState:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
@@ -456,17 +367,7 @@ class PiRpc(LiveReader):
         self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
     ) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
-        pending = own_command(command)
-        try:
-            with anyio.fail_after(timeout):
-                await self.child.stdin.drain()
-        except StdinClosed as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"could not be sent: {exc}", kind="closed") from exc
-        except TimeoutError as exc:
-            self._waiting.pop(pending.command_id, None)
-            raise RpcError(pending.name, f"was not read by pi within {timeout:g} s", kind="timeout") from exc
-        return await self.answer(pending, timeout)
+        return await self._sent_and_answered(own_command(command), timeout)
 
     async def steer(self, text: str) -> None:
         """Queue a steering message for the running run."""
@@ -693,19 +594,11 @@ class PiRpc(LiveReader):
         self._settle(request_id, answer_line(request_id, verdict))
 
     def _answer(self, line: bytes) -> bool:
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
+        record = json_object(line)
+        if record is None or record.get("type") != "response":
             return False
-        if not isinstance(record, dict) or record.get("type") != "response":
-            return False
-        pending = self._waiting.pop(str(record.get("id")), None)
-        if pending is None:
-            if record.get("success") is not True:
-                log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
-            return True
-        pending.response = record
-        pending.answered.set()
+        if not self._deliver(str(record.get("id")), record) and record.get("success") is not True:
+            log.info("pi rpc: an unmatched failed response: %s", str(record.get("error"))[:200])
         return True
 
 
@@ -724,43 +617,22 @@ class PiLiveMode:
         """The rpc client of a pi just spawned."""
         return PiRpc(child, wait_writable=wait_writable)
 
-    def event_kind(self, line: bytes) -> EventKind | None:
-        """The events the rpc engine reads itself (see `event_kind`)."""
-        return event_kind(line)
-
-    def user_text(self, line: bytes) -> str | None:
-        """The text of a user message event."""
-        return user_text(line)
-
-    def latest_session_id(self, cwd: str, env: Mapping[str, str]) -> str | None:
-        """The newest session of `cwd`, by pi's file names."""
-        return latest_session_id(cwd, env)
+    #: The events the engine reads itself, and a user message's text (pi's event lines).
+    event_kind = staticmethod(event_kind)
+    user_text = staticmethod(user_text)
+    #: pi's sessions: the newest of a folder by its file names, and a stored one's file.
+    latest_session_id = staticmethod(latest_session_id)
+    session_file = staticmethod(session_file)
+    #: pi appends to its session file: a mark is the file's size, and a cut truncates to it.
+    session_mark = staticmethod(session_file_size)
+    cut_session_back = staticmethod(trim_session_file)
+    #: pi's exit classification, and whether its stderr says it has no `--mode rpc`.
+    classify_exit = staticmethod(classify_exit)
+    lacks_live_mode = staticmethod(lacks_rpc_mode)
 
     def session_stored(self, session_id: str, cwd: str, env: Mapping[str, str]) -> bool:
         """Whether pi has written session `session_id`."""
         return session_exists(session_id, False, cwd, env)
-
-    def session_file(self, session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
-        """The file of pi's session `session_id`, if it is stored."""
-        return session_file(session_id, cwd, env)
-
-    def session_mark(self, path: str | None) -> int | None:
-        """pi appends to its session file: the mark is the file's size now."""
-        return session_file_size(path)
-
-    def cut_session_back(self, path: str, mark: int | None) -> None:
-        """Cut a session file back to a size (see `trim_session_file`)."""
-        trim_session_file(path, mark)
-
-    def classify_exit(
-        self, exit_code: int | None, signal_name: str | None, stderr: str
-    ) -> tuple[ErrorKind, bool]:
-        """pi's exit classification."""
-        return classify_exit(exit_code, signal_name, stderr)
-
-    def lacks_live_mode(self, stderr: str) -> bool:
-        """Whether pi says it has no `--mode rpc`."""
-        return lacks_rpc_mode(stderr)
 
     def silence_may_mean_no_live_mode(self) -> bool:
         """A `piCommand` may name a wrapper or an old pi that reads stdin as something else."""
