@@ -1,7 +1,5 @@
 """Command line: `pi-bridge` serves JSON-RPC on stdio; `demo` shows one run end to end; `doctor` checks;
 `trust` saves a workspace's project-trust decision.
-
-Logging goes to stderr (or --log-file), never stdout: stdout belongs to JSON-RPC.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Server settings: which agent command to run, and initializationOptions read leniently.
-
-Which pi to run, first match wins (docs/protocol.md): initializationOptions.piCommand, the
---pi-command flag, the PI_BRIDGE_PI_COMMAND environment variable, then `pi` on PATH.
-Bad initializationOptions never stop the server: each bad field is reported as a warning and
-falls back to its default (the jedi-language-server way).
-"""
+"""Server settings: which agent command to run, and initializationOptions read leniently."""
 
 from __future__ import annotations
 

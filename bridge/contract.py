@@ -1,12 +1,4 @@
-"""The pi-bridge wire contract (v1): method names, params, messages and results as pydantic models.
-
-This module is the single source of truth for what crosses the wire between the bridge and an
-editor. It imports nothing from the runtime; `docs/protocol.schema.json` is generated from it
-(`python -m bridge.contract > docs/protocol.schema.json`) and a test keeps the two equal.
-
-Python names are snake_case; the wire is camelCase (aliases). Inbound params forbid unknown keys so
-a typo is an InvalidParams error naming the field instead of a silently ignored option.
-"""
+"""The pi-bridge wire contract (v1): method names, params, messages and results as pydantic models."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The agent CLIs the bridge can drive, by name: build an adapter, find its command and version.
-
-This is the index of the seam, the one module that imports every adapter package; everything
-agent-specific stays behind them. `pi` is the default agent. Front ends (the JSON-RPC server,
-the ACP front's `--agent NAME`) choose an agent with `build_adapter(name)`.
-"""
+"""The agent CLIs the bridge can drive, by name: build an adapter, find its command and version."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What an agent's `pi-bridge doctor` checks are made of: a check line, a probe, a PATH lookup.
-
-Each agent package (bridge/agents/pi/doctor.py) writes its own checks from these; the CLI's doctor
-(bridge/tools/doctor.py) runs them through the adapter index. Only the standard library is
-imported: the doctor must run, and say so, when the bridge's own dependencies are missing.
-"""
+"""What an agent's `pi-bridge doctor` checks are made of: a check line, a probe, a PATH lookup."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The writing half every live client shares: commands written, drained and awaited, and its end.
-
-An agent's client says how its answers read (`_reply_data`) and how its errors are worded (`_error`);
-how its commands are framed stays in the agent's own live.py.
-"""
+"""The writing half every live client shares: commands written, drained and awaited, and its end."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The reading half of a live agent's client: stdout in line batches to a listener, stderr's tail.
-
-Every live client (pi's rpc, Claude Code's live mode) reads the same way: lines go, in the
-batches they were read in, to whoever listens (the attempt streaming now); reading waits while the
-listener holds messages back or the editor is behind, so the agent blocks on its pipe rather than
-the bridge buffering without bound. What a line means is the subclass's (`_dispatch`). The agent's
-questions before a tool call are decided here too: each is answered once, and the time the bridge
-(or the user) takes to decide is not the agent's silence.
-"""
+"""The reading half of a live agent's client: stdout in line batches to a listener, stderr's tail."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""What both agents' event mappers share: the terminal, bad lines, tool closing, thought buffering.
-
-An agent's mapper subclasses `MapperCore` and adds the handlers of its own events. The core holds
-the rules every mapper keeps: exactly one terminal message, after which no line is mapped; a line
-that cannot be read is counted and sampled, never raised; every tool call is closed once, by the
-bridge at the end if the agent did not; a thought is delivered whole, never between a tool call
-and its close.
-"""
+"""What both agents' event mappers share: the terminal, bad lines, tool closing, thought buffering."""
 
 from __future__ import annotations
 

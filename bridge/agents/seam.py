@@ -1,9 +1,4 @@
-"""The seam between the agent-neutral bridge and one agent CLI: the protocols an agent implements.
-
-`AgentAdapter` is what every agent answers; the smaller protocols below it are capabilities an
-adapter may offer. An agent with a live mode exposes it as a `LiveMode`, and each of its
-processes through a `LiveClient`. The values they exchange are in values.py.
-"""
+"""The seam between the agent-neutral bridge and one agent CLI: the protocols an agent implements."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""The paths of a workspace that changed since the last look, from Linux inotify (no scan).
-
-A checkpoint needs to know what changed since the last snapshot: a turn's file tools, its shell
-commands, the user's edits between turns. Scanning the workspace for it costs a `stat` per file
-(seconds a turn at 100,000 files); the kernel can say it instead. One watch per folder (never
-through a symlink, never inside a `.git` folder); a folder created or moved in is watched and
-walked at once, so what was written into it before its watch took is still seen.
-
-Events are queued by the kernel inside the writing system call, so a `drain()` right after a
-write sees it: no thread, no timer. Whenever the watcher may have missed something (queue
-overflow, the watch limit reached, the workspace folder itself moved or deleted, no inotify on
-this system) `drain()` says so (None), and the caller scans the workspace as before.
-
-Not seen: writes through a shared mmap, and writes to a hard link of a workspace file from
-outside it (git's own fsmonitor has the same blind spots).
-"""
+"""The paths of a workspace that changed since the last look, from Linux inotify (no scan)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
 """Checkpoints: the workspace's files before every prompt of a conversation, and where each turn
 left them; `pi/checkpoints` lists them and `pi/rewind` puts the files back.
-
-A prompt's snapshot is taken off the event loop once the agent's first output is out (or at once
-when a tool waits for it), so it costs the first delta nothing, not even a share of the CPU while
-the first delta is on its way; the turn's tools wait for it instead (the gate holds them:
-engines/live/attempt.py and gate.py). After the turn a second snapshot, queued as the run ends and taken
-once it has answered, records what the turn changed, shell commands included. What the user
-changed between turns is told apart from what the turns did, so a rewind never takes back the
-user's own edits unless forced. A rewind deletes only what the checkpoint shows the turns created:
-a path its snapshot does not hold but that its own `.gitignore` files ignored, or that it left
-out for its size, may have been there before the prompt, and stays (even when forced).
-
-The records live in the bridge's state dir, one file per conversation; the snapshots in one
-shadow git repository per workspace (shadow_git.py). Old checkpoints are pruned by count.
 """
 
 from __future__ import annotations

@@ -1,24 +1,4 @@
-"""A shadow git repository of one workspace: snapshots of its files, kept in the bridge's state dir.
-
-`git --git-dir <state>/checkpoints/<workspace key>/git --work-tree <workspace>`: the user's own
-`.git`, index and stash are never touched (git never stores a `.git` path, and this repository's
-index is its own), the workspace's `.gitignore` rules hold, and a file over the size limit is
-left out with a note.
-
-A snapshot holds a file's exact bytes and a restore writes them back: no user or system git
-configuration applies (GIT_CONFIG_GLOBAL/NOSYSTEM, the repository's own config pinned), and the
-workspace's `.gitattributes` are overridden for every path (`info/attributes`, git's highest
-precedence): no line-ending conversion, `$Id$` expansion, filter, encoding. No hook runs.
-
-Only the first snapshot of a workspace scans it (every file hashed once); from then on a
-watcher (fs_watch.py) says which paths changed, and a snapshot updates only those in the index:
-a handful of short git commands whatever the workspace's size, with the same ignore rules,
-size limit and exact bytes as a scan. Whenever the watcher may have missed something, the next
-snapshot scans again. The index is kept fit for scans too: untracked cache, split index, no
-trailing hash (index.skipHash), index v4 (feature.manyFiles).
-
-Every method is blocking: callers run it in a worker thread, one at a time per workspace.
-"""
+"""A shadow git repository of one workspace: snapshots of its files, kept in the bridge's state dir."""
 
 from __future__ import annotations
 

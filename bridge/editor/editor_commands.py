@@ -1,15 +1,4 @@
-"""The agent's shell commands in the editor's own terminal (ACP's `terminal/create`).
-
-The agent's shell tool hands its command over (for pi: bridge/agents/pi/extension/index.ts,
-`exec`), after the permission gate allowed it. A front whose editor runs terminals starts it
-there, wrapped in the run's sandbox when it has one (the same bwrap command line the agent's own
-shell would run, sandbox.py), and the tool polls it: each `poll` waits a moment for the command
-to end, then answers its output so far, which the tool streams as its partial result. A cancel
-of the run kills the command and releases the terminal; so does the tool's own abort (`kill`).
-An editor without terminals: the answer is `local`, and the agent runs the command itself.
-
-A terminal is the run's own: a poll or kill may only name one this run started.
-"""
+"""The agent's shell commands in the editor's own terminal (ACP's `terminal/create`)."""
 
 from __future__ import annotations
 

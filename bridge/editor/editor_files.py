@@ -1,16 +1,4 @@
-"""The editor's own file surface: a read or a write of the agent's file tools done by the editor.
-
-A front whose client can do it (ACP's `fs/read_text_file` and `fs/write_text_file`, the LSP
-front's open documents and `workspace/applyEdit`) implements `EditorFiles` and the gate hands it
-to every run's file operations (file_ops.py). The path policy judges each operation first; only
-an allowed one reaches the editor. So a read sees the text the user sees (an unsaved buffer),
-and a write goes through the editor's own review, nothing landing on the disk behind it.
-
-An operation the editor does not take (`NOT_THE_EDITORS`) is done on the disk as without one.
-
-An editor may also run the agent's commands in its own terminals (ACP's `terminal/*`):
-editor_commands.py drives them through the primitives below.
-"""
+"""The editor's own file surface: a read or a write of the agent's file tools done by the editor."""
 
 from __future__ import annotations
 

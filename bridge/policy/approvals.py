@@ -1,22 +1,4 @@
-"""Asking the user about one tool call: the options offered, the diff shown, and the answer read.
-
-The front that can ask (a client with the `permissions` capability, one that takes
-`window/showMessageRequest`, or the ACP front) gives the gate an `Approver`. An approver answers
-one `ApprovalRequest`; when the run is cancelled, its conversation closed or the agent died
-while it waits, the waiting coroutine is cancelled, and the approver withdraws its request
-(`$/cancelRequest`) as it unwinds. A late answer then finds nothing to settle.
-
-The rule an "always" option would add is made here, from the call's parsed words or its resolved
-path, never from text the model wrote as a pattern: a compound command, a quoted or expanded word
-or a path holding glob characters gets no "always" option at all. A rule is exactly as wide as its
-label: "Always allow `X`" allows the command X and no other; a prefix rule is a separate option
-whose label ends ` *` ("Always allow `find . *`"), offered only for a command that does not run
-another command given as its argument.
-
-The request carries the whole call (`command`, `path`, the diff): a title is one line, cut in
-the middle with the cut marked and the command's tail kept, because the tail (`…; curl … | sh`)
-is where a hostile command hides.
-"""
+"""Asking the user about one tool call: the options offered, the diff shown, and the answer read."""
 
 from __future__ import annotations
 

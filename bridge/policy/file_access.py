@@ -1,24 +1,4 @@
-"""The one policy for every file an agent's own tools read or write, and the I/O that holds it.
-
-pi's read, write, edit, ls, find and grep hand each file operation to the bridge (the extension's
-operations, bridge/agents/pi/extension/index.ts); an ACP agent's fs/read_text_file and
-fs/write_text_file can come here too. The path is the one the agent already resolved (file URLs,
-`~`, `@`). The bridge, not the agent, does the I/O because only here can it be done race-free:
-Node has no openat or directory descriptors, so a symlink swapped into an intermediate component
-between a check and an open could not be refused there. Python walks every component with a
-directory descriptor and `O_NOFOLLOW`: the file opened is the one judged, or none is.
-
-What is judged, in every mode:
-- /proc, /sys, /dev, the bridge's state dir, the agents' auth files and the masked secrets are
-  kept out, for reads and for writes;
-- a symlink inside the workspace that leads out of it is refused, at any component (one inside
-  to inside is fine); a dangling one is judged by its target, as a write would create it;
-- writes: under a `workspace-write` sandbox only inside the workspace and never its agent config
-  and hooks (`AGENT_CONFIG`, code that runs later outside the sandbox); `read-only`: none; no
-  sandbox: anywhere not kept out (the permission gate asks about the rest).
-
-The module is pure and agent-neutral: what is kept out is given by the caller (runs/).
-"""
+"""The one policy for every file an agent's own tools read or write, and the I/O that holds it."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""The file operations an agent's own tools hand to the bridge, done under the run's policy.
-
-The agent package reads each operation into a `FileOp` (for pi: its read, write, edit, ls, find
-and grep, bridge/agents/pi/extension/index.ts); this module judges and does it with
-bridge/policy/file_access.py. What is kept out is the bridge's: its state dir, the masked secrets
-(sandbox.py) and the agents' own auth files.
-
-A tool call the permission gate judged (its mode asked) is held to the path it judged: an
-operation of that call on another path is refused, so what the user approved is what is touched.
-
-A front whose editor reads and writes files itself (editor_files.py) gets the reads and writes
-the policy allowed: the agent sees the editor's unsaved text, and its writes go through the
-editor (its review), none on the disk behind it. What the editor does not take is done here.
-"""
+"""The file operations an agent's own tools hand to the bridge, done under the run's policy."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """The permission gate of every conversation: its mode, the file the agent reads it from, and the
 check that decides each tool call the agent asks about.
-
-A conversation's mode is `initializationOptions.defaultMode` until `pi/setMode` or a run's
-`mode` changes it, and holds from the next tool call. The agent's gate reads it from a small file
-per conversation in the bridge's state dir, so a `full` conversation (no file: the default that
-keeps today's behaviour) costs no round trip. Every other mode asks the bridge, and `decide`
-(permissions.py) answers with the mode and the rules; a call that needs the user goes to the
-front's approver (approvals.py), or is refused with the contract's reason when the front has none.
-The run streams `permission.requested` and then exactly one `permission.resolved` for every call
-that needed a decision, and a refused call's tool.failed says `reason: "denied"`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,4 @@
-"""The agent-neutral permission core: a tool call, the mode and the rules give allow, ask or refuse.
-
-`decide` is pure: it reads the filesystem only to resolve paths (symlinks followed, `..` folded)
-and takes its rules from the caller, never from anything an agent wrote. The order:
-1. a deny rule that matches refuses, in every mode (the user said so); one that cannot tell (a
-   command whose name is not known without running the shell, shell_words.py) asks, in every
-   mode but `plan`, and is refused where nobody can answer: such a call never runs unasked;
-2. `full` allows; a read-only tool is allowed in every mode; `auto-edit` allows an edit or write
-   of a file inside the run's cwd;
-3. `plan` refuses the rest ("plan mode: read-only");
-4. an allow rule that matches allows;
-5. the rest asks, or is refused when the client cannot answer.
-"""
+"""The agent-neutral permission core: a tool call, the mode and the rules give allow, ask or refuse."""
 
 from __future__ import annotations
 

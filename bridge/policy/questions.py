@@ -1,13 +1,5 @@
 """The agent's own dialogs put to the user: an extension's select, confirm, input or editor, and
 its notify (docs/protocol.md, `pi/ask`).
-
-The front that can ask gives the gate a `Questioner`; it says which kinds it can put to its user
-(a client with `questions` all of them; one with `window/showMessageRequest` select and confirm).
-A dialog nobody can answer is answered `cancelled` at once and told to the user as a notice, so
-no run ever waits on one. A dialog that is put to the user waits for the first of: the answer,
-the run's cancel, and the dialog's own timeout; the front's wait is cancelled for the other two
-and it withdraws its request. The answer is hostile input: a select's value must be one of the
-options offered, and anything else is no answer.
 """
 
 from __future__ import annotations

@@ -1,25 +1,4 @@
-"""Keep secrets handed to the agent (API keys, tokens, auth files) out of everything the bridge sends.
-
-Two layers live here. `Redactor` masks the error texts a run reports (an agent's stderr, a
-provider's message). `SecretBook` (one per process, `BOOK`) is the last line: every frame either
-front writes goes through `BOOK.lsp_frames` or `BOOK.acp_lines`, every log line through
-`RedactingFormatter`, and the `assistant` deltas of a run through a `StreamGuard`, so a value cut
-in two by the stream is still masked whole.
-
-What the book knows (docs/protocol.md, "Secrets", says what is promised):
-- the bridge's environment: each value of a secret-named variable (`_SECRET_NAME`);
-- `initializationOptions.env`: those too, and every other value that looks like a key
-  (`looks_like_key`), since the client hands that environment over to carry credentials;
-- each MCP server's env and header values (a header's token after its scheme word too);
-- the agents' auth files (each adapter's `secret_files`): their secret-keyed leaves,
-  read again when a file changes.
-A value shorter than `MIN_SECRET_LENGTH` is never a secret: masking `1` or `true` everywhere
-would garble every frame and protect nothing.
-
-The fast path: a frame without any secret's bytes in it is passed on as it is, after one
-substring search per needle (the raw value and its JSON-escaped forms). Only a frame that holds
-one is parsed, masked string by string, and serialized again.
-"""
+"""Keep secrets handed to the agent (API keys, tokens, auth files) out of everything the bridge sends."""
 
 from __future__ import annotations
 

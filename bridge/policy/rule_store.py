@@ -1,12 +1,4 @@
-"""Permission rules by workspace: workspace rules in the bridge's state dir, session rules in memory.
-
-A workspace's rules live in one file, `permissions/<hash of the resolved cwd>.json` under the
-state dir (PI_BRIDGE_STATE_DIR, else `$XDG_STATE_HOME/pi-bridge`, else
-`~/.local/state/pi-bridge`), never in the workspace: a repository must not grant itself rights.
-Files are 0600 in 0700 dirs and written whole (temp file, then rename). A file that is not valid
-JSON, not the schema, not ours or writable by others is an error naming it and the problem, and
-none of its rules apply. `pi/setPermissions` is the only writer.
-"""
+"""Permission rules by workspace: workspace rules in the bridge's state dir, session rules in memory."""
 
 from __future__ import annotations
 

@@ -1,40 +1,5 @@
 """The sandbox of a run's tool commands: which one a run gets, whether it can have it, and the
 file the agent's extension reads it from.
-
-A run's `sandbox` wins over `initializationOptions.sandbox`; without either, none. Asking for a
-sandbox the bridge cannot give (no bwrap, no user namespaces, an agent it cannot wrap) fails the
-run before anything runs: never a silent run without one.
-
-Like the permission modes (gate.py), the sandbox lives in a file per conversation in the bridge's
-state dir, written before the prompt goes to the agent: a live agent serves one conversation, and
-its extension reads the file at each command, so each run's sandbox holds from its first command.
-
-What a sandboxed command cannot reach (bwrap.py says how, seccomp.py why a filter for sockets):
-- the bridge's whole state dir (rules, modes, these sandbox files, MCP configs, trust,
-  checkpoints) and the `PI_BRIDGE_*` variables that name its parts: a write there would approve
-  the agent's own next calls, a read would hand it the MCP servers' secrets;
-- every variable the client gave in `initializationOptions.env` (its values are the user's keys)
-  but a few ordinary ones (PATH, HOME, the locale), besides the secret-named ones;
-- unix sockets outside its own (the seccomp filter), and the variables that point at the usual
-  ones (ssh and gpg agents, D-Bus);
-- a write to the workspace's agent config and hooks, which run outside the sandbox later, and
-  to the agents' own config dirs when the workspace holds them: bound read-only are `.git`,
-  `.vscode`, `.idea`, `.mcp.json`, the top folder of every project file an agent loads only from
-  a trusted folder (each adapter's `project_resources`: its settings, extensions, skills), and
-  the folder of each agent's credentials (its config dir, where its user-level extensions and
-  hooks live; not $HOME itself). All of `.git`, not only its hooks and config: a written
-  `.git/commondir` makes git read its config and hooks from any folder, and a renamed `.git`
-  takes read-only mounts inside it along. So `git commit` fails inside the sandbox (as in
-  Codex's workspace-write); status, diff and log work. One that does not exist when the run
-  starts is not made read-only (its mount point would be a file left in the user's workspace):
-  a command may create it, and project trust, which keeps a hash of the config it trusted, asks
-  again before the agent loads it. The same holds for one that is a symlink: its target is bound
-  read-only, but the link itself is no mount point and can be replaced. With the workspace at
-  $HOME or above, the shell's rc files and git's global config are read-only too.
-
-Another caller of `confinement()` (a sandbox for another agent's commands) gets `seccomp_fd` 3:
-its shell opens the board's filter file (the sandbox file's `seccomp`) on that fd, else bwrap
-refuses to start, never a command without the filter.
 """
 
 from __future__ import annotations

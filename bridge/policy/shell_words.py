@@ -1,17 +1,4 @@
-"""Shell commands as words for permission rules: bashlex parses, and doubt never allows.
-
-An allow rule matches only one plain simple command: no list, pipeline, subshell, redirection,
-substitution, expansion, assignment, quoting or anything bashlex cannot parse. An exact rule
-(`command`) wants the same words, no more; a prefix rule (`commandPrefix`, labelled `X *`) wants
-its words first. A deny rule is conservative the other way: it matches when its words appear in
-sequence in any command the parse finds, or in a crude split of the raw text, so quoting and
-nesting do not hide a denied command; a command's name is read after its path (`/bin/rm`), its
-quoting (`"r""m"`, `\\rm`) and the runners that take a command as their argument (`env`, `command`,
-`xargs`, `find -exec`, `eval`, `sh -c`). Where the name cannot be known without running the shell
-(`r${x}m`, `$(...)`, a shell reading its script from stdin, text bashlex cannot parse), a deny rule
-answers DOUBT: the call is never allowed without asking. Input past MAX_PARSED_CHARS is never
-parsed. Nothing here raises on any input.
-"""
+"""Shell commands as words for permission rules: bashlex parses, and doubt never allows."""
 
 from __future__ import annotations
 

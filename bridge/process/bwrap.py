@@ -1,18 +1,4 @@
-"""bubblewrap: whether it can confine a command here, and the argv that does.
-
-The argv is a prefix: the command to confine goes after it. Its order matters: bwrap applies
-mounts in order, so the private /tmp comes before the workspace bind (a workspace under /tmp would
-be hidden by a later tmpfs), then the read-only paths inside the workspace, and the masks come
-last, so they hold wherever the workspace is ($HOME or above it included). A mask that holds the
-workspace goes before the workspace bind instead, which shows the workspace again inside it.
-
-The command gets no capability even when the bridge runs as root (containers, CI): a user
-namespace of its own, `--cap-drop ALL` and no nested user namespace, so it cannot unmount a mask
-nor remount `/` writable. The seccomp filter (seccomp.py) is passed by fd: the caller's shell
-opens the file on that fd (`… 3<file`), which bwrap reads and closes before the command runs.
-
-Nothing here knows an agent: the caller says what to mask and which variables to drop.
-"""
+"""bubblewrap: whether it can confine a command here, and the argv that does."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""Cgroup containment: each agent runs in a cgroup of its own, so stopping the run stops everything.
-
-A process cannot leave its cgroup without writing to cgroup.procs of another one, so double forks,
-`setsid` and `env -i` (which defeat the tree search in shutdown.py) change nothing: the run's
-cgroup lists every process it started. The hierarchy is chosen once per bridge by a probe that
-creates a child of the bridge's own cgroup and moves a process into it:
-
-1. cgroup v2 (the unified hierarchy): `cgroup.kill` kills every member atomically, forks included;
-   `cgroup.freeze` stops fork races when some members must be spared (`stop_descendants`).
-2. cgroup v1 freezer (plus pids when writable): freeze, SIGKILL every member, thaw, repeat.
-
-The agent enters its cgroup BEFORE it execs, through a tiny `/bin/sh` shim that writes its own pid
-to cgroup.procs and then execs the agent (same pid). A `preexec_fn` would do the same in-process,
-but it runs Python between fork and exec in a bridge that has threads (stdout writer, stdin reader,
-/proc scans), which can deadlock, and anyio's `open_process` does not accept one. The shim costs
-one `sh` exec (about a millisecond) and keeps nothing of the bridge between fork and exec.
-
-`PI_BRIDGE_CONTAINMENT=tree` forces the tree search (tests run both modes); `cgroup` or `auto`
-(the default) use a cgroup when the probe succeeds and say so in every receipt.
-"""
+"""Cgroup containment: each agent runs in a cgroup of its own, so stopping the run stops everything."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The bridge's own memory: big blocks it frees go back to the system, not into its heap.
-
-glibc's malloc raises its mmap threshold after each big block it frees, so the next blocks of a
-big message (up to its cap) come from the heap, and one small allocation above them keeps the
-whole heap from shrinking: after a prompt of many megabytes the bridge stayed that much bigger for
-as long as it ran. A fixed threshold keeps every block of a megabyte or more a mapping of its own,
-unmapped when freed. Elsewhere than glibc, nothing changes.
-"""
+"""The bridge's own memory: big blocks it frees go back to the system, not into its heap."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Readers of /proc: one process's stat and environ, every process's stat, our own children.
-
-A gone process reads as None or empty, never as an error. A stat read never blocks; an environ
-read can, on a process in D state, so the passes that read environs run off the event loop.
-"""
+"""Readers of /proc: one process's stat and environ, every process's stat, our own children."""
 
 from __future__ import annotations
 

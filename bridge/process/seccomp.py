@@ -1,20 +1,4 @@
-"""The sandbox's seccomp filter, as the classic BPF program bwrap loads with `--seccomp FD`.
-
-Why a filter and not only a tmpfs over /run: a unix socket can sit anywhere the sandbox can see,
-$HOME included (an ssh or gpg agent, a `docker.sock`, the user's D-Bus under
-`$XDG_RUNTIME_DIR`, an editor's or a language server's socket), and a mount can only hide the
-paths one knows. Refusing `socket(AF_UNIX, …)` closes them all, named and abstract alike;
-`socketpair` (pipes between the sandbox's own processes) stays allowed. The filter also refuses:
-- any syscall of a foreign ABI (i386 through `int 0x80`, x32) on this arch: the process is
-  killed, since their numbers differ and `socketcall` would walk around the checks;
-- io_uring (`ENOSYS`, callers fall back): its socket operations do not pass through the filter;
-- new user namespaces (`unshare`/`clone` with `CLONE_NEWUSER`; `clone3`, whose flags BPF cannot
-  read, answers `ENOSYS` and libc falls back to `clone`): bwrap's `--disable-userns` says the same
-  where this bwrap has it, and older ones get it from here.
-
-The program is generated here, once per bridge, for this machine's arch (x86_64 or aarch64;
-elsewhere `program()` is None and a sandbox is refused rather than given without it).
-"""
+"""The sandbox's seccomp filter, as the classic BPF program bwrap loads with `--seccomp FD`."""
 
 from __future__ import annotations
 

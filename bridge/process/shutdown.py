@@ -1,25 +1,4 @@
-"""Stop everything a run started, in three stages, and say so in a receipt.
-
-What "everything" is depends on the containment (spawn.py): in `cgroup` mode the members of the
-agent's cgroup, killed with `cgroup.kill` (v2) or freeze-kill-thaw (v1); in `tree` mode the
-processes found three ways, because tools escape each one alone: the live descendants of the
-agent; every process whose environment carries this run's token; and every orphan adopted by the
-bridge during the run that is not one of its own spawns and carries no other run's token (`env
--i` clears the token, but the orphan still comes back to the bridge).
-
-Every scan is ONE pass over /proc per tick, in a worker thread (never on the event loop: with
-thousands of processes a pass takes long, and reading the environ of a process in D state
-can block). Only processes started after the agent (their start time, from /proc/<pid>/stat) can
-belong to it, so only their environ is read. Processes are identified by (pid, start time), the
-agent by the handle and pidfd taken at spawn, so a reused pid is never walked from nor killed.
-
-The agent's exit is watched on its pidfd, not on its pipes: a helper that keeps stdout open does
-not hide that the agent itself is gone. Zombies count as dead everywhere.
-
-Entry points: `wait_exit`; `shutdown_tree` (the three stages, the agent included);
-`stop_descendants` (everything but the agent, for a long-lived one); `sweep_leftovers` (after the
-agent exited on its own).
-"""
+"""Stop everything a run started, in three stages, and say so in a receipt."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Spawn an agent contained, and keep track of our spawns until their exit status is in.
-
-Containment, chosen once per bridge (bridge/process/containment.py):
-- `cgroup`: each agent runs in a cgroup of its own, entered before exec. Whatever its tools do
-  (new sessions, double forks, `env -i`), every process they start is listed in that cgroup. The
-  cgroup is removed afterwards (`forget`, else `reap_orphans` once its zombies are reaped).
-- `tree` (no writable cgroup, or PI_BRIDGE_CONTAINMENT=tree): every agent runs in a session of
-  its own with this run's token (`PI_BRIDGE_RUN_TOKEN`) in its environment, inherited across
-  sessions and double forks; the bridge being a child subreaper (Linux), every orphan its tools
-  leave comes back to it (`become_subreaper`), and `reap_orphans` collects those we did not spawn.
-
-The agent's identity is taken once at spawn (handle, start time, pidfd), while its pid is
-certainly ours: a reused pid is never mistaken for it.
-"""
+"""Spawn an agent contained, and keep track of our spawns until their exit status is in."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The write end of an agent's stdin, owned by the bridge: a write goes out as it is made.
-
-anyio's process stdin takes one trip through the event loop after every `send`, even when the
-pipe took the bytes at once. Commands to a live pi (a prompt, an abort) are on the paths the
-client times, so the bridge makes the stdin pipe itself and writes through an asyncio pipe
-transport: `write_now` hands the bytes to the kernel from the caller (from a synchronous
-callback too: a cancel token's), and only what the pipe cannot take yet waits in the
-transport's buffer; `drain` waits only while that buffer is over its high-water mark.
-"""
+"""The write end of an agent's stdin, owned by the bridge: a write goes out as it is made."""
 
 from __future__ import annotations
 

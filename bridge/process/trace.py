@@ -1,9 +1,4 @@
-"""The bridge's own spans on a prompt's path: named monotonic timestamps in a small ring.
-
-Off unless PI_BRIDGE_TRACE names a file: then every `mark(name)` appends (name, ns) to a
-fixed-size ring, and the ring is written to that file (one JSON array) when the bridge exits.
-Off, a mark is one global read and a test. bench/trace_first_prompt.py reads the file.
-"""
+"""The bridge's own spans on a prompt's path: named monotonic timestamps in a small ring."""
 
 from __future__ import annotations
 

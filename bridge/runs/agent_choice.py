@@ -1,8 +1,4 @@
-"""Which agent runs a prompt: the one it names, else its session's, else the default.
-
-A conversation stays with its agent: the agent of each session a run has used is remembered
-(a bounded cache; a forgotten session is asked of each agent again).
-"""
+"""Which agent runs a prompt: the one it names, else its session's, else the default."""
 
 from __future__ import annotations
 

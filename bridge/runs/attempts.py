@@ -1,9 +1,4 @@
-"""One run's attempts: its concurrency slot, its conversation's lease, retry and backoff.
-
-Retry lives here only: the engines below make exactly one attempt each and know nothing of it.
-Each retry is announced with `run.retrying` (every attempt is visible), and before a retried
-attempt the session is cut back, so the model sees the prompt once.
-"""
+"""One run's attempts: its concurrency slot, its conversation's lease, retry and backoff."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The bridge's own `/` commands: which there are, and how a prompt names one.
-
-A prompt that starts with one of these names runs the command instead of asking the model
-(`/compact focus on the tests`); any other `/word` goes to the agent as typed, since its
-extensions, prompt templates and skills are `/` commands of their own.
-"""
+"""The bridge's own `/` commands: which there are, and how a prompt names one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The history requests (`pi/sessions`, `pi/session`): the agents' stored sessions, read off the loop.
-
-Reading session files is blocking I/O of unbounded size, so it runs in a worker thread; each
-agent's reader (behind its adapter) knows its file format, the registry knows which are live.
-Every agent's sessions are listed together, newest first, each marked with its agent.
-"""
+"""The history requests (`pi/sessions`, `pi/session`): the agents' stored sessions, read off the loop."""
 
 from __future__ import annotations
 

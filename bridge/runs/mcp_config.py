@@ -1,15 +1,4 @@
-"""A conversation's MCP servers, written to a private file its agent reads.
-
-Env values and headers of an MCP server can be secrets, and a process's argv and environment are
-readable by other processes of the user (and its argv by everyone): so the servers go to a file,
-0600 in a 0700 directory of the bridge's state dir, and the agent is handed only its path. The
-file holds the servers in the MCP clients' common form, `{"mcpServers": {name: entry}}`, which
-Claude Code's `--mcp-config` reads as it is and the bridge's pi extension registers from.
-
-A file is named by a keyed digest of its content: the same set gives the same path (so a live
-agent started for it is reused), another set another path (so it never is), and the name tells
-nothing of the secrets. The directory is this bridge process's own and goes with it.
-"""
+"""A conversation's MCP servers, written to a private file its agent reads."""
 
 from __future__ import annotations
 

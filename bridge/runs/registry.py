@@ -1,10 +1,4 @@
-"""Run orchestration: the registry of live runs: start, list, cancel, steer, stop.
-
-This layer owns everything that spans attempts. The run (run.py) stamps every message with its
-attempt and a gap-free `seq`; its attempts (attempts.py) hold the retry; which agent runs it is
-agent_choice.py's. One task group, owned by `RunRegistry.serve`, holds every run: no
-fire-and-forget tasks.
-"""
+"""Run orchestration: the registry of live runs: start, list, cancel, steer, stop."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""One run: its state, its gap-free `seq` stamping, and at the end its answer.
-
-A run outlives its attempts: every message of every attempt goes through `Run.emit`, so the
-client sees one numbered stream, and the answer counts the attempts.
-"""
+"""One run: its state, its gap-free `seq` stamping, and at the end its answer."""
 
 from __future__ import annotations
 

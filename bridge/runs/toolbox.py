@@ -1,9 +1,4 @@
-"""The conversation toolbox outside a run: its `/` commands, its title, its deletion.
-
-`pi/commands`, `pi/renameSession` and `pi/deleteSession` (and ACP's commands, titles and
-session/delete) ask the conversation's live agent; a conversation without one gets it opened,
-as its next prompt would. Running a bridge command typed as a prompt is a run (engines/live/attempt.py).
-"""
+"""The conversation toolbox outside a run: its `/` commands, its title, its deletion."""
 
 from __future__ import annotations
 

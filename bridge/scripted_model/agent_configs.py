@@ -1,9 +1,5 @@
 """Point Codex, OpenCode and Gemini CLI at the scripted model: the files and environment each
 needs to run offline (no login, no telemetry, no update check), in a home the caller owns.
-
-Each function writes under ``home`` and returns the environment to add to the agent's; the
-caller keeps the rest of its environment (PATH) and must not share ``home`` between agents it
-wants apart. What each setting is for is in docs/agents-facts.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``), which Gemini CLI
 speaks: its request read into the chat-completions shape the scenarios read, and a reply rendered
 as its SSE chunks (or, for ``:generateContent``, one JSON answer).
-
-The model id is in the path, not the body; Gemini streams a function call whole (no argument
-deltas), so a call's argument pieces are gathered and sent as one ``functionCall`` part.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """The OpenAI Responses API (``POST /v1/responses``, streamed), which Codex speaks: its request
 read into the chat-completions shape the scenarios read, and a reply rendered as its SSE events.
-
-Scenarios read ``messages`` and ``tools`` as chat completions have them; reading a Responses
-request into that shape once keeps every scenario working on this API without a line of its own.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""What each scripted model id answers: the scenarios, their texts, and the reply table.
-
-Tool scenarios call the tools under the names and argument shapes the request offers: pi's
-``bash``/``edit``/``write`` (``path``), or Claude Code's ``Bash``/``Read``/``Edit``/``Write``
-(``file_path``). Like a real model it reads the tool schemas it is offered, so it is the one
-place outside ``bridge/agents/pi/`` and ``bridge/agents/claude/`` that knows both agents' tool
-names.
-"""
+"""What each scripted model id answers: the scenarios, their texts, and the reply table."""
 
 from __future__ import annotations
 

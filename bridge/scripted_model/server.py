@@ -1,25 +1,5 @@
 """The scripted model's HTTP server, on 127.0.0.1 only, so the real agents run offline (demo and
 tests).
-
-It speaks four wire formats (rendered by formats.py, responses_api.py and gemini_api.py):
-
-* OpenAI chat completions: ``POST <base>/v1/chat/completions`` with ``stream: true``;
-  answered with SSE ``data: {chat.completion.chunk}`` lines and ``data: [DONE]``.
-* Anthropic messages: ``POST <base>/v1/messages`` (pi 1.6.0 and Claude Code add ``?beta=true``);
-  answered with ``event: <name>`` / ``data: {...}`` SSE pairs; ``/v1/messages/count_tokens``
-  answers an estimate.
-* OpenAI Responses: ``POST <base>/v1/responses`` with ``stream: true`` (Codex); answered with
-  ``event: response.*`` SSE pairs.
-* Gemini: ``POST <base>/v1beta/models/<model>:streamGenerateContent?alt=sse`` (Gemini CLI);
-  answered with ``data: {GenerateContentResponse}`` lines; ``:generateContent`` answers the
-  whole reply at once and ``:countTokens`` an estimate.
-
-A Responses or Gemini request is read into the chat-completions shape (``messages``, ``tools``,
-``system``) before a scenario sees it, and recorded in that shape, with the request as sent under
-``raw``.
-
-The requested model id names a scenario (scenarios.py), written once as a wire-neutral
-:class:`Reply`, so every scenario works on both APIs.
 """
 
 from __future__ import annotations

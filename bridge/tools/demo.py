@@ -1,9 +1,4 @@
-"""`pi-bridge demo`: one real run through a real bridge process, printed readably.
-
-It starts `python -m bridge --scripted-model` (the bridge plus its built-in scripted model, with
-a throwaway pi agent dir), speaks JSON-RPC to it over stdio like any editor would, runs one
-prompt through the real pi, and prints every normalized `pi/message` as it arrives.
-"""
+"""`pi-bridge demo`: one real run through a real bridge process, printed readably."""
 
 from __future__ import annotations
 

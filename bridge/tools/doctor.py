@@ -1,15 +1,4 @@
-"""`pi-bridge doctor`: check that a run could work here and say how to fix what is missing.
-
-Checks, in order: the Python running the bridge, the bridge's dependencies (importable, with
-versions), whether git can keep checkpoints and bubblewrap can sandbox the agents' commands,
-then the default agent's own checks, from its package behind the seam (for pi,
-bridge/agents/pi/doctor.py: Node, pi and its version, its model configuration, the key variables
-set), and last the current folder's saved project-trust decision.
-A readable report or JSON; the exit status is 1 when a run could not work, else 0.
-
-Only the standard library is imported at module level: the doctor must run, and say so, when the
-bridge's own dependencies are missing.
-"""
+"""`pi-bridge doctor`: check that a run could work here and say how to fix what is missing."""
 
 from __future__ import annotations
 

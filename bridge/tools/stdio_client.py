@@ -1,11 +1,4 @@
-"""The one client-side JSON-RPC peer over a child process's stdio, with LSP or NDJSON framing.
-
-`pi-bridge demo` drives the bridge with it, and so do the tests' raw clients and the benchmarks'
-clients: they differ in what they keep of the messages, not in how they frame, split and send
-them. The peer hands on raw bodies, so each caller picks its own parser (a benchmark counts the
-notifications it does not keep without parsing them), and it reads in large chunks with one
-`os.read` each: no copy of a body beyond the slice that cuts it out of the chunk.
-"""
+"""The one client-side JSON-RPC peer over a child process's stdio, with LSP or NDJSON framing."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""`pi-bridge trust`: save, show or forget a workspace's project-trust decision from a shell.
-
-The same decision the trust question saves (policy/trust/project_trust.py), for a client that cannot ask
-(or a conversation in `full` mode), so a folder is trusted by a deliberate act, never silently.
-A trust covers the config every agent would load from the folder as it is now (its fingerprint
-is saved with it): a change there asks again.
-"""
+"""`pi-bridge trust`: save, show or forget a workspace's project-trust decision from a shell."""
 
 from __future__ import annotations
 

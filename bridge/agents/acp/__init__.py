@@ -1,16 +1,4 @@
-"""Any agent that speaks ACP (the Agent Client Protocol) over stdio, behind one adapter.
-
-The bridge is the agent's ACP client (live.py): one agent process per conversation, kept
-across its prompts (the rpc engine's live mode), `session/update` mapped to the contract's
-messages (mapper.py), `session/cancel` for a cancel (the bridge's containment then sweeps
-whatever the turn left), `session/request_permission` decided by the bridge's approvals. What
-differs between agents is data (catalog.py): `pi-acp` drives pi, `claude-acp` drives Claude Code.
-
-What such an agent keeps to itself: its sessions (stored where and how it chooses; the bridge
-lists none and resumes one only through `session/load`, in the process that serves it), its file
-changes (no diffs, no file policy: its tools do their own I/O) and its tool commands (no sandbox
-of the bridge's: it runs them itself).
-"""
+"""Any agent that speaks ACP (the Agent Client Protocol) over stdio, behind one adapter."""
 
 from __future__ import annotations
 

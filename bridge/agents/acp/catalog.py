@@ -1,10 +1,4 @@
-"""The ACP agents the bridge knows, as data: how to start each and how to point it at a model.
-
-An ACP agent (Agent Client Protocol over stdio) is driven by one adapter (`AcpAgent`); what
-differs between agents is only here. Adding one (OpenCode's `opencode acp`, Gemini CLI's
-`gemini --acp`) is one entry: its command, the environment it needs, how its model ids are
-written and how it is pointed at an OpenAI- or Anthropic-compatible model server.
-"""
+"""The ACP agents the bridge knows, as data: how to start each and how to point it at a model."""
 
 from __future__ import annotations
 

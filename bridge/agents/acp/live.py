@@ -1,18 +1,4 @@
-"""The bridge as the ACP client of one agent process: JSON-RPC lines over the agent's stdio.
-
-One process serves a conversation (a `LiveMode`): `initialize`, then `session/new` (or
-`session/load` of the conversation it resumes), then a `session/prompt` per prompt. The turn
-streams as `session/update` notifications, handed to the attempt as they are read, and ends with
-the prompt's answer (its `stopReason`): the client then hands the attempt a `settled` line of its
-own. `session/cancel` is a notification; the cancelled prompt's answer is its acknowledgement.
-`session/request_permission` is the agent asking before a tool call: the run's permission check
-(the bridge's approvals) decides it. The client offers no `fs` and no `terminal`: every agent here
-runs its tools itself, and any such request is refused.
-
-The messages are the official SDK's (`acp.schema`): what the agent sends is validated by them,
-what the bridge writes is built from them. The framing stays the bridge's own (`LiveReader`), so
-that reading the agent keeps the backpressure, the bounds and the containment of the other agents.
-"""
+"""The bridge as the ACP client of one agent process: JSON-RPC lines over the agent's stdio."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""ACP `session/update` notifications into the contract's messages, for one attempt.
-
-- `agent_message_chunk` -> `assistant` deltas; `agent_thought_chunk` -> `assistant.thought`,
-  buffered to the turn's end (or the next tool call) unless thoughts are live, as for every agent;
-- `tool_call` -> `tool.call`; `tool_call_update` with status `completed` -> `tool.completed`
-  (its text content, else what the agent streamed as terminal output), `failed` -> `tool.failed`;
-- the prompt's answer (the client's `prompt_end` line) -> `terminal.completed` with its stop reason,
-  or `terminal.failed` when the agent answered the prompt with an error.
-Everything else (plans, usage, modes, commands) is known and not mapped yet.
-"""
+"""ACP `session/update` notifications into the contract's messages, for one attempt."""
 
 from __future__ import annotations
 

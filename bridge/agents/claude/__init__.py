@@ -1,22 +1,4 @@
-"""Everything Claude Code-specific: flags (command), stream-json (mapper), errors, session files.
-
-Signals, as Claude Code 2.1.197 handles them on Linux during a Bash tool call (`sleep 30`):
-- SIGINT: Claude Code interrupts the turn itself. It kills the Bash tool's process tree, prints
-  a `user` line "[Request interrupted by user for tool use]" and a `result` line with
-  `subtype: "error_during_execution"`, `is_error: true`, and exits 1.
-- SIGTERM: it exits 143 at once and prints nothing more (no `result` line); the Bash
-  tool's processes survive it.
-- Its Bash children are detached: each command runs in `bash -c` in a session of its own
-  (`setsid`, its sid is the bash's pid), the command in its own process group below it. A
-  signal to Claude Code's process group never reaches them.
-So the interrupt signal is SIGINT: the bridge's three-stage shutdown sends it first, lets Claude
-Code clean up its tools, then terminates and kills whatever is left of the whole tree (its
-descendants are found by the bridge's tree walk and subreaper, not by process group).
-
-Its live mode (live.py) keeps one process per conversation on the rpc engine, as pi's rpc does.
-A one-shot `claude -p` cannot be pre-spawned: with nothing on stdin it gives up waiting after a
-few seconds, so the warm pool is not used for it (`warm_launches` is empty); a live one waits.
-"""
+"""Everything Claude Code-specific: flags (command), stream-json (mapper), errors, session files."""
 
 from __future__ import annotations
 

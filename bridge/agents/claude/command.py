@@ -1,16 +1,4 @@
-"""Turn run options into Claude Code's command line, environment and stdin: the one place its flags live.
-
-The prompt goes through stdin, never argv: a prompt starting with "-" would read as a flag, and
-argv has a size limit. With `-p` and a non-TTY stdin Claude Code reads stdin to EOF as the prompt.
-
-Permission mode (`--permission-mode`): in `-p` mode Claude Code cannot ask, so a tool that needs
-permission is denied and the model is told so. The default here is `acceptEdits`: file edits
-inside the working directory and read-only commands run; other shell commands are denied unless
-allowed. `bypassPermissions` runs every tool without asking (as pi does): the model can then run
-any command and change any file the user can, so choose it only for a trusted workspace or a
-sandbox (Claude Code refuses it for root unless IS_SANDBOX=1). `default` denies every tool that
-would ask; `plan` lets it only plan. `allowedTools` (e.g. ["Bash"]) allows named tools on top.
-"""
+"""Turn run options into Claude Code's command line, environment and stdin: the one place its flags live."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """Claude Code's AskUserQuestion tool as the bridge's dialogs: each question a select, the labels
 chosen given back as the call's `answers` (keyed by the question's text, as the Agent SDK does).
-
-Claude Code asks permission for the call (`can_use_tool`); the bridge answers it by asking the
-user, not by a permission decision: the call is allowed with the answers in its input, or denied
-when a question goes unanswered.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""`pi-bridge doctor --agent claude`: Claude Code's CLI, its version, its native binary, its keys.
-
-The npm package runs a native binary that comes in a platform-specific optional dependency; an
-install that skipped optional dependencies leaves a command that cannot start. Key variables are
-named, never printed. Only the standard library is imported, like every doctor check.
-"""
+"""`pi-bridge doctor --agent claude`: Claude Code's CLI, its version, its native binary, its keys."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Classify Claude Code's failures into contract error kinds, and decide which are worth retrying.
-
-A failed model request ends the stream with a `result` line that says `subtype: "success"` and
-`is_error: true` at once, with the HTTP status in `api_error_status` and a text such as
-"API Error: 500 {...}" in `result` (the is_error trap): the status decides.
-A run that could not start (bad flag, unknown session) exits 1 with a line on stderr.
-"""
+"""Classify Claude Code's failures into contract error kinds, and decide which are worth retrying."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Which of Claude Code's tool calls change which file: its `Edit` and `Write`, read off stream-json.
-
-The earliest line naming the file is the `assistant` line holding the complete `tool_use` block
-(Claude Code runs the tool after it), so the snapshot taken there usually precedes the change.
-The `user` line with the call's `tool_result` carries Claude Code's own patch of an Edit in
-`tool_use_result.structuredPatch` (hunks of " "/"-"/"+" lines), which lets the capture rebuild
-the text before the edit even when its snapshot came too late. A Write carries its whole content,
-and its result the file before it (`originalFile`, null with `type: "create"` for a new file).
-Only lines holding a tool block are parsed; text deltas cost one substring check.
-"""
+"""Which of Claude Code's tool calls change which file: its `Edit` and `Write`, read off stream-json."""
 
 from __future__ import annotations
 

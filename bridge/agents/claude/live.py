@@ -1,20 +1,4 @@
-"""Claude Code's live mode: one `claude -p --input-format stream-json` process per conversation.
-
-Each prompt is a `user` line on stdin; the turn streams the same lines as a one-shot run and
-ends with its own `result` line, after which the process waits for the next prompt. Commands
-are `control_request` lines answered by `control_response` lines with the same `request_id`:
-- `initialize` (the first command) answers with the models the user's Claude Code can run;
-- `set_model` is answered only once the next prompt arrives, so it is written ahead of the
-  prompt and not awaited (a line written before the prompt is read before it);
-- `interrupt` is answered at once, and the turn then ends with its `result` line: the engine's
-  "settled" is that line;
-- `can_use_tool` comes the other way (`--permission-prompt-tool stdio`): Claude Code asks before
-  a tool call, and the bridge's permission check answers.
-What Claude Code lacks against pi's rpc: loading another session into a running process (a
-resumed conversation starts a process with `--resume`), steering a running turn, and a thinking
-level (the model's own). The session is named by the bridge (`--session-id`) for a new
-conversation, so it is known before the first prompt.
-"""
+"""Claude Code's live mode: one `claude -p --input-format stream-json` process per conversation."""
 
 from __future__ import annotations
 

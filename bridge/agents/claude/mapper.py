@@ -1,24 +1,4 @@
-"""Map Claude Code's `--output-format stream-json` lines to contract messages: pure, no I/O.
-
-The stream (as Claude Code 2.1.197 prints it):
-- `system/init` first (session id, cwd); `system/status`, `system/thinking_tokens`: progress.
-- `stream_event` wraps a raw Anthropic SSE event (with `--include-partial-messages`): text
-  deltas stream from `content_block_delta`/`text_delta`; thinking from `thinking_delta`.
-- `assistant` repeats each complete content block once it ends: a `tool_use` block is the
-  tool call (its input whole), text and thinking blocks reconcile what was streamed.
-- `user` carries the `tool_result` blocks: the tool's end (`is_error` marks a failure).
-- `system/api_retry`: Claude Code is about to retry on its own; one attempt stays one attempt,
-  so the attempt ends failed and retryable here (as the pi adapter does with pi's own retry event).
-- `result` ends the run. The trap: a failed model request says `subtype: "success"` AND
-  `is_error: true`; `is_error` decides. `error_during_execution` is also what an interrupt
-  (SIGINT) prints: it is held back, so a cancel in progress still ends as cancelled.
-
-Events of a sub-agent (`parent_tool_use_id` set) stay out of the run's text: its result comes
-back as the Task tool's output. Its tool calls and their ends are sent, with `parentToolCallId`,
-so that an editor folds them under the Task card. A TodoWrite call's input is the agent's whole
-plan: it becomes a `plan` message too. Thoughts are buffered per message and delivered whole at its
-end, or before the tool call it makes, never between a call and its close.
-"""
+"""Map Claude Code's `--output-format stream-json` lines to contract messages: pure, no I/O."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""The bridge's sandbox for Claude Code's tools: each call it asks about is confined or refused.
-
-Claude Code's own sandbox (`sandbox.enabled`) needs socat besides bubblewrap, and without it
-Claude Code runs every command unconfined after a warning on stderr. So the bridge confines the
-calls itself, as it does pi's:
-- a sandboxed conversation's Claude Code starts with `permissions.ask: ["*"]` (SETTINGS), so it
-  asks before EVERY tool call, even one it judges read-only (`echo hi`, `cat`, a Read);
-- a Bash call is allowed with `updatedInput`: its command runs under the same bwrap prefix as
-  pi's bash (the conversation's sandbox file, written by the bridge before each prompt);
-- Read, Write, Edit, NotebookEdit, Glob, Grep and LS are held to the workspace: a path outside
-  it, into a masked secret, or into /proc, /sys or /dev is refused; in `read-only`, any write;
-- WebFetch and WebSearch are refused when the sandbox has no network (Claude Code itself fetches);
-- a tool the bridge cannot confine (EnterWorktree runs git outside, or one it does not know) is
-  refused; Claude Code's own bookkeeping tools and MCP tools go on to the permission check.
-The conversation's permission mode applies after this (a `full` one is not asked, but is still
-confined). The path rules here are the bridge's small check until its shared path policy can be
-called from the agent packages: `refusal` is where it plugs in.
-"""
+"""The bridge's sandbox for Claude Code's tools: each call it asks about is confined or refused."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Claude Code's stored sessions: where they live, whether a run resumes one, their history.
-
-Layout (measured, 2.1.197): `<config dir>/projects/<cwd, every character that is not a letter or
-digit as "->/<session id>.jsonl`, the config dir being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
-Each line is one entry: `user` (the prompt as a string, or `tool_result` blocks), `assistant`
-(one line per content block, the message id repeated), and bookkeeping (`queue-operation`,
-`attachment`, `last-prompt`, `summary`, `custom-title`) the history skips. Sub-agent entries
-(`isSidechain: true`) stay out, as they do in a live run.
-
-The reader is tolerant like pi's: a line it cannot parse is skipped, a file it cannot read is
-left out of the listing, texts are clipped and only the last `MAX_TURNS` turns are kept.
-"""
+"""Claude Code's stored sessions: where they live, whether a run resumes one, their history."""
 
 from __future__ import annotations
 

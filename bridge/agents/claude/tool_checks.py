@@ -1,10 +1,5 @@
 """Claude Code's permission questions: a `can_use_tool` control request in, a `ToolCheck` out,
 and the verdict written back as its `control_response`.
-
-With `--permission-prompt-tool stdio`, Claude Code asks on stdout before each tool call it does
-not judge safe itself (it runs what it judges read-only, such as `echo hi`, without asking), and
-waits for the answer on stdin: allow with `updatedInput` (the call's own input, unchanged), or
-deny with the message the model is given.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """Claude Code's project files: which of a folder's files it loads on its own, and the flag that
 keeps them out of an untrusted folder's runs.
-
-In `-p` mode Claude Code skips its workspace trust dialog and loads the project's settings (hooks
-that run commands among them), its commands, agents and skills, and starts the servers of its
-`.mcp.json` without asking. `--setting-sources user` leaves all of those out (and the project's
-CLAUDE.md) and keeps the user's own settings, so the bridge asks the user about such a folder as
-it does for pi's.
 """
 
 from __future__ import annotations

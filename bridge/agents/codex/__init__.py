@@ -1,13 +1,5 @@
 """Everything Codex-specific: ``codex app-server`` per conversation (live), ``codex exec --json``
 per prompt (command), its JSONL (mapper), its thread files (sessions).
-
-The live mode (live.py) is the app-server, not codex-acp: it is Codex's own protocol, installed
-with Codex, and gives what the bridge needs directly (a thread per conversation, turn/interrupt,
-approvals as server requests into the bridge's gate). The json engine's one-shot path, a run that
-names this agent on another agent's bridge, is ``codex exec`` (``approval_policy`` never: exec
-has no one to ask). The bridge's ``sandbox`` maps to Codex's own sandbox modes. A cancel
-interrupts the turn (``turn/interrupt``; SIGINT for exec) and the bridge's shutdown then ends
-whatever is left of the tree.
 """
 
 from __future__ import annotations

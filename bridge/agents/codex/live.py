@@ -1,13 +1,5 @@
 """Codex's live mode: one ``codex app-server`` per conversation (JSON-RPC over stdio, one object a
 line, no ``"jsonrpc"`` field).
-
-``initialize`` then ``thread/start`` (or ``thread/resume`` of the conversation's thread) prepare
-it; each prompt is a ``turn/start``; a cancel is ``turn/interrupt``, done once ``turn/completed``
-came. Codex asks before a command or a file change (``approvalPolicy: "untrusted"``) with a
-server request (``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval``),
-which the run's permission gate answers. The notifications are rewritten here into the lines of
-``codex exec --json`` that the mapper already reads (plus ``message.delta``, since the app-server
-streams the text), so one mapper serves both modes.
 """
 
 from __future__ import annotations

@@ -1,18 +1,4 @@
-"""Map ``codex exec --json`` lines to contract messages: pure, no I/O.
-
-The stream (as Codex 0.171.0 prints it):
-- ``thread.started`` first (``thread_id``: the session), then ``turn.started``;
-- ``item.started`` / ``item.updated`` / ``item.completed`` of typed items: ``agent_message``
-  (its text whole, at completion: exec streams no deltas), ``reasoning``,
-  ``command_execution`` (``command``, ``aggregated_output``, ``exit_code``, ``status``),
-  ``file_change``, ``mcp_tool_call``, ``web_search``, ``todo_list``, and ``error`` items (a
-  notice, e.g. no metadata for the model: the turn goes on);
-- ``turn.completed`` (``usage``) ends the run; ``turn.failed`` (``error.message``) and a
-  top-level ``error`` fail it.
-
-The live mode (live.py) rewrites the app-server's notifications into these lines, plus
-``message.delta`` for its streamed text and the engine's own ``session`` line.
-"""
+"""Map ``codex exec --json`` lines to contract messages: pure, no I/O."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """pi's extension dialogs (rpc `extension_ui_request`) read into agent-neutral `Dialog`s, and the
 user's reply written back as the `extension_ui_response` line pi waits for.
-
-Everything in a request is the extension's (and so, through its prompts, possibly the model's):
-each field is read with a bound, and a request that is not one of the known shapes is answered
-`cancelled` by the caller, never left waiting.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""pi's part of `pi-bridge doctor`: Node, pi itself (the command the server would run) and its
-version, whether its model configuration answers, and which provider key variables are set
-(names only, never values), and what pi needs to run and how to install it.
-bridge/tools/doctor.py runs these through the adapter index.
-"""
+"""pi's part of `pi-bridge doctor`:"""
 
 from __future__ import annotations
 

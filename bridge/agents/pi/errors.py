@@ -1,10 +1,4 @@
-"""Classify pi's error texts into contract error kinds, and decide which are worth retrying.
-
-pi reports a failed model request only as an assistant message with stopReason "error" and an
-`errorMessage` such as "500 fake internal server error", "429 ...", "Connection error." or
-"401 ...". Its exit code stays 0, so this text is all the bridge has to go on; its status and
-words are read by the agent-neutral classifier (bridge/agents/model_errors.py).
-"""
+"""Classify pi's error texts into contract error kinds, and decide which are worth retrying."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Which of pi's tool calls change which file: pi's `edit` and `write`, read off its event lines.
-
-The earliest event naming the file is `toolcall_end` inside `message_update` (the model finished
-the call's arguments); pi runs the tool only after `message_end` and `tool_execution_start`, so a
-snapshot taken there usually precedes the change. `tool_execution_start` is the fallback (older
-pi, or a line that was lost). `tool_execution_end` of an edit carries pi's own unified patch
-(`details.patch`, over the LF-normalized text) and `details.firstChangedLine`, which let the
-capture reconstruct the text before the edit even when its snapshot came too late. A `write`
-has no patch: the bridge's extension reads its file in pi just before the write and tells it in a
-`setStatus` (ORIGINAL_KEY, extension/index.ts), which makes its old text exact however late the
-bridge's own snapshot is.
-Only lines with one of those heads are parsed; every other line costs a prefix check.
-"""
+"""Which of pi's tool calls change which file: pi's `edit` and `write`, read off its event lines."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process (pi's `LiveMode`).
-
-pi reads JSONL commands on stdin and writes `response` records (carrying the command's `id`)
-and the same events as `--mode json` on stdout, split on LF only (pi's docs/rpc.md).
-The client matches answers to commands by id with a bounded wait, hands every other line, in
-the batches it was read in, to whoever listens (the attempt streaming now), and notices when
-pi closes its output. It never retries and never interprets events: the attempt's mapper does.
-"""
+"""pi's `--mode rpc`: its command line, and a client for one long-lived pi process (pi's `LiveMode`)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Map pi's `--mode json` event lines to contract messages: pure, no I/O.
-
-Handles both stream formats pi has shipped:
-- pi >= 0.84 (e.g. 1.6.0): `message_update` carries only the delta.
-- pi 0.73: every `message_update` also carries the whole message so far, twice. Those snapshots
-  are never read on the delta path (they can even run ahead of the deltas); the final text of a
-  message is reconciled with what was streamed by prefix comparison at `message_end`.
-- Older pi (the HagiCode article): after a tool turn the next assistant message may replay the
-  text already sent before continuing; the replayed prefix is withheld and dropped.
-
-Thoughts are buffered per assistant message and emitted whole when it ends, i.e. before any
-tool call it makes, so a thought never lands between a tool.call and its close.
-"""
+"""Map pi's `--mode json` event lines to contract messages: pure, no I/O."""
 
 from __future__ import annotations
 

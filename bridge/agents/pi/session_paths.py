@@ -1,10 +1,4 @@
-"""Where pi keeps its sessions, and whether a run will resume one (decided from files, not ids).
-
-pi writes a session header with the requested id even for a NEW session (`--session-id`), so
-"the header id equals the requested id" proves nothing; whether the session file existed before
-the run does. Layout: `<agent dir>/sessions/--<cwd with / as ->--/
-<timestamp>_<id>.jsonl`, or `$PI_CODING_AGENT_SESSION_DIR/<timestamp>_<id>.jsonl`.
-"""
+"""Where pi keeps its sessions, and whether a run will resume one (decided from files, not ids)."""
 
 from __future__ import annotations
 

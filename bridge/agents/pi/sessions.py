@@ -1,15 +1,4 @@
-"""Read pi's session files (JSONL, pi's docs/session-format.md): the listing and one session's history.
-
-pi writes these files while it runs, so the reader is tolerant: it reads line by line, skips a line
-it cannot parse (garbage, a half-written last line), skips a file that does not start with a
-session header (a foreign file in the folder), and never fails a whole listing for one bad file.
-It bounds what it holds: the listing reads only a file's header and first prompt and counts the
-rest with a byte scan; the history streams the file, clips each text and keeps the last
-`MAX_TURNS` turns. Lines over `MAX_LINE_BYTES` are skipped.
-
-The history's messages have the types and contents a live run streams (see mapper.py): per
-assistant message its text whole, then its thought, then each tool call followed by its result.
-"""
+"""Read pi's session files (JSONL, pi's docs/session-format.md): the listing and one session's history."""
 
 from __future__ import annotations
 

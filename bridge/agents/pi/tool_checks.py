@@ -1,15 +1,4 @@
-"""pi's side of the gate: the bridge's extension asks before each tool, through an input dialog.
-
-The extension (extension/index.ts) calls `ctx.ui.input` with `MARKER` as its title and the call
-as JSON (toolCallId, toolName, input) as its placeholder. This module reads that request into an
-agent-neutral `ToolCheck` (pi's tool names give the kind) and writes the verdict as the dialog's
-value, `{"decision": "allow"|"deny", "reason"?}`. The payload's `resolvedPath` is the call's path
-as pi's file tools resolve it (file URLs, `~`, `@`, unicode spaces): the bridge judges that one.
-
-The extension's file tools hand every file operation over the same channel, titled `FS_MARKER`:
-`{toolCallId, tool, op, path, data?, write?}` (data base64), answered `{"error"}` (the tool
-throws it) or `{"data"?, "kind"?, "names"?}`. `file_op` reads it into an agent-neutral `FileOp`.
-"""
+"""pi's side of the gate: the bridge's extension asks before each tool, through an input dialog."""
 
 from __future__ import annotations
 

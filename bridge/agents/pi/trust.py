@@ -1,11 +1,5 @@
 """pi's project trust: which files of a folder pi loads only when the folder is trusted, and the flag
 that tells pi the decision (pi's docs/security.md, "Resources protected by project trust").
-
-pi's rpc mode cannot show its own trust prompt: with its default `defaultProjectTrust: "ask"` and
-no saved decision it skips these files without a word. The bridge asks the user itself (the
-agent-neutral policy/trust/project_trust.py) and passes the answer as `--approve` or `--no-approve`,
-always one of them, so neither pi's saved decisions nor its `defaultProjectTrust` trust a folder
-behind the user's back.
 """
 
 from __future__ import annotations

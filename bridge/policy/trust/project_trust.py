@@ -1,25 +1,5 @@
 """Project trust: whether a run's agent may load the folder's own project files (its settings,
 extensions, prompts, skills), asked of the user once per workspace.
-
-A folder can carry code the agent runs at start-up (an extension), so it is never trusted
-silently. Before a run's first attempt:
-1. a decision the user made already applies: "trust this folder" / "never" (saved in the bridge's
-   state dir, trust_store.py), "trust this time" / "not now" (kept for this bridge's life);
-2. a folder with nothing the agent would load needs none (the agent is told "not trusted");
-3. otherwise the user is asked through the front's approver, as a tool call is, and the stream
-   shows the question as `permission.requested` and its one `permission.resolved`;
-4. in `full` mode or when the client cannot answer, the folder is not trusted and a notice says
-   why and how to trust it. No answer (a cancel, an answer that is none of the options) leaves it
-   untrusted for this run, and the next run asks again.
-Concurrent first runs of one workspace share one question.
-
-A trust covers the config the user saw. Each decision to trust keeps a fingerprint of what the
-agent's trust roots held when the question was put (its config folders and files, as the agent
-says: trust_roots), and every run (and every agent started ahead of one) compares it
-with the disk: when anything there was added, removed or changed since (a turn that planted
-an extension there), the decision no longer holds and the user is asked again, as for a
-folder never trusted, with what changed named in the question. A "never" or "not now" holds
-whatever changes.
 """
 
 from __future__ import annotations

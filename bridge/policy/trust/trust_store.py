@@ -1,16 +1,4 @@
-"""The user's saved project-trust decisions, one file per workspace in the bridge's state dir.
-
-`trust/<hash of the resolved cwd>.json` under the state dir (the one rule_store.py names), never
-in the workspace: a folder must not be able to trust itself. Files are 0600 in 0700 dirs and
-written whole (temp file, then rename). A file that is not ours, writable by others, not valid or
-for another folder counts as no decision, so the user is asked again: it never trusts.
-
-A "trusted" decision keeps the fingerprint of the agent config it covered (`config`: each file
-and folder under the agent's trust roots, a file by its stat and, up to a size, its content's
-hash). The config now is compared with it before every run: a change asks again. The stat is a
-pre-check (size, mtime, ctime, inode all equal: the hash is not recomputed); ctime is one a
-process cannot set back, so a rewrite that restores the mtime is still hashed.
-"""
+"""The user's saved project-trust decisions, one file per workspace in the bridge's state dir."""
 
 from __future__ import annotations
 
