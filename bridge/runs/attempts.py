@@ -19,9 +19,9 @@ from bridge.config import BridgeConfig
 from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
 from bridge.engines.attempt import Attempt, AttemptContext
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.live.agent import Lease
-from bridge.engines.live.attempt import LiveAttempt, LiveHooks
 from bridge.engines.live.conversations import Conversations
+from bridge.engines.live.live_agent import Lease
+from bridge.engines.live.live_attempt import LiveAttempt, LiveHooks
 from bridge.engines.one_process import ProcessAttempt
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool

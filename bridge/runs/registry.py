@@ -30,8 +30,8 @@ from bridge.contract import (
     SandboxAvailability,
     SteerResult,
 )
-from bridge.engines.live.agent import NoLiveMode, StartFailure
 from bridge.engines.live.conversations import Conversations
+from bridge.engines.live.live_agent import NoLiveMode, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.policy import sandbox

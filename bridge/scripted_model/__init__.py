@@ -2,6 +2,7 @@
 the tests. server.py serves HTTP, scenarios.py says what each model id answers, formats.py
 renders a reply on either API, pi_config.py points pi at it."""
 
+from bridge.scripted_model.http_server import ScriptedModelServer
 from bridge.scripted_model.pi_config import write_pi_agent_dir
 from bridge.scripted_model.request_body import last_user_text_of
 from bridge.scripted_model.scenarios import (
@@ -34,7 +35,6 @@ from bridge.scripted_model.scenarios import (
     long_reply_text,
     tool_answer_text,
 )
-from bridge.scripted_model.server import ScriptedModelServer
 
 __all__ = [
     "ANTHROPIC_SIGNATURE",

@@ -11,9 +11,9 @@ import sys
 import threading
 from types import FrameType
 
+from bridge.scripted_model.http_server import ScriptedModelServer
 from bridge.scripted_model.pi_config import write_pi_agent_dir
 from bridge.scripted_model.reply import wire_json
-from bridge.scripted_model.server import ScriptedModelServer
 
 log = logging.getLogger("bridge.scripted_model")
 

@@ -255,14 +255,14 @@ def test_the_audit_catches_each_kind_of_violation() -> None:
     bad = [
         Arrow("bridge.process.spawn", "bridge.runs.registry", "p.py", 1),
         Arrow("bridge.fronts.acp.agent", "bridge.engines.live.conversations", "f.py", 2),
-        Arrow("bridge.engines.live.attempt", "bridge.agents.pi.live", "e.py", 3),
-        Arrow("bridge.engines.live.attempt", "bridge.agents", "e.py", 4),
+        Arrow("bridge.engines.live.live_attempt", "bridge.agents.pi.live", "e.py", 3),
+        Arrow("bridge.engines.live.live_attempt", "bridge.agents", "e.py", 4),
         Arrow("bridge.agents.pi.mapper", "bridge.agents.claude.mapper", "m.py", 5),
     ]
     broken = broken_rules(bad)
     for arrow in bad:
         assert any(str(arrow) in line for line in broken), arrow
-    assert broken_rules([Arrow("bridge.engines.live.attempt", "bridge.agents.seam", "e.py", 6)]) == []
+    assert broken_rules([Arrow("bridge.engines.live.live_attempt", "bridge.agents.seam", "e.py", 6)]) == []
     assert circles([Arrow("bridge.a", "bridge.b", "a.py", 1), Arrow("bridge.b", "bridge.a", "b.py", 1)]) == [
         ["bridge.a", "bridge.b"]
     ]

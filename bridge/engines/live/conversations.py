@@ -15,7 +15,7 @@ import anyio.to_thread
 
 from bridge.agents.values import LiveError, OpenedConversation, RunOptions
 from bridge.engines.cancel import CancelToken
-from bridge.engines.live.agent import (
+from bridge.engines.live.live_agent import (
     CheckoutCancelled,
     Launcher,
     Lease,

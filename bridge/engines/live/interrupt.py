@@ -15,8 +15,8 @@ import anyio
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import LiveError
 from bridge.contract import ShutdownReceipt
-from bridge.engines.live.agent import LiveAgent
 from bridge.engines.live.conversations import Conversations
+from bridge.engines.live.live_agent import LiveAgent
 from bridge.process.shutdown import (
     children_now,
     contained_besides,

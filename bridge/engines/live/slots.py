@@ -15,7 +15,7 @@ import anyio
 from bridge.agents.values import LiveState
 from bridge.contract import LiveConversation
 from bridge.engines.cancel import CancelToken
-from bridge.engines.live.agent import Lease, LiveAgent, StartFailure
+from bridge.engines.live.live_agent import Lease, LiveAgent, StartFailure
 from bridge.engines.live.starts import Starter
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,14 @@ import anyio
 import anyio.to_thread
 
 from bridge.agents.values import LiveError, RunOptions
-from bridge.engines.live.agent import LiveAgent, LiveKey, LiveLaunch, NoLiveMode, StartFailure, canonical_cwd
+from bridge.engines.live.live_agent import (
+    LiveAgent,
+    LiveKey,
+    LiveLaunch,
+    NoLiveMode,
+    StartFailure,
+    canonical_cwd,
+)
 from bridge.engines.live.starts import Starter
 
 log = logging.getLogger(__name__)

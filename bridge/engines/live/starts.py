@@ -17,7 +17,7 @@ import anyio.to_thread
 from bridge.agents.seam import LiveMode
 from bridge.agents.values import LaunchSpec, LiveError
 from bridge.contract import ErrorInfo, ShutdownReceipt
-from bridge.engines.live.agent import Launcher, LiveAgent, LiveLaunch, NoLiveMode, StartFailure
+from bridge.engines.live.live_agent import Launcher, LiveAgent, LiveLaunch, NoLiveMode, StartFailure
 from bridge.process.shutdown import shutdown_tree, wait_exit
 from bridge.process.spawn import SpawnError, forget, spawn
 

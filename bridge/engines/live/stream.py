@@ -14,7 +14,7 @@ import orjson
 from bridge.agents.seam import AgentAdapter, EventMapper, LiveMode
 from bridge.agents.values import CommandDone, LiveError, Out, RunOptions
 from bridge.engines.endings import FirstStop
-from bridge.engines.live.agent import LiveAgent
+from bridge.engines.live.live_agent import LiveAgent
 from bridge.engines.output import AttemptOutput
 
 log = logging.getLogger(__name__)

@@ -16,22 +16,22 @@ from pydantic import BaseModel, ValidationError
 from bridge.contract import MAX_TITLE, RetryPolicy, SandboxSettings, SessionHistory
 from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
+from bridge.fronts.acp.command_announcer import CommandAnnouncer
 from bridge.fronts.acp.editor import AcpEditor
-from bridge.fronts.acp.errors import NOT_FOUND, invalid_params
 from bridge.fronts.acp.first_frame import initialize_result
-from bridge.fronts.acp.mapping import MODEL_OPTION, THOUGHT_OPTION, history_updates
 from bridge.fronts.acp.outbox import Outbox, SessionUpdate
 from bridge.fronts.acp.questioner import AcpQuestioner
+from bridge.fronts.acp.request_errors import NOT_FOUND, invalid_params
 from bridge.fronts.acp.session import mcp
 from bridge.fronts.acp.session.extensions import Extensions
 from bridge.fronts.acp.session.fast_path import FastPath
 from bridge.fronts.acp.session.modes import MODE_OPTION, current_mode_update, mode_state
+from bridge.fronts.acp.session.open_sessions import AcpSession, Sessions
 from bridge.fronts.acp.session.prompts import CANCELLED, Prompts
-from bridge.fronts.acp.session.sessions import AcpSession, Sessions
-from bridge.fronts.acp.toolbox import CommandAnnouncer
+from bridge.fronts.acp.updates import MODEL_OPTION, THOUGHT_OPTION, history_updates
 from bridge.policy.gate import FrontPolicy
+from bridge.runs.conversation_admin import ConversationAdmin
 from bridge.runs.registry import RunRegistry
-from bridge.runs.toolbox import Toolbox
 
 if TYPE_CHECKING:
     from bridge.fronts.acp.transport import StdioTransport
@@ -47,16 +47,16 @@ class AcpAgent:
     def __init__(self, registry: RunRegistry, policy: FrontPolicy, *, default_cwd: str) -> None:
         self.registry = registry
         self.policy = policy
-        self.toolbox = Toolbox(registry)
+        self.admin = ConversationAdmin(registry)
         self.outbox = Outbox()
-        self.sessions = Sessions(registry, policy, self.toolbox, default_cwd)
+        self.sessions = Sessions(registry, policy, self.admin, default_cwd)
         # What the client is asked (approvals, the agent's dialogs); ACP clients can answer, so
         # conversations start in `ask` unless the configuration says otherwise.
         self.client = ClientRequests()
         self.prompts = Prompts(registry, self.sessions, self.outbox, self.client, self._announce)
         self.fast_path = FastPath(self.sessions, self.prompts, self.outbox, self._later)
-        self.extensions = Extensions(registry, self.toolbox, self.sessions)
-        self.commands = CommandAnnouncer(self.toolbox, self.outbox.send_one)
+        self.extensions = Extensions(registry, self.admin, self.sessions)
+        self.commands = CommandAnnouncer(self.admin, self.outbox.send_one)
         self.conn: Connection | None = None
         self._served: set[asyncio.Task[None]] = set()
         policy.attach_client(
@@ -314,7 +314,7 @@ def _dispatcher(agent: AcpAgent) -> Any:
             raise RequestError(-32602, "invalid params: params must be an object")
         mcp.check_params(method, params)
         if method in ("session/delete", "session/set_title") and not is_notification:
-            return await _toolbox_request(agent, method, params or {})
+            return await _admin_request(agent, method, params or {})
         if method == "session/cancel" and not is_notification:
             session_id = (params or {}).get("sessionId")
             session = agent.sessions.get(session_id) if isinstance(session_id, str) else None
@@ -332,7 +332,7 @@ def _dispatcher(agent: AcpAgent) -> Any:
     return dispatch
 
 
-async def _toolbox_request(agent: AcpAgent, method: str, params: dict[str, Any]) -> dict[str, Any]:
+async def _admin_request(agent: AcpAgent, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """session/delete and session/set_title, which the SDK's router does not route."""
     session_id = params.get("sessionId")
     if not isinstance(session_id, str) or not 1 <= len(session_id) <= 256:

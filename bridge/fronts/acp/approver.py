@@ -13,7 +13,7 @@ from acp import schema
 from pydantic import ValidationError
 
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.fronts.acp.mapping import tool_kind
+from bridge.fronts.acp.updates import tool_kind
 from bridge.policy.approvals import CANCELLED, ApprovalAnswer, ApprovalRequest
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from bridge.fronts.acp.mapping import Update, WireUpdate
+from bridge.fronts.acp.updates import Update, WireUpdate
 from bridge.fronts.backpressure import Backpressure
 
 if TYPE_CHECKING:

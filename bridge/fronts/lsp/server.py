@@ -32,8 +32,8 @@ from bridge.fronts.lsp.writer import QueuedWriter, notification_frame
 from bridge.policy.gate import FrontPolicy, Gate
 from bridge.policy.rule_store import RuleStore, RuleStoreError
 from bridge.runs import history
+from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
 from bridge.runs.registry import AgentAdapter, RunRegistry, effective_settings
-from bridge.runs.toolbox import Toolbox, ToolboxError
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class BridgeServer(LanguageServer):
         # Approvals and dialogs put to the client; their answers are taken ahead of pygls too.
         self.client_requests = ClientRequests(self.protocol)
         self.rule_store: RuleStore = self.policy.rules
-        self.toolbox = Toolbox(self.registry)
+        self.admin = ConversationAdmin(self.registry)
 
     def serve_directly(self, message: dict[str, Any]) -> bool:
         """What the reader hands over ahead of pygls: answers to the bridge's own requests, and
@@ -148,7 +148,7 @@ def create_server(adapter: AgentAdapter, base_config: BridgeConfig, *, strict: b
     _run_features(server)
     _session_features(server)
     _permission_features(server)
-    _toolbox_features(server)
+    _admin_features(server)
     _document_features(server)
     return server
 
@@ -297,66 +297,66 @@ def _permission_features(server: BridgeServer) -> None:
         )
 
 
-def _toolbox_features(server: BridgeServer) -> None:
-    """pi/commands, pi/models, pi/renameSession and pi/deleteSession (bridge/runs/toolbox.py)."""
+def _admin_features(server: BridgeServer) -> None:
+    """pi/commands, pi/models, pi/renameSession and pi/deleteSession (bridge/runs/conversation_admin.py)."""
 
     @server.feature(contract.COMMANDS)
     async def pi_commands(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CommandsParams, raw)
-        result = await _toolbox_call(ls.toolbox.commands(params.session_id, _toolbox_cwd(ls, params.cwd)))
+        result = await _admin_call(ls.admin.commands(params.session_id, _admin_cwd(ls, params.cwd)))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.MODELS)
     async def pi_models(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.ModelsParams, raw)
-        result = await _toolbox_call(ls.toolbox.models(params.session_id, _toolbox_cwd(ls, params.cwd)))
+        result = await _admin_call(ls.admin.models(params.session_id, _admin_cwd(ls, params.cwd)))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.RENAME_SESSION)
     async def pi_rename_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.RenameSessionParams, raw)
-        result = await _toolbox_call(ls.toolbox.rename(params.session_id, params.title))
+        result = await _admin_call(ls.admin.rename(params.session_id, params.title))
         return result.model_dump(mode="json", by_alias=True)
 
     @server.feature(contract.CHECKPOINTS)
     async def pi_checkpoints(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CheckpointsParams, raw)
-        result = await _toolbox_call(ls.toolbox.checkpoints(params.session_id))
+        result = await _admin_call(ls.admin.checkpoints(params.session_id))
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.REWIND)
     async def pi_rewind(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.RewindParams, raw)
-        result = await _toolbox_call(ls.toolbox.rewind(params))
+        result = await _admin_call(ls.admin.rewind(params))
         return result.model_dump(mode="json", by_alias=True)
 
     @server.feature(contract.CHECKPOINT_FILE)
     async def pi_checkpoint_file(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CheckpointFileParams, raw)
-        result = await _toolbox_call(
-            ls.toolbox.checkpoint_file(params.session_id, params.checkpoint_id, params.path)
+        result = await _admin_call(
+            ls.admin.checkpoint_file(params.session_id, params.checkpoint_id, params.path)
         )
         return result.model_dump(mode="json", by_alias=True)
 
     @server.feature(contract.DELETE_SESSION)
     async def pi_delete_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.DeleteSessionParams, raw)
-        result = await _toolbox_call(ls.toolbox.delete(params.session_id))
+        result = await _admin_call(ls.admin.delete(params.session_id))
         return result.model_dump(mode="json", by_alias=True)
 
 
-def _toolbox_cwd(ls: BridgeServer, cwd: str | None) -> str:
+def _admin_cwd(ls: BridgeServer, cwd: str | None) -> str:
     """A toolbox request's `cwd` (default: the bridge's), which must be an absolute directory."""
     if cwd is not None and not (os.path.isabs(cwd) and os.path.isdir(cwd)):
         raise JsonRpcInvalidParams(message=f"cwd: {cwd!r} is not an absolute path of a directory")
     return cwd or ls.default_cwd
 
 
-async def _toolbox_call(call: Awaitable[T]) -> T:
+async def _admin_call(call: Awaitable[T]) -> T:
     """Await a toolbox call; what cannot be done is the client's error, with why."""
     try:
         return await call
-    except ToolboxError as exc:
+    except ConversationAdminError as exc:
         raise JsonRpcException(
             message=str(exc), code=NO_SESSION if exc.not_found else TOOLBOX_ERROR
         ) from None

@@ -74,7 +74,7 @@ CLAUDE_SPECIFIC = re.compile(
 )
 CLAUDE_ALLOWED = {
     "agents/__init__.py",
-    "scripted_model/server.py",
+    "scripted_model/http_server.py",
     "scripted_model/scenarios.py",
     "agents/acp/catalog.py",
 }

@@ -12,7 +12,7 @@ from tests.support.env import ROOT
 # pi's event names, its environment, and wire method literals (the contract has the constants).
 PI_SPECIFIC = re.compile(r'agent_end|PI_CODING_AGENT|"pi/run"')
 # The ACP catalog's pi-acp entry points pi (run by pi-acp) at a model through pi's agent dir.
-ALLOWED = {"contract.py", "scripted_model/server.py", "agents/acp/catalog.py"}
+ALLOWED = {"contract.py", "scripted_model/http_server.py", "agents/acp/catalog.py"}
 
 
 def test_no_pi_event_env_or_method_literal_outside_the_seam() -> None:

@@ -21,8 +21,8 @@ from bridge.agents.values import Out, RunOptions
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
-from bridge.engines.live.attempt import LiveAttempt, LiveHooks
 from bridge.engines.live.conversations import Conversations
+from bridge.engines.live.live_attempt import LiveAttempt, LiveHooks
 from bridge.engines.one_process import ProcessAttempt
 from tests.support.env import ROOT, fake_pi_command
 from tests.support.leaks import run_processes_alive

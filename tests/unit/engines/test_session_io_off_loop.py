@@ -19,8 +19,8 @@ from bridge.agents.pi.sessions import trim_session_file
 from bridge.agents.values import RunOptions
 from bridge.contract import ErrorInfo
 from bridge.engines.live import starts
-from bridge.engines.live.agent import Lease, StartFailure
 from bridge.engines.live.conversations import Conversations
+from bridge.engines.live.live_agent import Lease, StartFailure
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""bridge/fronts/acp/mapping.py: prompts from ACP content blocks, tool kinds, titles and stop reasons."""
+"""bridge/fronts/acp/updates.py: prompts from ACP content blocks, tool kinds, titles and stop reasons."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from acp import schema
 
-from bridge.fronts.acp.mapping import (
+from bridge.fronts.acp.updates import (
     PromptMapper,
     prompt_text,
     stop_reason_of,

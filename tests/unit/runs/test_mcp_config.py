@@ -15,7 +15,7 @@ from bridge.agents.pi.command import pi_env
 from bridge.agents.values import MCP_CONFIG_ENV, RunOptions
 from bridge.config import BridgeConfig, resolve_config
 from bridge.contract import McpServerHttp, McpServerStdio, RunParams
-from bridge.engines.live.agent import live_key
+from bridge.engines.live.live_agent import live_key
 from bridge.policy.redact import MASK, Redactor, secrets_env
 from bridge.runs.mcp_config import McpConfigFiles, config_of, secrets_of
 

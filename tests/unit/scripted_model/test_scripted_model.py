@@ -1,4 +1,4 @@
-"""Tests for bridge.scripted_model.server: every scenario over raw HTTP, plus one run of the real pi."""
+"""Tests for bridge.scripted_model.http_server: every scenario over raw HTTP, plus one run of the real pi."""
 
 from __future__ import annotations
 

@@ -9,19 +9,19 @@ from acp import RequestError, schema
 from pydantic import ValidationError
 
 from bridge.contract import CheckpointsParams, RewindParams, RewindResult, WireModel
-from bridge.fronts.acp.errors import RUN_FAILED, invalid_params, toolbox_failed
-from bridge.fronts.acp.mapping import prompt_text
-from bridge.fronts.acp.session.sessions import Sessions
+from bridge.fronts.acp.request_errors import RUN_FAILED, admin_failed, invalid_params
+from bridge.fronts.acp.session.open_sessions import Sessions
+from bridge.fronts.acp.updates import prompt_text
+from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
 from bridge.runs.registry import RunRegistry
-from bridge.runs.toolbox import Toolbox, ToolboxError
 
 
 class Extensions:
     """`_pi/steer`, `_pi/rewind_points`, `_pi/rewind`, `_session/steering`, `_session/rewind`."""
 
-    def __init__(self, registry: RunRegistry, toolbox: Toolbox, sessions: Sessions) -> None:
+    def __init__(self, registry: RunRegistry, admin: ConversationAdmin, sessions: Sessions) -> None:
         self.registry = registry
-        self.toolbox = toolbox
+        self.admin = admin
         self.sessions = sessions
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -73,14 +73,14 @@ class Extensions:
         try:
             if method == "pi/rewind_points":
                 listed = CheckpointsParams.model_validate(params)
-                result: WireModel = await self.toolbox.checkpoints(listed.session_id)
+                result: WireModel = await self.admin.checkpoints(listed.session_id)
             else:
                 wanted = RewindParams.model_validate(params)
-                result = await self.toolbox.rewind(wanted)
+                result = await self.admin.rewind(wanted)
         except ValidationError as exc:
             raise invalid_params(exc) from None
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, params.get("sessionId")) from None
+        except ConversationAdminError as exc:
+            raise admin_failed(exc, params.get("sessionId")) from None
         if isinstance(result, RewindResult) and result.session_id != wanted.session_id:
             # a conversation rewind continues on a new session: the client prompts it from now on
             old = self.sessions.forget(wanted.session_id)

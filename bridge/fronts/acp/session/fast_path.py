@@ -12,8 +12,8 @@ from acp import RequestError, schema
 from pydantic import ValidationError
 
 from bridge.fronts.acp.outbox import Outbox
+from bridge.fronts.acp.session.open_sessions import AcpSession, Sessions
 from bridge.fronts.acp.session.prompts import Prompts, answer_frame
-from bridge.fronts.acp.session.sessions import AcpSession, Sessions
 from bridge.runs.registry import Run
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,10 @@ from acp import RequestError, schema
 
 from bridge.contract import CancelledRunData, RetryPolicy, SandboxSettings
 from bridge.fronts.acp.client_requests import ClientRequests
-from bridge.fronts.acp.errors import RUN_FAILED
-from bridge.fronts.acp.mapping import (
+from bridge.fronts.acp.outbox import Outbox, SessionUpdate
+from bridge.fronts.acp.request_errors import RUN_FAILED
+from bridge.fronts.acp.session.open_sessions import AcpSession, Sessions
+from bridge.fronts.acp.updates import (
     PromptMapper,
     prompt_images,
     prompt_text,
@@ -21,8 +23,6 @@ from bridge.fronts.acp.mapping import (
     stop_reason_of,
     terminal_content,
 )
-from bridge.fronts.acp.outbox import Outbox, SessionUpdate
-from bridge.fronts.acp.session.sessions import AcpSession, Sessions
 from bridge.runs.registry import CommandUsageError, Run, RunRegistry, ShuttingDownError
 from bridge.runs.request import RunRequest
 

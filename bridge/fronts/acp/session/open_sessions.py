@@ -9,14 +9,14 @@ from typing import Any
 from acp import RequestError, schema
 
 from bridge.contract import PermissionMode, SessionHistory
-from bridge.fronts.acp.errors import NOT_FOUND, RUN_FAILED, toolbox_failed
-from bridge.fronts.acp.mapping import config_options, model_value
+from bridge.fronts.acp.request_errors import NOT_FOUND, RUN_FAILED, admin_failed
 from bridge.fronts.acp.session import mcp
 from bridge.fronts.acp.session.modes import MODES, mode_of, mode_option
+from bridge.fronts.acp.updates import config_options, model_value
 from bridge.policy.gate import FrontPolicy
 from bridge.runs import history
+from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
 from bridge.runs.registry import NoLiveMode, OpenedConversation, OpenFailure, Run, RunRegistry
-from bridge.runs.toolbox import Toolbox, ToolboxError
 
 
 @dataclass(eq=False)
@@ -41,11 +41,11 @@ class Sessions:
     """The sessions by id: opened, looked up, forgotten; and the checks of what opens one."""
 
     def __init__(
-        self, registry: RunRegistry, policy: FrontPolicy, toolbox: Toolbox, default_cwd: str
+        self, registry: RunRegistry, policy: FrontPolicy, admin: ConversationAdmin, default_cwd: str
     ) -> None:
         self.registry = registry
         self.policy = policy
-        self.toolbox = toolbox
+        self.admin = admin
         self.default_cwd = default_cwd
         self.by_id: dict[str, AcpSession] = {}
         #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
@@ -155,26 +155,26 @@ class Sessions:
         """The conversation as it is now on a new session of `cwd`, the old one's agent serving it."""
         servers = self.known(session_id).mcp_servers  # the agent that forks has these
         try:
-            forked = await self.toolbox.fork(session_id, cwd)
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, session_id, not_found=False) from None
+            forked = await self.admin.fork(session_id, cwd)
+        except ConversationAdminError as exc:
+            raise admin_failed(exc, session_id, not_found=False) from None
         self.by_id.pop(session_id, None)  # its agent serves the fork now
         return await self.open(cwd, forked, servers)
 
     async def rename(self, session_id: str, title: str) -> str:
         """Store the session's title; the title as stored."""
         try:
-            renamed = await self.toolbox.rename(session_id, title)
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, session_id) from None
+            renamed = await self.admin.rename(session_id, title)
+        except ConversationAdminError as exc:
+            raise admin_failed(exc, session_id) from None
         return renamed.title
 
     async def delete(self, session_id: str) -> None:
         """Cancel the session's prompts, stop its agent, delete its file, and forget it."""
         try:
-            await self.toolbox.delete(session_id)
-        except ToolboxError as exc:
-            raise toolbox_failed(exc, session_id, not_found=False) from None
+            await self.admin.delete(session_id)
+        except ConversationAdminError as exc:
+            raise admin_failed(exc, session_id, not_found=False) from None
         self.by_id.pop(session_id, None)
 
     async def listing(self, cwd: str) -> schema.ListSessionsResponse:

@@ -25,7 +25,7 @@ from bridge.contract import (
     RewindResult,
     SessionHistory,
 )
-from bridge.engines.live.agent import LiveAgent
+from bridge.engines.live.live_agent import LiveAgent
 from bridge.policy.redact import Redactor
 from bridge.runs import history
 from bridge.runs.commands import command_list
@@ -34,7 +34,7 @@ from bridge.runs.registry import NoLiveMode, OpenFailure, RunRegistry
 T = TypeVar("T")
 
 
-class ToolboxError(Exception):
+class ConversationAdminError(Exception):
     """A toolbox request that cannot be done: no such session, or its agent refused or failed."""
 
     def __init__(self, message: str, *, not_found: bool = False) -> None:
@@ -42,7 +42,7 @@ class ToolboxError(Exception):
         self.not_found = not_found
 
 
-class Toolbox:
+class ConversationAdmin:
     """The toolbox requests of one front, over its registry."""
 
     def __init__(self, registry: RunRegistry) -> None:
@@ -88,7 +88,7 @@ class Toolbox:
         """Give the conversation a title, stored by its agent (a live run streams session.renamed)."""
         title = " ".join(title.split())
         if not title:
-            raise ToolboxError("title: a title needs a visible character")
+            raise ConversationAdminError("title: a title needs a visible character")
         agent = await self._live(session_id, None)
         await self._ask("rename the session", lambda: agent.client.rename(title))
         return RenameSessionResult(session_id=session_id, title=title)
@@ -101,7 +101,7 @@ class Toolbox:
         try:
             deleted = await anyio.to_thread.run_sync(adapter.delete_session, session_id, env)
         except OSError as exc:
-            raise ToolboxError(f"the session could not be deleted: {exc.strerror}") from None
+            raise ConversationAdminError(f"the session could not be deleted: {exc.strerror}") from None
         await registry.checkpoints.forget_session(session_id)
         return DeleteSessionResult(deleted=deleted)
 
@@ -132,7 +132,7 @@ class Toolbox:
         """Files, the conversation or both back to before a checkpoint's prompt (see checkpoints.py)."""
         session_id, store = params.session_id, self.registry.checkpoints
         if self.registry.has_live_run(session_id):
-            raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
+            raise ConversationAdminError("a run of this conversation is live: cancel it or let it end first")
         listed, index = await self._checkpoint(session_id, params.checkpoint_id)
         restored: list[str] = []
         conflicts: list[str] = []
@@ -142,7 +142,7 @@ class Toolbox:
                     session_id, listed, index, dry_run=params.dry_run, force=params.force
                 )
             except ShadowGitError as exc:
-                raise ToolboxError(f"the files could not be rewound: {exc}") from None
+                raise ConversationAdminError(f"the files could not be rewound: {exc}") from None
             restored, conflicts = plan.restored, plan.conflicts
         if params.restore in ("conversation", "both") and not params.dry_run:
             record = listed[index]
@@ -161,12 +161,12 @@ class Toolbox:
         """The conversation as it is now, continued on a new session (ACP session/fork); its id.
         The old session stays stored and readable."""
         if self.registry.has_live_run(session_id):
-            raise ToolboxError("a run of this conversation is live: cancel it or let it end first")
+            raise ConversationAdminError("a run of this conversation is live: cancel it or let it end first")
         agent = await self._live(session_id, cwd)
         state = await self._ask("fork the session", agent.client.clone)
         self.registry.conversations.slots.rebind(agent, state)
         if agent.session_id is None:
-            raise ToolboxError("the agent did not name the forked session")
+            raise ConversationAdminError("the agent did not name the forked session")
         store = self.registry.checkpoints
         await store.copy_to(agent.session_id, await store.of_session(session_id))
         return agent.session_id
@@ -177,7 +177,7 @@ class Toolbox:
         try:
             data = await self.registry.checkpoints.file_at(listed[index], path)
         except ShadowGitError as exc:
-            raise ToolboxError(f"the file could not be read: {exc}") from None
+            raise ConversationAdminError(f"the file could not be read: {exc}") from None
         if data is None:
             return CheckpointFileResult(path=path, content=None)
         try:
@@ -189,11 +189,11 @@ class Toolbox:
         store = self.registry.checkpoints
         available, reason = store.status()
         if not available:
-            raise ToolboxError(f"checkpoints are off: {reason}")
+            raise ConversationAdminError(f"checkpoints are off: {reason}")
         try:
             return await store.find(session_id, checkpoint_id)
         except CheckpointError as exc:
-            raise ToolboxError(str(exc), not_found=exc.not_found) from None
+            raise ConversationAdminError(str(exc), not_found=exc.not_found) from None
 
     async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
         """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""
@@ -204,17 +204,17 @@ class Toolbox:
         if session_id is not None:
             stored = await history.read_session([registry.adapter], session_id, registry.config.env)
             if not isinstance(stored, SessionHistory):
-                raise ToolboxError(f"no session {session_id!r} was found", not_found=True)
+                raise ConversationAdminError(f"no session {session_id!r} was found", not_found=True)
             cwd = stored.cwd or cwd
         try:
             opened = await registry.open_conversation(cwd or os.getcwd(), session_id)
         except OpenFailure as exc:
-            raise ToolboxError(f"the agent could not start: {exc.error.message}") from None
+            raise ConversationAdminError(f"the agent could not start: {exc.error.message}") from None
         except NoLiveMode as exc:
-            raise ToolboxError(f"the agent has no live mode: {exc}") from None
+            raise ConversationAdminError(f"the agent has no live mode: {exc}") from None
         agent = registry.conversations.slots.live_agent(opened.session_id)
         if agent is None:
-            raise ToolboxError("the conversation's agent was gone as soon as it was opened")
+            raise ConversationAdminError("the conversation's agent was gone as soon as it was opened")
         return agent
 
     async def _ask(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -223,4 +223,4 @@ class Toolbox:
             return await call()
         except LiveError as exc:
             reason = Redactor(os.environ, self.registry.config.env).text(str(exc))
-            raise ToolboxError(f"the agent could not {what}: {reason}") from None
+            raise ConversationAdminError(f"the agent could not {what}: {reason}") from None

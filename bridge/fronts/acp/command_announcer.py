@@ -9,8 +9,8 @@ from collections.abc import Callable
 from acp import schema
 
 from bridge.contract import CommandInfo
-from bridge.fronts.acp.mapping import Update
-from bridge.runs.toolbox import Toolbox, ToolboxError
+from bridge.fronts.acp.updates import Update
+from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +44,16 @@ class CommandAnnouncer:
     """Tells each session's client its commands: after session/new, load and resume, and after
     each prompt (an extension may have added some), only when the list changed."""
 
-    def __init__(self, toolbox: Toolbox, send: SendUpdate) -> None:
-        self._toolbox = toolbox
+    def __init__(self, admin: ConversationAdmin, send: SendUpdate) -> None:
+        self._admin = admin
         self._send = send
         self._sent: dict[str, Listing] = {}
 
     async def announce(self, session_id: str, cwd: str) -> None:
         """Ask the session's agent for its commands; send the update if the list is new."""
         try:
-            listed = await self._toolbox.commands(session_id, cwd)
-        except ToolboxError as exc:
+            listed = await self._admin.commands(session_id, cwd)
+        except ConversationAdminError as exc:
             log.info("session %s: no commands to announce: %s", session_id, exc)
             return
         commands = [command for command in listed.commands if command.name != "new"]

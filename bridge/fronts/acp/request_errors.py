@@ -7,7 +7,7 @@ from typing import Final
 from acp import RequestError
 from pydantic import ValidationError
 
-from bridge.runs.toolbox import ToolboxError
+from bridge.runs.conversation_admin import ConversationAdminError
 
 # A failed run answers this JSON-RPC error code (server-defined range), its data says why.
 RUN_FAILED: Final = -32000
@@ -25,7 +25,7 @@ def invalid_params(exc: ValidationError) -> RequestError:
     return RequestError(-32602, f"invalid params: {text}", {"errors": problems})
 
 
-def toolbox_failed(exc: ToolboxError, session_id: object, *, not_found: bool = True) -> RequestError:
+def admin_failed(exc: ConversationAdminError, session_id: object, *, not_found: bool = True) -> RequestError:
     """A session tool's failure: -32002 for what is not there (when `not_found` tells it apart),
     else a failed run's code."""
     code = NOT_FOUND if not_found and exc.not_found else RUN_FAILED

@@ -27,9 +27,9 @@ from bridge.engines import endings
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
 from bridge.engines.endings import AttemptOutcome, FirstStop
-from bridge.engines.live.agent import CheckoutCancelled, Lease, LiveAgent, NoLiveMode, StartFailure
 from bridge.engines.live.conversations import Conversations
 from bridge.engines.live.interrupt import Interrupt
+from bridge.engines.live.live_agent import CheckoutCancelled, Lease, LiveAgent, NoLiveMode, StartFailure
 from bridge.engines.live.stream import LiveStream, Reason, add_stats
 from bridge.engines.output import AttemptOutput
 from bridge.process.shutdown import (
