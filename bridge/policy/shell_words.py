@@ -108,9 +108,19 @@ def deny_match(command: str, words: Sequence[str]) -> DenyMatch:
     for found in _invocations(command, 0, _Budget()):
         if found is None:
             doubt = True
-        elif _contains(found, wanted):
+        elif _runs_in(found, wanted):
             return "match"
     return "doubt" if doubt else "no"
+
+
+def _runs_in(found: list[str], wanted: list[str]) -> bool:
+    """Whether `wanted` (a command name, then its words) occurs in `found` with any word there
+    read as a command name: `sh -c /usr/bin/rm -rf x` holds `rm -rf` as surely as `rm -rf x`."""
+    size = len(wanted)
+    return any(
+        _name(found[start]) == wanted[0] and found[start + 1 : start + size] == wanted[1:]
+        for start in range(len(found) - size + 1)
+    )
 
 
 def _name(word: str) -> str:
