@@ -174,6 +174,42 @@ def test_12_a_deny_rule_on_rm_stops_rm_however_it_is_spelled(bench: Bench) -> No
     assert removed == [], f"got past the deny rule on rm: {removed}"
 
 
+#: `rm -rf` behind runners that run their argument as a command, spelled with a path.
+RM_RF_WRAPPED = (
+    "env /usr/bin/rm -rf {}",
+    "eval \"sh -c '/usr/bin/rm -rf {}'\"",
+    "bash -c 'command /bin/rm -rf {}'",
+)
+
+
+def test_12_a_deny_rule_on_rm_rf_stops_it_behind_runners_and_paths(bench: Bench) -> None:
+    ws = bench.home.workspace("deny-rf")
+    commands = {}
+    for i, spelling in enumerate(RM_RF_WRAPPED):
+        (ws / f"tree{i}").mkdir()
+        (ws / f"tree{i}" / "keep.txt").write_text("keep me\n")
+        commands[f"tree{i}"] = spelling.format(f"tree{i}")
+    rule = {
+        "id": "no-rm-rf",
+        "tool": "bash",
+        "match": {"commandPrefix": ["rm", "-rf"]},
+        "decision": "deny",
+        "scope": "workspace",
+    }
+    bench.call("pi/setPermissions", {"cwd": str(ws), "rules": [rule]})
+    # The user who set the deny rule approves what is asked: the rule alone must stop rm -rf.
+    bench.bridge.answer = choose_kind("allow_once")
+    try:
+        calls = [["bash", {"command": command}] for command in commands.values()]
+        answer, _, _ = bench.script(ws, calls, mode="ask")
+    finally:
+        bench.bridge.answer = reject_all
+        bench.call("pi/setPermissions", {"cwd": str(ws), "rules": []})
+    _completed(answer)
+    removed = [command for tree, command in commands.items() if not (ws / tree / "keep.txt").exists()]
+    assert removed == [], f"got past the deny rule on rm -rf: {removed}"
+
+
 # 13 -----------------------------------------------------------------------------------------
 
 
