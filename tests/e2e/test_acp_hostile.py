@@ -112,7 +112,7 @@ def test_acp_eof_or_sigterm_as_pi_starts_while_the_sdk_loads_leaves_nothing(
     bridge = RawAcp(pi_agent_dir, tmp_path)
     assert bridge.request("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
     deadline = time.monotonic() + WAIT
-    while not psutil.Process(bridge.proc.pid).children():  # the pre-spawned pi, started first
+    while not psutil.Process(bridge.pid).children():  # the pre-spawned pi, started first
         assert time.monotonic() < deadline, "no pi was pre-spawned"
         time.sleep(0.01)
     if how == "eof":

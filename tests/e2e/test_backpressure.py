@@ -258,7 +258,7 @@ def wait_until_pi_held(bridge: RawAcp, timeout: float = WAIT) -> int:
     deadline = time.monotonic() + timeout
     quiet: dict[int, tuple[int, float]] = {}
     while time.monotonic() < deadline:
-        for pid in children_of(bridge.proc.pid):
+        for pid in children_of(bridge.pid):
             try:
                 written = bytes_written(pid)
             except OSError:

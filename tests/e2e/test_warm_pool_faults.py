@@ -13,18 +13,27 @@ import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import BRIDGE
-from tests.support.env import bridge_env, fake_pi_command
+from tests.support.env import EXEC_BRIDGE, bridge_env, bridge_pid, fake_pi_command
 from tests.support.leaks import assert_no_run_processes
-from tests.support.lsp import answer_or_error, initialize, make_client, messages_of, request, start_request
+from tests.support.lsp import (
+    answer_or_error,
+    bridge_config,
+    initialize,
+    make_client,
+    messages_of,
+    request,
+    start_request,
+)
 
 FAKE_SESSION = "01fa4e00-0000-7000-8000-000000000001"  # the fake pi's session id, every run
 
 
 def the_bridge() -> psutil.Process:
-    """The bridge under test: this test process's one `python -m bridge` child."""
-    bridges = [p for p in psutil.Process().children() if "bridge" in " ".join(p.cmdline())]
-    assert len(bridges) == 1, bridges
-    return bridges[0]
+    """The bridge under test: the one this test process started (by exec or through the fork
+    server's launcher)."""
+    launched = [p for p in psutil.Process().children() if p.cmdline()[-2:] in (BRIDGE[-2:], EXEC_BRIDGE[-2:])]
+    assert len(launched) == 1, launched
+    return psutil.Process(bridge_pid(launched[0].pid))
 
 
 async def warm_agents(client: LanguageClient, count: int, timeout: float = 20) -> list[psutil.Process]:
@@ -38,9 +47,21 @@ async def warm_agents(client: LanguageClient, count: int, timeout: float = 20) -
         await asyncio.sleep(0.05)
 
 
-async def test_warm_agents_do_not_keep_the_last_prompt(fake_bridge: LanguageClient, tmp_path: Path) -> None:
+@pytest_lsp.fixture(config=bridge_config(by_exec=True))
+async def exec_fake_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """conftest's fake_bridge, started by exec: its memory is measured."""
+    await initialize(lsp_client, {"piCommand": fake_pi_command(), "silenceTimeoutMs": 20000})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_warm_agents_do_not_keep_the_last_prompt(
+    exec_fake_bridge: LanguageClient, tmp_path: Path
+) -> None:
     """After a 50 MB prompt, the pool's two idle agents (same launch, and the follow-up of its
     session) must not hold the prompt's bytes in the bridge for their TTL."""
+    fake_bridge = exec_fake_bridge
     bridge = the_bridge()
     before = bridge.memory_info().rss
     prompt = "fifty megabytes " * (50 * 1024 * 1024 // 16)

@@ -20,7 +20,7 @@ import pytest
 
 from bridge.scripted_model import ScriptedModelServer, write_pi_agent_dir
 from tests.load.test_load import proc_stats
-from tests.support.env import requires_pi
+from tests.support.env import EXEC_BRIDGE, requires_pi
 from tests.support.leaks import run_processes_alive
 from tests.support.raw import RawBridge
 from tests.support.streams import assert_stream_invariants
@@ -130,7 +130,7 @@ def test_20_conversations_of_3_turns_with_random_cancels_and_steers(
 ) -> None:
     rng = random.Random(20261201)
     log_file = tmp_path / "bridge.log"
-    bridge = RawBridge(log_file=log_file)
+    bridge = RawBridge(log_file=log_file, command=EXEC_BRIDGE)
     started = time.monotonic()
     try:
         bridge.initialize(
@@ -192,7 +192,7 @@ def undelayed_agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
 def test_150_turns_in_one_conversation_keep_memory_fds_and_threads_flat(
     undelayed_agent_dir: Path, tmp_path: Path
 ) -> None:
-    bridge = RawBridge()
+    bridge = RawBridge(command=EXEC_BRIDGE)
     last = SETTLE_TURNS + MEASURED_TURNS
     try:
         bridge.initialize({"env": {"PI_CODING_AGENT_DIR": str(undelayed_agent_dir)}, "checkpoints": False})

@@ -24,7 +24,7 @@ import pytest
 
 from bridge.scripted_model import TEXT_REPLY
 from tests.fakes.fake_pi import TEXT as FAKE_TEXT
-from tests.support.env import fake_pi_command, requires_pi
+from tests.support.env import EXEC_BRIDGE, fake_pi_command, requires_pi
 from tests.support.leaks import run_processes_alive
 from tests.support.raw import RawBridge
 from tests.support.streams import assert_stream_invariants
@@ -99,7 +99,7 @@ def report(name: str, **figures: Any) -> None:
 
 @pytest.fixture
 def fake_bridge_raw() -> Iterator[RawBridge]:
-    bridge = RawBridge()
+    bridge = RawBridge(command=EXEC_BRIDGE)
     try:
         bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "checkpoints": False})
         yield bridge
@@ -160,8 +160,8 @@ def _check_answer(bridge: RawBridge, run_id: str, how: str | None, request_id: A
 @pytest.mark.slow
 def test_50_concurrent_runs_real_pi_and_stubborn_fakes_with_random_cancels(pi_agent_dir: Path) -> None:
     rng = random.Random(20261129)
-    real = RawBridge()
-    fake = RawBridge()
+    real = RawBridge(command=EXEC_BRIDGE)
+    fake = RawBridge(command=EXEC_BRIDGE)
     bridges = [real, fake]
     try:
         real.initialize(
@@ -259,7 +259,7 @@ def test_200_sequential_runs_do_not_grow_memory_fds_or_threads(fake_bridge_raw: 
 @pytest.mark.slow
 def test_client_that_stops_reading_for_10_s_gets_every_message_in_order() -> None:
     deltas, size = 12_000, 1000  # 12 MB of text: past the writer's 8 MB high-water mark
-    bridge = RawBridge()
+    bridge = RawBridge(command=EXEC_BRIDGE)
     try:
         bridge.initialize({"piCommand": fake_pi_command(), "maxConcurrentRuns": 64, "checkpoints": False})
         other = bridge.request("pi/run", {"prompt": "x", "model": "sleep", "runId": "other"})

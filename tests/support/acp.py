@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -22,7 +24,7 @@ from acp.client.connection import ClientSideConnection
 
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.tools.stdio_client import NDJSON, StdioPeer
-from tests.support.env import BRIDGE, WAIT, bridge_env
+from tests.support.env import BRIDGE, WAIT, bridge_env, bridge_pid
 
 Update = Any
 #: How the client answers one session/request_permission (its params): the raw result it sends.
@@ -131,6 +133,25 @@ def text_of(updates: list[Update], kind: str = "agent_message_chunk") -> str:
     return "".join(u.content.text for u in updates if u.session_update == kind)
 
 
+class BridgeProcess:
+    """The bridge's process as a test sees it: its stdio, signals and exit through the process the
+    client spawned (the fork server's launcher, which forwards them), and its pid for /proc."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.stdin = process.stdin
+
+    @property
+    def pid(self) -> int:
+        return bridge_pid(self.process.pid)
+
+    def send_signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    async def wait(self) -> int:
+        return await self.process.wait()
+
+
 @contextlib.asynccontextmanager
 async def acp_bridge(
     pi_agent_dir: Path,
@@ -143,7 +164,7 @@ async def acp_bridge(
     capabilities: schema.ClientCapabilities | None = None,
     meta: dict[str, Any] | None = None,
     recorder: AcpRecorder | None = None,
-) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, asyncio.subprocess.Process]]:
+) -> AsyncIterator[tuple[ClientSideConnection, AcpRecorder, BridgeProcess]]:
     """A `pi-bridge acp` with the real pi against the scripted model, connected and initialized.
     `args` go to the `acp` subcommand, `top_args` before it (e.g. `--pi-command`); `extra_env`
     (e.g. another agent's configuration) is added to the bridge's environment; `capabilities`
@@ -172,7 +193,7 @@ async def acp_bridge(
         initialize = conn.initialize(protocol_version=1, client_capabilities=capabilities, **(meta or {}))
         answer = await asyncio.wait_for(initialize, WAIT)
         assert answer.protocol_version == 1
-        yield conn, recorder, process
+        yield conn, recorder, BridgeProcess(process)
 
 
 async def new_session(conn: ClientSideConnection, cwd: Path, model: str | None = None) -> str:
@@ -277,5 +298,11 @@ class RawAcp(StdioPeer):
         try:
             return self.proc.wait(WAIT)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
             return self.proc.wait(5)
+
+    @property
+    def pid(self) -> int:
+        """The bridge's pid (not its fork server launcher's)."""
+        return bridge_pid(self.proc.pid)

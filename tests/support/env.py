@@ -18,10 +18,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import forkserver_client as forkserver
+
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_PI = ROOT / "tests" / "fakes" / "fake_pi.py"
 PI_BIN = ROOT / ".tools" / "node_modules" / ".bin"
-BRIDGE = [sys.executable, "-m", "bridge"]
+#: How a test starts a bridge: through the worker's fork server (tests/support/forkserver.py), which
+#: runs `python -m bridge` in a forked interpreter whose libraries are already imported; with
+#: PI_BRIDGE_TEST_EXEC=1, a fresh interpreter each time. `EXEC_BRIDGE` is always the latter.
+EXEC_BRIDGE = [sys.executable, "-m", "bridge"]
+FORKED = os.environ.get("PI_BRIDGE_TEST_EXEC") != "1"
+BRIDGE = (
+    [sys.executable, "-I", "-S", str(ROOT / "tests" / "support" / "forked_bridge.py")]
+    if FORKED
+    else EXEC_BRIDGE
+)
 TEST_TAG_ENV = "PI_BRIDGE_TEST_TAG"
 #: Marks one RawBridge's processes, so its teardown checks its own runs only.
 BRIDGE_MARKER_ENV = "PI_BRIDGE_TEST_BRIDGE"
@@ -103,8 +114,16 @@ def bridge_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     # This checkout's bridge, whatever checkout the venv's editable install points at.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PI_BRIDGE_LOG_LEVEL", "INFO")
+    if FORKED:
+        env[forkserver.SOCKET_ENV] = forkserver.socket_path()
     env.update(extra or {})
     return env
+
+
+def bridge_pid(pid: int) -> int:
+    """The pid of the bridge a test started as `pid` (the fork server's launcher stands in front
+    of it: signals reach the bridge through it, but /proc questions must name the bridge)."""
+    return forkserver.bridge_pid(pid)
 
 
 def fake_pi_command() -> list[str]:

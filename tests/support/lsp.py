@@ -17,7 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import register_lsp_features
 
 from bridge.fronts.lsp.converter import dict_converter
-from tests.support.env import BRIDGE, ROOT, WAIT, bridge_env
+from tests.support.env import BRIDGE, EXEC_BRIDGE, ROOT, WAIT, bridge_env
 from tests.support.streams import assert_stream_invariants
 
 
@@ -34,11 +34,18 @@ class BridgeServerConfig(ClientServerConfig):
 
 
 def bridge_config(
-    extra_env: dict[str, str] | None = None, client_factory: Callable[[], LanguageClient] | None = None
+    extra_env: dict[str, str] | None = None,
+    client_factory: Callable[[], LanguageClient] | None = None,
+    *,
+    by_exec: bool = False,
 ) -> BridgeServerConfig:
-    """The config of a pytest-lsp bridge fixture: `@pytest_lsp.fixture(config=bridge_config())`."""
+    """The config of a pytest-lsp bridge fixture: `@pytest_lsp.fixture(config=bridge_config())`.
+    `by_exec`: a fresh interpreter rather than the fork server, for a test that measures the
+    bridge process's own memory (a forked process's pages are laid out by its parent)."""
     return BridgeServerConfig(
-        server_command=BRIDGE, client_factory=client_factory or make_client, extra_env=extra_env or {}
+        server_command=EXEC_BRIDGE if by_exec else BRIDGE,
+        client_factory=client_factory or make_client,
+        extra_env=extra_env or {},
     )
 
 

@@ -6,8 +6,10 @@ message, pi/message params by run, responses by id, arrival times.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bridge.tools.stdio_client import StdioPeer
-from tests.support.env import BRIDGE, BRIDGE_MARKER_ENV, ROOT, WAIT, bridge_env
+from tests.support.env import BRIDGE, BRIDGE_MARKER_ENV, ROOT, WAIT, bridge_env, bridge_pid
 from tests.support.leaks import no_run_processes
 
 Message = dict[str, Any]
@@ -58,6 +60,16 @@ class RawBridge(StdioPeer):
         #: Called (on the reader thread, outside the lock) with each request the bridge sends.
         self.on_request: Callable[[Message], None] | None = None
         self.start_reader("raw-bridge-reader")
+
+    @property
+    def pid(self) -> int:
+        """The bridge's pid (not its fork server launcher's: /proc questions name the bridge)."""
+        return bridge_pid(self.proc.pid)
+
+    def kill_bridge(self) -> None:
+        """SIGKILL the bridge itself by its pid (its launcher then ends as it did)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
 
     @property
     def seen(self) -> list[Message]:
@@ -199,6 +211,7 @@ class RawBridge(StdioPeer):
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.kill_bridge()
             self.proc.kill()
             self.proc.wait(WAIT)
             raise AssertionError(f"the bridge (pid {self.pid}) did not exit within {timeout} s") from None
@@ -229,5 +242,5 @@ class RawBridge(StdioPeer):
         """Kill the bridge by its pid (a last resort), then check as `close()` does: a killed bridge
         cannot stop its runs, so anything they left fails the test."""
         if self.alive():
-            self.proc.kill()
+            self.kill_bridge()
         self.close()

@@ -13,7 +13,16 @@ import psutil
 import pytest
 from pytest_lsp import LanguageClient
 
-from tests.support.env import ROOT, TEST_TAG_ENV, pi_requirement
+from tests.support.env import (
+    BRIDGE,
+    EXEC_BRIDGE,
+    FORKED,
+    ROOT,
+    TEST_TAG_ENV,
+    bridge_env,
+    fake_pi_command,
+    pi_requirement,
+)
 from tests.support.leaks import run_processes
 from tests.support.raw import RawBridge
 
@@ -124,3 +133,33 @@ async def test_a_pytest_lsp_bridge_carries_the_tag_of_the_test_that_started_it(
     assert bridge is not None
     with open(f"/proc/{bridge.pid}/environ", "rb") as handle:
         assert f"{TEST_TAG_ENV}={leak_tag}".encode() in handle.read().split(b"\0")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--no-such-flag"]])
+def test_a_forked_bridge_answers_as_an_exec_one(args: list[str]) -> None:
+    """The fork server's bridge prints and exits as `python -m bridge` does (argv, stdio, status)."""
+    runs = [
+        subprocess.run(
+            [*command, *args], env=bridge_env(), cwd=ROOT, capture_output=True, timeout=60, check=False
+        )
+        for command in (BRIDGE, EXEC_BRIDGE)
+    ]
+    forked, execed = ((r.returncode, r.stdout, r.stderr) for r in runs)
+    assert forked == execed
+
+
+def test_a_forked_bridge_s_runs_carry_the_test_s_tag_and_marker() -> None:
+    """Without them the leak checks would see nothing: the tag reaches a forked bridge's agents."""
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": fake_pi_command()})
+        run = bridge.request("pi/run", {"runId": "tagged", "prompt": "x", "model": "sleep", "cwd": str(ROOT)})
+        bridge.wait_message("tagged", "assistant")  # the fake pi is sleeping now
+        [agent, *_] = run_processes(marker=bridge.marker)
+        assert bridge.pid in {parent.pid for parent in agent.parents()}
+        if FORKED:
+            assert bridge.pid != bridge.proc.pid, "the bridge is the fork server's child, not its launcher"
+        bridge.call("pi/cancel", {"runId": "tagged"})
+        assert bridge.response(run)["error"]["data"]["status"] == "cancelled"
+    finally:
+        bridge.close()
