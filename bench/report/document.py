@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.common import ROOT
+from bench.report.acp_agents_section import HEADING as ACP_AGENTS_HEADING
 from bench.report.checkpoint_section import checkpoint_rows, checkpoints_section
 from bench.report.gate_section import commits_section, gate_rows, gate_section
 from bench.report.sandbox_section import file_ops_section, sandbox_rows, sandbox_section
@@ -580,6 +581,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
     if res.get("file_ops"):
         out += file_ops_section(res["file_ops"], res["command"])
     out += commits_section()
+    out += _kept_section(ACP_AGENTS_HEADING)  # written by `python -m bench acp_agents --write`
     out += _REPRODUCING
     return out
 
