@@ -96,6 +96,13 @@ HEADER = [
 ]
 
 
+def summary(results: Results) -> list[str]:
+    """The console lines of a run: every agent's table (none installed: says so)."""
+    figures = medians(results)
+    body = [row for agent in figures if "direct" in figures[agent] for row in rows(agent, figures[agent])]
+    return _table(body, HEADER) if body else ["acp agents: none of the catalog installed, nothing run"]
+
+
 def claude_lines(claude: dict[str, Any] | None) -> list[str]:
     """Claude Code's follow-up live against a spawn per prompt (bench/suites/per_agent.py's figures)."""
     if not claude:
@@ -138,6 +145,7 @@ def section(
     """The whole section: how it was run, one table of every agent, Claude Code's follow-up."""
     figures = medians(results)
     body = [row for agent in figures if "direct" in figures[agent] for row in rows(agent, figures[agent])]
+    lsp = any("lsp" in sides for sides in figures.values())
     return [
         f"{HEADING}, through the bridge and driven directly (`bench/suites/studies/acp_agents.py`)",
         "",
@@ -147,8 +155,9 @@ def section(
         "",
         "Every ACP agent of bridge/agents/acp/catalog.py that is installed, against the scripted "
         "model (scenario `shell`) on 127.0.0.1, driven by the same ACP client "
-        "(bench/clients/acp.py) directly and through `pi-bridge acp --agent NAME`, and by "
-        "`pi/run` through the LSP front; a fresh agent per trial, the ways interleaved. "
+        "(bench/clients/acp.py) directly and through `pi-bridge acp --agent NAME`"
+        + (", and by `pi/run` through the LSP front (`--agent NAME`)" if lsp else "")
+        + "; a fresh agent and bridge per trial, the ways interleaved. "
         "Follow-up: the second prompt of a session, sent → its first answer chunk. Cancel: "
         "`session/cancel` (`pi/cancel`) once `sleep 30` runs → the prompt answered; left: the "
         "command's processes alive in /proc at that answer, summed over the trials. Target: at "

@@ -194,7 +194,7 @@ def run(trials: int, names: list[str] | None, lsp: bool, claude: bool) -> tuple[
                             got = acp_trial(argv, spec, {**env, **spec.env} if way == "direct" else env, work)
                     results[spec.name][way].append(got)
                     print(f"trial {trial + 1} {spec.name} {way}: {_fmt(got)}", file=sys.stderr)
-        if claude and per_agent.CLAUDE_BIN.exists():
+        if claude and (names is None or "claude" in names) and per_agent.CLAUDE_BIN.exists():
             claude_dir = model.workdir.parent / "claude-config"
             claude_dir.mkdir(exist_ok=True)
             env = {**base_env(), **per_agent.agent_env(model, claude_dir)}
@@ -212,9 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m bench acp_agents", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=9)
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 trial of pi-acp, no Claude Code")
     parser.add_argument(
-        "--agents", default=None, help="comma-separated catalog names (default: every one installed)"
+        "--quick", action="store_true", help="smoke run: 1 trial of pi-acp, direct and `pi-bridge acp` only"
+    )
+    parser.add_argument(
+        "--agents",
+        default=None,
+        help="catalog names, and `claude` for Claude Code's live follow-up (default: all installed)",
     )
     parser.add_argument("--no-lsp", action="store_true", help="leave the LSP front out")
     parser.add_argument("--write", action="store_true", help="write the section into docs/benchmarks.md")
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         names = names or ["pi-acp"]
     load_before = os.getloadavg()[0]
-    results, follow = run(trials, names, not args.no_lsp, claude=not args.quick)
+    results, follow = run(trials, names, not (args.no_lsp or args.quick), claude=not args.quick)
     lines = report.section(
         results,
         follow,
