@@ -4,6 +4,8 @@ bridge's added cost against the agent driven directly, and the section put in pl
 from __future__ import annotations
 
 import statistics
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 #: The section's heading starts so: what `--write` replaces and a full `python -m bench` keeps.
@@ -14,6 +16,8 @@ FOLLOW_UP_BUDGET_MS = 3.0
 SIDES = {"direct": "direct", "acp": "`pi-bridge acp`", "lsp": "LSP front"}
 #: Where a section goes when the file has none yet: before this one, else at the end.
 BEFORE = "## Reproducing and profiling"
+#: Prose is wrapped as docs/benchmarks.md has it.
+WIDTH = 100
 
 Trial = dict[str, float]
 Results = dict[str, dict[str, list[Trial]]]
@@ -108,10 +112,13 @@ def claude_lines(claude: dict[str, Any] | None) -> list[str]:
     if not claude:
         return []
     f = claude["followUpFirstMessageMs"]
-    return [
+    how = (
         "Claude Code (the `claude` agent, not an ACP adapter) on the LSP front: a conversation's "
         "follow-up on its live process against a spawn per prompt (the old path), and the raw CLI "
-        f"spawned per prompt; `bench/suites/per_agent.py`'s `follow_ups`, medians of {claude['trials']}.",
+        f"spawned per prompt; `bench/suites/per_agent.py`'s `follow_ups`, medians of {claude['trials']}."
+    )
+    return [
+        *textwrap.wrap(how, WIDTH),
         "",
         *_table(
             [
@@ -141,18 +148,13 @@ def section(
     trials: int,
     load: tuple[float, float],
     cpus: int,
+    absent: Sequence[str] = (),
 ) -> list[str]:
     """The whole section: how it was run, one table of every agent, Claude Code's follow-up."""
     figures = medians(results)
     body = [row for agent in figures if "direct" in figures[agent] for row in rows(agent, figures[agent])]
     lsp = any("lsp" in sides for sides in figures.values())
-    return [
-        f"{HEADING}, through the bridge and driven directly (`bench/suites/studies/acp_agents.py`)",
-        "",
-        "```",
-        command,
-        "```",
-        "",
+    how = (
         "Every ACP agent of bridge/agents/acp/catalog.py that is installed, against the scripted "
         "model (scenario `shell`) on 127.0.0.1, driven by the same ACP client "
         "(bench/clients/acp.py) directly and through `pi-bridge acp --agent NAME`"
@@ -163,10 +165,18 @@ def section(
         "command's processes alive in /proc at that answer, summed over the trials. Target: at "
         f"most +{FOLLOW_UP_BUDGET_MS:g} ms on the follow-up, a cancel no slower, nothing left. "
         f"Medians of {trials} trials; load average {load[0]:.2f} before and {load[1]:.2f} after "
-        f"on {cpus} cores.",
+        f"on {cpus} cores." + (f" Not installed, so not measured: {', '.join(absent)}." if absent else "")
+    )
+    return [
+        f"{HEADING}, through the bridge and driven directly (`bench/suites/studies/acp_agents.py`)",
         "",
-        *_table(body, HEADER),
+        "```",
+        command,
+        "```",
         "",
+        *textwrap.wrap(how, WIDTH),
+        "",
+        *([*_table(body, HEADER), ""] if body else []),
         *claude_lines(claude),
     ]
 

@@ -546,6 +546,8 @@ _REPRODUCING = (
     "  `bench/.cache/profile-*.txt`.",
     "- `python -m bench gate` runs section 10 alone; `python -m bench commits BEFORE [AFTER]` runs",
     "  section 11's comparison and stores it for the next full run to show.",
+    "- `python -m bench acp_agents --trials 9 --write` runs section 15 and writes it in place of its",
+    "  own (a full run keeps it; `--quick`, pi-acp once, is part of `python -m bench --quick`).",
     "",
 )
 

@@ -49,6 +49,11 @@ def installed(path: str) -> list[AcpAgentSpec]:
     return [spec for spec in CATALOG.values() if shutil.which(spec.command[0], path=path)]
 
 
+def absent() -> list[str]:
+    """The catalog's agents not installed here (not measured)."""
+    return sorted(set(CATALOG) - {spec.name for spec in installed(agent_path())})
+
+
 def agent_env(spec: AcpAgentSpec, model: ModelEnv, tmp: Path) -> dict[str, str]:
     """The environment both ways run the agent in: pointed at the scripted model, on SCENARIO
     when the agent takes its model at launch (the others are told by session/set_config_option)."""
@@ -172,9 +177,8 @@ def run(trials: int, names: list[str] | None, lsp: bool, claude: bool) -> tuple[
     Claude Code's follow-up live against per prompt (bench/suites/per_agent.py)."""
     path = agent_path()
     specs = [s for s in installed(path) if names is None or s.name in names]
-    missing = sorted(set(CATALOG) - {s.name for s in installed(path)})
-    if missing:
-        print(f"not installed, skipped: {', '.join(missing)}", file=sys.stderr)
+    if absent():
+        print(f"not installed, skipped: {', '.join(absent())}", file=sys.stderr)
     results: report.Results = {s.name: {"direct": [], "acp": [], "lsp": []} for s in specs}
     follow: Any = None
     with scripted_model() as model:
@@ -238,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         trials=trials,
         load=(load_before, os.getloadavg()[0]),
         cpus=os.cpu_count() or 1,
+        absent=absent(),
     )
     print("\n".join(lines))
     if args.write:
