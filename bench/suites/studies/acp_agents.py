@@ -65,6 +65,31 @@ def agent_env(spec: AcpAgentSpec, model: ModelEnv, tmp: Path) -> dict[str, str]:
     return env
 
 
+def scenario_value(spec: AcpAgentSpec, session: dict[str, Any]) -> str:
+    """The id of SCENARIO among the models a session/new answer offers (each side lists them its
+    own way), else the catalog's spelling of it."""
+    options: dict[str, Any] = next(
+        (o for o in session.get("configOptions") or [] if o.get("id") == "model"), {}
+    )
+    values: list[str] = []
+    for choice in options.get("options") or []:  # a choice, or a group of them
+        values += [c.get("value") for c in choice.get("options") or [choice]]
+    found = [v for v in values if isinstance(v, str) and (v == SCENARIO or v.endswith("/" + SCENARIO))]
+    return found[0] if found else model_value(spec, spec.provider, SCENARIO)
+
+
+def _choose_scenario(client: AcpClient, spec: AcpAgentSpec, session: dict[str, Any]) -> None:
+    """SCENARIO set by session/set_config_option, unless the session is on it already."""
+    value = scenario_value(spec, session)
+    options = [o for o in session.get("configOptions") or [] if o.get("id") == "model"]
+    if options and options[0].get("currentValue") == value:
+        return
+    params = {"sessionId": session["sessionId"], "configId": "model", "value": value}
+    _, _, answer = client.call("session/set_config_option", params, TIMEOUT)
+    if "error" in answer:
+        raise RuntimeError(f"{spec.name}: model {value} refused: {answer['error']}")
+
+
 def _is_chunk(update: dict[str, Any]) -> bool:
     """Answer text (the bridge's own notes, such as a retry, carry `_meta.piBridge`)."""
     text = (update.get("content") or {}).get("text")
@@ -97,12 +122,7 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
         _, _, new = client.call("session/new", {"cwd": str(cwd), "mcpServers": []}, TIMEOUT)
         session = new["result"]["sessionId"]
         if not spec.model_env:
-            value = model_value(spec, spec.provider, SCENARIO)
-            _, _, answer = client.call(
-                "session/set_config_option", {"sessionId": session, "configId": "model", "value": value}
-            )
-            if "error" in answer:
-                raise RuntimeError(f"{spec.name}: model {value} refused: {answer['error']}")
+            _choose_scenario(client, spec, new["result"])
 
         def prompt(text: str) -> tuple[int, float, int]:
             start = len(client.updates)

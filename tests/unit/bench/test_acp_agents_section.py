@@ -1,9 +1,14 @@
-"""The ACP agents' study report: medians and the bridge's added cost against direct, the targets
-judged from them, and `--write` replacing its own section of docs/benchmarks.md and nothing else."""
+"""The ACP agents' study: medians and the bridge's added cost against direct, the targets judged
+from them, `--write` replacing its own section of docs/benchmarks.md and nothing else, and the
+scenario found among the models a session offers."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from bench.bridge_parts import CATALOG
 from bench.report.acp_agents_section import HEADING, medians, replace_section, rows, section
+from bench.suites.studies.acp_agents import scenario_value
 
 
 def _trial(follow_up_ms: float, cancel_ms: float, left: int = 0) -> dict[str, float]:
@@ -71,3 +76,16 @@ def test_write_adds_then_replaces_its_own_section_only() -> None:
     # every other byte of the file is as it was
     assert replaced == DOC.replace("## Reproducing", "\n".join(again).rstrip() + "\n\n## Reproducing", 1)
     assert replace_section("# Benchmarks\n", lines).endswith("\n".join(lines).rstrip("\n") + "\n")
+
+
+def test_the_scenario_is_found_among_the_models_each_side_offers() -> None:
+    pi_acp = CATALOG["pi-acp"]
+
+    def offered(*choices: dict[str, Any]) -> dict[str, Any]:
+        return {"sessionId": "s", "configOptions": [{"id": "model", "options": list(choices)}]}
+
+    flat = offered({"value": "fake/text"}, {"value": "fake/shell"})
+    assert scenario_value(pi_acp, flat) == "fake/shell"
+    grouped = offered({"group": "g", "options": [{"value": "other/text"}, {"value": "other/shell"}]})
+    assert scenario_value(pi_acp, grouped) == "other/shell"
+    assert scenario_value(pi_acp, {"sessionId": "s"}) == "fake/shell", "the catalog's spelling"
