@@ -349,7 +349,7 @@ def bench_file_ops(plan: Plan) -> dict[str, Any]:
 
 def bench_acp_agents(plan: Plan) -> dict[str, Any]:
     """15's smoke run: pi-acp directly and through `pi-bridge acp`, when it is installed."""
-    results, _ = acp_agents.run(plan.acp_agents_trials, ["pi-acp"], lsp=False, claude=False)
+    results, _ = acp_agents.run(plan.acp_agents_trials, ["pi-acp"], lsp=False, claude=False, pause=1.0)
     for line in acp_agents_section.summary(results):
         _log(line)
     return results

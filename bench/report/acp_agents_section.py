@@ -148,6 +148,7 @@ def section(
     trials: int,
     load: tuple[float, float],
     cpus: int,
+    pause: float,
     absent: Sequence[str] = (),
 ) -> list[str]:
     """The whole section: how it was run, one table of every agent, Claude Code's follow-up."""
@@ -160,7 +161,8 @@ def section(
         "(bench/clients/acp.py) directly and through `pi-bridge acp --agent NAME`"
         + (", and by `pi/run` through the LSP front (`--agent NAME`)" if lsp else "")
         + "; a fresh agent and bridge per trial, the ways interleaved. "
-        "Follow-up: the second prompt of a session, sent → its first answer chunk. Cancel: "
+        f"Follow-up: the second prompt of a session, sent {pause:g} s after the first one's answer "
+        "(as a user's next prompt comes) → its first answer chunk. Cancel: "
         "`session/cancel` (`pi/cancel`) once `sleep 30` runs → the prompt answered; left: the "
         "command's processes alive in /proc at that answer, summed over the trials. Target: at "
         f"most +{FOLLOW_UP_BUDGET_MS:g} ms on the follow-up, a cancel no slower, nothing left. "

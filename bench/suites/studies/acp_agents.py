@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,9 @@ def _kill_leftovers(started: list[Any]) -> None:
             pass
 
 
-def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Path) -> Trial:
-    """One ACP session: a first prompt, the timed follow-up, then the slow command cancelled."""
+def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Path, pause: float) -> Trial:
+    """One ACP session: a first prompt, the timed follow-up `pause` s after its answer (as a
+    user's next prompt comes), then the slow command cancelled."""
     client = AcpClient(argv, env=env, cwd=str(cwd))
     started: list[Any] = []
     try:
@@ -133,6 +135,7 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
 
         first_id, _, _ = prompt("echo first")
         client.wait_response(first_id, TIMEOUT)
+        time.sleep(pause)
         msg_id, sent, start = prompt("echo follow-up")
         _, first, _ = client.wait_update(_is_chunk, start, TIMEOUT)
         client.wait_response(msg_id, TIMEOUT)
@@ -152,7 +155,7 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
         _kill_leftovers(started)
 
 
-def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str) -> Trial:
+def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str, pause: float) -> Trial:
     """The same through the LSP front: `pi/run`s of one conversation, then `pi/cancel`."""
     client = LspClient([PYTHON, "-m", "bridge", "--agent", spec.name], env=env, cwd=str(ROOT))
     started: list[Any] = []
@@ -172,6 +175,7 @@ def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str) -> T
         first_id, _, _ = run("echo first", f"{tag}-1", None)
         _, answer = client.wait_response(first_id, TIMEOUT)
         session = answer["result"]["sessionId"]
+        time.sleep(pause)
         msg_id, sent, start = run("echo follow-up", f"{tag}-2", session)
         _, first, _ = client.wait_message(of(f"{tag}-2", "assistant"), start, TIMEOUT)
         client.wait_response(msg_id, TIMEOUT)
@@ -192,7 +196,9 @@ def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str) -> T
         _kill_leftovers(started)
 
 
-def run(trials: int, names: list[str] | None, lsp: bool, claude: bool) -> tuple[report.Results, Any]:
+def run(
+    trials: int, names: list[str] | None, *, lsp: bool, claude: bool, pause: float = 2.0
+) -> tuple[report.Results, Any]:
     """Every installed agent's trials, each way in turn (the order flips every trial); then
     Claude Code's follow-up live against per prompt (bench/suites/per_agent.py)."""
     path = agent_path()
@@ -211,11 +217,12 @@ def run(trials: int, names: list[str] | None, lsp: bool, claude: bool) -> tuple[
                         work.mkdir()
                         env = agent_env(spec, model, Path(tmp))
                         if way == "lsp":
-                            got = lsp_trial(spec, env, work, f"{spec.name}-{trial}")
+                            got = lsp_trial(spec, env, work, f"{spec.name}-{trial}", pause)
                         else:
                             bridge = [PYTHON, "-m", "bridge", "acp", "--agent", spec.name]
                             argv = list(spec.command) if way == "direct" else bridge
-                            got = acp_trial(argv, spec, {**env, **spec.env} if way == "direct" else env, work)
+                            own = {**env, **spec.env} if way == "direct" else env
+                            got = acp_trial(argv, spec, own, work, pause)
                     results[spec.name][way].append(got)
                     print(f"trial {trial + 1} {spec.name} {way}: {_fmt(got)}", file=sys.stderr)
         if claude and (names is None or "claude" in names) and per_agent.CLAUDE_BIN.exists():
@@ -237,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench acp_agents", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=9)
     parser.add_argument(
+        "--pause", type=float, default=2.0, help="seconds between the first prompt's answer and the follow-up"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="smoke run: 1 trial of pi-acp, direct and `pi-bridge acp` only"
     )
     parser.add_argument(
@@ -254,7 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         names = names or ["pi-acp"]
     load_before = os.getloadavg()[0]
-    results, follow = run(trials, names, not (args.no_lsp or args.quick), claude=not args.quick)
+    pause = min(args.pause, 1.0) if args.quick else args.pause
+    results, follow = run(
+        trials, names, lsp=not (args.no_lsp or args.quick), claude=not args.quick, pause=pause
+    )
     lines = report.section(
         results,
         follow,
@@ -262,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         trials=trials,
         load=(load_before, os.getloadavg()[0]),
         cpus=os.cpu_count() or 1,
+        pause=pause,
         absent=absent(),
     )
     print("\n".join(lines))

@@ -60,6 +60,7 @@ def test_write_adds_then_replaces_its_own_section_only() -> None:
         trials=3,
         load=(0.1, 0.2),
         cpus=2,
+        pause=2.0,
     )
     assert lines[0].startswith(HEADING)
     assert "python -m bench acp_agents --trials 3 --write" in lines
@@ -67,7 +68,13 @@ def test_write_adds_then_replaces_its_own_section_only() -> None:
     assert added.index("kept fourteen") < added.index(HEADING) < added.index("## Reproducing")
     assert added.count(HEADING) == 1 and "| pi-acp | LSP front |" in added
     again = section(
-        {"pi-acp": {**RESULTS["pi-acp"], "lsp": []}}, None, command="again", trials=3, load=(0, 0), cpus=2
+        {"pi-acp": {**RESULTS["pi-acp"], "lsp": []}},
+        None,
+        command="again",
+        trials=3,
+        load=(0, 0),
+        cpus=2,
+        pause=2.0,
     )
     replaced = replace_section(added, again)
     assert replaced.count(HEADING) == 1
