@@ -5,6 +5,7 @@ this file is the one to change."""
 
 from __future__ import annotations
 
+from bridge.agents.acp.catalog import CATALOG, AcpAgentSpec, model_value
 from bridge.agents.pi.session_paths import cwd_folder
 from bridge.checkpoints.shadow_git import ShadowRepo, find_git
 from bridge.policy.approvals import ALLOW_ONCE
@@ -15,9 +16,11 @@ from bridge.process import bwrap, seccomp
 
 __all__ = [
     "ALLOW_ONCE",
+    "CATALOG",
     "SANDBOX_DIR_ENV",
     "SECCOMP_FILE",
     "STATE_DIR_ENV",
+    "AcpAgentSpec",
     "ModeBoard",
     "SandboxBoard",
     "ShadowRepo",
@@ -25,5 +28,6 @@ __all__ = [
     "confinement",
     "cwd_folder",
     "find_git",
+    "model_value",
     "seccomp",
 ]

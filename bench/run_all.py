@@ -34,6 +34,7 @@ from bench.common import (
     ms,
 )
 from bench.model import DEAD_REGISTRY, scripted_model
+from bench.report import acp_agents_section
 from bench.suites import (
     checkpoints,
     crowd,
@@ -45,6 +46,7 @@ from bench.suites import (
     sidebyside,
     throughput,
 )
+from bench.suites.studies import acp_agents
 from bridge.scripted_model import LONG_DEFAULT
 
 DOCS = ROOT / "docs"
@@ -84,6 +86,9 @@ class Plan:
     sandbox_trials: int = 100
     # Calls of each file op on each side (bench/suites/file_ops.py).
     file_op_samples: int = 100
+    # The ACP agents' study (bench/suites/studies/acp_agents.py), pi-acp's trials: its smoke run
+    # only (0: not run); its section comes from `python -m bench acp_agents --write`.
+    acp_agents_trials: int = 0
 
 
 FULL = Plan("full", 100_000, 8_000, 5, 10, 20, 20, 10, 5, "long-20000", PAUSE_BETWEEN_RUNS, 10)
@@ -109,6 +114,7 @@ QUICK = Plan(
     checkpoint_trials=2,
     sandbox_trials=3,
     file_op_samples=10,
+    acp_agents_trials=1,
 )
 
 
@@ -341,6 +347,14 @@ def bench_file_ops(plan: Plan) -> dict[str, Any]:
     return out
 
 
+def bench_acp_agents(plan: Plan) -> dict[str, Any]:
+    """15's smoke run: pi-acp directly and through `pi-bridge acp`, when it is installed."""
+    results, _ = acp_agents.run(plan.acp_agents_trials, ["pi-acp"], lsp=False, claude=False, pause=1.0)
+    for line in acp_agents_section.summary(results):
+        _log(line)
+    return results
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -357,6 +371,7 @@ EVERYTHING = frozenset(
         "checkpoints",
         "sandbox",
         "fileops",
+        "acpagents",
     }
 )
 
@@ -373,7 +388,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="*",
         default=None,
         help="run only these: throughput first cancel startup side crowd agents gate checkpoints sandbox "
-        "fileops",
+        "fileops acpagents",
     )
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the docs from the last full run's results"
@@ -452,6 +467,8 @@ def _run_benchmarks(plan: Plan, only: set[str], results: dict[str, Any]) -> None
         results["checkpoints"] = bench_checkpoints(plan)
     if "fileops" in only:
         results["file_ops"] = bench_file_ops(plan)
+    if "acpagents" in only and plan.acp_agents_trials:
+        results["acp_agents"] = bench_acp_agents(plan)
 
 
 def main(argv: list[str] | None = None) -> int:

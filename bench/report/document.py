@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.common import ROOT
+from bench.report.acp_agents_section import HEADING as ACP_AGENTS_HEADING
 from bench.report.checkpoint_section import checkpoint_rows, checkpoints_section
 from bench.report.gate_section import commits_section, gate_rows, gate_section
 from bench.report.sandbox_section import file_ops_section, sandbox_rows, sandbox_section
@@ -545,6 +546,8 @@ _REPRODUCING = (
     "  `bench/.cache/profile-*.txt`.",
     "- `python -m bench gate` runs section 10 alone; `python -m bench commits BEFORE [AFTER]` runs",
     "  section 11's comparison and stores it for the next full run to show.",
+    "- `python -m bench acp_agents --trials 9 --write` runs section 15 and writes it in place of its",
+    "  own (a full run keeps it; `--quick`, pi-acp once, is part of `python -m bench --quick`).",
     "",
 )
 
@@ -580,6 +583,7 @@ def _method_sections(res: R, plan: R) -> list[str]:
     if res.get("file_ops"):
         out += file_ops_section(res["file_ops"], res["command"])
     out += commits_section()
+    out += _kept_section(ACP_AGENTS_HEADING)  # written by `python -m bench acp_agents --write`
     out += _REPRODUCING
     return out
 

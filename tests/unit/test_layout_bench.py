@@ -41,6 +41,7 @@ PARTS: dict[str, str] = {
     "bridge.checkpoints.shadow_git": "the shadow repository whose snapshots bench/suites/checkpoints.py times",
     "bridge.process.bwrap": "the bwrap prefix the sandbox suite's spawn figure runs behind",
     "bridge.process.seccomp": "the seccomp filter of that prefix",
+    "bridge.agents.acp.catalog": "the ACP agents the acp_agents study drives, each directly and through the bridge",
     "bridge.agents.pi.session_paths": "pi's session folder, where the history study writes its sessions",
 }
 
