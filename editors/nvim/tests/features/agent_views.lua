@@ -110,4 +110,67 @@ return function(h)
     end)
     eq({ row, row }, closed, "the subagent's calls are in the parent's closed fold")
   end)
+
+  test("Claude Code's live plan shows in the chat and its subagent's calls fold under the Task line", function()
+    -- The real Claude Code on the bridge's built-in scripted model, whose `script` scenario makes
+    -- the calls the prompt lists: a TodoWrite, then a Task whose subagent reads a file.
+    local claude_bin = h.root .. '/.tools-claude/node_modules/.bin'
+    truthy(vim.fn.executable(claude_bin .. '/claude') == 1, 'no Claude Code in ' .. claude_bin)
+    local client = require('pi_bridge.core.client')
+    local function use(overrides)
+      client.stop(true)
+      wait_for('the client to exit', 15000, function()
+        return #vim.lsp.get_clients({ name = 'pi_bridge' }) == 0
+      end)
+      local settled = false
+      vim.schedule(function() -- after the plugin's own scheduled on_exit work
+        settled = true
+      end)
+      wait_for('the exit to be handled', 5000, function()
+        return settled
+      end)
+      pi_bridge.setup(overrides)
+    end
+    use(vim.tbl_extend('force', h.options, {
+      cmd = { h.python, '-m', 'bridge', '--agent', 'claude', '--scripted-model' },
+      cmd_env = { PATH = claude_bin .. ':' .. (h.env.PATH or vim.env.PATH) },
+      model = 'script',
+    }))
+    local ok, err = pcall(function()
+      chat.new()
+      local notes = project .. '/parser-' .. tag .. '.txt'
+      vim.fn.writefile({ 'the parser divides by b ' .. tag }, notes)
+      local todos = {
+        { content = 'Read the parser', status = 'completed', activeForm = 'Reading the parser' },
+        { content = 'Guard the division', status = 'in_progress', activeForm = 'Guarding the division' },
+        { content = 'Add a test', status = 'pending', activeForm = 'Adding a test' },
+      }
+      local inner = vim.json.encode({ { 'Read', { file_path = notes } } })
+      local task = { description = 'Find the division ' .. tag, prompt = inner, subagent_type = 'general-purpose' }
+      h.type_and_send(vim.json.encode({ { 'TodoWrite', { todos = todos } }, { 'Task', task } }))
+      local run = h.chat_run_done(120000)
+      eq('completed', run.status, 'the run (' .. vim.inspect(run.error) .. ')')
+      local buf = chat_view.thread()
+      local lines, row = line_with(buf, '▤ plan')
+      eq('▤ plan · 1/3 done', lines[row], 'the head counts what is done')
+      eq(
+        { '  ✓ Read the parser', '  ◐ Guard the division', '  ○ Add a test' },
+        vim.list_slice(lines, row + 1, row + 3),
+        'each entry with its status'
+      )
+      local task_lines, task_row = line_with(buf, ': Find the division ' .. tag)
+      truthy(task_lines[task_row]:find('[done]', 1, true), 'the parent is done: ' .. task_lines[task_row])
+      local child = task_lines[task_row + 1]
+      truthy(vim.startswith(child, '  │ ⚙ Read: ') and child:find('[done]', 1, true), 'the child under it: ' .. child)
+      local win = truthy(chat_view.thread_win(), 'the thread is not shown')
+      local closed = vim.api.nvim_win_call(win, function()
+        vim.cmd('normal! zM')
+        return vim.fn.foldclosed(task_row + 1)
+      end)
+      eq(task_row, closed, "the subagent's call is in the parent's closed fold")
+    end)
+    use(h.options)
+    chat.new()
+    truthy(ok, tostring(err))
+  end)
 end
