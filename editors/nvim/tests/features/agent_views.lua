@@ -113,7 +113,7 @@ return function(h)
 
   test("Claude Code's live plan shows in the chat and its subagent's calls fold under the Task line", function()
     -- The real Claude Code on the bridge's built-in scripted model, whose `script` scenario makes
-    -- the calls the prompt lists: a TodoWrite, then a Task whose subagent reads a file.
+    -- the calls the prompt lists: tasks created and updated, then a Task whose subagent reads a file.
     local claude_bin = h.root .. '/.tools-claude/node_modules/.bin'
     truthy(vim.fn.executable(claude_bin .. '/claude') == 1, 'no Claude Code in ' .. claude_bin)
     local client = require('pi_bridge.core.client')
@@ -140,16 +140,20 @@ return function(h)
       chat.new()
       local notes = project .. '/parser-' .. tag .. '.txt'
       vim.fn.writefile({ 'the parser divides by b ' .. tag }, notes)
-      local todos = {
-        { content = 'Read the parser', status = 'completed', activeForm = 'Reading the parser' },
-        { content = 'Guard the division', status = 'in_progress', activeForm = 'Guarding the division' },
-        { content = 'Add a test', status = 'pending', activeForm = 'Adding a test' },
-      }
+      -- Claude Code 2.1's task list (TaskCreate, TaskUpdate; it no longer offers TodoWrite).
+      local calls = {}
+      for _, subject in ipairs({ 'Read the parser', 'Guard the division', 'Add a test' }) do
+        calls[#calls + 1] = { 'TaskCreate', { subject = subject, description = subject, activeForm = subject } }
+      end
+      calls[#calls + 1] = { 'TaskUpdate', { taskId = '1', status = 'completed' } }
+      calls[#calls + 1] = { 'TaskUpdate', { taskId = '2', status = 'in_progress' } }
       local inner = vim.json.encode({ { 'Read', { file_path = notes } } })
       local task = { description = 'Find the division ' .. tag, prompt = inner, subagent_type = 'general-purpose' }
-      h.type_and_send(vim.json.encode({ { 'TodoWrite', { todos = todos } }, { 'Task', task } }))
+      calls[#calls + 1] = { 'Task', task }
+      h.type_and_send(vim.json.encode(calls))
       local run = h.chat_run_done(120000)
       eq('completed', run.status, 'the run (' .. vim.inspect(run.error) .. ')')
+      eq({}, h.messages_of(run, 'tool.failed'), 'every call succeeded')
       local buf = chat_view.thread()
       local lines, row = line_with(buf, '▤ plan')
       eq('▤ plan · 1/3 done', lines[row], 'the head counts what is done')
