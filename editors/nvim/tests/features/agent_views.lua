@@ -117,18 +117,27 @@ return function(h)
     local claude_bin = h.root .. '/.tools-claude/node_modules/.bin'
     truthy(vim.fn.executable(claude_bin .. '/claude') == 1, 'no Claude Code in ' .. claude_bin)
     local client = require('pi_bridge.core.client')
+    local exits = 0
+    client.on_exit(function()
+      exits = exits + 1
+    end)
+    --- Stop the bridge once it is up (a client stopped while it starts fails, at its exit, the
+    --- requests queued meanwhile: the next bridge's too), wait for its exit, then set up anew.
     local function use(overrides)
-      client.stop(true)
-      wait_for('the client to exit', 15000, function()
-        return #vim.lsp.get_clients({ name = 'pi_bridge' }) == 0
-      end)
-      local settled = false
-      vim.schedule(function() -- after the plugin's own scheduled on_exit work
-        settled = true
-      end)
-      wait_for('the exit to be handled', 5000, function()
-        return settled
-      end)
+      if client.get() then
+        local up = false
+        client.with_client(function()
+          up = true
+        end)
+        wait_for('the running client to be up', 30000, function()
+          return up
+        end)
+        local before = exits
+        client.stop(true)
+        wait_for('the client to exit', 15000, function()
+          return exits > before
+        end)
+      end
       pi_bridge.setup(overrides)
     end
     use(vim.tbl_extend('force', h.options, {
