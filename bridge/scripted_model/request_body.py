@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 
 def content_text(content: object, *, block_types: tuple[str, ...] = ("text",)) -> str | None:
@@ -27,11 +27,21 @@ def request_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in raw if isinstance(m, dict)]
 
 
+#: How the text blocks an agent adds beside the user's prompt begin.
+_AGENT_CONTEXT_TAGS: Final = (
+    "<system-reminder>",
+    "<local-command-caveat>",
+    "<command-name>",
+    "<local-command-stdout>",
+)
+
+
 def last_user_text_of(body: dict[str, Any]) -> str | None:
     """Text of the last user message carrying text (tool results are not user text).
 
     Text blocks an agent adds as context before the prompt (Claude Code's `<system-reminder>`
-    blocks) are not the user's text.
+    blocks, and the note of a local command such as the `/model` its live process is sent) are
+    not the user's text.
     """
     for message in reversed(request_messages(body)):
         if message.get("role") != "user":
@@ -42,7 +52,7 @@ def last_user_text_of(body: dict[str, Any]) -> str | None:
                 block
                 for block in content
                 if not (
-                    isinstance(block, dict) and str(block.get("text", "")).startswith("<system-reminder>")
+                    isinstance(block, dict) and str(block.get("text", "")).startswith(_AGENT_CONTEXT_TAGS)
                 )
             ]
         text = content_text(content)

@@ -89,3 +89,31 @@ async def test_a_subagents_tool_calls_name_the_task_call_that_made_them(
     done = {m["content"]["toolCallId"]: m["content"] for m in messages if m["type"] == "tool.completed"}
     assert "a note for the subagent" in done[children[0]["toolCallId"]]["output"]
     assert "parentToolCallId" not in parent
+
+
+async def test_task_create_and_update_reach_the_client_as_the_whole_plan(
+    bridge: LanguageClient, tmp_path: Path
+) -> None:
+    # Claude Code 2.1 offers TaskCreate/TaskUpdate, not TodoWrite: its task list is the plan.
+    subjects = ["Read the parser", "Guard the division", "Add a test"]
+    creates = [["TaskCreate", {"subject": s, "description": s, "activeForm": s}] for s in subjects]
+    updates = [
+        ["TaskUpdate", {"taskId": "1", "status": "completed"}],
+        ["TaskUpdate", {"taskId": "2", "status": "in_progress"}],
+    ]
+    prompt = json.dumps(creates + updates)
+    result = await request(bridge, "pi/run", {"prompt": prompt, "model": "script", "cwd": str(tmp_path)})
+    assert result["status"] == "completed", result
+    messages = messages_of(bridge).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    assert [m for m in messages if m["type"] == "tool.failed"] == []
+    plans = [m["content"] for m in messages if m["type"] == "plan"]
+    assert len(plans) == 5, plans
+    assert plans[0] == {"entries": [{"content": "Read the parser", "status": "pending"}]}
+    assert plans[-1] == {
+        "entries": [
+            {"content": "Read the parser", "status": "completed"},
+            {"content": "Guard the division", "status": "in_progress"},
+            {"content": "Add a test", "status": "pending"},
+        ]
+    }

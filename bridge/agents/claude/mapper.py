@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, ClassVar, Final
 
 from bridge.agents.claude.errors import classify_exit, classify_result_error, classify_subtype
@@ -53,6 +54,7 @@ class ClaudeEventMapper(MapperCore):
         self._message_id: str | None = None
         self._last_turn_tokens: int | None = None
         self._held_failure: ErrorInfo | None = None
+        self._tasks = _TaskList()
 
     # ------------------------------------------------------------------ EventMapper protocol
 
@@ -196,6 +198,8 @@ class ClaudeEventMapper(MapperCore):
         out = self._open_tool(call_id, name, block.get("input"))
         if out and name == "TodoWrite":
             out.extend(_plan_of(block.get("input")))
+        elif out:
+            self._tasks.call(call_id, name, block.get("input"))
         return out
 
     def _on_sub_agent_assistant(self, parent: Any, message: Any) -> list[Out]:
@@ -239,6 +243,7 @@ class ClaudeEventMapper(MapperCore):
                 )
             else:
                 out.append(Out("tool.completed", {"toolCallId": call_id, "name": name, "output": output}))
+                out.extend(self._tasks.result(call_id, output, event.get("tool_use_result")))
         if not sub_agent:
             out.extend(self._flush_thought())
         return out
@@ -343,3 +348,51 @@ def _plan_of(arguments: Any) -> list[Out]:
         and todo.get("status") in _PLAN_STATUSES
     ]
     return [Out("plan", {"entries": entries})]
+
+
+class _TaskList:
+    """Claude Code's task list as the contract's `plan`: from 2.1 it offers TaskCreate and
+    TaskUpdate instead of TodoWrite. A task counts once its call succeeded; the list is this
+    run's (a task an earlier run created is not known here)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, str]] = {}  # task id -> plan entry, in creation order
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}  # call id -> (tool, input)
+
+    def call(self, call_id: str, name: str, arguments: Any) -> None:
+        """Keep a TaskCreate or TaskUpdate call until its result."""
+        if name in ("TaskCreate", "TaskUpdate") and isinstance(arguments, dict):
+            self._calls[call_id] = (name, arguments)
+
+    def result(self, call_id: str, output: str, structured: Any) -> list[Out]:
+        """The whole plan after a successful task call (its `tool_use_result` names a new
+        task's id; its text `Task #N created` when that is missing), else nothing."""
+        called = self._calls.pop(call_id, None)
+        if called is None:
+            return []
+        name, arguments = called
+        if name == "TaskCreate":
+            task = structured.get("task") if isinstance(structured, dict) else None
+            task_id = task.get("id") if isinstance(task, dict) else None
+            if not isinstance(task_id, str):
+                found = re.search(r"#(\d+)", output)
+                task_id = found.group(1) if found else None
+            subject = arguments.get("subject")
+            if task_id is None or not isinstance(subject, str):
+                return []
+            self._entries[task_id] = {"content": subject, "status": "pending"}
+        else:
+            if isinstance(structured, dict) and structured.get("success") is False:
+                return []
+            task_id = str(arguments.get("taskId"))
+            entry = self._entries.get(task_id)
+            if entry is None:
+                return []
+            status, subject = arguments.get("status"), arguments.get("subject")
+            if isinstance(subject, str):
+                entry["content"] = subject
+            if status == "deleted":
+                del self._entries[task_id]
+            elif status in _PLAN_STATUSES:
+                entry["status"] = status
+        return [Out("plan", {"entries": [dict(entry) for entry in self._entries.values()]})]

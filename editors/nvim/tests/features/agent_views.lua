@@ -110,4 +110,80 @@ return function(h)
     end)
     eq({ row, row }, closed, "the subagent's calls are in the parent's closed fold")
   end)
+
+  test("Claude Code's live plan shows in the chat and its subagent's calls fold under the Task line", function()
+    -- The real Claude Code on the bridge's built-in scripted model, whose `script` scenario makes
+    -- the calls the prompt lists: tasks created and updated, then a Task whose subagent reads a file.
+    local claude_bin = h.root .. '/.tools-claude/node_modules/.bin'
+    truthy(vim.fn.executable(claude_bin .. '/claude') == 1, 'no Claude Code in ' .. claude_bin)
+    local client = require('pi_bridge.core.client')
+    local exits = 0
+    client.on_exit(function()
+      exits = exits + 1
+    end)
+    --- Stop the bridge once it is up (a client stopped while it starts fails, at its exit, the
+    --- requests queued meanwhile: the next bridge's too), wait for its exit, then set up anew.
+    local function use(overrides)
+      if client.get() then
+        local up = false
+        client.with_client(function()
+          up = true
+        end)
+        wait_for('the running client to be up', 30000, function()
+          return up
+        end)
+        local before = exits
+        client.stop(true)
+        wait_for('the client to exit', 15000, function()
+          return exits > before
+        end)
+      end
+      pi_bridge.setup(overrides)
+    end
+    use(vim.tbl_extend('force', h.options, {
+      cmd = { h.python, '-m', 'bridge', '--agent', 'claude', '--scripted-model' },
+      cmd_env = { PATH = claude_bin .. ':' .. (h.env.PATH or vim.env.PATH) },
+      model = 'script',
+    }))
+    local ok, err = pcall(function()
+      chat.new()
+      local notes = project .. '/parser-' .. tag .. '.txt'
+      vim.fn.writefile({ 'the parser divides by b ' .. tag }, notes)
+      -- Claude Code 2.1's task list (TaskCreate, TaskUpdate; it no longer offers TodoWrite).
+      local calls = {}
+      for _, subject in ipairs({ 'Read the parser', 'Guard the division', 'Add a test' }) do
+        calls[#calls + 1] = { 'TaskCreate', { subject = subject, description = subject, activeForm = subject } }
+      end
+      calls[#calls + 1] = { 'TaskUpdate', { taskId = '1', status = 'completed' } }
+      calls[#calls + 1] = { 'TaskUpdate', { taskId = '2', status = 'in_progress' } }
+      local inner = vim.json.encode({ { 'Read', { file_path = notes } } })
+      local task = { description = 'Find the division ' .. tag, prompt = inner, subagent_type = 'general-purpose' }
+      calls[#calls + 1] = { 'Task', task }
+      h.type_and_send(vim.json.encode(calls))
+      local run = h.chat_run_done(120000)
+      eq('completed', run.status, 'the run (' .. vim.inspect(run.error) .. ')')
+      eq({}, h.messages_of(run, 'tool.failed'), 'every call succeeded')
+      local buf = chat_view.thread()
+      local lines, row = line_with(buf, '▤ plan')
+      eq('▤ plan · 1/3 done', lines[row], 'the head counts what is done')
+      eq(
+        { '  ✓ Read the parser', '  ◐ Guard the division', '  ○ Add a test' },
+        vim.list_slice(lines, row + 1, row + 3),
+        'each entry with its status'
+      )
+      local task_lines, task_row = line_with(buf, ': Find the division ' .. tag)
+      truthy(task_lines[task_row]:find('[done]', 1, true), 'the parent is done: ' .. task_lines[task_row])
+      local child = task_lines[task_row + 1]
+      truthy(vim.startswith(child, '  │ ⚙ Read: ') and child:find('[done]', 1, true), 'the child under it: ' .. child)
+      local win = truthy(chat_view.thread_win(), 'the thread is not shown')
+      local closed = vim.api.nvim_win_call(win, function()
+        vim.cmd('normal! zM')
+        return vim.fn.foldclosed(task_row + 1)
+      end)
+      eq(task_row, closed, "the subagent's call is in the parent's closed fold")
+    end)
+    use(h.options)
+    chat.new()
+    truthy(ok, tostring(err))
+  end)
 end

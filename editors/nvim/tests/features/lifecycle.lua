@@ -4,6 +4,7 @@ return function(h)
   local model_server, pi_bridge, eq, truthy = h.model_server, h.pi_bridge, h.eq, h.truthy
   local wait_for, proc_stat, descendants, alive = h.wait_for, h.proc_stat, h.descendants, h.alive
   local test, project, tag = h.test, h.project, h.tag
+  local handlers, wait_done, messages_of = h.handlers, h.wait_done, h.messages_of
 
   test('a file the user opens is synced with the bridge; workspace/applyEdit edits its dirty buffer and keeps the unsaved text', function()
     local client = require('pi_bridge.core.client')
@@ -39,6 +40,38 @@ return function(h)
       vim.api.nvim_buf_get_lines(buf, 0, -1, true),
       "the agent's edit and the user's unsaved line, both in the buffer"
     )
+    eq({ 'line one', 'line two', 'line three' }, vim.fn.readfile(path), 'nothing written behind the buffer')
+    vim.cmd('bwipeout! ' .. buf)
+  end)
+
+  test("pi's edit of a dirty buffer comes through the editor: the buffer gets it beside the unsaved text, the disk is not written", function()
+    -- Real pi on the scripted model's `script` scenario edits a file whose buffer holds unsaved
+    -- typing: the bridge, kept in sync by the client, sends workspace/applyEdit instead of writing.
+    local path = project .. '/dirty-live-' .. tag .. '.txt'
+    vim.fn.writefile({ 'line one', 'line two', 'line three' }, path)
+    vim.cmd('tabnew ' .. vim.fn.fnameescape(path))
+    local buf = vim.api.nvim_get_current_buf()
+    local c
+    require('pi_bridge.core.client').with_client(function(got)
+      c = got
+    end)
+    wait_for('the buffer to be attached', 30000, function()
+      return c ~= nil and vim.lsp.buf_is_attached(buf, c.id)
+    end)
+    vim.api.nvim_buf_set_lines(buf, 3, 3, true, { 'typed, not saved' })
+    eq(true, vim.bo[buf].modified, 'the buffer is dirty')
+    local agent_line = 'line 2, edited by the agent ' .. tag
+    local edit = { path = path, edits = { { oldText = 'line two', newText = agent_line } } }
+    local run = handlers.get(pi_bridge.run(vim.json.encode({ { 'edit', edit } }), { model = 'script', cwd = project }))
+    wait_done(run)
+    eq('completed', run.status, 'the edit run (' .. vim.inspect(run.error) .. ')')
+    eq({}, messages_of(run, 'tool.failed'), 'no tool failed')
+    eq(
+      { 'line one', agent_line, 'line three', 'typed, not saved' },
+      vim.api.nvim_buf_get_lines(buf, 0, -1, true),
+      "the agent's edit and the user's unsaved line, both in the buffer"
+    )
+    eq(true, vim.bo[buf].modified, 'the buffer is still dirty')
     eq({ 'line one', 'line two', 'line three' }, vim.fn.readfile(path), 'nothing written behind the buffer')
     vim.cmd('bwipeout! ' .. buf)
   end)
