@@ -48,6 +48,10 @@ PRELOAD = (
     "acp.schema",
     "anyio",
     "psutil",
+    "orjson",
+    "argparse",
+    "ctypes",
+    "shlex",
 )
 HEADER = struct.Struct("!I")
 MAX_FDS = 3
