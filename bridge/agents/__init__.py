@@ -50,7 +50,7 @@ def _acp(name: str) -> Callable[[Mapping[str, Any]], AgentAdapter]:
 
 #: The ACP agents (bridge/agents/acp/catalog.py), by name: kept here as names only, so that the
 #: index imports no adapter package until one is built.
-ACP_AGENTS: Final = ("pi-acp", "claude-acp")
+ACP_AGENTS: Final = ("pi-acp", "claude-acp", "opencode", "gemini")
 
 FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {
     "pi": _pi,

@@ -1,8 +1,9 @@
-"""ACP agents behind the seam, end to end: `pi-acp` (driving the real pi) and `claude-acp`
-(claude-agent-acp driving its Claude Code), both from the npm registry (scripts/setup.sh puts them
-in .tools-acp), against the scripted model on 127.0.0.1. The bridge is their ACP client.
+"""ACP agents behind the seam, end to end: `pi-acp` (driving the real pi), `claude-acp`
+(claude-agent-acp driving its Claude Code), OpenCode (`opencode acp`) and Gemini CLI (`gemini
+--acp`), all from the npm registry (scripts/setup.sh puts them in .tools-acp and .tools-agents),
+against the scripted model on 127.0.0.1. The bridge is their ACP client.
 
-Each test is parametrized over both agents and runs through the LSP front (pytest-lsp) and, where
+Each test is parametrized over the agents and runs through the LSP front (pytest-lsp) and, where
 marked, through the ACP front (the official SDK's client). The processes are counted from /proc.
 """
 
@@ -23,6 +24,8 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from bridge.agents import build_adapter
+from bridge.agents.seam import ScriptedModelSetup
 from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
@@ -35,18 +38,26 @@ from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
 
 ACP_BIN = ROOT / ".tools-acp" / "node_modules" / ".bin"
+AGENTS_BIN = ROOT / ".tools-agents" / "node_modules" / ".bin"
 #: The executable each agent runs as (its process's command line names it).
-EXECUTABLES = {"pi-acp": "pi-acp", "claude-acp": "claude-agent-acp"}
+EXECUTABLES = {
+    "pi-acp": "pi-acp",
+    "claude-acp": "claude-agent-acp",
+    "opencode": "opencode",
+    "gemini": "gemini",
+}
 AGENTS = list(EXECUTABLES)
 
 requires_acp_agents = pytest.mark.skipif(
-    not all((ACP_BIN / exe).exists() for exe in EXECUTABLES.values())
+    not all((ACP_BIN / exe).exists() or (AGENTS_BIN / exe).exists() for exe in EXECUTABLES.values())
     and os.environ.get("PI_BRIDGE_REQUIRE_PI") != "1",
-    reason="the ACP agents are not installed in .tools-acp (run scripts/setup.sh)",
+    reason="the ACP agents are not installed in .tools-acp and .tools-agents (run scripts/setup.sh)",
 )
 pytestmark = [requires_pi, requires_acp_agents, pytest.mark.realpi]
 
-ACP_PATH = os.pathsep.join([str(ACP_BIN), str(PI_BIN), os.environ.get("PATH", "")])
+ACP_PATH = os.pathsep.join([str(ACP_BIN), str(AGENTS_BIN), str(PI_BIN), os.environ.get("PATH", "")])
+#: The provider each agent names the scripted model's scenarios under (None: its own default).
+PROVIDERS = {"pi-acp": "fake", "opencode": "scripted"}
 
 
 def _config(agent: str) -> BridgeServerConfig:
@@ -56,12 +67,28 @@ def _config(agent: str) -> BridgeServerConfig:
     )
 
 
-def agent_env(model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path) -> dict[str, str]:
-    """Both agents pointed at the scripted model: pi through its agent dir (provider `fake`),
-    Claude Code through its Anthropic endpoint, asking before changes (its settings)."""
+#: The HOME the catalog's recipe gave the last bridge of each agent (opencode, gemini).
+HOMES: dict[str, Path] = {}
+
+
+def agent_env(
+    model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path, *others: str
+) -> dict[str, str]:
+    """The agents pointed at the scripted model: pi through its agent dir (provider `fake`),
+    Claude Code through its Anthropic endpoint, asking before changes (its settings); `others`
+    (opencode, gemini) by the catalog's own recipe, in a home beside `claude_dir`."""
     claude_dir.mkdir(parents=True, exist_ok=True)
     (claude_dir / "settings.json").write_text(json.dumps({"permissions": {"defaultMode": "default"}}))
+    recipes: dict[str, str] = {}
+    homes = Path(tempfile.mkdtemp(prefix="acp-agent-homes-"))
+    for other in others:
+        adapter = build_adapter(other)
+        assert isinstance(adapter, ScriptedModelSetup)
+        recipes.update(adapter.model_server_env(model.base_url, homes, "scripted"))
+    if recipes:
+        HOMES[others[-1]] = Path(recipes["HOME"])
     return {
+        **recipes,
         "PATH": ACP_PATH,
         "PI_CODING_AGENT_DIR": str(pi_agent_dir),
         "ANTHROPIC_BASE_URL": model.base_url.removesuffix("/v1"),
@@ -70,10 +97,13 @@ def agent_env(model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path) 
     }
 
 
+OTHERS = ("opencode", "gemini")
+
+
 async def _serve(
-    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, *others: str
 ) -> AsyncIterator[LanguageClient]:
-    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")))
+    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")), *others)
     # no pre-spawned spare: every agent process in /proc is a conversation's
     await initialize(client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
     yield client
@@ -99,6 +129,24 @@ async def claude_acp_bridge(
         yield client
 
 
+@pytest_lsp.fixture(config=_config("opencode"))
+async def opencode_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on OpenCode, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "opencode"):
+        yield client
+
+
+@pytest_lsp.fixture(config=_config("gemini"))
+async def gemini_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on Gemini CLI, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "gemini"):
+        yield client
+
+
 @pytest.fixture(params=AGENTS)
 def agent(request: pytest.FixtureRequest) -> str:
     """Each ACP agent in turn."""
@@ -120,8 +168,8 @@ SLOW_COMMAND = "echo waiting; sleep 30"
 def run_params(agent: str, scenario: str, text: str, cwd: Path, **extra: Any) -> dict[str, Any]:
     """pi/run of `agent` on scripted scenario `scenario` (pi-acp's models are provider `fake`)."""
     params: dict[str, Any] = {"prompt": text, "agent": agent, "model": scenario, "cwd": str(cwd), **extra}
-    if agent == "pi-acp":
-        params["provider"] = "fake"
+    if agent in PROVIDERS:
+        params["provider"] = PROVIDERS[agent]
     return params
 
 
@@ -187,7 +235,8 @@ async def test_a_tool_call_is_streamed_and_closed(bridge: LanguageClient, tmp_pa
     assert len(calls) == 1 and len(closes) == 1, [m["type"] for m in messages]
     call_id = calls[0]["content"]["toolCallId"]
     assert closes[0]["type"] == "tool.completed" and closes[0]["content"]["toolCallId"] == call_id
-    assert "hi" in closes[0]["content"]["output"], "the command's output is the tool's"
+    if agent != "gemini":  # Gemini CLI 0.61.0 closes a shell call with no content: no output to show
+        assert "hi" in closes[0]["content"]["output"], "the command's output is the tool's"
     kinds = [m["type"] for m in messages]
     assert kinds.index("tool.call") < kinds.index("tool.completed") < len(kinds) - 1
     assert "hi" in result["text"]
@@ -209,7 +258,8 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     )
     await messages_of(bridge).wait_type(run_id, "tool.call")
     sleeper = await wait_for_run_process("sleep 30")
-    inner = {child.pid for child in psutil.Process(pid).children()}  # the agent the adapter runs
+    # the agent the adapter runs (OpenCode and Gemini CLI run the command as their own child)
+    inner = {c.pid for c in psutil.Process(pid).children() if "sleep 30" not in " ".join(c.cmdline())}
     started = asyncio.get_running_loop().time()
     answer = await request(bridge, "pi/cancel", {"runId": run_id})
     elapsed = asyncio.get_running_loop().time() - started
@@ -273,11 +323,34 @@ async def test_the_agent_killed_mid_turn_fails_clearly_and_the_conversation_goes
     error = terminal["content"]["error"]
     assert error["kind"] == "process" and "killed by" in error["message"], error
     await assert_no_run_processes_but(agent)
+    if agent == "gemini":
+        # Gemini CLI 0.61.0 answers session/load of the session it stored (its chats/ file is
+        # there) with "No previous sessions found for this project" (a direct ACP client sees
+        # the same): the next prompt fails clearly instead of going on. docs/agents.md says so.
+        after, messages = await run_failing(
+            bridge, run_params(agent, "shell", "echo after", tmp_path, sessionId=sid)
+        )
+        assert after["status"] == "failed" and messages[-1]["type"] == "terminal.failed"
+        assert "No previous sessions found" in json.dumps(messages[-1]["content"]), messages[-1]
+        pytest.xfail("Gemini CLI 0.61.0 does not load the session it stored (docs/agents.md)")
     after, _ = await run(bridge, run_params(agent, "shell", f"echo after-{tag}", tmp_path, sessionId=sid))
     assert after["status"] == "completed", "the conversation goes on with the next prompt"
     assert after["sessionId"] == sid and f"after-{tag}" in after["text"]
     [new_pid] = agent_processes(agent)
     assert new_pid != pid
+
+
+async def run_failing(
+    client: LanguageClient, params: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run expected to fail: its result (or the error's data) and its messages."""
+    try:
+        result: dict[str, Any] = await request(client, "pi/run", params)
+    except Exception as exc:  # a failed run may answer with an error carrying its result
+        result = exc.data  # type: ignore[attr-defined]
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
 
 
 async def assert_no_run_processes_but(agent: str) -> None:
@@ -324,6 +397,28 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
     assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * len(flaky), "seen once each time"
 
 
+async def test_gemini_writes_through_the_bridges_file_operations_held_by_the_path_policy(
+    gemini_bridge: LanguageClient,
+) -> None:
+    """Gemini CLI hands its writes inside its workspace to the client (fs/write_text_file): the
+    bridge does them under the run's path policy. In a workspace that is the agent's HOME, a
+    write lands, and one into ~/.ssh (inside the workspace for Gemini, kept out by the bridge)
+    is refused, the refusal being what the tool reports. Judged from the disk. (A write outside
+    the workspace, symlinks followed, Gemini CLI refuses itself before asking the client.)"""
+    work = HOMES["gemini"]
+    inside = '[["write_file", {"file_path": "inside.txt", "content": "kept\\n"}]]'
+    first, messages = await run(gemini_bridge, run_params("gemini", "script", inside, work))
+    assert first["status"] == "completed", messages[-1]["content"]
+    assert (work / "inside.txt").read_text() == "kept\n", "a write inside the workspace lands"
+    secret = '[["write_file", {"file_path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA\\n"}]]'
+    result, messages = await run(
+        gemini_bridge, run_params("gemini", "script", secret, work, sessionId=first["sessionId"])
+    )
+    assert not (work / ".ssh").exists(), "nothing was written into ~/.ssh"
+    failed = [m["content"] for m in messages if m["type"] == "tool.failed"]
+    assert failed and "hidden from the agent's tools" in json.dumps(failed), [m["type"] for m in messages]
+
+
 class Asked:
     """Every pi/requestPermission the client got, and the option it answers the next with."""
 
@@ -357,11 +452,11 @@ def _asking_config(agent: str) -> BridgeServerConfig:
 
 
 async def _serve_asking(
-    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, *others: str
 ) -> AsyncIterator[LanguageClient]:
     """A client that answers permissions: its conversations start in `ask`."""
     ASKED.__init__()  # type: ignore[misc]
-    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")))
+    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")), *others)
     await client.initialize_session(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
@@ -392,15 +487,49 @@ async def claude_acp_asking(
         yield client
 
 
-async def test_claude_acp_asks_before_a_write_and_a_reject_then_an_allow_decide_it(
-    claude_acp_asking: LanguageClient, tmp_path: Path
+@pytest_lsp.fixture(config=_asking_config("gemini"))
+async def gemini_asking(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """Gemini CLI for a client that answers permissions."""
+    async for client in _serve_asking(lsp_client, scripted_model, pi_agent_dir, tmp_path, "gemini"):
+        yield client
+
+
+@pytest.fixture(
+    params=[
+        "claude-acp",
+        "gemini",
+        pytest.param(
+            "opencode",
+            marks=pytest.mark.skip(
+                reason="OpenCode 1.18.33 asks nothing by default (its config's `permission` is `allow`): "
+                "tests/e2e/test_agents_direct.py::test_opencode_runs_its_tools_itself_without_asking"
+            ),
+        ),
+    ]
+)
+def asker(request: pytest.FixtureRequest) -> str:
+    """Each ACP agent that asks before a write."""
+    return str(request.param)
+
+
+@pytest.fixture
+def asking(request: pytest.FixtureRequest, asker: str) -> LanguageClient:
+    """The bridge of `asker` for a client that answers permissions."""
+    client: LanguageClient = request.getfixturevalue(f"{asker.replace('-', '_')}_asking")
+    return client
+
+
+async def test_an_acp_agent_asks_before_a_write_and_a_reject_then_an_allow_decide_it(
+    asking: LanguageClient, asker: str, tmp_path: Path
 ) -> None:
-    client = claude_acp_asking
+    client = asking
     rejected_dir, allowed_dir = tmp_path / "rejected", tmp_path / "allowed"
     rejected_dir.mkdir()
     allowed_dir.mkdir()
     ASKED.option = REJECT_ONCE
-    result, messages = await run(client, run_params("claude-acp", "write", "write it", rejected_dir))
+    result, messages = await run(client, run_params(asker, "write", "write it", rejected_dir))
     assert result["status"] == "completed", messages[-1]["content"]
     (asked,) = ASKED.requests
     assert asked["kind"] == "edit" and WRITE_FILE in json.dumps(asked), asked
@@ -408,7 +537,7 @@ async def test_claude_acp_asks_before_a_write_and_a_reject_then_an_allow_decide_
     assert [(r["decision"], r["by"]) for r in resolved] == [("reject", "user")]
     assert not (rejected_dir / WRITE_FILE).exists(), "the rejected write never ran"
     ASKED.option = ALLOW_ONCE
-    result, messages = await run(client, run_params("claude-acp", "write", "write it", allowed_dir))
+    result, messages = await run(client, run_params(asker, "write", "write it", allowed_dir))
     assert result["status"] == "completed", messages[-1]["content"]
     assert len(ASKED.requests) == 2
     resolved = [m["content"] for m in messages if m["type"] == "permission.resolved"]
