@@ -29,6 +29,7 @@ from bridge.agents.seam import ScriptedModelSetup
 from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
+from bridge.scripted_model.agent_configs import gemini_env, opencode_env
 from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
 from tests.support.acp import acp_bridge, new_session, prompt, text_of
 from tests.support.env import BRIDGE, PI_BIN, ROOT, WAIT, requires_pi
@@ -565,40 +566,68 @@ def _acp_front(
     agent: str, scenario: str, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
 ) -> Any:
     """`pi-bridge acp --agent AGENT` whose agent runs scripted scenario `scenario` by default: pi's
-    settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does."""
+    settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does, OpenCode's and
+    Gemini CLI's configuration does (the recipes of agent_configs.py)."""
     agent_dir = tmp_path / "pi-agent"
     if not agent_dir.exists():
         shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
-    settings = {"defaultProvider": "fake", "defaultModel": scenario}
+    settings = {"defaultProvider": PROVIDERS.get(agent, "fake"), "defaultModel": scenario}
     (agent_dir / "settings.json").write_text(json.dumps(settings))
     env = agent_env(model, agent_dir, tmp_path / "claude-config")  # outside the workspace (work/)
     env["ANTHROPIC_MODEL"] = scenario
+    origin = model.base_url.removesuffix("/v1")
+    if agent == "opencode":  # its config's model
+        env.update(opencode_env(tmp_path / "opencode-home", origin, scenario))
+    elif agent == "gemini":  # its settings' model
+        env.update(gemini_env(tmp_path / "gemini-home", origin, scenario))
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env)
 
 
+@pytest.fixture(
+    params=[
+        *(a for a in AGENTS if a != "gemini"),
+        pytest.param(
+            "gemini",
+            marks=pytest.mark.skip(
+                reason="the ACP front opens a session before its model is known, and Gemini CLI 0.61.0 "
+                "offers no model option (its session/set_model leaves it asking for model None)"
+            ),
+        ),
+    ]
+)
+def front_agent(request: pytest.FixtureRequest) -> str:
+    """Each ACP agent the ACP front drives."""
+    return str(request.param)
+
+
 async def test_acp_front_three_turns_on_one_agent_process(
-    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, front_agent: str
 ) -> None:
+    agent = front_agent
     tag = os.urandom(4).hex()
     async with _acp_front(agent, "echo", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
         session_id = await new_session(conn, tmp_path / "work")
-        [pid] = agent_processes(agent)
+        found: set[int] = set()
         for turn in ("one", "two", "three"):
             recorder.clear()
             answer = await prompt(conn, session_id, f"{turn}-{tag}", timeout=WAIT * 2)
             assert answer.stop_reason == "end_turn"
             assert text_of(recorder.of(session_id)) == f"ECHO:{turn}-{tag}"
-            assert agent_processes(agent) == [pid], "one agent process serves every turn"
+            # the conversation's process, and the front's warm spare for the next one, if any
+            found = found or set(agent_processes(agent))
+            assert 1 <= len(found) <= 2, [psutil.Process(p).cmdline() for p in found]
+            assert set(agent_processes(agent)) == found, "one agent process serves every turn"
         last = requests_of(scripted_model, "echo")[-1]["body"]
         assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1]
     await assert_no_run_processes()
 
 
 async def test_acp_front_cancel_mid_command_leaves_nothing(
-    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, front_agent: str
 ) -> None:
+    agent = front_agent
     async with _acp_front(agent, "shell", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
         session_id = await new_session(conn, tmp_path / "work")
         running = asyncio.ensure_future(prompt(conn, session_id, SLOW_COMMAND, timeout=WAIT * 2))

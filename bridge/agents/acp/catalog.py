@@ -136,7 +136,8 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         display_name="Gemini CLI",
         command=("gemini", "--acp"),
         package="@google/gemini-cli@0.61.0",
-        # Gemini CLI's session offers no model option: the model is chosen at launch
+        # its session offers no model option: the conversation's process starts on the run's model
+        # (its `session/set_model` left 0.61.0 asking the server for model "None")
         model_env="GEMINI_MODEL",
         provider="google",
         model_server_env=_gemini_model_server,

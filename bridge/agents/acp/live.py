@@ -194,7 +194,10 @@ class AcpLive(JsonRpcLiveClient):
         )
 
     async def set_model(self, provider: str, model: str) -> None:
-        """`session/set_config_option` "model", with the agent's own id of the model."""
+        """`session/set_config_option` "model", with the agent's own id of the model; nothing for
+        the model the process was launched on (Gemini CLI's session has no model option)."""
+        if self.spec.model_env and launch_env(self.child).get(self.spec.model_env) == model:
+            return
         request = schema.SetSessionConfigOptionSelectRequest(
             session_id=self._acp_session or "",
             config_id="model",
