@@ -643,3 +643,48 @@ async def test_acp_front_cancel_mid_command_leaves_nothing(
         left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
         assert left == [], "nothing of the command is left in /proc"
     await assert_no_run_processes()
+
+
+# ------------------------------------------------------------------ chosen per run
+
+
+@pytest_lsp.fixture(
+    config=BridgeServerConfig(
+        server_command=[*BRIDGE], client_factory=make_client, extra_env={"PATH": ACP_PATH}
+    )
+)
+async def pi_bridge_with_opencode(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge whose own agent is pi, with OpenCode pointed at the scripted model too."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "opencode"):
+        yield client
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not built yet: runs/attempts.py `uses_live` drives live only the server's own agent (one "
+    "Conversations registry); an ACP agent named per run gets the one-process engine, and OpenCode "
+    "exits (code 0) without answering the prompt",
+)
+async def test_an_acp_agent_chosen_per_run_on_a_pi_bridge_is_live_per_conversation(
+    pi_bridge_with_opencode: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    client = pi_bridge_with_opencode
+    tag = os.urandom(4).hex()
+    first, messages = await run(client, run_params("opencode", "echo", f"one-{tag}", tmp_path))
+    assert first["status"] == "completed", messages[-1]["content"]
+    assert first["text"] == f"ECHO:one-{tag}"
+    sid = first["sessionId"]
+    [pid] = agent_processes("opencode")
+    assert await live_pids(client, sid) == [pid], "the conversation is live"
+    for turn in ("two", "three"):
+        # the follow-ups name no agent: the session's own is used
+        params = run_params("opencode", "echo", f"{turn}-{tag}", tmp_path, sessionId=sid)
+        del params["agent"]
+        result, messages = await run(client, params)
+        assert result["status"] == "completed", messages[-1]["content"]
+        assert result["text"] == f"ECHO:{turn}-{tag}"
+        assert agent_processes("opencode") == [pid], "one OpenCode process serves every turn"
+    last = requests_of(scripted_model, "echo")[-1]["body"]
+    assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
