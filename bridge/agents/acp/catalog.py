@@ -17,8 +17,6 @@ SETTLED_LINE: Final = b'{"type":"settled"}'
 #: How an agent writes a model id in `session/set_config_option` ("model"): pi-acp takes
 #: "provider/model", the Claude adapter the model alone.
 ModelFormat = Literal["provider/model", "model"]
-#: What an agent may hand to its client instead of doing it itself.
-Delegated = Literal["fs", "terminal", "permissions"]
 #: Points an agent at the model server at `base_url` (state in `workdir`); the environment it needs.
 ModelServerEnv = Callable[[str, Path, str], dict[str, str]]
 
@@ -46,9 +44,6 @@ class AcpAgentSpec:
     model_server_env: ModelServerEnv | None = None
     #: Offered `fs/read_text_file` and `fs/write_text_file` (the bridge's file operations do them).
     client_fs: bool = False
-    #: What the agent hands to the bridge (the doctor, initialize and docs/agents.md say it):
-    #: "fs", "terminal", "permissions".
-    delegates: tuple[Delegated, ...] = ()
 
 
 def _pi_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
@@ -113,7 +108,6 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         provider="anthropic",
         session_meta={"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}},
         model_server_env=_claude_model_server,
-        delegates=("permissions",),
     ),
     "opencode": AcpAgentSpec(
         name="opencode",
@@ -129,7 +123,6 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         model_format="provider/model",
         provider="scripted",
         model_server_env=_opencode_model_server,
-        delegates=("permissions",),
     ),
     "gemini": AcpAgentSpec(
         name="gemini",
@@ -142,7 +135,6 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         provider="google",
         model_server_env=_gemini_model_server,
         client_fs=True,
-        delegates=("fs", "permissions"),
     ),
 }
 
