@@ -661,12 +661,6 @@ async def pi_bridge_with_opencode(
         yield client
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not built yet: runs/attempts.py `uses_live` drives live only the server's own agent (one "
-    "Conversations registry); an ACP agent named per run gets the one-process engine, and OpenCode "
-    "exits (code 0) without answering the prompt",
-)
 async def test_an_acp_agent_chosen_per_run_on_a_pi_bridge_is_live_per_conversation(
     pi_bridge_with_opencode: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
 ) -> None:
