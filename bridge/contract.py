@@ -887,6 +887,12 @@ class AgentInfo(WireModel):
     command: list[str]
     found: bool
     version: str | None = None
+    #: How the bridge speaks to it ("acp", or the agent's own protocol, named after the agent);
+    #: null for an agent only configured by command.
+    protocol: str | None = None
+    #: What it hands to the bridge instead of doing it itself: the bridge's file operations
+    #: ("fs"), its commands ("terminal"), its approvals ("permissions").
+    delegates: list[Literal["fs", "terminal", "permissions"]] = []
 
 
 class SessionsResult(WireModel):

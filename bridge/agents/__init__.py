@@ -50,7 +50,20 @@ def _acp(name: str) -> Callable[[Mapping[str, Any]], AgentAdapter]:
 
 #: The ACP agents (bridge/agents/acp/catalog.py), by name: kept here as names only, so that the
 #: index imports no adapter package until one is built.
-ACP_AGENTS: Final = ("pi-acp", "claude-acp")
+ACP_AGENTS: Final = ("pi-acp", "claude-acp", "opencode", "gemini")
+
+#: How the bridge speaks to each known agent, and what the agent hands to it (docs/agents.md):
+#: pi's extension hands over its file tools, its commands and its tool checks; Claude Code and
+#: Codex ask before their tools; of the ACP agents, Gemini CLI also hands over its writes.
+KINDS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    "pi": ("pi", ("fs", "terminal", "permissions")),
+    "claude": ("claude", ("permissions",)),
+    "codex": ("codex", ("permissions",)),
+    "pi-acp": ("acp", ()),
+    "claude-acp": ("acp", ("permissions",)),
+    "opencode": ("acp", ("permissions",)),
+    "gemini": ("acp", ("fs", "permissions")),
+}
 
 FACTORIES: Final[dict[str, Callable[[Mapping[str, Any]], AgentAdapter]]] = {
     "pi": _pi,
@@ -126,8 +139,16 @@ def probe(name: str, command: tuple[str, ...], env: Mapping[str, str] | None = N
 
     merged = {**os.environ, **(env or {})}
     executable = shutil.which(command[0], path=merged.get("PATH")) if command else None
-    return AgentInfo(
-        name=name, command=list(command), found=executable is not None, version=_npm_version(executable)
+    protocol, delegates = KINDS.get(name, (None, ()))
+    return AgentInfo.model_validate(
+        {
+            "name": name,
+            "command": list(command),
+            "found": executable is not None,
+            "version": _npm_version(executable),
+            "protocol": protocol,
+            "delegates": list(delegates),
+        }
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
+from bridge import agents
 from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
 from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
@@ -58,11 +59,17 @@ class Attempts:
     # Whether a pre-spawn for the next prompt is still welcome (not while the bridge stops).
     may_prime: Callable[[], bool]
     wait_writable: Callable[[], Awaitable[None]] | None = None
+    # Serves the conversations of an ACP agent a run names beside the server's own (the
+    # registry's task group); None: such a run gets one process per attempt.
+    tasks: anyio.abc.TaskGroup | None = None
     # The conversations' modes and the permission check of the live agents' tool calls.
     gate: Gate | None = None
     # The workspace's files before each prompt (pi/checkpoints, pi/rewind).
     checkpoints: Checkpoints | None = None
     slots: anyio.Semaphore = dataclasses.field(init=False)
+    # Those conversations, by agent name (each agent live per conversation, however chosen).
+    others: dict[str, Conversations] = dataclasses.field(init=False, default_factory=dict)
+    _opening: anyio.Lock = dataclasses.field(init=False, default_factory=anyio.Lock)
 
     def __post_init__(self) -> None:
         self.slots = anyio.Semaphore(self.config.max_concurrent_runs)
@@ -79,11 +86,36 @@ class Attempts:
         """Whether the run goes through a live conversation (the live engine): only for agents
         that have a live mode; every other agent runs one process per attempt (one-process engine)."""
         adapter = run.agent
-        return self.config.engine == "rpc" and adapter is self.adapter and adapter.live_mode() is not None
+        if self.config.engine != "rpc" or adapter.live_mode() is None:
+            return False
+        return adapter is self.adapter or (adapter.name in agents.ACP_AGENTS and self.tasks is not None)
+
+    def conversations_of(self, run: Run) -> Conversations:
+        """The live conversations of the run's agent (opened by `_open_conversations` first)."""
+        if run.agent is self.adapter:
+            return self.conversations
+        return self.others.get(run.agent.name, self.conversations)
+
+    async def _open_conversations(self, run: Run) -> None:
+        """Start the conversations of an ACP agent named beside the server's own, once."""
+        tasks = self.tasks
+        if run.agent is self.adapter or not self.uses_live(run) or tasks is None:
+            return
+        async with self._opening:
+            if run.agent.name not in self.others:
+                conversations = Conversations(
+                    run.agent,
+                    max_live=self.config.max_live_sessions,
+                    idle_seconds=self.config.session_idle_seconds,
+                    wait_writable=self.wait_writable,
+                )
+                await tasks.start(conversations.serve)
+                self.others[run.agent.name] = conversations
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
         mark("run.drive")
+        await self._open_conversations(run)
         problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)
@@ -100,13 +132,14 @@ class Attempts:
             run.emit(run.agent.new_mapper(run.options).finish_cancelled(receipt))
             run.answer = run.answer_of(AttemptOutcome("cancelled", "", shutdown=receipt))
             return
+        conversations = self.conversations_of(run)
         try:
             await self._drive_leased(run, lease)
         finally:
             if lease is not None:
-                self.conversations.slots.release(lease)
+                conversations.slots.release(lease)
         if lease is not None and lease.used_live:
-            self.conversations.spare.prime_again()
+            conversations.spare.prime_again()
 
     def _sandbox_problem(self, run: Run) -> ErrorInfo | None:
         """Why the run cannot have the sandbox it asks for: it then fails before anything runs.
@@ -147,9 +180,10 @@ class Attempts:
 
     async def _lease(self, run: Run) -> Lease | None:
         """the live engine's hold on the run's conversation (None: the one-process engine runs it)."""
-        if not self.uses_live(run) or self.conversations.starter.supported is False:
+        conversations = self.conversations_of(run)
+        if not self.uses_live(run) or conversations.starter.supported is False:
             return None
-        session_id = await self.conversations.resolve_session(run.options, self.config.env)
+        session_id = await conversations.resolve_session(run.options, self.config.env)
 
         def queued() -> None:
             run.waits_for = session_id
@@ -157,7 +191,7 @@ class Attempts:
             log.info("run %s waits for the other run of session %s", run.run_id, session_id)
 
         try:
-            return await self.conversations.slots.lease(session_id, run.cancel, queued)
+            return await conversations.slots.lease(session_id, run.cancel, queued)
         finally:
             run.waits_for = None
 
@@ -166,10 +200,11 @@ class Attempts:
         path), so every table keyed by session (leases, live agents, the warm pool) sees one
         conversation as one; an error when it names several."""
         session_id = run.options.session_id
-        if session_id is None or self.conversations.slots.live_agent(session_id) is not None:
+        conversations = self.conversations_of(run)
+        if session_id is None or conversations.slots.live_agent(session_id) is not None:
             return None
         adapter = run.agent
-        full = self.conversations.slots.known_session(session_id) if self.uses_live(run) else None
+        full = conversations.slots.known_session(session_id) if self.uses_live(run) else None
         if full is None:
             try:
                 full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
@@ -240,7 +275,8 @@ class Attempts:
         def one_process_attempt() -> ProcessAttempt:
             return ProcessAttempt(context, self.wait_writable, self.pool)
 
-        if lease is None or self.conversations.starter.supported is False:
+        conversations = self.conversations_of(run)
+        if lease is None or conversations.starter.supported is False:
             return one_process_attempt()
         hooks = LiveHooks(
             retrying=run.attempt > 1,
@@ -254,7 +290,7 @@ class Attempts:
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
-        return LiveAttempt(self.conversations, lease, context, hooks)
+        return LiveAttempt(conversations, lease, context, hooks)
 
     def _on_session(self, run: Run, session_id: str) -> None:
         """The run streams on conversation `session_id`: the run notes it, the gate binds it."""
@@ -319,7 +355,7 @@ class Attempts:
         to go back there: each one-process attempt leaves its prompt in the session (the live
         engine cuts its own back, Lease.trim)."""
         if policy.max_attempts < 2 or (
-            lease is not None and self.conversations.starter.supported is not False
+            lease is not None and self.conversations_of(run).starter.supported is not False
         ):
             return None
         adapter = run.agent

@@ -304,6 +304,7 @@ class RunRegistry:
             try:
                 await tasks.start(self.pool.serve)
                 await tasks.start(self.conversations.serve)
+                self._attempts.tasks = tasks  # serves the conversations of other ACP agents
                 task_status.started()
                 await self._closing.wait()
             finally:
@@ -433,7 +434,10 @@ class RunRegistry:
             runs=[run.info() for run in self._runs.values()],
             warm_pids=[*self.pool.warm_pids(), *self.conversations.spare.pids()],
             warm_rss_bytes=self.pool.rss_bytes() + self.conversations.rss_bytes(),
-            live=self.conversations.slots.listing(),
+            live=[
+                *self.conversations.slots.listing(),
+                *(entry for other in self._attempts.others.values() for entry in other.slots.listing()),
+            ],
         )
 
     async def steer(self, run_id: str, message: str) -> SteerResult:
@@ -469,6 +473,8 @@ class RunRegistry:
                     await run.done.wait()
             await self.pool.close()
             await self.conversations.close()
+            for other in self._attempts.others.values():
+                await other.close()
 
     # ------------------------------------------------------------------ driving a run
 

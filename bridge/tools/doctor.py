@@ -154,6 +154,29 @@ def check_project_trust(env: Mapping[str, str], cwd: str) -> Check:
     )
 
 
+def check_agents(env: Mapping[str, str]) -> Check:
+    """Every agent a run can name: its protocol, whether its executable is found on PATH, its
+    version, and what it hands to the bridge (fs, terminal, permissions). Informational: an agent
+    not installed is only a run that names it failing."""
+    from bridge.agents import agent_names, build_adapter, probe
+
+    infos = [probe(name, build_adapter(name).default_command, env) for name in agent_names()]
+    found = [i.name for i in infos if i.found]
+    summary = ", ".join(
+        f"{i.name} ({i.protocol}, {i.version or 'version unknown'}, "
+        f"delegates {'+'.join(i.delegates) or 'nothing'})"
+        for i in infos
+        if i.found
+    )
+    return Check(
+        "agents",
+        "agents",
+        "ok",
+        f"found: {summary}" if found else "none found on PATH",
+        data={"agents": [i.model_dump(mode="json", by_alias=True) for i in infos]},
+    )
+
+
 def run_checks(
     environ: Mapping[str, str] | None = None,
     pi_command: str | None = None,
@@ -174,6 +197,7 @@ def run_checks(
         return Report(checks)
     checks.append(check_checkpoints(env))
     checks.append(check_sandbox(env))
+    checks.append(check_agents(env))
 
     from bridge.agents import DEFAULT_AGENT, doctor_checks
     from bridge.config import COMMAND_ENV, command_from

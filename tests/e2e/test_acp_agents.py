@@ -1,8 +1,9 @@
-"""ACP agents behind the seam, end to end: `pi-acp` (driving the real pi) and `claude-acp`
-(claude-agent-acp driving its Claude Code), both from the npm registry (scripts/setup.sh puts them
-in .tools-acp), against the scripted model on 127.0.0.1. The bridge is their ACP client.
+"""ACP agents behind the seam, end to end: `pi-acp` (driving the real pi), `claude-acp`
+(claude-agent-acp driving its Claude Code), OpenCode (`opencode acp`) and Gemini CLI (`gemini
+--acp`), all from the npm registry (scripts/setup.sh puts them in .tools-acp and .tools-agents),
+against the scripted model on 127.0.0.1. The bridge is their ACP client.
 
-Each test is parametrized over both agents and runs through the LSP front (pytest-lsp) and, where
+Each test is parametrized over the agents and runs through the LSP front (pytest-lsp) and, where
 marked, through the ACP front (the official SDK's client). The processes are counted from /proc.
 """
 
@@ -23,9 +24,12 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from bridge.agents import build_adapter
+from bridge.agents.seam import ScriptedModelSetup
 from bridge.policy.approvals import ALLOW_ONCE, REJECT_ONCE
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
+from bridge.scripted_model.agent_configs import gemini_env, opencode_env
 from bridge.scripted_model.scenarios import WRITE_CONTENT, WRITE_FILE
 from tests.support.acp import acp_bridge, new_session, prompt, text_of
 from tests.support.env import BRIDGE, PI_BIN, ROOT, WAIT, requires_pi
@@ -35,18 +39,26 @@ from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
 
 ACP_BIN = ROOT / ".tools-acp" / "node_modules" / ".bin"
+AGENTS_BIN = ROOT / ".tools-agents" / "node_modules" / ".bin"
 #: The executable each agent runs as (its process's command line names it).
-EXECUTABLES = {"pi-acp": "pi-acp", "claude-acp": "claude-agent-acp"}
+EXECUTABLES = {
+    "pi-acp": "pi-acp",
+    "claude-acp": "claude-agent-acp",
+    "opencode": "opencode",
+    "gemini": "gemini",
+}
 AGENTS = list(EXECUTABLES)
 
 requires_acp_agents = pytest.mark.skipif(
-    not all((ACP_BIN / exe).exists() for exe in EXECUTABLES.values())
+    not all((ACP_BIN / exe).exists() or (AGENTS_BIN / exe).exists() for exe in EXECUTABLES.values())
     and os.environ.get("PI_BRIDGE_REQUIRE_PI") != "1",
-    reason="the ACP agents are not installed in .tools-acp (run scripts/setup.sh)",
+    reason="the ACP agents are not installed in .tools-acp and .tools-agents (run scripts/setup.sh)",
 )
 pytestmark = [requires_pi, requires_acp_agents, pytest.mark.realpi]
 
-ACP_PATH = os.pathsep.join([str(ACP_BIN), str(PI_BIN), os.environ.get("PATH", "")])
+ACP_PATH = os.pathsep.join([str(ACP_BIN), str(AGENTS_BIN), str(PI_BIN), os.environ.get("PATH", "")])
+#: The provider each agent names the scripted model's scenarios under (None: its own default).
+PROVIDERS = {"pi-acp": "fake", "opencode": "scripted"}
 
 
 def _config(agent: str) -> BridgeServerConfig:
@@ -56,12 +68,28 @@ def _config(agent: str) -> BridgeServerConfig:
     )
 
 
-def agent_env(model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path) -> dict[str, str]:
-    """Both agents pointed at the scripted model: pi through its agent dir (provider `fake`),
-    Claude Code through its Anthropic endpoint, asking before changes (its settings)."""
+#: The HOME the catalog's recipe gave the last bridge of each agent (opencode, gemini).
+HOMES: dict[str, Path] = {}
+
+
+def agent_env(
+    model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path, *others: str
+) -> dict[str, str]:
+    """The agents pointed at the scripted model: pi through its agent dir (provider `fake`),
+    Claude Code through its Anthropic endpoint, asking before changes (its settings); `others`
+    (opencode, gemini) by the catalog's own recipe, in a home beside `claude_dir`."""
     claude_dir.mkdir(parents=True, exist_ok=True)
     (claude_dir / "settings.json").write_text(json.dumps({"permissions": {"defaultMode": "default"}}))
+    recipes: dict[str, str] = {}
+    homes = Path(tempfile.mkdtemp(prefix="acp-agent-homes-"))
+    for other in others:
+        adapter = build_adapter(other)
+        assert isinstance(adapter, ScriptedModelSetup)
+        recipes.update(adapter.model_server_env(model.base_url, homes, "scripted"))
+    if recipes:
+        HOMES[others[-1]] = Path(recipes["HOME"])
     return {
+        **recipes,
         "PATH": ACP_PATH,
         "PI_CODING_AGENT_DIR": str(pi_agent_dir),
         "ANTHROPIC_BASE_URL": model.base_url.removesuffix("/v1"),
@@ -70,10 +98,13 @@ def agent_env(model: ScriptedModelServer, pi_agent_dir: Path, claude_dir: Path) 
     }
 
 
+OTHERS = ("opencode", "gemini")
+
+
 async def _serve(
-    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, *others: str
 ) -> AsyncIterator[LanguageClient]:
-    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")))
+    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")), *others)
     # no pre-spawned spare: every agent process in /proc is a conversation's
     await initialize(client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
     yield client
@@ -99,6 +130,24 @@ async def claude_acp_bridge(
         yield client
 
 
+@pytest_lsp.fixture(config=_config("opencode"))
+async def opencode_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on OpenCode, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "opencode"):
+        yield client
+
+
+@pytest_lsp.fixture(config=_config("gemini"))
+async def gemini_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on Gemini CLI, against the scripted model."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "gemini"):
+        yield client
+
+
 @pytest.fixture(params=AGENTS)
 def agent(request: pytest.FixtureRequest) -> str:
     """Each ACP agent in turn."""
@@ -120,8 +169,8 @@ SLOW_COMMAND = "echo waiting; sleep 30"
 def run_params(agent: str, scenario: str, text: str, cwd: Path, **extra: Any) -> dict[str, Any]:
     """pi/run of `agent` on scripted scenario `scenario` (pi-acp's models are provider `fake`)."""
     params: dict[str, Any] = {"prompt": text, "agent": agent, "model": scenario, "cwd": str(cwd), **extra}
-    if agent == "pi-acp":
-        params["provider"] = "fake"
+    if agent in PROVIDERS:
+        params["provider"] = PROVIDERS[agent]
     return params
 
 
@@ -187,7 +236,8 @@ async def test_a_tool_call_is_streamed_and_closed(bridge: LanguageClient, tmp_pa
     assert len(calls) == 1 and len(closes) == 1, [m["type"] for m in messages]
     call_id = calls[0]["content"]["toolCallId"]
     assert closes[0]["type"] == "tool.completed" and closes[0]["content"]["toolCallId"] == call_id
-    assert "hi" in closes[0]["content"]["output"], "the command's output is the tool's"
+    if agent != "gemini":  # Gemini CLI 0.61.0 closes a shell call with no content: no output to show
+        assert "hi" in closes[0]["content"]["output"], "the command's output is the tool's"
     kinds = [m["type"] for m in messages]
     assert kinds.index("tool.call") < kinds.index("tool.completed") < len(kinds) - 1
     assert "hi" in result["text"]
@@ -209,7 +259,8 @@ async def test_a_cancel_mid_command_answers_at_once_and_leaves_nothing(
     )
     await messages_of(bridge).wait_type(run_id, "tool.call")
     sleeper = await wait_for_run_process("sleep 30")
-    inner = {child.pid for child in psutil.Process(pid).children()}  # the agent the adapter runs
+    # the agent the adapter runs (OpenCode and Gemini CLI run the command as their own child)
+    inner = {c.pid for c in psutil.Process(pid).children() if "sleep 30" not in " ".join(c.cmdline())}
     started = asyncio.get_running_loop().time()
     answer = await request(bridge, "pi/cancel", {"runId": run_id})
     elapsed = asyncio.get_running_loop().time() - started
@@ -273,11 +324,34 @@ async def test_the_agent_killed_mid_turn_fails_clearly_and_the_conversation_goes
     error = terminal["content"]["error"]
     assert error["kind"] == "process" and "killed by" in error["message"], error
     await assert_no_run_processes_but(agent)
+    if agent == "gemini":
+        # Gemini CLI 0.61.0 answers session/load of the session it stored (its chats/ file is
+        # there) with "No previous sessions found for this project" (a direct ACP client sees
+        # the same): the next prompt fails clearly instead of going on. docs/agents.md says so.
+        after, messages = await run_failing(
+            bridge, run_params(agent, "shell", "echo after", tmp_path, sessionId=sid)
+        )
+        assert after["status"] == "failed" and messages[-1]["type"] == "terminal.failed"
+        assert "No previous sessions found" in json.dumps(messages[-1]["content"]), messages[-1]
+        pytest.xfail("Gemini CLI 0.61.0 does not load the session it stored (docs/agents.md)")
     after, _ = await run(bridge, run_params(agent, "shell", f"echo after-{tag}", tmp_path, sessionId=sid))
     assert after["status"] == "completed", "the conversation goes on with the next prompt"
     assert after["sessionId"] == sid and f"after-{tag}" in after["text"]
     [new_pid] = agent_processes(agent)
     assert new_pid != pid
+
+
+async def run_failing(
+    client: LanguageClient, params: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run expected to fail: its result (or the error's data) and its messages."""
+    try:
+        result: dict[str, Any] = await request(client, "pi/run", params)
+    except Exception as exc:  # a failed run may answer with an error carrying its result
+        result = exc.data  # type: ignore[attr-defined]
+    messages = messages_of(client).by_run[result["runId"]]
+    assert_stream_invariants(messages)
+    return result, messages
 
 
 async def assert_no_run_processes_but(agent: str) -> None:
@@ -324,6 +398,28 @@ async def test_a_retried_prompt_reaches_the_model_once_per_request(
     assert [times_seen(r["body"], tag, "retry") for r in flaky] == [[1]] * len(flaky), "seen once each time"
 
 
+async def test_gemini_writes_through_the_bridges_file_operations_held_by_the_path_policy(
+    gemini_bridge: LanguageClient,
+) -> None:
+    """Gemini CLI hands its writes inside its workspace to the client (fs/write_text_file): the
+    bridge does them under the run's path policy. In a workspace that is the agent's HOME, a
+    write lands, and one into ~/.ssh (inside the workspace for Gemini, kept out by the bridge)
+    is refused, the refusal being what the tool reports. Judged from the disk. (A write outside
+    the workspace, symlinks followed, Gemini CLI refuses itself before asking the client.)"""
+    work = HOMES["gemini"]
+    inside = '[["write_file", {"file_path": "inside.txt", "content": "kept\\n"}]]'
+    first, messages = await run(gemini_bridge, run_params("gemini", "script", inside, work))
+    assert first["status"] == "completed", messages[-1]["content"]
+    assert (work / "inside.txt").read_text() == "kept\n", "a write inside the workspace lands"
+    secret = '[["write_file", {"file_path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA\\n"}]]'
+    result, messages = await run(
+        gemini_bridge, run_params("gemini", "script", secret, work, sessionId=first["sessionId"])
+    )
+    assert not (work / ".ssh").exists(), "nothing was written into ~/.ssh"
+    failed = [m["content"] for m in messages if m["type"] == "tool.failed"]
+    assert failed and "hidden from the agent's tools" in json.dumps(failed), [m["type"] for m in messages]
+
+
 class Asked:
     """Every pi/requestPermission the client got, and the option it answers the next with."""
 
@@ -357,11 +453,11 @@ def _asking_config(agent: str) -> BridgeServerConfig:
 
 
 async def _serve_asking(
-    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+    client: LanguageClient, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, *others: str
 ) -> AsyncIterator[LanguageClient]:
     """A client that answers permissions: its conversations start in `ask`."""
     ASKED.__init__()  # type: ignore[misc]
-    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")))
+    env = agent_env(model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")), *others)
     await client.initialize_session(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(experimental={"piBridge": {"permissions": True}}),
@@ -392,15 +488,49 @@ async def claude_acp_asking(
         yield client
 
 
-async def test_claude_acp_asks_before_a_write_and_a_reject_then_an_allow_decide_it(
-    claude_acp_asking: LanguageClient, tmp_path: Path
+@pytest_lsp.fixture(config=_asking_config("gemini"))
+async def gemini_asking(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """Gemini CLI for a client that answers permissions."""
+    async for client in _serve_asking(lsp_client, scripted_model, pi_agent_dir, tmp_path, "gemini"):
+        yield client
+
+
+@pytest.fixture(
+    params=[
+        "claude-acp",
+        "gemini",
+        pytest.param(
+            "opencode",
+            marks=pytest.mark.skip(
+                reason="OpenCode 1.18.33 asks nothing by default (its config's `permission` is `allow`): "
+                "tests/e2e/test_agents_direct.py::test_opencode_runs_its_tools_itself_without_asking"
+            ),
+        ),
+    ]
+)
+def asker(request: pytest.FixtureRequest) -> str:
+    """Each ACP agent that asks before a write."""
+    return str(request.param)
+
+
+@pytest.fixture
+def asking(request: pytest.FixtureRequest, asker: str) -> LanguageClient:
+    """The bridge of `asker` for a client that answers permissions."""
+    client: LanguageClient = request.getfixturevalue(f"{asker.replace('-', '_')}_asking")
+    return client
+
+
+async def test_an_acp_agent_asks_before_a_write_and_a_reject_then_an_allow_decide_it(
+    asking: LanguageClient, asker: str, tmp_path: Path
 ) -> None:
-    client = claude_acp_asking
+    client = asking
     rejected_dir, allowed_dir = tmp_path / "rejected", tmp_path / "allowed"
     rejected_dir.mkdir()
     allowed_dir.mkdir()
     ASKED.option = REJECT_ONCE
-    result, messages = await run(client, run_params("claude-acp", "write", "write it", rejected_dir))
+    result, messages = await run(client, run_params(asker, "write", "write it", rejected_dir))
     assert result["status"] == "completed", messages[-1]["content"]
     (asked,) = ASKED.requests
     assert asked["kind"] == "edit" and WRITE_FILE in json.dumps(asked), asked
@@ -408,7 +538,7 @@ async def test_claude_acp_asks_before_a_write_and_a_reject_then_an_allow_decide_
     assert [(r["decision"], r["by"]) for r in resolved] == [("reject", "user")]
     assert not (rejected_dir / WRITE_FILE).exists(), "the rejected write never ran"
     ASKED.option = ALLOW_ONCE
-    result, messages = await run(client, run_params("claude-acp", "write", "write it", allowed_dir))
+    result, messages = await run(client, run_params(asker, "write", "write it", allowed_dir))
     assert result["status"] == "completed", messages[-1]["content"]
     assert len(ASKED.requests) == 2
     resolved = [m["content"] for m in messages if m["type"] == "permission.resolved"]
@@ -436,40 +566,68 @@ def _acp_front(
     agent: str, scenario: str, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
 ) -> Any:
     """`pi-bridge acp --agent AGENT` whose agent runs scripted scenario `scenario` by default: pi's
-    settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does."""
+    settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does, OpenCode's and
+    Gemini CLI's configuration does (the recipes of agent_configs.py)."""
     agent_dir = tmp_path / "pi-agent"
     if not agent_dir.exists():
         shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
-    settings = {"defaultProvider": "fake", "defaultModel": scenario}
+    settings = {"defaultProvider": PROVIDERS.get(agent, "fake"), "defaultModel": scenario}
     (agent_dir / "settings.json").write_text(json.dumps(settings))
     env = agent_env(model, agent_dir, tmp_path / "claude-config")  # outside the workspace (work/)
     env["ANTHROPIC_MODEL"] = scenario
+    origin = model.base_url.removesuffix("/v1")
+    if agent == "opencode":  # its config's model
+        env.update(opencode_env(tmp_path / "opencode-home", origin, scenario))
+    elif agent == "gemini":  # its settings' model
+        env.update(gemini_env(tmp_path / "gemini-home", origin, scenario))
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env)
 
 
+@pytest.fixture(
+    params=[
+        *(a for a in AGENTS if a != "gemini"),
+        pytest.param(
+            "gemini",
+            marks=pytest.mark.skip(
+                reason="the ACP front opens a session before its model is known, and Gemini CLI 0.61.0 "
+                "offers no model option (its session/set_model leaves it asking for model None)"
+            ),
+        ),
+    ]
+)
+def front_agent(request: pytest.FixtureRequest) -> str:
+    """Each ACP agent the ACP front drives."""
+    return str(request.param)
+
+
 async def test_acp_front_three_turns_on_one_agent_process(
-    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, front_agent: str
 ) -> None:
+    agent = front_agent
     tag = os.urandom(4).hex()
     async with _acp_front(agent, "echo", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
         session_id = await new_session(conn, tmp_path / "work")
-        [pid] = agent_processes(agent)
+        found: set[int] = set()
         for turn in ("one", "two", "three"):
             recorder.clear()
             answer = await prompt(conn, session_id, f"{turn}-{tag}", timeout=WAIT * 2)
             assert answer.stop_reason == "end_turn"
             assert text_of(recorder.of(session_id)) == f"ECHO:{turn}-{tag}"
-            assert agent_processes(agent) == [pid], "one agent process serves every turn"
+            # the conversation's process, and the front's warm spare for the next one, if any
+            found = found or set(agent_processes(agent))
+            assert 1 <= len(found) <= 2, [psutil.Process(p).cmdline() for p in found]
+            assert set(agent_processes(agent)) == found, "one agent process serves every turn"
         last = requests_of(scripted_model, "echo")[-1]["body"]
         assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1]
     await assert_no_run_processes()
 
 
 async def test_acp_front_cancel_mid_command_leaves_nothing(
-    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, agent: str
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path, front_agent: str
 ) -> None:
+    agent = front_agent
     async with _acp_front(agent, "shell", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
         session_id = await new_session(conn, tmp_path / "work")
         running = asyncio.ensure_future(prompt(conn, session_id, SLOW_COMMAND, timeout=WAIT * 2))
@@ -485,3 +643,42 @@ async def test_acp_front_cancel_mid_command_leaves_nothing(
         left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
         assert left == [], "nothing of the command is left in /proc"
     await assert_no_run_processes()
+
+
+# ------------------------------------------------------------------ chosen per run
+
+
+@pytest_lsp.fixture(
+    config=BridgeServerConfig(
+        server_command=[*BRIDGE], client_factory=make_client, extra_env={"PATH": ACP_PATH}
+    )
+)
+async def pi_bridge_with_opencode(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge whose own agent is pi, with OpenCode pointed at the scripted model too."""
+    async for client in _serve(lsp_client, scripted_model, pi_agent_dir, tmp_path, "opencode"):
+        yield client
+
+
+async def test_an_acp_agent_chosen_per_run_on_a_pi_bridge_is_live_per_conversation(
+    pi_bridge_with_opencode: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    client = pi_bridge_with_opencode
+    tag = os.urandom(4).hex()
+    first, messages = await run(client, run_params("opencode", "echo", f"one-{tag}", tmp_path))
+    assert first["status"] == "completed", messages[-1]["content"]
+    assert first["text"] == f"ECHO:one-{tag}"
+    sid = first["sessionId"]
+    [pid] = agent_processes("opencode")
+    assert await live_pids(client, sid) == [pid], "the conversation is live"
+    for turn in ("two", "three"):
+        # the follow-ups name no agent: the session's own is used
+        params = run_params("opencode", "echo", f"{turn}-{tag}", tmp_path, sessionId=sid)
+        del params["agent"]
+        result, messages = await run(client, params)
+        assert result["status"] == "completed", messages[-1]["content"]
+        assert result["text"] == f"ECHO:{turn}-{tag}"
+        assert agent_processes("opencode") == [pid], "one OpenCode process serves every turn"
+    last = requests_of(scripted_model, "echo")[-1]["body"]
+    assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"

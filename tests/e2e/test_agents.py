@@ -357,8 +357,17 @@ async def test_initialize_reports_the_agents_and_their_versions(
         assert agents["pi"]["found"] is True and agents["pi"]["version"] == "1.6.0"
         if CLAUDE.exists():  # else: reported as not found
             assert agents["claude"] == {
-                "name": "claude", "command": [str(CLAUDE)], "found": True, "version": "2.1.197"
+                "name": "claude", "command": [str(CLAUDE)], "found": True, "version": "2.1.197",
+                "protocol": "claude", "delegates": ["permissions"],
             }  # fmt: skip
+        # each agent says how it is spoken to and what it hands to the bridge (docs/agents.md)
+        kinds = {name: (entry["protocol"], entry["delegates"]) for name, entry in agents.items()}
+        assert kinds["pi"] == ("pi", ["fs", "terminal", "permissions"])
+        assert kinds["codex"] == ("codex", ["permissions"])
+        assert kinds["pi-acp"] == ("acp", [])
+        assert kinds["opencode"] == ("acp", ["permissions"])
+        assert kinds["gemini"] == ("acp", ["fs", "permissions"])
+        assert agents["gemini"]["command"] == ["gemini", "--acp"]
     finally:
         raw.close()
 

@@ -109,6 +109,21 @@ def test_a_python_older_than_3_11_fails_with_the_fix() -> None:
     assert check_python((3, 11, 0)).status == "ok"
 
 
+def test_doctor_lists_each_agent_with_its_protocol_version_and_what_it_delegates(machine: Machine) -> None:
+    machine.link("node")
+    machine.link("pi")
+    _, checks = machine.doctor_json("--scripted-model")
+    agents = {entry["name"]: entry for entry in checks["agents"]["data"]["agents"]}
+    assert agents["pi"]["found"] is True and agents["pi"]["version"] == "1.6.0"
+    assert (agents["pi"]["protocol"], agents["pi"]["delegates"]) == ("pi", ["fs", "terminal", "permissions"])
+    gemini = agents["gemini"]
+    assert gemini["found"] is False and gemini["version"] is None, "not on this machine's PATH"
+    assert (gemini["protocol"], gemini["delegates"]) == ("acp", ["fs", "permissions"])
+    assert agents["claude-acp"]["delegates"] == ["permissions"] and agents["pi-acp"]["delegates"] == []
+    assert checks["agents"]["status"] == "ok"
+    assert "pi (pi, 1.6.0, delegates fs+terminal+permissions)" in checks["agents"]["summary"]
+
+
 @requires_pi
 def test_doctor_with_everything_and_the_scripted_model_is_all_ok(machine: Machine) -> None:
     machine.link("node")

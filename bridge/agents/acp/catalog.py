@@ -42,6 +42,8 @@ class AcpAgentSpec:
     #: `_meta` of every session/new and session/load.
     session_meta: Mapping[str, Any] = field(default_factory=dict)
     model_server_env: ModelServerEnv | None = None
+    #: Offered `fs/read_text_file` and `fs/write_text_file` (the bridge's file operations do them).
+    client_fs: bool = False
 
 
 def _pi_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
@@ -65,6 +67,20 @@ def _claude_model_server(base_url: str, workdir: Path, provider: str) -> dict[st
         "ANTHROPIC_API_KEY": "scripted-model",
         "CLAUDE_CONFIG_DIR": str(config),
     }
+
+
+def _opencode_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+    """OpenCode with an OpenAI-compatible provider at the scripted model, in a home of its own."""
+    from bridge.scripted_model.agent_configs import opencode_env
+
+    return opencode_env(workdir / "opencode-home", base_url.removesuffix("/v1"))
+
+
+def _gemini_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
+    """Gemini CLI against the scripted model's `streamGenerateContent`, in a home of its own."""
+    from bridge.scripted_model.agent_configs import gemini_env
+
+    return gemini_env(workdir / "gemini-home", base_url.removesuffix("/v1"))
 
 
 CATALOG: Final[dict[str, AcpAgentSpec]] = {
@@ -92,6 +108,33 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         provider="anthropic",
         session_meta={"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}},
         model_server_env=_claude_model_server,
+    ),
+    "opencode": AcpAgentSpec(
+        name="opencode",
+        display_name="OpenCode",
+        command=("opencode", "acp"),
+        package="opencode-ai@1.18.33",
+        # no start-up fetch of models.dev, no update, no sharing
+        env={
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+        },
+        model_format="provider/model",
+        provider="scripted",
+        model_server_env=_opencode_model_server,
+    ),
+    "gemini": AcpAgentSpec(
+        name="gemini",
+        display_name="Gemini CLI",
+        command=("gemini", "--acp"),
+        package="@google/gemini-cli@0.61.0",
+        # its session offers no model option: the conversation's process starts on the run's model
+        # (its `session/set_model` left 0.61.0 asking the server for model "None")
+        model_env="GEMINI_MODEL",
+        provider="google",
+        model_server_env=_gemini_model_server,
+        client_fs=True,
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -14,6 +15,7 @@ from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
 from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
+from bridge.agents.acp.client_fs import FS_METHODS, fs_answer, fs_op, refused
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.mapping import json_object
@@ -21,6 +23,8 @@ from bridge.agents.values import (
     AgentCommand,
     BridgeCommand,
     CommandDone,
+    DoFileOp,
+    FileOp,
     LiveError,
     LiveErrorKind,
     LiveState,
@@ -92,6 +96,10 @@ class AcpLive(JsonRpcLiveClient):
         self._commands: tuple[AgentCommand, ...] = ()
         self._images = False
         self._broken = False
+        #: The tool call the agent last announced or asked about: its `fs/*` requests name none.
+        self._tool_call = ""
+        #: The tool calls the agent announced in this process (`tool_call` updates).
+        self._announced: set[str] = set()
 
     # ------------------------------------------------------------------ the seam
 
@@ -113,7 +121,10 @@ class AcpLive(JsonRpcLiveClient):
         init = schema.InitializeRequest(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                fs=schema.FileSystemCapabilities(
+                    read_text_file=self.spec.client_fs, write_text_file=self.spec.client_fs
+                ),
+                terminal=False,
             ),
         )
         answer = await self.request("initialize", _dump(init), START_TIMEOUT_SECONDS)
@@ -183,7 +194,10 @@ class AcpLive(JsonRpcLiveClient):
         )
 
     async def set_model(self, provider: str, model: str) -> None:
-        """`session/set_config_option` "model", with the agent's own id of the model."""
+        """`session/set_config_option` "model", with the agent's own id of the model; nothing for
+        the model the process was launched on (Gemini CLI's session has no model option)."""
+        if self.spec.model_env and launch_env(self.child).get(self.spec.model_env) == model:
+            return
         request = schema.SetSessionConfigOptionSelectRequest(
             session_id=self._acp_session or "",
             config_id="model",
@@ -304,6 +318,7 @@ class AcpLive(JsonRpcLiveClient):
             if method == "session/update":
                 params = message.get("params")
                 if isinstance(params, dict) and params.get("sessionId") == self._acp_session and self._prompt:
+                    self._note_tool_call(params.get("update"))
                     events.append(line)
                 # outside a turn (a start-up banner, a mode update): not a run's output
         listener = self.listener
@@ -351,6 +366,9 @@ class AcpLive(JsonRpcLiveClient):
     def _asked(self, message: dict[str, Any]) -> None:
         """A request of the agent's: a permission is the run's to decide; the rest is refused."""
         request_id = message.get("id")
+        if message.get("method") in FS_METHODS and self.spec.client_fs:
+            self._fs(request_id, str(message["method"]), message.get("params"))
+            return
         if message.get("method") != "session/request_permission":
             error = {"code": -32601, "message": f"{message.get('method')} is not offered by pi-bridge"}
             self._write_quietly(self._reply(request_id, error=error))
@@ -366,12 +384,62 @@ class AcpLive(JsonRpcLiveClient):
             return
         self._open_checks.add(key)
         check = tool_check(asked)
+        self._tool_call = check.tool_call_id
+        self._announce(message.get("params"))
         asks, tasks = self.asks, self._tasks
         answer = _permission_answer(request_id, asked)
         if asks is None or tasks is None:
             self._settle(key, answer(ToolVerdict(allow=False, reason="denied: no run is listening")))
             return
         tasks.start_soon(self._decide, key, check, asks, answer)
+
+    def _note_tool_call(self, update: Any) -> None:
+        if isinstance(update, dict) and update.get("sessionUpdate") == "tool_call":
+            self._tool_call = str(update.get("toolCallId") or "")
+            self._announced.add(self._tool_call)
+
+    def _announce(self, params: Any) -> None:
+        """A tool call first heard of in a permission request streamed as its `tool_call`: Gemini
+        CLI announces an asked call only by asking, then sends its updates."""
+        call = params.get("toolCall") if isinstance(params, dict) else None
+        listener = self.listener
+        if not isinstance(call, dict) or call.get("toolCallId") in self._announced or self._prompt is None:
+            return
+        self._announced.add(str(call.get("toolCallId")))
+        update = {**call, "sessionUpdate": "tool_call"}
+        line = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": self._acp_session, "update": update},
+        }
+        if listener is not None:
+            listener([orjson.dumps(line)])
+
+    def _fs(self, request_id: Any, method: str, params: Any) -> None:
+        """An `fs/*` request done by the run's file operations (client_fs.py), answered once."""
+        key = f"fs:{request_id}"
+        if key in self._open_checks:
+            return
+        self._open_checks.add(key)
+        op = fs_op(method, params, self._tool_call)
+        file_ops, tasks = self.file_ops, self._tasks
+        if op is None or file_ops is None or tasks is None:
+            reason = "not a file request the bridge can read" if op is None else "no run is listening"
+            self._settle(key, refused(request_id, reason))
+            return
+        tasks.start_soon(self._file_op, key, request_id, op, params, file_ops)
+
+    async def _file_op(self, key: str, request_id: Any, op: FileOp, params: Any, file_ops: DoFileOp) -> None:
+        self._deciding += 1
+        try:
+            line = await fs_answer(request_id, op, params, file_ops)
+        except Exception:
+            log.exception("%s: the file request %s failed", self.spec.display_name, op.op)
+            line = refused(request_id, "the bridge could not do the file operation")
+        finally:
+            self._deciding -= 1
+            self.reading_since = time.monotonic()
+        self._settle(key, line)
 
 
 def tool_check(asked: schema.RequestPermissionRequest) -> ToolCheck:
@@ -383,7 +451,11 @@ def tool_check(asked: schema.RequestPermissionRequest) -> ToolCheck:
     tool = (claude or {}).get("toolName") if isinstance(claude, dict) else None
     kind = _KINDS.get(str(call.kind), "other")
     command = raw.get("command") if isinstance(raw.get("command"), str) else None
+    if command is None and not raw and call.kind == "execute" and call.title:
+        command = call.title  # Gemini CLI sends no rawInput: its title is the command
     path = next((raw[k] for k in ("file_path", "path", "abs_path") if isinstance(raw.get(k), str)), None)
+    if path is None and call.locations:  # Gemini CLI names the file only here
+        path = call.locations[0].path
     if command is not None and kind == "other":
         kind = "execute"
     return ToolCheck(

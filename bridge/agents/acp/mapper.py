@@ -85,6 +85,8 @@ class AcpEventMapper(MapperCore):
         call_id = update.get("toolCallId")
         if not isinstance(call_id, str):
             return []
+        if call_id in self._open_tools:  # already streamed from its permission request (live.py)
+            return self._tool_update(update)
         out = self._open_tool(call_id, _tool_name(update), update.get("rawInput"))
         status = update.get("status")
         if status in ("completed", "failed"):
