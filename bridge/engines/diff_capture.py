@@ -345,6 +345,12 @@ class DiffCapture:
             and len(done.original or "") <= MAX_DIFF_BYTES
         ):
             return self._diff_of_texts(change.path, done.original, change.content, reported_line)
+        if hunks is not None and done is not None and done.original_known and done.original is not None:
+            # The text the agent's tools read (an editor's unsaved buffer, which the disk need not
+            # show) with pi's patch, made on that very text, applied.
+            after = _apply(hunks, _lf(done.original))
+            if after is not None and len(done.original) <= MAX_DIFF_BYTES:
+                return self._diff_of_texts(change.path, done.original, after, reported_line)
         # An edit's patch gives the text after from the snapshot alone; a write carries it.
         needs_current = hunks is None and change.content is None
         if snapshot.too_big or current.too_big or snapshot.unread or (current.unread and needs_current):

@@ -7,6 +7,7 @@ client got and from what the scripted model was sent."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,25 @@ def _told(model: ScriptedModelServer, tag: str) -> str:
 
 def _script(*calls: tuple[str, dict[str, Any]]) -> str:
     return json.dumps([[name, arguments] for name, arguments in calls])
+
+
+def _diffs(editor: EditorRecorder, session_id: str) -> list[tuple[str | None, str]]:
+    """The (oldText, newText) of every diff the client was sent with a completed tool call."""
+    return [
+        (c.old_text, c.new_text)
+        for u in editor.of(session_id)
+        if u.session_update == "tool_call_update" and u.status == "completed"
+        for c in u.content or []
+        if c.type == "diff"
+    ]
+
+
+def _added_removed(old: str | None, new: str) -> tuple[list[str], list[str]]:
+    """The lines a diff adds and removes, as a review counts them (+N -M)."""
+    changes = [
+        line for line in difflib.ndiff((old or "").splitlines(), new.splitlines()) if line[:2] in ("+ ", "- ")
+    ]
+    return [line[2:] for line in changes if line[0] == "+"], [line[2:] for line in changes if line[0] == "-"]
 
 
 async def test_a_write_goes_through_fs_write_text_file_and_none_lands_on_disk(
@@ -92,7 +112,11 @@ async def test_a_read_and_an_edit_see_the_unsaved_buffer_the_client_holds(
         answer = await prompt(conn, session_id, script, timeout=WAIT * 2)
         assert answer.stop_reason == "end_turn"
         told = text_of(editor.of(session_id))
+        diffs = _diffs(editor, session_id)
     assert "unsaved-7f3 in the buffer" in told and "saved-7f3 on disk" not in told
+    # The review's diff is of the buffer before and after, not of the disk (never written).
+    assert diffs == [(buffer, "edited-7f3 in the buffer\n")]
+    assert _added_removed(*diffs[0]) == (["edited-7f3 in the buffer"], ["unsaved-7f3 in the buffer"])
     assert "unsaved-7f3 in the buffer" in _told(scripted_model, "edited-7f3")
     assert editor.writes == [(str(workspace / "notes.txt"), "edited-7f3 in the buffer\n")]
     assert (workspace / "notes.txt").read_text() == disk

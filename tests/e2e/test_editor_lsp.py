@@ -6,6 +6,7 @@ from the disk, from the edits the client was sent and from what the model was se
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -168,3 +169,44 @@ async def test_a_client_that_applies_no_edits_writes_the_disk_as_before(
     result, _ = await scripted_run(no_edits, tmp_path, "script", prompt=script)
     assert result["status"] == "completed"
     assert EDITS.received == [] and notes.read_text() == "after-2f6\n"
+
+
+def _added_removed(diff: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The lines a diff adds and removes, as a review counts them (+N -M)."""
+    old, new = diff["oldText"].splitlines(), diff["newText"].splitlines()
+    changes = [line for line in difflib.ndiff(old, new) if line[:2] in ("+ ", "- ")]
+    return [line[2:] for line in changes if line[0] == "+"], [line[2:] for line in changes if line[0] == "-"]
+
+
+async def test_the_diff_of_an_edit_or_write_to_a_dirty_buffer_is_the_agent_s_change(
+    editor: LanguageClient, tmp_path: Path
+) -> None:
+    """The diff is of the text the editor held before and after, not of the disk (unchanged)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("line one\nline two\n")
+    _open(editor, notes, "line one\nline two\nunsaved 3c8\n")
+    edits = {"path": "notes.txt", "edits": [{"oldText": "unsaved 3c8", "newText": "edited 3c8"}]}
+    script = _script(("edit", edits))
+    result, messages = await scripted_run(editor, tmp_path, "script", prompt=script)
+    assert result["status"] == "completed" and contents_of(messages, "tool.failed") == []
+    (edited,) = (m["diff"] for m in contents_of(messages, "tool.completed") if "diff" in m)
+    assert edited["oldText"] == "line one\nline two\nunsaved 3c8\n"
+    assert edited["newText"] == "line one\nline two\nedited 3c8\n"
+    assert _added_removed(edited) == (["edited 3c8"], ["unsaved 3c8"]) and edited["line"] == 3
+    assert EDITS.received[0]["edit"]["documentChanges"][0]["edits"][0]["newText"] == edited["newText"]
+    # The buffer now holds the edit (as the client applied it): a write to it replaces that text.
+    uri = notes.as_uri()
+    change = types.TextDocumentContentChangeWholeDocument(text=edited["newText"])
+    editor.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=3), content_changes=[change]
+        )
+    )
+    script = _script(("write", {"path": "notes.txt", "content": "line one\nwritten 3c8\n"}))
+    result, messages = await scripted_run(editor, tmp_path, "script", prompt=script)
+    assert result["status"] == "completed" and contents_of(messages, "tool.failed") == []
+    (written,) = (m["diff"] for m in contents_of(messages, "tool.completed") if "diff" in m)
+    assert written["oldText"] == "line one\nline two\nedited 3c8\n"
+    assert written["newText"] == "line one\nwritten 3c8\n"
+    assert _added_removed(written) == (["written 3c8"], ["line two", "edited 3c8"])
+    assert notes.read_text() == "line one\nline two\n", "the disk never changed"

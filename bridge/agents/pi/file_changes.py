@@ -116,7 +116,7 @@ class PiFileChangeWatch:
         return ()
 
     def _note_original(self, event: dict[str, Any] | None) -> None:
-        """Keep what the extension says an announced write's file held before it ran."""
+        """Keep what the extension says an announced write's (or edit's) file held before it ran."""
         text = event.get("statusText") if event else None
         try:
             told = orjson.loads(text) if isinstance(text, str) else None
@@ -125,7 +125,7 @@ class PiFileChangeWatch:
         if not isinstance(told, dict):
             return
         call_id, exists, original = told.get("toolCallId"), told.get("exists"), told.get("text")
-        if not isinstance(call_id, str) or self._tools.get(call_id) != "write":
+        if not isinstance(call_id, str) or self._tools.get(call_id) not in FILE_TOOLS:
             return
         if exists is False:
             self._originals[call_id] = None

@@ -119,11 +119,15 @@ class BridgeServer(LanguageServer):
         """Log only: pygls's default tries to tell the client, which fails again once stdout is gone."""
         expected = isinstance(error, EXPECTED_ERRORS)
         cause = error.__cause__ or error.__context__ or error  # pygls wraps the handler's error
+        # pygls keeps a failed notification's traceback in the error's data, not in the chain.
+        data = getattr(error, "data", None)
+        where = data.get("traceback") if isinstance(data, dict) else None
         log.log(
             logging.INFO if expected else logging.ERROR,
-            "%s: %s",
+            "%s: %s%s",
             getattr(source, "__name__", source),
             error,
+            "\n" + "".join(where) if isinstance(where, list) and not expected else "",
             exc_info=None if expected else cause,  # an unexpected error: where it came from
         )
 
@@ -200,9 +204,11 @@ def _lifecycle_features(server: BridgeServer) -> None:
                 ls.default_cwd = path
 
     @server.feature(types.INITIALIZED)
-    def on_initialized(ls: BridgeServer, params: Any) -> None:
-        # In a task of its own: pygls calls a sync notification handler outside any task, where
-        # what primes the live agent (its events and locks) cannot run.
+    async def on_initialized(ls: BridgeServer, params: Any) -> None:
+        # Async, so pygls runs it in a task: a sync handler runs in the reader's callback, outside
+        # any task, where anyio (sniffio installed, as in VS Code's bundle) finds no event loop and
+        # even spawn_background raises NoEventLoopError. The work itself goes to the registry's
+        # task group, which ends with it.
         async def after_initialized() -> None:
             ls.registry.prime_live(ls.default_cwd)
             # The workspace's first snapshot waits for a conversation to open (an editor opens

@@ -494,3 +494,25 @@ async def test_a_diff_that_cannot_be_computed_is_reported_and_its_messages_still
         await capture.drained()
     assert sent.types == ["tool.completed", "assistant"]
     assert [str(fault) for fault in faults] == ["a bug"]
+
+
+def _edit_told(tmp_path: Path, disk: str, told: str) -> dict[str, Any]:
+    """An edit whose write went to an editor's buffer (`told`: what it held), the disk untouched."""
+    (tmp_path / "notes.txt").write_text(disk)
+    capture = Capture(tmp_path)
+    capture.note_line(toolcall_end("e1", "edit", EDIT_ARGS))
+    capture.note_line(told_original("e1", {"exists": True, "text": told}))
+    capture.note_line(execution_end("e1", "edit", EDIT_DETAILS))
+    (out,) = capture.observe([completed("e1", "edit")])
+    diff: dict[str, Any] = out.content["diff"]
+    return diff
+
+
+def test_an_edit_of_a_buffer_is_its_told_text_with_pi_s_patch_not_the_disk(tmp_path: Path) -> None:
+    diff = _edit_told(tmp_path, "the disk's older text\n", BEFORE)
+    assert diff == {"path": str(tmp_path / "notes.txt"), "oldText": BEFORE, "newText": AFTER, "line": 2}
+
+
+def test_an_edit_whose_told_text_the_patch_does_not_fit_falls_back_to_the_disk(tmp_path: Path) -> None:
+    diff = _edit_told(tmp_path, BEFORE, "something else\n")
+    assert diff == {"path": str(tmp_path / "notes.txt"), "oldText": BEFORE, "newText": AFTER, "line": 2}

@@ -45,7 +45,7 @@
  * bridge marks its mode dir (EDITOR_TERMINAL_MARK) once its editor runs terminals: without the
  * mark, the tool runs the command itself with no round trip.
  *
- * A `write` tells the bridge what its file held: a `setStatus` whose key is ORIGINAL_KEY and
+ * A `write` (and an `edit`, through the bridge's write) tells the bridge what its file held: a `setStatus` whose key is ORIGINAL_KEY and
  * whose text is `{"toolCallId", "exists", "text"?}` (bridge/agents/pi/file_changes.py). The
  * bridge's write operation answers it (read from the very descriptor it writes); without a UI it
  * is read here just before pi writes. A file that is not a regular one, or is too big to diff, is
@@ -340,7 +340,9 @@ function bridgeOperations(ctx: any, id: string, tool: string): any {
 		detectImageMimeType: async (path: string) => imageType(await fetch(path)),
 		writeFile: async (path: string, content: string) => {
 			const answer = await call("write", path, { data: Buffer.from(content, "utf8").toString("base64") });
-			if (tool !== "write" || typeof ctx.ui?.setStatus !== "function") return;
+			// An edit's too: its patch was made on what the bridge read, the editor's buffer if
+			// it holds the file, which the disk (the diff's other source) need not show.
+			if ((tool !== "write" && tool !== "edit") || typeof ctx.ui?.setStatus !== "function") return;
 			const exists = answer.kind === "file";
 			if (exists && typeof answer.data !== "string") return; // too big or not text: not told
 			const text = exists ? bytesOf(answer).toString("utf8") : undefined;
