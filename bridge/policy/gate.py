@@ -203,7 +203,7 @@ class Gate:
         """Note whether a deny rule applies in `cwd` (rules that cannot be read count: the gate
         then refuses each call, as it must)."""
         try:
-            denies = any(rule.decision == "deny" for rule in self.rules.rules(cwd))
+            denies = any(rule.decision == "deny" for rule in self.rules.rules_kept(cwd))
         except (RuleStoreError, OSError):
             denies = True
         if denies:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bridge.contract import PermissionRule
 from bridge.policy.gate import Gate
 
 
@@ -43,3 +44,28 @@ def test_a_conversation_bound_again_keeps_its_file_until_its_mode_changes(tmp_pa
     assert target.read_text() == "full"
     gate.close()
     assert not gate.board.path.exists()
+
+
+def test_a_deny_rule_another_bridge_wrote_holds_at_the_next_bind(tmp_path: Path) -> None:
+    """The workspace's rules are read again at a bind once their file changed (a bind on the
+    prompt's path reads them only then): a deny rule shows `hold` to a `full` agent."""
+    gate = Gate("full", root=tmp_path / "state")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    target = gate.board.path / "s1"
+    gate.bind("s1", None, cwd=str(workspace))
+    gate.bind("s1", None, cwd=str(workspace))
+    assert target.read_text() == "full"
+    deny = PermissionRule.model_validate(
+        {
+            "id": "no-rm",
+            "tool": "*",
+            "match": {"commandPrefix": ["rm"]},
+            "decision": "deny",
+            "scope": "workspace",
+        }
+    )
+    Gate("full", root=tmp_path / "state").rules.add(str(workspace), deny)  # another bridge process
+    gate.bind("s1", None, cwd=str(workspace))
+    assert target.read_text() == "hold"
+    gate.close()
