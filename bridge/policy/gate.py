@@ -35,7 +35,7 @@ from bridge.policy.questions import Questioner, dialogs_for
 from bridge.policy.redact import scrubbed_names
 from bridge.policy.rule_store import RuleStore, RuleStoreError, state_dir
 from bridge.policy.run_view import RunView
-from bridge.policy.sandbox import SANDBOXES_DIR, SandboxBoard
+from bridge.policy.sandbox import SANDBOXES_DIR, SandboxBoard, file_stamp
 from bridge.policy.trust.project_trust import ProjectTrust
 from bridge.policy.trust.trust_store import TrustStore
 
@@ -66,19 +66,26 @@ class ModeBoard:
         self.path = root / f"{os.getpid()}-{os.urandom(6).hex()}"
         self._made = False
         self._marks: set[str] = set()
+        #: What each conversation's file holds, and the file's stamp once written.
+        self._written: dict[str, tuple[str, tuple[int, int, int] | None]] = {}
 
     def publish(self, session_id: str, mode: PermissionMode | Literal["hold"]) -> None:
         """Write `mode` for `session_id` whole (temp file, then rename), `full` too: the agent
-        reads a missing or unreadable file as `ask`, so deleting it never turns asking off."""
+        reads a missing or unreadable file as `ask`, so deleting it never turns asking off.
+        A file that holds `mode` already (the one written, untouched since) is left as it is:
+        each prompt binds its conversation, and a write on the prompt's path waits on the disk."""
         if not _SAFE_NAME.fullmatch(session_id):
             return
         target = self.path / session_id
+        if self._written.get(session_id) == (mode, file_stamp(target)):
+            return
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._made = True
         fd, temp = tempfile.mkstemp(dir=self.path, prefix=".mode-")
         with os.fdopen(fd, "w") as handle:
             handle.write(mode)
         os.replace(temp, target)
+        self._written[session_id] = (mode, file_stamp(target))
 
     def mark(self, name: str) -> None:
         """An empty file `name` on the board (a fact of the whole bridge, such as
@@ -95,6 +102,8 @@ class ModeBoard:
         if self._made:
             shutil.rmtree(self.path, ignore_errors=True)
             self._made = False
+            self._written.clear()
+            self._marks.clear()
 
 
 class FrontPolicy(Protocol):
@@ -194,7 +203,7 @@ class Gate:
         """Note whether a deny rule applies in `cwd` (rules that cannot be read count: the gate
         then refuses each call, as it must)."""
         try:
-            denies = any(rule.decision == "deny" for rule in self.rules.rules(cwd))
+            denies = any(rule.decision == "deny" for rule in self.rules.rules_kept(cwd))
         except (RuleStoreError, OSError):
             denies = True
         if denies:

@@ -130,18 +130,35 @@ class RuleStore:
         the decision: a few lstat calls on the loop (the rule file and its two directories) say
         whether the last read still holds. Any change of inode, size, time, mode or owner reads
         the file again, with every check."""
+        resolved, stamp, kept = self._kept(cwd)
+        if kept is None:
+            kept = self._keep(cwd, stamp, await anyio.to_thread.run_sync(self.workspace_rules, cwd))
+        return [*kept, *self._session_rules.get(resolved, [])]
+
+    def rules_kept(self, cwd: str) -> list[PermissionRule]:
+        """`rules`, read again only when the file changed since it was read (as `rules_async`,
+        the read on the calling thread): a prompt's path checks its workspace's rules, and each
+        system call there waits for the GIL while another thread holds it."""
+        resolved, stamp, kept = self._kept(cwd)
+        if kept is None:
+            kept = self._keep(cwd, stamp, self.workspace_rules(cwd))
+        return [*kept, *self._session_rules.get(resolved, [])]
+
+    def _kept(self, cwd: str) -> tuple[str, Stamp, list[PermissionRule] | None]:
+        """`cwd` resolved, its rule file's stamp now, and its rules if that read still holds."""
         resolved = os.path.realpath(cwd)  # once: each of its parts is a system call
         stamp = self._stamp(self.root / RULES_DIR / f"{_key_of_resolved(resolved)}.json")
         kept = self._read.get(cwd)
         if kept is None or kept[0] != stamp or stamp is None:
-            rules = await anyio.to_thread.run_sync(self.workspace_rules, cwd)
-            if stamp is not None:
-                if len(self._read) >= MAX_KEPT_READS:
-                    self._read.clear()
-                self._read[cwd] = (stamp, rules)
-        else:
-            rules = kept[1]
-        return [*rules, *self._session_rules.get(resolved, [])]
+            return resolved, stamp, None
+        return resolved, stamp, kept[1]
+
+    def _keep(self, cwd: str, stamp: Stamp, rules: list[PermissionRule]) -> list[PermissionRule]:
+        if stamp is not None:
+            if len(self._read) >= MAX_KEPT_READS:
+                self._read.clear()
+            self._read[cwd] = (stamp, rules)
+        return rules
 
     def _stamp(self, path: Path) -> Stamp:
         """What a rule file and its directories are now (None: they cannot be looked at)."""

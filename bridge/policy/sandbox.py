@@ -182,6 +182,16 @@ def confinement(
     )
 
 
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """A file's inode, size and change time (None: no such file): a board's file that still has
+    the stamp it had when the board wrote it holds what the board wrote (one lstat)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_ctime_ns
+
+
 class SandboxBoard:
     """One directory of this bridge process, a file per conversation run in a sandbox."""
 
@@ -191,6 +201,8 @@ class SandboxBoard:
         #: The bridge's state dir, hidden from every sandbox (default: the one `root` is in).
         self.state = state if state is not None else root.parent
         self._made = False
+        #: What each conversation's file holds, and its stamp once written (absent: no file).
+        self._written: dict[str, tuple[bytes, tuple[int, int, int] | None]] = {}
         #: Every known agent's credential files, for the environment given (set by the registry).
         self.agent_secrets: Callable[[Mapping[str, str]], Sequence[str]] = lambda _environ: ()
         #: Every known agent's config in a workspace, for the environment given (set by the registry).
@@ -213,14 +225,17 @@ class SandboxBoard:
         The file holds the mode, the workspace, bwrap's argv prefix and the seccomp filter's file
         (the prefix reads it on fd 3): the extension confines each command with them, and holds
         its own file tools to the workspace. `given` is the client's `initializationOptions.env`.
+        A file that holds this sandbox already is left as it is (each prompt publishes its
+        conversation's, and a write on the prompt's path waits on the disk).
         """
         if not _SAFE_NAME.fullmatch(session_id):
             return
         target = self.path / session_id
         found = bwrap.probe()
         if settings.mode == "off" or found.path is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
+            if self._written.pop(session_id, None) is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
             return
         box = confinement(
             settings,
@@ -243,7 +258,10 @@ class SandboxBoard:
             "prefix": bwrap.argv_prefix(found.path, box),
             "seccomp": str(self.path / SECCOMP_FILE),
         }
-        self._write(session_id, orjson.dumps(body))
+        data = orjson.dumps(body)
+        if self._written.get(session_id) != (data, file_stamp(target)):
+            self._write(session_id, data)
+            self._written[session_id] = (data, file_stamp(target))
 
     def command_line(self, session_id: str | None, command: str) -> list[str] | None:
         """`command` confined as the agent's shell confines it from the conversation's file
@@ -273,6 +291,7 @@ class SandboxBoard:
         """Remove the directory (the bridge is done)."""
         if self._made:
             shutil.rmtree(self.path, ignore_errors=True)
+            self._written.clear()
             self._made = False
 
 

@@ -300,3 +300,28 @@ def test_the_confined_command_cannot_escape_as_root_or_as_a_user(user: str, netw
         server.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_bwrap
+def test_the_board_leaves_a_file_that_holds_the_sandbox_already(tmp_path: Path) -> None:
+    """Each prompt publishes its conversation's sandbox: the same one is not written again (a
+    write on the prompt's path waits on the disk), a changed or deleted file is."""
+    board = sandbox.SandboxBoard(tmp_path)
+    settings = SandboxSettings(mode="workspace-write")
+    target = board.path / "s-1"
+    board.publish("s-1", settings, str(tmp_path), {"HOME": "/nowhere"})
+    first = os.stat(target)
+    board.publish("s-1", settings, str(tmp_path), {"HOME": "/nowhere"})
+    again = os.stat(target)
+    assert (again.st_ino, again.st_ctime_ns) == (first.st_ino, first.st_ctime_ns)
+    board.publish("s-1", SandboxSettings(mode="read-only"), str(tmp_path), {"HOME": "/nowhere"})
+    assert orjson.loads(target.read_bytes())["mode"] == "read-only"
+    target.write_bytes(b"{}")  # a command changes it: the next publish puts it back
+    board.publish("s-1", SandboxSettings(mode="read-only"), str(tmp_path), {"HOME": "/nowhere"})
+    assert orjson.loads(target.read_bytes())["mode"] == "read-only"
+    board.publish("s-1", SandboxSettings(), str(tmp_path), {})
+    assert not target.exists()
+    board.publish("s-1", SandboxSettings(), str(tmp_path), {})
+    board.publish("s-1", settings, str(tmp_path), {"HOME": "/nowhere"})
+    assert orjson.loads(target.read_bytes())["mode"] == "workspace-write"
+    board.remove()
