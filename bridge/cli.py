@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -140,6 +141,10 @@ def acp_main(args: argparse.Namespace) -> int:
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
+        if args.plan_tool:
+            from bridge.config import PLAN_TOOL_ENV
+
+            config = dataclasses.replace(config, plan_tool=True, env={**config.env, PLAN_TOOL_ENV: "1"})
         return run_acp(first, adapter, config)
 
 
@@ -213,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("ask", "auto-edit", "plan", "full"),
         default=None,
         help="the permission mode every session starts in (default: ask)",
+    )
+    acp.add_argument(
+        "--plan-tool",
+        action="store_true",
+        help="offer pi the bridge's `todo` tool, whose list becomes the session's plan",
     )
     acp.add_argument(
         "--login",

@@ -19,6 +19,7 @@ from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.scenarios import NO_SUCH_TOOL, TODO_PLAN
 from tests.conftest import requires_pi
+from tests.support.acp import acp_bridge, new_session, prompt
 from tests.support.leaks import assert_no_run_processes
 from tests.support.lsp import bridge_config, contents_of, initialize, scripted_run
 
@@ -89,3 +90,21 @@ async def test_without_plan_tool_the_model_is_not_offered_todo_and_no_plan_comes
     assert "todo" not in _offered(scripted_model, tag)
     assert "".join(c["text"] for c in contents_of(messages, "assistant")) == NO_SUCH_TOOL.format(name="todo")
     assert not contents_of(messages, "plan")
+
+
+async def test_acp_with_plan_tool_the_session_gets_acp_plan_updates(
+    pi_agent_dir: Path, tmp_path: Path, scripted_model: ScriptedModelServer
+) -> None:
+    """`pi-bridge acp --plan-tool`: the same todo calls reach the ACP client as `plan` updates,
+    and the gate asks nothing about them (the session starts in `ask`)."""
+    async with acp_bridge(pi_agent_dir, tmp_path, args=("--plan-tool",)) as (conn, recorder, _):
+        session_id = await new_session(conn, tmp_path, "todo")
+        tag = f"plan-{os.urandom(4).hex()}"
+        answer = await prompt(conn, session_id, tag)
+        assert answer.stop_reason == "end_turn"
+        assert "todo" in _offered(scripted_model, tag)
+        plans = [u for u in recorder.of(session_id) if u.session_update == "plan"]
+        assert [(e.content, e.status) for e in plans[-1].entries] == [
+            (text, "completed" if done else "pending") for text, done in TODO_PLAN
+        ]
+        assert len(plans) == 3 and not recorder.permission_requests
