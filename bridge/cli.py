@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -105,6 +106,8 @@ def acp_main(args: argparse.Namespace) -> int:
 
     stdin is read from here on, before the runtime is imported: a plain `initialize` is answered
     while the rest loads (bridge/fronts/acp/first_frame.py)."""
+    if args.login is not None:
+        return login_main(args.login, args.pi_command)
     chosen = None
     if args.agent is not None:  # an agent named on the command line is checked before serving
         chosen = _agent_or_exit(args.agent)
@@ -138,7 +141,32 @@ def acp_main(args: argparse.Namespace) -> int:
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
+        if args.plan_tool:
+            from bridge.config import PLAN_TOOL_ENV
+
+            config = dataclasses.replace(config, plan_tool=True, env={**config.env, PLAN_TOOL_ENV: "1"})
         return run_acp(first, adapter, config)
+
+
+def login_main(provider: str, pi_command: str | None) -> int:
+    """Run pi's own login in this terminal: the ACP `pi-login` auth method runs `acp --login`.
+
+    pi keeps the credentials it stores (~/.pi/agent/auth.json) and reads them at every start."""
+    import subprocess
+
+    from bridge.config import command_from
+
+    while not provider.strip():
+        try:
+            provider = input("Provider to log in to (for example anthropic, openai, openrouter): ")
+        except EOFError:
+            print("pi-bridge: no provider given", file=sys.stderr)
+            return 2
+    try:
+        return subprocess.call([*command_from(pi_command), "auth", "login", provider.strip()])
+    except OSError as error:
+        print(f"pi-bridge: cannot run pi: {error}", file=sys.stderr)
+        return 127
 
 
 def demo_main(args: argparse.Namespace) -> int:
@@ -190,6 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("ask", "auto-edit", "plan", "full"),
         default=None,
         help="the permission mode every session starts in (default: ask)",
+    )
+    acp.add_argument(
+        "--plan-tool",
+        action="store_true",
+        help="offer pi the bridge's `todo` tool, whose list becomes the session's plan",
+    )
+    acp.add_argument(
+        "--login",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PROVIDER",
+        help="run pi's own login (`pi auth login`) here and exit (asks the provider if not given)",
     )
     demo = sub.add_parser("demo", help="show one run end to end with the built-in scripted model")
     demo.add_argument("prompt", nargs="?", default="Say hello, then run `echo hi` with bash.")

@@ -19,6 +19,8 @@ from bridge.contract import (
 )
 
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
+# Set in the agents' environment when the client turns the plan tool on (`planTool`).
+PLAN_TOOL_ENV = "PI_BRIDGE_PLAN_TOOL"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ class BridgeConfig:
     mcp_servers: tuple[McpServerStdio | McpServerHttp, ...] = ()
     # How every run's tool commands are confined unless the run says otherwise (None: not at all).
     sandbox: SandboxSettings | None = None
+    # The agent is offered the bridge's plan tool where it has none of its own (pi's `todo`).
+    plan_tool: bool = False
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -136,4 +140,8 @@ def resolve_config(base: BridgeConfig, raw: Any) -> tuple[BridgeConfig, list[str
         "session_idle_seconds": options.session_idle_ms / 1000,
     }
     changes.update(_optional_changes(base, options, warnings))
+    if options.plan_tool:
+        # The bridge's own variable, in every agent's environment: pi's extension reads it.
+        changes["plan_tool"] = True
+        changes["env"] = {**changes.get("env", base.env), PLAN_TOOL_ENV: "1"}
     return dataclasses.replace(base, **changes), warnings

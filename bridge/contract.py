@@ -390,6 +390,9 @@ class InitializationOptions(WireModel):
 
     # How every run's tool commands are confined unless the run says otherwise.
     sandbox: SandboxSettings | None = None
+    # pi has no plan tool: the bridge's extension offers the model a `todo` tool, whose list
+    # comes out as `plan` messages. Off: the model is not offered it.
+    plan_tool: bool = False
 
 
 # --------------------------------------------------------------------------- message content

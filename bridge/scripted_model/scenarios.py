@@ -125,6 +125,8 @@ SCENARIOS: Final[dict[str, str]] = {
     "calltool": "calls the offered tool the prompt's first word names (an MCP tool), with"
     ' `{"text": the rest of the prompt}` (or the rest itself when it is a JSON object), then'
     " answers what it said",
+    "todo": "calls the `todo` tool (the bridge's plan tool for pi): adds two todos, checks the first"
+    " off, then answers with every result; says so when no `todo` tool is offered",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -475,6 +477,27 @@ def _call_arguments(text: str) -> dict[str, Any]:
     return {"text": text}
 
 
+#: The ``todo`` scenario's calls: the plan it leaves is TODO_PLAN (content, done).
+TODO_CALLS: Final[list[dict[str, Any]]] = [
+    {"action": "add", "text": "Read the parser"},
+    {"action": "add", "text": "Fix division by zero"},
+    {"action": "toggle", "id": 1},
+]
+TODO_PLAN: Final = (("Read the parser", True), ("Fix division by zero", False))
+
+
+def _todo_reply(ask: Ask) -> Reply:
+    """Make TODO_CALLS with the offered `todo` tool one by one, then answer with its results."""
+    if "todo" not in {offered[0] for offered in offered_tools(ask.body).values()}:
+        return Reply(_text_pieces(NO_SUCH_TOOL.format(name="todo")))
+    done = tool_results_count(ask.body)
+    if done < len(TODO_CALLS):
+        preamble = _text_pieces(TOOL_PREAMBLE) if done == 0 else []
+        return Reply(preamble + _tool_call_pieces("todo", TODO_CALLS[done]), "tool_calls")
+    told = "\n".join(result.strip() for result in tool_results_since_user(ask.body))
+    return Reply(_text_pieces(f"The tools said:\n{told}\nDone."))
+
+
 def _flaky_reply(ask: Ask) -> Reply:
     if ask.flaky_attempt <= FLAKY_FAILURES:
         return _error(500, f"fake flaky failure {ask.flaky_attempt}/{FLAKY_FAILURES}", "server")
@@ -508,6 +531,7 @@ SCRIPTS: Final[dict[str, Script]] = {
     "shell": _shell_reply,
     "script": _script_reply,
     "calltool": _call_tool_reply,
+    "todo": _todo_reply,
     "drop": _fixed(lambda: Reply(_text_pieces(DROP_TEXT), None)),
     "slow": _fixed(_slow_reply),
     "echo": _echo_reply,

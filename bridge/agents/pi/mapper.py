@@ -35,6 +35,8 @@ _COMPACTION_REASONS: Final = frozenset({"manual", "threshold", "overflow"})
 _NOTICE_LEVELS: Final = frozenset({"info", "warning", "error"})
 
 # Cheap dispatch: pi prints `{"type":"<event>",...` first; the head says what a line is.
+# The bridge's plan tool (extension/todo.ts): each result's `details.todos` is the whole list.
+TODO_TOOL: Final = "todo"
 _TYPE_HEAD: Final = b'{"type":"'
 _MAX_TYPE_BYTES: Final = 40
 _IGNORED_EVENT_HEADS: Final = frozenset(kind.encode() for kind in _IGNORED_EVENTS)
@@ -106,6 +108,20 @@ def _closing_quote(line: bytes, opening: int) -> int:
 def _of_another_role(line: bytes, role_at: int) -> bool:
     """Whether a message event's message, whose role starts at `role_at`, is not the assistant's."""
     return line.startswith(_MESSAGE_ROLE_HEAD, role_at) and not line.startswith(_ASSISTANT_ROLE_HEAD, role_at)
+
+
+def _plan_of_todos(details: Any) -> list[Out]:
+    """The contract's `plan` from a `todo` result's details (`todos: [{id, text, done}]`);
+    nothing when they are not that shape (another extension's tool of the same name)."""
+    todos = details.get("todos") if isinstance(details, dict) else None
+    if not isinstance(todos, list):
+        return []
+    entries = [
+        {"content": todo["text"], "status": "completed" if todo.get("done") is True else "pending"}
+        for todo in todos
+        if isinstance(todo, dict) and isinstance(todo.get("text"), str)
+    ]
+    return [Out("plan", {"entries": entries})]
 
 
 def _usage_of(raw: Any) -> dict[str, Any] | None:
@@ -354,6 +370,8 @@ class PiEventMapper(MapperCore):
             if isinstance(path, str):
                 content["fullOutputPath"] = path
         out.append(Out("tool.completed", content))
+        if name == TODO_TOOL:
+            out.extend(_plan_of_todos(details))
         out.extend(self._flush_thought())
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,7 +19,7 @@ from bridge.fronts.acp.approver import AcpApprover
 from bridge.fronts.acp.client_requests import ClientRequests, client_answers
 from bridge.fronts.acp.command_announcer import CommandAnnouncer
 from bridge.fronts.acp.editor import AcpEditor
-from bridge.fronts.acp.first_frame import initialize_result
+from bridge.fronts.acp.first_frame import API_KEY_VARS, ENV_AUTH_ID, TERMINAL_AUTH_ID, initialize_result
 from bridge.fronts.acp.outbox import Outbox, SessionUpdate
 from bridge.fronts.acp.questioner import AcpQuestioner
 from bridge.fronts.acp.request_errors import NOT_FOUND, invalid_params
@@ -137,8 +138,17 @@ class AcpAgent:
             self.prompts.sandbox = _validated(SandboxSettings, box)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
-        """No auth methods: pi's own configuration carries the keys."""
-        raise RequestError(-32602, f"unknown auth method {method_id!r}: pi-bridge offers none")
+        """The methods initialize lists: an API key must be in the environment the client gave;
+        pi's own login has run in the client's terminal already, and pi keeps what it stored."""
+        if method_id == ENV_AUTH_ID:
+            if not any(os.environ.get(name) for name in API_KEY_VARS):
+                names = ", ".join(API_KEY_VARS)
+                raise RequestError(-32000, f"no API key in pi-bridge's environment: set one of {names}")
+            return schema.AuthenticateResponse()
+        if method_id == TERMINAL_AUTH_ID:
+            return schema.AuthenticateResponse()
+        known = f"{ENV_AUTH_ID!r} or {TERMINAL_AUTH_ID!r}"
+        raise RequestError(-32602, f"unknown auth method {method_id!r}: pi-bridge offers {known}")
 
     # ------------------------------------------------------------------ sessions
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import select
@@ -20,6 +21,29 @@ EXT_METHODS: Final = ("_pi/steer", "_pi/rewind_points", "_pi/rewind", "_session/
 _RESERVED_META: Final = frozenset(
     {"self", "protocol_version", "client_capabilities", "client_info", "piBridge"}
 )
+# The API keys pi reads from its environment for the common providers (pi's docs/providers.md);
+# any one of them is enough, so each is optional and `authenticate` asks for at least one.
+API_KEY_VARS: Final = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
+ENV_AUTH_ID: Final = "pi-api-key"
+TERMINAL_AUTH_ID: Final = "pi-login"
+# The ACP Registry's CI wants an auth method in initialize: an API key in the agent's environment,
+# or pi's own `pi auth login` run in the client's terminal (`pi-bridge acp --login`).
+AUTH_METHODS: Final = (
+    {
+        "type": "env_var",
+        "id": ENV_AUTH_ID,
+        "name": "API key",
+        "description": "A model provider's API key in pi's environment (one is enough).",
+        "vars": [{"name": name, "label": name, "secret": True, "optional": True} for name in API_KEY_VARS],
+    },
+    {
+        "type": "terminal",
+        "id": TERMINAL_AUTH_ID,
+        "name": "Log in with pi",
+        "description": "Run pi's own login (`pi auth login`) in a terminal; pi keeps the credentials.",
+        "args": ["--login"],
+    },
+)
 _READ_CHUNK: Final = 1 << 16
 # An initialize is a few hundred bytes; a longer first line is the SDK path's to parse (once).
 _MAX_PLAIN_BYTES: Final = 1 << 16
@@ -36,7 +60,7 @@ def initialize_result(protocol_version: int) -> dict[str, Any]:
             # stdio is every agent's; http servers are handed on too, sse ones refused
             "mcpCapabilities": {"http": True, "sse": False},
         },
-        "authMethods": [],
+        "authMethods": copy.deepcopy(list(AUTH_METHODS)),
         "agentInfo": {"name": AGENT_NAME, "title": "pi (via pi-bridge)", "version": __version__},
         # The bridge's extension methods (docs/acp.md): steering, and checkpoints and rewind, also
         # under the names claude-agent-acp and codex-acp share (`steering.supported` says so).

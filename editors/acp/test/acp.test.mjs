@@ -132,7 +132,7 @@ test("streams, thinks, runs bash, edits with a diff, fails clearly, cancels, and
   try {
     assert.equal(bridge.init.agentCapabilities.loadSession, true);
     assert.equal(bridge.init.agentCapabilities.promptCapabilities.embeddedContext, true);
-    assert.deepEqual(bridge.init.authMethods, []);
+    assert.deepEqual(bridge.init.authMethods.map((m) => [m.id, m.type]), [["pi-api-key", "env_var"], ["pi-login", "terminal"]]);
 
     // a streamed answer, no banner
     const { sessionId, configOptions } = await newSession(agent, cwd);

@@ -14,6 +14,7 @@ from acp import schema
 
 from bridge.fronts.acp.first_frame import (
     ACP_PROTOCOL_VERSION,
+    API_KEY_VARS,
     FirstFrame,
     initialize_result,
     plain_initialize,
@@ -68,6 +69,19 @@ def _sdk_answer(protocol_version: int) -> dict[str, Any]:
 
 def test_acp_hand_initialize_speaks_the_sdk_protocol_version() -> None:
     assert ACP_PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+
+
+def test_acp_initialize_s_auth_methods_are_the_sdk_s_env_var_and_terminal_methods() -> None:
+    by_hand = plain_initialize(_frame({"protocolVersion": 1}))
+    assert by_hand is not None
+    methods = schema.InitializeResponse.model_validate(by_hand["result"]).auth_methods or []
+    assert [type(method) for method in methods] == [schema.EnvVarAuthMethod, schema.TerminalAuthMethod]
+    env_var, terminal = methods
+    assert isinstance(env_var, schema.EnvVarAuthMethod) and isinstance(terminal, schema.TerminalAuthMethod)
+    assert [var.name for var in env_var.vars] == list(API_KEY_VARS)
+    assert all(var.secret and var.optional for var in env_var.vars), "any one key is enough"
+    assert terminal.args == ["--login"]
+    assert by_hand["result"]["authMethods"] == _sdk_answer(1)["authMethods"]
 
 
 @pytest.mark.parametrize("params", PLAIN)

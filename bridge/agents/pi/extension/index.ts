@@ -66,6 +66,7 @@ import {
 	createWriteToolDefinition,
 } from "@earendil-works/pi-coding-agent";
 import { registerSecrets, scrubbedEnv } from "./secrets.ts";
+import { PLAN_TOOL, registerTodo, TODO_TOOL } from "./todo.ts";
 
 const MARKER = "pi-bridge:permission";
 const FS_MARKER = "pi-bridge:fs";
@@ -257,6 +258,7 @@ export default function (pi: any) {
 	}
 	registerSecrets(pi);
 	registerSandboxedBash(pi); // its env scrubbed (secrets.ts), confined when a sandbox says so
+	registerTodo(pi); // the plan tool, when the client turned it on (todo.ts)
 	if (!GATE_DIR) return;
 	if (!FS_LOCAL) registerFileTools(pi);
 	pi.on("tool_call", async (event: any, ctx: any) => {
@@ -264,6 +266,7 @@ export default function (pi: any) {
 			if (event.toolName === "write") tellOriginal(ctx, event); // the UI path tells it from the bridge
 			return undefined;
 		}
+		if (PLAN_TOOL && event.toolName === TODO_TOOL) return undefined; // pi's memory only: nothing to ask
 		const sessionId = ctx.sessionManager?.getSessionId?.();
 		const mode = modeOf(sessionId);
 		if (FILE_TOOLS.has(event.toolName)) {

@@ -230,3 +230,32 @@ def test_fast_scan_of_073_updates_agrees_with_a_full_parse() -> None:
         _scan_update(b'{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"cut')
         is None
     )
+
+
+def _todo_end(details: Any, name: str = "todo") -> bytes:
+    result = {"content": [{"type": "text", "text": "ok"}], "details": details}
+    return orjson.dumps(
+        {"type": "tool_execution_end", "toolCallId": "t1", "toolName": name, "result": result}
+    )
+
+
+def test_the_plan_tool_s_list_becomes_the_contract_s_plan_and_other_shapes_none() -> None:
+    todos = [{"id": 1, "text": "Read the parser", "done": True}, {"id": 2, "text": "Fix it", "done": False}]
+    mapper = PiEventMapper(RunOptions(prompt="x", cwd="/"))
+    outs = mapper.feed(_todo_end({"action": "toggle", "todos": todos, "nextId": 3}))
+    plans = [out.content for out in outs if out.type == "plan"]
+    assert plans == [
+        {
+            "entries": [
+                {"content": "Read the parser", "status": "completed"},
+                {"content": "Fix it", "status": "pending"},
+            ]
+        }
+    ]
+    pi_message_adapter().validate_python(stamped([out for out in outs if out.type == "plan"])[0])
+    cleared = mapper.feed(_todo_end({"action": "clear", "todos": [], "nextId": 1}))
+    assert [o.content for o in cleared if o.type == "plan"] == [{"entries": []}], (
+        "a cleared list: an empty plan"
+    )
+    for other in (_todo_end({"items": todos}), _todo_end(None), _todo_end({"todos": todos}, name="bash")):
+        assert "plan" not in [o.type for o in mapper.feed(other)]
