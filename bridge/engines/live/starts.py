@@ -205,7 +205,10 @@ class Starter:
                 log.exception("the reader of live agent pid %d failed; the agent is stopped", agent.pid)
                 await self.let_go(agent)
                 return
-            if not agent.busy:
+            if agent.busy:
+                return  # its attempt sees it close
+            # A stop of the bridge's own (a spare retargeted as it started) closes it too: no news.
+            if not agent.stop_lock.locked() and agent.stopped is None:
                 said = " ".join(agent.client.stderr.text().split())[-300:]
                 log.warning(
                     "live agent pid %d of session %s closed its output%s",
@@ -213,7 +216,7 @@ class Starter:
                     agent.session_id,
                     f", saying: {said}" if said else "",
                 )
-                await self.let_go(agent)
+            await self.let_go(agent)
 
     # ------------------------------------------------------------------ stopping
 
