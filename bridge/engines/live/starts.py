@@ -112,6 +112,9 @@ class Starter:
         if self.closing or self.tasks is None:
             raise shutting_down()
         mode = self.mode
+        if self.supported is False:
+            # Known since this run was leased (the spare it waited for found it out): no second probe.
+            raise NoLiveMode(f"{' '.join(command)} does not speak its live mode")
         launch_options = replace(options, session_id=session_id, continue_session=False)
         stored = session_id is not None and await anyio.to_thread.run_sync(
             mode.session_stored, session_id, options.cwd, env
