@@ -32,6 +32,14 @@ class Framing(Protocol):
         """The bodies in what was left when the output ended (ValueError if that is broken)."""
         ...
 
+    def wanted(self, rest: bytes) -> int:
+        """How long the buffer that `rest` starts must grow before a body can complete in it."""
+        ...
+
+    def may_end_body(self, chunk: bytes) -> bool:
+        """Whether a body can end in `chunk` (else it is kept, not split again)."""
+        ...
+
 
 class LspFraming:
     """LSP base-protocol framing: `Content-Length` headers, a blank line, the body."""
@@ -63,6 +71,20 @@ class LspFraming:
         if rest:
             raise ValueError("the output ended inside a frame")
         return []
+
+    def wanted(self, rest: bytes) -> int:
+        """The whole frame's length once its header is in; else one byte more."""
+        head_end = rest.find(b"\r\n\r\n")
+        if head_end < 0:
+            return len(rest) + 1
+        try:
+            return head_end + 4 + _content_length(rest[:head_end])
+        except ValueError:
+            return len(rest) + 1  # `split` says what is wrong with it
+
+    def may_end_body(self, chunk: bytes) -> bool:
+        """Any chunk may (a body's end is known from its header, not from its bytes)."""
+        return True
 
 
 def _content_length(head: bytes) -> int:
@@ -101,6 +123,14 @@ class NdjsonFraming:
     def finish(self, rest: bytes) -> list[bytes]:
         """A last line without its newline is a line."""
         return [rest] if rest else []
+
+    def wanted(self, rest: bytes) -> int:
+        """One byte more (a line's length is known only at its newline)."""
+        return len(rest) + 1
+
+    def may_end_body(self, chunk: bytes) -> bool:
+        """Only a chunk with a newline."""
+        return b"\n" in chunk
 
 
 LSP = LspFraming()
@@ -144,7 +174,12 @@ class StdioPeer:
         self.eof_read = False
         #: When the last read returned (time.perf_counter()): the arrival time of its bodies.
         self.read_at = 0.0
-        self._rest = b""
+        # What the last split left (an unfinished frame), as the chunks read since, their total
+        # size, and the size at which a body can complete: a frame many reads long is joined and
+        # split once, not once a read (which is quadratic in its size).
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._wanted = 1
         self._pending: collections.deque[bytes] = collections.deque()
         self._write_lock = threading.Lock()
         self._id_lock = threading.Lock()
@@ -239,9 +274,18 @@ class StdioPeer:
         self.read_at = time.perf_counter()
         if not chunk:
             self.eof_read = True
-            rest, self._rest = self._rest, b""
+            rest = b"".join(self._parts)
+            self._parts, self._size = [], 0
             return self.framing.finish(rest) or None
-        bodies, self._rest = self.framing.split(self._rest + chunk if self._rest else chunk)
+        self._parts.append(chunk)
+        self._size += len(chunk)
+        if self._size < self._wanted or not self.framing.may_end_body(chunk):
+            return []
+        buf = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        bodies, rest = self.framing.split(buf)
+        self._parts = [rest] if rest else []
+        self._size = len(rest)
+        self._wanted = self.framing.wanted(rest)
         return bodies
 
     def read_body(self) -> bytes | None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
 
 import pytest
+import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from tests.conftest import requires_pi
+from tests.support.env import fake_pi_command
 from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
-from tests.support.lsp import answer_or_error, messages_of, request, start_request
+from tests.support.lsp import answer_or_error, bridge_config, initialize, messages_of, request, start_request
 from tests.support.streams import assert_stream_invariants
 
 
@@ -136,8 +139,22 @@ async def test_stdout_closed_but_alive_is_stopped_and_says_why(fake_bridge: Lang
     assert result["text"] == "Closing my output now."
 
 
-async def test_deadline_stops_the_run_as_timeout(fake_bridge: LanguageClient) -> None:
-    result = await request(fake_bridge, "pi/run", {"prompt": "x", "model": "slow", "deadlineMs": 700})
+@pytest_lsp.fixture(config=bridge_config())
+async def json_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """The fake pi on the json engine with no warm pool: a run spawns its one process and nothing
+    else (no probe of a live mode the fake pi lacks, no spare starting beside it)."""
+    options = {"piCommand": fake_pi_command(), "engine": "json", "warmPool": False}
+    await initialize(lsp_client, {**options, "silenceTimeoutMs": 20000})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_deadline_stops_the_run_as_timeout(json_bridge: LanguageClient) -> None:
+    # The deadline counts from the request: only the agent's own start may come before its
+    # first words (on fake_bridge, a live-mode probe and a spare's start came too, and on a
+    # loaded machine took the whole deadline).
+    result = await request(json_bridge, "pi/run", {"prompt": "x", "model": "slow", "deadlineMs": 700})
     assert result["status"] == "failed"
     assert result["error"]["kind"] == "timeout"
     assert result["text"].startswith("word0 ")

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from tests.support.env import ROOT
+from tests.support.env import FAKE_PI, ROOT
 from tests.support.raw import RawBridge
 from tests.support.streams import assert_stream_invariants
 
@@ -328,3 +328,29 @@ def test_a_run_asked_for_while_the_bridge_stops_is_refused_and_starts_nothing(tm
         bridge.close()
     prompts = [pid for pid, got in commands_by_pi(commands).items() if "prompt" in got]
     assert len(prompts) == 1, "only the stubborn run's pi got a prompt"
+
+
+LOGGING_WRAPPER = """\
+import os, sys
+with open(sys.argv[1], "a") as log:
+    log.write(" ".join(sys.argv[3:]) + "\\n")
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def test_a_run_that_waited_for_the_spare_s_probe_does_not_probe_again(tmp_path: Path) -> None:
+    """The spare, primed at `initialized`, finds out that the agent has no live mode; the first
+    run, which waited for it, goes to one process per prompt at once, without a probe of its own
+    (a second start of the agent, which on a loaded machine took a short deadline's time)."""
+    launches = tmp_path / "launches"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(LOGGING_WRAPPER)
+    bridge = RawBridge()
+    try:
+        bridge.initialize({"piCommand": [sys.executable, str(wrapper), str(launches), str(FAKE_PI)]})
+        answer = bridge.call("pi/run", {"runId": "first", "prompt": "hi", "model": "text"}, timeout=WAIT)
+        assert answer["result"]["status"] == "completed", answer
+        probes = [line for line in launches.read_text().splitlines() if "rpc" in line.split()]
+        assert len(probes) == 1, f"the agent was probed for its live mode {len(probes)} times: {probes}"
+    finally:
+        bridge.close()

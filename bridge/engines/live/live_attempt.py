@@ -212,6 +212,7 @@ class LiveAttempt:
         prompt = await self._configure_and_send(agent, last_try)
         if isinstance(prompt, AttemptOutcome):
             return prompt
+        self.stream.prompted()
         # From here on pi has the prompt (or will, as the pipe drains): a cancel is its `abort`.
         # The session message goes out once the prompt is on its way to pi, not before it:
         # the client's first message costs the prompt nothing.

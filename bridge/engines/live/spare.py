@@ -104,14 +104,13 @@ class Spare:
 
     async def _prime(self, delay: float) -> None:
         self._ready = anyio.Event()
-        retargeted = False
         try:
             if delay:
                 await anyio.sleep(delay)
             if self.launch is None or self.agent is not None:
                 return
             self._spawning = True
-            launch = self.launch
+            launch = primed = self.launch
             holds = self.trust_holds
             if (
                 launch.options.trusted
@@ -127,17 +126,16 @@ class Spare:
             except StartFailure as exc:
                 log.info("could not pre-spawn a live agent: %s", exc)
                 return
-            retargeted = self.launch is not None and self.launch.key != launch.key
-            if not retargeted:
+            if self.launch is None or self.launch.key == primed.key:
                 self.agent = spare
             else:
-                # A new conversation elsewhere retargeted the spare while this one started.
+                # A new conversation elsewhere retargeted the spare while this one started. The
+                # next spare is primed when that conversation's run ends (or after its opening),
+                # not now: a Node start-up beside its pi's first prompt took the core it needed.
                 self._starter.stop_later(spare)
         finally:
             self._pending = self._spawning = False
             self._ready.set()
-        if retargeted:
-            self.prime_again()
 
     async def take_for(
         self, key: LiveKey, session_id: str | None, env: Mapping[str, str]

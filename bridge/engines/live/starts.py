@@ -112,6 +112,9 @@ class Starter:
         if self.closing or self.tasks is None:
             raise shutting_down()
         mode = self.mode
+        if self.supported is False:
+            # Known since this run was leased (the spare it waited for found it out): no second probe.
+            raise NoLiveMode(f"{' '.join(command)} does not speak its live mode")
         launch_options = replace(options, session_id=session_id, continue_session=False)
         stored = session_id is not None and await anyio.to_thread.run_sync(
             mode.session_stored, session_id, options.cwd, env
@@ -205,7 +208,10 @@ class Starter:
                 log.exception("the reader of live agent pid %d failed; the agent is stopped", agent.pid)
                 await self.let_go(agent)
                 return
-            if not agent.busy:
+            if agent.busy:
+                return  # its attempt sees it close
+            # A stop of the bridge's own (a spare retargeted as it started) closes it too: no news.
+            if not agent.stop_lock.locked() and agent.stopped is None:
                 said = " ".join(agent.client.stderr.text().split())[-300:]
                 log.warning(
                     "live agent pid %d of session %s closed its output%s",
@@ -213,7 +219,7 @@ class Starter:
                     agent.session_id,
                     f", saying: {said}" if said else "",
                 )
-                await self.let_go(agent)
+            await self.let_go(agent)
 
     # ------------------------------------------------------------------ stopping
 

@@ -48,6 +48,11 @@ class LiveStream:
             self.mapper = adapter.new_mapper(dataclasses.replace(options, resumed=agent.history))
             self._session_line = orjson.dumps({"type": "session", "id": agent.session_id, "cwd": agent.cwd})
 
+    def prompted(self) -> None:
+        """The prompt is on its way to the agent: its silence counts from now. The spawn, start-up
+        and settings before it are the bridge's waits, bounded by their own timeouts."""
+        self.last_output = time.monotonic()
+
     def announce_session(self) -> None:
         """The run's session message, once, ahead of everything the agent then prints."""
         if not self._session_sent and self._session_line:
