@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
-from bridge import agents
 from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
 from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
@@ -59,7 +58,7 @@ class Attempts:
     # Whether a pre-spawn for the next prompt is still welcome (not while the bridge stops).
     may_prime: Callable[[], bool]
     wait_writable: Callable[[], Awaitable[None]] | None = None
-    # Serves the conversations of an ACP agent a run names beside the server's own (the
+    # Serves the conversations of a live agent a run names beside the server's own (the
     # registry's task group); None: such a run gets one process per attempt.
     tasks: anyio.abc.TaskGroup | None = None
     # The conversations' modes and the permission check of the live agents' tool calls.
@@ -83,12 +82,13 @@ class Attempts:
         self.slots = anyio.Semaphore(config.max_concurrent_runs)
 
     def uses_live(self, run: Run) -> bool:
-        """Whether the run goes through a live conversation (the live engine): only for agents
-        that have a live mode; every other agent runs one process per attempt (one-process engine)."""
+        """Whether the run goes through a live conversation (the live engine): every agent that
+        has a live mode, however it was chosen (the server's own, or one a run names while the
+        registry serves); every other agent runs one process per attempt (one-process engine)."""
         adapter = run.agent
         if self.config.engine != "rpc" or adapter.live_mode() is None:
             return False
-        return adapter is self.adapter or (adapter.name in agents.ACP_AGENTS and self.tasks is not None)
+        return adapter is self.adapter or self.tasks is not None
 
     def conversations_of(self, run: Run) -> Conversations:
         """The live conversations of the run's agent (opened by `_open_conversations` first)."""
@@ -97,7 +97,7 @@ class Attempts:
         return self.others.get(run.agent.name, self.conversations)
 
     async def _open_conversations(self, run: Run) -> None:
-        """Start the conversations of an ACP agent named beside the server's own, once."""
+        """Start the conversations of a live agent named beside the server's own, once."""
         tasks = self.tasks
         if run.agent is self.adapter or not self.uses_live(run) or tasks is None:
             return

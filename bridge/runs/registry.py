@@ -304,7 +304,7 @@ class RunRegistry:
             try:
                 await tasks.start(self.pool.serve)
                 await tasks.start(self.conversations.serve)
-                self._attempts.tasks = tasks  # serves the conversations of other ACP agents
+                self._attempts.tasks = tasks  # serves the conversations of other live agents
                 task_status.started()
                 await self._closing.wait()
             finally:
@@ -460,7 +460,10 @@ class RunRegistry:
         for run in list(self._runs.values()):
             if session_id in (run.session_id, run.options.session_id):
                 await self.cancel(run.run_id, "the conversation was closed")
-        return await self.conversations.close_session(session_id)
+        closed = await self.conversations.close_session(session_id)
+        for other in self._attempts.others.values():  # a conversation of an agent a run named
+            closed = await other.close_session(session_id) or closed
+        return closed
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
