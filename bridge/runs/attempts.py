@@ -268,7 +268,8 @@ class Attempts:
             run.emit,
             run.cancel,
             limits,
-            extra_env=self.config.env,
+            # the agent's own environment (initializationOptions.agents, object form) over the client's
+            extra_env={**self.config.env, **self.config.agent_envs.get(run.agent.name, {})},
             on_started=run.note_pid,
         )
 

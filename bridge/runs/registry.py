@@ -174,8 +174,8 @@ class RunRegistry:
         return dataclasses.replace(config, env={**config.env, **self.gate.agent_env(), **names})
 
     def _learn_secrets(self, config: BridgeConfig) -> None:
-        """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
-        BOOK.add_env(_client_env(config), client=True)
+        """Tell the last line (redact.BOOK) the client's and the agents' secrets and auth files."""
+        _learn_env_secrets(config)
         BOOK.watch_files(self.agents.secret_files({**os.environ, **config.env}))
 
     @property
@@ -460,10 +460,8 @@ class RunRegistry:
         for run in list(self._runs.values()):
             if session_id in (run.session_id, run.options.session_id):
                 await self.cancel(run.run_id, "the conversation was closed")
-        closed = await self.conversations.close_session(session_id)
-        for other in self._attempts.others.values():  # a conversation of an agent a run named
-            closed = await other.close_session(session_id) or closed
-        return closed
+        every = [self.conversations, *self._attempts.others.values()]  # and those of agents runs named
+        return any([await conversations.close_session(session_id) for conversations in every])
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
@@ -516,6 +514,15 @@ def effective_settings(config: BridgeConfig) -> EffectiveSettings:
         max_live_sessions=config.max_live_sessions,
         session_idle_ms=int(config.session_idle_seconds * 1000),
     )
+
+
+def _learn_env_secrets(config: BridgeConfig) -> None:
+    """The client's secrets and those of each agent's own environment (the object form of
+    initializationOptions.agents), for the last line and the logs."""
+    BOOK.add_env(_client_env(config), client=True)
+    for env in config.agent_envs.values():
+        BOOK.add_env(env, client=True)
+        mask_in_logs(env)
 
 
 def _client_env(config: BridgeConfig) -> dict[str, str]:

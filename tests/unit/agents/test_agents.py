@@ -68,7 +68,8 @@ def _options() -> RunOptions:
 
 # Claude Code's events, environment, flags and file layout; the adapter index (agents/__init__.py) names
 # the package, the scripted model, a model server, reads both agents' tool schemas, and the ACP
-# catalog's claude-acp entry is the environment of the Claude ACP adapter (data, one entry).
+# catalog's claude-acp entry is the environment of the Claude ACP adapter (data, one entry); the
+# contract names "claude" among the protocols of initializationOptions.agents (a wire value).
 CLAUDE_SPECIFIC = re.compile(
     r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.agents\.claude|projects/'
 )
@@ -77,6 +78,7 @@ CLAUDE_ALLOWED = {
     "scripted_model/http_server.py",
     "scripted_model/scenarios.py",
     "agents/acp/catalog.py",
+    "contract.py",
 }
 
 
