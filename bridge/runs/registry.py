@@ -521,11 +521,14 @@ def _learn_env_secrets(config: BridgeConfig) -> None:
     initializationOptions.agents), for the last line and the logs."""
     BOOK.add_env(_client_env(config), client=True)
     for env in config.agent_envs.values():
-        BOOK.add_env(env, client=True)
         mask_in_logs(env)
 
 
 def _client_env(config: BridgeConfig) -> dict[str, str]:
-    """The environment the client gave the agents (initializationOptions.env), without the
-    bridge's own variables."""
-    return {name: value for name, value in config.env.items() if not name.startswith("PI_BRIDGE_")}
+    """The environment the client gave the agents (initializationOptions.env, and each agent's
+    own in initializationOptions.agents: pi's bash tool gets none of its names either), without
+    the bridge's own variables."""
+    given = {**config.env}
+    for env in config.agent_envs.values():
+        given.update(env)
+    return {name: value for name, value in given.items() if not name.startswith("PI_BRIDGE_")}

@@ -1,7 +1,8 @@
 """initializationOptions.agents in the object form ({command, protocol, env}), end to end: a
 custom-named ACP agent (pi-acp driving the real pi, against the scripted model) runs by that
-configuration alone, a bad entry is a warning naming its field, and a secret of the agent's own
-env reaches no frame and no log line, even when the agent's command prints its environment.
+configuration alone, as does a second pi under its own name, a bad entry is a warning naming its
+field, and a secret of the agent's own env reaches no frame and no log line, even when the
+agent's command prints its environment, and no bash of pi's.
 Judged from every byte the bridge wrote and from its DEBUG log.
 """
 
@@ -78,6 +79,12 @@ def test_a_custom_acp_agent_configured_by_the_object_form_runs_and_keeps_its_sec
                             "MY_AGENT_TOKEN": AGENT_SECRET,
                         },
                     },
+                    # a second configuration of pi under its own name: its bash gets no name of its env
+                    "pi-work": {
+                        "command": ["pi"],
+                        "protocol": "pi",
+                        "env": {"PI_CODING_AGENT_DIR": str(agent_dir), "WORK_TOKEN": AGENT_SECRET},
+                    },
                     "bad-protocol": {"command": ["x"], "protocol": "telnet"},
                     "bad-field": {"command": ["x"], "protocol": "acp", "environment": {}},
                     "no-command": {"protocol": "acp"},
@@ -111,6 +118,20 @@ def test_a_custom_acp_agent_configured_by_the_object_form_runs_and_keeps_its_sec
         assert_stream_invariants(bridge.run_messages(result["runId"]))
         assert "MARK-42" in result["text"], "the command ran, under the configured agent"
         assert "MY_AGENT_TOKEN=" in result["text"], "the agent's env reached its process"
+        reply = bridge.call(
+            "pi/run",
+            {
+                "prompt": 'echo "[${WORK_TOKEN:-unset}]"',
+                "agent": "pi-work",
+                "provider": "fake",
+                "model": "shell",
+                "cwd": str(workspace),
+            },
+            timeout=120,
+        )
+        assert reply["result"]["status"] == "completed", reply
+        assert "[unset]" in reply["result"]["text"], "pi's bash gets no variable of the agent's own env"
+        assert listed["pi-work"]["protocol"] == "pi"
         runs = bridge.call("pi/runs", {})["result"]
         assert [e for e in runs["live"] if e["sessionId"] == result["sessionId"]], "its conversation is live"
     finally:
