@@ -57,6 +57,11 @@ class BridgeConfig:
     # How every run's tool commands are confined unless the run says otherwise (None: not at all).
     sandbox: SandboxSettings | None = None
 
+    def env_of(self, agent: str) -> dict[str, str]:
+        """The environment agent `agent` runs in: the client's, under its own (object form)."""
+        own = self.agent_envs.get(agent)
+        return {**self.env, **own} if own else self.env
+
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
     """The agent command from --pi-command, else PI_BRIDGE_PI_COMMAND, else `pi` (split, no shell)."""

@@ -236,6 +236,7 @@ class RunRegistry:
             return
         if self.adapter.live_mode() is None:
             return
+        env = config.env_of(self.adapter.name)
         options = self._with_mcp(
             RunOptions(
                 prompt="",
@@ -243,11 +244,11 @@ class RunRegistry:
                 provider=config.default_provider,
                 model=config.default_model,
                 # a trust that still holds (a few stat calls, once)
-                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, config.env),
+                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, env),
             ),
             None,
         )
-        self.conversations.spare.prime(config.command, options, config.env)
+        self.conversations.spare.prime(config.command, options, env)
 
     def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
         """`options` with the conversation's MCP servers (None: the configured defaults), their
@@ -287,12 +288,12 @@ class RunRegistry:
             resumed=session_id is not None,
             # the decision the user made already; the first prompt asks when there is none
             trusted=await anyio.to_thread.run_sync(
-                self.gate.trust.trusted_now, cwd, self.adapter, config.env
+                self.gate.trust.trusted_now, cwd, self.adapter, config.env_of(self.adapter.name)
             ),
         )
         options = self._with_mcp(options, mcp_servers)
         try:
-            return await self.conversations.open(config.command, options, config.env)
+            return await self.conversations.open(config.command, options, config.env_of(self.adapter.name))
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
