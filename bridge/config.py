@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from bridge.contract import (
+    AgentSetting,
     InitializationOptions,
     McpServerHttp,
     McpServerStdio,
@@ -42,6 +44,9 @@ class BridgeConfig:
     session_idle_seconds: float = 600.0
     # Agent name -> command; the server's own adapter runs `command` unless named here.
     agents: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # Agent name -> how the bridge speaks to it, and its own environment (the object form).
+    agent_protocols: dict[str, str] = dataclasses.field(default_factory=dict)
+    agent_envs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     default_agent: str | None = None
     permission_mode: str | None = None
     allowed_tools: tuple[str, ...] = ()
@@ -55,6 +60,11 @@ class BridgeConfig:
     sandbox: SandboxSettings | None = None
     # The agent is offered the bridge's plan tool where it has none of its own (pi's `todo`).
     plan_tool: bool = False
+
+    def env_of(self, agent: str) -> dict[str, str]:
+        """The environment agent `agent` runs in: the client's, under its own (object form)."""
+        own = self.agent_envs.get(agent)
+        return {**self.env, **own} if own else self.env
 
 
 def command_from(flag: str | None, environ: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -71,15 +81,43 @@ def _lenient_options(raw: dict[str, Any]) -> tuple[InitializationOptions, list[s
     try:
         return InitializationOptions.model_validate(raw), warnings
     except ValidationError as exc:
-        bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+        bad: set[str] = set()
+        bad_agents: set[str] = set()
         for error in exc.errors():
-            field = ".".join(str(part) for part in error["loc"])
+            loc = list(error["loc"])
+            if len(loc) > 1 and loc[0] == "agents":
+                bad_agents.add(str(loc[1]))  # that agent alone falls back to its default
+                del loc[2:3]  # the form's tag (command or setting) is no field of the wire
+            elif loc:
+                bad.add(str(loc[0]))
+            field = ".".join(str(part) for part in loc)
             warnings.append(f"initializationOptions.{field}: {error['msg']}; using the default")
         kept = {key: value for key, value in raw.items() if key not in bad}
+        if bad_agents and isinstance(kept.get("agents"), dict):
+            kept["agents"] = {name: v for name, v in kept["agents"].items() if name not in bad_agents}
         try:
             return InitializationOptions.model_validate(kept), warnings
         except ValidationError:
             return InitializationOptions.model_validate({}), warnings
+
+
+def _agent_changes(
+    base: BridgeConfig, entries: Mapping[str, list[str] | AgentSetting], warnings: list[str]
+) -> dict[str, Any]:
+    """The agents' commands, protocols and environments, from either form of each entry."""
+    agents, protocols, envs = dict(base.agents), dict(base.agent_protocols), dict(base.agent_envs)
+    for name, entry in entries.items():
+        argv = entry.command if isinstance(entry, AgentSetting) else entry
+        if not argv or not all(argv):
+            warnings.append(f"initializationOptions.agents.{name}: an empty command; using the default")
+            continue
+        agents[name] = tuple(argv)
+        if isinstance(entry, AgentSetting):
+            if entry.protocol is not None:
+                protocols[name] = entry.protocol
+            if entry.env:
+                envs[name] = dict(entry.env)
+    return {"agents": agents, "agent_protocols": protocols, "agent_envs": envs}
 
 
 def _optional_changes(
@@ -96,10 +134,7 @@ def _optional_changes(
     if options.env:
         changes["env"] = {**base.env, **options.env}
     if options.agents:
-        agents = {name: tuple(argv) for name, argv in options.agents.items() if argv and all(argv)}
-        for name in sorted(set(options.agents) - set(agents)):
-            warnings.append(f"initializationOptions.agents.{name}: an empty command; using the default")
-        changes["agents"] = {**base.agents, **agents}
+        changes.update(_agent_changes(base, options.agents, warnings))
     if options.default_agent:
         changes["default_agent"] = options.default_agent
     if options.mcp_servers is not None:

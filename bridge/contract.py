@@ -361,6 +361,31 @@ class SessionParams(WireModel):
     session_id: str = Field(min_length=1, max_length=256)
 
 
+#: How the bridge speaks to an agent (initializationOptions.agents, object form).
+AgentProtocol = Literal["pi", "claude", "codex", "acp"]
+
+
+class AgentSetting(WireModel):
+    """An agent of `initializationOptions.agents` in the object form: its command, how the bridge
+    speaks to it (absent: as to the known agent of that name), and its own environment."""
+
+    command: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    protocol: AgentProtocol | None = None
+    env: dict[str, str] | None = None
+
+
+def _agent_form(value: Any) -> str:
+    """Which form an `agents` entry takes: a command (argv) or the object form."""
+    return "setting" if isinstance(value, dict | AgentSetting) else "command"
+
+
+#: An entry of `initializationOptions.agents`: a command, or an AgentSetting.
+AgentEntry = Annotated[
+    Annotated[list[str], Tag("command")] | Annotated[AgentSetting, Tag("setting")],
+    Discriminator(_agent_form),
+]
+
+
 class InitializationOptions(WireModel):
     """`initializationOptions` of `initialize`; every field defaulted, bad values warn and default."""
 
@@ -375,8 +400,9 @@ class InitializationOptions(WireModel):
     engine: Engine = "rpc"
     max_live_sessions: int = Field(4, ge=1, le=256)
     session_idle_ms: int = Field(600_000, ge=1_000, le=86_400_000)
-    # Agent name -> its command (argv); "pi" defaults to piCommand, every other to its name on PATH.
-    agents: dict[str, list[str]] | None = None
+    # Agent name -> its command (argv) or an AgentSetting; "pi" defaults to piCommand, every other
+    # known agent to its default command on PATH.
+    agents: dict[str, AgentEntry] | None = None
     default_agent: str | None = Field(None, min_length=1, max_length=64)
     # For agents with a permission system (see README "Agents"); others ignore them.
     permission_mode: str | None = Field(None, min_length=1, max_length=64)

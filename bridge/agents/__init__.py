@@ -113,15 +113,36 @@ def agent_names() -> list[str]:
     return sorted(FACTORIES, key=lambda name: (name != DEFAULT_AGENT, name))
 
 
+#: The known agent that speaks each protocol of `initializationOptions.agents` (object form).
+PROTOCOL_AGENTS: Final = {"pi": "pi", "claude": "claude", "codex": "codex"}
+
+
 def build_adapter(name: str, settings: Mapping[str, Any] | None = None) -> AgentAdapter:
     """The adapter of agent `name`; raises UnknownAgentError.
 
-    settings: `permission_mode` and `allowed_tools`, for agents with a permission system.
+    settings: `permission_mode` and `allowed_tools`, for agents with a permission system;
+    `protocol` and `command` for an agent configured by the object form (any name).
     """
+    settings = settings or {}
+    protocol = settings.get("protocol")
     factory = FACTORIES.get(name)
-    if factory is None:
-        raise UnknownAgentError(f"unknown agent {name!r}; known: {', '.join(agent_names())}")
-    return factory(settings or {})
+    if protocol is None or (factory is not None and KINDS[name][0] == protocol):
+        if factory is None:
+            raise UnknownAgentError(
+                f"unknown agent {name!r}; known: {', '.join(agent_names())} "
+                f"(another needs a protocol in initializationOptions.agents.{name})"
+            )
+        return factory(settings)
+    if protocol == "acp":
+        from bridge.agents import acp
+
+        return acp.build_custom(name, tuple(settings.get("command") or (name,)))
+    known = PROTOCOL_AGENTS.get(protocol)
+    if known is None:
+        raise UnknownAgentError(f"initializationOptions.agents.{name}.protocol: no protocol {protocol!r}")
+    adapter = FACTORIES[known](settings)
+    adapter.name = name  # its conversations, sessions and listings are under the configured name
+    return adapter
 
 
 def default_command(adapter: AgentAdapter) -> tuple[str, ...]:
@@ -129,7 +150,9 @@ def default_command(adapter: AgentAdapter) -> tuple[str, ...]:
     return adapter.default_command
 
 
-def probe(name: str, command: tuple[str, ...], env: Mapping[str, str] | None = None) -> AgentInfo:
+def probe(
+    name: str, command: tuple[str, ...], env: Mapping[str, str] | None = None, protocol_of: str | None = None
+) -> AgentInfo:
     """Whether an agent's command is found, and its version, without running it.
 
     The version is read from the npm package that provides the executable (both agents install
@@ -139,7 +162,10 @@ def probe(name: str, command: tuple[str, ...], env: Mapping[str, str] | None = N
 
     merged = {**os.environ, **(env or {})}
     executable = shutil.which(command[0], path=merged.get("PATH")) if command else None
-    protocol, delegates = KINDS.get(name, (None, ()))
+    known, delegates = KINDS.get(name, (None, ()))
+    protocol = protocol_of or known
+    if protocol != known:  # configured to speak another protocol: its known speaker's delegation
+        delegates = KINDS[PROTOCOL_AGENTS[protocol]][1] if protocol in PROTOCOL_AGENTS else ()
     return AgentInfo.model_validate(
         {
             "name": name,

@@ -42,6 +42,8 @@ class AgentChoice:
             settings = {
                 "permission_mode": self.config.permission_mode,
                 "allowed_tools": self.config.allowed_tools,
+                "protocol": self.config.agent_protocols.get(name),
+                "command": self.config.agents.get(name),
             }
             try:
                 adapter = agents.build_adapter(name, settings)
@@ -66,7 +68,8 @@ class AgentChoice:
         adapter per loop step. (Wire validators are not built ahead: that held memory after a large
         prompt.)"""
         for name in self.agent_names():
-            if name in agents.ACP_AGENTS and name != self.adapter.name:
+            acp = name in agents.ACP_AGENTS or self.config.agent_protocols.get(name) == "acp"
+            if acp and name != self.adapter.name:
                 continue  # the ACP SDK's schema costs every bridge's start; built when asked for
             try:
                 self.adapter_named(name)
@@ -87,7 +90,9 @@ class AgentChoice:
                 adapter = self.adapter_named(name)
             except AgentChoiceError:
                 continue
-            found.append(agents.probe(name, self.command_of(adapter), self.config.env))
+            env = {**self.config.env, **self.config.agent_envs.get(name, {})}
+            protocol = self.config.agent_protocols.get(name)
+            found.append(agents.probe(name, self.command_of(adapter), env, protocol))
         return found
 
     def history_adapters(self) -> list[AgentAdapter]:

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
-from bridge import agents
 from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
 from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
@@ -59,7 +58,7 @@ class Attempts:
     # Whether a pre-spawn for the next prompt is still welcome (not while the bridge stops).
     may_prime: Callable[[], bool]
     wait_writable: Callable[[], Awaitable[None]] | None = None
-    # Serves the conversations of an ACP agent a run names beside the server's own (the
+    # Serves the conversations of a live agent a run names beside the server's own (the
     # registry's task group); None: such a run gets one process per attempt.
     tasks: anyio.abc.TaskGroup | None = None
     # The conversations' modes and the permission check of the live agents' tool calls.
@@ -82,13 +81,18 @@ class Attempts:
         self.config = config
         self.slots = anyio.Semaphore(config.max_concurrent_runs)
 
+    def _env(self, run: Run) -> dict[str, str]:
+        """The environment the run's agent gets: the client's, under the agent's own."""
+        return self.config.env_of(run.agent.name)
+
     def uses_live(self, run: Run) -> bool:
-        """Whether the run goes through a live conversation (the live engine): only for agents
-        that have a live mode; every other agent runs one process per attempt (one-process engine)."""
+        """Whether the run goes through a live conversation (the live engine): every agent that
+        has a live mode, however it was chosen (the server's own, or one a run names while the
+        registry serves); every other agent runs one process per attempt (one-process engine)."""
         adapter = run.agent
         if self.config.engine != "rpc" or adapter.live_mode() is None:
             return False
-        return adapter is self.adapter or (adapter.name in agents.ACP_AGENTS and self.tasks is not None)
+        return adapter is self.adapter or self.tasks is not None
 
     def conversations_of(self, run: Run) -> Conversations:
         """The live conversations of the run's agent (opened by `_open_conversations` first)."""
@@ -97,7 +101,7 @@ class Attempts:
         return self.others.get(run.agent.name, self.conversations)
 
     async def _open_conversations(self, run: Run) -> None:
-        """Start the conversations of an ACP agent named beside the server's own, once."""
+        """Start the conversations of a live agent named beside the server's own, once."""
         tasks = self.tasks
         if run.agent is self.adapter or not self.uses_live(run) or tasks is None:
             return
@@ -121,7 +125,7 @@ class Attempts:
             run.fail(problem)
             return
         if self.gate is not None:
-            trusted = await self.gate.trusts(run, self.config.env)
+            trusted = await self.gate.trusts(run, self._env(run))
             run.options = dataclasses.replace(run.options, trusted=trusted)
         mark("run.trusted")
         lease = await self._lease(run)
@@ -183,7 +187,7 @@ class Attempts:
         conversations = self.conversations_of(run)
         if not self.uses_live(run) or conversations.starter.supported is False:
             return None
-        session_id = await conversations.resolve_session(run.options, self.config.env)
+        session_id = await conversations.resolve_session(run.options, self._env(run))
 
         def queued() -> None:
             run.waits_for = session_id
@@ -207,7 +211,7 @@ class Attempts:
         full = conversations.slots.known_session(session_id) if self.uses_live(run) else None
         if full is None:
             try:
-                full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self.config.env)
+                full = await anyio.to_thread.run_sync(adapter.resolve_session_id, session_id, self._env(run))
             except ValueError as exc:
                 return ErrorInfo(kind="session", message=f"sessionId: {exc}", retryable=False)
         if full is not None and full != session_id:
@@ -253,7 +257,7 @@ class Attempts:
         """Pre-spawn what the run's agent says the next prompt most likely needs."""
         if not self.may_prime():
             return
-        command, env = run.command, self.config.env
+        command, env = run.command, self._env(run)
         if not isinstance(run.agent, WarmsLaunches):
             return
         for launch in run.agent.warm_launches(command, run.options, run.session_id):
@@ -268,7 +272,8 @@ class Attempts:
             run.emit,
             run.cancel,
             limits,
-            extra_env=self.config.env,
+            # the agent's own environment (initializationOptions.agents, object form) over the client's
+            extra_env=self._env(run),
             on_started=run.note_pid,
         )
 
@@ -286,7 +291,7 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
-            file_ops=self.gate.file_ops(run, {**os.environ, **self.config.env}) if self.gate else None,
+            file_ops=self.gate.file_ops(run, {**os.environ, **self._env(run)}) if self.gate else None,
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
@@ -298,8 +303,8 @@ class Attempts:
         if self.gate is not None:
             self.gate.bind(session_id, run.params.mode, hold=run.tools_held, cwd=run.options.cwd)
             settings = run.options.sandbox or sandbox.OFF
-            environ = {**os.environ, **self.config.env}
-            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self.config.env)
+            environ = {**os.environ, **self._env(run)}
+            self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self._env(run))
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:
         deadline = time.monotonic() + run.params.deadline_ms / 1000 if run.params.deadline_ms else None
@@ -361,7 +366,7 @@ class Attempts:
         adapter = run.agent
         if not isinstance(adapter, RewindsSessions):
             return None
-        return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self.config.env)
+        return await anyio.to_thread.run_sync(adapter.checkpoint_session, run.options, self._env(run))
 
     async def _rewind(self, run: Run, checkpoint: SessionCheckpoint | None) -> None:
         """Before a retried attempt: the session as it was before the run, so the model sees the
@@ -369,13 +374,17 @@ class Attempts:
         adapter = run.agent
         if checkpoint is None:  # the first attempt may have stored the session it was to start
             run.options = await anyio.to_thread.run_sync(
-                self.stored.options_for, adapter, run.options, self.config.env
+                self.stored.options_for, adapter, run.options, self._env(run)
             )
             return
         if not isinstance(adapter, RewindsSessions):
             return
         run.options = await anyio.to_thread.run_sync(
-            adapter.rewind_session, checkpoint, run.session_id, run.options, self.config.env
+            adapter.rewind_session,
+            checkpoint,
+            run.session_id,
+            run.options,
+            self._env(run),
         )
         log.info("run %s: session %s cut back before attempt %d", run.run_id, run.session_id, run.attempt)
 

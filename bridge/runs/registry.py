@@ -174,8 +174,8 @@ class RunRegistry:
         return dataclasses.replace(config, env={**config.env, **self.gate.agent_env(), **names})
 
     def _learn_secrets(self, config: BridgeConfig) -> None:
-        """Tell the last line (redact.BOOK) the client's secrets and every agent's auth files."""
-        BOOK.add_env(_client_env(config), client=True)
+        """Tell the last line (redact.BOOK) the client's and the agents' secrets and auth files."""
+        _learn_env_secrets(config)
         BOOK.watch_files(self.agents.secret_files({**os.environ, **config.env}))
 
     @property
@@ -236,6 +236,7 @@ class RunRegistry:
             return
         if self.adapter.live_mode() is None:
             return
+        env = config.env_of(self.adapter.name)
         options = self._with_mcp(
             RunOptions(
                 prompt="",
@@ -243,11 +244,11 @@ class RunRegistry:
                 provider=config.default_provider,
                 model=config.default_model,
                 # a trust that still holds (a few stat calls, once)
-                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, config.env),
+                trusted=self.gate.trust.trusted_now(default_cwd, self.adapter, env),
             ),
             None,
         )
-        self.conversations.spare.prime(config.command, options, config.env)
+        self.conversations.spare.prime(config.command, options, env)
 
     def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
         """`options` with the conversation's MCP servers (None: the configured defaults), their
@@ -287,12 +288,12 @@ class RunRegistry:
             resumed=session_id is not None,
             # the decision the user made already; the first prompt asks when there is none
             trusted=await anyio.to_thread.run_sync(
-                self.gate.trust.trusted_now, cwd, self.adapter, config.env
+                self.gate.trust.trusted_now, cwd, self.adapter, config.env_of(self.adapter.name)
             ),
         )
         options = self._with_mcp(options, mcp_servers)
         try:
-            return await self.conversations.open(config.command, options, config.env)
+            return await self.conversations.open(config.command, options, config.env_of(self.adapter.name))
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
@@ -304,7 +305,7 @@ class RunRegistry:
             try:
                 await tasks.start(self.pool.serve)
                 await tasks.start(self.conversations.serve)
-                self._attempts.tasks = tasks  # serves the conversations of other ACP agents
+                self._attempts.tasks = tasks  # serves the conversations of other live agents
                 task_status.started()
                 await self._closing.wait()
             finally:
@@ -460,7 +461,8 @@ class RunRegistry:
         for run in list(self._runs.values()):
             if session_id in (run.session_id, run.options.session_id):
                 await self.cancel(run.run_id, "the conversation was closed")
-        return await self.conversations.close_session(session_id)
+        every = [self.conversations, *self._attempts.others.values()]  # and those of agents runs named
+        return any([await conversations.close_session(session_id) for conversations in every])
 
     async def stop_all(self, reason: str) -> None:
         """Cancel every live run and wait until each has ended and its tree is gone."""
@@ -515,7 +517,19 @@ def effective_settings(config: BridgeConfig) -> EffectiveSettings:
     )
 
 
+def _learn_env_secrets(config: BridgeConfig) -> None:
+    """The client's secrets and those of each agent's own environment (the object form of
+    initializationOptions.agents), for the last line and the logs."""
+    BOOK.add_env(_client_env(config), client=True)
+    for env in config.agent_envs.values():
+        mask_in_logs(env)
+
+
 def _client_env(config: BridgeConfig) -> dict[str, str]:
-    """The environment the client gave the agents (initializationOptions.env), without the
-    bridge's own variables."""
-    return {name: value for name, value in config.env.items() if not name.startswith("PI_BRIDGE_")}
+    """The environment the client gave the agents (initializationOptions.env, and each agent's
+    own in initializationOptions.agents: pi's bash tool gets none of its names either), without
+    the bridge's own variables."""
+    given = {**config.env}
+    for env in config.agent_envs.values():
+        given.update(env)
+    return {name: value for name, value in given.items() if not name.startswith("PI_BRIDGE_")}

@@ -22,7 +22,12 @@ from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
 from tests.support.env import BRIDGE, CLAUDE_BIN, WAIT, claude_stored, requires_claude
-from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
+from tests.support.leaks import (
+    assert_no_run_processes,
+    run_processes,
+    run_processes_alive,
+    wait_for_run_process,
+)
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
 from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
@@ -318,3 +323,82 @@ async def test_a_stop_leaves_nothing_queued_that_claude_code_sends_later(
     assert all(times_seen(body, tag, "steer", "queued") == [0, 0] for body in bodies), (
         "neither the refused steer nor the stopped queued prompt reached the model"
     )
+
+
+# ------------------------------------------------------------------ chosen per run
+
+
+@pytest_lsp.fixture(
+    config=BridgeServerConfig(
+        server_command=[*BRIDGE], client_factory=make_client, extra_env={"PATH": CLAUDE_PATH}
+    )
+)
+async def pi_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, claude_config_dir: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge whose own agent is pi, its runs naming Claude Code; no pre-spawned spare, so every
+    agent process in /proc is a conversation's."""
+    options = {
+        "env": {
+            "ANTHROPIC_BASE_URL": scripted_model.base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "scripted-model-key",
+            "CLAUDE_CONFIG_DIR": str(claude_config_dir),
+        },
+        "silenceTimeoutMs": 30000,
+        "warmPool": False,
+    }
+    await initialize(lsp_client, options)
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+def claude_processes() -> list[int]:
+    """This test's Claude Code processes, from /proc (its executable names the command line)."""
+    found = []
+    for proc in run_processes():
+        try:
+            if any(Path(part).name.startswith("claude") for part in proc.cmdline()[:2]):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def test_claude_code_named_by_the_runs_of_a_pi_bridge_is_live_per_conversation(
+    pi_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = os.urandom(4).hex()
+    cwd = str(tmp_path)
+    first, messages = await run(pi_bridge, "echo", prompt=f"one-{tag}", cwd=cwd, agent="claude")
+    assert first["status"] == "completed" and first["text"] == f"ECHO:one-{tag}", messages[-1]
+    sid = first["sessionId"]
+    [pid] = claude_processes()
+    assert await live_pids(pi_bridge, sid) == [pid], "the conversation is live"
+    for turn in ("two", "three"):
+        result, messages = await run(
+            pi_bridge, "echo", prompt=f"{turn}-{tag}", cwd=cwd, sessionId=sid, agent="claude"
+        )
+        assert result["status"] == "completed" and result["text"] == f"ECHO:{turn}-{tag}", messages[-1]
+        assert result["sessionId"] == sid and messages[0]["type"] == "session.resumed"
+        assert claude_processes() == [pid], "one Claude Code process serves every turn"
+    last = [r for r in scripted_model.requests if r["model"] == "echo"][-1]["body"]
+    assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
+    # a cancel mid-command, on that conversation: answered with a receipt, nothing of it left
+    run_id = f"cancel-named-{os.urandom(3).hex()}"
+    task = asyncio.ensure_future(
+        request(pi_bridge, "pi/run", {"prompt": "go", "model": "toolslow", "cwd": cwd,
+                                      "sessionId": sid, "runId": run_id, "agent": "claude"})
+    )  # fmt: skip
+    await messages_of(pi_bridge).wait_type(run_id, "tool.call")
+    sleeper = await wait_for_run_process("sleep 30")
+    answer = await request(pi_bridge, "pi/cancel", {"runId": run_id})
+    with pytest.raises(JsonRpcException) as raised:
+        await task
+    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    receipt = answer["shutdown"]
+    assert receipt["survivors"] == [] and run_processes_alive([sleeper.pid]) == []
+    assert sleeper.pid in receipt["pids"], "the Bash tool's process was the run's, and it is gone"
+    left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
+    assert left == [], "nothing of the command is left in /proc"
+    assert claude_processes() == ([pid] if receipt["agentKept"] else []), "no Claude Code but the kept one"

@@ -22,7 +22,12 @@ from pytest_lsp import LanguageClient
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.agent_configs import codex_env
 from tests.support.env import BRIDGE, ROOT, WAIT
-from tests.support.leaks import assert_no_run_processes, run_processes_alive, wait_for_run_process
+from tests.support.leaks import (
+    assert_no_run_processes,
+    run_processes,
+    run_processes_alive,
+    wait_for_run_process,
+)
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
 from tests.support.model_requests import times_seen
 from tests.support.streams import assert_stream_invariants
@@ -215,3 +220,55 @@ async def test_a_retried_prompt_is_seen_once_by_the_model(
     after, _ = await run(bridge, "echo", prompt=f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
     [body] = bodies_of(scripted_model, "echo")
     assert times_seen(body, tag, "before", "retried", "after") == [1, 1, 1]
+
+
+# ------------------------------------------------------------------ chosen per run
+
+
+@pytest_lsp.fixture(
+    config=BridgeServerConfig(
+        server_command=[*BRIDGE], client_factory=make_client, extra_env=CONFIG.extra_env
+    )
+)
+async def pi_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LanguageClient]:
+    """A bridge whose own agent is pi, its runs naming Codex; no pre-spawned spare, so every
+    app-server in /proc is a conversation's."""
+    home = tmp_path_factory.mktemp("codex-home")
+    env = codex_env(home, f"http://127.0.0.1:{scripted_model.port}")
+    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+def app_servers() -> list[int]:
+    """This test's `codex app-server` processes, from /proc."""
+    found = []
+    for proc in run_processes():
+        try:
+            if "app-server" in proc.cmdline():
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def test_codex_named_by_the_runs_of_a_pi_bridge_is_live_per_conversation(
+    pi_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    tag = secrets.token_hex(4)
+    first, _ = await run(pi_bridge, "echo", prompt=f"one-{tag}", cwd=str(tmp_path), agent="codex")
+    assert first["status"] == "completed" and first["text"] == f"ECHO:one-{tag}"
+    sid = first["sessionId"]
+    [pid] = app_servers()
+    assert await live_pids(pi_bridge, sid) == [pid], "the conversation is live"
+    for turn in ("two", "three"):
+        result, _ = await run(
+            pi_bridge, "echo", prompt=f"{turn}-{tag}", cwd=str(tmp_path), sessionId=sid, agent="codex"
+        )
+        assert result["status"] == "completed" and result["text"] == f"ECHO:{turn}-{tag}"
+        assert app_servers() == [pid], "one app-server serves every turn"
+    body = bodies_of(scripted_model, "echo")[-1]
+    assert times_seen(body, tag, "one", "two", "three") == [1, 1, 1], "the model saw every turn once"

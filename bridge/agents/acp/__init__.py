@@ -171,3 +171,8 @@ class AcpAgent:
 def build(name: str) -> AcpAgent:
     """The adapter of catalog entry `name` (KeyError for an unknown one)."""
     return AcpAgent(CATALOG[name])
+
+
+def build_custom(name: str, command: tuple[str, ...]) -> AcpAgent:
+    """The adapter of an ACP agent the catalog does not know, configured by its command alone."""
+    return AcpAgent(AcpAgentSpec(name=name, display_name=name, command=command, package=command[0]))

@@ -46,6 +46,47 @@ def test_initialization_options_name_agents_and_warn_on_an_empty_command() -> No
     assert warnings == ["initializationOptions.agents.pi: an empty command; using the default"]
 
 
+def test_the_object_form_sets_command_protocol_and_env_and_a_bad_entry_warns_naming_its_field() -> None:
+    raw = {
+        "agents": {
+            "mine": {"command": ["my-agent", "--acp"], "protocol": "acp", "env": {"K": "v"}},
+            "claude-work": {"command": ["/opt/claude"], "protocol": "claude"},
+            "gemini": ["/opt/gemini", "--acp"],
+            "typo": {"command": ["x"], "protocol": "acp", "evn": {}},
+            "wrong": {"command": ["x"], "protocol": "telnet"},
+            "plain": "not-a-list",
+        }
+    }
+    config, warnings = resolve_config(BridgeConfig(), raw)
+    assert config.agents == {
+        "mine": ("my-agent", "--acp"),
+        "claude-work": ("/opt/claude",),
+        "gemini": ("/opt/gemini", "--acp"),
+    }, "a bad entry falls back alone"
+    assert config.agent_protocols == {"mine": "acp", "claude-work": "claude"}
+    assert config.agent_envs == {"mine": {"K": "v"}}
+    assert sorted(w.split(":")[0] for w in warnings) == [
+        "initializationOptions.agents.plain",
+        "initializationOptions.agents.typo.evn",
+        "initializationOptions.agents.wrong.protocol",
+    ], warnings
+    mine = agents.build_adapter("mine", {"protocol": "acp", "command": ("my-agent", "--acp")})
+    assert mine.name == "mine" and mine.live_mode() is not None
+    work = agents.build_adapter("claude-work", {"protocol": "claude"})
+    assert work.name == "claude-work" and work.display_name == "Claude Code"
+    assert agents.probe("mine", ("my-agent",), None, "acp").protocol == "acp"
+    with pytest.raises(
+        agents.UnknownAgentError, match=r"needs a protocol in initializationOptions\.agents\.x"
+    ):
+        agents.build_adapter("x", {"command": ("x",)})
+
+
+def test_codex_gemini_and_opencode_have_default_commands() -> None:
+    assert agents.build_adapter("codex").default_command == ("codex",)
+    assert agents.build_adapter("gemini").default_command == ("gemini", "--acp")
+    assert agents.build_adapter("opencode").default_command == ("opencode", "acp")
+
+
 def test_the_version_comes_from_the_npm_package_whose_bin_the_command_is(tmp_path: Path) -> None:
     package = tmp_path / "node_modules" / "tool"
     (package / "bin").mkdir(parents=True)
@@ -68,7 +109,8 @@ def _options() -> RunOptions:
 
 # Claude Code's events, environment, flags and file layout; the adapter index (agents/__init__.py) names
 # the package, the scripted model, a model server, reads both agents' tool schemas, and the ACP
-# catalog's claude-acp entry is the environment of the Claude ACP adapter (data, one entry).
+# catalog's claude-acp entry is the environment of the Claude ACP adapter (data, one entry); the
+# contract names "claude" among the protocols of initializationOptions.agents (a wire value).
 CLAUDE_SPECIFIC = re.compile(
     r'CLAUDE_|stream_event|api_retry|is_error|--permission-mode|"claude"|bridge\.agents\.claude|projects/'
 )
@@ -77,6 +119,7 @@ CLAUDE_ALLOWED = {
     "scripted_model/http_server.py",
     "scripted_model/scenarios.py",
     "agents/acp/catalog.py",
+    "contract.py",
 }
 
 
