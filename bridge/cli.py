@@ -107,7 +107,9 @@ def acp_main(args: argparse.Namespace) -> int:
     stdin is read from here on, before the runtime is imported: a plain `initialize` is answered
     while the rest loads (bridge/fronts/acp/first_frame.py)."""
     if args.login is not None:
-        return login_main(args.login, args.pi_command)
+        from bridge.agents import pi_login
+
+        return pi_login(args.login, args.pi_command)
     chosen = None
     if args.agent is not None:  # an agent named on the command line is checked before serving
         chosen = _agent_or_exit(args.agent)
@@ -146,27 +148,6 @@ def acp_main(args: argparse.Namespace) -> int:
 
             config = dataclasses.replace(config, plan_tool=True, env={**config.env, PLAN_TOOL_ENV: "1"})
         return run_acp(first, adapter, config)
-
-
-def login_main(provider: str, pi_command: str | None) -> int:
-    """Run pi's own login in this terminal: the ACP `pi-login` auth method runs `acp --login`.
-
-    pi keeps the credentials it stores (~/.pi/agent/auth.json) and reads them at every start."""
-    import subprocess
-
-    from bridge.config import command_from
-
-    while not provider.strip():
-        try:
-            provider = input("Provider to log in to (for example anthropic, openai, openrouter): ")
-        except EOFError:
-            print("pi-bridge: no provider given", file=sys.stderr)
-            return 2
-    try:
-        return subprocess.call([*command_from(pi_command), "auth", "login", provider.strip()])
-    except OSError as error:
-        print(f"pi-bridge: cannot run pi: {error}", file=sys.stderr)
-        return 127
 
 
 def demo_main(args: argparse.Namespace) -> int:

@@ -200,3 +200,10 @@ def _npm_version(executable: str | None) -> str | None:
             break
         folder = folder.parent
     return None
+
+
+def pi_login(provider: str, pi_command: str | None) -> int:
+    """Run pi's own login in this terminal (the ACP `pi-login` auth method); its exit status."""
+    from bridge.agents.pi.login import login_main
+
+    return login_main(provider, pi_command)
