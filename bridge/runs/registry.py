@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -57,6 +58,9 @@ from bridge.runs.request import RunRequest
 from bridge.runs.run import DuplicateRunError, Run, Sink
 
 log = logging.getLogger(__name__)
+
+#: A prompt this long (or longer) has its run's memory collected when the run ends.
+BIG_PROMPT_CHARS: Final = 1024 * 1024
 
 __all__ = [
     "AgentAdapter",
@@ -395,6 +399,8 @@ class RunRegistry:
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"run {run_id}")
         self._run_tasks.add(task)
         task.add_done_callback(self._run_tasks.discard)
+        if len(params.prompt) >= BIG_PROMPT_CHARS:
+            task.add_done_callback(_collect_cycles)
         return run
 
     def _stop_runs_behind(self, this_run: weakref.ref[Run]) -> None:
@@ -499,6 +505,13 @@ class RunRegistry:
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
             run.done.set()
+
+
+def _collect_cycles(_task: asyncio.Task[None]) -> None:
+    """Collect the cycles a finished run leaves, soon: a run ends as cycles of its own objects
+    (the run, its attempts, the closures the gate and the engines hold), which the collector's
+    next full pass would free at a time of its choosing, a big prompt with them."""
+    asyncio.get_running_loop().call_soon(gc.collect)
 
 
 def effective_settings(config: BridgeConfig) -> EffectiveSettings:
