@@ -92,18 +92,23 @@ class Attempts:
         adapter = run.agent
         if self.config.engine != "rpc" or adapter.live_mode() is None:
             return False
-        return adapter is self.adapter or self.tasks is not None
+        return self._is_own(adapter) or self.tasks is not None
+
+    def _is_own(self, adapter: AgentAdapter) -> bool:
+        """Whether `adapter` is the server's own agent (by name: a run's choice may build another
+        instance of it), whose conversations are `self.conversations`."""
+        return adapter is self.adapter or adapter.name == self.adapter.name
 
     def conversations_of(self, run: Run) -> Conversations:
         """The live conversations of the run's agent (opened by `_open_conversations` first)."""
-        if run.agent is self.adapter:
+        if self._is_own(run.agent):
             return self.conversations
         return self.others.get(run.agent.name, self.conversations)
 
     async def _open_conversations(self, run: Run) -> None:
         """Start the conversations of a live agent named beside the server's own, once."""
         tasks = self.tasks
-        if run.agent is self.adapter or not self.uses_live(run) or tasks is None:
+        if self._is_own(run.agent) or not self.uses_live(run) or tasks is None:
             return
         async with self._opening:
             if run.agent.name not in self.others:

@@ -51,6 +51,8 @@ class Starter:
         self.idle_seconds = idle_seconds
         self.wait_writable = wait_writable
         self.supported: bool | None = None
+        #: Set while a start finds out whether the agent has a live mode (see `start`).
+        self._probe: anyio.Event | None = None
         self._fallback_logged = False
         # The conversations' agents (the slots' table): the reaper closes the idle ones.
         self._live = live
@@ -107,7 +109,25 @@ class Starter:
     # ------------------------------------------------------------------ starting
 
     async def start(self, launch: LiveLaunch, session_id: str | None) -> LiveAgent:
-        """A new live agent, prepared; raises NoLiveMode or StartFailure."""
+        """A new live agent, prepared; raises NoLiveMode or StartFailure.
+
+        Until the agent is known to have a live mode, one start at a time finds out: another
+        (the spare and a run, started together) waits for its answer instead of a probe of its own."""
+        if self.supported is None and self._probe is not None:
+            await self._probe.wait()
+        if self.supported is not None:
+            return await self._start(launch, session_id)
+        self._probe = probe = anyio.Event()
+        try:
+            return await self._start(launch, session_id)
+        except NoLiveMode:
+            self.supported = False
+            raise
+        finally:
+            self._probe = None
+            probe.set()
+
+    async def _start(self, launch: LiveLaunch, session_id: str | None) -> LiveAgent:
         command, options, env = launch.command, launch.options, launch.env
         if self.closing or self.tasks is None:
             raise shutting_down()
