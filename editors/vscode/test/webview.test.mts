@@ -768,6 +768,8 @@ test('a pasted image shows above the input and goes with the message; Shift+Tab 
 
   view.post({ type: 'input', payload: { running: true, queueMode: false, queued: [], chips: [], mode: 'ask' } });
   await view.flush();
+  // The running state is the page's once its button stops (Escape does nothing while idle).
+  await view.until("document.querySelector('#send').dataset.action === 'stop'", 'the run shown as running');
   await view.page.keyboard.press('Escape');
   await view.until("window.__toHost.some((m) => m.type === 'stop')", 'Escape to stop the run');
   await view.page.close();
