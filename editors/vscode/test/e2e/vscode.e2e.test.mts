@@ -1172,9 +1172,14 @@ test('issue 38: Claude Code\'s plan shows above the composer and its subagent\'s
   await screenshot('vscode-plan-subagent-folded.png');
   await frame.evaluate(`[...document.querySelectorAll('section.turn')].pop().querySelector('details.subagent').open = true`);
   await screenshot('vscode-plan-subagent-open.png');
+  // Back to pi, and settled: the next test reloads the window again, which must not find this
+  // reload's bridge still starting.
+  const ready = (): number => extensionLog().split('bridge ready:').length - 1;
+  const readyBefore = ready();
   writeFileSync(settingsFile, original);
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
+  await waitUntilAsync(() => Promise.resolve(ready() > readyBefore), UI_TIMEOUT, 'the bridge on pi again');
   await runCommand('pi: New Conversation');
 }));
 
