@@ -39,6 +39,9 @@ class Spare:
         self._starter = starter
         self.agent: LiveAgent | None = None
         self._pending = False
+        #: A prime asked for while another was under way (a run ended while a retargeted spare
+        #: still started): done when that one is settled, or the run's next spare is lost.
+        self._asked_again = False
         self._ready = anyio.Event()
         self._spawning = False
         self.launch: LiveLaunch | None = None
@@ -55,6 +58,9 @@ class Spare:
         if starter.closing:
             return
         self.launch = LiveLaunch(command, options, dict(env))
+        if self._pending and self.agent is None:
+            self._asked_again = True  # primed once the spare starting now is settled
+            return
         if starter.tasks is None or starter.supported is False or self.agent is not None or self._pending:
             return
         self._pending = True
@@ -136,6 +142,9 @@ class Spare:
         finally:
             self._pending = self._spawning = False
             self._ready.set()
+            if self._asked_again:
+                self._asked_again = False
+                self.prime_again()
 
     async def take_for(
         self, key: LiveKey, session_id: str | None, env: Mapping[str, str]
