@@ -26,6 +26,12 @@ FIRST_PROMPT_PAUSE = 1.0
 
 def _start(model: ModelEnv, engine: str) -> LspClient:
     client = LspClient(bridge_argv(), env=base_env(), cwd=str(model.workdir))
+    initialize_like_an_editor(client, model, engine)
+    return client
+
+
+def initialize_like_an_editor(client: LspClient, model: ModelEnv, engine: str) -> None:
+    """initialize (the workspace as root, pi on the scripted model, `engine`) and initialized."""
     msg_id, _ = client.request(
         "initialize",
         {
@@ -37,7 +43,6 @@ def _start(model: ModelEnv, engine: str) -> LspClient:
     )
     client.wait_response(msg_id, 60)
     client.notify("initialized", {})
-    return client
 
 
 def _runs(client: LspClient) -> dict[str, Any]:

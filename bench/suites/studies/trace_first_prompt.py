@@ -17,7 +17,12 @@ from typing import Any
 from bench.clients.lsp import LspClient
 from bench.common import base_env, bridge_argv, median
 from bench.model import ModelEnv, scripted_model
-from bench.suites.studies.conversation import FIRST_PROMPT_PAUSE, timed_prompt, wait_spare
+from bench.suites.studies.conversation import (
+    FIRST_PROMPT_PAUSE,
+    initialize_like_an_editor,
+    timed_prompt,
+    wait_spare,
+)
 
 MARKS = (
     "client.in",
@@ -71,17 +76,7 @@ def trial(model: ModelEnv) -> tuple[dict[str, float], float]:
         env = {**base_env(), "PI_BRIDGE_TRACE": str(path)}
         client = LspClient(bridge_argv(), env=env, cwd=str(model.workdir))
         try:
-            msg_id, _ = client.request(
-                "initialize",
-                {
-                    "processId": None,
-                    "rootUri": model.workdir.as_uri(),
-                    "capabilities": {},
-                    "initializationOptions": {"piCommand": ["pi"], "env": model.pi_env(), "engine": "rpc"},
-                },
-            )
-            client.wait_response(msg_id, 60)
-            client.notify("initialized", {})
+            initialize_like_an_editor(client, model, "rpc")
             wait_spare(client)
             time.sleep(FIRST_PROMPT_PAUSE)
             since = time.monotonic_ns()
