@@ -16,7 +16,14 @@ import anyio.to_thread
 
 from bridge.contract import ShutdownReceipt, ShutdownStage
 from bridge.process.procfs import ProcStat, all_stats, read_environ, read_stat
-from bridge.process.spawn import TOKEN_PREFIX, ChildProcess, is_spawned, reap_orphans
+from bridge.process.spawn import (
+    TOKEN_PREFIX,
+    ChildProcess,
+    is_spawned,
+    live_token_held,
+    may_be_a_spawn_under_way,
+    reap_orphans,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +88,12 @@ def _scan_tree(child: ChildProcess, seen: Mapping[int, int]) -> dict[int, int]:
 
 def _tree_roots(child: ChildProcess, stats: Mapping[int, ProcStat]) -> list[int]:
     """Where the walk starts: the agent while it is still ours, and every process started after
-    it that holds its token or was adopted by this process carrying no other run's token."""
+    it that holds its token or was adopted by this process and belongs to no other spawn.
+
+    A child of ours between its fork and its exec, while a spawn is under way, still has this
+    process's own environment and its pid is not yet recorded: it is that spawn, not an orphan. A token
+    counts only while a spawn of ours holds it, so an escaped process cannot claim one it made up.
+    """
     me = os.getpid()
     roots: list[int] = []
     root = stats.get(child.pid)
@@ -89,14 +101,18 @@ def _tree_roots(child: ChildProcess, stats: Mapping[int, ProcStat]) -> list[int]
     if child.returncode is None and root is not None and root.start == child.start_ticks:
         roots.append(child.pid)
     needle = TOKEN_PREFIX + child.token.encode()
+    own_environ: bytes | None = None
     for pid, stat in stats.items():
         if stat.start < child.start_ticks or pid in (me, child.pid):
             continue  # older than the agent: cannot hold its token nor be its orphan
         environ = read_environ(pid)
         if needle in environ:
             roots.append(pid)
-        elif stat.ppid == me and not is_spawned(pid) and TOKEN_PREFIX not in environ:
-            roots.append(pid)  # adopted during the run, no other run's token: an escaped one
+        elif stat.ppid == me and not is_spawned(pid) and live_token_held(environ) is None:
+            if own_environ is None:
+                own_environ = read_environ(me)
+            if environ != own_environ or not may_be_a_spawn_under_way(stat.start):
+                roots.append(pid)  # adopted during the run, no other spawn's: an escaped one
     return roots
 
 

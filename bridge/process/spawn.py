@@ -34,6 +34,9 @@ _spawned_pids: set[int] = set()
 # Start-time floors of spawns under way: their pid is a child of ours before `spawn` records it,
 # and its exit status belongs to the loop's child watcher, not to `reap_orphans`.
 _spawning: dict[str, int] = {}
+# Tokens of the spawns alive or under way: a process holding one of these belongs to that spawn;
+# a token that is not here (made up by an escaped process) makes no claim at all.
+_live_tokens: set[str] = set()
 _cgroups_to_remove: list[RunCgroup] = []
 
 
@@ -157,6 +160,7 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         if group is not None:
             launch = list(group.wrap((program, *argv[1:])))
     _spawning[token] = now_ticks()
+    _live_tokens.add(token)
     # The bridge makes pi's stdin pipe itself: its writes then need no trip through the loop.
     stdin_read, stdin_write = os.pipe()
     process: anyio.abc.Process | None = None
@@ -172,9 +176,11 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         )
     except OSError as exc:
         _discard(group)
+        _live_tokens.discard(token)
         raise _spawn_error(exc, argv, cwd) from exc
     except BaseException:  # cancelled mid-spawn (a warm-pool pre-spawn at shutdown): no empty cgroup left
         _discard(group)
+        _live_tokens.discard(token)
         raise
     finally:
         os.close(stdin_read)
@@ -223,6 +229,7 @@ def _discard(group: RunCgroup | None) -> None:
 def forget(child: ChildProcess) -> None:
     """Stop tracking a child whose exit status the event loop has collected; remove its cgroup."""
     _spawned_pids.discard(child.pid)
+    _live_tokens.discard(child.token)
     child.stdin.close_now()
     if child.pidfd is not None:
         with contextlib.suppress(OSError):
@@ -255,25 +262,50 @@ def run_own(
     the bridge adopted, and the orphan reaper leaves its exit to this wait. Raises OSError, and
     subprocess.TimeoutExpired (the helper killed first).
     """
-    with subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-    ) as proc:
-        _spawned_pids.add(proc.pid)
-        try:
+    # Like an agent's spawn, the helper holds a token of ours from its fork on: until its pid is
+    # recorded, neither a run's tree search nor the orphan reaper takes it for an adopted orphan.
+    token = uuid.uuid4().hex
+    _live_tokens.add(token)
+    _spawning[token] = now_ticks()
+    try:
+        with subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**env, RUN_TOKEN_ENV: token},
+            cwd=cwd,
+        ) as proc:
+            _spawned_pids.add(proc.pid)
+            _spawning.pop(token, None)
             try:
-                out, err = proc.communicate(stdin, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                raise
-        finally:
-            _spawned_pids.discard(proc.pid)
+                try:
+                    out, err = proc.communicate(stdin, timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.communicate()
+                    raise
+            finally:
+                _spawned_pids.discard(proc.pid)
+    finally:
+        _spawning.pop(token, None)
+        _live_tokens.discard(token)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def live_token_held(environ: bytes) -> str | None:
+    """The token of a live spawn of ours that this environment (a /proc environ) holds, if any."""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(TOKEN_PREFIX):
+            token = entry[len(TOKEN_PREFIX) :].decode("ascii", "replace")
+            if token in _live_tokens:
+                return token
+    return None
+
+
+def may_be_a_spawn_under_way(start: int) -> bool:
+    """Whether a process started at `start` (clock ticks) may be a spawn of ours not yet recorded."""
+    return any(floor <= start for floor in list(_spawning.values()))
 
 
 def is_spawned(pid: int) -> bool:

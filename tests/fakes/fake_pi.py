@@ -517,7 +517,7 @@ def leave_background_scenario(run: Run) -> Exit:
     return None
 
 
-def escape_tool_scenario(run: Run) -> Exit:
+def escape_tool_scenario(run: Run, environment: str = "") -> Exit:
     """A tool whose grandchild clears its environment (no run token), starts its own session
     and double-forks: neither a walk from pi nor the token finds it. Its pid goes to the file
     named by the prompt."""
@@ -526,12 +526,18 @@ def escape_tool_scenario(run: Run) -> Exit:
     say("Escaping now.")
     tool_start("call_e", "escape")
     inner = f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"
-    subprocess.run(["sh", "-c", f"(env -i setsid sh -c '{inner}' &)"], check=True)
+    subprocess.run(["sh", "-c", f"(env -i {environment} setsid sh -c '{inner}' &)"], check=True)
     while not os.path.exists(pidfile):
         time.sleep(0.01)
     tool_output("call_e", "escaped\n")
     idle_forever()
     return None
+
+
+def escape_with_a_made_up_token_scenario(run: Run) -> Exit:
+    """The escape above, claiming a run token of its own invention so as to pass for another
+    run's process."""
+    return escape_tool_scenario(run, "PI_BRIDGE_RUN_TOKEN=0123456789abcdef0123456789abcdef")
 
 
 def helper_keeps_stdout_scenario(run: Run) -> Exit:
@@ -620,6 +626,7 @@ SCENARIOS: dict[str, Callable[[Run], Exit]] = {
     "huge_line": huge_line_scenario,
     "leave_background": leave_background_scenario,
     "escape_tool": escape_tool_scenario,
+    "escape_with_a_made_up_token": escape_with_a_made_up_token_scenario,
     "helper_keeps_stdout": helper_keeps_stdout_scenario,
     "unicode": unicode_scenario,
     "env": env_scenario,
