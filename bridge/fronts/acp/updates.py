@@ -471,8 +471,11 @@ def history_updates(history: SessionHistory, cwd: str) -> Iterable[Update]:
 
 
 def model_value(provider: str | None, model: str | None) -> str:
-    """A model's option value: `provider/model`."""
-    return f"{provider}/{model}" if provider else (model or "")
+    """A model's option value: `provider/model` ("" for an agent that did not say its model:
+    Gemini CLI's session names none, and runs its settings' own)."""
+    if not model:
+        return ""
+    return f"{provider}/{model}" if provider else model
 
 
 def config_options(
