@@ -12,6 +12,7 @@ import anyio.abc
 
 from bridge.agents.values import (
     AgentCommand,
+    AgentOption,
     AskDialog,
     AskTool,
     BridgeCommand,
@@ -459,4 +460,18 @@ class ScriptedModelSetup(Protocol):
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """Configure the agent, in `workdir`, to use the OpenAI-compatible model at `base_url`
         as `provider`; return the environment that makes it read that configuration."""
+        ...
+
+
+@runtime_checkable
+class OwnOptions(Protocol):
+    """A live client whose agent has settings of its own beside the model (an ACP agent's modes
+    and config options): a front offers them, and sets them through the agent."""
+
+    async def agent_options(self) -> tuple[AgentOption, ...]:
+        """The agent's own options as they are now."""
+        ...
+
+    async def set_agent_option(self, option_id: str, value: str) -> tuple[AgentOption, ...]:
+        """Set one through the agent; its options as the agent answered."""
         ...

@@ -8,7 +8,8 @@ from typing import TypeVar
 
 import anyio
 
-from bridge.agents.values import AgentCommand, LiveError
+from bridge.agents.seam import OwnOptions
+from bridge.agents.values import AgentCommand, AgentOption, LiveError
 from bridge.checkpoints.recorder import CheckpointError, CheckpointRecord
 from bridge.checkpoints.shadow_git import ShadowGitError
 from bridge.contract import (
@@ -78,6 +79,21 @@ class ConversationAdmin:
         # (pi without a key says "unknown"), which no run could name.
         current = next((m for m in models if m.current), None)
         return ModelsResult(models=models, current=current, session_id=agent.session_id)
+
+    async def set_agent_option(self, session_id: str, option_id: str, value: str) -> tuple[AgentOption, ...]:
+        """Set one of the agent's own options (an ACP agent's mode or config option) through the
+        conversation's agent; its options as the agent answered."""
+        agent = await self._live(session_id, None)
+        client = agent.client
+        if not isinstance(client, OwnOptions):
+            raise ConversationAdminError(f"the agent has no option {option_id!r} of its own")
+        return await self._ask(f"set its {option_id!r}", lambda: client.set_agent_option(option_id, value))
+
+    async def agent_options(self, session_id: str) -> tuple[AgentOption, ...]:
+        """The agent's own options as they are now (none when its conversation is not live)."""
+        agent = self.registry.conversations.slots.live_agent(session_id)
+        client = agent.client if agent is not None and agent.alive else None
+        return await client.agent_options() if isinstance(client, OwnOptions) else ()
 
     @staticmethod
     def listing(agent_commands: list[AgentCommand]) -> list[CommandInfo]:

@@ -65,6 +65,7 @@ BIG_PROMPT_CHARS: Final = 1024 * 1024
 __all__ = [
     "AgentAdapter",
     "AgentChoiceError",
+    "AgentOption",
     "BridgeConfig",
     "CommandUsageError",
     "DuplicateRunError",
@@ -80,6 +81,8 @@ __all__ = [
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
 OpenedConversation = values.OpenedConversation
+#: One of an agent's own options (an ACP agent's mode or config option), as the fronts see it.
+AgentOption = values.AgentOption
 #: The agent a front serves (the fronts hold it, and hand it to the registry).
 AgentAdapter = seam.AgentAdapter
 
