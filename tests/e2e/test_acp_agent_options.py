@@ -35,6 +35,13 @@ def _wire(option: Any) -> dict[str, Any]:
     return dumped
 
 
+def _tools(request: dict[str, Any]) -> set[str]:
+    """The tool names a model request offers."""
+    return {
+        str(t.get("name") or t.get("function", {}).get("name")) for t in request["body"].get("tools") or []
+    }
+
+
 async def test_opencodes_modes_model_and_commands_pass_through_the_acp_front(
     scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
 ) -> None:
@@ -96,4 +103,36 @@ async def test_opencodes_modes_model_and_commands_pass_through_the_acp_front(
             await asyncio.wait_for(
                 conn.set_config_option(config_id="agent.mode", session_id=sid, value="yolo"), WAIT
             )
+    await assert_no_run_processes()
+
+
+async def test_gemini_offers_its_own_modes_but_those_that_stop_it_asking_and_set_mode_reaches_it(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    async with _acp_front("gemini", "echo", scripted_model, pi_agent_dir, tmp_path) as (conn, recorder, _):
+        opened = await asyncio.wait_for(conn.new_session(cwd=str(tmp_path / "work"), mcp_servers=[]), WAIT)
+        sid = opened.session_id
+        own_mode = _options(opened)["agent.session_mode"]
+        assert [c["value"] for c in own_mode["options"]] == ["default", "plan"], "no autoEdit, no yolo"
+        assert own_mode["currentValue"] == "default"
+        assert opened.modes is not None and opened.modes.current_mode_id == "ask", "the bridge's modes"
+        assert (await prompt(conn, sid, "first turn", timeout=WAIT * 2)).stop_reason == "end_turn"
+        first = scripted_model.requests[-1]
+        with pytest.raises(Exception, match="not one of"):
+            await asyncio.wait_for(
+                conn.set_config_option(config_id="agent.session_mode", session_id=sid, value="yolo"), WAIT
+            )
+        changed = await asyncio.wait_for(
+            conn.set_config_option(config_id="agent.session_mode", session_id=sid, value="plan"), WAIT
+        )
+        assert _options(changed)["agent.session_mode"]["currentValue"] == "plan"
+        before = len(scripted_model.requests)
+        assert (await prompt(conn, sid, "second turn", timeout=WAIT * 2)).stop_reason == "end_turn"
+        second = scripted_model.requests[before:][-1]
+        assert "second turn" in json.dumps(second["body"]["messages"])
+        # Gemini CLI 0.61.0 in its plan mode (measured): the system prompt says so, and
+        # `exit_plan_mode` replaces `enter_plan_mode` among the tools
+        assert "operating in **Default** mode" in first["body"]["system"]
+        assert "operating in **Plan** mode" in second["body"]["system"]
+        assert "enter_plan_mode" in _tools(first) and "exit_plan_mode" in _tools(second)
     await assert_no_run_processes()

@@ -44,6 +44,9 @@ class AcpAgentSpec:
     model_server_env: ModelServerEnv | None = None
     #: Offered `fs/read_text_file` and `fs/write_text_file` (the bridge's file operations do them).
     client_fs: bool = False
+    #: Its session modes that stop it asking (it would decide approvals in the bridge's place):
+    #: not offered to a client, so the bridge's permission modes stay the ones that decide.
+    unoffered_modes: frozenset[str] = frozenset()
 
 
 def _pi_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
@@ -107,6 +110,7 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         model_env="ANTHROPIC_MODEL",
         provider="anthropic",
         session_meta={"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}},
+        unoffered_modes=frozenset({"acceptEdits", "auto", "bypassPermissions", "dontAsk"}),
         model_server_env=_claude_model_server,
     ),
     "opencode": AcpAgentSpec(
@@ -135,6 +139,7 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         provider="google",
         model_server_env=_gemini_model_server,
         client_fs=True,
+        unoffered_modes=frozenset({"autoEdit", "yolo"}),
     ),
 }
 

@@ -159,7 +159,7 @@ class AcpLive(JsonRpcLiveClient):
         if self._on_session is not None and self._session_id:
             self._on_session(self._session_id, self._acp_session)
         self._models, current = own.read_models(self.spec, opened)
-        self._options = own.opened_options(opened)
+        self._options = own.opened_options(self.spec, opened)
         if self.spec.model_env and env.get(self.spec.model_env):
             current = env[self.spec.model_env]
         return LiveState(
@@ -201,7 +201,7 @@ class AcpLive(JsonRpcLiveClient):
             return self._options
         params = {"sessionId": session, "configId": option_id, "value": value}
         answer = await self.request("session/set_config_option", params)
-        given = own.updated(self._options, {"sessionUpdate": "config_option_update", **answer})
+        given = own.updated(self.spec, self._options, {"sessionUpdate": "config_option_update", **answer})
         self._options = (
             given
             if answer.get("configOptions") is not None and given is not None
@@ -411,7 +411,7 @@ class AcpLive(JsonRpcLiveClient):
         listed = own.commands(update)
         if listed is not None:
             self._commands = listed
-        changed = own.updated(self._options, update)
+        changed = own.updated(self.spec, self._options, update)
         if changed is not None:
             self._options = changed
 

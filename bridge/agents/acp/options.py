@@ -12,15 +12,15 @@ from bridge.agents.values import SESSION_MODE, AgentCommand, AgentOption, ModelC
 MODEL_ID = "model"
 
 
-def _choices(raw: Any) -> tuple[OptionChoice, ...]:
-    """The values of a select (grouped ones flattened)."""
+def _choices(raw: Any, left_out: frozenset[str] = frozenset()) -> tuple[OptionChoice, ...]:
+    """The values of a select (grouped ones flattened), but those `left_out`."""
     found: list[OptionChoice] = []
     for item in raw or []:
         if not isinstance(item, dict):
             continue
         if isinstance(item.get("options"), list):  # a group
-            found += _choices(item["options"])
-        elif isinstance(item.get("value"), str):
+            found += _choices(item["options"], left_out)
+        elif isinstance(item.get("value"), str) and item["value"] not in left_out:
             description = item.get("description")
             found.append(
                 OptionChoice(
@@ -32,8 +32,9 @@ def _choices(raw: Any) -> tuple[OptionChoice, ...]:
     return tuple(found)
 
 
-def config_options(raw: Any) -> tuple[AgentOption, ...]:
-    """The agent's select config options but its model (the bridge's model option is that one)."""
+def config_options(spec: AcpAgentSpec, raw: Any) -> tuple[AgentOption, ...]:
+    """The agent's select config options but its model (the bridge's model option is that one);
+    a mode that stops it asking is left out (`AcpAgentSpec.unoffered_modes`)."""
     options: list[AgentOption] = []
     for option in raw or []:
         if not isinstance(option, dict) or option.get("type", "select") != "select":
@@ -42,42 +43,49 @@ def config_options(raw: Any) -> tuple[AgentOption, ...]:
         if not isinstance(option_id, str) or option_id == MODEL_ID or not isinstance(current, str):
             continue
         category, description = option.get("category"), option.get("description")
+        left_out = spec.unoffered_modes if category == "mode" else frozenset()
         options.append(
             AgentOption(
                 option_id=option_id,
                 name=str(option.get("name") or option_id),
                 category=category if isinstance(category, str) else None,
                 current=current,
-                choices=_choices(option.get("options")),
+                choices=_choices(option.get("options"), left_out),
                 description=description if isinstance(description, str) else None,
             )
         )
     return tuple(options)
 
 
-def modes(raw: Any) -> tuple[AgentOption, ...]:
-    """The agent's session modes (`modes` of session/new) as one option, `SESSION_MODE`."""
+def modes(spec: AcpAgentSpec, raw: Any) -> tuple[AgentOption, ...]:
+    """The agent's session modes (`modes` of session/new) as one option, `SESSION_MODE`; those
+    that stop it asking are left out (`AcpAgentSpec.unoffered_modes`)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("currentModeId"), str):
         return ()
     choices = _choices(
-        {"value": m["id"], "name": m.get("name"), "description": m.get("description")}
-        for m in raw.get("availableModes") or []
-        if isinstance(m, dict) and isinstance(m.get("id"), str)
+        (
+            {"value": m["id"], "name": m.get("name"), "description": m.get("description")}
+            for m in raw.get("availableModes") or []
+            if isinstance(m, dict) and isinstance(m.get("id"), str)
+        ),
+        spec.unoffered_modes,
     )
     return (AgentOption(SESSION_MODE, "Agent mode", "mode", raw["currentModeId"], choices),)
 
 
-def opened_options(opened: dict[str, Any]) -> tuple[AgentOption, ...]:
+def opened_options(spec: AcpAgentSpec, opened: dict[str, Any]) -> tuple[AgentOption, ...]:
     """What a session/new or session/load answer offers of the agent's own."""
-    return (*modes(opened.get("modes")), *config_options(opened.get("configOptions")))
+    return (*modes(spec, opened.get("modes")), *config_options(spec, opened.get("configOptions")))
 
 
-def updated(options: tuple[AgentOption, ...], update: dict[str, Any]) -> tuple[AgentOption, ...] | None:
+def updated(
+    spec: AcpAgentSpec, options: tuple[AgentOption, ...], update: dict[str, Any]
+) -> tuple[AgentOption, ...] | None:
     """The options after a `current_mode_update` or `config_option_update`; None for another update."""
     kind = update.get("sessionUpdate")
     if kind == "config_option_update":
         kept = tuple(o for o in options if o.option_id == SESSION_MODE)
-        return (*kept, *config_options(update.get("configOptions")))
+        return (*kept, *config_options(spec, update.get("configOptions")))
     if kind == "current_mode_update" and isinstance(update.get("currentModeId"), str):
         return with_current(options, SESSION_MODE, update["currentModeId"])
     return None
