@@ -136,3 +136,37 @@ async def test_gemini_offers_its_own_modes_but_those_that_stop_it_asking_and_set
         assert "operating in **Plan** mode" in second["body"]["system"]
         assert "enter_plan_mode" in _tools(first) and "exit_plan_mode" in _tools(second)
     await assert_no_run_processes()
+
+
+async def test_claude_agent_acps_plan_and_usage_reach_the_editor_and_its_bypass_modes_do_not(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    todos = [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+        {"content": "Guard the division", "status": "in_progress", "activeForm": "Guarding the division"},
+    ]
+    script = json.dumps([["TodoWrite", {"todos": todos}]])
+    async with _acp_front("claude-acp", "script", scripted_model, pi_agent_dir, tmp_path) as (
+        conn,
+        recorder,
+        _,
+    ):
+        opened = await asyncio.wait_for(conn.new_session(cwd=str(tmp_path / "work"), mcp_servers=[]), WAIT)
+        sid = opened.session_id
+        own = _options(opened)
+        # its modes and config options of category mode, but those that stop it asking
+        assert [c["value"] for c in own["agent.session_mode"]["options"]] == ["default", "plan"]
+        assert [c["value"] for c in own["agent.mode"]["options"]] == ["default", "plan"]
+        assert (await prompt(conn, sid, script, timeout=WAIT * 2)).stop_reason == "end_turn"
+        plans = [u for u in recorder.of(sid) if u.session_update == "plan"]
+        assert plans, [u.session_update for u in recorder.of(sid)]
+        # claude-agent-acp 0.101.0 renders a TodoWrite call as ACP's plan (an entry in progress
+        # by its activeForm), even though its Claude Code then refuses the tool
+        assert [(e.content, e.status) for e in plans[-1].entries] == [
+            ("Read the parser", "completed"),
+            ("Guarding the division", "in_progress"),
+        ]
+        # its usage_update (context use and cost) reaches the editor through terminal.completed
+        usage = [u for u in recorder.of(sid) if u.session_update == "usage_update"]
+        assert usage and usage[-1].used > 0 and usage[-1].size > usage[-1].used, usage
+    await assert_no_run_processes()
