@@ -98,10 +98,14 @@ async def test_opencodes_modes_model_and_commands_pass_through_the_acp_front(
         asked = [r for r in scripted_model.requests[before:] if "which model" in json.dumps(r["body"])]
         assert asked and {r["model"] for r in asked} == {"text"}, [r["model"] for r in asked]
         # OpenCode's todo list reaches the editor as the plan
-        # a value the agent does not offer is refused by the front, nothing sent
+        # a value or an option the agent does not offer is refused by the front
         with pytest.raises(Exception, match="not one of"):
             await asyncio.wait_for(
                 conn.set_config_option(config_id="agent.mode", session_id=sid, value="yolo"), WAIT
+            )
+        with pytest.raises(Exception, match="no option 'model'"):
+            await asyncio.wait_for(
+                conn.set_config_option(config_id="agent.model", session_id=sid, value="scripted/echo"), WAIT
             )
     await assert_no_run_processes()
 
