@@ -169,6 +169,16 @@ def _lf(text: str) -> str:
     return text.removeprefix(_BOM).replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _like(original: str, text: str | None) -> str | None:
+    """`text` (LF, from a patch) written as `original` is: its BOM and its CRLF line endings, as
+    pi's edit tool keeps them."""
+    if text is None:
+        return None
+    if "\r\n" in original:
+        text = text.replace("\n", "\r\n")
+    return _BOM + text if original.startswith(_BOM) else text
+
+
 def _apply(hunks: tuple[Hunk, ...], text: str, *, reverse: bool = False) -> str | None:
     """`text` with the hunks applied (or undone); None if they do not match it."""
     lines = text.splitlines(keepends=True)
@@ -348,7 +358,7 @@ class DiffCapture:
         if hunks is not None and done is not None and done.original_known and done.original is not None:
             # The text the agent's tools read (an editor's unsaved buffer, which the disk need not
             # show) with pi's patch, made on that very text, applied.
-            after = _apply(hunks, _lf(done.original))
+            after = _like(done.original, _apply(hunks, _lf(done.original)))
             if after is not None and len(done.original) <= MAX_DIFF_BYTES:
                 return self._diff_of_texts(change.path, done.original, after, reported_line)
         # An edit's patch gives the text after from the snapshot alone; a write carries it.
@@ -396,13 +406,13 @@ def _texts_by_patch(
         forward = _apply(hunks, _lf(snapshot))
         if forward is not None:
             exact_after = current is not None and _lf(current) == forward
-            return snapshot, current if exact_after else forward
+            return snapshot, current if exact_after else _like(snapshot, forward)
         backward = _apply(hunks, _lf(snapshot), reverse=True)
         if backward is not None:
             log.info("a file's snapshot came after its edit; its old text is the agent's patch reversed")
-            return backward, snapshot
+            return _like(snapshot, backward), snapshot
     if current is not None:
         backward = _apply(hunks, _lf(current), reverse=True)
         if backward is not None:
-            return backward, current
+            return _like(current, backward), current
     return snapshot, current
