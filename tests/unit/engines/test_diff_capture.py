@@ -538,3 +538,14 @@ def test_an_edit_of_a_crlf_file_snapshotted_then_changed_again_keeps_crlf(tmp_pa
     (out,) = capture.observe([completed("c", "edit")])
     assert out.content["diff"]["oldText"] == BEFORE.replace("\n", "\r\n")
     assert out.content["diff"]["newText"] == AFTER.replace("\n", "\r\n")
+
+
+def test_a_patch_keeps_each_kept_line_s_bytes_and_gives_added_lines_their_place_s_ending() -> None:
+    from bridge.engines.diff_capture import _apply
+
+    hunks = parse_unified_patch("--- f\n+++ f\n@@ -1,3 +1,4 @@\n a\n-b\n+B\n+B2\n c\n")
+    assert hunks is not None
+    assert _apply(hunks, "a\r\nb\nc\r\n") == "a\r\nB\nB2\nc\r\n"  # mixed, as pi writes it
+    assert _apply(hunks, "\ufeffa\r\nb\r\nc\r\n") == "\ufeffa\r\nB\r\nB2\r\nc\r\n"
+    assert _apply(hunks, "\ufeffa\r\nB\r\nB2\r\nc\r\n", reverse=True) == "\ufeffa\r\nb\r\nc\r\n"
+    assert _apply(hunks, "a\r\nx\r\nc\r\n") is None
