@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -120,6 +121,12 @@ class ConversationAdmin:
             raise ConversationAdminError(f"the session could not be deleted: {exc.strerror}") from None
         await registry.checkpoints.forget_session(session_id)
         return DeleteSessionResult(deleted=deleted)
+
+    async def holds_a_login(self) -> bool:
+        """Whether the agent keeps a login it stored itself (a credential file with an entry)."""
+        registry = self.registry
+        files = registry.adapter.secret_files({**os.environ, **registry.config.env})
+        return await anyio.to_thread.run_sync(lambda: any(_has_an_entry(path) for path in files))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -240,3 +247,18 @@ class ConversationAdmin:
         except LiveError as exc:
             reason = Redactor(os.environ, self.registry.config.env).text(str(exc))
             raise ConversationAdminError(f"the agent could not {what}: {reason}") from None
+
+
+def _has_an_entry(path: str) -> bool:
+    """A credential file holding something: a JSON object with a key, or any other non-empty text.
+    Only its shape is read: no value leaves this function."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(1 << 20)
+    except OSError:
+        return False
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return bool(data.strip())
+    return bool(parsed) if isinstance(parsed, dict | list) else parsed is not None

@@ -150,13 +150,17 @@ class AcpAgent:
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         """The methods initialize lists: an API key must be in the environment the client gave;
-        pi's own login has run in the client's terminal already, and pi keeps what it stored."""
+        pi's own login has run in the client's terminal already, and pi must hold what it stored."""
         if method_id == ENV_AUTH_ID:
             if not any(os.environ.get(name) for name in API_KEY_VARS):
                 names = ", ".join(API_KEY_VARS)
                 raise RequestError(-32000, f"no API key in pi-bridge's environment: set one of {names}")
             return schema.AuthenticateResponse()
         if method_id == TERMINAL_AUTH_ID:
+            if not await self.admin.holds_a_login():
+                raise RequestError(
+                    -32000, "pi holds no login yet: run the login in a terminal (`pi-bridge acp --login`)"
+                )
             return schema.AuthenticateResponse()
         known = f"{ENV_AUTH_ID!r} or {TERMINAL_AUTH_ID!r}"
         raise RequestError(-32602, f"unknown auth method {method_id!r}: pi-bridge offers {known}")
