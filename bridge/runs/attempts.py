@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
-from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
+from bridge.agents.seam import AgentAdapter, ConfinedWhole, RewindsSessions, WarmsLaunches
 from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
@@ -132,6 +132,11 @@ class Attempts:
         if self.gate is not None:
             trusted = await self.gate.trusts(run, self._env(run))
             run.options = dataclasses.replace(run.options, trusted=trusted)
+            if run.sandboxed and isinstance(run.agent, ConfinedWhole):
+                prefix = await anyio.to_thread.run_sync(self._whole_process_prefix, run, run.agent)
+                # it reaches its model through the network, so it keeps it: session.started says so
+                kept = (run.options.sandbox or sandbox.OFF).model_copy(update={"network": True})
+                run.options = dataclasses.replace(run.options, launch_prefix=prefix, sandbox=kept)
         mark("run.trusted")
         lease = await self._lease(run)
         mark("run.leased")
@@ -161,6 +166,16 @@ class Attempts:
             message = f"sandbox {settings.mode!r} needs the rpc engine (engine is {self.config.engine!r})"
             problem = ErrorInfo(kind="sandbox", message=message, retryable=False)
         return problem
+
+    def _whole_process_prefix(self, run: Run, agent: ConfinedWhole) -> tuple[str, ...]:
+        """The sandbox an agent that runs its own tools starts in whole (a conversation whose
+        sandbox changes gets a new process, which loads its session: the live key holds it)."""
+        assert self.gate is not None and run.options.sandbox is not None
+        given = self._env(run)
+        environ = {**os.environ, **given}
+        own, kept = agent.own_dirs(environ), agent.model_vars(environ)
+        box = self.gate.sandboxes
+        return box.process_prefix(run.options.sandbox, run.options.cwd, environ, given, own, kept)
 
     async def _acquire_slot(self, run: Run) -> bool:
         """Take a concurrency slot: wait in line (until cancelled) or fail fast, as configured."""
