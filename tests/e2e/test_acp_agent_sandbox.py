@@ -28,8 +28,8 @@ from pytest_lsp import LanguageClient
 from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.process import bwrap
 from bridge.scripted_model import ScriptedModelServer
-from bridge.scripted_model.agent_configs import opencode_env
-from tests.e2e.test_acp_agents import ACP_PATH, EXECUTABLES, SLOW_COMMAND, requires_acp_agents
+from bridge.scripted_model.agent_configs import gemini_env, opencode_env
+from tests.e2e.test_acp_agents import ACP_PATH, EXECUTABLES, PROVIDERS, SLOW_COMMAND, requires_acp_agents
 from tests.support.env import BRIDGE, WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
@@ -64,17 +64,21 @@ def _home() -> Iterator[Path]:
 
 
 def _config(agent: str) -> BridgeServerConfig:
-    env = {"PATH": ACP_PATH, "HOME": str(_HOME), STATE_DIR_ENV: str(_STATE), "PROBE_API_KEY": SECRET_VALUE}
+    env = {"PATH": ACP_PATH, "HOME": str(_HOME), STATE_DIR_ENV: str(_STATE), "PROBE_TOKEN": SECRET_VALUE}
     return BridgeServerConfig(
         server_command=[*BRIDGE, "--agent", agent], client_factory=make_client, extra_env=env
     )
 
 
-def _agent_env(agent: str, model: ScriptedModelServer) -> dict[str, str]:
+def _agent_env(agent: str, model: ScriptedModelServer, pi_agent_dir: Path) -> dict[str, str]:
     """The agent pointed at the scripted model, its state in the test's HOME."""
     origin = model.base_url.removesuffix("/v1")
     if agent == "opencode":
         return {**opencode_env(_HOME, origin, "shell"), "PATH": ACP_PATH}
+    if agent == "gemini":
+        return {**gemini_env(_HOME, origin, "shell"), "PATH": ACP_PATH}
+    if agent == "pi-acp":
+        return {"HOME": str(_HOME), "PATH": ACP_PATH, "PI_CODING_AGENT_DIR": str(pi_agent_dir)}
     config = _HOME / ".claude-acp-config"
     config.mkdir(exist_ok=True)
     (config / "settings.json").write_text(json.dumps({"permissions": {"defaultMode": "default"}}))
@@ -88,9 +92,9 @@ def _agent_env(agent: str, model: ScriptedModelServer) -> dict[str, str]:
 
 
 async def _serve(
-    client: LanguageClient, agent: str, model: ScriptedModelServer
+    client: LanguageClient, agent: str, model: ScriptedModelServer, pi_agent_dir: Path
 ) -> AsyncIterator[LanguageClient]:
-    options = {"env": _agent_env(agent, model), "warmPool": False, "silenceTimeoutMs": 60000}
+    options = {"env": _agent_env(agent, model, pi_agent_dir), "warmPool": False, "silenceTimeoutMs": 60000}
     await initialize(client, options)
     yield client
     await client.shutdown_session()
@@ -99,23 +103,41 @@ async def _serve(
 
 @pytest_lsp.fixture(config=_config("opencode"))
 async def opencode_bridge(
-    lsp_client: LanguageClient, scripted_model: ScriptedModelServer
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path
 ) -> AsyncIterator[LanguageClient]:
     """A bridge on OpenCode."""
-    async for client in _serve(lsp_client, "opencode", scripted_model):
+    async for client in _serve(lsp_client, "opencode", scripted_model, pi_agent_dir):
         yield client
 
 
 @pytest_lsp.fixture(config=_config("claude-acp"))
 async def claude_acp_bridge(
-    lsp_client: LanguageClient, scripted_model: ScriptedModelServer
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path
 ) -> AsyncIterator[LanguageClient]:
     """A bridge on claude-agent-acp."""
-    async for client in _serve(lsp_client, "claude-acp", scripted_model):
+    async for client in _serve(lsp_client, "claude-acp", scripted_model, pi_agent_dir):
         yield client
 
 
-@pytest.fixture(params=["opencode", "claude-acp"])
+@pytest_lsp.fixture(config=_config("pi-acp"))
+async def pi_acp_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on pi-acp (driving pi)."""
+    async for client in _serve(lsp_client, "pi-acp", scripted_model, pi_agent_dir):
+        yield client
+
+
+@pytest_lsp.fixture(config=_config("gemini"))
+async def gemini_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on Gemini CLI."""
+    async for client in _serve(lsp_client, "gemini", scripted_model, pi_agent_dir):
+        yield client
+
+
+@pytest.fixture(params=["opencode", "claude-acp", "pi-acp", "gemini"])
 def agent(request: pytest.FixtureRequest) -> str:
     """Each ACP agent that runs its own bash."""
     return str(request.param)
@@ -129,8 +151,8 @@ def bridge(request: pytest.FixtureRequest, agent: str) -> LanguageClient:
 
 def _params(agent: str, command: str, cwd: Path, **extra: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"prompt": command, "agent": agent, "model": "shell", "cwd": str(cwd)}
-    if agent == "opencode":
-        params["provider"] = "scripted"
+    if agent in PROVIDERS:
+        params["provider"] = PROVIDERS[agent]
     return {"sandbox": SANDBOX, **params, **extra}
 
 
@@ -149,11 +171,6 @@ def _seen(client: LanguageClient, model: ScriptedModelServer) -> str:
     return json.dumps([frames, [r["body"] for r in model.requests]], default=str)
 
 
-def _outputs(messages: list[dict[str, Any]]) -> str:
-    done = [m["content"] for m in messages if m["type"] in ("tool.completed", "tool.failed")]
-    return json.dumps(done)
-
-
 def _agent_pids(agent: str) -> list[int]:
     """This test's processes of the agent's executable (found anywhere in their argv: bwrap's
     argv names it too, so only a process whose argv[0] or argv[1] does counts)."""
@@ -169,6 +186,23 @@ def _agent_pids(agent: str) -> list[int]:
 
 def _mount_ns(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/ns/mnt")
+
+
+async def _cancel_mid_command(bridge: LanguageClient, agent: str, cwd: Path, sid: str, pid: int) -> None:
+    """A cancel of a sandboxed command: answered, and nothing of it left in /proc."""
+    run_id = f"cancel-{os.urandom(3).hex()}"
+    params = _params(agent, SLOW_COMMAND, cwd, sessionId=sid, runId=run_id)
+    task = asyncio.ensure_future(request(bridge, "pi/run", params))
+    await messages_of(bridge).wait_type(run_id, "tool.call")
+    sleeper = await wait_for_run_process("sleep 30")
+    assert _mount_ns(sleeper.pid) == _mount_ns(pid), "the command runs in the agent's sandbox"
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    with pytest.raises(Exception) as raised:
+        await asyncio.wait_for(task, WAIT)
+    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    assert answer["shutdown"]["survivors"] == []
+    left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
+    assert left == [], "nothing of the command is left in /proc"
 
 
 async def test_the_whole_agent_runs_confined_and_a_cancel_leaves_nothing(
@@ -194,30 +228,31 @@ async def test_the_whole_agent_runs_confined_and_a_cancel_leaves_nothing(
     assert not (_HOME / "pwned").exists(), "a write to $HOME leaves no file"
     assert "Read-only file system" in _seen(bridge, scripted_model)
 
-    probe = "cat ~/notes.txt ~/.ssh/id_rsa; echo key=${PROBE_API_KEY:-none}"
-    _, messages = await _run(bridge, _params(agent, probe, tmp_path, sessionId=sid))
-    assert CONTROL_TEXT in _outputs(messages), "the command ran and read $HOME"
-    assert "key=none" in _outputs(messages), "the secret variable was dropped"
-    seen = _seen(bridge, scripted_model)
+    probe = "cat ~/notes.txt ~/.ssh/id_rsa; echo key=${PROBE_TOKEN:-none}"
+    await _run(bridge, _params(agent, probe, tmp_path, sessionId=sid))
+    seen = _seen(bridge, scripted_model)  # Gemini CLI shows no output in its frames: the model sees it
+    assert CONTROL_TEXT in seen, "the command ran and read $HOME"
+    assert "key=none" in seen, "the secret variable was dropped"
     assert "planted-for-the-acp-sandbox" not in seen and SECRET_VALUE not in seen
     assert _agent_pids(agent) == [pid], "one sandboxed process served the conversation"
 
-    run_id = f"cancel-{os.urandom(3).hex()}"
-    params = _params(agent, SLOW_COMMAND, tmp_path, sessionId=sid, runId=run_id)
-    task = asyncio.ensure_future(request(bridge, "pi/run", params))
-    await messages_of(bridge).wait_type(run_id, "tool.call")
-    sleeper = await wait_for_run_process("sleep 30")
-    assert _mount_ns(sleeper.pid) == _mount_ns(pid), "the command runs in the agent's sandbox"
-    answer = await request(bridge, "pi/cancel", {"runId": run_id})
-    with pytest.raises(Exception) as raised:
-        await asyncio.wait_for(task, WAIT)
-    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
-    assert answer["shutdown"]["survivors"] == []
-    left = [p for p in run_processes() if "sleep" in " ".join(p.cmdline())]
-    assert left == [], "nothing of the command is left in /proc"
+    await _cancel_mid_command(bridge, agent, tmp_path, sid, pid)
 
     read_only = {"mode": "read-only", "network": False}
     command = f"echo ro-{tag} > ro.txt"
+    if agent == "gemini":
+        # Gemini CLI 0.61.0 answers session/load of the session it stored with "No previous
+        # sessions found for this project" (test_acp_agents.py's killed-mid-turn test meets the
+        # same): the restarted conversation fails clearly instead of going on without its turns.
+        params = _params(agent, command, tmp_path, sessionId=sid, sandbox=read_only)
+        try:
+            failed: dict[str, Any] = await request(bridge, "pi/run", params)
+        except Exception as exc:  # a failed run may answer with an error carrying its result
+            failed = exc.data  # type: ignore[attr-defined]
+        assert failed["status"] == "failed", failed
+        assert "Gemini CLI's `session/load` was refused" in failed["error"]["message"], failed
+        assert not (tmp_path / "ro.txt").exists()
+        pytest.xfail("Gemini CLI 0.61.0 does not load the session it stored (docs/agents.md)")
     result, _ = await _run(bridge, _params(agent, command, tmp_path, sessionId=sid, sandbox=read_only))
     assert result["sessionId"] == sid, "the conversation goes on under its new sandbox"
     assert not (tmp_path / "ro.txt").exists(), "read-only: the workspace write failed"
