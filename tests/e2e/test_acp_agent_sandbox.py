@@ -30,6 +30,7 @@ from bridge.process import bwrap
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.agent_configs import gemini_env, opencode_env
 from tests.e2e.test_acp_agents import ACP_PATH, EXECUTABLES, PROVIDERS, SLOW_COMMAND, requires_acp_agents
+from tests.support.acp import acp_bridge, new_session, prompt
 from tests.support.env import BRIDGE, WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import BridgeServerConfig, initialize, make_client, messages_of, request
@@ -300,3 +301,30 @@ async def test_a_files_rewind_restores_what_the_sandboxed_agent_s_own_tool_chang
     assert done["restored"] == ["notes.txt"], done
     assert (work / "notes.txt").read_bytes() == original, "the exact bytes are back"
     assert (work / "build" / "out.bin").read_text() == "built\n", "the ignored file is left alone"
+
+
+async def test_the_acp_front_s_sandbox_confines_opencode_whole(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """`pi-bridge acp --agent opencode` with `_meta.piBridge.sandbox`: the same confinement for a
+    client that speaks ACP, judged from the disk and from every update the client got."""
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**_agent_env("opencode", scripted_model, pi_agent_dir), "PROBE_TOKEN": SECRET_VALUE}
+    meta = {"piBridge": {"sandbox": SANDBOX}}
+    command = 'echo made > front.txt; echo x > "$HOME/pwned-front"; cat ~/notes.txt ~/.ssh/id_rsa'
+    async with acp_bridge(pi_agent_dir, work, args=("--agent", "opencode"), extra_env=env, meta=meta) as (
+        conn,
+        recorder,
+        _,
+    ):
+        session_id = await new_session(conn, work)
+        answer = await prompt(conn, session_id, command, timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        assert (work / "front.txt").read_text() == "made\n", "a write in the workspace lands"
+        assert not (_HOME / "pwned-front").exists(), "a write to $HOME leaves no file"
+        updates = json.dumps([u.model_dump(mode="json") for _, u in recorder.updates])
+        bodies = json.dumps([r["body"] for r in scripted_model.requests])
+        assert CONTROL_TEXT in bodies, "the command ran and read $HOME"
+        assert "planted-for-the-acp-sandbox" not in updates + bodies
+    await assert_no_run_processes()
