@@ -189,6 +189,11 @@ def _mount_ns(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/ns/mnt")
 
 
+def _confined(pids: list[int]) -> list[int]:
+    """Those of `pids` in a mount namespace other than the test's (a sandbox's)."""
+    return [pid for pid in pids if _mount_ns(pid) != _mount_ns(os.getpid())]
+
+
 async def _cancel_mid_command(bridge: LanguageClient, agent: str, cwd: Path, sid: str, pid: int) -> None:
     """A cancel of a sandboxed command: answered, and nothing of it left in /proc."""
     run_id = f"cancel-{os.urandom(3).hex()}"
@@ -306,8 +311,9 @@ async def test_a_files_rewind_restores_what_the_sandboxed_agent_s_own_tool_chang
 async def test_the_acp_front_s_sandbox_confines_opencode_whole(
     scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
 ) -> None:
-    """`pi-bridge acp --agent opencode` with `_meta.piBridge.sandbox`: the same confinement for a
-    client that speaks ACP, judged from the disk and from every update the client got."""
+    """`pi-bridge acp --agent opencode` with `_meta.piBridge.sandbox`: the process session/new
+    starts is confined already (its first prompt needs no other), and the same confinement holds
+    for a client that speaks ACP, judged from the disk and from every update the client got."""
     work = tmp_path / "work"
     work.mkdir()
     env = {**_agent_env("opencode", scripted_model, pi_agent_dir), "PROBE_TOKEN": SECRET_VALUE}
@@ -319,8 +325,10 @@ async def test_the_acp_front_s_sandbox_confines_opencode_whole(
         _,
     ):
         session_id = await new_session(conn, work)
+        [opened] = _confined(_agent_pids("opencode"))  # the process session/new started
         answer = await prompt(conn, session_id, command, timeout=WAIT * 2)
         assert answer.stop_reason == "end_turn"
+        assert _confined(_agent_pids("opencode")) == [opened], "the first prompt needed no new process"
         assert (work / "front.txt").read_text() == "made\n", "a write in the workspace lands"
         assert not (_HOME / "pwned-front").exists(), "a write to $HOME leaves no file"
         updates = json.dumps([u.model_dump(mode="json") for _, u in recorder.updates])
