@@ -48,6 +48,8 @@ def whole_process_prefix(
     Blocking I/O."""
     if settings is None or settings.mode == "off" or not isinstance(agent, ConfinedWhole):
         return ()
+    if not agent.can_sandbox:
+        return ()  # its own dirs are unknown: its sandboxed runs are refused (`_sandbox_problem`)
     environ = {**os.environ, **given}
     own, kept = agent.own_dirs(environ), agent.model_vars(environ)
     return gate.sandboxes.process_prefix(settings, cwd, environ, given, own, kept)
