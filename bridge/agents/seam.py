@@ -454,6 +454,20 @@ class WarmsLaunches(Protocol):
 
 
 @runtime_checkable
+class ConfinedWhole(Protocol):
+    """An agent that runs its tools itself, so a sandbox confines its whole process (the
+    launch's `RunOptions.launch_prefix`): what it must still write, and what its model needs."""
+
+    def own_dirs(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The dirs (and files) it keeps its own state in, for its launch environment `env`."""
+        ...
+
+    def model_vars(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The names in `env` its model needs, kept though they may name a credential."""
+        ...
+
+
+@runtime_checkable
 class ScriptedModelSetup(Protocol):
     """An agent the demo and the tests can point at the bridge's scripted model."""
 

@@ -64,6 +64,9 @@ class RunOptions:
     mcp_config: str | None = None
     # How the agent's tool commands are confined (None: not at all).
     sandbox: SandboxSettings | None = None
+    #: The argv a live agent's whole process starts under (its sandbox; empty: none), for an
+    #: agent whose tools run inside it (seam.ConfinedWhole).
+    launch_prefix: tuple[str, ...] = ()
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]

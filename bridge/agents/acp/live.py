@@ -142,7 +142,11 @@ class AcpLive(JsonRpcLiveClient):
         cwd = self._cwd()
         meta = dict(self.spec.session_meta) or None
         opened: dict[str, Any]
-        if plan.startswith("load:") and can_load:
+        if plan.startswith("load:") and not can_load:
+            # a new session would drop the conversation unsaid (a sandbox change restarts it)
+            reason = "cannot be done: this agent cannot load a session into a new process"
+            raise AcpLiveError(self.spec.display_name, "session/load", reason, kind="refused")
+        if plan.startswith("load:"):
             wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
             load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=[], field_meta=meta)
             opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)

@@ -88,7 +88,9 @@ class Interrupt:
         """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
         its agent as its child (an ACP adapter), its children now, and only them (the agent it
         runs may start lazily, in the run; what that agent started is swept)."""
-        return children_now(agent.child) if agent.client.runs_agent_as_child else self.helpers
+        if agent.client.runs_agent_as_child:
+            return children_now(agent.child, agent.wrappers)
+        return self.helpers
 
     async def sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""

@@ -146,7 +146,7 @@ class AcpAgent:
             field = "_meta.piBridge.defaultMode"
             self.policy.default_mode = self.sessions.checked_mode(default_mode, field)
         if box is not None:
-            self.prompts.sandbox = _validated(SandboxSettings, box)
+            self.prompts.sandbox = self.sessions.sandbox = _validated(SandboxSettings, box)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         """The methods initialize lists: an API key must be in the environment the client gave;

@@ -8,7 +8,7 @@ from typing import Any
 
 from acp import RequestError, schema
 
-from bridge.contract import PermissionMode, SessionHistory
+from bridge.contract import PermissionMode, SandboxSettings, SessionHistory
 from bridge.fronts.acp.request_errors import NOT_FOUND, RUN_FAILED, admin_failed
 from bridge.fronts.acp.session import mcp
 from bridge.fronts.acp.session.modes import MODES, mode_of, mode_option
@@ -54,6 +54,8 @@ class Sessions:
         self.by_id: dict[str, AcpSession] = {}
         #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
         self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
+        #: `_meta.piBridge.sandbox` of initialize: an agent that runs its own tools starts in it.
+        self.sandbox: SandboxSettings | None = None
 
     def get(self, session_id: str) -> AcpSession | None:
         """The session of this id, if it is open."""
@@ -113,7 +115,8 @@ class Sessions:
         """A live conversation (a new one, or the stored `session_id`, its agent started in
         `opened_in`, default `cwd`) as an open session of `cwd`."""
         try:
-            opened = await self.registry.open_conversation(opened_in or cwd, session_id, servers)
+            where = opened_in or cwd
+            opened = await self.registry.open_conversation(where, session_id, servers, self.sandbox)
         except OpenFailure as exc:
             error = exc.error
             raise RequestError(
