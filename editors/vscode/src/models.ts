@@ -16,6 +16,11 @@ export interface ModelsDeps {
   session(): Promise<Session>;
   /** The shown conversation's session id, if it has one. */
   sessionId(): string | null;
+  /**
+   * Whether asking without a session may open the conversation (on the bridge's default agent);
+   * not when it picked another agent, whose models come once its first prompt opened its session.
+   */
+  preopens(): boolean;
   /** The bridge opened a conversation to answer (none was named): the chat's next prompt goes there. */
   adopt(sessionId: string): void;
   cwd(): string | undefined;
@@ -72,6 +77,12 @@ export class Models {
       const session = await this.deps.session();
       const sessionId = this.deps.sessionId();
       this.askedFor = sessionId;
+      if (!sessionId && !this.deps.preopens()) {
+        this.listed = [];
+        this.agentCurrent = null;
+        this.show();
+        return;
+      }
       const cwd = this.deps.cwd();
       const params = sessionId ? { sessionId } : cwd ? { cwd } : {};
       const result = await session.request<ModelsResult>(Methods.models, params);
