@@ -98,7 +98,7 @@ export class Controller implements vscode.Disposable {
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
       onDemo: () => void this.models.demo(this.chat, () => void this.firstRun.run('scripted')),
-      onAgent: () => void this.models.refresh(),
+      onAgent: () => this.models.agentChanged(),
       memory: workspaceMemory(context.workspaceState),
       last: new LastConversation(
         vscode.Uri.joinPath(context.storageUri ?? context.globalStorageUri, 'last-conversation.json').fsPath,
@@ -108,7 +108,7 @@ export class Controller implements vscode.Disposable {
     this.models = new Models({
       session: () => this.ensureSession(),
       sessionId: () => this.chat.conversation.sessionId,
-      preopens: () => this.chat.conversation.preopens,
+      onDefaultAgent: () => this.chat.onDefaultAgent,
       adopt: (sessionId) => this.chat.conversation.offerSession(sessionId),
       cwd: defaultCwd,
       show: (models) => {

@@ -214,6 +214,12 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     this.post({ type: 'models', payload: models });
   }
 
+  /** Whether the shown conversation runs the bridge's default agent (its pick is none, or that one). */
+  get onDefaultAgent(): boolean {
+    const agent = this.conversation.agent;
+    return agent === null || agent === this.agentList.defaultAgent;
+  }
+
   /** The agents of a bridge that just answered `initialize`, for the header's agent picker. */
   setAgents(list: AgentList): void {
     this.agentList = list;

@@ -1061,6 +1061,8 @@ test('issue 37: the chat header picks the agent per conversation: its runs go to
     'the missing agent is shown disabled, saying why',
   );
 
+  const modelOptions = "document.getElementById('model').options.length";
+  await chatWait(frame, `${modelOptions} > 1`); // pi's own models
   await frame.select('#agent', 'fake');
   const first = `which agent answers ${tag}`;
   await sendInChat(frame, first);
@@ -1073,11 +1075,14 @@ test('issue 37: the chat header picks the agent per conversation: its runs go to
   assert.equal(await frame.evaluate("document.getElementById('agent').value"), 'fake', "the picker shows the conversation's agent");
   assert.deepEqual(await requestsEndingWith(first), [], "the model never saw the fake agent's prompt");
   assert.deepEqual(await requestsEndingWith(second), [], '...nor its follow-up');
+  // pi/models takes no agent: the dropdown shows no list it cannot vouch for, only the next model.
+  await chatWait(frame, `${modelOptions} === 1 && document.getElementById('model').value === 'fake/text'`);
   await screenshot('agent-picker-1-fake.png');
 
   // Another agent in a conversation with turns: a new conversation on it.
   await frame.select('#agent', 'pi');
   await chatWait(frame, "document.querySelectorAll('section.turn').length === 0 && document.getElementById('agent').value === 'pi'");
+  await chatWait(frame, `${modelOptions} > 1`); // pi's models again
   const third = `back to pi ${tag}`;
   await sendInChat(frame, third);
   const piTurn = await waitForTurn(frame, third, "status === 'completed'", 'pi answered');
