@@ -9,6 +9,7 @@ return function(h)
 
   test(':PiAgent picks the agent of the conversation; its runs name it; another one starts anew', function()
     chat.new()
+    eq(nil, chat.state().agent, ':PiNew after a resume (an earlier test) leaves that session\'s agent behind')
     local notes, restore_notify = capture_notes()
     local picks = { 'ghost', 'fake' }
     local shown, restore_select = stub_select(function(items, _, opts)
@@ -73,8 +74,8 @@ return function(h)
     end)
     restore_select()
     restore_notify()
+    chat.state().picked = nil -- the next tests run the bridge's default agent
     chat.new()
-    chat.state().agent = nil
     truthy(ok, tostring(err))
   end)
 end

@@ -24,8 +24,9 @@ local M = {}
 --- @field title string?
 --- @field current_model string? "provider/model" the agent runs, from pi/models' `current`
 --- @field mode string? the permission mode :PiMode set (nil: the bridge's default for a new one)
---- @field agent string? the agent :PiAgent picked, sent as each run's `agent` (nil: the bridge's
---- defaultAgent, or the agent of the session a resume continues)
+--- @field agent string? the conversation's agent, sent as each run's `agent`: the one :PiAgent
+--- picked, or the agent of the session a resume continues (nil: the bridge's defaultAgent)
+--- @field picked string? :PiAgent's last pick: the agent of the conversations :PiNew starts
 local state = {}
 
 --- The conversation's state (read-only for callers; tests inspect it).
@@ -101,8 +102,8 @@ end
 --- without a session, the bridge opens its pi: the first prompt goes there (unless one was sent
 --- meanwhile, which started a session of its own).
 function M.load_commands()
-  if not M.preopens() then
-    return -- pi/commands would open the bridge's default agent, not the one picked
+  if not M.on_default_agent() then
+    return
   end
   local agent = state.agent
   commands.refresh(state.session_id, vim.fn.getcwd(), function(_, opened)
@@ -194,6 +195,7 @@ function M.new()
   end
   state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
   state.mode, state.current_model = nil, nil
+  state.agent = state.picked -- a resumed session's agent was that conversation's alone
   commands.invalidate()
   if view.thread() then
     view.clear()
@@ -451,8 +453,8 @@ end
 --- prompt then uses, as `load_commands` does. The answer's `current` feeds the statusline.
 --- @param done fun(err: table?, result: table?)
 function M.load_models(done)
-  if not M.preopens() then
-    done({ message = 'the picked agent lists its models once its conversation has started' }, nil)
+  if not M.on_default_agent() then
+    done({ message = 'the bridge lists the models of its default agent only' }, nil)
     return
   end
   local params = { sessionId = state.session_id, cwd = vim.fn.getcwd() }
@@ -613,13 +615,14 @@ function M.status()
   return table.concat(parts, ' · ')
 end
 
---- Can a request without a session open the chat's next conversation? Only on the bridge's
---- default agent: pi/commands and pi/models open that one, which another agent's run could not
---- continue. With a session, they ask the conversation's own agent.
+--- Does the chat's conversation run the bridge's default agent? pi/commands and pi/models take no
+--- agent: without a session they open the default agent (whose session another agent's run could
+--- not continue), and they find the default agent's conversations only, so another agent's
+--- conversation asks neither.
 --- @return boolean
-function M.preopens()
+function M.on_default_agent()
   local default = require('pi_bridge.core.client').bridge.defaultAgent
-  return state.session_id ~= nil or state.agent == nil or state.agent == default
+  return state.agent == nil or state.agent == default
 end
 
 --- The agents a run can name, from the bridge's `initialize` answer; `done(agents, default)` once
@@ -644,9 +647,9 @@ function M.agent_unavailable(agent)
 end
 
 --- :PiAgent name: the agent of the chat's conversation from its next prompt. A conversation that
---- ran on another agent cannot go on with this one (the bridge refuses a run naming another agent
---- than its session's), so picking another starts a new conversation; a session opened ahead of
---- the first prompt is dropped. `done(ok)` after the checks.
+--- ran on (or was resumed from) another agent cannot go on with this one (the bridge refuses a run
+--- naming another agent than its session's), so picking another starts a new conversation, as
+--- does a session opened ahead of the first prompt. `done(ok)` after the checks.
 --- @param name string
 --- @param done fun(ok: boolean)?
 function M.set_agent(name, done)
@@ -662,15 +665,17 @@ function M.set_agent(name, done)
       vim.notify('pi_bridge: cannot pick agent ' .. name .. ': ' .. why, vim.log.levels.WARN)
       return done_with(done, false)
     end
+    state.picked = name
     if name == (state.agent or default) then
       return done_with(done, true)
     end
-    if state.run then
+    -- A conversation that ran or was resumed is shown: notify that it is left.
+    local had_turns = state.run ~= nil or state.title ~= nil
+    if state.session_id or state.run then
       M.new()
+    end
+    if had_turns then
       vim.notify('pi_bridge: agent ' .. name .. ': a new conversation', vim.log.levels.INFO)
-    else
-      state.session_id, state.current_model = nil, nil
-      commands.invalidate()
     end
     state.agent = name
     vim.cmd.redrawstatus({ bang = true })
