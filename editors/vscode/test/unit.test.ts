@@ -640,7 +640,7 @@ test("a conversation runs its picked agent: each run names it, the default agent
   assert.equal(conversation.sessionId, 'pre-opened-pi', 'the default agent: its session is opened ahead');
   assert.equal(conversation.setAgent('fake'), true);
   assert.equal(conversation.sessionId, null, "that session is pi's: dropped");
-  assert.equal(conversation.preopens, false);
+  assert.equal(conversation.onDefaultAgent, false);
   const before = asked.length;
   await conversation.loadCommands();
   assert.equal(asked.length, before, 'nothing opened on the default agent for it');
@@ -655,7 +655,7 @@ test("a conversation runs its picked agent: each run names it, the default agent
     'each run names the agent; the second continues the first',
   );
   const sent = asked.filter((a) => a.method === Methods.commands).map((a) => a.params.sessionId ?? null);
-  assert.deepEqual(sent, [null, 's-fake'], "once it ran, its commands are its own session's");
+  assert.deepEqual(sent, [null], 'pi/commands (no agent param) is never asked for it, not even of its session');
   assert.equal(conversation.setAgent('pi'), false, 'a conversation with turns keeps its agent');
   assert.equal(conversation.agent, 'fake');
   assert.equal(memory.get('s-fake')?.agent, 'fake', 'remembered with the conversation');

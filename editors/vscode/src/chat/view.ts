@@ -216,8 +216,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
 
   /** Whether the shown conversation runs the bridge's default agent (its pick is none, or that one). */
   get onDefaultAgent(): boolean {
-    const agent = this.conversation.agent;
-    return agent === null || agent === this.agentList.defaultAgent;
+    return this.conversation.onDefaultAgent;
   }
 
   /** The agents of a bridge that just answered `initialize`, for the header's agent picker. */

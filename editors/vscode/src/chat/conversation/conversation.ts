@@ -226,12 +226,13 @@ export class Conversation {
   }
 
   /**
-   * Whether a request without a session (pi/commands, pi/models) may open its next conversation:
-   * the bridge opens one on its default agent, which a run of another agent could not continue.
+   * Whether it runs the bridge's default agent. pi/commands and pi/models take no agent: without
+   * a session they open the default agent (whose session a run of another agent could not
+   * continue), and they find the default agent's conversations only. So another agent's
+   * conversation asks neither.
    */
-  get preopens(): boolean {
-    const fallback = this.host.defaultAgent?.() ?? null;
-    return this.sessionId !== null || this.agent === null || this.agent === fallback;
+  get onDefaultAgent(): boolean {
+    return this.agent === null || this.agent === (this.host.defaultAgent?.() ?? null);
   }
 
   /**
@@ -329,8 +330,8 @@ export class Conversation {
    * leaves the list empty: `/` then completes nothing, and a typed command is still sent.
    */
   async loadCommands(): Promise<void> {
-    if (!this.preopens) {
-      return; // its agent's commands come once its first prompt has opened its session
+    if (!this.onDefaultAgent) {
+      return;
     }
     const key = this.sessionId ?? `cwd:${this.host.cwd?.() ?? ''}`;
     if (this.commandsFor === key) {
@@ -664,7 +665,7 @@ export class Conversation {
 
   /** A session the bridge opened for this conversation before its first prompt (pi/models). */
   offerSession(sessionId: string): void {
-    if (this.sessionId === null && this.turns.length === 0 && this.preopens) {
+    if (this.sessionId === null && this.turns.length === 0 && this.onDefaultAgent) {
       this.adoptSession(sessionId);
     }
   }
