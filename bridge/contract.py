@@ -1284,6 +1284,8 @@ class CommandsParams(WireModel):
 
     session_id: str | None = Field(None, min_length=1, max_length=256)
     cwd: str | None = Field(None, min_length=1)
+    # Which agent's conversation (initialize lists them); default: the server's own.
+    agent: str | None = Field(None, min_length=1, max_length=64)
 
 
 class CommandInfo(WireModel):
@@ -1311,6 +1313,8 @@ class ModelsParams(WireModel):
 
     session_id: str | None = Field(None, min_length=1, max_length=256)
     cwd: str | None = Field(None, min_length=1)
+    # Which agent's conversation (initialize lists them); default: the server's own.
+    agent: str | None = Field(None, min_length=1, max_length=64)
 
 
 class ModelInfo(WireModel):

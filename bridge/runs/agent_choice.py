@@ -138,16 +138,24 @@ class AgentChoice:
 
     def choose(self, params: RunRequest, cwd: str) -> AgentAdapter:
         """The run's agent: the one it names, else its session's, else the default."""
+        return self.named_or_own(params.agent, params.session_id, cwd) or self.adapter_named(
+            self.default_agent()
+        )
+
+    def named_or_own(self, agent: str | None, session_id: str | None, cwd: str) -> AgentAdapter | None:
+        """The agent named, else the session's (None: neither); raises AgentChoiceError for an
+        unknown name, or a session that belongs to another agent than the one named."""
         session_agent: str | None = None
-        if params.session_id:
-            session_agent = self._session_agents.get(params.session_id)
+        if session_id:
+            session_agent = self._session_agents.get(session_id)
             if session_agent is None:
-                session_agent = self._owner_of(params.session_id, cwd)
-        if params.agent and session_agent and params.agent != session_agent:
+                session_agent = self._owner_of(session_id, cwd)
+        if agent and session_agent and agent != session_agent:
             raise AgentChoiceError(
-                f"session {params.session_id!r} belongs to agent {session_agent!r}, not {params.agent!r}"
+                f"session {session_id!r} belongs to agent {session_agent!r}, not {agent!r}"
             )
-        return self.adapter_named(params.agent or session_agent or self.default_agent())
+        chosen = agent or session_agent
+        return self.adapter_named(chosen) if chosen else None
 
     def _owner_of(self, session_id: str, cwd: str) -> str | None:
         """The first agent that says the session is its own, if any."""

@@ -105,7 +105,10 @@ class Attempts:
         """Whether the run goes through a live conversation (the live engine): every agent that
         has a live mode, however it was chosen (the server's own, or one a run names while the
         registry serves); every other agent runs one process per attempt (one-process engine)."""
-        adapter = run.agent
+        return self.is_live(run.agent)
+
+    def is_live(self, adapter: AgentAdapter) -> bool:
+        """Whether `adapter`'s conversations are live ones (its seam's live mode decides)."""
         if self.config.engine != "rpc" or adapter.live_mode() is None:
             return False
         return self._is_own(adapter) or self.tasks is not None
@@ -116,31 +119,41 @@ class Attempts:
         return adapter is self.adapter or adapter.name == self.adapter.name
 
     def conversations_of(self, run: Run) -> Conversations:
-        """The live conversations of the run's agent (opened by `_open_conversations` first)."""
-        if self._is_own(run.agent):
-            return self.conversations
-        return self.others.get(run.agent.name, self.conversations)
+        """The live conversations of the run's agent (opened by `open_conversations` first)."""
+        return self.live_conversations(run.agent)
 
-    async def _open_conversations(self, run: Run) -> None:
-        """Start the conversations of a live agent named beside the server's own, once."""
+    def live_conversations(self, adapter: AgentAdapter) -> Conversations:
+        """The live conversations of `adapter`'s agent (the server's own until it has its own)."""
+        if self._is_own(adapter):
+            return self.conversations
+        return self.others.get(adapter.name, self.conversations)
+
+    def every_conversations(self) -> list[Conversations]:
+        """The server's own agent's live conversations, then those of each agent runs named."""
+        return [self.conversations, *self.others.values()]
+
+    async def open_conversations(self, adapter: AgentAdapter) -> Conversations:
+        """The live conversations of `adapter`'s agent, started once for an agent named beside
+        the server's own (a run's, or a toolbox request's ahead of its first prompt)."""
         tasks = self.tasks
-        if self._is_own(run.agent) or not self.uses_live(run) or tasks is None:
-            return
+        if self._is_own(adapter) or not self.is_live(adapter) or tasks is None:
+            return self.live_conversations(adapter)
         async with self._opening:
-            if run.agent.name not in self.others:
+            if adapter.name not in self.others:
                 conversations = Conversations(
-                    run.agent,
+                    adapter,
                     max_live=self.config.max_live_sessions,
                     idle_seconds=self.config.session_idle_seconds,
                     wait_writable=self.wait_writable,
                 )
                 await tasks.start(conversations.serve)
-                self.others[run.agent.name] = conversations
+                self.others[adapter.name] = conversations
+        return self.others[adapter.name]
 
     async def drive(self, run: Run) -> None:
         """Run every attempt of `run` until it has its answer."""
         mark("run.drive")
-        await self._open_conversations(run)
+        await self.open_conversations(run.agent)
         problem = self._sandbox_problem(run) or await self._resolve_session(run)
         if problem is not None:
             run.fail(problem)

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import anyio
 
-from bridge.agents.seam import OwnOptions
+from bridge.agents.seam import AgentAdapter, OwnOptions
 from bridge.agents.values import AgentCommand, AgentOption, LiveError
 from bridge.checkpoints.recorder import CheckpointError, CheckpointRecord
 from bridge.checkpoints.shadow_git import ShadowGitError
@@ -50,21 +50,24 @@ class ConversationAdmin:
     def __init__(self, registry: RunRegistry) -> None:
         self.registry = registry
 
-    async def commands(self, session_id: str | None, cwd: str) -> CommandsResult:
+    async def commands(
+        self, session_id: str | None, cwd: str, agent_name: str | None = None
+    ) -> CommandsResult:
         """The bridge's commands and the agent's, for the conversation (a new one in `cwd` when
-        none is named: its id comes back, for the client's next prompt)."""
-        if self.registry.adapter.live_mode() is None:
+        none is named: its id comes back, for the client's next prompt) of agent `agent_name`
+        (default the server's own). Raises AgentChoiceError for an unknown agent or another's session."""
+        if not self._has_live(self._adapter(agent_name, session_id, cwd)):
             return CommandsResult(commands=[])
-        agent = await self._live(session_id, cwd)
+        agent = await self._live(session_id, cwd, agent_name)
         listed = await self._ask("list its commands", agent.client.commands)
         return CommandsResult(commands=self.listing(listed), session_id=agent.session_id)
 
-    async def models(self, session_id: str | None, cwd: str) -> ModelsResult:
+    async def models(self, session_id: str | None, cwd: str, agent_name: str | None = None) -> ModelsResult:
         """The models the conversation's agent can run, from its own list, and the one it runs now
         (a new conversation in `cwd` when none is named: its id comes back, as for commands)."""
-        if self.registry.adapter.live_mode() is None:
+        if not self._has_live(self._adapter(agent_name, session_id, cwd)):
             return ModelsResult(models=[])
-        agent = await self._live(session_id, cwd)
+        agent = await self._live(session_id, cwd, agent_name)
         listed = await self._ask("list its models", agent.client.available_models)
         provider, model = agent.provider, agent.model
         models = [
@@ -218,24 +221,44 @@ class ConversationAdmin:
         except CheckpointError as exc:
             raise ConversationAdminError(str(exc), not_found=exc.not_found) from None
 
-    async def _live(self, session_id: str | None, cwd: str | None) -> LiveAgent:
-        """The conversation's live agent, opened (resumed, or new in `cwd`) when it has none."""
+    def _adapter(self, agent_name: str | None, session_id: str | None, cwd: str | None) -> AgentAdapter:
+        """The agent named (checked against the session's own), else the server's own."""
+        if agent_name is None:
+            return self.registry.adapter
+        chosen = self.registry.agents.named_or_own(agent_name, session_id, cwd or os.getcwd())
+        assert chosen is not None  # a name was given
+        return chosen
+
+    def _has_live(self, adapter: AgentAdapter) -> bool:
+        """Whether `adapter`'s conversations have a live agent to ask (the seam's live mode)."""
         registry = self.registry
-        agent = registry.conversations.slots.live_agent(session_id) if session_id else None
+        if adapter.live_mode() is None:
+            return False
+        return adapter is registry.adapter or registry.attempts.is_live(adapter)
+
+    async def _live(
+        self, session_id: str | None, cwd: str | None, agent_name: str | None = None
+    ) -> LiveAgent:
+        """The conversation's live agent (of agent `agent_name`, default the server's own), opened
+        (resumed, or new in `cwd`) when it has none."""
+        registry = self.registry
+        adapter = self._adapter(agent_name, session_id, cwd)
+        conversations = registry.attempts.live_conversations(adapter)
+        agent = conversations.slots.live_agent(session_id) if session_id else None
         if agent is not None and agent.alive:
             return agent
         if session_id is not None:
-            stored = await history.read_session([registry.adapter], session_id, registry.config.env)
+            stored = await history.read_session([adapter], session_id, registry.config.env)
             if not isinstance(stored, SessionHistory):
                 raise ConversationAdminError(f"no session {session_id!r} was found", not_found=True)
             cwd = stored.cwd or cwd
         try:
-            opened = await registry.open_conversation(cwd or os.getcwd(), session_id)
+            opened = await registry.open_conversation(cwd or os.getcwd(), session_id, agent=adapter)
         except OpenFailure as exc:
             raise ConversationAdminError(f"the agent could not start: {exc.error.message}") from None
         except NoLiveMode as exc:
             raise ConversationAdminError(f"the agent has no live mode: {exc}") from None
-        agent = registry.conversations.slots.live_agent(opened.session_id)
+        agent = registry.attempts.live_conversations(adapter).slots.live_agent(opened.session_id)
         if agent is None:
             raise ConversationAdminError("the conversation's agent was gone as soon as it was opened")
         return agent

@@ -126,7 +126,7 @@ class RunRegistry:
         # which it reaches through its own FrontPolicy, not through the registry.
         self.gate = gate if gate is not None else Gate(config.default_mode or "full")
         self.checkpoints = Checkpoints(state_dir(os.environ), self.spawn_background)
-        config = self._gated(config)
+        config = _gated(config, self.gate)
         self.config = config
         mask_in_logs(config.env)
         self._sink = sink
@@ -157,7 +157,7 @@ class RunRegistry:
         )
         # The conversations of agents with no live mode (their sessions, resumed per prompt).
         self.stored = StoredConversations()
-        self._attempts = Attempts(
+        self.attempts = Attempts(
             adapter,
             config,
             self._runs,
@@ -169,17 +169,6 @@ class RunRegistry:
             gate=self.gate,
             checkpoints=self.checkpoints,
         )
-
-    def _gated(self, config: BridgeConfig) -> BridgeConfig:
-        """`config` with the environment every agent gets telling its gate where the modes are,
-        and its extension which of the client's variables hold secrets (names only: the values
-        are in its own environment already)."""
-        client = _client_env(config)
-        names = {
-            SECRET_NAMES_ENV: ",".join(secret_env_names(client)),
-            SCRUB_NAMES_ENV: ",".join(scrubbed_names(client)),
-        }
-        return dataclasses.replace(config, env={**config.env, **self.gate.agent_env(), **names})
 
     def _learn_secrets(self, config: BridgeConfig) -> None:
         """Tell the last line (redact.BOOK) the client's and the agents' secrets and auth files."""
@@ -194,7 +183,7 @@ class RunRegistry:
     @wait_writable.setter
     def wait_writable(self, wait: Callable[[], Awaitable[None]] | None) -> None:
         self._wait_writable = wait
-        self._attempts.wait_writable = wait
+        self.attempts.wait_writable = wait
 
     async def _writable(self) -> None:
         if self._wait_writable is not None:
@@ -225,12 +214,12 @@ class RunRegistry:
         """Apply settings from initialize (before any run starts). Without a `defaultMode`, a front
         that can ask the user (its approver is set) starts each conversation in `ask`."""
         self.gate.default_mode = config.default_mode or ("ask" if self.gate.approver else "full")
-        config = self._gated(config)
+        config = _gated(config, self.gate)
         self.config = config
         mask_in_logs(config.env)  # the agents get these: what they print may show them
         self.agents.config = config
         self._learn_secrets(config)
-        self._attempts.reconfigure(config)
+        self.attempts.reconfigure(config)
         self.pool.enabled = config.warm_pool
         self.pool.ttl = config.warm_pool_ttl_seconds
         self.conversations.slots.max_live = config.max_live_sessions
@@ -275,18 +264,24 @@ class RunRegistry:
         return Redactor(os.environ, self.config.env, secrets_env(secrets_of(options.mcp_servers)))
 
     async def open_conversation(
-        self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None, box: Box = None
+        self,
+        cwd: str,
+        session_id: str | None = None,
+        mcp_servers: McpServers | None = None,
+        box: Box = None,
+        agent: AgentAdapter | None = None,
     ) -> OpenedConversation:
-        """Open a conversation's live agent ahead of its first prompt (live engine): a new one on
-        the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
-        ones), in its prompts' sandbox `box` (`_in_sandbox`). Raises OpenFailure or NoLiveMode.
-        An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
+        """Open a conversation of `agent` (default: the server's own) ahead of its first prompt:
+        a new one (on the spare), or `session_id` resumed, with `mcp_servers` (None: the configured
+        ones), in its prompts' sandbox `box`. Raises OpenFailure or NoLiveMode. An agent with no
+        live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         self.checkpoints.prepare(cwd)  # the workspace's first snapshot, off the first prompt's path
-        config = self.config
-        if self.adapter.live_mode() is None:
+        config, adapter = self.config, agent or self.adapter
+        if adapter.live_mode() is None or not (adapter is self.adapter or self.attempts.is_live(adapter)):
             opened = self.stored.open(session_id, config.default_provider, config.default_model)
-            self.agents.remember(opened.session_id, self.adapter.name)
+            self.agents.remember(opened.session_id, adapter.name)
             return opened
+        env = config.env_of(adapter.name)
         options = RunOptions(
             prompt="",
             cwd=cwd,
@@ -295,16 +290,18 @@ class RunRegistry:
             session_id=session_id,
             resumed=session_id is not None,
             # the decision the user made already; the first prompt asks when there is none
-            trusted=await anyio.to_thread.run_sync(
-                self.gate.trust.trusted_now, cwd, self.adapter, config.env_of(self.adapter.name)
-            ),
+            trusted=await anyio.to_thread.run_sync(self.gate.trust.trusted_now, cwd, adapter, env),
         )
         options = await _in_sandbox(self, self._with_mcp(options, mcp_servers), box)
+        conversations = await self.attempts.open_conversations(adapter)
         try:
-            return await self.conversations.open(config.command, options, config.env_of(self.adapter.name))
+            command = config.command if adapter is self.adapter else self.agents.command_of(adapter)
+            opened = await conversations.open(command, options, env)
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
+        self.agents.remember(opened.session_id, adapter.name)
+        return opened
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runs' task group until `close`; runs still live then are stopped first."""
@@ -313,7 +310,7 @@ class RunRegistry:
             try:
                 await tasks.start(self.pool.serve)
                 await tasks.start(self.conversations.serve)
-                self._attempts.tasks = tasks  # serves the conversations of other live agents
+                self.attempts.tasks = tasks  # serves the conversations of other live agents
                 task_status.started()
                 await self._closing.wait()
             finally:
@@ -445,10 +442,7 @@ class RunRegistry:
             runs=[run.info() for run in self._runs.values()],
             warm_pids=[*self.pool.warm_pids(), *self.conversations.spare.pids()],
             warm_rss_bytes=self.pool.rss_bytes() + self.conversations.rss_bytes(),
-            live=[
-                *self.conversations.slots.listing(),
-                *(entry for other in self._attempts.others.values() for entry in other.slots.listing()),
-            ],
+            live=[entry for each in self.attempts.every_conversations() for entry in each.slots.listing()],
         )
 
     async def steer(self, run_id: str, message: str) -> SteerResult:
@@ -471,7 +465,7 @@ class RunRegistry:
         for run in list(self._runs.values()):
             if session_id in (run.session_id, run.options.session_id):
                 await self.cancel(run.run_id, "the conversation was closed")
-        every = [self.conversations, *self._attempts.others.values()]  # and those of agents runs named
+        every = self.attempts.every_conversations()  # and those of agents runs named
         return any([await conversations.close_session(session_id) for conversations in every])
 
     async def stop_all(self, reason: str) -> None:
@@ -484,15 +478,14 @@ class RunRegistry:
                 for run in runs:
                     await run.done.wait()
             await self.pool.close()
-            await self.conversations.close()
-            for other in self._attempts.others.values():
-                await other.close()
+            for conversations in self.attempts.every_conversations():
+                await conversations.close()
 
     # ------------------------------------------------------------------ driving a run
 
     async def _drive(self, run: Run) -> None:
         try:
-            await self._attempts.drive(run)
+            await self.attempts.drive(run)
         except Exception as exc:  # the bridge must survive anything a run does
             log.exception("run %s crashed inside the bridge", run.run_id)
             error = ErrorInfo(kind="internal", message=f"internal error: {exc}", retryable=False)
@@ -532,6 +525,18 @@ def effective_settings(config: BridgeConfig) -> EffectiveSettings:
         max_live_sessions=config.max_live_sessions,
         session_idle_ms=int(config.session_idle_seconds * 1000),
     )
+
+
+def _gated(config: BridgeConfig, gate: Gate) -> BridgeConfig:
+    """`config` with the environment every agent gets telling its gate where the modes are,
+    and its extension which of the client's variables hold secrets (names only: the values
+    are in its own environment already)."""
+    client = _client_env(config)
+    names = {
+        SECRET_NAMES_ENV: ",".join(secret_env_names(client)),
+        SCRUB_NAMES_ENV: ",".join(scrubbed_names(client)),
+    }
+    return dataclasses.replace(config, env={**config.env, **gate.agent_env(), **names})
 
 
 def _learn_env_secrets(config: BridgeConfig) -> None:

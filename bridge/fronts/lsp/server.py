@@ -33,7 +33,7 @@ from bridge.policy.gate import FrontPolicy, Gate
 from bridge.policy.rule_store import RuleStore, RuleStoreError
 from bridge.runs import history
 from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
-from bridge.runs.registry import AgentAdapter, RunRegistry, effective_settings
+from bridge.runs.registry import AgentAdapter, AgentChoiceError, RunRegistry, effective_settings
 
 log = logging.getLogger(__name__)
 
@@ -309,13 +309,17 @@ def _admin_features(server: BridgeServer) -> None:
     @server.feature(contract.COMMANDS)
     async def pi_commands(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.CommandsParams, raw)
-        result = await _admin_call(ls.admin.commands(params.session_id, _admin_cwd(ls, params.cwd)))
+        result = await _admin_call(
+            ls.admin.commands(params.session_id, _admin_cwd(ls, params.cwd), params.agent)
+        )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.MODELS)
     async def pi_models(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.ModelsParams, raw)
-        result = await _admin_call(ls.admin.models(params.session_id, _admin_cwd(ls, params.cwd)))
+        result = await _admin_call(
+            ls.admin.models(params.session_id, _admin_cwd(ls, params.cwd), params.agent)
+        )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @server.feature(contract.RENAME_SESSION)
@@ -366,6 +370,8 @@ async def _admin_call(call: Awaitable[T]) -> T:
         raise JsonRpcException(
             message=str(exc), code=NO_SESSION if exc.not_found else TOOLBOX_ERROR
         ) from None
+    except AgentChoiceError as exc:  # an unknown agent, or a session of another agent than the one named
+        raise JsonRpcInvalidParams(message=f"agent: {exc}") from None
 
 
 async def _rule_store_call(call: Awaitable[list[contract.PermissionRule]]) -> list[contract.PermissionRule]:
