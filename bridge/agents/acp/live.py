@@ -400,7 +400,14 @@ class AcpLive(JsonRpcLiveClient):
     def _session_update(self, line: bytes, params: Any) -> list[bytes]:
         """The line for the run, when it is of the session's running turn (outside a turn: a
         start-up banner, the agent's commands, not a run's output); the agent's state noted."""
-        if not isinstance(params, dict) or params.get("sessionId") != self._acp_session:
+        if not isinstance(params, dict):
+            return []
+        if self._acp_session is None:
+            # The session being opened: its first updates (OpenCode's commands) may come in the
+            # same read as the answer to session/new, before the session's id is noted.
+            self._note_state(params.get("update"))
+            return []
+        if params.get("sessionId") != self._acp_session:
             return []
         self._note_state(params.get("update"))
         if not self._prompt:
