@@ -22,6 +22,7 @@ import psutil
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from bridge.agents import build_adapter
@@ -671,3 +672,48 @@ async def test_an_acp_agent_chosen_per_run_on_a_pi_bridge_is_live_per_conversati
         assert agent_processes("opencode") == [pid], "one OpenCode process serves every turn"
     last = requests_of(scripted_model, "echo")[-1]["body"]
     assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
+
+
+@pytest.mark.slow
+async def test_the_toolbox_asks_the_agent_a_conversation_picked_on_a_pi_bridge(
+    pi_bridge_with_opencode: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """pi/models and pi/commands naming OpenCode open OpenCode's conversation ahead of its first
+    prompt, list OpenCode's own models and commands, and the next run naming it runs there."""
+    client = pi_bridge_with_opencode
+    listed = await request(client, "pi/models", {"agent": "opencode", "cwd": str(tmp_path)})
+    sid = listed["sessionId"]
+    models = {(m["provider"], m["id"]) for m in listed["models"]}
+    assert {("scripted", "echo"), ("scripted", "text")} <= models, models
+    assert not {"fake", "fake-anthropic"} & {provider for provider, _ in models}, "OpenCode's list, not pi's"
+    current = listed["current"]
+    assert current["current"] and (current["provider"], current["id"]) in models, listed
+    [pid] = agent_processes("opencode")
+    assert await live_pids(client, sid) == [pid], "the picked agent's conversation is live"
+
+    tag = os.urandom(4).hex()
+    result, messages = await run(
+        client, run_params("opencode", "echo", f"one-{tag}", tmp_path, sessionId=sid)
+    )
+    assert result["status"] == "completed", messages[-1]["content"]
+    assert result["sessionId"] == sid and result["text"] == f"ECHO:one-{tag}"
+    assert agent_processes("opencode") == [pid], "the run went to the conversation the toolbox opened"
+    assert f"one-{tag}" in json.dumps(requests_of(scripted_model, "echo")[-1]["body"])
+
+    commands = await request(client, "pi/commands", {"agent": "opencode", "sessionId": sid})
+    assert commands["sessionId"] == sid
+    own = {c["name"] for c in commands["commands"] if c["source"] == "agent"}
+    assert "review" in own, commands["commands"]
+    assert agent_processes("opencode") == [pid]
+
+    # an unknown agent, and a session of another agent than the one named, are the client's errors
+    with pytest.raises(JsonRpcException) as unknown:
+        await request(client, "pi/models", {"agent": "no-such-agent", "cwd": str(tmp_path)})
+    assert unknown.value.code == -32602
+    assert "no-such-agent" in str(unknown.value) and "opencode" in str(unknown.value), unknown.value
+    with pytest.raises(JsonRpcException) as other:
+        await request(client, "pi/commands", {"agent": "pi", "sessionId": sid})
+    assert other.value.code == -32602 and "belongs to agent 'opencode'" in str(other.value), other.value
+    assert agent_processes("opencode") == [pid]
+    live = await request(client, "pi/runs", None)
+    assert [entry["sessionId"] for entry in live["live"]] == [sid], "a refused request opens nothing"
