@@ -109,6 +109,7 @@ export class Controller implements vscode.Disposable {
       session: () => this.ensureSession(),
       sessionId: () => this.chat.conversation.sessionId,
       onDefaultAgent: () => this.chat.onDefaultAgent,
+      agent: () => this.chat.conversation.toolboxAgent,
       adopt: (sessionId) => this.chat.conversation.offerSession(sessionId),
       cwd: defaultCwd,
       show: (models) => {

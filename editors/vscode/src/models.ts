@@ -17,10 +17,12 @@ export interface ModelsDeps {
   /** The shown conversation's session id, if it has one. */
   sessionId(): string | null;
   /**
-   * Whether the shown conversation runs the bridge's default agent. pi/models takes no agent:
-   * without a session it opens the default agent, and another agent's list it may not know.
+   * Whether the shown conversation runs the bridge's default agent. Another agent's conversation
+   * without a session waits for its `/` commands to open one (asking here too would open two).
    */
   onDefaultAgent(): boolean;
+  /** The agent pi/models names for the shown conversation (null: the bridge's default). */
+  agent(): string | null;
   /** The bridge opened a conversation to answer (none was named): the chat's next prompt goes there. */
   adopt(sessionId: string): void;
   cwd(): string | undefined;
@@ -83,7 +85,9 @@ export class Models {
         return;
       }
       const cwd = this.deps.cwd();
-      const params = sessionId ? { sessionId } : cwd ? { cwd } : {};
+      const where = sessionId ? { sessionId } : cwd ? { cwd } : {};
+      const agent = this.deps.agent();
+      const params = agent ? { ...where, agent } : where;
       const result = await session.request<ModelsResult>(Methods.models, params);
       if (!sessionId && result.sessionId) {
         this.deps.adopt(result.sessionId);

@@ -605,7 +605,7 @@ test("the agent picker lists the bridge's agents, a missing one disabled with wh
   assert.equal(pickable(list, 'nobody'), 'the bridge lists no agent named nobody');
 });
 
-test("a conversation runs its picked agent: each run names it, the default agent's session opened ahead is dropped, and one with turns keeps its agent", async () => {
+test("a conversation runs its picked agent: each run names it, the default agent's session opened ahead is dropped for the picked agent's, and one with turns keeps its agent", async () => {
   const posted: HostMessage[] = [];
   const runs: RunParams[] = [];
   const asked: { method: string; params: Record<string, unknown> }[] = [];
@@ -618,8 +618,8 @@ test("a conversation runs its picked agent: each run names it, the default agent
     request: (method: string, params: Record<string, unknown>) => {
       asked.push({ method, params });
       if (method === Methods.commands) {
-        // Asked without a session, the bridge opens one on its default agent.
-        return Promise.resolve({ commands: [], sessionId: params.sessionId ?? 'pre-opened-pi' });
+        // Asked without a session, the bridge opens one on the agent named (default: its own).
+        return Promise.resolve({ commands: [], sessionId: params.sessionId ?? `pre-opened-${typeof params.agent === 'string' ? params.agent : 'pi'}` });
       }
       if (method === Methods.session) {
         return Promise.resolve({ found: true, sessionId: params.sessionId, title: null, agent: 'fake', turns: [] });
@@ -641,21 +641,33 @@ test("a conversation runs its picked agent: each run names it, the default agent
   assert.equal(conversation.setAgent('fake'), true);
   assert.equal(conversation.sessionId, null, "that session is pi's: dropped");
   assert.equal(conversation.onDefaultAgent, false);
-  const before = asked.length;
-  await conversation.loadCommands();
-  assert.equal(asked.length, before, 'nothing opened on the default agent for it');
+  // setAgent asked the picked agent's commands: its answer is a few event-loop turns away
+  for (let turn = 0; turn < 100 && conversation.sessionId === null; turn++) {
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(conversation.sessionId, 'pre-opened-fake', "the picked agent's session is opened ahead");
   await conversation.send('hello');
   await conversation.send('again');
   assert.deepEqual(
     runs.map((r) => [r.agent, r.sessionId ?? null]),
     [
+      ['fake', 'pre-opened-fake'],
+      ['fake', 's-fake'],
+    ],
+    'each run names the agent; the first goes to the session opened ahead, the second continues it',
+  );
+  const sent = asked
+    .filter((a) => a.method === Methods.commands)
+    .map((a) => [a.params.agent ?? null, a.params.sessionId ?? null]);
+  assert.deepEqual(
+    sent,
+    [
+      [null, null],
       ['fake', null],
       ['fake', 's-fake'],
     ],
-    'each run names the agent; the second continues the first',
+    "pi/commands names the picked agent, of its session once it has one (never the default agent's)",
   );
-  const sent = asked.filter((a) => a.method === Methods.commands).map((a) => a.params.sessionId ?? null);
-  assert.deepEqual(sent, [null], 'pi/commands (no agent param) is never asked for it, not even of its session');
   assert.equal(conversation.setAgent('pi'), false, 'a conversation with turns keeps its agent');
   assert.equal(conversation.agent, 'fake');
   assert.equal(memory.get('s-fake')?.agent, 'fake', 'remembered with the conversation');

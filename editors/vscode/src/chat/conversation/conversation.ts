@@ -226,13 +226,19 @@ export class Conversation {
   }
 
   /**
-   * Whether it runs the bridge's default agent. pi/commands and pi/models take no agent: without
-   * a session they open the default agent (whose session a run of another agent could not
-   * continue), and they find the default agent's conversations only. So another agent's
-   * conversation asks neither.
+   * Whether it runs the bridge's default agent (pi/commands and pi/models then name no agent; the
+   * bridge's own default is that agent).
    */
   get onDefaultAgent(): boolean {
     return this.agent === null || this.agent === (this.host.defaultAgent?.() ?? null);
+  }
+
+  /**
+   * The agent pi/commands and pi/models name for it: its pick when that is not the default agent
+   * (the bridge asks, or opens ahead of the first prompt, that agent's conversation), else none.
+   */
+  get toolboxAgent(): string | null {
+    return this.onDefaultAgent ? null : this.agent;
   }
 
   /**
@@ -330,9 +336,6 @@ export class Conversation {
    * leaves the list empty: `/` then completes nothing, and a typed command is still sent.
    */
   async loadCommands(): Promise<void> {
-    if (!this.onDefaultAgent) {
-      return;
-    }
     const key = this.sessionId ?? `cwd:${this.host.cwd?.() ?? ''}`;
     if (this.commandsFor === key) {
       return;
@@ -341,12 +344,14 @@ export class Conversation {
     try {
       const session = await this.host.session();
       const cwd = this.host.cwd?.();
-      const params = this.sessionId ? { sessionId: this.sessionId } : cwd ? { cwd } : {};
+      const where = this.sessionId ? { sessionId: this.sessionId } : cwd ? { cwd } : {};
+      const agent = this.toolboxAgent;
+      const params = agent ? { ...where, agent } : where;
       const answer = await session.request<CommandsResult>(Methods.commands, params);
       if (this.commandsFor !== key) {
         return; // the conversation got a session meanwhile: that list is on its way
       }
-      // Asked without a session, the bridge opened the conversation's pi: its first prompt goes
+      // Asked without a session, the bridge opened the conversation's agent: its first prompt goes
       // there (unless a prompt was sent meanwhile, which started a session of its own).
       if (answer.sessionId && this.sessionId === null && this.turns.length === 0) {
         this.commandsFor = answer.sessionId;
@@ -665,8 +670,8 @@ export class Conversation {
 
   /** A session the bridge opened for this conversation before its first prompt (pi/models). */
   offerSession(sessionId: string): void {
-    if (this.sessionId === null && this.turns.length === 0 && this.onDefaultAgent) {
-      this.adoptSession(sessionId);
+    if (this.sessionId === null && this.turns.length === 0) {
+      this.adoptSession(sessionId); // pi/models named its agent: the session is that agent's
     }
   }
 
