@@ -98,21 +98,18 @@ function M.open()
   M.load_commands()
 end
 
---- Fetch the conversation's `/` commands for the prompt's completion. Asked for a conversation
---- without a session, the bridge opens its pi: the first prompt goes there (unless one was sent
---- meanwhile, which started a session of its own).
+--- Fetch the conversation's `/` commands for the prompt's completion, of its picked agent.
+--- Asked for a conversation without a session, the bridge opens that agent's conversation: the
+--- first prompt goes there (unless one was sent meanwhile, which started a session of its own).
 function M.load_commands()
-  if not M.on_default_agent() then
-    return
-  end
-  local agent = state.agent
+  local agent, named = state.agent, M.toolbox_agent()
   commands.refresh(state.session_id, vim.fn.getcwd(), function(_, opened)
     -- (a conversation opened for an agent since unpicked is not the chat's)
     if opened and not state.session_id and not state.run and state.agent == agent then
       state.session_id = opened
-      commands.rekey(opened) -- the list is that session's from now on
+      commands.rekey(opened, named) -- the list is that session's from now on
     end
-  end)
+  end, named)
 end
 
 local function run_params(prompt)
@@ -453,17 +450,13 @@ end
 --- prompt then uses, as `load_commands` does. The answer's `current` feeds the statusline.
 --- @param done fun(err: table?, result: table?)
 function M.load_models(done)
-  if not M.on_default_agent() then
-    done({ message = 'the bridge lists the models of its default agent only' }, nil)
-    return
-  end
-  local params = { sessionId = state.session_id, cwd = vim.fn.getcwd() }
-  local agent = state.agent
+  local agent, named = state.agent, M.toolbox_agent()
+  local params = { sessionId = state.session_id, cwd = vim.fn.getcwd(), agent = named }
   require('pi_bridge.core.client').request(protocol.MODELS, params, function(err, result)
     if not err and type(result) == 'table' then
       if result.sessionId and not state.session_id and not state.run and state.agent == agent then
         state.session_id = result.sessionId
-        commands.rekey(result.sessionId)
+        commands.rekey(result.sessionId, named)
       end
       if type(result.current) == 'table' and result.current.provider and result.current.id then
         state.current_model = model_key(result.current)
@@ -615,14 +608,18 @@ function M.status()
   return table.concat(parts, ' · ')
 end
 
---- Does the chat's conversation run the bridge's default agent? pi/commands and pi/models take no
---- agent: without a session they open the default agent (whose session another agent's run could
---- not continue), and they find the default agent's conversations only, so another agent's
---- conversation asks neither.
+--- Does the chat's conversation run the bridge's default agent?
 --- @return boolean
 function M.on_default_agent()
   local default = require('pi_bridge.core.client').bridge.defaultAgent
   return state.agent == nil or state.agent == default
+end
+
+--- The agent pi/commands and pi/models name for the chat's conversation: its pick when that is
+--- not the default agent (the bridge asks, or opens ahead, that agent's conversation), else nil.
+--- @return string?
+function M.toolbox_agent()
+  return not M.on_default_agent() and state.agent or nil
 end
 
 --- The agents a run can name, from the bridge's `initialize` answer; `done(agents, default)` once

@@ -33,17 +33,22 @@ local function str(v)
   return type(v) == 'string' and v or nil
 end
 
---- Which conversation a list belongs to: its session, else the directory of a new one.
+--- Which conversation a list belongs to: its session, else the directory of a new one (of
+--- `agent`, when the conversation names one).
 --- @param session_id string?
 --- @param cwd string
+--- @param agent string?
 --- @return string
-local function key_of(session_id, cwd)
-  return session_id and ('session:' .. session_id) or ('cwd:' .. cwd)
+local function key_of(session_id, cwd, agent)
+  local key = session_id and ('session:' .. session_id) or ('cwd:' .. cwd)
+  return agent and ('agent:' .. agent .. ' ' .. key) or key
 end
 
---- The params of pi/commands for a conversation.
-local function params_of(session_id, cwd)
-  return session_id and { sessionId = session_id } or { cwd = cwd }
+--- The params of pi/commands for a conversation (`agent`: the one it picked, not the default).
+local function params_of(session_id, cwd, agent)
+  local params = session_id and { sessionId = session_id } or { cwd = cwd }
+  params.agent = agent
+  return params
 end
 
 --- Fetch the list of the conversation (`session_id`, else a new one in `cwd`) unless it is the
@@ -52,8 +57,9 @@ end
 --- @param cwd string
 --- @param on_done fun(commands: pi_bridge.Command[], session_id: string?)? the list, and the
 ---   session the bridge opened for a new conversation (asked without `session_id`)
-function M.refresh(session_id, cwd, on_done)
-  local key = key_of(session_id, cwd)
+--- @param agent string? the agent the conversation picked (nil: the bridge's default)
+function M.refresh(session_id, cwd, on_done, agent)
+  local key = key_of(session_id, cwd, agent)
   if cache and cache.key == key then
     if on_done then
       on_done(cache.commands)
@@ -63,7 +69,7 @@ function M.refresh(session_id, cwd, on_done)
   loading = key
   require('pi_bridge.core.client').request(
     protocol.COMMANDS,
-    params_of(session_id, cwd),
+    params_of(session_id, cwd, agent),
     function(err, result)
       local commands = (not err and result and type(result.commands) == 'table') and result.commands
         or {}
@@ -91,9 +97,10 @@ end
 
 --- The list held for a new conversation is the list of the session the bridge opened for it.
 --- @param session_id string
-function M.rekey(session_id)
+--- @param agent string? the agent it was asked of (nil: the bridge's default)
+function M.rekey(session_id, agent)
   if cache then
-    cache.key = key_of(session_id, '')
+    cache.key = key_of(session_id, '', agent)
   end
 end
 
