@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+from typing import cast
+
+import anyio
+
 from bridge.agents.acp import options as own
 from bridge.agents.acp.catalog import CATALOG
+from bridge.agents.acp.live import AcpLive
 from bridge.agents.values import SESSION_MODE, AgentCommand
+from bridge.process.spawn import ChildProcess
 
 #: Gemini CLI 0.61.0's session/new answer (measured), and OpenCode 1.18.33's config options.
 GEMINI_OPENED = {
@@ -89,3 +97,28 @@ def test_available_commands_are_the_agents_own() -> None:
         AgentCommand("init", "", "agent", None),
     )
     assert own.commands({"sessionUpdate": "plan"}) is None
+
+
+def _commands_update(session_id: str, *names: str) -> bytes:
+    """An `available_commands_update` line of `session_id` listing `names`."""
+    commands = [{"name": name, "description": f"the {name} command"} for name in names]
+    update = {"sessionUpdate": "available_commands_update", "availableCommands": commands}
+    message = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
+def test_commands_announced_as_the_session_opens_are_kept_and_another_sessions_are_not() -> None:
+    """OpenCode announces its commands right after answering session/new: in the same read as that
+    answer they come before the client has noted the session's id, and still are the session's."""
+    client = AcpLive(cast(ChildProcess, SimpleNamespace(handle=None)), CATALOG["opencode"])
+    client._dispatch([_commands_update("ses_opening", "review", "init")])
+    assert [c.name for c in anyio.run(client.commands)] == ["review", "init"]
+    client._acp_session = "ses_opening"  # as session/new's answer sets it
+    client._dispatch([_commands_update("ses_other", "intruder")])
+    assert [c.name for c in anyio.run(client.commands)] == ["review", "init"], "another session's list"
+    client._dispatch([_commands_update("ses_opening", "review")])
+    assert [c.name for c in anyio.run(client.commands)] == ["review"], "the session's own update"
