@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bridge.agents.acp.catalog import CATALOG, SESSION_ENV, SETTLED_LINE, AcpAgentSpec
+from bridge.agents.acp.catalog import CATALOG, MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec
 from bridge.agents.acp.mapper import AcpEventMapper
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class AcpLiveMode:
         env = {**self.spec.env, SESSION_ENV: plan}
         if self.spec.model_env and options.model:
             env[self.spec.model_env] = options.model
+        if options.mcp_config:
+            env[MCP_ENV] = options.mcp_config
         return LaunchSpec(argv=command, cwd=options.cwd, env=env)
 
     def client(

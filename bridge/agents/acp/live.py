@@ -14,8 +14,9 @@ import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
-from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
+from bridge.agents.acp.catalog import MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.acp.client_fs import FS_METHODS, fs_answer, fs_op, refused
+from bridge.agents.acp.mcp import session_servers
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.mapping import json_object
@@ -32,7 +33,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import PromptImage, ToolKind
+from bridge.contract import ErrorKind, PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,16 @@ _REJECT: Final = ("reject_once", "reject_always")
 class AcpLiveError(LiveError):
     """A request the ACP agent refused, did not answer in time, or could not take."""
 
-    def __init__(self, agent: str, command: str, reason: str, *, kind: LiveErrorKind) -> None:
-        super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind)
+    def __init__(
+        self,
+        agent: str,
+        command: str,
+        reason: str,
+        *,
+        kind: LiveErrorKind,
+        error_kind: ErrorKind | None = None,
+    ) -> None:
+        super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind, error_kind=error_kind)
 
 
 def launch_env(child: ChildProcess) -> dict[str, str]:
@@ -136,14 +145,15 @@ class AcpLive(JsonRpcLiveClient):
         plan = env.get(SESSION_ENV, "new")
         cwd = self._cwd()
         meta = dict(self.spec.session_meta) or None
+        servers = self._servers(env.get(MCP_ENV), caps.mcp_capabilities if caps else None)
         opened: dict[str, Any]
         if plan.startswith("load:") and can_load:
             wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
-            load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=[], field_meta=meta)
+            load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)
             self._acp_session, self._session_id = wanted, bridge_id or wanted
         else:
-            new = schema.NewSessionRequest(cwd=cwd, mcp_servers=[], field_meta=meta)
+            new = schema.NewSessionRequest(cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/new", _dump(new), START_TIMEOUT_SECONDS)
             self._acp_session = str(opened.get("sessionId") or "")
             named = plan.partition(":")[2].rpartition("|")[2]
@@ -162,6 +172,16 @@ class AcpLive(JsonRpcLiveClient):
             model=current,
             message_count=1 if plan.startswith("load:") else 0,
         )
+
+    def _servers(self, config: str | None, caps: schema.McpCapabilities | None) -> list[Any]:
+        """The conversation's MCP servers (the private file the launch named) in ACP's form; a
+        transport the agent does not take fails the start, naming it, rather than drop the server."""
+        try:
+            return session_servers(config, http=bool(caps and caps.http))
+        except ValueError as exc:
+            raise AcpLiveError(
+                self.spec.display_name, "session/new", str(exc), kind="refused", error_kind="usage"
+            ) from exc
 
     def _read_models(self, opened: Mapping[str, Any]) -> str | None:
         """The models the session offers (its `model` config option), and the one it runs."""
@@ -218,11 +238,18 @@ class AcpLive(JsonRpcLiveClient):
 
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
         """Write `session/prompt` now; its answer is the turn's end (read as the settled line)."""
-        blocks: list[Any] = []
-        if self._images:
-            blocks += [
-                schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
-            ]
+        if images and not self._images:
+            # dropped, the model would answer a prompt the user did not send
+            raise AcpLiveError(
+                self.spec.display_name,
+                "session/prompt",
+                "takes no images (its promptCapabilities.image is false): the prompt was not sent",
+                kind="refused",
+                error_kind="usage",
+            )
+        blocks: list[Any] = [
+            schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
+        ]
         blocks.append(schema.TextContentBlock(type="text", text=text))
         request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
         self._end = _BARE_END

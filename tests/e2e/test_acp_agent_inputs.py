@@ -1,0 +1,122 @@
+"""What a run hands an ACP agent besides its prompt: its images (ACP image blocks) and the
+conversation's MCP servers (session/new's `mcpServers`), judged from the scripted model's received
+requests, the stream and /proc. The agents and their fixtures are test_acp_agents.py's.
+"""
+
+# ruff: noqa: F811 (test_acp_agents.py's fixtures, imported by name, are the tests' parameters)
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+from pytest_lsp import LanguageClient
+
+from bridge.scripted_model import ScriptedModelServer
+from bridge.scripted_model.request_body import trailing_tool_result, user_images_of
+from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by name)
+    SLOW_COMMAND,
+    agent,
+    agent_processes,
+    bridge,
+    claude_acp_bridge,
+    gemini_bridge,
+    opencode_bridge,
+    pi_acp_bridge,
+    requests_of,
+    requires_acp_agents,
+    run,
+    run_params,
+)
+from tests.e2e.test_mcp import SECRET, cmdline, stdio_server
+from tests.fixtures.mcp_server import TOKEN, secret_digest
+from tests.support.env import requires_pi
+from tests.support.leaks import run_processes, wait_for_run_process
+from tests.support.lsp import messages_of, request
+from tests.support.model_requests import PIXEL_PNG
+from tests.support.streams import assert_stream_invariants
+
+pytestmark = [requires_pi, requires_acp_agents, pytest.mark.realpi, pytest.mark.slow]
+
+
+async def test_an_image_reaches_the_model_with_the_prompt(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    tag = os.urandom(4).hex()
+    image = {"mimeType": "image/png", "data": PIXEL_PNG}
+    result, messages = await run(bridge, run_params(agent, "echo", f"see-{tag}", tmp_path, images=[image]))
+    assert result["status"] == "completed", messages[-1]["content"]
+    # Claude Code adds a line naming where it stored the image to the prompt's text
+    assert result["text"].startswith(f"ECHO:see-{tag}"), result["text"]
+    # the conversation's request (not Claude Code's title request: it offers no tools)
+    [seen] = [r for r in requests_of(scripted_model, "echo") if f"see-{tag}" in json.dumps(r["body"])]
+    assert user_images_of(seen["body"]) == [f"data:image/png;base64,{PIXEL_PNG}"], "the image, as sent"
+
+
+#: The name each agent offers the fixture's `echo_token` tool under (server `fixture`).
+MCP_TOOLS = {"claude-acp": "mcp__fixture__echo_token", "opencode": "fixture_echo_token"}
+#: A built-in command tool the `calltool` scenario calls to run SLOW_COMMAND, and its arguments.
+COMMAND_TOOLS = {
+    "claude-acp": ("Bash", {"command": SLOW_COMMAND}),
+    "opencode": ("bash", {"command": SLOW_COMMAND, "description": "waits"}),
+}
+
+
+def mcp_servers_of(pid: int) -> list[psutil.Process]:
+    """The fixture MCP servers among `pid`'s descendants."""
+    return [p for p in psutil.Process(pid).children(recursive=True) if "mcp_server.py" in cmdline(p)]
+
+
+@pytest.mark.parametrize("agent", list(MCP_TOOLS))
+async def test_an_mcp_tool_is_called_its_result_reaches_the_model_and_a_cancel_leaves_nothing(
+    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    tool, text = MCP_TOOLS[agent], f"over-{agent}-{os.urandom(3).hex()}"
+    servers = [stdio_server()]
+    result, messages = await run(
+        bridge, run_params(agent, "calltool", f"{tool} {text}", tmp_path, mcpServers=servers)
+    )
+    expected = f"{TOKEN} {text} secret={secret_digest(SECRET)}"
+    assert result["status"] == "completed" and expected in result["text"], messages[-1]["content"]
+    [call] = [m["content"] for m in messages if m["type"] == "tool.call"]
+    [done] = [m["content"] for m in messages if m["type"] == "tool.completed"]
+    assert done["toolCallId"] == call["toolCallId"] and expected in done["output"], done
+    bodies = [r["body"] for r in scripted_model.requests if r["model"] == "calltool"]
+    assert any(expected in (trailing_tool_result(body) or "") for body in bodies), "the model got the result"
+    assert SECRET not in json.dumps(bodies) + json.dumps(messages), "the secret reached the server alone"
+    [pid] = agent_processes(agent)
+    helpers = mcp_servers_of(pid)
+    assert helpers, "the MCP server runs inside the agent's process tree"
+    # a cancel mid-command, the MCP server running: the command goes, nothing escapes the tree
+    run_id = f"cancel-{os.urandom(3).hex()}"
+    command, arguments = COMMAND_TOOLS[agent]
+    params = run_params(
+        agent,
+        "calltool",
+        f"{command} {json.dumps(arguments)}",
+        tmp_path,
+        sessionId=result["sessionId"],
+        mcpServers=servers,
+        runId=run_id,
+    )
+    task = asyncio.ensure_future(request(bridge, "pi/run", params))
+    await messages_of(bridge).wait_type(run_id, "tool.call")
+    sleeper = await wait_for_run_process("sleep 30")
+    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    with pytest.raises(Exception) as raised:
+        await task
+    assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
+    assert answer["shutdown"]["survivors"] == []
+    assert not psutil.pid_exists(sleeper.pid) or sleeper.status() == psutil.STATUS_ZOMBIE
+    assert [p for p in run_processes() if "sleep" in cmdline(p)] == [], "nothing of the command is left"
+    assert_stream_invariants(messages_of(bridge).by_run[run_id])
+    live = [p for p in agent_processes(agent) if psutil.pid_exists(p)]
+    inside = {h.pid for p in live for h in mcp_servers_of(p)}
+    escaped = [h.pid for h in helpers if h.is_running() and h.status() != psutil.STATUS_ZOMBIE]
+    assert set(escaped) <= inside, "an MCP server still running is its live agent's, nobody else's"
+    # tagged as the run's processes: the fixture's leak check after the bridge stopped covers them
+    assert {h.pid for h in helpers} <= {p.pid for p in run_processes()}
