@@ -10,17 +10,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psutil
 import pytest
+import pytest_lsp
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import trailing_tool_result, user_images_of
 from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by name)
     SLOW_COMMAND,
+    _config,
     agent,
+    agent_env,
     agent_processes,
     bridge,
     claude_acp_bridge,
@@ -34,9 +39,9 @@ from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by 
 )
 from tests.e2e.test_mcp import SECRET, cmdline, stdio_server
 from tests.fixtures.mcp_server import TOKEN, secret_digest
-from tests.support.env import requires_pi
-from tests.support.leaks import run_processes, wait_for_run_process
-from tests.support.lsp import messages_of, request
+from tests.support.env import WAIT, requires_pi
+from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
+from tests.support.lsp import initialize, messages_of, request
 from tests.support.model_requests import PIXEL_PNG
 from tests.support.streams import assert_stream_invariants
 
@@ -71,14 +76,36 @@ def mcp_servers_of(pid: int) -> list[psutil.Process]:
     return [p for p in psutil.Process(pid).children(recursive=True) if "mcp_server.py" in cmdline(p)]
 
 
+@pytest_lsp.fixture(config=_config("claude-acp"))
+async def claude_acp_mcp_bridge(
+    lsp_client: LanguageClient, scripted_model: ScriptedModelServer, pi_agent_dir: Path
+) -> AsyncIterator[LanguageClient]:
+    """A bridge on claude-acp whose Claude Code offers MCP tools by name: by default it defers
+    them behind its ToolSearch tool, which the scripted model does not call."""
+    env = agent_env(scripted_model, pi_agent_dir, Path(tempfile.mkdtemp(prefix="claude-acp-config-")))
+    env["ENABLE_TOOL_SEARCH"] = "false"
+    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+@pytest.fixture
+def mcp_bridge(request: pytest.FixtureRequest, agent: str) -> LanguageClient:
+    """The LSP bridge of the test's agent, offering MCP tools by name."""
+    name = "claude_acp_mcp_bridge" if agent == "claude-acp" else f"{agent}_bridge"
+    client: LanguageClient = request.getfixturevalue(name)
+    return client
+
+
 @pytest.mark.parametrize("agent", list(MCP_TOOLS))
 async def test_an_mcp_tool_is_called_its_result_reaches_the_model_and_a_cancel_leaves_nothing(
-    bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+    mcp_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
 ) -> None:
     tool, text = MCP_TOOLS[agent], f"over-{agent}-{os.urandom(3).hex()}"
     servers = [stdio_server()]
     result, messages = await run(
-        bridge, run_params(agent, "calltool", f"{tool} {text}", tmp_path, mcpServers=servers)
+        mcp_bridge, run_params(agent, "calltool", f"{tool} {text}", tmp_path, mcpServers=servers)
     )
     expected = f"{TOKEN} {text} secret={secret_digest(SECRET)}"
     assert result["status"] == "completed" and expected in result["text"], messages[-1]["content"]
@@ -90,7 +117,7 @@ async def test_an_mcp_tool_is_called_its_result_reaches_the_model_and_a_cancel_l
     assert SECRET not in json.dumps(bodies) + json.dumps(messages), "the secret reached the server alone"
     [pid] = agent_processes(agent)
     helpers = mcp_servers_of(pid)
-    assert helpers, "the MCP server runs inside the agent's process tree"
+    assert helpers, "the MCP server runs inside the agent's process tree, and outlives the run"
     # a cancel mid-command, the MCP server running: the command goes, nothing escapes the tree
     run_id = f"cancel-{os.urandom(3).hex()}"
     command, arguments = COMMAND_TOOLS[agent]
@@ -103,20 +130,42 @@ async def test_an_mcp_tool_is_called_its_result_reaches_the_model_and_a_cancel_l
         mcpServers=servers,
         runId=run_id,
     )
-    task = asyncio.ensure_future(request(bridge, "pi/run", params))
-    await messages_of(bridge).wait_type(run_id, "tool.call")
+    task = asyncio.ensure_future(request(mcp_bridge, "pi/run", params))
+    await messages_of(mcp_bridge).wait_type(run_id, "tool.call")
     sleeper = await wait_for_run_process("sleep 30")
-    answer = await request(bridge, "pi/cancel", {"runId": run_id})
+    answer = await request(mcp_bridge, "pi/cancel", {"runId": run_id})
     with pytest.raises(Exception) as raised:
         await task
     assert raised.value.data["status"] == "cancelled"  # type: ignore[attr-defined]
     assert answer["shutdown"]["survivors"] == []
     assert not psutil.pid_exists(sleeper.pid) or sleeper.status() == psutil.STATUS_ZOMBIE
     assert [p for p in run_processes() if "sleep" in cmdline(p)] == [], "nothing of the command is left"
-    assert_stream_invariants(messages_of(bridge).by_run[run_id])
-    live = [p for p in agent_processes(agent) if psutil.pid_exists(p)]
-    inside = {h.pid for p in live for h in mcp_servers_of(p)}
-    escaped = [h.pid for h in helpers if h.is_running() and h.status() != psutil.STATUS_ZOMBIE]
-    assert set(escaped) <= inside, "an MCP server still running is its live agent's, nobody else's"
-    # tagged as the run's processes: the fixture's leak check after the bridge stopped covers them
-    assert {h.pid for h in helpers} <= {p.pid for p in run_processes()}
+    assert_stream_invariants(messages_of(mcp_bridge).by_run[run_id])
+    await assert_mcp_servers_are_the_live_agents(agent, helpers)
+
+
+def running(processes: list[psutil.Process]) -> set[int]:
+    """The pids of `processes` still running (zombies count as gone)."""
+    alive = set()
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.add(process.pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+async def assert_mcp_servers_are_the_live_agents(agent: str, helpers: list[psutil.Process]) -> None:
+    """Every MCP server of `helpers` still running is under the live agent process and tagged as a
+    run's process (the fixture's leak check after the bridge stops then covers it). An agent may
+    restart its MCP server; the one it replaced goes on its own (polled: no event tells)."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        inside = {h.pid for p in agent_processes(agent) if psutil.pid_exists(p) for h in mcp_servers_of(p)}
+        left = running(helpers) - inside
+        if not left:
+            break
+        assert asyncio.get_running_loop().time() < deadline, f"MCP servers outside the agent: {left}"
+        await asyncio.sleep(0.05)
+    assert running(helpers) <= {p.pid for p in run_processes()}, "tagged as the run's processes"
