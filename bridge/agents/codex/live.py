@@ -171,8 +171,12 @@ class CodexLive(JsonRpcLiveClient):
         return []
 
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
-        """``turn/start`` now; `delivered` waits until Codex read it."""
-        inputs: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        """``turn/start`` now; `delivered` waits until Codex read it. Images go first, as data
+        URLs (its `image` input: no file the bridge would have to write and clean up)."""
+        inputs: list[dict[str, Any]] = [
+            {"type": "image", "url": f"data:{i.mime_type};base64,{i.data}"} for i in images
+        ]
+        inputs.append({"type": "text", "text": text})
         params: dict[str, Any] = {"threadId": self._thread, "input": inputs}
         if self._model:
             params["model"] = self._model
