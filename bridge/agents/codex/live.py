@@ -10,21 +10,25 @@ import itertools
 import json
 import logging
 import os
+import pathlib
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
+import anyio
 import orjson
 import psutil
 
-from bridge.agents.codex import sessions
+from bridge.agents.codex import mcp_exec, sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
+    MCP_PROMPT_ACCEPT_SECONDS,
     AgentCommand,
     BridgeCommand,
     CommandDone,
@@ -38,7 +42,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import ErrorKind, PromptImage
+from bridge.contract import ErrorKind, McpServerHttp, McpServerStdio, PromptImage
 from bridge.process.spawn import ChildProcess
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,8 @@ START_TIMEOUT_SECONDS: Final = 60.0
 #: saying so on stderr). In argv, not the environment: /proc's environ of a process read right
 #: after its spawn can still be the bridge's, before the exec (a resumed thread then started anew).
 THREAD_SETTING: Final = "pi_bridge_thread"
+#: The `-c` setting naming the conversation's private MCP file (ignored by Codex, as above).
+MCP_SETTING: Final = "pi_bridge_mcp_config"
 PROVIDER: Final = "codex"
 _TURN_END: Final = (b'{"type":"turn.completed"', b'{"type":"turn.failed"')
 _BARE_END: Final = b'{"type":"turn.completed"}'
@@ -97,6 +103,9 @@ class CodexLive(JsonRpcLiveClient):
         self._model: str | None = None
         self._usage: dict[str, Any] | None = None
         self._env: Mapping[str, str] = {}
+        #: The MCP servers named at launch whose start Codex has not reported over yet.
+        self._mcp_starting: set[str] = set()
+        self._mcp_started: anyio.Event | None = None
 
     # ------------------------------------------------------------------ the seam
 
@@ -122,6 +131,13 @@ class CodexLive(JsonRpcLiveClient):
         )
         self._write("initialized", orjson.dumps({"method": "initialized", "params": {}}) + b"\n")
         launched = _launch_settings(self.child.argv)
+        refused = _headed_http_servers(launched.get(MCP_SETTING))
+        if refused:
+            raise self._error(
+                "thread/start",
+                f"is not given MCP servers with headers ({', '.join(refused)}): they would be in its argv",
+                kind="refused",
+            )
         params: dict[str, Any] = {
             "cwd": self._cwd(),
             "approvalPolicy": "untrusted",
@@ -131,12 +147,14 @@ class CodexLive(JsonRpcLiveClient):
         if model:
             params["model"] = model
         thread = launched.get(THREAD_SETTING)
+        self._mcp_starting, self._mcp_started = _mcp_names(self.child.argv), anyio.Event()
         if thread:
             answer = await self.request(
                 "thread/resume", {**params, "threadId": thread}, START_TIMEOUT_SECONDS
             )
         else:
             answer = await self.request("thread/start", params, START_TIMEOUT_SECONDS)
+        await self._mcp_servers_started()
         started = answer.get("thread")
         self._thread = str(started["id"]) if isinstance(started, dict) and "id" in started else thread
         self._model = str(answer.get("model") or model or "") or None
@@ -255,8 +273,28 @@ class CodexLive(JsonRpcLiveClient):
         if events and listener is not None:
             listener(events)
 
+    async def _mcp_servers_started(self) -> None:
+        """Wait (bounded) until Codex reported each MCP server ready or failed: its first turn
+        otherwise starts without the tools of a server still starting."""
+        if not self._mcp_starting:
+            return
+        with anyio.move_on_after(MCP_PROMPT_ACCEPT_SECONDS):
+            if self._mcp_started is not None:
+                await self._mcp_started.wait()
+        if self._mcp_starting:
+            log.warning("Codex's MCP servers %s did not start in time", sorted(self._mcp_starting))
+
+    def _mcp_status(self, params: dict[str, Any]) -> None:
+        if params.get("status") in ("ready", "failed", "cancelled") and self._mcp_starting:
+            self._mcp_starting.discard(str(params.get("name")))
+            if not self._mcp_starting and self._mcp_started is not None:
+                self._mcp_started.set()
+
     def _event_lines(self, method: str, params: dict[str, Any]) -> list[bytes]:
         """A notification as the exec lines the mapper reads (none for bookkeeping)."""
+        if method == "mcpServer/startupStatus/updated":
+            self._mcp_status(params)
+            return []
         if method == "item/agentMessage/delta":
             return [orjson.dumps({"type": "message.delta", "delta": params.get("delta", "")})]
         if method in ("item/started", "item/completed"):
@@ -339,6 +377,24 @@ def _header_size(path: str) -> int:
     return size
 
 
+def mcp_settings(
+    servers: Sequence[McpServerStdio | McpServerHttp], config: str
+) -> dict[str, str | list[str]]:
+    """The conversation's MCP servers as Codex's `mcp_servers.<name>` settings: a stdio server
+    started by mcp_exec.py from the private file (its env never in argv), an http one by its URL
+    (one with headers is refused by `CodexLive.prepare`: they would be in argv)."""
+    found: dict[str, str | list[str]] = {}
+    for server in servers:
+        key = f"mcp_servers.{server.name}"
+        if isinstance(server, McpServerHttp):
+            if not server.headers:
+                found[f"{key}.url"] = server.url
+            continue
+        found[f"{key}.command"] = sys.executable
+        found[f"{key}.args"] = ["-I", "-S", mcp_exec.__file__, config, server.name]
+    return found
+
+
 def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
     """The string ``-c key="value"`` settings of a launch's argv."""
     found: dict[str, str] = {}
@@ -350,6 +406,31 @@ def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
                 if isinstance(value, str):
                     found[key] = value
     return found
+
+
+def _mcp_names(argv: Sequence[str]) -> set[str]:
+    """The MCP servers a launch's ``-c mcp_servers.<name>.*`` settings name."""
+    names = set()
+    for flag, setting in itertools.pairwise(argv):
+        key = setting.partition("=")[0]
+        if flag == "-c" and key.startswith("mcp_servers.") and key.count(".") == 2:
+            names.add(key.split(".")[1])
+    return names
+
+
+def _headed_http_servers(config: str | None) -> list[str]:
+    """The http servers with headers in the conversation's MCP file (see `mcp_settings`)."""
+    if not config:
+        return []
+    try:
+        listed = json.loads(pathlib.Path(config).read_bytes()).get("mcpServers") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [
+        str(n)
+        for n, e in listed.items()
+        if isinstance(e, dict) and e.get("type") == "http" and e.get("headers")
+    ]
 
 
 def _bytes_before(path: str, mark: int) -> int:
@@ -389,11 +470,14 @@ class CodexLiveMode:
     ) -> LaunchSpec:
         """``codex app-server`` with the sandbox and model as ``-c`` settings, and the thread to
         resume (read back from argv by `CodexLive.prepare`)."""
-        settings = {"sandbox_mode": sandbox_mode(options.sandbox)}
+        settings: dict[str, str | list[str]] = {"sandbox_mode": sandbox_mode(options.sandbox)}
         if options.model:
             settings["model"] = options.model
         if options.session_id:
             settings[THREAD_SETTING] = options.session_id
+        if options.mcp_config:
+            settings[MCP_SETTING] = options.mcp_config
+            settings.update(mcp_settings(options.mcp_servers, options.mcp_config))
         flags = [part for key, value in settings.items() for part in ("-c", f"{key}={json.dumps(value)}")]
         return LaunchSpec(argv=(*command, "app-server", *flags), cwd=options.cwd)
 
