@@ -75,7 +75,7 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
         "reasoning": "reasoning",
     }
     status = str(item.get("status") or "")
-    return {
+    snake = {
         "id": item.get("id"),
         "type": kinds.get(str(item.get("type")), str(item.get("type"))),
         "text": item.get("text"),
@@ -85,6 +85,23 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
         "status": {"inProgress": "in_progress"}.get(status, status),
         "changes": item.get("changes"),
     }
+    if item.get("type") == "mcpToolCall":
+        snake |= {k: item.get(k) for k in ("server", "tool", "arguments")}
+        snake["aggregated_output"] = _mcp_output(item)
+    return snake
+
+
+def _mcp_output(item: dict[str, Any]) -> str | None:
+    """An MCP tool call's result as text (its text blocks), or its error's message."""
+    result, error = item.get("result"), item.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, list):
+        return None
+    return "".join(
+        str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 class CodexLive(JsonRpcLiveClient):
@@ -341,13 +358,18 @@ class CodexLive(JsonRpcLiveClient):
         given = message.get("params")
         params: dict[str, Any] = given if isinstance(given, dict) else {}
         kind = _APPROVALS.get(method)
-        if kind is None:
+        mcp_call = _mcp_tool_call(method, params)
+        if kind is None and mcp_call is None:
+            log.info("Codex asked %s: not supported, refused", method)
             error = {"code": -32601, "message": f"{method} is not supported by pi-bridge"}
             self._write_quietly(orjson.dumps({"id": message["id"], "error": error}) + b"\n")
             return
         if request_id in self._open_checks:
             return
         self._open_checks.add(request_id)
+        if mcp_call is not None:
+            self._check(request_id, message["id"], mcp_call, _elicitation_answer)
+            return
         command = params.get("command")
         text = (
             " ".join(command) if isinstance(command, list) else command if isinstance(command, str) else None
@@ -359,11 +381,17 @@ class CodexLive(JsonRpcLiveClient):
             input=dict(params),
             command=text,
         )
+        self._check(request_id, message["id"], check, _decision)
+
+    def _check(
+        self, key: str, request_id: object, check: ToolCheck, answer: Callable[[object, ToolVerdict], bytes]
+    ) -> None:
+        """The run's permission gate decides `check`; `answer` writes its verdict back."""
         asks, tasks = self.asks, self._tasks
         if asks is None or tasks is None:
-            self._settle(request_id, _decision(message["id"], ToolVerdict(allow=False)))
+            self._settle(key, answer(request_id, ToolVerdict(allow=False)))
             return
-        tasks.start_soon(self._decide, request_id, check, asks, partial(_decision, message["id"]))
+        tasks.start_soon(self._decide, key, check, asks, partial(answer, request_id))
 
 
 def _header_size(path: str) -> int:
@@ -454,6 +482,29 @@ def _stamp_ms(line: bytes) -> int | None:
     except (orjson.JSONDecodeError, AttributeError, ValueError):
         return None
     return int(moment.timestamp() * 1000)
+
+
+def _mcp_tool_call(method: str, params: dict[str, Any]) -> ToolCheck | None:
+    """Codex's approval of an MCP tool call (an elicitation marked `mcp_tool_call`) as the
+    run's check of `mcp__<server>__<tool>`; None for anything else."""
+    meta = params.get("_meta")
+    if method != "mcpServer/elicitation/request" or not isinstance(meta, dict):
+        return None
+    if meta.get("codex_approval_kind") != "mcp_tool_call":
+        return None
+    arguments = meta.get("tool_params")
+    return ToolCheck(
+        tool_call_id=str(params.get("turnId") or ""),
+        tool=f"mcp__{params.get('serverName')}__{meta.get('tool_name')}",
+        kind="other",
+        input=arguments if isinstance(arguments, dict) else {},
+    )
+
+
+def _elicitation_answer(request_id: object, verdict: ToolVerdict) -> bytes:
+    """The answer to an MCP tool call's approval: accepted once, or declined."""
+    action = {"action": "accept", "content": {}} if verdict.allow else {"action": "decline"}
+    return orjson.dumps({"id": request_id, "result": action}) + b"\n"
 
 
 def _decision(request_id: object, verdict: ToolVerdict) -> bytes:
