@@ -62,12 +62,18 @@ async def test_an_image_reaches_the_model_with_the_prompt(
     assert user_images_of(seen["body"]) == [f"data:image/png;base64,{PIXEL_PNG}"], "the image, as sent"
 
 
-#: The name each agent offers the fixture's `echo_token` tool under (server `fixture`).
-MCP_TOOLS = {"claude-acp": "mcp__fixture__echo_token", "opencode": "fixture_echo_token"}
+#: The name each agent offers the fixture's `echo_token` tool under (server `fixture`). Not pi-acp:
+#: it takes `mcpServers`, but its pi offers the model no tool of theirs (pi has no MCP client).
+MCP_TOOLS = {
+    "claude-acp": "mcp__fixture__echo_token",
+    "opencode": "fixture_echo_token",
+    "gemini": "mcp_fixture_echo_token",
+}
 #: A built-in command tool the `calltool` scenario calls to run SLOW_COMMAND, and its arguments.
 COMMAND_TOOLS = {
     "claude-acp": ("Bash", {"command": SLOW_COMMAND}),
     "opencode": ("bash", {"command": SLOW_COMMAND, "description": "waits"}),
+    "gemini": ("run_shell_command", {"command": SLOW_COMMAND}),
 }
 
 
@@ -93,7 +99,7 @@ async def claude_acp_mcp_bridge(
 @pytest.fixture
 def mcp_bridge(request: pytest.FixtureRequest, agent: str) -> LanguageClient:
     """The LSP bridge of the test's agent, offering MCP tools by name."""
-    name = "claude_acp_mcp_bridge" if agent == "claude-acp" else f"{agent}_bridge"
+    name = "claude_acp_mcp_bridge" if agent == "claude-acp" else f"{agent.replace('-', '_')}_bridge"
     client: LanguageClient = request.getfixturevalue(name)
     return client
 
@@ -157,9 +163,10 @@ def running(processes: list[psutil.Process]) -> set[int]:
 
 
 async def assert_mcp_servers_are_the_live_agents(agent: str, helpers: list[psutil.Process]) -> None:
-    """Every MCP server of `helpers` still running is under the live agent process and tagged as a
-    run's process (the fixture's leak check after the bridge stops then covers it). An agent may
-    restart its MCP server; the one it replaced goes on its own (polled: no event tells)."""
+    """Every MCP server of `helpers` still running is under the live agent process and in its
+    containment (the conversation's cgroup, or tagged as a run's process: what the bridge stops
+    with the agent). An agent may restart its MCP server; the one it replaced goes on its own
+    (polled: no event tells)."""
     deadline = asyncio.get_running_loop().time() + WAIT
     while True:
         inside = {h.pid for p in agent_processes(agent) if psutil.pid_exists(p) for h in mcp_servers_of(p)}
@@ -168,4 +175,13 @@ async def assert_mcp_servers_are_the_live_agents(agent: str, helpers: list[psuti
             break
         assert asyncio.get_running_loop().time() < deadline, f"MCP servers outside the agent: {left}"
         await asyncio.sleep(0.05)
-    assert running(helpers) <= {p.pid for p in run_processes()}, "tagged as the run's processes"
+    [pid] = agent_processes(agent)
+    if cgroup_of(pid) != cgroup_of(os.getpid()):  # the conversation's own cgroup: it stops them all
+        assert {cgroup_of(h) for h in running(helpers)} == {cgroup_of(pid)}, "in the agent's cgroup"
+    else:  # tree containment: they carry the run's token (Gemini CLI's servers get no env of it)
+        assert running(helpers) <= {p.pid for p in run_processes()}, "tagged as the run's processes"
+
+
+def cgroup_of(pid: int) -> str:
+    """The cgroup (v2) of `pid`."""
+    return Path(f"/proc/{pid}/cgroup").read_text().strip().rpartition(":")[2]
