@@ -22,6 +22,7 @@ from pytest_lsp import LanguageClient
 from bridge.scripted_model import ScriptedModelServer
 from bridge.scripted_model.request_body import trailing_tool_result, user_images_of
 from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by name)
+    FAST_RETRY,
     SLOW_COMMAND,
     _config,
     agent,
@@ -185,3 +186,43 @@ async def assert_mcp_servers_are_the_live_agents(agent: str, helpers: list[psuti
 def cgroup_of(pid: int) -> str:
     """The cgroup (v2) of `pid`."""
     return Path(f"/proc/{pid}/cgroup").read_text().strip().rpartition(":")[2]
+
+
+@pytest.mark.parametrize("agent", ["opencode"])
+async def test_a_loaded_session_gets_the_mcp_servers_again(
+    mcp_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path, agent: str
+) -> None:
+    """The conversation's agent gone, its next prompt loads the session (`session/load`) in a new
+    process, which gets the MCP servers as `session/new` did."""
+    tool, servers = MCP_TOOLS[agent], [stdio_server()]
+    first, _ = await run(
+        mcp_bridge, run_params(agent, "calltool", f"{tool} one", tmp_path, mcpServers=servers)
+    )
+    assert first["status"] == "completed" and TOKEN in first["text"], first["text"]
+    [pid] = agent_processes(agent)
+    psutil.Process(pid).kill()
+    await wait_gone(pid)
+    text = f"two-{os.urandom(3).hex()}"
+    # a prompt that races the bridge's noticing the death fails retryable: its retry loads it
+    session = {"sessionId": first["sessionId"], "mcpServers": servers, "retry": FAST_RETRY}
+    params = run_params(agent, "calltool", f"{tool} {text}", tmp_path, **session)
+    after, messages = await run(mcp_bridge, params)
+    assert after["status"] == "completed", messages[-1]["content"]
+    assert after["sessionId"] == first["sessionId"] and f"{TOKEN} {text}" in after["text"], after["text"]
+    assert agent_processes(agent) != [pid], "a new process loaded the session"
+
+
+async def wait_gone(pid: int) -> None:
+    """Until `pid` is gone or a zombie (polled: no event tells of another process's end)."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while alive(pid):
+        assert asyncio.get_running_loop().time() < deadline, f"{pid} did not end"
+        await asyncio.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        return bool(running([psutil.Process(pid)]))
+    except psutil.Error:
+        return False
