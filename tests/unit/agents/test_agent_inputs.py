@@ -1,19 +1,25 @@
-"""How a conversation's MCP servers are handed to an ACP agent and to Codex (never a secret in
-argv), and how Codex's approval of an MCP tool call becomes the run's check."""
+"""How a run's images and a conversation's MCP servers are handed to an ACP agent and to Codex
+(never an image dropped, never a secret in argv), and how Codex's approval of an MCP tool call
+becomes the run's check."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
 
+from bridge.agents.acp.catalog import CATALOG
+from bridge.agents.acp.live import AcpLive
 from bridge.agents.acp.mcp import session_servers
 from bridge.agents.codex.live import CodexLiveMode, _elicitation_answer, _mcp_names, _mcp_tool_call
-from bridge.agents.values import RunOptions, ToolVerdict
-from bridge.contract import McpEnvVariable, McpHeader, McpServerHttp, McpServerStdio
+from bridge.agents.values import LiveError, RunOptions, ToolVerdict
+from bridge.contract import McpEnvVariable, McpHeader, McpServerHttp, McpServerStdio, PromptImage
+from bridge.process.spawn import ChildProcess
 from bridge.runs.mcp_config import McpConfigFiles
+from tests.support.model_requests import PIXEL_PNG
 
 SECRET = "unit-SECRET-value-91c2"
 STDIO = McpServerStdio(
@@ -86,3 +92,35 @@ def test_codex_asking_before_an_mcp_tool_call_is_the_runs_check_and_answered_by_
         "result": {"action": "accept", "content": {}},
     }
     assert orjson.loads(_elicitation_answer(7, ToolVerdict(allow=False)))["result"] == {"action": "decline"}
+
+
+class _Stdin:
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def write_now(self, line: bytes) -> None:
+        self.lines.append(line)
+
+
+class _Child:
+    argv = ("pi-acp",)
+    handle = None
+
+    def __init__(self) -> None:
+        self.stdin = _Stdin()
+
+
+def test_an_acp_agent_that_takes_no_images_fails_the_prompt_naming_itself_and_sends_nothing() -> None:
+    child = _Child()
+    live = AcpLive(cast(ChildProcess, child), CATALOG["pi-acp"])
+    image = PromptImage(mime_type="image/png", data=PIXEL_PNG)
+    with pytest.raises(LiveError, match=r"pi \(pi-acp\)'s `session/prompt` takes no images") as refused:
+        live.send_prompt_now("see", images=[image])
+    assert refused.value.error_kind == "usage" and child.stdin.lines == [], "nothing was sent"
+    live._images = True  # what its initialize said
+    live.send_prompt_now("see", images=[image])
+    [sent] = [orjson.loads(line) for line in child.stdin.lines]
+    assert sent["params"]["prompt"] == [
+        {"type": "image", "data": PIXEL_PNG, "mimeType": "image/png"},
+        {"type": "text", "text": "see"},
+    ]
