@@ -1274,7 +1274,7 @@ MODELS = "pi/models"
 RENAME_SESSION = "pi/renameSession"
 DELETE_SESSION = "pi/deleteSession"
 MAX_TITLE = 200
-CommandSource = Literal["extension", "prompt", "skill", "bridge"]
+CommandSource = Literal["extension", "prompt", "skill", "bridge", "agent"]
 
 
 class CommandsParams(WireModel):

@@ -12,6 +12,7 @@ import anyio.abc
 
 from bridge.agents.values import (
     AgentCommand,
+    AgentOption,
     AskDialog,
     AskTool,
     BridgeCommand,
@@ -453,10 +454,38 @@ class WarmsLaunches(Protocol):
 
 
 @runtime_checkable
+class ConfinedWhole(Protocol):
+    """An agent that runs its tools itself, so a sandbox confines its whole process (the
+    launch's `RunOptions.launch_prefix`): what it must still write, and what its model needs."""
+
+    def own_dirs(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The dirs (and files) it keeps its own state in, for its launch environment `env`."""
+        ...
+
+    def model_vars(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The names in `env` its model needs, kept though they may name a credential."""
+        ...
+
+
+@runtime_checkable
 class ScriptedModelSetup(Protocol):
     """An agent the demo and the tests can point at the bridge's scripted model."""
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """Configure the agent, in `workdir`, to use the OpenAI-compatible model at `base_url`
         as `provider`; return the environment that makes it read that configuration."""
+        ...
+
+
+@runtime_checkable
+class OwnOptions(Protocol):
+    """A live client whose agent has settings of its own beside the model (an ACP agent's modes
+    and config options): a front offers them, and sets them through the agent."""
+
+    async def agent_options(self) -> tuple[AgentOption, ...]:
+        """The agent's own options as they are now."""
+        ...
+
+    async def set_agent_option(self, option_id: str, value: str) -> tuple[AgentOption, ...]:
+        """Set one through the agent; its options as the agent answered."""
         ...

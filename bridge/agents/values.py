@@ -64,6 +64,9 @@ class RunOptions:
     mcp_config: str | None = None
     # How the agent's tool commands are confined (None: not at all).
     sandbox: SandboxSettings | None = None
+    #: The argv a live agent's whole process starts under (its sandbox; empty: none), for an
+    #: agent whose tools run inside it (seam.ConfinedWhole).
+    launch_prefix: tuple[str, ...] = ()
 
 
 BridgeCommandName = Literal["compact", "autocompact", "name", "export", "new"]
@@ -87,7 +90,7 @@ class AgentCommand:
 
     name: str
     description: str
-    source: Literal["extension", "prompt", "skill"]
+    source: Literal["extension", "prompt", "skill", "agent"]
     argument_hint: str | None = None
 
 
@@ -209,6 +212,32 @@ class ModelChoice:
 
 
 @dataclass(frozen=True, slots=True)
+class OptionChoice:
+    """One value of an agent's own option."""
+
+    value: str
+    name: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOption:
+    """One of the agent's own session settings (an ACP agent's config option, or its modes as
+    `SESSION_MODE`), which a front offers beside the bridge's own."""
+
+    option_id: str
+    name: str
+    category: str | None
+    current: str
+    choices: tuple[OptionChoice, ...]
+    description: str | None = None
+
+
+#: The id of the `AgentOption` holding an agent's own session modes (ACP `session/set_mode`).
+SESSION_MODE: Final = "session_mode"
+
+
+@dataclass(frozen=True, slots=True)
 class OpenedConversation:
     """A conversation opened ahead of its first prompt: its id and what its agent can run."""
 
@@ -218,6 +247,8 @@ class OpenedConversation:
     thinking: str | None
     models: tuple[ModelChoice, ...]
     thinking_levels: tuple[str, ...]
+    #: The agent's own settings beside the model (an ACP agent's modes and config options).
+    agent_options: tuple[AgentOption, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

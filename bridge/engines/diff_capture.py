@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
+import re
 import stat
 import threading
 import time
@@ -170,19 +172,46 @@ def _lf(text: str) -> str:
 
 
 def _apply(hunks: tuple[Hunk, ...], text: str, *, reverse: bool = False) -> str | None:
-    """`text` with the hunks applied (or undone); None if they do not match it."""
-    lines = text.splitlines(keepends=True)
+    """`text` with the hunks of an LF patch applied (or undone); None if they do not match it.
+
+    As pi's edit tool does, the lines the patch keeps keep their bytes (a BOM, CRLF), and a line
+    it adds takes the line ending of the line where its change starts.
+    """
+    bom = _BOM if text.startswith(_BOM) else ""
+    body = text.removeprefix(_BOM)
+    if "\r" in body.replace("\r\n", ""):
+        body = _lf(body)  # lone CRs (classic Mac endings) end lines in the patch: compare as LF
+    lines = _LINE.findall(body)
     offset = 0
     for hunk in hunks:
         start, before, after = (
             (hunk.new_start, hunk.new, hunk.old) if reverse else (hunk.old_start, hunk.old, hunk.new)
         )
         position = (start - 1 if before else start) + offset
-        if position < 0 or tuple(lines[position : position + len(before)]) != before:
+        found = lines[position : position + len(before)] if position >= 0 else []
+        if position < 0 or tuple(line.replace("\r\n", "\n") for line in found) != before:
             return None
-        lines[position : position + len(before)] = after
+        lines[position : position + len(before)] = _changed(found, before, after)
         offset += len(after) - len(before)
-    return "".join(lines)
+    return bom + "".join(lines)
+
+
+def _changed(found: list[str], before: tuple[str, ...], after: tuple[str, ...]) -> list[str]:
+    """A hunk's lines after it: its kept lines as `found` holds them, each added one ending as
+    the line where its change starts ends (CRLF or LF)."""
+    result: list[str] = []
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            result.extend(found[i1:i2])
+            continue
+        place = found[i1] if i1 < len(found) else (found[i1 - 1] if i1 else "")
+        crlf = place.endswith("\r\n")
+        result.extend(line[:-1] + "\r\n" if crlf and line.endswith("\n") else line for line in after[j1:j2])
+    return result
+
+
+_LINE: Final = re.compile(r"[^\n]*\n|[^\n]+$")
 
 
 def first_changed_line(before: str, after: str) -> int | None:
@@ -348,7 +377,7 @@ class DiffCapture:
         if hunks is not None and done is not None and done.original_known and done.original is not None:
             # The text the agent's tools read (an editor's unsaved buffer, which the disk need not
             # show) with pi's patch, made on that very text, applied.
-            after = _apply(hunks, _lf(done.original))
+            after = _apply(hunks, done.original)
             if after is not None and len(done.original) <= MAX_DIFF_BYTES:
                 return self._diff_of_texts(change.path, done.original, after, reported_line)
         # An edit's patch gives the text after from the snapshot alone; a write carries it.
@@ -393,16 +422,16 @@ def _texts_by_patch(
 ) -> tuple[str | None, str | None]:
     """(before, after) of a patched file, from a snapshot and a late read that may be off by one change."""
     if snapshot is not None:
-        forward = _apply(hunks, _lf(snapshot))
+        forward = _apply(hunks, snapshot)
         if forward is not None:
-            exact_after = current is not None and _lf(current) == forward
+            exact_after = current is not None and _lf(current) == _lf(forward)
             return snapshot, current if exact_after else forward
-        backward = _apply(hunks, _lf(snapshot), reverse=True)
+        backward = _apply(hunks, snapshot, reverse=True)
         if backward is not None:
             log.info("a file's snapshot came after its edit; its old text is the agent's patch reversed")
             return backward, snapshot
     if current is not None:
-        backward = _apply(hunks, _lf(current), reverse=True)
+        backward = _apply(hunks, current, reverse=True)
         if backward is not None:
             return backward, current
     return snapshot, current

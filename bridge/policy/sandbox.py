@@ -5,12 +5,13 @@ file the agent's extension reads it from.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -182,6 +183,41 @@ def confinement(
     )
 
 
+def whole_process_confinement(
+    box: bwrap.Confinement, environ: Mapping[str, str], own_dirs: Sequence[str], kept: Collection[str]
+) -> bwrap.Confinement:
+    """`box` (see `confinement`) widened for an agent's whole process: its own dirs writable (the
+    masks inside them lifted: its credentials are its own), $HOME shown read-only even under the
+    private /tmp, the variables its model needs kept, and the network kept: it reaches its model
+    through it (the run's `network: false` does not hold here, docs/security.md)."""
+    home = environ.get("HOME")
+    home_real = os.path.realpath(home) if home else None
+    own: list[str] = []
+    for path in own_dirs:
+        real = os.path.realpath(path)
+        if real == "/" or (home_real is not None and _under(home_real, real)):
+            continue  # never $HOME itself (its secrets) nor above it
+        own.append(real)
+    hidden = [path for path in box.hidden if not any(_under(path, root) for root in own)]
+    return dataclasses.replace(
+        box,
+        network=True,
+        hidden=hidden,
+        unset_env=[name for name in box.unset_env if name not in kept],
+        shown=(home_real,) if home_real and home_real != "/" else (),
+        writable_dirs=own,
+    )
+
+
+def make_own_dirs(paths: Sequence[str]) -> None:
+    """Make each of an agent's own dirs that is missing (a name with an extension is a file,
+    left to the agent), so its sandbox can bind them."""
+    for path in paths:
+        if not os.path.lexists(path) and not os.path.splitext(path)[1]:
+            with contextlib.suppress(OSError):
+                os.makedirs(path, mode=0o700, exist_ok=True)
+
+
 def file_stamp(path: Path) -> tuple[int, int, int] | None:
     """A file's inode, size and change time (None: no such file): a board's file that still has
     the stamp it had when the board wrote it holds what the board wrote (one lstat)."""
@@ -246,10 +282,7 @@ class SandboxBoard:
             state=self.state,
             agent_config=self.agent_config(os.path.realpath(cwd), environ),
         )
-        if not self._made:
-            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._write(SECCOMP_FILE, seccomp.program() or b"")
-            self._made = True
+        self._make()
         body = {
             "mode": settings.mode,
             "network": settings.network,
@@ -262,6 +295,44 @@ class SandboxBoard:
         if self._written.get(session_id) != (data, file_stamp(target)):
             self._write(session_id, data)
             self._written[session_id] = (data, file_stamp(target))
+
+    def process_prefix(
+        self,
+        settings: SandboxSettings,
+        cwd: str,
+        environ: Mapping[str, str],
+        given: Mapping[str, str] | None,
+        own_dirs: Sequence[str],
+        kept: Collection[str],
+    ) -> tuple[str, ...]:
+        """The argv an agent's whole process starts under for `settings` (empty: off, or no
+        bwrap here): bwrap's prefix of `whole_process_confinement`, its seccomp filter opened on
+        fd 3 by a shell that then execs it. Blocking I/O (it makes the agent's own dirs)."""
+        found = bwrap.probe()
+        if settings.mode == "off" or found.path is None:
+            return ()
+        self._make()
+        make_own_dirs(own_dirs)
+        workspace = os.path.realpath(cwd)
+        box = confinement(
+            settings,
+            cwd,
+            environ,
+            self.agent_secrets(environ),
+            given=given,
+            state=self.state,
+            agent_config=self.agent_config(workspace, environ),
+        )
+        box = whole_process_confinement(box, environ, own_dirs, kept)
+        shell = ("/bin/sh", "-c", 'exec "$@" 3<"$0"', str(self.path / SECCOMP_FILE))
+        return (*shell, *bwrap.argv_prefix(found.path, box))
+
+    def _make(self) -> None:
+        """The board's directory and its seccomp filter, once."""
+        if not self._made:
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._write(SECCOMP_FILE, seccomp.program() or b"")
+            self._made = True
 
     def command_line(self, session_id: str | None, command: str) -> list[str] | None:
         """`command` confined as the agent's shell confines it from the conversation's file

@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Final
 
 PROBE_TIMEOUT_SECONDS: Final = 10.0
+#: The processes between bwrap's caller and the command (bwrap, and the init of its new pid
+#: namespace): a confined agent's own processes are that many levels further down.
+WRAPPERS: Final = 2
 
 INSTALL_FIX: Final = (
     "install bubblewrap: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` "
@@ -78,6 +81,10 @@ class Confinement:
     read_only: Sequence[str] = ()
     #: The fd the caller opens the seccomp filter on (seccomp.py), None: no filter.
     seccomp_fd: int | None = None
+    #: Outside the workspace, bound as they are on the host before the masks: read-only ones (a
+    #: private /tmp would hide one there), then writable ones (a whole agent's own state dirs).
+    shown: Sequence[str] = ()
+    writable_dirs: Sequence[str] = ()
 
 
 def argv_prefix(bwrap: str, confinement: Confinement) -> list[str]:
@@ -87,11 +94,16 @@ def argv_prefix(bwrap: str, confinement: Confinement) -> list[str]:
     workspace = confinement.workspace
     above = [path for path in confinement.hidden if _under(workspace, path)]
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    argv += _masks(above, workspace)
+    for flag, paths in (("--ro-bind", confinement.shown), ("--bind", confinement.writable_dirs)):
+        for path in paths:
+            if os.path.exists(path):
+                argv += [flag, path, path]
+    visible = (workspace, *confinement.shown, *confinement.writable_dirs)
+    argv += _masks(above, visible)
     argv += ["--bind" if confinement.writable else "--ro-bind", workspace, workspace]
     if confinement.writable:
         argv += _read_only(confinement.read_only, workspace)
-    argv += _masks((path for path in confinement.hidden if path not in above), workspace)
+    argv += _masks((path for path in confinement.hidden if path not in above), visible)
     argv += [*_isolation(bwrap), "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     if not confinement.network:
         argv.append("--unshare-net")
@@ -120,11 +132,12 @@ def _has_disable_userns(bwrap: str) -> bool:
     return b"--disable-userns" in done.stdout + done.stderr
 
 
-def _masks(paths: Iterable[str], workspace: str) -> list[str]:
-    """A mount over each path that exists, except in /tmp outside the workspace (private already)."""
+def _masks(paths: Iterable[str], visible: Sequence[str]) -> list[str]:
+    """A mount over each path that exists, except in /tmp outside what is bound there (`visible`:
+    the workspace and the shown dirs; the rest of /tmp is private already)."""
     argv: list[str] = []
     for path in paths:
-        if _under(path, "/tmp") and not _under(path, workspace):
+        if _under(path, "/tmp") and not any(_under(path, root) for root in visible):
             continue
         target = Path(path)
         if target.is_dir() and not target.is_symlink():

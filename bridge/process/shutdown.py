@@ -362,13 +362,17 @@ def started_as_now(
     return found
 
 
-def children_now(child: ChildProcess) -> ExactKeep:
-    """`child`'s own children now (not their descendants), as an `ExactKeep`."""
+def children_now(child: ChildProcess, wrappers: int = 0) -> ExactKeep:
+    """`child`'s own children now (not their descendants), as an `ExactKeep`; for a child that
+    runs its program under `wrappers` processes (a sandbox's), those, the program and its own
+    children."""
     found = ExactKeep()
-    for pid in members_now(child):
-        stat = read_stat(pid)
-        if stat is not None and not stat.zombie and stat.ppid == child.pid:
-            found[pid] = stat.start
+    stats = {pid: read_stat(pid) for pid in members_now(child)}
+    parents = {child.pid}
+    for _ in range(wrappers + 1):
+        level = {pid: s for pid, s in stats.items() if s is not None and not s.zombie and s.ppid in parents}
+        found.update((pid, stat.start) for pid, stat in level.items())
+        parents = set(level)
     return found
 
 

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable, Mapping
 import anyio
 import anyio.to_thread
 
-from bridge.agents.seam import AgentAdapter, RewindsSessions, WarmsLaunches
+from bridge.agents.seam import AgentAdapter, ConfinedWhole, RewindsSessions, WarmsLaunches
 from bridge.agents.values import Out, SessionCheckpoint
 from bridge.checkpoints.recorder import Checkpoints
 from bridge.config import BridgeConfig
-from bridge.contract import ErrorInfo, RetryPolicy, ShutdownReceipt
+from bridge.contract import ErrorInfo, RetryPolicy, SandboxSettings, ShutdownReceipt
 from bridge.engines.attempt import Attempt, AttemptContext
 from bridge.engines.endings import AttemptLimits, AttemptOutcome
 from bridge.engines.live.conversations import Conversations
@@ -37,6 +37,22 @@ def backoff_delay(policy: RetryPolicy, failed_attempt: int) -> int:
     """Exponential backoff with jitter, in ms: up to initial * 2^(n-1), capped, at least half."""
     ceiling = min(policy.max_delay_ms, policy.initial_delay_ms * 2 ** (failed_attempt - 1))
     return int(ceiling * (0.5 + random.random() / 2))
+
+
+def whole_process_prefix(
+    gate: Gate, agent: AgentAdapter, settings: SandboxSettings | None, cwd: str, given: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The sandbox an agent that runs its own tools starts in whole (empty: no sandbox, or not
+    such an agent); `given` is the agent's environment from the client. A conversation whose
+    sandbox changes gets a new process, which loads its session: the live key holds it.
+    Blocking I/O."""
+    if settings is None or settings.mode == "off" or not isinstance(agent, ConfinedWhole):
+        return ()
+    if not agent.can_sandbox:
+        return ()  # its own dirs are unknown: its sandboxed runs are refused (`_sandbox_problem`)
+    environ = {**os.environ, **given}
+    own, kept = agent.own_dirs(environ), agent.model_vars(environ)
+    return gate.sandboxes.process_prefix(settings, cwd, environ, given, own, kept)
 
 
 def _no_processes() -> ShutdownReceipt:
@@ -132,6 +148,14 @@ class Attempts:
         if self.gate is not None:
             trusted = await self.gate.trusts(run, self._env(run))
             run.options = dataclasses.replace(run.options, trusted=trusted)
+            if run.sandboxed and isinstance(run.agent, ConfinedWhole):
+                options, env = run.options, self._env(run)
+                prefix = await anyio.to_thread.run_sync(
+                    whole_process_prefix, self.gate, run.agent, options.sandbox, options.cwd, env
+                )
+                # it reaches its model through the network, so it keeps it: session.started says so
+                kept = (run.options.sandbox or sandbox.OFF).model_copy(update={"network": True})
+                run.options = dataclasses.replace(run.options, launch_prefix=prefix, sandbox=kept)
         mark("run.trusted")
         lease = await self._lease(run)
         mark("run.leased")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 
-from bridge.agents.values import AgentCommand, LiveError
+from bridge.agents.seam import OwnOptions
+from bridge.agents.values import AgentCommand, AgentOption, LiveError
 from bridge.checkpoints.recorder import CheckpointError, CheckpointRecord
 from bridge.checkpoints.shadow_git import ShadowGitError
 from bridge.contract import (
@@ -79,6 +81,21 @@ class ConversationAdmin:
         current = next((m for m in models if m.current), None)
         return ModelsResult(models=models, current=current, session_id=agent.session_id)
 
+    async def set_agent_option(self, session_id: str, option_id: str, value: str) -> tuple[AgentOption, ...]:
+        """Set one of the agent's own options (an ACP agent's mode or config option) through the
+        conversation's agent; its options as the agent answered."""
+        agent = await self._live(session_id, None)
+        client = agent.client
+        if not isinstance(client, OwnOptions):
+            raise ConversationAdminError(f"the agent has no option {option_id!r} of its own")
+        return await self._ask(f"set its {option_id!r}", lambda: client.set_agent_option(option_id, value))
+
+    async def agent_options(self, session_id: str) -> tuple[AgentOption, ...]:
+        """The agent's own options as they are now (none when its conversation is not live)."""
+        agent = self.registry.conversations.slots.live_agent(session_id)
+        client = agent.client if agent is not None and agent.alive else None
+        return await client.agent_options() if isinstance(client, OwnOptions) else ()
+
     @staticmethod
     def listing(agent_commands: list[AgentCommand]) -> list[CommandInfo]:
         """The list a client shows: the bridge's commands, then the agent's."""
@@ -104,6 +121,12 @@ class ConversationAdmin:
             raise ConversationAdminError(f"the session could not be deleted: {exc.strerror}") from None
         await registry.checkpoints.forget_session(session_id)
         return DeleteSessionResult(deleted=deleted)
+
+    async def holds_a_login(self) -> bool:
+        """Whether the agent keeps a login it stored itself (a credential file with an entry)."""
+        registry = self.registry
+        files = registry.adapter.secret_files({**os.environ, **registry.config.env})
+        return await anyio.to_thread.run_sync(lambda: any(_has_an_entry(path) for path in files))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -224,3 +247,18 @@ class ConversationAdmin:
         except LiveError as exc:
             reason = Redactor(os.environ, self.registry.config.env).text(str(exc))
             raise ConversationAdminError(f"the agent could not {what}: {reason}") from None
+
+
+def _has_an_entry(path: str) -> bool:
+    """A credential file holding something: a JSON object with a key, or any other non-empty text.
+    Only its shape is read: no value leaves this function."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(1 << 20)
+    except OSError:
+        return False
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return bool(data.strip())
+    return bool(parsed) if isinstance(parsed, dict | list) else parsed is not None

@@ -29,6 +29,7 @@ from bridge.contract import (
     RunResult,
     RunsResult,
     SandboxAvailability,
+    SandboxSettings,
     SteerResult,
 )
 from bridge.engines.live.conversations import Conversations
@@ -51,7 +52,7 @@ from bridge.policy.redact import (
 from bridge.policy.rule_store import state_dir
 from bridge.process import spawn
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
-from bridge.runs.attempts import Attempts
+from bridge.runs.attempts import Attempts, whole_process_prefix
 from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
 from bridge.runs.request import RunRequest
@@ -65,6 +66,7 @@ BIG_PROMPT_CHARS: Final = 1024 * 1024
 __all__ = [
     "AgentAdapter",
     "AgentChoiceError",
+    "AgentOption",
     "BridgeConfig",
     "CommandUsageError",
     "DuplicateRunError",
@@ -80,6 +82,8 @@ __all__ = [
 
 #: A conversation opened ahead of its first prompt, as the fronts see it.
 OpenedConversation = values.OpenedConversation
+#: One of an agent's own options (an ACP agent's mode or config option), as the fronts see it.
+AgentOption = values.AgentOption
 #: The agent a front serves (the fronts hold it, and hand it to the registry).
 AgentAdapter = seam.AgentAdapter
 
@@ -271,11 +275,11 @@ class RunRegistry:
         return Redactor(os.environ, self.config.env, secrets_env(secrets_of(options.mcp_servers)))
 
     async def open_conversation(
-        self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None
+        self, cwd: str, session_id: str | None = None, mcp_servers: McpServers | None = None, box: Box = None
     ) -> OpenedConversation:
         """Open a conversation's live agent ahead of its first prompt (live engine): a new one on
         the pre-spawned agent, or `session_id` resumed, with `mcp_servers` (None: the configured
-        ones). Raises OpenFailure or NoLiveMode.
+        ones), in its prompts' sandbox `box` (`_in_sandbox`). Raises OpenFailure or NoLiveMode.
         An agent with no live mode gets a conversation of per-prompt runs (stored_conversations.py)."""
         self.checkpoints.prepare(cwd)  # the workspace's first snapshot, off the first prompt's path
         config = self.config
@@ -295,7 +299,7 @@ class RunRegistry:
                 self.gate.trust.trusted_now, cwd, self.adapter, config.env_of(self.adapter.name)
             ),
         )
-        options = self._with_mcp(options, mcp_servers)
+        options = await _in_sandbox(self, self._with_mcp(options, mcp_servers), box)
         try:
             return await self.conversations.open(config.command, options, config.env_of(self.adapter.name))
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
@@ -546,3 +550,17 @@ def _client_env(config: BridgeConfig) -> dict[str, str]:
     for env in config.agent_envs.values():
         given.update(env)
     return {name: value for name, value in given.items() if not name.startswith("PI_BRIDGE_")}
+
+
+#: A conversation's sandbox as its opener gives it (None: the configured one).
+Box = SandboxSettings | None
+
+
+async def _in_sandbox(registry: RunRegistry, options: RunOptions, box: Box) -> RunOptions:
+    """`options` of an agent that runs its own tools started in its prompts' sandbox (`box`, else
+    the configured one), so the conversation's first prompt needs no new process."""
+    settings = sandbox.settings_of(box, registry.config.sandbox)
+    env = registry.config.env_of(registry.adapter.name)
+    args = (registry.gate, registry.adapter, settings, options.cwd, env)
+    prefix = await anyio.to_thread.run_sync(whole_process_prefix, *args)
+    return dataclasses.replace(options, launch_prefix=prefix)

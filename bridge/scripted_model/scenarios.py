@@ -126,7 +126,7 @@ SCENARIOS: Final[dict[str, str]] = {
     ' `{"text": the rest of the prompt}` (or the rest itself when it is a JSON object), then'
     " answers what it said",
     "todo": "calls the `todo` tool (the bridge's plan tool for pi): adds two todos, checks the first"
-    " off, then answers with every result; says so when no `todo` tool is offered",
+    " off, starts the second, then answers with every result; says so when no `todo` tool is offered",
     "unicode": 'raw U+2028/U+2029/U+0085, CR LF, emoji, CJK, combining marks, " and \\',
     "length": "streams some text, then finish_reason `length`",
     "err500": "HTTP 500 with a JSON error body, every time",
@@ -477,13 +477,14 @@ def _call_arguments(text: str) -> dict[str, Any]:
     return {"text": text}
 
 
-#: The ``todo`` scenario's calls: the plan it leaves is TODO_PLAN (content, done).
+#: The ``todo`` scenario's calls: the plan it leaves is TODO_PLAN (content, status).
 TODO_CALLS: Final[list[dict[str, Any]]] = [
     {"action": "add", "text": "Read the parser"},
     {"action": "add", "text": "Fix division by zero"},
     {"action": "toggle", "id": 1},
+    {"action": "start", "id": 2},
 ]
-TODO_PLAN: Final = (("Read the parser", True), ("Fix division by zero", False))
+TODO_PLAN: Final = (("Read the parser", "completed"), ("Fix division by zero", "in_progress"))
 
 
 def _todo_reply(ask: Ask) -> Reply:

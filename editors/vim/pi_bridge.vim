@@ -8,6 +8,9 @@
 "                    What never reached the model (steers, queued prompts) comes back: shown in
 "                    the run's buffer and put in the command-line history as `:PiRun {text}`.
 "   :PiSteer {text}  steer the running run (pi/steer): pi takes it before its next model call.
+"   :PiAgent {name}  the agent of the conversation (pi, claude, an ACP agent: any the bridge's
+"                    initialize lists; <Tab> completes the found ones), named by each :PiRun.
+"                    Another agent once the conversation has a session starts a new one.
 "   :PiMode {mode}   ask | auto-edit | plan | full: the current conversation's mode, from its
 "                    next tool call (pi/setMode).
 "   :PiPermissions [dir]  the saved rules of a workspace (default: the current directory); pick
@@ -28,8 +31,9 @@ let g:loaded_pi_bridge_vim = 1
 
 " s:state.session: the session the next :PiRun continues ('' = a new one); .runs: runId -> run.
 " .dialogs: request id -> a dialog open for the bridge; .notices: the last window/showMessage.
+" .agent: the agent :PiAgent picked ('' = the bridge's default); .bridge: initialize's piBridge.
 let s:state = #{job: v:null, ch: v:null, session: '', runs: {}, last: '', count: 0, generation: 0,
-      \ dialogs: {}, notices: [], mode: ''}
+      \ dialogs: {}, notices: [], mode: '', agent: '', bridge: {}}
 
 func s:OnMessage(ch, msg) abort
   let method = get(a:msg, 'method', '')
@@ -460,6 +464,40 @@ func PiBridgeSetMode(mode) abort
   return resp
 endfunc
 
+" The agents a run can name (initialize's `agents`: name, found, command, protocol, version).
+func PiBridgeAgents() abort
+  call s:Channel()
+  return get(s:state.bridge, 'agents', [])
+endfunc
+
+" :PiAgent {name}: the agent of the next :PiRun and of its conversation. A missing or unknown one
+" is refused with why. The bridge refuses a run naming another agent than its session's, so a
+" conversation that has a session goes on with the old agent only: another one starts anew.
+func PiBridgeSetAgent(name) abort
+  let found = filter(copy(PiBridgeAgents()), 'v:val.name ==# a:name')
+  if empty(found)
+    call s:Error('no agent named ' . a:name)
+    return 0
+  elseif !get(found[0], 'found', v:false)
+    call s:Error('agent ' . a:name . ' is not found: ' . join(get(found[0], 'command', []), ' '))
+    return 0
+  endif
+  let current = empty(s:state.agent) ? get(s:state.bridge, 'defaultAgent', 'pi') : s:state.agent
+  if a:name !=# current && !empty(s:state.session)
+    call PiBridgeNew()
+    echomsg 'pi-bridge: agent ' . a:name . ': the next :PiRun starts a new conversation'
+  else
+    echomsg 'pi-bridge: agent ' . a:name
+  endif
+  let s:state.agent = a:name
+  return 1
+endfunc
+
+func s:AgentNames(lead, ...) abort
+  let found = filter(copy(PiBridgeAgents()), 'get(v:val, "found", v:false)')
+  return filter(map(found, 'v:val.name'), 'stridx(v:val, a:lead) == 0')
+endfunc
+
 func s:Modes(...) abort
   return ['ask', 'auto-edit', 'plan', 'full']
 endfunc
@@ -519,9 +557,11 @@ func s:Channel() abort
   " piBridge: this client answers pi/requestPermission and pi/ask (its conversations start in
   " ask mode unless initializationOptions.defaultMode says otherwise).
   let capabilities = #{experimental: #{piBridge: #{permissions: v:true, questions: v:true}}}
-  call ch_evalexpr(s:state.ch, #{method: 'initialize', params: #{processId: getpid(),
+  let init = ch_evalexpr(s:state.ch, #{method: 'initialize', params: #{processId: getpid(),
         \ rootUri: v:null, capabilities: capabilities,
         \ initializationOptions: get(g:, 'pi_bridge_init_options', {})}}, #{timeout: 30000})
+  let s:state.bridge = get(get(get(get(init, 'result', {}), 'capabilities', {}), 'experimental', {}),
+        \ 'piBridge', {})
   call ch_sendexpr(s:state.ch, #{method: 'initialized', params: {}})
   return s:state.ch
 endfunc
@@ -535,6 +575,9 @@ func PiBridgeRun(prompt) abort
   let params = extend(#{prompt: a:prompt, runId: id}, get(g:, 'pi_params', {}))
   if !empty(s:state.session)
     let params.sessionId = s:state.session   " a follow-up: the same conversation
+  endif
+  if !empty(s:state.agent)
+    let params.agent = s:state.agent   " :PiAgent's pick
   endif
   if !empty(s:state.mode)
     let params.mode = s:state.mode   " a :PiMode given before the conversation started
@@ -573,5 +616,6 @@ command! -nargs=+ PiRun call PiBridgeRun(<q-args>)
 command! PiNew call PiBridgeNew()
 command! -nargs=+ PiSteer call PiBridgeSteer(<q-args>)
 command! PiCancel call ch_sendexpr(s:Channel(), #{method: '$/cancelRequest', params: #{id: b:pi_request}})
+command! -nargs=1 -complete=customlist,s:AgentNames PiAgent call PiBridgeSetAgent(<q-args>)
 command! -nargs=1 -complete=customlist,s:Modes PiMode call PiBridgeSetMode(<q-args>)
 command! -nargs=? -complete=dir PiPermissions call PiBridgePermissions(<q-args>)

@@ -11,7 +11,8 @@
 " Then its approvals in ask mode (deny, allow, always allow and the rule removed with
 " :PiPermissions, a key in the real popup, a cancel while the popup is open, :PiMode plan and
 " full) and the agent's own dialogs (pi/ask from a user extension in pi's agent dir, answered and
-" dismissed; its notify as window/showMessage). Prints `N passed, M failed`.
+" dismissed; its notify as window/showMessage). Then :PiAgent: the fake pi as a second agent, a
+" missing one refused, completion, and a switch back to pi that starts anew. Prints `N passed, M failed`.
 
 let s:repo = fnamemodify(expand('<sfile>:p'), ':h:h:h')
 let s:python = empty($PI_BRIDGE_PYTHON) ? s:repo . '/.venv/bin/python' : $PI_BRIDGE_PYTHON
@@ -420,11 +421,50 @@ func s:Dialogs() abort
   call s:Check(s:WaitFor('job_status(s:model) !=# "run"', 15000), 'the scripted model stopped')
 endfunc
 
+" :PiAgent against a bridge with two more agents: the fake pi (answers its `text` scenario at once)
+" and one that is not installed. Each :PiRun names the agent picked; the answers are the agent's.
+func s:Agents() abort
+  let fake = #{command: [s:python, s:repo . '/tests/fakes/fake_pi.py'], protocol: 'pi'}
+  let ghost = #{command: ['pi-bridge-no-such-agent', '--acp'], protocol: 'acp'}
+  let g:pi_bridge_init_options = #{agents: #{fake: fake, ghost: ghost}}
+  let g:pi_bridge_cmd = [s:python, '-m', 'bridge', '--scripted-model']
+  let g:pi_params = #{model: 'text'}
+  PiNew
+  let names = getcompletion('PiAgent ', 'cmdline')
+  call s:Check(index(names, 'fake') >= 0 && index(names, 'pi') >= 0 && index(names, 'ghost') < 0,
+        \ ':PiAgent completes the found agents: ' . string(names))
+  call s:Eq(['fake'], getcompletion('PiAgent fa', 'cmdline'), ':PiAgent completes a prefix')
+  let ghost_entry = filter(copy(PiBridgeAgents()), 'v:val.name ==# "ghost"')
+  call s:Eq([v:false], map(ghost_entry, 'v:val.found'), 'initialize lists the missing agent')
+  silent! PiAgent ghost
+  call s:Eq('', s:st.agent, 'a missing agent is not taken')
+  PiAgent fake
+  call s:Eq('fake', s:st.agent, ':PiAgent fake')
+  let fake_text = 'Hello from the fake pi. It streams a few deltas.'
+  let first = s:PiRun('which agent')
+  let second = s:PiRun('still that one')
+  call s:Eq(['fake', 'fake'], [get(first.params, 'agent', ''), get(second.params, 'agent', '')],
+        \ 'each :PiRun names the agent')
+  call s:Eq([fake_text, fake_text], map([first, second], 'get(get(v:val.answer, "result", {}), "text", "")'),
+        \ 'the fake pi answered both')
+  let sid = get(get(first.answer, 'result', {}), 'sessionId', '')
+  call s:Eq(sid, get(second.params, 'sessionId', ''), 'the second continues the conversation')
+  PiAgent pi
+  call s:Eq('', s:st.session, 'another agent: a new conversation')
+  let g:pi_params = #{model: 'echo'}
+  let third = s:PiRun('back to pi')
+  call s:Eq('pi', get(third.params, 'agent', ''), 'the run names pi')
+  call s:Eq('ECHO:back to pi', get(get(third.answer, 'result', {}), 'text', ''), 'pi answered')
+  call PiBridgeStop()
+  call s:Check(s:WaitFor('job_status(s:st.job) !=# "run"', 15000), 'the agents bridge exited')
+endfunc
+
 try
   call s:Main()
   call s:Conversation()
   call s:Approvals()
   call s:Dialogs()
+  call s:Agents()
 catch
   let s:failed += 1
   call s:Out('FAIL exception: ' . v:exception . ' at ' . v:throwpoint)

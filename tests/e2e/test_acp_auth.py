@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -25,9 +26,11 @@ KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API
 
 
 @contextlib.asynccontextmanager
-async def _client(cwd: Path, keys: dict[str, str]) -> AsyncIterator[ClientSideConnection]:
+async def _client(
+    cwd: Path, keys: dict[str, str], extra: dict[str, str] | None = None
+) -> AsyncIterator[ClientSideConnection]:
     """A `pi-bridge acp` not yet initialized, whose environment has exactly `keys` of the API keys."""
-    env = bridge_env({STATE_DIR_ENV: tempfile.mkdtemp(prefix="pi-bridge-auth-state-")})
+    env = bridge_env({STATE_DIR_ENV: tempfile.mkdtemp(prefix="pi-bridge-auth-state-"), **(extra or {})})
     env = {name: value for name, value in env.items() if name not in KEYS} | keys
     async with spawn_agent_process(
         cast(Any, AcpRecorder()),
@@ -61,13 +64,34 @@ async def test_acp_initialize_lists_an_api_key_and_a_login_method_and_authentica
         with pytest.raises(RequestError) as no_key:
             await asyncio.wait_for(conn.authenticate(method_id="pi-api-key"), WAIT)
         assert "no API key" in str(no_key.value) and "OPENAI_API_KEY" in str(no_key.value)
-        assert await asyncio.wait_for(conn.authenticate(method_id="pi-login"), WAIT) is not None
         with pytest.raises(RequestError) as unknown:
             await asyncio.wait_for(conn.authenticate(method_id="oauth"), WAIT)
         assert unknown.value.code == -32602
     async with _client(tmp_path, {"OPENAI_API_KEY": "sk-test-not-a-real-key"}) as conn:
         await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
         assert await asyncio.wait_for(conn.authenticate(method_id="pi-api-key"), WAIT) is not None
+
+
+async def test_acp_pi_login_is_answered_only_once_pi_holds_a_stored_login(tmp_path: Path) -> None:
+    """`authenticate` with pi's login checks pi's own auth.json: none, or an empty one (what `pi
+    --version` leaves), is an error telling what to run; a stored login is accepted, and its
+    secret appears in no answer."""
+    agent_dir, home = tmp_path / "agent", tmp_path / "home"
+    agent_dir.mkdir()
+    home.mkdir()
+    where = {"PI_CODING_AGENT_DIR": str(agent_dir), "HOME": str(home)}
+    secret = "sk-ant-oat-" + "7" * 24
+    async with _client(tmp_path, {}, where) as conn:
+        await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+        for stored in (None, "{}"):
+            if stored is not None:
+                (agent_dir / "auth.json").write_text(stored)
+            with pytest.raises(RequestError) as none:
+                await asyncio.wait_for(conn.authenticate(method_id="pi-login"), WAIT)
+            assert "no login" in str(none.value) and "--login" in str(none.value)
+        (agent_dir / "auth.json").write_text(json.dumps({"anthropic": {"type": "oauth", "access": secret}}))
+        answer = await asyncio.wait_for(conn.authenticate(method_id="pi-login"), WAIT)
+        assert answer is not None and secret not in answer.model_dump_json()
 
 
 def test_acp_login_runs_pi_s_own_login_with_the_provider(tmp_path: Path) -> None:

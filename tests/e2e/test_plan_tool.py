@@ -73,12 +73,14 @@ async def test_with_plan_tool_the_model_s_todo_calls_reach_the_client_as_plans(
         [("Read the parser", "pending")],
         [("Read the parser", "pending"), ("Fix division by zero", "pending")],
         [("Read the parser", "completed"), ("Fix division by zero", "pending")],
+        [("Read the parser", "completed"), ("Fix division by zero", "in_progress")],
     ]
-    assert plans[-1] == [(text, "completed" if done else "pending") for text, done in TODO_PLAN]
+    assert plans[-1] == list(TODO_PLAN)
     # The gate did not ask about it: the todo list is pi's memory only, even in `ask` mode.
     assert not contents_of(messages, "permission.requested"), "no permission asked"
     completed = [c for c in contents_of(messages, "tool.completed") if c["name"] == "todo"]
-    assert len(completed) == 3 and "Todo #1 completed" in completed[-1]["output"]
+    assert len(completed) == 4 and "Todo #1 completed" in completed[-2]["output"]
+    assert "Started todo #2" in completed[-1]["output"]
 
 
 async def test_without_plan_tool_the_model_is_not_offered_todo_and_no_plan_comes(
@@ -104,7 +106,5 @@ async def test_acp_with_plan_tool_the_session_gets_acp_plan_updates(
         assert answer.stop_reason == "end_turn"
         assert "todo" in _offered(scripted_model, tag)
         plans = [u for u in recorder.of(session_id) if u.session_update == "plan"]
-        assert [(e.content, e.status) for e in plans[-1].entries] == [
-            (text, "completed" if done else "pending") for text, done in TODO_PLAN
-        ]
-        assert len(plans) == 3 and not recorder.permission_requests
+        assert [(e.content, e.status) for e in plans[-1].entries] == list(TODO_PLAN)
+        assert len(plans) == 4 and not recorder.permission_requests

@@ -187,7 +187,7 @@ async def acp_bridge(
         *args,
         env=env,
         cwd=cwd,
-        transport_kwargs={"stderr": subprocess.DEVNULL},
+        transport_kwargs={"stderr": None},  # inherited: pytest shows the bridge's log of a failing test
         use_unstable_protocol=True,
     ) as (conn, process):
         initialize = conn.initialize(protocol_version=1, client_capabilities=capabilities, **(meta or {}))
@@ -235,9 +235,7 @@ class RawAcp(StdioPeer):
                 **(extra_env or {}),
             }
         )
-        super().__init__(
-            [*BRIDGE, *top_args, "acp"], framing=NDJSON, env=env, cwd=cwd, stderr=subprocess.DEVNULL
-        )
+        super().__init__([*BRIDGE, *top_args, "acp"], framing=NDJSON, env=env, cwd=cwd, stderr=None)
         self.frames: list[dict[str, Any]] = []
         self.not_frames: list[bytes] = []
         self._cond = threading.Condition()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -53,7 +54,8 @@ class AcpLiveMode:
             env[self.spec.model_env] = options.model
         if options.mcp_config:
             env[MCP_ENV] = options.mcp_config
-        return LaunchSpec(argv=command, cwd=options.cwd, env=env)
+        # a sandboxed run's whole agent process starts inside its sandbox (its tools are its own)
+        return LaunchSpec(argv=(*options.launch_prefix, *command), cwd=options.cwd, env=env)
 
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
@@ -110,10 +112,11 @@ class AcpAgent:
     """The `AgentAdapter` of one ACP agent of the catalog."""
 
     interrupt_signal = signal.SIGINT
-    can_sandbox = False
 
     def __init__(self, spec: AcpAgentSpec) -> None:
         self.spec = spec
+        #: A sandbox confines the whole process of an agent whose own dirs the catalog names.
+        self.can_sandbox = spec.own_dirs is not None
         self.name = spec.name
         self.display_name = spec.display_name
         self.default_command = spec.command
@@ -162,6 +165,15 @@ class AcpAgent:
     def secret_files(self, env: Mapping[str, str]) -> tuple[str, ...]:
         """None known."""
         return ()
+
+    def own_dirs(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """Where the catalog says it keeps its state (writable in its sandbox)."""
+        return self.spec.own_dirs(env) if self.spec.own_dirs is not None else ()
+
+    def model_vars(self, env: Mapping[str, str]) -> tuple[str, ...]:
+        """The names in `env` its model needs (the catalog's patterns)."""
+        patterns = (*self.spec.model_vars, *self.spec.env)
+        return tuple(name for name in env if any(fnmatch.fnmatchcase(name, p) for p in patterns))
 
     def model_server_env(self, base_url: str, workdir: Path, provider: str) -> dict[str, str]:
         """The agent pointed at the model server at `base_url` (the catalog says how)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,9 @@ SETTLED_LINE: Final = b'{"type":"settled"}'
 ModelFormat = Literal["provider/model", "model"]
 #: Points an agent at the model server at `base_url` (state in `workdir`); the environment it needs.
 ModelServerEnv = Callable[[str, Path, str], dict[str, str]]
+#: The dirs an agent writes its own state to, for its launch environment (a sandbox keeps them
+#: writable; a file among them is bound only when it exists).
+OwnDirs = Callable[[Mapping[str, str]], tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,14 @@ class AcpAgentSpec:
     model_server_env: ModelServerEnv | None = None
     #: Offered `fs/read_text_file` and `fs/write_text_file` (the bridge's file operations do them).
     client_fs: bool = False
+    #: Its session modes that stop it asking (it would decide approvals in the bridge's place):
+    #: not offered to a client, so the bridge's permission modes stay the ones that decide.
+    unoffered_modes: frozenset[str] = frozenset()
+    #: Where it keeps its own state: a sandbox confines its whole process with these writable
+    #: (None: unknown, so no sandbox can hold it).
+    own_dirs: OwnDirs | None = None
+    #: The variables its model needs (fnmatch patterns): a sandbox drops every other credential.
+    model_vars: tuple[str, ...] = ()
 
 
 def _pi_model_server(base_url: str, workdir: Path, provider: str) -> dict[str, str]:
@@ -86,6 +98,44 @@ def _gemini_model_server(base_url: str, workdir: Path, provider: str) -> dict[st
     return gemini_env(workdir / "gemini-home", base_url.removesuffix("/v1"))
 
 
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def _xdg(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name) or os.path.join(_home(env), default)
+
+
+def _pi_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """pi's agent dir (its sessions, settings, auth) and pi-acp's session map."""
+    agent_dir = env.get("PI_CODING_AGENT_DIR") or os.path.join(_home(env), ".pi", "agent")
+    return agent_dir, os.path.join(_home(env), ".pi", "pi-acp")
+
+
+def _claude_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """Claude Code's config dir (or ~/.claude and ~/.claude.json) and its cache of logs."""
+    cache = os.path.join(_xdg(env, "XDG_CACHE_HOME", ".cache"), "claude-cli-nodejs")
+    if env.get("CLAUDE_CONFIG_DIR"):
+        return env["CLAUDE_CONFIG_DIR"], cache
+    return os.path.join(_home(env), ".claude"), os.path.join(_home(env), ".claude.json"), cache
+
+
+def _opencode_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """OpenCode's folder in each XDG dir (its database, its provider packages, its logs)."""
+    homes = (
+        ("XDG_DATA_HOME", ".local/share"),
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_STATE_HOME", ".local/state"),
+    )
+    return tuple(os.path.join(_xdg(env, name, default), "opencode") for name, default in homes)
+
+
+def _gemini_dirs(env: Mapping[str, str]) -> tuple[str, ...]:
+    """~/.gemini: its settings, chats and logs."""
+    return (os.path.join(_home(env), ".gemini"),)
+
+
 CATALOG: Final[dict[str, AcpAgentSpec]] = {
     "pi-acp": AcpAgentSpec(
         name="pi-acp",
@@ -97,6 +147,9 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         model_format="provider/model",
         provider="fake",
         model_server_env=_pi_model_server,
+        own_dirs=_pi_dirs,
+        # pi's providers each read their key from a variable of their own
+        model_vars=("PI_CODING_AGENT_DIR", "*_API_KEY", "*_BASE_URL"),
     ),
     "claude-acp": AcpAgentSpec(
         name="claude-acp",
@@ -110,7 +163,10 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         model_env="ANTHROPIC_MODEL",
         provider="anthropic",
         session_meta={"claudeCode": {"options": {"allowDangerouslySkipPermissions": False}}},
+        unoffered_modes=frozenset({"acceptEdits", "auto", "bypassPermissions", "dontAsk"}),
         model_server_env=_claude_model_server,
+        own_dirs=_claude_dirs,
+        model_vars=("ANTHROPIC_*", "CLAUDE_*"),
     ),
     "opencode": AcpAgentSpec(
         name="opencode",
@@ -126,6 +182,9 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         model_format="provider/model",
         provider="scripted",
         model_server_env=_opencode_model_server,
+        own_dirs=_opencode_dirs,
+        # its config (the provider and its key) and where its XDG dirs are; its package registry
+        model_vars=("OPENCODE_*", "XDG_*_HOME", "NPM_CONFIG_REGISTRY", "BUN_CONFIG_REGISTRY"),
     ),
     "gemini": AcpAgentSpec(
         name="gemini",
@@ -138,6 +197,9 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         provider="google",
         model_server_env=_gemini_model_server,
         client_fs=True,
+        unoffered_modes=frozenset({"autoEdit", "yolo"}),
+        own_dirs=_gemini_dirs,
+        model_vars=("GEMINI_*", "GOOGLE_GEMINI_*"),
     ),
 }
 

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import orjson
@@ -14,6 +14,7 @@ import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
+from bridge.agents.acp import options as own
 from bridge.agents.acp.catalog import MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.acp.client_fs import FS_METHODS, fs_answer, fs_op, refused
 from bridge.agents.acp.mcp import session_servers
@@ -21,7 +22,9 @@ from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.mapping import json_object
 from bridge.agents.values import (
+    SESSION_MODE,
     AgentCommand,
+    AgentOption,
     BridgeCommand,
     CommandDone,
     DoFileOp,
@@ -103,6 +106,8 @@ class AcpLive(JsonRpcLiveClient):
         self._session_id: str | None = None
         self._models: tuple[ModelChoice, ...] = ()
         self._commands: tuple[AgentCommand, ...] = ()
+        #: The agent's own modes and config options (its model aside), as it last said them.
+        self._options: tuple[AgentOption, ...] = ()
         self._images = False
         self._broken = False
         #: The tool call the agent last announced or asked about: its `fs/*` requests name none.
@@ -145,9 +150,13 @@ class AcpLive(JsonRpcLiveClient):
         plan = env.get(SESSION_ENV, "new")
         cwd = self._cwd()
         meta = dict(self.spec.session_meta) or None
-        servers = self._servers(env.get(MCP_ENV), caps.mcp_capabilities if caps else None)
+        servers = _servers(self.spec.display_name, env.get(MCP_ENV), caps.mcp_capabilities if caps else None)
         opened: dict[str, Any]
-        if plan.startswith("load:") and can_load:
+        if plan.startswith("load:") and not can_load:
+            # a new session would drop the conversation unsaid (a sandbox change restarts it)
+            reason = "cannot be done: this agent cannot load a session into a new process"
+            raise AcpLiveError(self.spec.display_name, "session/load", reason, kind="refused")
+        if plan.startswith("load:"):
             wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
             load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)
@@ -163,7 +172,8 @@ class AcpLive(JsonRpcLiveClient):
             raise AcpLiveError(self.spec.display_name, "session/new", "named no session", kind="refused")
         if self._on_session is not None and self._session_id:
             self._on_session(self._session_id, self._acp_session)
-        current = self._read_models(opened)
+        self._models, current = own.read_models(self.spec, opened)
+        self._options = own.opened_options(self.spec, opened)
         if self.spec.model_env and env.get(self.spec.model_env):
             current = env[self.spec.model_env]
         return LiveState(
@@ -172,40 +182,6 @@ class AcpLive(JsonRpcLiveClient):
             model=current,
             message_count=1 if plan.startswith("load:") else 0,
         )
-
-    def _servers(self, config: str | None, caps: schema.McpCapabilities | None) -> list[Any]:
-        """The conversation's MCP servers (the private file the launch named) in ACP's form; a
-        transport the agent does not take fails the start, naming it, rather than drop the server."""
-        try:
-            return session_servers(config, http=bool(caps and caps.http))
-        except ValueError as exc:
-            raise AcpLiveError(
-                self.spec.display_name, "session/new", str(exc), kind="refused", error_kind="usage"
-            ) from exc
-
-    def _read_models(self, opened: Mapping[str, Any]) -> str | None:
-        """The models the session offers (its `model` config option), and the one it runs."""
-        current: str | None = None
-        for option in opened.get("configOptions") or []:
-            if not isinstance(option, dict) or option.get("id") != "model":
-                continue
-            value = option.get("currentValue")
-            current = value if isinstance(value, str) else None
-            self._models = tuple(
-                self._choice(str(o["value"]), str(o.get("name") or o["value"]))
-                for o in option.get("options") or []
-                if isinstance(o, dict) and o.get("value")
-            )
-        if current and self.spec.model_format == "provider/model" and "/" in current:
-            return current.split("/", 1)[1]
-        return current
-
-    def _choice(self, value: str, name: str) -> ModelChoice:
-        """A model the session offers; an agent that writes "provider/model" says its provider."""
-        if self.spec.model_format == "provider/model" and "/" in value:
-            provider, model = value.split("/", 1)
-            return ModelChoice(provider, model, name)
-        return ModelChoice(self.spec.provider, value, name)
 
     async def switch_session(self, session_file: str) -> LiveState:
         """Refused: a process serves the one session it opened (a resumed one starts a process)."""
@@ -225,6 +201,28 @@ class AcpLive(JsonRpcLiveClient):
         )
         await self.request("session/set_config_option", _dump(request))
 
+    async def agent_options(self) -> tuple[AgentOption, ...]:
+        """The agent's own modes and config options as they are now."""
+        return self._options
+
+    async def set_agent_option(self, option_id: str, value: str) -> tuple[AgentOption, ...]:
+        """`session/set_mode` for its modes, `session/set_config_option` for the rest; the
+        options as the agent's answer gives them."""
+        session = self._acp_session or ""
+        if option_id == SESSION_MODE:
+            await self.request("session/set_mode", {"sessionId": session, "modeId": value})
+            self._options = own.with_current(self._options, option_id, value)
+            return self._options
+        params = {"sessionId": session, "configId": option_id, "value": value}
+        answer = await self.request("session/set_config_option", params)
+        given = own.updated(self.spec, self._options, {"sessionUpdate": "config_option_update", **answer})
+        self._options = (
+            given
+            if answer.get("configOptions") is not None and given is not None
+            else (own.with_current(self._options, option_id, value))
+        )
+        return self._options
+
     async def set_thinking(self, level: str) -> None:
         """Nothing: ACP has no thinking level (an agent may offer one as a mode of its own)."""
 
@@ -238,19 +236,7 @@ class AcpLive(JsonRpcLiveClient):
 
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
         """Write `session/prompt` now; its answer is the turn's end (read as the settled line)."""
-        if images and not self._images:
-            # dropped, the model would answer a prompt the user did not send
-            raise AcpLiveError(
-                self.spec.display_name,
-                "session/prompt",
-                "takes no images (its promptCapabilities.image is false): the prompt was not sent",
-                kind="refused",
-                error_kind="usage",
-            )
-        blocks: list[Any] = [
-            schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
-        ]
-        blocks.append(schema.TextContentBlock(type="text", text=text))
+        blocks = _prompt_blocks(self.spec.display_name, text, images, takes_images=self._images)
         request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
         self._end = _BARE_END
         pending = self._request_now("session/prompt", _dump(request))
@@ -284,7 +270,7 @@ class AcpLive(JsonRpcLiveClient):
         return pending
 
     async def commands(self) -> list[AgentCommand]:
-        """None listed through the seam yet (the agent's `available_commands_update`)."""
+        """The agent's own, as its last `available_commands_update` listed them."""
         return list(self._commands)
 
     async def run_command(self, command: BridgeCommand) -> CommandDone:
@@ -343,11 +329,7 @@ class AcpLive(JsonRpcLiveClient):
                 self._asked(message)
                 continue
             if method == "session/update":
-                params = message.get("params")
-                if isinstance(params, dict) and params.get("sessionId") == self._acp_session and self._prompt:
-                    self._note_tool_call(params.get("update"))
-                    events.append(line)
-                # outside a turn (a start-up banner, a mode update): not a run's output
+                events += self._session_update(line, message.get("params"))
         listener = self.listener
         if events and listener is not None:
             listener(events)
@@ -420,6 +402,28 @@ class AcpLive(JsonRpcLiveClient):
             return
         tasks.start_soon(self._decide, key, check, asks, answer)
 
+    def _session_update(self, line: bytes, params: Any) -> list[bytes]:
+        """The line for the run, when it is of the session's running turn (outside a turn: a
+        start-up banner, the agent's commands, not a run's output); the agent's state noted."""
+        if not isinstance(params, dict) or params.get("sessionId") != self._acp_session:
+            return []
+        self._note_state(params.get("update"))
+        if not self._prompt:
+            return []
+        self._note_tool_call(params.get("update"))
+        return [line]
+
+    def _note_state(self, update: Any) -> None:
+        """The agent's commands, modes and options, kept as it says them (in a turn or not)."""
+        if not isinstance(update, dict):
+            return
+        listed = own.commands(update)
+        if listed is not None:
+            self._commands = listed
+        changed = own.updated(self.spec, self._options, update)
+        if changed is not None:
+            self._options = changed
+
     def _note_tool_call(self, update: Any) -> None:
         if isinstance(update, dict) and update.get("sessionUpdate") == "tool_call":
             self._tool_call = str(update.get("toolCallId") or "")
@@ -467,6 +471,28 @@ class AcpLive(JsonRpcLiveClient):
             self._deciding -= 1
             self.reading_since = time.monotonic()
         self._settle(key, line)
+
+
+def _servers(agent: str, config: str | None, caps: schema.McpCapabilities | None) -> list[Any]:
+    """The conversation's MCP servers (the private file the launch named) in ACP's form; a
+    transport the agent does not take fails the start, naming it, rather than drop the server."""
+    try:
+        return session_servers(config, http=bool(caps and caps.http))
+    except ValueError as exc:
+        raise AcpLiveError(agent, "session/new", str(exc), kind="refused", error_kind="usage") from exc
+
+
+def _prompt_blocks(agent: str, text: str, images: Sequence[PromptImage], *, takes_images: bool) -> list[Any]:
+    """The prompt's content blocks, its images first; images to an agent that takes none fail
+    the prompt, naming it (dropped, the model would answer a prompt the user did not send)."""
+    if images and not takes_images:
+        reason = "takes no images (its promptCapabilities.image is false): the prompt was not sent"
+        raise AcpLiveError(agent, "session/prompt", reason, kind="refused", error_kind="usage")
+    blocks: list[Any] = [
+        schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
+    ]
+    blocks.append(schema.TextContentBlock(type="text", text=text))
+    return blocks
 
 
 def tool_check(asked: schema.RequestPermissionRequest) -> ToolCheck:

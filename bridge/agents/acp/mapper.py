@@ -15,17 +15,26 @@ from bridge.contract import ErrorInfo, ErrorKind
 log = logging.getLogger(__name__)
 
 _STOP_REASONS: Final = {"end_turn": "stop", "max_tokens": "length", "max_turn_requests": "length"}
+#: Read by the live client (live.py keeps the session's options and commands), not a run's output.
 _KNOWN: Final = frozenset(
     {
         "user_message_chunk",
-        "plan",
         "available_commands_update",
         "current_mode_update",
         "config_option_update",
         "session_info_update",
-        "usage_update",
     }
 )
+_PLAN_STATUSES: Final = frozenset({"pending", "in_progress", "completed"})
+_PRIORITIES: Final = frozenset({"high", "medium", "low"})
+#: ACP's prompt `usage` -> the contract's `Usage`.
+_USAGE_FIELDS: Final = {
+    "inputTokens": "input",
+    "outputTokens": "output",
+    "cachedReadTokens": "cacheRead",
+    "cachedWriteTokens": "cacheWrite",
+    "totalTokens": "totalTokens",
+}
 
 
 def _text(content: Any) -> str:
@@ -44,6 +53,8 @@ class AcpEventMapper(MapperCore):
         self.agent = agent  # type: ignore[misc]
         self._classify = classify
         self._tool_output: dict[str, list[str]] = {}
+        #: The context window as the agent's last `usage_update` gave it (terminal.completed's).
+        self._context: dict[str, Any] = {}
 
     def feed(self, line: bytes) -> list[Out]:
         """A `session/update` line as the agent wrote it, or one of the client's own lines."""
@@ -77,6 +88,11 @@ class AcpEventMapper(MapperCore):
             return self._tool_call(update)
         if kind == "tool_call_update":
             return self._tool_update(update)
+        if kind == "plan":
+            return _plan(update)
+        if kind == "usage_update":
+            self._note_context(update)
+            return []
         if kind not in _KNOWN:
             self._note_unknown(str(kind))
         return []
@@ -134,7 +150,20 @@ class AcpEventMapper(MapperCore):
             return self._stop_failed(
                 ErrorInfo(kind="model", message=f"{self.agent} refused the prompt", retryable=False)
             )
-        return self._complete(_STOP_REASONS.get(reason, reason), {})
+        return self._complete(
+            _STOP_REASONS.get(reason, reason), {**_usage(event.get("usage")), **self._context}
+        )
+
+    def _note_context(self, update: dict[str, Any]) -> None:
+        """`usage_update` (tokens in the context, its size, the session's cost so far)."""
+        used, size = update.get("used"), update.get("size")
+        if isinstance(used, int) and isinstance(size, int) and size > 0:
+            percent = round(100.0 * used / size, 2)
+            self._context["contextUsage"] = {"tokens": used, "contextWindow": size, "percent": percent}
+        cost = update.get("cost")
+        amount = cost.get("amount") if isinstance(cost, dict) else None
+        if isinstance(amount, int | float) and not isinstance(amount, bool):
+            self._context["sessionCost"] = float(amount)
 
     def _session(self, event: dict[str, Any]) -> list[Out]:
         return self._start_session(event.get("id"), event.get("cwd", ""), {})
@@ -151,6 +180,34 @@ class AcpEventMapper(MapperCore):
 
     handlers: ClassVar[Mapping[str, Handler]] = {"prompt_end": _prompt_end, "session": _session}
     ignored: ClassVar[frozenset[str]] = frozenset({"settled"})
+
+
+def _plan(update: dict[str, Any]) -> list[Out]:
+    """ACP's `plan` (the whole plan each time) -> the contract's plan message, as pi's `todo` tool
+    and Claude Code's task list give it."""
+    entries: list[dict[str, Any]] = []
+    for entry in update.get("entries") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            continue
+        status = entry.get("status")
+        mapped: dict[str, Any] = {
+            "content": entry["content"],
+            "status": status if status in _PLAN_STATUSES else "pending",
+        }
+        if entry.get("priority") in _PRIORITIES:
+            mapped["priority"] = entry["priority"]
+        entries.append(mapped)
+    return [Out("plan", {"entries": entries})]
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    """The prompt answer's `usage` as terminal.completed's (nothing when the agent gave none)."""
+    if not isinstance(usage, dict):
+        return {}
+    mapped = {
+        ours: usage[theirs] for theirs, ours in _USAGE_FIELDS.items() if isinstance(usage.get(theirs), int)
+    }
+    return {"usage": mapped} if mapped else {}
 
 
 def _tool_name(update: dict[str, Any]) -> str:

@@ -111,17 +111,23 @@ def _of_another_role(line: bytes, role_at: int) -> bool:
 
 
 def _plan_of_todos(details: Any) -> list[Out]:
-    """The contract's `plan` from a `todo` result's details (`todos: [{id, text, done}]`);
+    """The contract's `plan` from a `todo` result's details (`todos: [{id, text, done, doing}]`);
     nothing when they are not that shape (another extension's tool of the same name)."""
     todos = details.get("todos") if isinstance(details, dict) else None
     if not isinstance(todos, list):
         return []
     entries = [
-        {"content": todo["text"], "status": "completed" if todo.get("done") is True else "pending"}
+        {"content": todo["text"], "status": _todo_status(todo)}
         for todo in todos
         if isinstance(todo, dict) and isinstance(todo.get("text"), str)
     ]
     return [Out("plan", {"entries": entries})]
+
+
+def _todo_status(todo: dict[str, Any]) -> str:
+    if todo.get("done") is True:
+        return "completed"
+    return "in_progress" if todo.get("doing") is True else "pending"
 
 
 def _usage_of(raw: Any) -> dict[str, Any] | None:

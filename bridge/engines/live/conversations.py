@@ -13,6 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from bridge.agents.seam import OwnOptions
 from bridge.agents.values import LiveError, OpenedConversation, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.live_agent import (
@@ -180,6 +181,8 @@ class Conversations:
         except LiveError as exc:
             log.info("live agent pid %d: could not list its models: %s", agent.pid, exc)
             models, levels = (), []
+        client = agent.client
+        own = await client.agent_options() if isinstance(client, OwnOptions) else ()
         assert agent.session_id is not None
         return OpenedConversation(
             session_id=agent.session_id,
@@ -188,6 +191,7 @@ class Conversations:
             thinking=agent.thinking,
             models=models,
             thinking_levels=tuple(levels),
+            agent_options=own,
         )
 
     async def invalidate(self, agent: LiveAgent, *, keep_slot_for: Lease | None = None) -> None:

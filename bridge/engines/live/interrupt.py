@@ -95,7 +95,7 @@ class Interrupt:
         conversation's MCP servers that agent started."""
         if not agent.client.runs_agent_as_child:
             return self.helpers
-        kept = children_now(agent.child)
+        kept = children_now(agent.child, agent.wrappers)
         kept.update(started_as_now(agent.child, self.mcp_argvs, under=kept))
         return kept
 

@@ -17,7 +17,8 @@ from bridge.agents.values import LiveState, RunOptions
 from bridge.contract import ErrorInfo, ErrorKind, ShutdownReceipt
 from bridge.process.spawn import ChildProcess
 
-LiveKey = tuple[tuple[str, ...], str, tuple[str, ...] | None, frozenset[tuple[str, str]], bool, str | None]
+Argv = tuple[str, ...]
+LiveKey = tuple[Argv, str, Argv | None, frozenset[tuple[str, str]], bool, str | None, Argv]
 
 
 class NoLiveMode(Exception):
@@ -60,9 +61,9 @@ def live_key(command: tuple[str, ...], options: RunOptions, env: Mapping[str, st
     """What must be identical for a live agent to take a run (anything else is a command): the
     project trust it was started with among them, since an agent loads its project files once,
     and its MCP servers, whose file is named by their whole content, so a process started for one
-    set never serves another."""
+    set never serves another; and the sandbox its whole process was started in, if any."""
     key = (command, canonical_cwd(options.cwd), options.tools, frozenset(env.items()))
-    return (*key, options.trusted, options.mcp_config)
+    return (*key, options.trusted, options.mcp_config, options.launch_prefix)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ class LiveAgent:
     stopped: ShutdownReceipt | None = None
     # Two stops of one agent (a shutdown sweep and its own cancelled start) share one shutdown.
     stop_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    #: The processes its launch put between `child` and the agent (a sandbox's; see bwrap.WRAPPERS).
+    wrappers: int = 0
 
     @property
     def pid(self) -> int:

@@ -18,6 +18,7 @@ from bridge.agents.seam import LiveMode
 from bridge.agents.values import LaunchSpec, LiveError
 from bridge.contract import ErrorInfo, ShutdownReceipt
 from bridge.engines.live.live_agent import Launcher, LiveAgent, LiveLaunch, NoLiveMode, StartFailure
+from bridge.process import bwrap
 from bridge.process.shutdown import shutdown_tree, wait_exit
 from bridge.process.spawn import SpawnError, forget, spawn
 
@@ -160,6 +161,7 @@ class Starter:
             provider=options.provider,
             model=options.model,
             thinking=options.thinking,
+            wrappers=bwrap.WRAPPERS if options.launch_prefix else 0,
         )
         self.starting.add(agent)
         try:

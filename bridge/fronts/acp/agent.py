@@ -29,7 +29,7 @@ from bridge.fronts.acp.session.fast_path import FastPath
 from bridge.fronts.acp.session.modes import MODE_OPTION, current_mode_update, mode_state
 from bridge.fronts.acp.session.open_sessions import AcpSession, Sessions
 from bridge.fronts.acp.session.prompts import CANCELLED, Prompts
-from bridge.fronts.acp.updates import MODEL_OPTION, THOUGHT_OPTION, history_updates
+from bridge.fronts.acp.updates import AGENT_PREFIX, MODEL_OPTION, THOUGHT_OPTION, history_updates
 from bridge.policy.gate import FrontPolicy
 from bridge.runs.conversation_admin import ConversationAdmin
 from bridge.runs.registry import RunRegistry
@@ -103,8 +103,19 @@ class AcpAgent:
         task.add_done_callback(self._served.discard)
 
     def _announce(self, session: AcpSession) -> None:
-        """The session's commands, sent after the answer at hand."""
+        """The session's commands, and the agent's own options when it changed them itself,
+        sent after the answer at hand."""
         self._later(self.commands.announce(session.session_id, session.cwd))
+        self._later(self._agent_options_changed(session))
+
+    async def _agent_options_changed(self, session: AcpSession) -> None:
+        """A config_option_update when the agent's own options are not what the client was told."""
+        if await self.sessions.refresh_agent_options(session):
+            mode = self.sessions.mode_of(session.session_id)
+            update = schema.ConfigOptionUpdate(
+                session_update="config_option_update", config_options=session.options(mode)
+            )
+            self.outbox.send_one(session.session_id, update)
 
     # ------------------------------------------------------------------ lifecycle methods
 
@@ -135,17 +146,21 @@ class AcpAgent:
             field = "_meta.piBridge.defaultMode"
             self.policy.default_mode = self.sessions.checked_mode(default_mode, field)
         if box is not None:
-            self.prompts.sandbox = _validated(SandboxSettings, box)
+            self.prompts.sandbox = self.sessions.sandbox = _validated(SandboxSettings, box)
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse:
         """The methods initialize lists: an API key must be in the environment the client gave;
-        pi's own login has run in the client's terminal already, and pi keeps what it stored."""
+        pi's own login has run in the client's terminal already, and pi must hold what it stored."""
         if method_id == ENV_AUTH_ID:
             if not any(os.environ.get(name) for name in API_KEY_VARS):
                 names = ", ".join(API_KEY_VARS)
                 raise RequestError(-32000, f"no API key in pi-bridge's environment: set one of {names}")
             return schema.AuthenticateResponse()
         if method_id == TERMINAL_AUTH_ID:
+            if not await self.admin.holds_a_login():
+                raise RequestError(
+                    -32000, "pi holds no login yet: run the login in a terminal (`pi-bridge acp --login`)"
+                )
             return schema.AuthenticateResponse()
         known = f"{ENV_AUTH_ID!r} or {TERMINAL_AUTH_ID!r}"
         raise RequestError(-32602, f"unknown auth method {method_id!r}: pi-bridge offers {known}")
@@ -238,11 +253,26 @@ class AcpAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> schema.SetSessionConfigOptionResponse:
-        """Model or thought level, applied from the next prompt; the mode, from the next tool call."""
+        """Model or thought level, applied from the next prompt; the mode, from the next tool call;
+        an agent's own option (`agent.<id>`), set by the agent, whose answer it is."""
         session = self.sessions.known(session_id)
-        self._set_option(session, config_id, value)
+        if config_id.startswith(AGENT_PREFIX):
+            await self._set_agent_option(session, config_id, value)
+        else:
+            self._set_option(session, config_id, value)
         mode = self.sessions.mode_of(session_id)
         return schema.SetSessionConfigOptionResponse(config_options=session.options(mode))
+
+    async def _set_agent_option(self, session: AcpSession, config_id: str, value: str | bool) -> None:
+        """One of the agent's own options, when `value` is one of its choices."""
+        own = config_id.removeprefix(AGENT_PREFIX)
+        option = next((o for o in session.agent_options if o.option_id == own), None)
+        if option is None:
+            raise RequestError(-32602, f"invalid params: configId: the agent has no option {own!r}")
+        allowed = [choice.value for choice in option.choices]
+        if value not in allowed:
+            raise RequestError(-32602, f"invalid params: value: {value!r} is not one of {allowed}")
+        await self.sessions.set_agent_option(session, own, str(value))
 
     def _set_option(self, session: AcpSession, config_id: str, value: str | bool) -> None:
         """One of the session's configOptions set, when `value` is one of its choices."""

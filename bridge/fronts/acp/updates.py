@@ -32,7 +32,7 @@ from bridge.contract import (
     ToolUpdateContent,
     Usage,
 )
-from bridge.runs.registry import OpenedConversation
+from bridge.runs.registry import AgentOption, OpenedConversation
 
 Update = (
     schema.UserMessageChunk
@@ -471,8 +471,11 @@ def history_updates(history: SessionHistory, cwd: str) -> Iterable[Update]:
 
 
 def model_value(provider: str | None, model: str | None) -> str:
-    """A model's option value: `provider/model`."""
-    return f"{provider}/{model}" if provider else (model or "")
+    """A model's option value: `provider/model` ("" for an agent that did not say its model:
+    Gemini CLI's session names none, and runs its settings' own)."""
+    if not model:
+        return ""
+    return f"{provider}/{model}" if provider else model
 
 
 def config_options(
@@ -492,6 +495,31 @@ def config_options(
         choices = [schema.SessionConfigSelectOption(value=level, name=level) for level in levels]
         options.append(_select(THOUGHT_OPTION, "Thinking", "thought_level", current, choices))
     return options
+
+
+#: The prefix of an agent's own option id in the front's configOptions (beside the bridge's).
+AGENT_PREFIX: Final = "agent."
+
+
+def agent_config_options(options: Iterable[AgentOption]) -> list[schema.SessionConfigOptionSelect]:
+    """An ACP agent's own modes and config options as configOptions `agent.<id>`, with no
+    category (a client's mode and model pickers stay the bridge's): the agent's own category is
+    in `_meta.piBridge.agentCategory`."""
+    return [
+        schema.SessionConfigOptionSelect(
+            type="select",
+            id=AGENT_PREFIX + option.option_id,
+            name=option.name,
+            field_meta={"piBridge": {"agentCategory": option.category}} if option.category else None,
+            description=option.description,
+            current_value=option.current,
+            options=[
+                schema.SessionConfigSelectOption(value=c.value, name=c.name, description=c.description)
+                for c in option.choices
+            ],
+        )
+        for option in options
+    ]
 
 
 def _select(

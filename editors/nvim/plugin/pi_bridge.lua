@@ -105,6 +105,27 @@ command('PiModel', function()
   chat().pick_model()
 end, { nargs = 0, desc = 'Pick the model and thinking level of the next prompts' })
 
+command('PiAgent', function(o)
+  if o.args == '' then
+    chat().pick_agent()
+  else
+    chat().set_agent(o.args)
+  end
+end, {
+  nargs = '?',
+  desc = "The agent of the chat's conversation (pi, claude, an ACP agent…); no name: pick one",
+  complete = function(lead)
+    local agents = require('pi_bridge.core.client').bridge.agents or {}
+    local names = {}
+    for _, agent in ipairs(agents) do
+      if agent.found and vim.startswith(agent.name, lead) then
+        names[#names + 1] = agent.name
+      end
+    end
+    return names
+  end,
+})
+
 command('PiMode', function(o)
   local session = ui('chat').state().session_id
   if o.args == '' then

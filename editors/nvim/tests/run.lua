@@ -10,7 +10,8 @@ local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
 local h = dofile(here .. '/support/helpers.lua')
 -- One Neovim, one bridge: the files run in this order, each test after the one before it.
 for _, feature in ipairs({
-  'basics', 'approvals', 'runs', 'chat', 'rewind', 'words', 'agent_views', 'lifecycle', 'build',
+  'basics', 'approvals', 'runs', 'chat', 'rewind', 'words', 'agent_views', 'agent_picker', 'lifecycle',
+  'build',
 }) do
   dofile(here .. '/features/' .. feature .. '.lua')(h)
 end

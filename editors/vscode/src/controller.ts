@@ -98,6 +98,7 @@ export class Controller implements vscode.Disposable {
       onSetup: (action) => void this.firstRun.run(action),
       onPickModel: (value) => void this.models.choose(value),
       onDemo: () => void this.models.demo(this.chat, () => void this.firstRun.run('scripted')),
+      onAgent: () => this.models.agentChanged(),
       memory: workspaceMemory(context.workspaceState),
       last: new LastConversation(
         vscode.Uri.joinPath(context.storageUri ?? context.globalStorageUri, 'last-conversation.json').fsPath,
@@ -107,6 +108,7 @@ export class Controller implements vscode.Disposable {
     this.models = new Models({
       session: () => this.ensureSession(),
       sessionId: () => this.chat.conversation.sessionId,
+      onDefaultAgent: () => this.chat.onDefaultAgent,
       adopt: (sessionId) => this.chat.conversation.offerSession(sessionId),
       cwd: defaultCwd,
       show: (models) => {
@@ -223,8 +225,7 @@ export class Controller implements vscode.Disposable {
       throw err;
     }
     const info = client.initializeResult;
-    const caps = (info?.capabilities.experimental as { piBridge?: { protocolVersion?: number } } | undefined)
-      ?.piBridge;
+    const caps = (info?.capabilities.experimental as { piBridge?: ServerCapabilities } | undefined)?.piBridge;
     if (caps?.protocolVersion !== PROTOCOL_VERSION) {
       this.log.warn(
         `bridge speaks protocol ${String(caps?.protocolVersion)}, this extension ${PROTOCOL_VERSION}`,
@@ -232,6 +233,7 @@ export class Controller implements vscode.Disposable {
     }
     this.log.info(`bridge ready: ${info?.serverInfo?.name ?? '?'} ${info?.serverInfo?.version ?? ''}`);
     this.models.forget();
+    this.chat.setAgents({ agents: caps?.agents ?? [], defaultAgent: caps?.defaultAgent ?? null });
     return session;
   }
 

@@ -16,6 +16,11 @@ export interface ModelsDeps {
   session(): Promise<Session>;
   /** The shown conversation's session id, if it has one. */
   sessionId(): string | null;
+  /**
+   * Whether the shown conversation runs the bridge's default agent. pi/models takes no agent:
+   * without a session it opens the default agent, and another agent's list it may not know.
+   */
+  onDefaultAgent(): boolean;
   /** The bridge opened a conversation to answer (none was named): the chat's next prompt goes there. */
   adopt(sessionId: string): void;
   cwd(): string | undefined;
@@ -52,6 +57,7 @@ export class Models {
   /** The bridge (re)started: its agent's list is asked again once a conversation has a session. */
   forget(): void {
     this.askedFor = undefined;
+    this.defaultList = undefined;
   }
 
   /**
@@ -72,6 +78,10 @@ export class Models {
       const session = await this.deps.session();
       const sessionId = this.deps.sessionId();
       this.askedFor = sessionId;
+      if (!sessionId && !this.deps.onDefaultAgent()) {
+        this.forgetList();
+        return;
+      }
       const cwd = this.deps.cwd();
       const params = sessionId ? { sessionId } : cwd ? { cwd } : {};
       const result = await session.request<ModelsResult>(Methods.models, params);
@@ -80,9 +90,43 @@ export class Models {
       }
       this.listed = result.models;
       this.agentCurrent = result.current ? modelValue(result.current) : null;
+      if (this.deps.onDefaultAgent()) {
+        this.defaultList = { listed: this.listed, current: this.agentCurrent };
+      }
     } catch (err) {
       this.deps.log.warn(`could not list the agent's models: ${err instanceof Error ? err.message : String(err)}`);
+      if (!this.deps.onDefaultAgent()) {
+        this.forgetList(); // not another agent's list shown as this one's
+        return;
+      }
     }
+    this.show();
+  }
+
+  /** The default agent's last list, shown again when a conversation goes back to that agent. */
+  private defaultList: { listed: ModelInfo[]; current: string | null } | undefined;
+
+  /**
+   * The shown conversation picked another agent: the default agent's list comes back from memory
+   * (asking would open a second conversation beside the one its `/` commands open), another
+   * agent's is asked of its session, or waits for its first prompt.
+   */
+  agentChanged(): void {
+    if (this.deps.onDefaultAgent() && this.defaultList) {
+      this.listed = this.defaultList.listed;
+      this.agentCurrent = this.defaultList.current;
+      this.show();
+    } else if (this.deps.sessionId() || this.deps.onDefaultAgent()) {
+      void this.refresh();
+    } else {
+      this.forgetList();
+    }
+  }
+
+  /** No list: the header shows the next prompt's model alone (the settings', or the agent's default). */
+  private forgetList(): void {
+    this.listed = [];
+    this.agentCurrent = null;
     this.show();
   }
 

@@ -24,7 +24,8 @@ import { renderMarkdown } from '../src/chat/markdown';
 import { demoExample, demoPrompt, demoScenarios, isDemo, withDemo } from '../src/chat/demo';
 import { foldersOf, mentionAtCaret, mentionsIn, rankMentions } from '../src/chat/mentions/mentionText';
 import { answerFor, approvalView, decisionOf, diffLines, outcomeText, ruleLabel, splitLines } from '../src/chat/approvals';
-import { Conversation } from '../src/chat/conversation/conversation';
+import { Conversation, type RememberedConversation } from '../src/chat/conversation/conversation';
+import { agentChoices, agentOf, pickable } from '../src/chat/agents';
 import { withUnsent, type HostMessage } from '../src/chat/chatProtocol';
 import type { PermissionOption, RequestPermissionParams, RunParams } from '../src/bridge/protocol';
 import type { Session } from '../src/bridge/session';
@@ -578,4 +579,88 @@ test("no folder of the extension's src or test holds more than 12 source files (
   walk(join(extensionDir, 'src'));
   walk(join(extensionDir, 'test'));
   assert.deepEqual(crowded, []);
+});
+
+test("the agent picker lists the bridge's agents, a missing one disabled with why; only a found, listed one is pickable", () => {
+  const list = {
+    agents: [
+      { name: 'pi', command: ['pi'], found: true, version: '1.6.0', protocol: 'pi' },
+      { name: 'fake', command: ['python3', 'fake_pi.py'], found: true, version: null, protocol: 'pi' },
+      { name: 'ghost', command: ['ghost-agent', '--acp'], found: false, version: null, protocol: 'acp' },
+    ],
+    defaultAgent: 'pi',
+  };
+  assert.deepEqual(agentChoices(list, null), {
+    current: 'pi',
+    agents: [
+      { name: 'pi', label: 'pi 1.6.0', enabled: true, why: null },
+      { name: 'fake', label: 'fake', enabled: true, why: null },
+      { name: 'ghost', label: 'ghost (not found)', enabled: false, why: 'not found: ghost-agent --acp' },
+    ],
+  });
+  assert.equal(agentChoices(list, 'fake').current, 'fake', "a conversation's pick is the current one");
+  assert.equal(agentOf({ agents: [], defaultAgent: null }, null), 'pi', 'before the bridge answered: pi');
+  assert.equal(pickable(list, 'fake'), null);
+  assert.equal(pickable(list, 'ghost'), 'not found: ghost-agent --acp');
+  assert.equal(pickable(list, 'nobody'), 'the bridge lists no agent named nobody');
+});
+
+test("a conversation runs its picked agent: each run names it, the default agent's session opened ahead is dropped, and one with turns keeps its agent", async () => {
+  const posted: HostMessage[] = [];
+  const runs: RunParams[] = [];
+  const asked: { method: string; params: Record<string, unknown> }[] = [];
+  const memory = new Map<string, RememberedConversation>();
+  const fakeSession = {
+    run: (params: RunParams) => {
+      runs.push({ ...params });
+      return Promise.resolve({ ...newRunRecord(params.runId!, params.prompt), status: 'completed', sessionId: `s-${params.agent ?? 'pi'}` });
+    },
+    request: (method: string, params: Record<string, unknown>) => {
+      asked.push({ method, params });
+      if (method === Methods.commands) {
+        // Asked without a session, the bridge opens one on its default agent.
+        return Promise.resolve({ commands: [], sessionId: params.sessionId ?? 'pre-opened-pi' });
+      }
+      if (method === Methods.session) {
+        return Promise.resolve({ found: true, sessionId: params.sessionId, title: null, agent: 'fake', turns: [] });
+      }
+      return Promise.resolve({});
+    },
+  } as unknown as Session;
+  const host = {
+    session: () => Promise.resolve(fakeSession),
+    runParams: (prompt: string, runId: string): RunParams => ({ prompt, runId }),
+    post: (message: HostMessage) => posted.push(message),
+    defaultAgent: () => 'pi',
+    cwd: () => '/w',
+    memory: { get: (id: string) => memory.get(id), set: (id: string, c: RememberedConversation) => void memory.set(id, c) },
+  };
+  const conversation = new Conversation(host);
+  await conversation.loadCommands();
+  assert.equal(conversation.sessionId, 'pre-opened-pi', 'the default agent: its session is opened ahead');
+  assert.equal(conversation.setAgent('fake'), true);
+  assert.equal(conversation.sessionId, null, "that session is pi's: dropped");
+  assert.equal(conversation.onDefaultAgent, false);
+  const before = asked.length;
+  await conversation.loadCommands();
+  assert.equal(asked.length, before, 'nothing opened on the default agent for it');
+  await conversation.send('hello');
+  await conversation.send('again');
+  assert.deepEqual(
+    runs.map((r) => [r.agent, r.sessionId ?? null]),
+    [
+      ['fake', null],
+      ['fake', 's-fake'],
+    ],
+    'each run names the agent; the second continues the first',
+  );
+  const sent = asked.filter((a) => a.method === Methods.commands).map((a) => a.params.sessionId ?? null);
+  assert.deepEqual(sent, [null], 'pi/commands (no agent param) is never asked for it, not even of its session');
+  assert.equal(conversation.setAgent('pi'), false, 'a conversation with turns keeps its agent');
+  assert.equal(conversation.agent, 'fake');
+  assert.equal(memory.get('s-fake')?.agent, 'fake', 'remembered with the conversation');
+
+  const reopened = new Conversation(host);
+  assert.equal(await reopened.open('s-fake'), true);
+  assert.equal(reopened.agent, 'fake', "a reopened session runs its own agent (pi/session's `agent`)");
 });

@@ -156,3 +156,51 @@ def test_a_permission_verdict_picks_a_once_option_never_an_always_one() -> None:
         "result": {"outcome": {"outcome": "selected", "optionId": "yes"}},
     }
     assert rejected["result"]["outcome"] == {"outcome": "selected", "optionId": "no"}
+
+
+def test_a_plan_maps_to_the_plan_message_and_usage_to_the_turns_end() -> None:
+    mapper = _mapper()
+    entries = [
+        {"content": "read the code", "status": "completed", "priority": "high"},
+        {"content": "write the fix", "status": "in_progress", "priority": "medium"},
+        {"content": "odd", "status": "someday"},
+        {"status": "pending"},
+    ]
+    usage = {
+        "inputTokens": 12,
+        "outputTokens": 5,
+        "totalTokens": 17,
+        "cachedReadTokens": 2,
+        "thoughtTokens": 1,
+    }
+    out = _feed(
+        mapper,
+        b'{"type":"session","id":"s1","cwd":"/w"}',
+        _update({"sessionUpdate": "plan", "entries": entries}),
+        _update(
+            {
+                "sessionUpdate": "usage_update",
+                "used": 300,
+                "size": 1200,
+                "cost": {"amount": 0.5, "currency": "USD"},
+            }
+        ),
+        _chunk("agent_message_chunk", "done"),
+        orjson.dumps({"type": "prompt_end", "stopReason": "end_turn", "usage": usage}),
+    )
+    assert _types(out) == ["session.started", "plan", "assistant", "terminal.completed"]
+    assert out[1].content == {
+        "entries": [
+            {"content": "read the code", "status": "completed", "priority": "high"},
+            {"content": "write the fix", "status": "in_progress", "priority": "medium"},
+            {"content": "odd", "status": "pending"},
+        ]
+    }
+    end = out[-1].content
+    assert end["usage"] == {"input": 12, "output": 5, "totalTokens": 17, "cacheRead": 2}
+    assert end["contextUsage"] == {"tokens": 300, "contextWindow": 1200, "percent": 25.0}
+    assert end["sessionCost"] == 0.5
+    for seq, o in enumerate(out, 1):
+        pi_message_adapter().validate_python(
+            {"type": o.type, "runId": "r", "attempt": 1, "seq": seq, "content": o.content}
+        )

@@ -516,3 +516,36 @@ def test_an_edit_of_a_buffer_is_its_told_text_with_pi_s_patch_not_the_disk(tmp_p
 def test_an_edit_whose_told_text_the_patch_does_not_fit_falls_back_to_the_disk(tmp_path: Path) -> None:
     diff = _edit_told(tmp_path, BEFORE, "something else\n")
     assert diff == {"path": str(tmp_path / "notes.txt"), "oldText": BEFORE, "newText": AFTER, "line": 2}
+
+
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_an_edit_of_a_crlf_buffer_keeps_its_line_endings_and_bom(tmp_path: Path, bom: str) -> None:
+    """pi edits a CRLF file keeping CRLF (and its BOM): the diff shows the one changed line, not every line."""
+    told = bom + BEFORE.replace("\n", "\r\n")
+    diff = _edit_told(tmp_path, "the disk's older text\n", told)
+    assert diff["oldText"] == told
+    assert diff["newText"] == bom + AFTER.replace("\n", "\r\n")
+    assert diff["line"] == 2
+
+
+def test_an_edit_of_a_crlf_file_snapshotted_then_changed_again_keeps_crlf(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_bytes(BEFORE.replace("\n", "\r\n").encode())
+    capture = Capture(tmp_path)
+    capture.note_line(toolcall_end("c", "edit", EDIT_ARGS))
+    target.write_bytes(b"changed again by someone else\r\n")
+    capture.note_line(execution_end("c", "edit", EDIT_DETAILS))
+    (out,) = capture.observe([completed("c", "edit")])
+    assert out.content["diff"]["oldText"] == BEFORE.replace("\n", "\r\n")
+    assert out.content["diff"]["newText"] == AFTER.replace("\n", "\r\n")
+
+
+def test_a_patch_keeps_each_kept_line_s_bytes_and_gives_added_lines_their_place_s_ending() -> None:
+    from bridge.engines.diff_capture import _apply
+
+    hunks = parse_unified_patch("--- f\n+++ f\n@@ -1,3 +1,4 @@\n a\n-b\n+B\n+B2\n c\n")
+    assert hunks is not None
+    assert _apply(hunks, "a\r\nb\nc\r\n") == "a\r\nB\nB2\nc\r\n"  # mixed, as pi writes it
+    assert _apply(hunks, "\ufeffa\r\nb\r\nc\r\n") == "\ufeffa\r\nB\r\nB2\r\nc\r\n"
+    assert _apply(hunks, "\ufeffa\r\nB\r\nB2\r\nc\r\n", reverse=True) == "\ufeffa\r\nb\r\nc\r\n"
+    assert _apply(hunks, "a\r\nx\r\nc\r\n") is None

@@ -1,8 +1,8 @@
 /**
  * pi-bridge's optional plan tool: pi has none, so with `$PI_BRIDGE_PLAN_TOOL=1` (the client's
  * `planTool` option) the model gets a `todo` tool, modelled on pi's own
- * examples/extensions/todo.ts. Its list lives in each result's `details` (`{action, todos:
- * [{id, text, done}], nextId}`), so a branch or a resumed session finds the list of its own point
+ * examples/extensions/todo.ts, plus `start` (the todo being worked on). Its list lives in each
+ * result's `details` (`{action, todos: [{id, text, done, doing}], nextId}`), so a branch or a resumed session finds the list of its own point
  * in history; the bridge's pi mapper turns each result's `todos` into the contract's `plan`.
  * It touches nothing outside pi's memory, so the gate does not ask about it (index.ts).
  */
@@ -10,15 +10,15 @@
 export const PLAN_TOOL = process.env.PI_BRIDGE_PLAN_TOOL === "1";
 export const TODO_TOOL = "todo";
 
-type Todo = { id: number; text: string; done: boolean };
+type Todo = { id: number; text: string; done: boolean; doing?: boolean };
 type Details = { action: string; todos: Todo[]; nextId: number; error?: string };
 
 const PARAMETERS = {
 	type: "object",
 	properties: {
-		action: { type: "string", enum: ["list", "add", "toggle", "clear"] },
+		action: { type: "string", enum: ["list", "add", "start", "toggle", "clear"] },
 		text: { type: "string", description: "Todo text (for add)" },
-		id: { type: "number", description: "Todo ID (for toggle)" },
+		id: { type: "number", description: "Todo ID (for start and toggle)" },
 	},
 	required: ["action"],
 };
@@ -50,22 +50,31 @@ export function registerTodo(pi: any) {
 	pi.registerTool({
 		name: TODO_TOOL,
 		label: "Todo",
-		description: "Manage a todo list (your plan, shown to the user). Actions: list, add (text), toggle (id), clear",
+		description: "Manage a todo list (your plan, shown to the user). Actions: list, add (text), start (id: the todo you work on now), toggle (id: done or not), clear",
 		parameters: PARAMETERS,
 		async execute(_id: string, params: any) {
 			switch (params?.action) {
 				case "list":
-					return result("list", todos.length ? todos.map((t) => `[${t.done ? "x" : " "}] #${t.id}: ${t.text}`).join("\n") : "No todos");
+					return result("list", todos.length ? todos.map((t) => `[${t.done ? "x" : t.doing ? ">" : " "}] #${t.id}: ${t.text}`).join("\n") : "No todos");
 				case "add": {
 					if (typeof params.text !== "string" || !params.text) return result("add", "Error: text required for add", "text required");
 					const todo = { id: nextId++, text: params.text, done: false };
 					todos.push(todo);
 					return result("add", `Added todo #${todo.id}: ${todo.text}`);
 				}
+				case "start": {
+					const todo = todos.find((t) => t.id === params.id);
+					if (!todo) return result("start", `Todo #${params.id} not found`, `#${params.id} not found`);
+					for (const other of todos) other.doing = false;
+					todo.doing = true;
+					todo.done = false;
+					return result("start", `Started todo #${todo.id}: ${todo.text}`);
+				}
 				case "toggle": {
 					const todo = todos.find((t) => t.id === params.id);
 					if (!todo) return result("toggle", `Todo #${params.id} not found`, `#${params.id} not found`);
 					todo.done = !todo.done;
+					todo.doing = false;
 					return result("toggle", `Todo #${todo.id} ${todo.done ? "completed" : "uncompleted"}`);
 				}
 				case "clear": {

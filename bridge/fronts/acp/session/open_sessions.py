@@ -8,15 +8,15 @@ from typing import Any
 
 from acp import RequestError, schema
 
-from bridge.contract import PermissionMode, SessionHistory
+from bridge.contract import PermissionMode, SandboxSettings, SessionHistory
 from bridge.fronts.acp.request_errors import NOT_FOUND, RUN_FAILED, admin_failed
 from bridge.fronts.acp.session import mcp
 from bridge.fronts.acp.session.modes import MODES, mode_of, mode_option
-from bridge.fronts.acp.updates import config_options, model_value
+from bridge.fronts.acp.updates import agent_config_options, config_options, model_value
 from bridge.policy.gate import FrontPolicy
 from bridge.runs import history
 from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
-from bridge.runs.registry import NoLiveMode, OpenedConversation, OpenFailure, Run, RunRegistry
+from bridge.runs.registry import AgentOption, NoLiveMode, OpenedConversation, OpenFailure, Run, RunRegistry
 
 
 @dataclass(eq=False)
@@ -31,10 +31,14 @@ class AcpSession:
     runs: list[Run] = field(default_factory=list)
     #: Its MCP servers (session/new's or session/load's, with the defaults), for every prompt.
     mcp_servers: mcp.Servers = field(default_factory=list)
+    #: The agent's own modes and config options (an ACP agent's), offered after the bridge's.
+    agent_options: tuple[AgentOption, ...] = ()
 
     def options(self, mode: PermissionMode) -> list[schema.SessionConfigOptionSelect]:
-        """The configOptions as they are now, the conversation's permission mode `mode` last."""
-        return [*config_options(self.opened, self.model, self.thinking), mode_option(mode)]
+        """The configOptions as they are now: the bridge's (the conversation's permission mode
+        `mode` last of them), then the agent's own."""
+        bridge = [*config_options(self.opened, self.model, self.thinking), mode_option(mode)]
+        return [*bridge, *agent_config_options(self.agent_options)]
 
 
 class Sessions:
@@ -50,6 +54,8 @@ class Sessions:
         self.by_id: dict[str, AcpSession] = {}
         #: `_meta.piBridge.mcpServers` of initialize: every session's MCP servers besides its own.
         self.mcp_defaults: mcp.Servers = list(registry.config.mcp_servers)
+        #: `_meta.piBridge.sandbox` of initialize: an agent that runs its own tools starts in it.
+        self.sandbox: SandboxSettings | None = None
 
     def get(self, session_id: str) -> AcpSession | None:
         """The session of this id, if it is open."""
@@ -109,7 +115,8 @@ class Sessions:
         """A live conversation (a new one, or the stored `session_id`, its agent started in
         `opened_in`, default `cwd`) as an open session of `cwd`."""
         try:
-            opened = await self.registry.open_conversation(opened_in or cwd, session_id, servers)
+            where = opened_in or cwd
+            opened = await self.registry.open_conversation(where, session_id, servers, self.sandbox)
         except OpenFailure as exc:
             error = exc.error
             raise RequestError(
@@ -128,6 +135,7 @@ class Sessions:
             model=model_value(opened.provider, opened.model),
             thinking=opened.thinking,
             mcp_servers=servers,
+            agent_options=opened.agent_options,
         )
         self.by_id[session.session_id] = session
         return session
@@ -160,6 +168,22 @@ class Sessions:
             raise admin_failed(exc, session_id, not_found=False) from None
         self.by_id.pop(session_id, None)  # its agent serves the fork now
         return await self.open(cwd, forked, servers)
+
+    async def set_agent_option(self, session: AcpSession, option_id: str, value: str) -> None:
+        """One of the agent's own options, set through the agent (its answer kept)."""
+        try:
+            session.agent_options = await self.admin.set_agent_option(session.session_id, option_id, value)
+        except ConversationAdminError as exc:
+            raise admin_failed(exc, session.session_id, not_found=False) from None
+
+    async def refresh_agent_options(self, session: AcpSession) -> bool:
+        """The agent's own options as the agent last said them (it may change its mode itself);
+        whether they changed."""
+        now = await self.admin.agent_options(session.session_id)
+        changed = bool(now) and now != session.agent_options
+        if changed:
+            session.agent_options = now
+        return changed
 
     async def rename(self, session_id: str, title: str) -> str:
         """Store the session's title; the title as stored."""

@@ -179,7 +179,7 @@ return function(h)
     local commands = { 'PiRun', 'PiRunSelection', 'PiCancel', 'PiLog', 'PiBridgeInstall' }
     vim.list_extend(commands, { 'PiChat', 'PiSend' })
     vim.list_extend(commands, { 'PiSteer', 'PiStop', 'PiNew', 'PiSessions', 'PiDiff', 'PiModel' })
-    vim.list_extend(commands, { 'PiMode', 'PiPermissions', 'PiSandbox' })
+    vim.list_extend(commands, { 'PiMode', 'PiPermissions', 'PiSandbox', 'PiAgent' })
     for _, name in ipairs(commands) do
       truthy(vim.fn.exists(':' .. name) == 2, 'no command ' .. name)
       truthy(tags:find('\n?:' .. name .. '\t'), 'no help tag :' .. name)

@@ -88,6 +88,14 @@ local options = {
   view = 'split',
   provider = 'fake',
   model = 'text',
+  -- A second agent for :PiAgent, cheap to run: the fake pi (its `text` scenario answers at once),
+  -- and one that is not installed, which the picker shows and refuses.
+  init_options = {
+    agents = {
+      fake = { command = { python, root .. '/tests/fakes/fake_pi.py' }, protocol = 'pi' },
+      ghost = { command = { 'pi-bridge-no-such-agent', '--acp' }, protocol = 'acp' },
+    },
+  },
 }
 pi_bridge.setup(options)
 

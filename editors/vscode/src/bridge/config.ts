@@ -20,6 +20,8 @@ export interface Settings {
   sandboxMode: SandboxMode;
   /** Whether sandboxed commands may use the network; meaningless when sandboxMode is `off`. */
   sandboxNetwork: boolean;
+  /** initializationOptions.agents: more agents for the chat's agent picker (the bridge checks them). */
+  agents: NonNullable<InitializationOptions['agents']>;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -34,6 +36,7 @@ export const DEFAULT_SETTINGS: Settings = {
   liveThoughts: false,
   sandboxMode: 'off',
   sandboxNetwork: false,
+  agents: {},
 };
 
 /** Settings whose change needs a bridge restart (the others are read at each run). */
@@ -44,10 +47,15 @@ export const DEFAULT_SETTINGS: Settings = {
  */
 export const SYNCED_DOCUMENTS: readonly { scheme: string }[] = [{ scheme: 'file' }];
 
-export const RESTART_KEYS = ['piBridge.bridge', 'piBridge.pi.command'] as const;
+export const RESTART_KEYS = ['piBridge.bridge', 'piBridge.pi.command', 'piBridge.agents'] as const;
 
 function stringList(value: unknown): string[] | undefined {
   return Array.isArray(value) && value.every((v) => typeof v === 'string') ? value : undefined;
+}
+
+/** An object (its entries are the bridge's to judge: a bad one is its warning, naming the field). */
+function objectOf<T>(value: unknown): T | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as T) : undefined;
 }
 
 function stringMap(value: unknown): Record<string, string> | undefined {
@@ -96,6 +104,7 @@ export function readSettings(get: (key: string) => unknown, warn: (message: stri
       d.sandboxMode,
     ),
     sandboxNetwork: pick('sandbox.network', (v) => (typeof v === 'boolean' ? v : undefined), d.sandboxNetwork),
+    agents: pick('agents', objectOf<Settings['agents']>, d.agents),
   };
 }
 
@@ -144,6 +153,9 @@ export function bridgeLaunch(settings: Settings, baseEnv: NodeJS.ProcessEnv): Br
   const initializationOptions: InitializationOptions = {};
   if (settings.piCommand.length > 0) {
     initializationOptions.piCommand = settings.piCommand as [string, ...string[]];
+  }
+  if (Object.keys(settings.agents).length > 0) {
+    initializationOptions.agents = settings.agents;
   }
   return { command: settings.bridgeCommand, args: settings.bridgeArgs, env, initializationOptions };
 }

@@ -3,6 +3,7 @@
  * generated from docs/protocol.schema.json (src/generated/protocol.ts, rebuilt by every build).
  */
 export type {
+  AgentInfo,
   CancelParams,
   CancelResult,
   CancelledRunData,

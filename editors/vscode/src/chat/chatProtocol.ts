@@ -90,6 +90,15 @@ export interface ModelView {
   label: string;
 }
 
+/** One agent of the header's agent picker (initialize's `agents`); a missing one is disabled. */
+export interface AgentView {
+  name: string;
+  label: string;
+  enabled: boolean;
+  /** Why it cannot be picked (null when it can). */
+  why: string | null;
+}
+
 export interface HostToView {
   /** Forget the thread: a new or another conversation follows. */
   reset: { sessionId: string | null; title: string | null; omittedTurns: number };
@@ -129,6 +138,8 @@ export interface HostToView {
   setup: { turnId: string; missing: string };
   /** The header's model picker: the agent's models and the one the next prompt runs. */
   models: { models: ModelView[]; current: string | null };
+  /** The header's agent picker: the bridge's agents and the one the shown conversation runs. */
+  agents: { agents: AgentView[]; current: string };
   /** The completions of the `@query` the input asked for (mentionQuery). */
   mentions: { query: string; items: MentionItem[] };
 }
@@ -157,6 +168,8 @@ export interface ViewToHost {
   setup: { action: SetupAction };
   /** The header's model picker: `provider/id`, or '' for the agent's default. */
   pickModel: { value: string };
+  /** The header's agent picker: the shown conversation's agent from its next prompt. */
+  pickAgent: { name: string };
 }
 
 /** A message of map `M`: `{type, payload}` with the payload of that type. */

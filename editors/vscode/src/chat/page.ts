@@ -25,6 +25,7 @@ export function chatPage({ cspSource, nonce, styleUri, scriptUri }: PageResource
 <body>
 <header id="header">
   <h1 id="title" class="title"></h1>
+  <select id="agent" aria-label="Agent of this conversation" hidden></select>
   <select id="model" aria-label="Model of the next prompt" hidden></select>
   <label for="mode">Mode</label>
   <select id="mode" aria-label="Permission mode of this conversation" title="What pi may do without asking, from its next tool call"></select>

@@ -17,6 +17,7 @@ import { Checkpoints } from './rewind/checkpoints';
 import { Conversations } from './conversation/conversations';
 import { chatPage } from './page';
 import { Mentions } from './mentions/mentions';
+import { agentChoices, agentOf, pickable, type AgentList } from './agents';
 import {
   Methods,
   MODE_DESCRIPTIONS,
@@ -46,6 +47,8 @@ export interface ChatDeps extends ChatHost {
   onPickModel(value: string): void;
   /** `/demo` typed in the chat: list the scripted model's scenarios (models.ts). */
   onDemo?(): void;
+  /** The shown conversation's agent changed (its models are that agent's). */
+  onAgent?(): void;
   /** Where each conversation's mode, footers and approval cards are kept for a reopen. */
   memory?: ConversationMemory;
   /** The conversation shown last, for a reloaded window (lastConversation.ts). */
@@ -64,6 +67,8 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
   private readonly before = new Map<string, string>();
   /** The header's model picker as last shown (sent again to a reloaded webview). */
   private models: HostToView['models'] | undefined;
+  /** The agents the running bridge lists (its `initialize` answer; empty before it answered). */
+  private agentList: AgentList = { agents: [], defaultAgent: null };
   private readonly mentions = new Mentions();
 
   constructor(
@@ -81,6 +86,7 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
       onApprovals: () => this.showWaiting(),
       onTitle: () => this.showTitle(),
       cwd: () => this.deps.cwd(),
+      defaultAgent: () => this.agentList.defaultAgent,
       log: (message) => this.deps.log.warn(message),
       memory: this.deps.memory,
     });
@@ -208,6 +214,47 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     this.post({ type: 'models', payload: models });
   }
 
+  /** Whether the shown conversation runs the bridge's default agent (its pick is none, or that one). */
+  get onDefaultAgent(): boolean {
+    return this.conversation.onDefaultAgent;
+  }
+
+  /** The agents of a bridge that just answered `initialize`, for the header's agent picker. */
+  setAgents(list: AgentList): void {
+    this.agentList = list;
+    this.showAgents();
+  }
+
+  /** Show the bridge's agents and the shown conversation's in the header's agent picker. */
+  private showAgents(): void {
+    this.post({ type: 'agents', payload: agentChoices(this.agentList, this.conversation.agent) });
+  }
+
+  /**
+   * The header's agent picker: the shown conversation runs `name` from its next prompt. One that
+   * has turns cannot change its agent: a new conversation on `name` takes its place.
+   */
+  async pickAgent(name: string): Promise<void> {
+    const why = pickable(this.agentList, name);
+    if (why) {
+      this.showAgents(); // the picker goes back to the conversation's agent
+      void vscode.window.showWarningMessage(`pi: agent ${name} cannot be picked: ${why}`);
+      return;
+    }
+    if (agentOf(this.agentList, this.conversation.agent) === name) {
+      return; // its agent already
+    }
+    const picked = name === this.agentList.defaultAgent ? null : name;
+    if (!this.conversation.setAgent(picked)) {
+      const next = this.conversations.replace();
+      await this.reveal(true);
+      next.setAgent(picked);
+      next.replay();
+    }
+    this.post({ type: 'announce', payload: { text: `agent: ${name}` } });
+    this.deps.onAgent?.();
+  }
+
   private post(message: HostMessage): void {
     if (message.type === 'commands') {
       message = { type: 'commands', payload: { commands: withDemo(message.payload.commands) } };
@@ -217,6 +264,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
     }
     if (this.view && this.ready) {
       void this.view.webview.postMessage(message);
+    }
+    if (message.type === 'reset') {
+      this.showAgents(); // another conversation, or the same one again: its agent
     }
   }
 
@@ -281,6 +331,9 @@ export class Chat implements vscode.WebviewViewProvider, vscode.TextDocumentCont
         break;
       case 'pickModel':
         this.deps.onPickModel(msg.payload.value);
+        break;
+      case 'pickAgent':
+        void this.pickAgent(msg.payload.name);
         break;
       default: {
         const unknown: never = msg;

@@ -258,6 +258,12 @@ before(async () => {
         'piBridge.bridge.env': { PI_BRIDGE_SCRIPTED_MODEL: '0', PI_CODING_AGENT_DIR: agentDir },
         'piBridge.pi.provider': 'fake',
         'piBridge.pi.model': 'text',
+        // A second agent for the chat header's agent picker, cheap to run (the fake pi answers its
+        // `text` scenario at once), and one that is not installed, which the picker disables.
+        'piBridge.agents': {
+          fake: { command: [join(bin, 'python3'), join(repoRoot, 'tests/fakes/fake_pi.py')], protocol: 'pi' },
+          ghost: { command: ['pi-bridge-no-such-agent', '--acp'], protocol: 'acp' },
+        },
         'piBridge.trace.server': 'messages',
         // As VS Code's desktop default (the web build saves after a delay): a buffer the user
         // does not save stays dirty, for the agent's edit of a dirty file. Set from the start: a
@@ -1025,6 +1031,65 @@ test('pi: Open Conversation… renames a conversation (the chat\'s title follows
 test('Restore checkpoint on a user message previews the files (Open Diff, a conflict) and rewinds files and conversation', { timeout: 5 * UI_TIMEOUT }, () => step('restore-checkpoint', () =>
   restoreCheckpointFlow({ page, workspace: join(tmp, 'workspace'), tag, timeout: UI_TIMEOUT, chatFrame, chatWait, sendInChat, waitForTurn, answerCard: (frame, what) => answerCard(frame, what), setModel, screenshot, requestsEndingWith }),
 ));
+
+/** The chat header's agent picker: each option's value, label, whether it is enabled, its tooltip. */
+async function agentOptions(frame: Frame): Promise<{ value: string; label: string; disabled: boolean; title: string }[]> {
+  return (await frame.evaluate(`[...document.getElementById('agent').options].map((o) => ({
+    value: o.value, label: o.textContent, disabled: o.disabled, title: o.title }))`)) as {
+    value: string;
+    label: string;
+    disabled: boolean;
+    title: string;
+  }[];
+}
+
+const FAKE_PI_TEXT = 'Hello from the fake pi. It streams a few deltas.';
+
+test('issue 37: the chat header picks the agent per conversation: its runs go to it, a missing one is disabled, another one starts anew', { timeout: 4 * UI_TIMEOUT }, () => step('agent-picker', async () => {
+  await setModel('text'); // the fake pi's scenario, and a plain answer from pi
+  await runCommand('pi: New Conversation');
+  const frame = await chatFrame();
+  await chatWait(frame, "!document.getElementById('agent').hidden && document.getElementById('agent').options.length >= 3");
+  const options = await agentOptions(frame);
+  const byName = new Map(options.map((o) => [o.value, o]));
+  assert.equal(await frame.evaluate("document.getElementById('agent').value"), 'pi', 'a new conversation runs the default agent');
+  assert.match(byName.get('pi')?.label ?? '', /^pi \d+\.\d+\.\d+$/, 'pi with its version');
+  assert.equal(byName.get('fake')?.disabled, false, `the fake is selectable: ${JSON.stringify(options)}`);
+  assert.deepEqual(
+    byName.get('ghost'),
+    { value: 'ghost', label: 'ghost (not found)', disabled: true, title: 'not found: pi-bridge-no-such-agent --acp' },
+    'the missing agent is shown disabled, saying why',
+  );
+
+  const modelOptions = "document.getElementById('model').options.length";
+  await chatWait(frame, `${modelOptions} > 1`); // pi's own models
+  await frame.select('#agent', 'fake');
+  const first = `which agent answers ${tag}`;
+  await sendInChat(frame, first);
+  const fakeTurn = await waitForTurn(frame, first, "status === 'completed'", 'the fake agent answered');
+  assert.equal(fakeTurn.assistant.trim(), FAKE_PI_TEXT, "the answer is the fake pi's");
+  const second = `and the follow-up ${tag}`;
+  await sendInChat(frame, second);
+  const followUp = await waitForTurn(frame, second, "status === 'completed'", 'the follow-up answered');
+  assert.equal(followUp.assistant.trim(), FAKE_PI_TEXT, 'the follow-up went to the fake pi too');
+  assert.equal(await frame.evaluate("document.getElementById('agent').value"), 'fake', "the picker shows the conversation's agent");
+  assert.deepEqual(await requestsEndingWith(first), [], "the model never saw the fake agent's prompt");
+  assert.deepEqual(await requestsEndingWith(second), [], '...nor its follow-up');
+  // pi/models takes no agent: the dropdown shows no list it cannot vouch for, only the next model.
+  await chatWait(frame, `${modelOptions} === 1 && document.getElementById('model').value === 'fake/text'`);
+  await screenshot('agent-picker-1-fake.png');
+
+  // Another agent in a conversation with turns: a new conversation on it.
+  await frame.select('#agent', 'pi');
+  await chatWait(frame, "document.querySelectorAll('section.turn').length === 0 && document.getElementById('agent').value === 'pi'");
+  await chatWait(frame, `${modelOptions} > 1`); // pi's models again
+  const third = `back to pi ${tag}`;
+  await sendInChat(frame, third);
+  const piTurn = await waitForTurn(frame, third, "status === 'completed'", 'pi answered');
+  assert.notEqual(piTurn.assistant.trim(), FAKE_PI_TEXT);
+  assert.equal((await requestsEndingWith(third)).length, 1, 'pi asked the model once, with the new prompt');
+  await screenshot('agent-picker-2-pi.png');
+}));
 
 test('issue 38: pi\'s edit of a file left dirty in VS Code goes through the editor: the buffer gets it beside the unsaved text, the disk is not written', { timeout: 4 * UI_TIMEOUT }, () => step('dirty-edit', async () => {
   // Real pi on the scripted model's `script` scenario edits dirty.txt while the user's typing in it

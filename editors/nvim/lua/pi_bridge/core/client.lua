@@ -112,6 +112,10 @@ function M.init_options(cfg)
   return opts
 end
 
+--- The bridge's `initialize` answer (capabilities.experimental.piBridge: its agents,
+--- defaultAgent, settings) once the client is initialized; empty before.
+M.bridge = {}
+
 --- The running client, if any.
 --- @return vim.lsp.Client?
 function M.get()
@@ -162,6 +166,7 @@ function M.with_client(fn)
     on_init = function(c, result)
       local info = result and result.capabilities and result.capabilities.experimental
       local pib = info and info.piBridge
+      M.bridge = type(pib) == 'table' and pib or {}
       if not pib or pib.protocolVersion ~= protocol.PROTOCOL_VERSION then
         vim.notify(
           ('pi_bridge: server speaks protocolVersion %s, this plugin %d'):format(

@@ -24,6 +24,9 @@ local M = {}
 --- @field title string?
 --- @field current_model string? "provider/model" the agent runs, from pi/models' `current`
 --- @field mode string? the permission mode :PiMode set (nil: the bridge's default for a new one)
+--- @field agent string? the conversation's agent, sent as each run's `agent`: the one :PiAgent
+--- picked, or the agent of the session a resume continues (nil: the bridge's defaultAgent)
+--- @field picked string? :PiAgent's last pick: the agent of the conversations :PiNew starts
 local state = {}
 
 --- The conversation's state (read-only for callers; tests inspect it).
@@ -99,8 +102,13 @@ end
 --- without a session, the bridge opens its pi: the first prompt goes there (unless one was sent
 --- meanwhile, which started a session of its own).
 function M.load_commands()
+  if not M.on_default_agent() then
+    return
+  end
+  local agent = state.agent
   commands.refresh(state.session_id, vim.fn.getcwd(), function(_, opened)
-    if opened and not state.session_id and not state.run then
+    -- (a conversation opened for an agent since unpicked is not the chat's)
+    if opened and not state.session_id and not state.run and state.agent == agent then
       state.session_id = opened
       commands.rekey(opened) -- the list is that session's from now on
     end
@@ -119,6 +127,7 @@ local function run_params(prompt)
     tools = c.tools,
     liveThoughts = c.live_thoughts or nil,
     sandbox = require('pi_bridge.core.sandbox').run_param(),
+    agent = state.agent,
   }
 end
 
@@ -186,6 +195,7 @@ function M.new()
   end
   state.session_id, state.run, state.context_usage, state.title = nil, nil, nil, nil
   state.mode, state.current_model = nil, nil
+  state.agent = state.picked -- a resumed session's agent was that conversation's alone
   commands.invalidate()
   if view.thread() then
     view.clear()
@@ -282,7 +292,7 @@ function M.resume(session_id, on_done)
         return
       end
       state.session_id, state.run, state.context_usage = answer.sessionId, nil, nil
-      state.title = answer.title
+      state.title, state.agent, state.current_model = answer.title, answer.agent, nil
       commands.invalidate()
       M.open()
       draw_history(answer)
@@ -443,10 +453,15 @@ end
 --- prompt then uses, as `load_commands` does. The answer's `current` feeds the statusline.
 --- @param done fun(err: table?, result: table?)
 function M.load_models(done)
+  if not M.on_default_agent() then
+    done({ message = 'the bridge lists the models of its default agent only' }, nil)
+    return
+  end
   local params = { sessionId = state.session_id, cwd = vim.fn.getcwd() }
+  local agent = state.agent
   require('pi_bridge.core.client').request(protocol.MODELS, params, function(err, result)
     if not err and type(result) == 'table' then
-      if result.sessionId and not state.session_id and not state.run then
+      if result.sessionId and not state.session_id and not state.run and state.agent == agent then
         state.session_id = result.sessionId
         commands.rekey(result.sessionId)
       end
@@ -580,7 +595,7 @@ function M.status()
   local c = cfg()
   local model = state.model or c.model
   local provider = state.provider or c.provider
-  local parts = { 'pi' }
+  local parts = { state.agent or 'pi' }
   if model then
     parts[#parts + 1] = provider and (provider .. '/' .. model) or model
   elseif state.current_model then
@@ -598,6 +613,100 @@ function M.status()
     parts[#parts + 1] = ('ctx %d%%'):format(math.floor(usage.percent + 0.5))
   end
   return table.concat(parts, ' · ')
+end
+
+--- Does the chat's conversation run the bridge's default agent? pi/commands and pi/models take no
+--- agent: without a session they open the default agent (whose session another agent's run could
+--- not continue), and they find the default agent's conversations only, so another agent's
+--- conversation asks neither.
+--- @return boolean
+function M.on_default_agent()
+  local default = require('pi_bridge.core.client').bridge.defaultAgent
+  return state.agent == nil or state.agent == default
+end
+
+--- The agents a run can name, from the bridge's `initialize` answer; `done(agents, default)` once
+--- the client is up (each `{name, found, protocol, version, delegates, command}`).
+--- @param done fun(agents: table[], default: string?)
+function M.agents(done)
+  local client = require('pi_bridge.core.client')
+  client.with_client(function()
+    local info = client.bridge
+    done(type(info.agents) == 'table' and info.agents or {}, info.defaultAgent)
+  end)
+end
+
+--- Why an agent cannot be picked ("" when it can).
+--- @param agent table an `agents` entry of initialize
+--- @return string
+function M.agent_unavailable(agent)
+  if agent.found then
+    return ''
+  end
+  return 'not found: ' .. table.concat(agent.command or {}, ' ')
+end
+
+--- :PiAgent name: the agent of the chat's conversation from its next prompt. A conversation that
+--- ran on (or was resumed from) another agent cannot go on with this one (the bridge refuses a run
+--- naming another agent than its session's), so picking another starts a new conversation, as
+--- does a session opened ahead of the first prompt. `done(ok)` after the checks.
+--- @param name string
+--- @param done fun(ok: boolean)?
+function M.set_agent(name, done)
+  M.agents(function(agents, default)
+    local picked
+    for _, agent in ipairs(agents) do
+      if agent.name == name then
+        picked = agent
+      end
+    end
+    local why = not picked and 'no agent named ' .. name or M.agent_unavailable(picked)
+    if why ~= '' then
+      vim.notify('pi_bridge: cannot pick agent ' .. name .. ': ' .. why, vim.log.levels.WARN)
+      return done_with(done, false)
+    end
+    state.picked = name
+    if name == (state.agent or default) then
+      return done_with(done, true)
+    end
+    -- A conversation that ran or was resumed is shown: notify that it is left.
+    local had_turns = state.run ~= nil or state.title ~= nil
+    if state.session_id or state.run then
+      M.new()
+    end
+    if had_turns then
+      vim.notify('pi_bridge: agent ' .. name .. ': a new conversation', vim.log.levels.INFO)
+    end
+    state.agent = name
+    vim.cmd.redrawstatus({ bang = true })
+    M.load_commands()
+    done_with(done, true)
+  end)
+end
+
+--- :PiAgent without a name: vim.ui.select over the agents (a missing one shown with why, and not
+--- taken).
+--- @param done fun(ok: boolean)?
+function M.pick_agent(done)
+  M.agents(function(agents, default)
+    local current = state.agent or default
+    vim.ui.select(agents, {
+      prompt = 'pi: agent of this conversation',
+      kind = 'pi_bridge.agent',
+      format_item = function(agent)
+        local why = M.agent_unavailable(agent)
+        local mark = agent.name == current and '● ' or '  '
+        local version = agent.version and (' ' .. agent.version) or ''
+        return mark .. agent.name .. version .. (why ~= '' and ('  (' .. why .. ')') or '')
+      end,
+    }, function(agent)
+      if agent then
+        M.set_agent(agent.name, done)
+      else
+        done_with(done, false)
+      end
+    end)
+  end)
 end
 
 actions = {

@@ -56,6 +56,8 @@ export interface ConversationHost {
   onApprovals?(): void;
   /** The mode the bridge gives a conversation nobody picked one for (this client answers: ask). */
   defaultMode?(): Mode;
+  /** The bridge's default agent (initialize's `defaultAgent`; null before the bridge answered). */
+  defaultAgent?(): string | null;
   /** The workspace folder a new conversation runs in (pi/commands of one without a session). */
   cwd?(): string | undefined;
   /** Its title changed (the view's title bar shows it). */
@@ -81,6 +83,8 @@ export interface RememberedTurn {
 /** What the chat keeps of a conversation, by its session id. */
 export interface RememberedConversation {
   mode: Mode | null;
+  /** The agent picked for it (the header's agent picker). */
+  agent?: string | null;
   /** Its title as the chat showed it (pi's history has only a title set with a rename). */
   title?: string | null;
   turns: RememberedTurn[];
@@ -202,6 +206,11 @@ export class Conversation {
 
   /** The permission mode the user picked for it (null: the bridge's default for this client). */
   private chosenMode: Mode | null = null;
+  /**
+   * The agent it runs, as picked or as its session says (null: the bridge's default). Every run
+   * names it, so a conversation stays with its agent whichever way it was picked.
+   */
+  agent: string | null = null;
   /** Its `/` commands, and for which session (or `cwd:` without one) they were fetched. */
   private commands: CommandView[] = [];
   private commandsFor: string | null = null;
@@ -214,6 +223,38 @@ export class Conversation {
    */
   get mode(): Mode {
     return this.chosenMode ?? this.host.defaultMode?.() ?? 'ask';
+  }
+
+  /**
+   * Whether it runs the bridge's default agent. pi/commands and pi/models take no agent: without
+   * a session they open the default agent (whose session a run of another agent could not
+   * continue), and they find the default agent's conversations only. So another agent's
+   * conversation asks neither.
+   */
+  get onDefaultAgent(): boolean {
+    return this.agent === null || this.agent === (this.host.defaultAgent?.() ?? null);
+  }
+
+  /**
+   * Run `name` from the next prompt on. Only a conversation with no turn can change its agent (the
+   * bridge refuses a run naming another agent than its session's): false otherwise, and the caller
+   * starts a new conversation. A session opened ahead of the first prompt is dropped, as it is
+   * the old agent's.
+   */
+  setAgent(name: string | null): boolean {
+    if (this.turns.length > 0 || this.current) {
+      return false;
+    }
+    if (name === this.agent) {
+      return true;
+    }
+    this.agent = name;
+    // The old agent's commands go, and an answer still on its way for them is not taken.
+    this.commands = [];
+    this.commandsFor = null;
+    this.sessionId = null;
+    this.replay();
+    return true;
   }
 
   /** How many of its tool calls wait for the user. */
@@ -289,6 +330,9 @@ export class Conversation {
    * leaves the list empty: `/` then completes nothing, and a typed command is still sent.
    */
   async loadCommands(): Promise<void> {
+    if (!this.onDefaultAgent) {
+      return;
+    }
     const key = this.sessionId ?? `cwd:${this.host.cwd?.() ?? ''}`;
     if (this.commandsFor === key) {
       return;
@@ -575,6 +619,9 @@ export class Conversation {
       if (this.chosenMode) {
         params.mode = this.chosenMode;
       }
+      if (this.agent) {
+        params.agent = this.agent;
+      }
       if (images.length > 0) {
         params.images = images as RunParams['images'];
       }
@@ -618,7 +665,7 @@ export class Conversation {
 
   /** A session the bridge opened for this conversation before its first prompt (pi/models). */
   offerSession(sessionId: string): void {
-    if (this.sessionId === null && this.turns.length === 0) {
+    if (this.sessionId === null && this.turns.length === 0 && this.onDefaultAgent) {
       this.adoptSession(sessionId);
     }
   }
@@ -686,6 +733,7 @@ export class Conversation {
     }
     this.sessionId = history.sessionId;
     this.title = history.title;
+    this.agent = history.agent ?? null;
     this.omittedTurns = history.omittedTurns ?? 0;
     this.turns.length = 0;
     this.diffs.clear();
@@ -722,7 +770,7 @@ export class Conversation {
       receipt: turn.receipt ?? null,
       approvals: turn.approvals.filter((a) => a.state !== 'pending').map((a) => ({ ...a })),
     }));
-    this.host.memory.set(this.sessionId, { mode: this.chosenMode, title: this.title, turns });
+    this.host.memory.set(this.sessionId, { mode: this.chosenMode, agent: this.agent, title: this.title, turns });
   }
 
   /**
@@ -736,6 +784,7 @@ export class Conversation {
       return;
     }
     this.chosenMode = saved.mode ?? this.chosenMode;
+    this.agent ??= saved.agent ?? null;
     this.title ??= saved.title ?? null;
     const offset = saved.turns.length - this.turns.length;
     this.turns.forEach((turn, index) => {

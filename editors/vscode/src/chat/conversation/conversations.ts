@@ -31,6 +31,7 @@ export class Conversations {
       onApprovals: () => this.host.onApprovals?.(),
       defaultMode: () => this.host.defaultMode?.() ?? 'ask',
       cwd: () => this.host.cwd?.(),
+      defaultAgent: () => this.host.defaultAgent?.() ?? null,
       onTitle: () => (this.current === conversation ? this.host.onTitle?.() : undefined),
       log: (message) => this.host.log?.(message),
       memory: this.host.memory,

@@ -30,7 +30,7 @@ import { withUnsent } from '../chatProtocol';
 import { MODE_DESCRIPTIONS, MODES, type Mode } from '../../bridge/protocol';
 import { renderMarkdown } from '../markdown';
 import { restoreButton } from './restore';
-import { linkified, setupCard, showModels } from './setup';
+import { linkified, setupCard, showAgents, showModels } from './setup';
 import { approvalIcon, footerNode, shownToolTexts, TOOL_STATE_WAITING } from './cards';
 import { imageTray } from './images';
 import { mentionPopup } from './mentionPopup';
@@ -854,6 +854,9 @@ window.addEventListener('message', (event: MessageEvent<HostMessage>) => {
       break;
     case 'models':
       showModels(document.getElementById('model') as HTMLSelectElement, msg.payload, send);
+      break;
+    case 'agents':
+      showAgents(document.getElementById('agent') as HTMLSelectElement, msg.payload, send);
       break;
     case 'mentions':
       mentionsUi.show(msg.payload.query, msg.payload.items);

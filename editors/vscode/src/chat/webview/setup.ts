@@ -1,7 +1,7 @@
 /**
- * The chat's first-run card and the header's model picker (webview side): a run that failed for
- * want of a provider or key shows what is missing and its three ways out; the model picker lists
- * the agent's own models. Kept apart from main.ts, which only routes their messages here.
+ * The chat's first-run card and the header's agent and model pickers (webview side): a run that
+ * failed for want of a provider or key shows what is missing and its three ways out; the agent
+ * picker lists the bridge's agents; the model picker lists the agent's own models. Kept apart from main.ts, which only routes their messages here.
  */
 import type { HostToView, SetupAction, ViewToHost } from '../chatProtocol';
 
@@ -88,4 +88,25 @@ export function showModels(select: HTMLSelectElement, p: HostToView['models'], s
   select.value = p.current ?? '';
   select.title = p.current ? `Model of the next prompt: ${p.current}` : "The agent's default model";
   select.hidden = false;
+}
+
+/**
+ * The header's agent picker: the bridge's agents, the shown conversation's selected. A missing
+ * agent is listed disabled, its tooltip saying why. Hidden until the bridge named its agents.
+ */
+export function showAgents(select: HTMLSelectElement, p: HostToView['agents'], send: Send): void {
+  if (!select.dataset.wired) {
+    select.dataset.wired = '1';
+    select.addEventListener('change', () => send('pickAgent', { name: select.value }));
+  }
+  select.replaceChildren();
+  for (const agent of p.agents) {
+    const option = new Option(agent.label, agent.name);
+    option.disabled = !agent.enabled;
+    option.title = agent.why ?? `Run this conversation on ${agent.name}`;
+    select.append(option);
+  }
+  select.value = p.current;
+  select.title = `Agent of this conversation: ${p.current}`;
+  select.hidden = p.agents.length === 0;
 }
