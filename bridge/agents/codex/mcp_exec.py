@@ -23,7 +23,13 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"pi-bridge: MCP server {argv[2]!r} is not in the bridge's file: {exc}", file=sys.stderr)
         return 2
-    os.execvpe(command, [command, *args], {**os.environ, **{str(k): str(v) for k, v in env.items()}})
+    try:
+        os.execvpe(command, [command, *args], {**os.environ, **{str(k): str(v) for k, v in env.items()}})
+    except OSError as exc:  # Codex reports the server failed; this says why
+        print(
+            f"pi-bridge: MCP server {argv[2]!r} could not start ({command}): {exc.strerror}", file=sys.stderr
+        )
+        return 127
 
 
 if __name__ == "__main__":
