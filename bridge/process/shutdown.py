@@ -338,7 +338,8 @@ def started_as_now(
 ) -> ExactKeep:
     """What the processes of `under` (of `child`'s) started that runs as one of `argvs` (a
     program's name and its arguments), with all it started: the MCP servers of the agent an ACP
-    adapter runs. One orphaned (its starter gone) is not among them."""
+    adapter runs, the oldest process of each command line. One orphaned (its starter gone) is not
+    among them."""
     if not argvs or not under:
         return ExactKeep()
     stats = {pid: stat for pid in members_now(child) if (stat := read_stat(pid)) and not stat.zombie}
@@ -349,11 +350,15 @@ def started_as_now(
         more = {pid: st.start for pid, st in stats.items() if st.ppid in below and pid not in below}
         below.update(more)
         grew = bool(more)
-    found = ExactKeep()
+    # One process per server, the first started: a tool's copy of a server's command line, started
+    # after it, is the run's and is swept.
+    first: dict[tuple[str, ...], tuple[int, int]] = {}
     for pid in below.keys() - under.keys():
         argv = read_cmdline(pid)
-        if argv and (os.path.basename(argv[0]), *argv[1:]) in wanted:
-            found[pid] = below[pid]
+        key = (os.path.basename(argv[0]), *argv[1:]) if argv else ()
+        if key in wanted and (key not in first or (below[pid], pid) < first[key]):
+            first[key] = (below[pid], pid)
+    found = ExactKeep({pid: start for start, pid in first.values()})
     grew = True
     while grew:  # and what those started
         more = {p: below[p] for p in below if p not in found and (st := stats.get(p)) and st.ppid in found}
