@@ -46,6 +46,18 @@ def read_environ(pid: int) -> bytes:
         return b""
 
 
+def read_cmdline(pid: int) -> tuple[str, ...]:
+    """/proc/<pid>/cmdline as its arguments (empty when it is gone or a kernel thread)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ()
+    return (
+        tuple(part.decode(errors="replace") for part in raw.removesuffix(b"\0").split(b"\0")) if raw else ()
+    )
+
+
 def now_ticks() -> int:
     """Now, in the clock ticks since boot that /proc/<pid>/stat start times use (rounded down)."""
     try:

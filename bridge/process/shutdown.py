@@ -8,14 +8,14 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import anyio
 import anyio.to_thread
 
 from bridge.contract import ShutdownReceipt, ShutdownStage
-from bridge.process.procfs import ProcStat, all_stats, read_environ, read_stat
+from bridge.process.procfs import ProcStat, all_stats, read_cmdline, read_environ, read_stat
 from bridge.process.spawn import (
     TOKEN_PREFIX,
     ChildProcess,
@@ -330,6 +330,40 @@ def helpers_now(child: ChildProcess) -> dict[int, int]:
         stat = read_stat(pid)
         if stat is not None and not stat.zombie:
             found[pid] = stat.start
+    return found
+
+
+def started_as_now(
+    child: ChildProcess, argvs: Sequence[tuple[str, ...]], under: Mapping[int, int]
+) -> ExactKeep:
+    """What the processes of `under` (of `child`'s) started that runs as one of `argvs` (a
+    program's name and its arguments), with all it started: the MCP servers of the agent an ACP
+    adapter runs, the oldest process of each command line. One orphaned (its starter gone) is not
+    among them."""
+    if not argvs or not under:
+        return ExactKeep()
+    stats = {pid: stat for pid in members_now(child) if (stat := read_stat(pid)) and not stat.zombie}
+    wanted = {(os.path.basename(argv[0]), *argv[1:]) for argv in argvs if argv}
+    below = ExactKeep(under)
+    grew = True
+    while grew:  # everything `under` started
+        more = {pid: st.start for pid, st in stats.items() if st.ppid in below and pid not in below}
+        below.update(more)
+        grew = bool(more)
+    # One process per server, the first started: a tool's copy of a server's command line, started
+    # after it, is the run's and is swept.
+    first: dict[tuple[str, ...], tuple[int, int]] = {}
+    for pid in below.keys() - under.keys():
+        argv = read_cmdline(pid)
+        key = (os.path.basename(argv[0]), *argv[1:]) if argv else ()
+        if key in wanted and (key not in first or (below[pid], pid) < first[key]):
+            first[key] = (below[pid], pid)
+    found = ExactKeep({pid: start for start, pid in first.values()})
+    grew = True
+    while grew:  # and what those started
+        more = {p: below[p] for p in below if p not in found and (st := stats.get(p)) and st.ppid in found}
+        found.update(more)
+        grew = bool(more)
     return found
 
 

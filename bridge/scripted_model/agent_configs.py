@@ -61,8 +61,10 @@ def opencode_env(home: pathlib.Path, origin: str, model: str = "echo") -> dict[s
     """OpenCode's configuration in ``OPENCODE_CONFIG_CONTENT``: an OpenAI-compatible provider at
     the scripted model offering every scenario, ``model`` selected; its XDG directories under
     ``home``; no models.dev fetch, no autoupdate, no sharing."""
-    models = {name: {"name": name} for name in sorted(SCENARIOS)}
-    models.setdefault(model, {"name": model})
+    # Every model takes images, as pi's do (pi_config.py): OpenCode replaces an image a model
+    # does not take with a text of its own, while its ACP side still says it takes images.
+    modalities = {"input": ["text", "image"], "output": ["text"]}
+    models = {name: {"name": name, "modalities": modalities} for name in sorted({*SCENARIOS, model})}
     config = {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,

@@ -127,11 +127,27 @@ def trailing_tool_result(body: dict[str, Any]) -> str | None:
     return None
 
 
+def namespaced(tools: list[Any]) -> list[Any]:
+    """The tools with a Responses API ``namespace``'s own ones in its place, each named
+    ``<namespace>__<name>`` (Codex offers an MCP server's tools so: ``mcp__<server>``)."""
+    flat: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+            flat += [
+                {**inner, "name": f"{tool.get('name')}__{inner.get('name')}"}
+                for inner in tool["tools"]
+                if isinstance(inner, dict)
+            ]
+        else:
+            flat.append(tool)
+    return flat
+
+
 def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, frozenset[str]]]:
     """The tools a request offers: lower-cased name -> (name as offered, its argument names)."""
     tools = body.get("tools")
     found: dict[str, tuple[str, frozenset[str]]] = {}
-    for tool in tools if isinstance(tools, list) else []:
+    for tool in namespaced(tools if isinstance(tools, list) else []):
         if not isinstance(tool, dict):
             continue
         function = tool.get("function")

@@ -99,6 +99,20 @@ _ITEM_OF: Final = {
 _ID_PREFIX: Final = {"message": "msg_", "reasoning": "rs_", "function_call": "fc_"}
 
 
+def _in_namespace(name: str, body: dict[str, Any]) -> dict[str, str]:
+    """A call of ``<namespace>__<tool>`` (see `namespaced`) as the Responses API names it."""
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or tool.get("type") != "namespace":
+            continue
+        space = str(tool.get("name"))
+        inner = name.removeprefix(f"{space}__")
+        if inner != name and any(
+            isinstance(t, dict) and t.get("name") == inner for t in tool.get("tools") or []
+        ):
+            return {"name": inner, "namespace": space}
+    return {"name": name}
+
+
 def _open_item(kind: str, name: str) -> dict[str, Any]:
     """An output item of ``kind``, empty: a message, a reasoning item or a function call."""
     item_id = _ID_PREFIX[kind] + uuid.uuid4().hex[:12]
@@ -130,7 +144,8 @@ def _done_item(item: dict[str, Any], text: str) -> dict[str, Any]:
 class _Stream:
     """The events of one response: numbered, with the items done so far and the one open."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, body: dict[str, Any]) -> None:
+        self.body = body
         self.sequence = 0
         self.delay = delay
         self.done: list[dict[str, Any]] = []
@@ -156,6 +171,8 @@ class _Stream:
         """Close the open item, if any, and open one of ``kind``."""
         yield from self.close()
         self.item = _open_item(kind, name)
+        if kind == "function_call":
+            self.item.update(_in_namespace(name, self.body))
         self.text = ""
         yield self.frame(
             "response.output_item.added", {"output_index": len(self.done), "item": self.item}, True
@@ -200,7 +217,7 @@ class _Stream:
 def responses_frames(model: str, reply: Reply, body: dict[str, Any], delay: float) -> Iterator[Frame]:
     """SSE frames of ``reply`` as Responses stream events: response.created, each output item
     added, its deltas and done, and response.completed (or .incomplete) with usage."""
-    stream = _Stream(delay)
+    stream = _Stream(delay, body)
     response: dict[str, Any] = {
         "id": "resp_" + uuid.uuid4().hex[:16],
         "object": "response",

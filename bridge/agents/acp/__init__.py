@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bridge.agents.acp.catalog import CATALOG, SESSION_ENV, SETTLED_LINE, AcpAgentSpec
+from bridge.agents.acp.catalog import CATALOG, MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec
 from bridge.agents.acp.mapper import AcpEventMapper
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ class AcpLiveMode:
         env = {**self.spec.env, SESSION_ENV: plan}
         if self.spec.model_env and options.model:
             env[self.spec.model_env] = options.model
+        if options.mcp_config:
+            env[MCP_ENV] = options.mcp_config
         # a sandboxed run's whole agent process starts inside its sandbox (its tools are its own)
         return LaunchSpec(argv=(*options.launch_prefix, *command), cwd=options.cwd, env=env)
 

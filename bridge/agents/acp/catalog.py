@@ -12,6 +12,9 @@ from typing import Any, Final, Literal
 #: The environment variable of a launch saying which session the process opens:
 #: "new", "new:<bridge id>" (a conversation the bridge named) or "load:<agent id>|<bridge id>".
 SESSION_ENV: Final = "PI_BRIDGE_ACP_SESSION"
+#: The environment variable of a launch naming the private file of the conversation's MCP servers
+#: (a path: their secrets stay in the file; the client hands them to session/new).
+MCP_ENV: Final = "PI_BRIDGE_ACP_MCP"
 #: The line the client hands the attempt when the prompt's answer came (the engine's "settled").
 SETTLED_LINE: Final = b'{"type":"settled"}'
 

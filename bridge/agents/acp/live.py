@@ -15,8 +15,9 @@ from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
 from bridge.agents.acp import options as own
-from bridge.agents.acp.catalog import SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
+from bridge.agents.acp.catalog import MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.acp.client_fs import FS_METHODS, fs_answer, fs_op, refused
+from bridge.agents.acp.mcp import session_servers
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.mapping import json_object
@@ -35,7 +36,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import PromptImage, ToolKind
+from bridge.contract import ErrorKind, PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,16 @@ _REJECT: Final = ("reject_once", "reject_always")
 class AcpLiveError(LiveError):
     """A request the ACP agent refused, did not answer in time, or could not take."""
 
-    def __init__(self, agent: str, command: str, reason: str, *, kind: LiveErrorKind) -> None:
-        super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind)
+    def __init__(
+        self,
+        agent: str,
+        command: str,
+        reason: str,
+        *,
+        kind: LiveErrorKind,
+        error_kind: ErrorKind | None = None,
+    ) -> None:
+        super().__init__(f"{agent}'s `{command}` {reason}", command, kind=kind, error_kind=error_kind)
 
 
 def launch_env(child: ChildProcess) -> dict[str, str]:
@@ -141,6 +150,7 @@ class AcpLive(JsonRpcLiveClient):
         plan = env.get(SESSION_ENV, "new")
         cwd = self._cwd()
         meta = dict(self.spec.session_meta) or None
+        servers = _servers(self.spec.display_name, env.get(MCP_ENV), caps.mcp_capabilities if caps else None)
         opened: dict[str, Any]
         if plan.startswith("load:") and not can_load:
             # a new session would drop the conversation unsaid (a sandbox change restarts it)
@@ -148,11 +158,11 @@ class AcpLive(JsonRpcLiveClient):
             raise AcpLiveError(self.spec.display_name, "session/load", reason, kind="refused")
         if plan.startswith("load:"):
             wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
-            load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=[], field_meta=meta)
+            load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)
             self._acp_session, self._session_id = wanted, bridge_id or wanted
         else:
-            new = schema.NewSessionRequest(cwd=cwd, mcp_servers=[], field_meta=meta)
+            new = schema.NewSessionRequest(cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/new", _dump(new), START_TIMEOUT_SECONDS)
             self._acp_session = str(opened.get("sessionId") or "")
             named = plan.partition(":")[2].rpartition("|")[2]
@@ -226,12 +236,7 @@ class AcpLive(JsonRpcLiveClient):
 
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
         """Write `session/prompt` now; its answer is the turn's end (read as the settled line)."""
-        blocks: list[Any] = []
-        if self._images:
-            blocks += [
-                schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
-            ]
-        blocks.append(schema.TextContentBlock(type="text", text=text))
+        blocks = _prompt_blocks(self.spec.display_name, text, images, takes_images=self._images)
         request = schema.PromptRequest(session_id=self._acp_session or "", prompt=blocks)
         self._end = _BARE_END
         pending = self._request_now("session/prompt", _dump(request))
@@ -473,6 +478,28 @@ class AcpLive(JsonRpcLiveClient):
             self._deciding -= 1
             self.reading_since = time.monotonic()
         self._settle(key, line)
+
+
+def _servers(agent: str, config: str | None, caps: schema.McpCapabilities | None) -> list[Any]:
+    """The conversation's MCP servers (the private file the launch named) in ACP's form; a
+    transport the agent does not take fails the start, naming it, rather than drop the server."""
+    try:
+        return session_servers(config, http=bool(caps and caps.http))
+    except ValueError as exc:
+        raise AcpLiveError(agent, "session/new", str(exc), kind="refused", error_kind="usage") from exc
+
+
+def _prompt_blocks(agent: str, text: str, images: Sequence[PromptImage], *, takes_images: bool) -> list[Any]:
+    """The prompt's content blocks, its images first; images to an agent that takes none fail
+    the prompt, naming it (dropped, the model would answer a prompt the user did not send)."""
+    if images and not takes_images:
+        reason = "takes no images (its promptCapabilities.image is false): the prompt was not sent"
+        raise AcpLiveError(agent, "session/prompt", reason, kind="refused", error_kind="usage")
+    blocks: list[Any] = [
+        schema.ImageContentBlock(type="image", data=i.data, mime_type=i.mime_type) for i in images
+    ]
+    blocks.append(schema.TextContentBlock(type="text", text=text))
+    return blocks
 
 
 def tool_check(asked: schema.RequestPermissionRequest) -> ToolCheck:

@@ -10,21 +10,25 @@ import itertools
 import json
 import logging
 import os
+import pathlib
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
+import anyio
 import orjson
 import psutil
 
-from bridge.agents.codex import sessions
+from bridge.agents.codex import mcp_exec, sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
 from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
+    MCP_PROMPT_ACCEPT_SECONDS,
     AgentCommand,
     BridgeCommand,
     CommandDone,
@@ -38,7 +42,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
-from bridge.contract import ErrorKind, PromptImage
+from bridge.contract import ErrorKind, McpServerHttp, McpServerStdio, PromptImage
 from bridge.process.spawn import ChildProcess
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,8 @@ START_TIMEOUT_SECONDS: Final = 60.0
 #: saying so on stderr). In argv, not the environment: /proc's environ of a process read right
 #: after its spawn can still be the bridge's, before the exec (a resumed thread then started anew).
 THREAD_SETTING: Final = "pi_bridge_thread"
+#: The `-c` setting naming the conversation's private MCP file (ignored by Codex, as above).
+MCP_SETTING: Final = "pi_bridge_mcp_config"
 PROVIDER: Final = "codex"
 _TURN_END: Final = (b'{"type":"turn.completed"', b'{"type":"turn.failed"')
 _BARE_END: Final = b'{"type":"turn.completed"}'
@@ -69,7 +75,7 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
         "reasoning": "reasoning",
     }
     status = str(item.get("status") or "")
-    return {
+    snake = {
         "id": item.get("id"),
         "type": kinds.get(str(item.get("type")), str(item.get("type"))),
         "text": item.get("text"),
@@ -79,6 +85,23 @@ def _snake(item: dict[str, Any]) -> dict[str, Any]:
         "status": {"inProgress": "in_progress"}.get(status, status),
         "changes": item.get("changes"),
     }
+    if item.get("type") == "mcpToolCall":
+        snake |= {k: item.get(k) for k in ("server", "tool", "arguments")}
+        snake["aggregated_output"] = _mcp_output(item)
+    return snake
+
+
+def _mcp_output(item: dict[str, Any]) -> str | None:
+    """An MCP tool call's result as text (its text blocks), or its error's message."""
+    result, error = item.get("result"), item.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, list):
+        return None
+    return "".join(
+        str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 class CodexLive(JsonRpcLiveClient):
@@ -97,6 +120,9 @@ class CodexLive(JsonRpcLiveClient):
         self._model: str | None = None
         self._usage: dict[str, Any] | None = None
         self._env: Mapping[str, str] = {}
+        #: The MCP servers named at launch whose start Codex has not reported over yet.
+        self._mcp_starting: set[str] = set()
+        self._mcp_started: anyio.Event | None = None
 
     # ------------------------------------------------------------------ the seam
 
@@ -122,6 +148,13 @@ class CodexLive(JsonRpcLiveClient):
         )
         self._write("initialized", orjson.dumps({"method": "initialized", "params": {}}) + b"\n")
         launched = _launch_settings(self.child.argv)
+        refused = _headed_http_servers(launched.get(MCP_SETTING))
+        if refused:
+            raise self._error(
+                "thread/start",
+                f"is not given MCP servers with headers ({', '.join(refused)}): they would be in its argv",
+                kind="refused",
+            )
         params: dict[str, Any] = {
             "cwd": self._cwd(),
             "approvalPolicy": "untrusted",
@@ -131,12 +164,14 @@ class CodexLive(JsonRpcLiveClient):
         if model:
             params["model"] = model
         thread = launched.get(THREAD_SETTING)
+        self._mcp_starting, self._mcp_started = _mcp_names(self.child.argv), anyio.Event()
         if thread:
             answer = await self.request(
                 "thread/resume", {**params, "threadId": thread}, START_TIMEOUT_SECONDS
             )
         else:
             answer = await self.request("thread/start", params, START_TIMEOUT_SECONDS)
+        await self._mcp_servers_started()
         started = answer.get("thread")
         self._thread = str(started["id"]) if isinstance(started, dict) and "id" in started else thread
         self._model = str(answer.get("model") or model or "") or None
@@ -171,8 +206,12 @@ class CodexLive(JsonRpcLiveClient):
         return []
 
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
-        """``turn/start`` now; `delivered` waits until Codex read it."""
-        inputs: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        """``turn/start`` now; `delivered` waits until Codex read it. Images go first, as data
+        URLs (its `image` input: no file the bridge would have to write and clean up)."""
+        inputs: list[dict[str, Any]] = [
+            {"type": "image", "url": f"data:{i.mime_type};base64,{i.data}"} for i in images
+        ]
+        inputs.append({"type": "text", "text": text})
         params: dict[str, Any] = {"threadId": self._thread, "input": inputs}
         if self._model:
             params["model"] = self._model
@@ -251,8 +290,28 @@ class CodexLive(JsonRpcLiveClient):
         if events and listener is not None:
             listener(events)
 
+    async def _mcp_servers_started(self) -> None:
+        """Wait (bounded) until Codex reported each MCP server ready or failed: its first turn
+        otherwise starts without the tools of a server still starting."""
+        if not self._mcp_starting:
+            return
+        with anyio.move_on_after(MCP_PROMPT_ACCEPT_SECONDS):
+            if self._mcp_started is not None:
+                await self._mcp_started.wait()
+        if self._mcp_starting:
+            log.warning("Codex's MCP servers %s did not start in time", sorted(self._mcp_starting))
+
+    def _mcp_status(self, params: dict[str, Any]) -> None:
+        if params.get("status") in ("ready", "failed", "cancelled") and self._mcp_starting:
+            self._mcp_starting.discard(str(params.get("name")))
+            if not self._mcp_starting and self._mcp_started is not None:
+                self._mcp_started.set()
+
     def _event_lines(self, method: str, params: dict[str, Any]) -> list[bytes]:
         """A notification as the exec lines the mapper reads (none for bookkeeping)."""
+        if method == "mcpServer/startupStatus/updated":
+            self._mcp_status(params)
+            return []
         if method == "item/agentMessage/delta":
             return [orjson.dumps({"type": "message.delta", "delta": params.get("delta", "")})]
         if method in ("item/started", "item/completed"):
@@ -299,13 +358,18 @@ class CodexLive(JsonRpcLiveClient):
         given = message.get("params")
         params: dict[str, Any] = given if isinstance(given, dict) else {}
         kind = _APPROVALS.get(method)
-        if kind is None:
+        mcp_call = _mcp_tool_call(method, params)
+        if kind is None and mcp_call is None:
+            log.info("Codex asked %s: not supported, refused", method)
             error = {"code": -32601, "message": f"{method} is not supported by pi-bridge"}
             self._write_quietly(orjson.dumps({"id": message["id"], "error": error}) + b"\n")
             return
         if request_id in self._open_checks:
             return
         self._open_checks.add(request_id)
+        if mcp_call is not None:
+            self._check(request_id, message["id"], mcp_call, _elicitation_answer)
+            return
         command = params.get("command")
         text = (
             " ".join(command) if isinstance(command, list) else command if isinstance(command, str) else None
@@ -317,11 +381,17 @@ class CodexLive(JsonRpcLiveClient):
             input=dict(params),
             command=text,
         )
+        self._check(request_id, message["id"], check, _decision)
+
+    def _check(
+        self, key: str, request_id: object, check: ToolCheck, answer: Callable[[object, ToolVerdict], bytes]
+    ) -> None:
+        """The run's permission gate decides `check`; `answer` writes its verdict back."""
         asks, tasks = self.asks, self._tasks
         if asks is None or tasks is None:
-            self._settle(request_id, _decision(message["id"], ToolVerdict(allow=False)))
+            self._settle(key, answer(request_id, ToolVerdict(allow=False)))
             return
-        tasks.start_soon(self._decide, request_id, check, asks, partial(_decision, message["id"]))
+        tasks.start_soon(self._decide, key, check, asks, partial(answer, request_id))
 
 
 def _header_size(path: str) -> int:
@@ -335,6 +405,24 @@ def _header_size(path: str) -> int:
     return size
 
 
+def mcp_settings(
+    servers: Sequence[McpServerStdio | McpServerHttp], config: str
+) -> dict[str, str | list[str]]:
+    """The conversation's MCP servers as Codex's `mcp_servers.<name>` settings: a stdio server
+    started by mcp_exec.py from the private file (its env never in argv), an http one by its URL
+    (one with headers is refused by `CodexLive.prepare`: they would be in argv)."""
+    found: dict[str, str | list[str]] = {}
+    for server in servers:
+        key = f"mcp_servers.{server.name}"
+        if isinstance(server, McpServerHttp):
+            if not server.headers:
+                found[f"{key}.url"] = server.url
+            continue
+        found[f"{key}.command"] = sys.executable
+        found[f"{key}.args"] = ["-I", "-S", mcp_exec.__file__, config, server.name]
+    return found
+
+
 def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
     """The string ``-c key="value"`` settings of a launch's argv."""
     found: dict[str, str] = {}
@@ -346,6 +434,31 @@ def _launch_settings(argv: Sequence[str]) -> dict[str, str]:
                 if isinstance(value, str):
                     found[key] = value
     return found
+
+
+def _mcp_names(argv: Sequence[str]) -> set[str]:
+    """The MCP servers a launch's ``-c mcp_servers.<name>.*`` settings name."""
+    names = set()
+    for flag, setting in itertools.pairwise(argv):
+        key = setting.partition("=")[0]
+        if flag == "-c" and key.startswith("mcp_servers.") and key.count(".") == 2:
+            names.add(key.split(".")[1])
+    return names
+
+
+def _headed_http_servers(config: str | None) -> list[str]:
+    """The http servers with headers in the conversation's MCP file (see `mcp_settings`)."""
+    if not config:
+        return []
+    try:
+        listed = json.loads(pathlib.Path(config).read_bytes()).get("mcpServers") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [
+        str(n)
+        for n, e in listed.items()
+        if isinstance(e, dict) and e.get("type") == "http" and e.get("headers")
+    ]
 
 
 def _bytes_before(path: str, mark: int) -> int:
@@ -371,6 +484,29 @@ def _stamp_ms(line: bytes) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
+def _mcp_tool_call(method: str, params: dict[str, Any]) -> ToolCheck | None:
+    """Codex's approval of an MCP tool call (an elicitation marked `mcp_tool_call`) as the
+    run's check of `mcp__<server>__<tool>`; None for anything else."""
+    meta = params.get("_meta")
+    if method != "mcpServer/elicitation/request" or not isinstance(meta, dict):
+        return None
+    if meta.get("codex_approval_kind") != "mcp_tool_call":
+        return None
+    arguments = meta.get("tool_params")
+    return ToolCheck(
+        tool_call_id=str(params.get("turnId") or ""),
+        tool=f"mcp__{params.get('serverName')}__{meta.get('tool_name')}",
+        kind="other",
+        input=arguments if isinstance(arguments, dict) else {},
+    )
+
+
+def _elicitation_answer(request_id: object, verdict: ToolVerdict) -> bytes:
+    """The answer to an MCP tool call's approval: accepted once, or declined."""
+    action = {"action": "accept", "content": {}} if verdict.allow else {"action": "decline"}
+    return orjson.dumps({"id": request_id, "result": action}) + b"\n"
+
+
 def _decision(request_id: object, verdict: ToolVerdict) -> bytes:
     """The answer to an approval request."""
     decision = "accept" if verdict.allow else "decline"
@@ -385,11 +521,14 @@ class CodexLiveMode:
     ) -> LaunchSpec:
         """``codex app-server`` with the sandbox and model as ``-c`` settings, and the thread to
         resume (read back from argv by `CodexLive.prepare`)."""
-        settings = {"sandbox_mode": sandbox_mode(options.sandbox)}
+        settings: dict[str, str | list[str]] = {"sandbox_mode": sandbox_mode(options.sandbox)}
         if options.model:
             settings["model"] = options.model
         if options.session_id:
             settings[THREAD_SETTING] = options.session_id
+        if options.mcp_config:
+            settings[MCP_SETTING] = options.mcp_config
+            settings.update(mcp_settings(options.mcp_servers, options.mcp_config))
         flags = [part for key, value in settings.items() for part in ("-c", f"{key}={json.dumps(value)}")]
         return LaunchSpec(argv=(*command, "app-server", *flags), cwd=options.cwd)
 

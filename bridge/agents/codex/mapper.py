@@ -84,6 +84,9 @@ class CodexEventMapper(MapperCore):
         if kind == "reasoning":
             text = item.get("text")
             return self._thought(text) + self._flush_thought() if done and isinstance(text, str) else []
+        if kind == "mcp_tool_call" and item.get("server") and item.get("tool"):
+            # named as pi and Claude Code name an MCP tool
+            return self._on_tool_item(item_id, f"mcp__{item['server']}__{item['tool']}", item, done)
         if kind in _TOOL_ITEMS:
             return self._on_tool_item(item_id, _TOOL_ITEMS[kind], item, done)
         if kind == "error":

@@ -23,6 +23,7 @@ from bridge.process.shutdown import (
     contained_now,
     members_now,
     shutdown_tree,
+    started_as_now,
     stop_descendants,
 )
 
@@ -51,6 +52,9 @@ class Interrupt:
         self._listed: list[int] = []
         # The agent's own helpers from before the run (its MCP servers): not the run's to sweep.
         self.helpers: dict[int, int] = {}
+        # How the conversation's stdio MCP servers are started (program, arguments): the agent an
+        # ACP adapter runs may start them in the run, and they are the conversation's, not the run's.
+        self.mcp_argvs: tuple[tuple[str, ...], ...] = ()
 
     async def steer(self, agent: LiveAgent, text: str) -> str | None:
         """Hand pi a steering message, counted for the cancel; None when it took it, else why not."""
@@ -87,10 +91,13 @@ class Interrupt:
     def kept(self, agent: LiveAgent) -> Mapping[int, int]:
         """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
         its agent as its child (an ACP adapter), its children now, and only them (the agent it
-        runs may start lazily, in the run; what that agent started is swept)."""
-        if agent.client.runs_agent_as_child:
-            return children_now(agent.child, agent.wrappers)
-        return self.helpers
+        runs may start lazily, in the run; what that agent started is swept), with the
+        conversation's MCP servers that agent started."""
+        if not agent.client.runs_agent_as_child:
+            return self.helpers
+        kept = children_now(agent.child, agent.wrappers)
+        kept.update(started_as_now(agent.child, self.mcp_argvs, under=kept))
+        return kept
 
     async def sweep(self, agent: LiveAgent) -> None:
         """Tools may leave daemons: whatever else the agent's tree holds after a run goes."""

@@ -22,7 +22,7 @@ from bridge.agents.values import (
     LiveError,
     Out,
 )
-from bridge.contract import ErrorInfo, ShutdownReceipt
+from bridge.contract import ErrorInfo, McpServerStdio, ShutdownReceipt
 from bridge.engines import endings
 from bridge.engines.attempt import AttemptContext
 from bridge.engines.cancel import CancelToken
@@ -204,6 +204,9 @@ class LiveAttempt:
             mark = self.conversations.starter.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
         self.interrupt.helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
+        self.interrupt.mcp_argvs = tuple(
+            (s.command, *s.args) for s in self.options.mcp_servers if isinstance(s, McpServerStdio)
+        )
         agent.client.listener = self.stream.on_lines
         agent.client.backlog = self.out.diffs.drained
         agent.client.asks = self.hooks.asks

@@ -236,3 +236,28 @@ async def test_has_exited_tells_a_killed_agent_before_its_exit_is_collected(tmp_
         await shutdown.shutdown_tree(child)
         spawn.forget(child)
         await child.process.aclose()
+
+
+async def test_a_tool_s_copy_of_an_mcp_server_s_command_line_is_not_kept_by_the_sweep(
+    mode: str, tmp_path: Any
+) -> None:
+    """The sweep after a run keeps the conversation's MCP servers that the adapter's agent started,
+    found by their command line: one process per server, the first started. A later process with
+    the same command line (a tool's, made to pass for the server) is the run's."""
+    child = await spawn.spawn(
+        ("sh", "-c", "sh -c 'sleep 1001 & sleep 1002 & sleep 1001 & read line'"), str(tmp_path), {}
+    )
+    (agent,) = children_of(child.pid, 1)
+    servers = sorted(children_of(agent, 3))
+    try:
+        under = shutdown.children_now(child)
+        assert set(under) == {agent}
+        kept = shutdown.started_as_now(child, [("sleep", "1001"), ("/bin/sleep", "1002")], under)
+        first, second, copy = servers  # started in this order by one shell: rising pids
+        assert set(kept) == {first, second}, f"kept {sorted(kept)} of {servers}"
+        assert copy not in kept
+    finally:
+        await shutdown.shutdown_tree(child)
+        spawn.forget(child)
+        await child.process.aclose()
+        kill_quietly(servers)
