@@ -140,7 +140,11 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
         _, first, _ = client.wait_update(_is_chunk, start, TIMEOUT)
         client.wait_response(msg_id, TIMEOUT)
         msg_id, _, start = prompt(SLOW_COMMAND)
-        client.wait_update(lambda u: u.get("sessionUpdate") == "tool_call", start, TIMEOUT)
+        # Gemini CLI announces a shell call only by asking (the client allows it): then its first
+        # update of the call is a tool_call_update.
+        client.wait_update(
+            lambda u: u.get("sessionUpdate") in ("tool_call", "tool_call_update"), start, TIMEOUT
+        )
         tree = _command_processes(client.pid)
         started = procs.descendants(client.pid)
         cancel_sent = client.notify("session/cancel", {"sessionId": session})
