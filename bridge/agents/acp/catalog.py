@@ -51,6 +51,9 @@ class AcpAgentSpec:
     model_server_env: ModelServerEnv | None = None
     #: Offered `fs/read_text_file` and `fs/write_text_file` (the bridge's file operations do them).
     client_fs: bool = False
+    #: It sends a start-up note as a message chunk just after it answers session/new (pi-acp's
+    #: version banner, on a timer): a prompt sent before it comes would take it in as its text.
+    startup_chunk: bool = False
     #: Its session modes that stop it asking (it would decide approvals in the bridge's place):
     #: not offered to a client, so the bridge's permission modes stay the ones that decide.
     unoffered_modes: frozenset[str] = frozenset()
@@ -142,6 +145,7 @@ CATALOG: Final[dict[str, AcpAgentSpec]] = {
         display_name="pi (pi-acp)",
         command=("pi-acp",),
         package="pi-acp@0.0.34",
+        startup_chunk=True,
         # pi-acp asks npm for pi's latest version at each session/new: offline, npm answers at once
         env={"NPM_CONFIG_OFFLINE": "true"},
         model_format="provider/model",

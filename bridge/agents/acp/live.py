@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: An ACP agent's start (a Node program that starts its own agent) and its session/new.
 START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
+#: How long a new session waits for an agent's start-up note (`startup_chunk`) before it is ready.
+STARTUP_CHUNK_SECONDS: Final = 0.5
 _BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
 _KINDS: Final[dict[str, ToolKind]] = {
     "read": "read",
@@ -103,6 +106,7 @@ class AcpLive(JsonRpcLiveClient):
         self._prompt: PendingCommand | None = None
         self._end = _BARE_END
         self._acp_session: str | None = None
+        self._startup_chunk = asyncio.Event()
         self._session_id: str | None = None
         self._models: tuple[ModelChoice, ...] = ()
         self._commands: tuple[AgentCommand, ...] = ()
@@ -165,6 +169,7 @@ class AcpLive(JsonRpcLiveClient):
             new = schema.NewSessionRequest(cwd=cwd, mcp_servers=servers, field_meta=meta)
             opened = await self.request("session/new", _dump(new), START_TIMEOUT_SECONDS)
             self._acp_session = str(opened.get("sessionId") or "")
+            await _startup_note(self.spec, self._startup_chunk)
             named = plan.partition(":")[2].rpartition("|")[2]
             # a conversation the bridge named keeps its name (the agent's own id stays inside)
             self._session_id = named or self._acp_session
@@ -411,11 +416,13 @@ class AcpLive(JsonRpcLiveClient):
             # The session being opened: its first updates (OpenCode's commands) may come in the
             # same read as the answer to session/new, before the session's id is noted.
             self._note_state(params.get("update"))
+            _note_startup(params.get("update"), self._startup_chunk)
             return []
         if params.get("sessionId") != self._acp_session:
             return []
         self._note_state(params.get("update"))
         if not self._prompt:
+            _note_startup(params.get("update"), self._startup_chunk)
             return []
         self._note_tool_call(params.get("update"))
         return [line]
@@ -550,3 +557,16 @@ def _permission_answer(
 def _dump(model: Any) -> dict[str, Any]:
     dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
+
+
+def _note_startup(update: Any, seen: asyncio.Event) -> None:
+    """A message chunk outside a turn: the agent's start-up note (see `startup_chunk`)."""
+    if isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk":
+        seen.set()
+
+
+async def _startup_note(spec: AcpAgentSpec, seen: asyncio.Event) -> None:
+    """Wait (bounded) for an agent's start-up note after session/new, so no prompt takes it in."""
+    if spec.startup_chunk:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(seen.wait(), STARTUP_CHUNK_SECONDS)

@@ -18,6 +18,7 @@ from bridge.contract import ShutdownReceipt
 from bridge.engines.live.conversations import Conversations
 from bridge.engines.live.live_agent import LiveAgent
 from bridge.process.shutdown import (
+    ExactKeep,
     children_now,
     contained_besides,
     contained_now,
@@ -55,6 +56,9 @@ class Interrupt:
         # How the conversation's stdio MCP servers are started (program, arguments): the agent an
         # ACP adapter runs may start them in the run, and they are the conversation's, not the run's.
         self.mcp_argvs: tuple[tuple[str, ...], ...] = ()
+        # An ACP adapter's children as the run began, when it had served a prompt before (the agent
+        # it runs is started by then): one it starts during the run is the run's, for a cancel.
+        self.adapter_before: ExactKeep | None = None
 
     async def steer(self, agent: LiveAgent, text: str) -> str | None:
         """Hand pi a steering message, counted for the cancel; None when it took it, else why not."""
@@ -88,7 +92,7 @@ class Interrupt:
         self._listed = sorted({*early, *contained_now(agent.child)})
         self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
 
-    def kept(self, agent: LiveAgent) -> Mapping[int, int]:
+    def kept(self, agent: LiveAgent, *, cancel: bool = False) -> Mapping[int, int]:
         """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
         its agent as its child (an ACP adapter), its children now, and only them (the agent it
         runs may start lazily, in the run; what that agent started is swept), with the
@@ -96,6 +100,9 @@ class Interrupt:
         if not agent.client.runs_agent_as_child:
             return self.helpers
         kept = children_now(agent.child, agent.wrappers)
+        before = self.adapter_before
+        if cancel and before is not None:  # a command's shell the adapter runs as its own child
+            kept = ExactKeep({pid: start for pid, start in kept.items() if before.get(pid) == start})
         kept.update(started_as_now(agent.child, self.mcp_argvs, under=kept))
         return kept
 
@@ -142,7 +149,7 @@ class Interrupt:
                 log.info("%s did not settle after abort: %s", self._name, exc)
             await self._take_back_queue(agent, kept)
         if kept:
-            spared = self.kept(agent)
+            spared = self.kept(agent, cancel=True)
             receipt = await stop_descendants(agent.child, keep=spared)
             if receipt.survivors:
                 kept = False

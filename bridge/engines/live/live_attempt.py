@@ -33,6 +33,7 @@ from bridge.engines.live.live_agent import CheckoutCancelled, Lease, LiveAgent, 
 from bridge.engines.live.stream import LiveStream, Reason, add_stats
 from bridge.engines.output import AttemptOutput
 from bridge.process.shutdown import (
+    children_now,
     helpers_now,
     wait_exit,
 )
@@ -204,6 +205,8 @@ class LiveAttempt:
             mark = self.conversations.starter.mode.session_mark(agent.session_file)
             self.lease.trim = (agent.session_file, mark)
         self.interrupt.helpers = helpers_now(agent.child) if self.options.mcp_servers else {}
+        if agent.client.runs_agent_as_child and agent.checkouts > 1:
+            self.interrupt.adapter_before = children_now(agent.child, agent.wrappers)
         self.interrupt.mcp_argvs = tuple(
             (s.command, *s.args) for s in self.options.mcp_servers if isinstance(s, McpServerStdio)
         )
