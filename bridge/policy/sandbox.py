@@ -273,15 +273,7 @@ class SandboxBoard:
                 with contextlib.suppress(FileNotFoundError):
                     target.unlink()
             return
-        box = confinement(
-            settings,
-            cwd,
-            environ,
-            self.agent_secrets(environ),
-            given=given,
-            state=self.state,
-            agent_config=self.agent_config(os.path.realpath(cwd), environ),
-        )
+        box = self._confinement(settings, cwd, environ, given)
         self._make()
         body = {
             "mode": settings.mode,
@@ -295,6 +287,20 @@ class SandboxBoard:
         if self._written.get(session_id) != (data, file_stamp(target)):
             self._write(session_id, data)
             self._written[session_id] = (data, file_stamp(target))
+
+    def _confinement(
+        self, settings: SandboxSettings, cwd: str, environ: Mapping[str, str], given: Mapping[str, str] | None
+    ) -> bwrap.Confinement:
+        """What `settings` confine a run in `cwd` to (the box both pi's file and a whole agent use)."""
+        return confinement(
+            settings,
+            cwd,
+            environ,
+            self.agent_secrets(environ),
+            given=given,
+            state=self.state,
+            agent_config=self.agent_config(os.path.realpath(cwd), environ),
+        )
 
     def process_prefix(
         self,
@@ -313,17 +319,9 @@ class SandboxBoard:
             return ()
         self._make()
         make_own_dirs(own_dirs)
-        workspace = os.path.realpath(cwd)
-        box = confinement(
-            settings,
-            cwd,
-            environ,
-            self.agent_secrets(environ),
-            given=given,
-            state=self.state,
-            agent_config=self.agent_config(workspace, environ),
+        box = whole_process_confinement(
+            self._confinement(settings, cwd, environ, given), environ, own_dirs, kept
         )
-        box = whole_process_confinement(box, environ, own_dirs, kept)
         shell = ("/bin/sh", "-c", 'exec "$@" 3<"$0"', str(self.path / SECCOMP_FILE))
         return (*shell, *bwrap.argv_prefix(found.path, box))
 
