@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,35 @@ async def test_the_diff_of_an_edit_or_write_to_a_dirty_buffer_is_the_agent_s_cha
     assert written["newText"] == "line one\nwritten 3c8\n"
     assert _added_removed(written) == (["written 3c8"], ["line two", "edited 3c8"])
     assert notes.read_text() == "line one\nline two\n", "the disk never changed"
+
+
+#: The log of the bridge `logged_editor` runs (its errors would go nowhere the client sees).
+BRIDGE_LOG = Path(tempfile.mkdtemp(prefix="editor-lsp-log-")) / "bridge.log"
+
+
+@pytest_lsp.fixture(config=bridge_config({"PI_BRIDGE_LOG_FILE": str(BRIDGE_LOG)}, client_factory=_client()))
+async def logged_editor(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    yield await _start(lsp_client, pi_agent_dir, apply_edit=True)
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+async def test_a_change_to_a_document_never_opened_is_ignored_and_the_disk_is_read(
+    logged_editor: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """A didChange with no didOpen before it (a client that lost track across a restart) has no
+    text to apply to: it is set aside with a warning, not an error, and the agent reads the disk."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("saved-9c1 on disk\n")
+    change = types.TextDocumentContentChangeWholeDocument(text="unsaved-9c1 never opened\n")
+    identifier = types.VersionedTextDocumentIdentifier(uri=notes.as_uri(), version=2)
+    logged_editor.text_document_did_change(
+        types.DidChangeTextDocumentParams(text_document=identifier, content_changes=[change])
+    )
+    script = _script(("read", {"path": "notes.txt"}))
+    result, _ = await scripted_run(logged_editor, tmp_path, "script", prompt=script)
+    assert result["status"] == "completed"
+    sent = _sent(scripted_model, "9c1")
+    assert "saved-9c1 on disk" in sent and "unsaved-9c1" not in sent
+    log = BRIDGE_LOG.read_text()
+    assert "which was never opened: ignored" in log and "Traceback" not in log, log[-2000:]

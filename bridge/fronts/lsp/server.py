@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Awaitable, Generator
 from typing import Any, BinaryIO, TypeVar
+from urllib.parse import unquote
 
 import anyio
 import anyio.abc
@@ -75,6 +76,19 @@ class BridgeProtocol(LanguageServerProtocol):
         ).model_dump(mode="json", by_alias=True)
         result.capabilities.experimental = {"piBridge": capabilities}
         return result
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(
+        self, params: types.DidChangeTextDocumentParams
+    ) -> Generator[Any, Any, None]:
+        # A change to a document the client never opened here has nothing to apply to (pygls
+        # would raise KeyError): the bridge keeps reading that file from disk.
+        if unquote(params.text_document.uri) not in self.workspace.text_documents:
+            log.warning(
+                "textDocument/didChange for %s, which was never opened: ignored", params.text_document.uri
+            )
+            return
+        yield from super().lsp_text_document__did_change(params)
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:

@@ -565,8 +565,19 @@ async function sendInChat(frame: Frame, text: string): Promise<void> {
     if (typed) break;
     assert.ok(attempt < 3, `the chat input never received ${JSON.stringify(text)}: focus was elsewhere`);
   }
-  await page.keyboard.press('Enter');
-  await chatWait(frame, "document.getElementById('prompt').value === ''");
+  // An editor the window restores after a reload can take the focus between the typing and the
+  // Enter (the text stays in the input, unsent): the Enter is pressed on the input itself, again
+  // while the text is still there, a bounded number of times.
+  const prompt = await frame.$('#prompt');
+  for (let attempt = 1; ; attempt++) {
+    await prompt!.press('Enter');
+    const sent = await frame
+      .waitForFunction("document.getElementById('prompt').value === ''", { timeout: 5000 })
+      .then(() => true, () => false);
+    if (sent) break;
+    const still = (await frame.evaluate("document.getElementById('prompt').value")) as string;
+    assert.ok(still === text && attempt < 3, `the chat input kept ${JSON.stringify(still)} after Enter`);
+  }
 }
 
 interface Turn {
@@ -1151,6 +1162,10 @@ test('issue 38: pi\'s edit of a file left dirty in VS Code goes through the edit
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   await page.waitForSelector('.statusbar-item[aria-label^="pi model:"]', { timeout: UI_TIMEOUT });
   assert.equal(readFileSync(file, 'utf8'), EDIT_ORIGINAL, 'nor after the buffer was closed unsaved');
+  // The window may restore the file's editor after the reload; closed, it cannot take the focus
+  // from the chat in the tests after this one.
+  await runCommand('View: Close All Editors');
+  await page.waitForFunction(`!document.querySelector('.tabs-container .tab[aria-label*="dirty.txt"]')`, { timeout: UI_TIMEOUT });
 }));
 
 /** Whether a hot-exit backup of the workbench (under the user-data dir) holds `text`. */
@@ -1269,6 +1284,18 @@ async function reloadAsNewUser(agentDir: string): Promise<string> {
 test('the first run without a provider: the chat says what is missing, its scripted-model button sets pi up, and the model dropdown lists the agent\'s models', { timeout: 5 * UI_TIMEOUT }, () => step('first-run', async () => {
   const settingsFile = join(tmp, 'user-data/User/settings.json');
   const original = await reloadAsNewUser(join(tmp, 'empty-agent'));
+  try {
+    await firstRun(settingsFile, original);
+  } catch (err) {
+    // The settings as they were, so that one failure here does not fail the tests after it.
+    writeFileSync(settingsFile, original);
+    await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT }).catch(() => undefined);
+    throw err;
+  }
+}));
+
+/** The first-run test's body, after `reloadAsNewUser` (`original`: the settings it replaced). */
+async function firstRun(settingsFile: string, original: string): Promise<void> {
   const starts = (): number => extensionLog().split('bridge ready:').length - 1;
   await runCommand('pi: New Conversation');
   const frame = await chatFrame();
@@ -1331,7 +1358,7 @@ test('the first run without a provider: the chat says what is missing, its scrip
   await page.reload({ waitUntil: 'domcontentloaded', timeout: UI_TIMEOUT });
   const model = (JSON.parse(original) as Record<string, unknown>)['piBridge.pi.model'];
   await page.waitForSelector(`.statusbar-item[aria-label="pi model: ${typeof model === 'string' && model ? model : 'default'}"]`, { timeout: UI_TIMEOUT });
-}));
+}
 
 // Skipped, open: in CI (its lanes side by side) the prompt sent after the settings point the
 // bridge at an empty agent dir reached the bridge of before the restart (answered by the scripted
