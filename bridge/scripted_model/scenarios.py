@@ -226,8 +226,17 @@ def _words(text: str) -> list[str]:
     return [p for p in pieces if p]
 
 
+#: The most pieces one text is streamed in: a long answer (one that tells a long tool output back)
+#: groups its words, so that it streams in a bounded time, as a real model's larger tokens would.
+MAX_TEXT_PIECES: Final = 64
+
+
 def _text_pieces(text: str, kind: PieceKind = "text") -> list[Piece]:
-    return [Piece(kind, w) for w in _words(text)]
+    words = _words(text)
+    if len(words) <= MAX_TEXT_PIECES:
+        return [Piece(kind, w) for w in words]
+    per_piece = -(-len(words) // MAX_TEXT_PIECES)
+    return [Piece(kind, "".join(words[i : i + per_piece])) for i in range(0, len(words), per_piece)]
 
 
 def _fixed_chunks(text: str, size: int) -> list[str]:

@@ -44,7 +44,7 @@ from bridge.scripted_model import (
     write_pi_agent_dir,
 )
 from bridge.scripted_model.request_body import user_images_of
-from bridge.scripted_model.scenarios import SCRIPT_UNREADABLE
+from bridge.scripted_model.scenarios import MAX_TEXT_PIECES, SCRIPT_UNREADABLE
 from tests.support.env import ROOT, requires_pi
 
 REPO = ROOT
@@ -301,6 +301,27 @@ def test_tool_answers_follow_the_captures() -> None:
     big = tool_answer_text("toolbig", "\n".join(str(i) for i in range(1, 3000)))
     assert big.startswith("The command printed: 1\n2\n3\n ... ") and big.endswith(". Done.")
     assert len(big) < 200
+
+
+def test_a_long_answer_streams_whole_in_a_bounded_number_of_pieces_of_whole_words(
+    server: ScriptedModelServer,
+) -> None:
+    output = " ".join(f"w{i}" for i in range(1000)) + "\n"
+    chunks = openai_chunks(chat(server, "tool", messages=tool_result_messages("tool", output)).body)
+    pieces = deltas(chunks, "content")
+    assert "".join(pieces) == tool_answer_text("tool", output)
+    assert 1 < len(pieces) <= MAX_TEXT_PIECES
+    assert all(piece.endswith(" ") for piece in pieces[:-1]), "a piece ends on a word's end"
+    # A short answer still streams word by word.
+    assert (
+        len(
+            deltas(
+                openai_chunks(chat(server, "tool", messages=tool_result_messages("tool", "hi\n")).body),
+                "content",
+            )
+        )
+        > 3
+    )
 
 
 def test_tool_decision_comes_from_messages_not_a_counter(
