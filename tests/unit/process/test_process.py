@@ -54,15 +54,22 @@ def alive(pid: int) -> bool:
         return False
 
 
-def children_of(pid: int, count: int, timeout: float = 10.0) -> list[int]:
-    """Wait until `pid` has `count` live children; their pids."""
+def children_of(pid: int, count: int, timeout: float = 10.0, *, running: str | None = None) -> list[int]:
+    """Wait until `pid` has `count` live children (each running the program `running`, when
+    given: a child between its fork and its exec still runs its parent's); their pids."""
     deadline = time.monotonic() + timeout
     while True:
         kids = [p.pid for p in psutil.Process(pid).children() if alive(p.pid)]
-        if len(kids) >= count:
+        if len(kids) >= count and (running is None or all(_runs(kid, running) for kid in kids)):
             return kids
         assert time.monotonic() < deadline, f"pid {pid} never had {count} children"
         time.sleep(0.01)
+
+
+def _runs(pid: int, program: str) -> bool:
+    with contextlib.suppress(psutil.Error, IndexError):
+        return os.path.basename(psutil.Process(pid).cmdline()[0]) == program
+    return False
 
 
 def kill_quietly(pids: list[int]) -> None:
@@ -248,7 +255,7 @@ async def test_a_tool_s_copy_of_an_mcp_server_s_command_line_is_not_kept_by_the_
         ("sh", "-c", "sh -c 'sleep 1001 & sleep 1002 & sleep 1001 & read line'"), str(tmp_path), {}
     )
     (agent,) = children_of(child.pid, 1)
-    servers = sorted(children_of(agent, 3))
+    servers = sorted(children_of(agent, 3, running="sleep"))
     try:
         under = shutdown.children_now(child)
         assert set(under) == {agent}
