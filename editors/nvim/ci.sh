@@ -3,7 +3,12 @@
 # editors/nvim/.cache) and run its headless tests (the Vim 9 client has its own, editors/vim/ci.sh).
 # Env: PI_BRIDGE_PYTHON (venv python able to run `-m bridge`), PATH with Node 22 and pi first.
 # Exits non-zero when anything fails; the last line is `N passed, M failed`.
+#   bash ci.sh [all|setup|plugin|install]: `setup` installs Neovim only; `plugin` runs the plugin's
+#   tests (and takes the screenshots), `install` the README's installs; `all` (the default) does all.
+#   `plugin` and `install` can run side by side once `setup` is done.
 set -uo pipefail
+phase="${1:-all}"
+case "$phase" in all | setup | plugin | install) ;; *) echo "usage: ci.sh [all|setup|plugin|install]" >&2; exit 2 ;; esac
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export PI_BRIDGE_PYTHON="${PI_BRIDGE_PYTHON:-$repo/.venv/bin/python}"
@@ -19,22 +24,30 @@ if [[ "$("$venv/bin/nvim" --version 2>/dev/null | head -1)" != "NVIM v$NVIM_VERS
 fi
 export NVIM="$venv/bin/nvim"
 "$NVIM" --version | head -1
+[[ "$phase" != setup ]] || exit 0
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 status=0
-echo "== Neovim plugin tests"
-timeout 600 "$here/tests/run.sh" 2>&1 | tee "$out/nvim.log" || status=1
-echo "== Neovim installs as the README writes them (each in a fresh Neovim)"
-(cd "$repo" && timeout 600 "$NVIM" --headless -u NONE -i NONE -l "$here/tests/install.lua" </dev/null) 2>&1 |
-  tee "$out/install.log" || status=1
-if command -v tmux >/dev/null 2>&1; then
+logs=()
+if [[ "$phase" != install ]]; then
+  echo "== Neovim plugin tests"
+  logs+=("$out/nvim.log")
+  timeout 600 "$here/tests/run.sh" 2>&1 | tee "$out/nvim.log" || status=1
+fi
+if [[ "$phase" != plugin ]]; then
+  echo "== Neovim installs as the README writes them (each in a fresh Neovim)"
+  logs+=("$out/install.log")
+  (cd "$repo" && timeout 600 "$NVIM" --headless -u NONE -i NONE -l "$here/tests/install.lua" </dev/null) 2>&1 |
+    tee "$out/install.log" || status=1
+fi
+if [[ "$phase" != install ]] && command -v tmux >/dev/null 2>&1; then
   # The README's screenshots (artifacts/nvim/); not a test: a failure here fails nothing.
   echo "== Neovim chat screenshot"
   timeout 300 "$here/tests/screenshot.sh" || echo "screenshot not taken"
 fi
 passed=0 failed=0
-for log in "$out/nvim.log" "$out/install.log"; do
+for log in "${logs[@]}"; do
   line="$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)"
   if [[ -z "$line" ]]; then
     failed=$((failed + 1)) status=1 # the suite did not get to its summary

@@ -4,18 +4,22 @@
 # packages the .vsix, then runs the unit tests, the tests against the real bridge, the chat's webview
 # in headless Chromium, and the end-to-end test in a real VS Code (code-server + headless Chromium).
 # Exits non-zero on any failure.
-#   bash ci.sh [all|build|test]: `build` installs, checks and packages (no test runs: it can run
-#   beside other work), `test` runs the tests of an earlier `build`; `all` (the default) does both.
+#   bash ci.sh [all|build|test|unit|e2e]: `build` installs, checks and packages (no test runs: it
+#   can run beside other work), `test` runs the tests of an earlier `build`: `unit` its unit, bridge
+#   and webview tests, `e2e` its end-to-end test in code-server (the two can run side by side);
+#   `all` (the default) does both.
 #
 # Env: PI_BRIDGE_PYTHON (the Python that runs the bridge; default: the repo's .venv), PATH with
 # Node >= 22 and pi first (else the repo's .tools is used). code-server runs on Node 20, picked
 # explicitly: CODE_SERVER_NODE, else /usr/bin/node when it is v20, else node@20 from npm (cached).
 set -euo pipefail
 phase="${1:-all}"
-case "$phase" in all | build | test) ;; *) echo "usage: ci.sh [all|build|test]" >&2; exit 2 ;; esac
-building=0 testing=0
-[ "$phase" = test ] || building=1
+case "$phase" in all | build | test | unit | e2e) ;; *) echo "usage: ci.sh [all|build|test|unit|e2e]" >&2; exit 2 ;; esac
+building=0 testing=0 unit=1 e2e=1
+case "$phase" in all | build) building=1 ;; esac
 [ "$phase" = build ] || testing=1
+[ "$phase" != e2e ] || unit=0
+[ "$phase" != unit ] || e2e=0
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -115,13 +119,17 @@ if [ "$testing" = 0 ]; then
   exit 0
 fi
 
-step "unit tests, tests against the real bridge with real pi and with the fake pi, the chat's webview in Chromium (node --test)"
-node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js out/test/checkpoints.test.js \
-  out/test/webview.test.mjs
+if [ "$unit" = 1 ]; then
+  step "unit tests, tests against the real bridge with real pi and with the fake pi, the chat's webview in Chromium (node --test)"
+  node --test --test-reporter=spec out/test/unit.test.js out/test/install.test.js out/test/bridge.test.js out/test/fake-pi.test.js out/test/checkpoints.test.js \
+    out/test/webview.test.mjs
+fi
 
-step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"
-export PI_BRIDGE_VSIX="$here/dist/pi-bridge-linux-x64.vsix"
-node --test --test-reporter=spec out/test/e2e/vscode.e2e.test.mjs
-echo "screenshots: $repo/artifacts/vscode/"
+if [ "$e2e" = 1 ]; then
+  step "end to end in code-server $CODE_SERVER_VERSION + headless Chromium"
+  export PI_BRIDGE_VSIX="$here/dist/pi-bridge-linux-x64.vsix"
+  node --test --test-reporter=spec out/test/e2e/vscode.e2e.test.mjs
+  echo "screenshots: $repo/artifacts/vscode/"
+fi
 
 step "done"
