@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bridge.agents.checks import Check, last_line, run_probe, which
+from bridge.agents.pi.session_paths import AGENT_DIR_ENV, agent_dir
 
 # The npm package that ships the `pi` command (renamed from @mariozechner/pi-coding-agent).
 PI_NPM_PACKAGE = "@earendil-works/pi-coding-agent"
@@ -23,9 +24,6 @@ PI_MIN_VERSION = (1, 6, 0)
 NODE_MIN_VERSION = (22, 19, 0)
 NODE_INSTALL_HINT = "install Node >= 22.19 (https://nodejs.org/, or `npm install -g node@22`)"
 
-# Where pi keeps models.json, settings.json and auth.json unless PI_CODING_AGENT_DIR says otherwise.
-AGENT_DIR_ENV = "PI_CODING_AGENT_DIR"
-DEFAULT_AGENT_DIR = "~/.pi/agent"
 # The files that make up pi's model configuration (copied, never written, by the doctor).
 MODEL_CONFIG_FILES = ("models.json", "settings.json", "auth.json")
 
@@ -183,11 +181,7 @@ def check_pi(command: tuple[str, ...], source: str, environ: Mapping[str, str], 
 
 def user_agent_dir(environ: Mapping[str, str]) -> Path:
     """pi's agent dir for this environment: its AGENT_DIR_ENV variable, else its default dir."""
-    configured = environ.get(AGENT_DIR_ENV)
-    if configured:
-        return Path(configured)
-    home = environ.get("HOME") or str(Path.home())
-    return Path(home) / DEFAULT_AGENT_DIR.removeprefix("~/")
+    return Path(agent_dir(environ))
 
 
 def _model_rows(listing: str) -> list[tuple[str, str]]:

@@ -13,13 +13,18 @@ from typing import Final
 AGENT_DIR_ENV: Final = "PI_CODING_AGENT_DIR"
 
 
+def agent_dir(env: Mapping[str, str]) -> str:
+    """pi's agent dir under `env`: its settings, models, auth and sessions."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return env.get(AGENT_DIR_ENV) or os.path.join(home, ".pi", "agent")
+
+
 def sessions_root(env: Mapping[str, str]) -> tuple[Path, bool]:
     """(the folder pi stores sessions in, whether it is flat rather than one folder per cwd)."""
     flat = env.get("PI_CODING_AGENT_SESSION_DIR")
     if flat:
         return Path(flat).expanduser(), True
-    agent_dir = env.get(AGENT_DIR_ENV) or str(Path.home() / ".pi" / "agent")
-    return Path(agent_dir).expanduser() / "sessions", False
+    return Path(agent_dir(env)).expanduser() / "sessions", False
 
 
 def cwd_folder(cwd: str) -> str:
