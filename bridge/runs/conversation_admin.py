@@ -86,18 +86,23 @@ class ConversationAdmin:
 
     async def set_agent_option(self, session_id: str, option_id: str, value: str) -> tuple[AgentOption, ...]:
         """Set one of the agent's own options (an ACP agent's mode or config option) through the
-        conversation's agent; its options as the agent answered."""
-        agent = await self._live(session_id, None)
+        conversation's agent (the server's own, or the one picked for it); its options as the
+        agent answered."""
+        chosen = self.registry.agents.named_or_own(None, session_id, os.getcwd())
+        agent = await self._live(session_id, None, chosen.name if chosen is not None else None)
         client = agent.client
         if not isinstance(client, OwnOptions):
             raise ConversationAdminError(f"the agent has no option {option_id!r} of its own")
         return await self._ask(f"set its {option_id!r}", lambda: client.set_agent_option(option_id, value))
 
     async def agent_options(self, session_id: str) -> tuple[AgentOption, ...]:
-        """The agent's own options as they are now (none when its conversation is not live)."""
-        agent = self.registry.conversations.slots.live_agent(session_id)
-        client = agent.client if agent is not None and agent.alive else None
-        return await client.agent_options() if isinstance(client, OwnOptions) else ()
+        """The agent's own options as they are now, whichever agent serves the conversation (none
+        when it is not live)."""
+        for conversations in self.registry.attempts.every_conversations():
+            agent = conversations.slots.live_agent(session_id)
+            if agent is not None and agent.alive and isinstance(agent.client, OwnOptions):
+                return await agent.client.agent_options()
+        return ()
 
     @staticmethod
     def listing(agent_commands: list[AgentCommand]) -> list[CommandInfo]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import pytest_lsp
+from acp import schema
 from pytest_lsp import LanguageClient
 
 from bridge.scripted_model import ScriptedModelServer
@@ -24,6 +25,7 @@ from bridge.scripted_model.request_body import trailing_tool_result, user_images
 from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by name)
     FAST_RETRY,
     SLOW_COMMAND,
+    _acp_front,
     _config,
     agent,
     agent_env,
@@ -40,6 +42,7 @@ from tests.e2e.test_acp_agents import (  # noqa: F401 (the fixtures are used by 
 )
 from tests.e2e.test_mcp import SECRET, cmdline, stdio_server
 from tests.fixtures.mcp_server import TOKEN, secret_digest
+from tests.support.acp import prompt
 from tests.support.env import WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes, run_processes, wait_for_run_process
 from tests.support.lsp import initialize, messages_of, request
@@ -237,3 +240,39 @@ def alive(pid: int) -> bool:
         return bool(running([psutil.Process(pid)]))
     except psutil.Error:
         return False
+
+
+async def test_the_acp_front_s_mcp_servers_reach_opencode_and_its_tool_result_reaches_the_model_once(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """session/new's `mcpServers` through the ACP front reach OpenCode: its model calls the tool,
+    the result reaches the model once, the editor sees the call, and the secret only the server."""
+    async with _acp_front("opencode", "calltool", scripted_model, pi_agent_dir, tmp_path) as (
+        conn,
+        recorder,
+        _,
+    ):
+        servers = [schema.McpServerStdio.model_validate(stdio_server())]
+        opened = conn.new_session(cwd=str(tmp_path / "work"), mcp_servers=servers)
+        sid, text = (await asyncio.wait_for(opened, WAIT)).session_id, f"front-{os.urandom(3).hex()}"
+        answer = await prompt(conn, sid, f"{MCP_TOOLS['opencode']} {text}", timeout=WAIT * 2)
+        assert answer.stop_reason == "end_turn"
+        expected = f"{TOKEN} {text} secret={secret_digest(SECRET)}"
+        bodies = [r["body"] for r in scripted_model.requests if r["model"] == "calltool"]
+        results = [body for body in bodies if expected in (trailing_tool_result(body) or "")]
+        assert len(results) == 1, "the tool's result reached the model once"
+        updates = recorder.of(sid)
+        [call] = [u for u in updates if u.session_update == "tool_call"]
+        done = [
+            u
+            for u in updates
+            if u.session_update == "tool_call_update"
+            and u.tool_call_id == call.tool_call_id
+            and u.status == "completed"
+        ]
+        assert done and expected in json.dumps([d.model_dump(mode="json") for d in done]), (
+            "the editor sees it"
+        )
+        frames = json.dumps([u.model_dump(mode="json") for u in updates])
+        assert SECRET not in json.dumps(bodies) + frames, "the secret reached the MCP server alone"
+    await assert_no_run_processes()

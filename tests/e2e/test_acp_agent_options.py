@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from bridge.scripted_model import ScriptedModelServer
-from tests.e2e.test_acp_agents import _acp_front, requires_acp_agents
+from tests.e2e.test_acp_agent_inputs import wait_gone
+from tests.e2e.test_acp_agents import FAST_RETRY, _acp_front, agent_processes, requires_acp_agents
 from tests.support.acp import prompt
 from tests.support.env import WAIT, requires_pi
 from tests.support.leaks import assert_no_run_processes
@@ -174,3 +177,43 @@ async def test_claude_agent_acps_plan_and_usage_reach_the_editor_and_its_bypass_
         usage = [u for u in recorder.of(sid) if u.session_update == "usage_update"]
         assert usage and usage[-1].used > 0 and usage[-1].size > usage[-1].used, usage
     await assert_no_run_processes()
+
+
+async def test_opencodes_mode_and_model_set_by_the_editor_outlive_its_killed_process(
+    scripted_model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+) -> None:
+    """OpenCode killed after the editor set its mode and model, before a prompt ran in them: the
+    prompt after goes to the process that loads the conversation, in that mode (set on it: OpenCode
+    1.18.33 may or may not have stored it, and its session/load answer names the last stored
+    prompt's), to that model."""
+    meta = {"piBridge": {"retry": FAST_RETRY}}  # a prompt that races the death is retried
+    async with _acp_front("opencode", "echo", scripted_model, pi_agent_dir, tmp_path, meta) as (conn, _, _):
+        opened = await asyncio.wait_for(conn.new_session(cwd=str(tmp_path / "work"), mcp_servers=[]), WAIT)
+        sid, tag = opened.session_id, os.urandom(4).hex()
+        assert (await prompt(conn, sid, f"before-{tag}", timeout=WAIT * 2)).stop_reason == "end_turn"
+        [before] = _turn(scripted_model.requests, f"before-{tag}")
+        assert before["model"] == "echo" and PLAN_REMINDER not in json.dumps(before["body"]["messages"])
+        for config_id, value in (("agent.mode", "plan"), ("model", "scripted/text")):
+            await asyncio.wait_for(
+                conn.set_config_option(config_id=config_id, session_id=sid, value=value), WAIT
+            )
+        # the conversation's process is the oldest (the front's next spare starts after it)
+        pid = min(agent_processes("opencode"), key=lambda p: psutil.Process(p).create_time())
+        psutil.Process(pid).kill()
+        await wait_gone(pid)
+        seen = len(scripted_model.requests)
+        assert (await prompt(conn, sid, f"after-{tag}", timeout=WAIT * 2)).stop_reason == "end_turn"
+        assert pid not in agent_processes("opencode"), "a new process served the prompt"
+        after = _turn(scripted_model.requests[seen:], f"after-{tag}")
+        assert after and {r["model"] for r in after} == {"text"}, [r["model"] for r in after]
+        last = after[-1]["body"]["messages"][-1]
+        assert f"after-{tag}" in json.dumps(last) and PLAN_REMINDER in json.dumps(last), (
+            "OpenCode is in plan mode"
+        )
+    await assert_no_run_processes()
+
+
+def _turn(requests: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The conversation's model requests that carry `text` (not OpenCode's title request, which
+    goes to its configured model and offers no tools)."""
+    return [r for r in requests if r["body"].get("tools") and text in json.dumps(r["body"])]

@@ -566,11 +566,16 @@ async def test_pi_acp_never_asks_so_its_write_runs_unasked_even_in_ask(
 
 
 def _acp_front(
-    agent: str, scenario: str, model: ScriptedModelServer, pi_agent_dir: Path, tmp_path: Path
+    agent: str,
+    scenario: str,
+    model: ScriptedModelServer,
+    pi_agent_dir: Path,
+    tmp_path: Path,
+    meta: dict[str, Any] | None = None,
 ) -> Any:
     """`pi-bridge acp --agent AGENT` whose agent runs scripted scenario `scenario` by default: pi's
     settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does, OpenCode's and
-    Gemini CLI's configuration does (the recipes of agent_configs.py)."""
+    Gemini CLI's configuration does (the recipes of agent_configs.py); `meta` goes in initialize."""
     agent_dir = tmp_path / "pi-agent"
     if not agent_dir.exists():
         shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
@@ -585,7 +590,7 @@ def _acp_front(
         env.update(gemini_env(tmp_path / "gemini-home", origin, scenario))
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env)
+    return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env, meta=meta)
 
 
 @pytest.fixture(params=AGENTS)

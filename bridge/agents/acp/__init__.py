@@ -12,7 +12,7 @@ from bridge.agents.acp.catalog import CATALOG, MCP_ENV, SESSION_ENV, SETTLED_LIN
 from bridge.agents.acp.mapper import AcpEventMapper
 
 if TYPE_CHECKING:
-    from bridge.agents.acp.live import AcpLive
+    from bridge.agents.acp.kept_options import AcpConversationLive, KeptOptions
 from bridge.agents.model_errors import RETRYABLE_KINDS
 from bridge.agents.seam import FileChangeWatch
 from bridge.agents.values import EventKind, LaunchSpec, RunOptions
@@ -37,6 +37,7 @@ class AcpLiveMode:
         # way): a conversation whose process died is loaded again from these.
         # bridge id -> the agent's own id (they differ when the bridge named the conversation)
         self.opened: dict[str, str] = {}
+        self.kept: KeptOptions | None = None
 
     def launch_spec(
         self, command: tuple[str, ...], options: RunOptions, *, new_session_id: str | None = None
@@ -59,12 +60,17 @@ class AcpLiveMode:
 
     def client(
         self, child: ChildProcess, *, wait_writable: Callable[[], Awaitable[None]] | None = None
-    ) -> AcpLive:
+    ) -> AcpConversationLive:
         """The ACP client of an agent process just spawned (the ACP SDK's schema is imported
-        here: building the adapter, which every bridge's initialize does, stays cheap)."""
-        from bridge.agents.acp.live import AcpLive
+        here: building the adapter, which every bridge's initialize does, stays cheap); what the
+        editor set of the conversation's own options outlives it (`KeptOptions`)."""
+        from bridge.agents.acp.kept_options import AcpConversationLive, KeptOptions
 
-        return AcpLive(child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__)
+        if self.kept is None:
+            self.kept = KeptOptions()
+        return AcpConversationLive(
+            child, self.spec, wait_writable=wait_writable, on_session=self.opened.__setitem__, kept=self.kept
+        )
 
     def event_kind(self, line: bytes) -> EventKind | None:
         """The client's settled line (the prompt answered); the rest goes to the mapper."""

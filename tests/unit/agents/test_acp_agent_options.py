@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import anyio
+import pytest
 
+from bridge.agents.acp import kept_options, live
 from bridge.agents.acp import options as own
-from bridge.agents.acp.catalog import CATALOG
+from bridge.agents.acp.catalog import CATALOG, SESSION_ENV
+from bridge.agents.acp.kept_options import AcpConversationLive, KeptOptions
 from bridge.agents.acp.live import AcpLive
-from bridge.agents.values import SESSION_MODE, AgentCommand
+from bridge.agents.values import SESSION_MODE, AgentCommand, LiveError
 from bridge.process.spawn import ChildProcess
 
 #: Gemini CLI 0.61.0's session/new answer (measured), and OpenCode 1.18.33's config options.
@@ -122,3 +125,103 @@ def test_commands_announced_as_the_session_opens_are_kept_and_another_sessions_a
     assert [c.name for c in anyio.run(client.commands)] == ["review", "init"], "another session's list"
     client._dispatch([_commands_update("ses_opening", "review")])
     assert [c.name for c in anyio.run(client.commands)] == ["review"], "the session's own update"
+
+
+class _ScriptedAgent:
+    """What an ACP agent answers each method with, and every request a client sent it."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]]) -> None:
+        self.answers = answers
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float = 0.0) -> dict[str, Any]:
+        self.sent.append((method, params))
+        return self.answers.get(method, {})
+
+
+def _opencode(plan: str, agent: _ScriptedAgent, kept: KeptOptions, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """An OpenCode client whose launch asked for session plan `plan`, talking to `agent`."""
+    monkeypatch.setattr(kept_options, "launch_env", lambda _child: {SESSION_ENV: plan})
+    monkeypatch.setattr(live, "launch_env", lambda _child: {SESSION_ENV: plan})
+    client = AcpConversationLive(
+        cast(ChildProcess, SimpleNamespace(handle=None)), CATALOG["opencode"], kept=kept
+    )
+    monkeypatch.setattr(client, "request", agent.request)
+    return client
+
+
+def _with_mode(mode: str) -> dict[str, Any]:
+    """A session/new, session/load or set_config_option answer with OpenCode's mode at `mode`."""
+    return {
+        "sessionId": "ses_a",
+        "configOptions": [OPENCODE_OPTIONS[0], {**OPENCODE_OPTIONS[1], "currentValue": mode}],
+    }
+
+
+INITIALIZED = {"protocolVersion": 1, "agentCapabilities": {"loadSession": True}}
+
+
+def test_an_agent_that_cannot_load_a_session_is_refused_before_any_session_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent = _ScriptedAgent(
+        {"initialize": {"protocolVersion": 1, "agentCapabilities": {"loadSession": False}}}
+    )
+    client = _opencode("load:ses_a|conv-1", agent, KeptOptions(), monkeypatch)
+    with pytest.raises(LiveError, match="`session/load` cannot be done: this agent cannot load") as refused:
+        anyio.run(client.prepare)
+    assert refused.value.kind == "refused"
+    assert [method for method, _ in agent.sent] == ["initialize"], "no session/new opened a blank one"
+
+
+def test_an_option_the_editor_set_is_set_again_once_on_the_process_that_loads_the_conversation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept = KeptOptions()
+    first = _ScriptedAgent(
+        {
+            "initialize": INITIALIZED,
+            "session/new": _with_mode("build"),
+            "session/set_config_option": _with_mode("plan"),
+        }
+    )
+    client = _opencode("new:conv-1", first, kept, monkeypatch)
+    anyio.run(client.prepare)
+    anyio.run(client.set_agent_option, "mode", "plan")
+    # the agent's process is gone; the next one loads the session, at its default mode
+    second = _ScriptedAgent(
+        {
+            "initialize": INITIALIZED,
+            "session/load": _with_mode("build"),
+            "session/set_config_option": _with_mode("plan"),
+        }
+    )
+    reloaded = _opencode("load:ses_a|conv-1", second, kept, monkeypatch)
+    state = anyio.run(reloaded.prepare)
+    assert state.session_id == "conv-1"
+    assert [(m, p.get("configId"), p.get("value")) for m, p in second.sent] == [
+        ("initialize", None, None),
+        ("session/load", None, None),
+        ("session/set_config_option", "mode", "plan"),
+    ], "set again once, before any prompt"
+    assert [(o.option_id, o.current) for o in anyio.run(reloaded.agent_options)] == [("mode", "plan")]
+    # the agent leaves plan mode itself: that is what a next process gets (nothing to set)
+    reloaded._dispatch([_config_update("ses_a", "build")])
+    third = _ScriptedAgent({"initialize": INITIALIZED, "session/load": _with_mode("build")})
+    anyio.run(_opencode("load:ses_a|conv-1", third, kept, monkeypatch).prepare)
+    assert [m for m, _ in third.sent] == ["initialize", "session/load"]
+    # another conversation of the same agent gets nothing of this one's
+    other = _ScriptedAgent({"initialize": INITIALIZED, "session/load": _with_mode("build")})
+    anyio.run(_opencode("load:ses_b|conv-2", other, kept, monkeypatch).prepare)
+    assert [m for m, _ in other.sent] == ["initialize", "session/load"]
+
+
+def _config_update(session_id: str, mode: str) -> bytes:
+    """A `config_option_update` of `session_id` with OpenCode's mode at `mode`."""
+    update = {"sessionUpdate": "config_option_update", "configOptions": _with_mode(mode)["configOptions"]}
+    message = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    }
+    return json.dumps(message).encode() + b"\n"
