@@ -223,7 +223,8 @@ def run(
                         if way == "lsp":
                             got = lsp_trial(spec, env, work, f"{spec.name}-{trial}", pause)
                         else:
-                            bridge = [PYTHON, "-m", "bridge", "acp", "--agent", spec.name]
+                            # no spare, as the LSP front's trials have none (warmPool: false)
+                            bridge = [PYTHON, "-m", "bridge", "acp", "--no-warm-pool", "--agent", spec.name]
                             argv = list(spec.command) if way == "direct" else bridge
                             own = {**env, **spec.env} if way == "direct" else env
                             got = acp_trial(argv, spec, own, work, pause)
