@@ -187,6 +187,11 @@ def _kill(child: ChildProcess, alive: Mapping[int, int], spare: int | None) -> N
         else:
             child.cgroup.kill_members(spare)
         return
+    _kill_exact(alive, spare)
+
+
+def _kill_exact(alive: Mapping[int, int], spare: int | None) -> None:
+    """SIGKILL each process of `alive` but `spare` that is still the one that started then."""
     for pid, start in alive.items():
         if pid != spare:
             _signal_exact(pid, start, signal.SIGKILL)
@@ -319,10 +324,14 @@ async def _kill_until_gone(
             return alive
         fds = _pidfds(alive, spare)
         try:
-            if child.cgroup is None and fds:
-                _kill_by_pidfd(fds)  # a few signals: no trip to a worker thread
-            else:
+            if child.cgroup is not None and not keep:
                 await anyio.to_thread.run_sync(_kill, child, alive, spare)
+            elif fds:
+                # These processes exactly, on the loop (a few signals); with processes to keep, a
+                # cgroup-wide kill would take them too (the next round finds what forked meanwhile).
+                _kill_by_pidfd(fds)
+            else:
+                _kill_exact(alive, spare)
         except BaseException:
             for fd in fds:
                 os.close(fd)
