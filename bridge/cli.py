@@ -143,6 +143,8 @@ def acp_main(args: argparse.Namespace) -> int:
                 default_model=SCRIPTED_DEFAULT_MODEL,
                 env=env,
             )
+        if args.no_warm_pool:  # no spare agent: every session/new starts its own
+            config = dataclasses.replace(config, warm_pool=False)
         if args.plan_tool:
             from bridge.config import PLAN_TOOL_ENV
 
@@ -204,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--plan-tool",
         action="store_true",
         help="offer pi the bridge's `todo` tool, whose list becomes the session's plan",
+    )
+    acp.add_argument(
+        "--no-warm-pool",
+        action="store_true",
+        help="start no spare agent ahead of the next session/new (it boots while a session may be in use)",
     )
     acp.add_argument(
         "--login",

@@ -24,6 +24,8 @@ class AcpClient(StdioPeer, Inbox):
     def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         super().__init__(argv, framing=NDJSON, env=env, cwd=cwd, stderr=subprocess.DEVNULL)
         self.updates: list[tuple[float, Message]] = []
+        #: The agent's requests (a permission asked for, ...), each answered as it came.
+        self.asked: list[tuple[float, Message]] = []
         self.responses: dict[Any, tuple[float, Message]] = {}
         self._cond = threading.Condition()
         self.start_reader("acp-reader")
@@ -45,6 +47,12 @@ class AcpClient(StdioPeer, Inbox):
     ) -> tuple[int, float, Message]:
         """Wait for a session/update whose `update` matches predicate, at index >= start."""
         return self.wait_indexed(self.updates, predicate, start, timeout)
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Wait until `ready()` holds (checked as each message arrives); TimeoutError at EOF too."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: ready() or self.eof, timeout) or not ready():
+                raise TimeoutError(f"what was waited for did not come from {self.peer} within {timeout} s")
 
     def close(self, timeout: float = 5.0) -> None:
         """Close stdin and wait; kill the agent by pid if it does not exit."""
@@ -80,6 +88,7 @@ class AcpClient(StdioPeer, Inbox):
         with self._cond:
             for message in parsed:
                 if "method" in message and "id" in message:
+                    self.asked.append((now, message))
                     self._answer_agent_request(message)
                 elif "method" in message:
                     if message["method"] == "session/update":

@@ -158,9 +158,11 @@ def section(
     how = (
         "Every ACP agent of bridge/agents/acp/catalog.py that is installed, against the scripted "
         "model (scenario `shell`) on 127.0.0.1, driven by the same ACP client "
-        "(bench/clients/acp.py) directly and through `pi-bridge acp --agent NAME`"
-        + (", and by `pi/run` through the LSP front (`--agent NAME`)" if lsp else "")
-        + "; a fresh agent and bridge per trial, the ways interleaved. "
+        "(bench/clients/acp.py) directly and through `pi-bridge acp --no-warm-pool --agent NAME`"
+        + (", and by `pi/run` through the LSP front (`--agent NAME`, `warmPool: false`)" if lsp else "")
+        + "; a fresh agent and bridge per trial, the ways interleaved. Neither bridge way keeps a "
+        "spare agent: one booting in the pause before the follow-up takes a core from it "
+        "(measured so on OpenCode, whose start is long). "
         f"Follow-up: the second prompt of a session, sent {pause:g} s after the first one's answer "
         "(as a user's next prompt comes) → its first answer chunk. Cancel: "
         "`session/cancel` (`pi/cancel`) once `sleep 30` runs → the prompt answered; left: the "

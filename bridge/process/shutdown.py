@@ -33,6 +33,9 @@ KILL_WAIT_SECONDS: Final = 5.0
 # was the one that would have stopped them gracefully, and nobody else will.
 ORPHAN_GRACE_SECONDS: Final = 0.1
 POLL_SECONDS: Final = 0.01
+# A kill's round waits this long at most for what it killed to end (woken at the end itself by
+# pidfds; a big process's teardown outlasts a poll tick), then looks again.
+KILL_ROUND_SECONDS: Final = 0.1
 # Between the pidfd saying "exited" and the loop's child watcher recording the status.
 _STATUS_POLL_SECONDS: Final = 0.002
 # Without a pidfd (not Linux), the exit is seen by polling the status the child watcher records.
@@ -184,9 +187,56 @@ def _kill(child: ChildProcess, alive: Mapping[int, int], spare: int | None) -> N
         else:
             child.cgroup.kill_members(spare)
         return
+    _kill_exact(alive, spare)
+
+
+def _kill_exact(alive: Mapping[int, int], spare: int | None) -> None:
+    """SIGKILL each process of `alive` but `spare` that is still the one that started then."""
     for pid, start in alive.items():
         if pid != spare:
             _signal_exact(pid, start, signal.SIGKILL)
+
+
+def _pidfds(alive: Mapping[int, int], spare: int | None) -> list[int]:
+    """A pidfd of each process of `alive` but `spare` that is still the one that started then
+    (none without pidfds): readable once it has ended, what the kill's wait waits on."""
+    fds: list[int] = []
+    if not hasattr(os, "pidfd_open"):
+        return fds
+    for pid, start in alive.items():
+        if pid == spare:
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        stat = read_stat(pid)
+        if stat is not None and stat.start == start:
+            fds.append(fd)
+        else:
+            os.close(fd)
+    return fds
+
+
+async def _ended(fds: Sequence[int], timeout: float) -> None:
+    """Wait until every process of `fds` has ended, at most `timeout` s (without pidfds: that
+    long); the fds are closed."""
+    try:
+        with anyio.move_on_after(timeout):
+            if not fds:
+                await anyio.sleep(timeout)
+            for fd in fds:
+                await anyio.wait_readable(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _kill_by_pidfd(fds: Sequence[int]) -> None:
+    """SIGKILL each process of `fds` (pidfds of the exact processes: no pid reuse can misdirect it)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
 
 
 def _signal_exact(pid: int, start: int, signum: signal.Signals) -> None:
@@ -263,7 +313,7 @@ async def _kill_until_gone(
     keep: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """Kill every live process of `seen` (rescanned each tick) but `spare` (and `keep`, with
-    their descendants); what is left alive."""
+    their descendants); what is left alive. A tick ends as soon as what it killed has ended."""
     deadline = time.monotonic() + wait
     while True:
         alive = _kept(await _scan(child, seen), keep or {})
@@ -272,9 +322,23 @@ async def _kill_until_gone(
         seen.update(alive)
         if not alive or time.monotonic() >= deadline:
             return alive
-        await anyio.to_thread.run_sync(_kill, child, alive, spare)
+        fds = _pidfds(alive, spare)
+        try:
+            if child.cgroup is not None and not keep:
+                await anyio.to_thread.run_sync(_kill, child, alive, spare)
+            elif fds:
+                # These processes exactly, on the loop (a few signals); with processes to keep, a
+                # cgroup-wide kill would take them too (the next round finds what forked meanwhile).
+                _kill_by_pidfd(fds)
+            else:
+                _kill_exact(alive, spare)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
         reap_orphans()
-        await anyio.sleep(POLL_SECONDS)
+        # Woken as soon as they have ended (pidfds); a round's bound only for one that has not.
+        await _ended(fds, KILL_ROUND_SECONDS if fds else POLL_SECONDS)
 
 
 async def shutdown_tree(
@@ -432,12 +496,15 @@ async def stop_descendants(
             while alive and time.monotonic() < deadline:
                 await anyio.sleep(POLL_SECONDS)
                 alive = _kept(await _scan(child, seen, besides_child=True), keep)
-        left = _kept(await _scan(child, seen, besides_child=True), keep)
-        if left or grace <= 0:
+        # Without a grace, the first scan is what is left (a second would only delay the kill).
+        left = _kept(await _scan(child, seen, besides_child=True), keep) if grace > 0 else seen
+        checked = False
+        if left:
             stage = "killed"
-            await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid, keep)
+            alive = await _kill_until_gone(child, seen, KILL_WAIT_SECONDS, child.pid, keep)
+            checked = not alive  # its last scan found nothing: that was the check
         reap_orphans()
-        survivors = _kept(await _scan(child, seen, besides_child=True), keep)
+        survivors = {} if checked else _kept(await _scan(child, seen, besides_child=True), keep)
         seen.update(survivors)
     return _receipt(child, stage, started, seen, list(survivors))
 

@@ -139,11 +139,17 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
         msg_id, sent, start = prompt("echo follow-up")
         _, first, _ = client.wait_update(_is_chunk, start, TIMEOUT)
         client.wait_response(msg_id, TIMEOUT)
+        asked = len(client.asked)
         msg_id, _, start = prompt(SLOW_COMMAND)
-        # Gemini CLI announces a shell call only by asking (the client allows it): then its first
-        # update of the call is a tool_call_update.
-        client.wait_update(
-            lambda u: u.get("sessionUpdate") in ("tool_call", "tool_call_update"), start, TIMEOUT
+        # Gemini CLI announces a shell call only by asking (the client allows it), and sends no
+        # update of it until it ends: the call is under way once either came.
+        tools = ("tool_call", "tool_call_update")
+        client.wait_until(
+            lambda: (
+                len(client.asked) > asked
+                or any(u.get("sessionUpdate") in tools for _, u in client.updates[start:])
+            ),
+            TIMEOUT,
         )
         tree = _command_processes(client.pid)
         started = procs.descendants(client.pid)
@@ -223,7 +229,8 @@ def run(
                         if way == "lsp":
                             got = lsp_trial(spec, env, work, f"{spec.name}-{trial}", pause)
                         else:
-                            bridge = [PYTHON, "-m", "bridge", "acp", "--agent", spec.name]
+                            # no spare, as the LSP front's trials have none (warmPool: false)
+                            bridge = [PYTHON, "-m", "bridge", "acp", "--no-warm-pool", "--agent", spec.name]
                             argv = list(spec.command) if way == "direct" else bridge
                             own = {**env, **spec.env} if way == "direct" else env
                             got = acp_trial(argv, spec, own, work, pause)

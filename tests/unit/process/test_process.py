@@ -99,6 +99,32 @@ async def test_stop_descendants_kills_everything_but_the_agent(mode: str, tmp_pa
     assert final.survivors == []
 
 
+async def test_stop_descendants_keeps_what_it_is_told_to_keep_while_it_kills(
+    mode: str, tmp_path: Any
+) -> None:
+    """A sweep that kills the run's processes spares the agent's own helpers (`keep`), in every
+    mode: a cgroup-wide kill took them too (Claude Code under claude-agent-acp, once)."""
+    child = await spawn.spawn(("sh", "-c", "sleep 301 & sleep 302 & read line"), str(tmp_path), {})
+    kids = children_of(child.pid, 2)
+    helper = next(pid for pid in kids if psutil.Process(pid).cmdline()[-1] == "301")
+    (runs,) = set(kids) - {helper}
+    try:
+        keep = {pid: start for pid, start in shutdown.helpers_now(child).items() if pid == helper}
+        assert list(keep) == [helper]
+        receipt = await shutdown.stop_descendants(child, keep=keep)
+        assert receipt.stage == "killed"
+        assert receipt.pids == [runs] and receipt.survivors == []
+        assert not alive(runs)
+        assert alive(helper), "the kept helper was killed with the run's process"
+        assert alive(child.pid)
+    finally:
+        final = await shutdown.shutdown_tree(child)
+        spawn.forget(child)
+        await child.process.aclose()
+        kill_quietly(kids)
+    assert final.survivors == []
+
+
 async def test_agent_reaped_and_its_pid_reused_is_never_walked_from_nor_killed(
     mode: str, tmp_path: Any
 ) -> None:
