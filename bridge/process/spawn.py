@@ -7,6 +7,7 @@ import contextlib
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +32,9 @@ _PR_SET_CHILD_SUBREAPER: Final = 36
 TOKEN_PREFIX: Final = f"{RUN_TOKEN_ENV}=".encode()
 
 _spawned_pids: set[int] = set()
+#: How long the bridge's stop waits for a stray child to be gone, and how often it looks.
+STRAY_WAIT_SECONDS: Final = 2.0
+STRAY_POLL_SECONDS: Final = 0.01
 # Start-time floors of spawns under way: their pid is a child of ours before `spawn` records it,
 # and its exit status belongs to the loop's child watcher, not to `reap_orphans`.
 _spawning: dict[str, int] = {}
@@ -165,20 +169,23 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
     stdin_read, stdin_write = os.pipe()
     process: anyio.abc.Process | None = None
     try:
-        process = await anyio.open_process(
-            launch,
-            stdin=stdin_read,
-            stdout=-1,
-            stderr=-1,
-            cwd=cwd,
-            env=full_env,
-            start_new_session=True,
-        )
+        # Shielded: a cancel landing between the fork and the end of the spawn (a pre-spawn as
+        # the bridge stops) left a child whose pid no one held. The caller holds it, and stops it.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                launch,
+                stdin=stdin_read,
+                stdout=-1,
+                stderr=-1,
+                cwd=cwd,
+                env=full_env,
+                start_new_session=True,
+            )
     except OSError as exc:
         _discard(group)
         _live_tokens.discard(token)
         raise _spawn_error(exc, argv, cwd) from exc
-    except BaseException:  # cancelled mid-spawn (a warm-pool pre-spawn at shutdown): no empty cgroup left
+    except BaseException:  # no empty cgroup left
         _discard(group)
         _live_tokens.discard(token)
         raise
@@ -187,6 +194,7 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
         if process is None:
             os.close(stdin_write)
         floor = _spawning.pop(token)
+    assert process is not None  # open_process returned, or raised above
     _spawned_pids.add(process.pid)
     with anyio.CancelScope(shield=True):  # the child is ours now: it must not lose its stdin
         stdin = await StdinPipe.open(stdin_write)
@@ -291,6 +299,30 @@ def run_own(
         _spawning.pop(token, None)
         _live_tokens.discard(token)
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+async def end_strays(wait: float = STRAY_WAIT_SECONDS) -> list[int]:
+    """Kill every child the bridge still has, and wait (bounded) until each is gone and reaped:
+    the last step of the bridge's stop, once every run and agent was stopped. Whatever is left
+    then is a run's process that no stop held (its spawn cut short by the stop itself)."""
+    found: set[int] = set()
+    deadline = time.monotonic() + wait
+    while True:
+        left = own_children()
+        for pid in left:
+            stat = read_stat(pid)
+            if stat is not None and not stat.zombie:
+                found.add(pid)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        if not left or time.monotonic() >= deadline:
+            return sorted(found)
+        # A spawn's own exit status is the loop's to collect; one nobody waits on, collected here.
+        for pid in left:
+            if pid not in _spawned_pids:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+        await anyio.sleep(STRAY_POLL_SECONDS)
 
 
 def live_token_held(environ: bytes) -> str | None:

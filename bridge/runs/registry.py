@@ -480,6 +480,9 @@ class RunRegistry:
             await self.pool.close()
             for conversations in self.attempts.every_conversations():
                 await conversations.close()
+            strays = await spawn.end_strays()
+            if strays:
+                log.warning("stopped %d process(es) no run held: pids %s", len(strays), strays)
 
     # ------------------------------------------------------------------ driving a run
 

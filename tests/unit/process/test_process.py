@@ -105,7 +105,7 @@ async def test_stop_descendants_keeps_what_it_is_told_to_keep_while_it_kills(
     """A sweep that kills the run's processes spares the agent's own helpers (`keep`), in every
     mode: a cgroup-wide kill took them too (Claude Code under claude-agent-acp, once)."""
     child = await spawn.spawn(("sh", "-c", "sleep 301 & sleep 302 & read line"), str(tmp_path), {})
-    kids = children_of(child.pid, 2)
+    kids = children_of(child.pid, 2, running="sleep")
     helper = next(pid for pid in kids if psutil.Process(pid).cmdline()[-1] == "301")
     (runs,) = set(kids) - {helper}
     try:
