@@ -153,6 +153,8 @@ class Checkpoints:
         if not self.status()[0] or run.options.command is not None:
             return
         run.before_tools = anyio.Event()
+        if self._take_before_now(run):
+            return  # nothing changed since the last snapshot: no tool is held for it
 
         def start() -> None:
             assert run.before_tools is not None
@@ -258,6 +260,7 @@ class Checkpoints:
         repo = self._repo(cwd)
         async with self._lock(repo):  # one workspace's snapshots and records, one at a time
             try:
+                await anyio.to_thread.run_sync(repo.name, before)
                 after: Snapshot | None = await anyio.to_thread.run_sync(
                     repo.snapshot, f"{run.run_id}-after", f"after {run.run_id}"
                 )

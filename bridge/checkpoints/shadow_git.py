@@ -59,6 +59,8 @@ class Snapshot:
 
     commit: str
     skipped: tuple[tuple[str, int], ...] = ()
+    #: The ref still to point at it (`quick_snapshot` leaves the write to `name`, off the prompt's path).
+    unnamed: str | None = None
 
 
 def find_git(env_path: str | None = None) -> str | None:
@@ -113,9 +115,10 @@ class ShadowRepo:
         return Snapshot(commit=commit, skipped=tuple(sorted(self._big.items())))
 
     def quick_snapshot(self, name: str, message: str) -> Snapshot | None:
-        """`snapshot`, when nothing changed since the last one: that one again, under `name`,
-        with no git run (cheap enough for the event loop). None: something changed, or the
-        watcher cannot tell; `snapshot` is the way (what was seen is kept for it)."""
+        """`snapshot`, when nothing changed since the last one: that one again, with no git run
+        and nothing written (cheap enough for the event loop); `name` is written later, by
+        `name`. None: something changed, or the watcher cannot tell; `snapshot` is the way (what
+        was seen is kept for it)."""
         del message  # the last snapshot's commit is reused, message and all
         if not self.watching or self._carried or self._last is None:
             return None
@@ -126,8 +129,16 @@ class ShadowRepo:
         if changed:
             self._carried = changed
             return None
-        self._set_ref(name, self._last)
-        return Snapshot(commit=self._last, skipped=tuple(sorted(self._big.items())))
+        return Snapshot(commit=self._last, skipped=tuple(sorted(self._big.items())), unnamed=name)
+
+    def name(self, snapshot: Snapshot) -> None:
+        """Write the ref a `quick_snapshot` left unwritten (before anything records the commit:
+        the ref is what keeps it)."""
+        if snapshot.unnamed is not None:
+            try:
+                self._set_ref(snapshot.unnamed, snapshot.commit)
+            except OSError as exc:
+                raise ShadowGitError(f"could not name snapshot {snapshot.unnamed}: {exc}") from exc
 
     def _scan_snapshot(self, name: str, message: str) -> Snapshot:
         """A snapshot that scans the whole workspace (the first, or when the watcher lost track);

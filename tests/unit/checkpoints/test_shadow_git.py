@@ -326,6 +326,9 @@ def test_a_quick_snapshot_is_the_last_one_again_or_leaves_what_changed_to_the_ne
     first = repo.snapshot("one", "one")
     again = repo.quick_snapshot("again", "again")
     assert again is not None and again.commit == first.commit
+    # nothing is written on the prompt's path: the ref is written by `name`, before the record
+    assert not (repo.git_dir / "refs/pi-bridge/again").exists()
+    repo.name(again)
     assert repo._git("rev-parse", "refs/pi-bridge/again").strip() == first.commit
     (ws / "a.txt").write_text("two\n")
     assert repo.quick_snapshot("later", "later") is None

@@ -1,0 +1,86 @@
+"""The checkpoints' recorder (bridge/checkpoints/recorder.py) on real git: what a prompt's path pays
+for the snapshot before it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bridge.agents.values import RunOptions
+from bridge.checkpoints.recorder import Checkpoints
+from bridge.checkpoints.shadow_git import find_git
+from bridge.engines.cancel import CancelToken
+
+pytestmark = pytest.mark.skipif(find_git() is None, reason="git is not installed")
+
+
+@dataclass
+class _Params:
+    prompt: str = "p"
+    mode: Any = None
+
+
+@dataclass
+class _Run:
+    """What the recorder reads and marks of a run."""
+
+    run_id: str
+    options: RunOptions
+    session_id: str | None = "s-1"
+    cancel: CancelToken = field(default_factory=CancelToken)
+    denied: set[str] = field(default_factory=set)
+    judged_paths: dict[str, str] = field(default_factory=dict)
+    file_access: Any = None
+    before_tools: anyio.Event | None = None
+    checkpoint_start: Callable[[], None] | None = None
+    checkpoint_note: str | None = None
+    params: _Params = field(default_factory=_Params)
+
+
+async def test_a_prompt_after_no_change_holds_no_tool_and_writes_nothing_until_its_record(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    async with anyio.create_task_group() as tasks:
+
+        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+            tasks.start_soon(work)
+            return True
+
+        recorder = Checkpoints(tmp_path / "state", spawn)
+        ready: list[str] = []
+        recorder.on_ready = lambda run: ready.append(run.run_id)
+        options = RunOptions(prompt="p", cwd=str(ws))
+        first = _Run("r1", options)
+        recorder.begin(first)  # type: ignore[arg-type]
+        assert first.before_tools is not None and not first.before_tools.is_set()
+        assert first.checkpoint_start is not None  # the first snapshot scans: after the first output
+        start, first.checkpoint_start = first.checkpoint_start, None  # what Run.take_checkpoint does
+        start()
+        with anyio.fail_after(30):
+            await first.before_tools.wait()
+        recorder.end(first)  # type: ignore[arg-type]
+        with anyio.fail_after(30):
+            await recorder.of_session("s-1")
+
+        second = _Run("r2", options)
+        recorder.begin(second)  # type: ignore[arg-type]
+        # nothing changed since: the snapshot is the last one again, taken here and now
+        assert second.before_tools is not None and second.before_tools.is_set()
+        assert second.checkpoint_start is None and ready[-1] == "r2"
+        git_dir = next((tmp_path / "state").rglob("refs/pi-bridge"))
+        assert not (git_dir / "r2-before").exists(), "a ref written on the prompt's path"
+        recorder.end(second)  # type: ignore[arg-type]
+        with anyio.fail_after(30):
+            await recorder.of_session("s-1")
+        assert (git_dir / "r2-before").exists(), "the record's commit is kept by its ref"
+        listed = await recorder.of_session("s-1")
+        assert [record.run_id for record in listed] == ["r1", "r2"]
+        tasks.cancel_scope.cancel()
