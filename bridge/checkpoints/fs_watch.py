@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import struct
 import sys
@@ -51,13 +52,23 @@ def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux") or os.environ.get(WATCH_ENV) == "0":
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = _load_libc()
         libc.inotify_init1.argtypes = [ctypes.c_int]
         libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
     except (OSError, AttributeError):
         return None
     return libc
+
+
+@functools.cache
+def _load_libc() -> ctypes.CDLL:
+    """The C library, loaded once: by its usual name first, since `find_library` runs
+    `ldconfig` in a shell each time it is asked."""
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 class Watcher:
