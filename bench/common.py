@@ -17,10 +17,26 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 CACHE = BENCH / ".cache"
 NODE_BIN = ROOT / ".tools" / "node_modules" / ".bin"
-PI_ACP = CACHE / "node_modules" / "pi-acp" / "dist" / "index.js"
 PYTHON = sys.executable
-#: The pi-acp the side-by-side figures run against, installed into bench/.cache on first use.
+#: The pi-acp the side-by-side figures run against: scripts/setup.sh's, when it is this version,
+#: else installed into bench/.cache on first use.
 PI_ACP_VERSION = "0.0.34"
+
+
+def _pi_acp() -> Path:
+    """pi-acp's entry point: the one scripts/setup.sh installed for the tests if it is the pinned
+    version (no second install), else bench/.cache's."""
+    installed = ROOT / ".tools-acp" / "node_modules" / "pi-acp"
+    try:
+        version = json.loads((installed / "package.json").read_text()).get("version")
+    except (OSError, ValueError):
+        version = None
+    if version == PI_ACP_VERSION and (installed / "dist" / "index.js").exists():
+        return installed / "dist" / "index.js"
+    return CACHE / "node_modules" / "pi-acp" / "dist" / "index.js"
+
+
+PI_ACP = _pi_acp()
 
 
 def base_env() -> dict[str, str]:

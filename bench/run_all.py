@@ -113,7 +113,7 @@ QUICK = Plan(
     checkpoint_turns=3,
     checkpoint_trials=2,
     sandbox_trials=3,
-    file_op_samples=10,
+    file_op_samples=5,
     acp_agents_trials=1,
 )
 
