@@ -304,7 +304,7 @@ def bench_side_by_side(plan: Plan, model: Any) -> dict[str, Any] | None:
 
 def bench_crowd(plan: Plan) -> dict[str, Any]:
     """7: cancel and the event loop's responsiveness with thousands of idle processes present."""
-    procs = 3000 if plan.name == "full" else 300
+    procs = 3000 if plan.name == "full" else 100
     results = crowd.run(procs, trials=5 if plan.name == "full" else 1)
     for line in crowd.summary(results):
         _log(line)
