@@ -244,6 +244,12 @@ class SandboxBoard:
         #: Every known agent's config in a workspace, for the environment given (set by the registry).
         self.agent_config: Callable[[str, Mapping[str, str]], Sequence[str]] = lambda _cwd, _environ: ()
 
+    @staticmethod
+    def prepare() -> None:
+        """Find bwrap and learn what it can do (two short processes, their answers kept), off
+        the first prompt's path: its first `publish` would wait on them on the event loop."""
+        bwrap.probe()
+
     def agent_env(self) -> dict[str, str]:
         """The environment that tells the agent's extension where the sandboxes are."""
         return {SANDBOX_DIR_ENV: str(self.path)}

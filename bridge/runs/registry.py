@@ -199,11 +199,12 @@ class RunRegistry:
         return True
 
     async def prepare_first_prompt(self) -> None:
-        """Build every agent's adapter now, while the spare agent boots (see AgentChoice), and
-        the validators of the wire's hot params (the contract defers them to first use, which
-        would be the first prompt's)."""
+        """Build every agent's adapter now, while the spare agent boots (see AgentChoice), the
+        validators of the wire's hot params (the contract defers them to first use, which would
+        be the first prompt's), and what the sandbox learns of bwrap."""
         await self.agents.prepare_first_prompt()
         await anyio.to_thread.run_sync(_build_hot_validators)
+        await anyio.to_thread.run_sync(self.gate.sandboxes.prepare)
 
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:

@@ -100,6 +100,28 @@ def test_the_board_writes_the_prefix_and_off_removes_it(tmp_path: Path) -> None:
 
 
 @needs_bwrap
+def test_a_prepared_board_publishes_a_conversations_sandbox_without_starting_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the board learns of bwrap is learnt by `prepare` (the bridge calls it in a worker
+    thread at start): the first prompt's publish, on the event loop, runs nothing."""
+    bwrap._probe.cache_clear()
+    bwrap._has_disable_userns.cache_clear()
+    board = sandbox.SandboxBoard(tmp_path / "boards")
+    board.prepare()
+    started: list[object] = []
+
+    def run(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise AssertionError("a process was started on the prompt's path")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    board.publish("s-1", SandboxSettings(mode="workspace-write"), str(tmp_path), {"HOME": "/nowhere"})
+    assert started == [] and (board.path / "s-1").exists()
+    board.remove()
+
+
+@needs_bwrap
 def test_the_argv_confines_a_real_command(tmp_path: Path) -> None:
     found = bwrap.probe()
     assert found.path is not None
