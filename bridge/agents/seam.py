@@ -505,3 +505,13 @@ class RecordedSessions(Protocol):
         """A session of the bridge's record: known from now on, loaded again by `own_id`."""
         ...
 
+
+@runtime_checkable
+class ReplaysHistory(Protocol):
+    """A live client whose agent replays a session's history as it loads it (ACP's
+    session/load): a front that loads the session shows it to the editor once."""
+
+    def take_replayed(self) -> SessionHistory | None:
+        """The history the agent replayed when this process loaded its session, handed out once
+        (None: a new session, or taken already)."""
+        ...
