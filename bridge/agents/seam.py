@@ -489,3 +489,29 @@ class OwnOptions(Protocol):
     async def set_agent_option(self, option_id: str, value: str) -> tuple[AgentOption, ...]:
         """Set one through the agent; its options as the agent answered."""
         ...
+
+
+@runtime_checkable
+class RecordedSessions(Protocol):
+    """An agent that keeps its sessions where the bridge cannot read them (an ACP agent): the
+    bridge keeps its own record of those it opened on it (runs/session_record.py), so one closed,
+    or opened before a restart, is found and loaded again on this agent."""
+
+    def own_session_id(self, session_id: str) -> str | None:
+        """The agent's own id of a session this bridge opened on it (None: not one it knows)."""
+        ...
+
+    def adopt_session(self, session_id: str, own_id: str) -> None:
+        """A session of the bridge's record: known from now on, loaded again by `own_id`."""
+        ...
+
+
+@runtime_checkable
+class ReplaysHistory(Protocol):
+    """A live client whose agent replays a session's history as it loads it (ACP's
+    session/load): a front that loads the session shows it to the editor once."""
+
+    def take_replayed(self) -> SessionHistory | None:
+        """The history the agent replayed when this process loaded its session, handed out once
+        (None: a new session, or taken already)."""
+        ...

@@ -15,6 +15,7 @@ from bridge.contract import (
     McpServerStdio,
     PromptImage,
     SandboxSettings,
+    SessionHistory,
     ThinkingLevel,
     ToolKind,
 )
@@ -249,6 +250,8 @@ class OpenedConversation:
     thinking_levels: tuple[str, ...]
     #: The agent's own settings beside the model (an ACP agent's modes and config options).
     agent_options: tuple[AgentOption, ...] = ()
+    #: The history the agent replayed as it loaded the session (an ACP agent's session/load).
+    replayed: SessionHistory | None = None
 
 
 @dataclass(frozen=True, slots=True)

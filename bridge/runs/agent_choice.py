@@ -5,21 +5,27 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final
 
 import anyio
 
 from bridge import agents
 from bridge.agents import seam
-from bridge.agents.seam import AgentAdapter
+from bridge.agents.seam import AgentAdapter, RecordedSessions
 from bridge.config import BridgeConfig
 from bridge.contract import AgentInfo
+from bridge.policy.redact import Redactor
 from bridge.runs.request import RunRequest
+from bridge.runs.session_record import RecordedSession, SessionRecord, title_of
 
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_SESSIONS: Final = 4096
+#: The most of a first prompt read for a session's title (the rest cannot reach its first words).
+TITLE_SCAN: Final = 16 * 1024
+#: Runs work in the registry's task group; False when it does not serve.
+Background = Callable[[Callable[[], Coroutine[Any, Any, None]]], bool]
 
 
 class AgentChoiceError(ValueError):
@@ -29,11 +35,21 @@ class AgentChoiceError(ValueError):
 class AgentChoice:
     """The agents a run can name, their adapters (built once) and the agent of each session."""
 
-    def __init__(self, adapter: AgentAdapter, config: BridgeConfig) -> None:
+    def __init__(
+        self,
+        adapter: AgentAdapter,
+        config: BridgeConfig,
+        record: SessionRecord | None = None,
+        background: Background | None = None,
+    ) -> None:
         self.adapter = adapter
         self.config = config
         self._adapters: dict[str, AgentAdapter] = {adapter.name: adapter}
         self._session_agents: OrderedDict[str, str] = OrderedDict()
+        #: The sessions opened on agents whose own the bridge cannot read (session_record.py).
+        self.record = record if record is not None else SessionRecord(None)
+        self._background = background
+        self._writing = False
 
     def adapter_named(self, name: str) -> AgentAdapter:
         """The adapter of agent `name` (built once); raises AgentChoiceError for an unknown one."""
@@ -125,12 +141,62 @@ class AgentChoice:
             paths += sorted(folder for folder in folders if os.path.realpath(folder) != home)
         return paths
 
-    def remember(self, session_id: str, agent: str) -> None:
-        """Which agent owns a session (a cache: a forgotten one is asked of each agent again)."""
+    def remember(self, session_id: str, agent: str, cwd: str | None = None, prompt: str = "") -> None:
+        """Which agent owns a session (a cache: a forgotten one is asked of each agent again).
+        With `cwd`, a session of an agent whose sessions the bridge cannot read is recorded too
+        (its title from its first `prompt`, secrets masked), written off the loop."""
         self._session_agents[session_id] = agent
         self._session_agents.move_to_end(session_id)
         while len(self._session_agents) > MAX_REMEMBERED_SESSIONS:
             self._session_agents.popitem(last=False)
+        adapter = self._adapters.get(agent)
+        if cwd is None or not isinstance(adapter, RecordedSessions):
+            return
+        titled = self.record.get(session_id)
+        title = self._title(prompt) if prompt and not (titled and titled.title) else ""
+        self.record.note(session_id, agent, cwd, title=title, own_id=adapter.own_session_id(session_id))
+        if not self._writing:
+            self._writing = True
+            if self._background is None or not self._background(self._write):
+                self._writing = False
+                self.record.write(self.record.changes() or [])
+
+    async def _write(self) -> None:
+        """The record's changes written off the loop, one write at a time until none is left;
+        shielded: a change made as the bridge stops is written still."""
+        with anyio.CancelScope(shield=True):
+            try:
+                while (changes := self.record.changes()) is not None:
+                    await anyio.to_thread.run_sync(self.record.write, changes)
+            finally:
+                self._writing = False
+
+    def _title(self, prompt: str) -> str:
+        """A session's title from its first prompt, with every secret the bridge knows masked."""
+        head = prompt[:TITLE_SCAN]
+        words = Redactor(os.environ, self.config.env).text(head).split()
+        if len(head) < len(prompt) and words and not head[-1].isspace():
+            words.pop()  # cut where the scan ends: it may be part of a secret
+        return title_of(" ".join(words))
+
+    def recorded(self, session_id: str) -> RecordedSession | None:
+        """The record's session of this id, when its agent is one the bridge can run now."""
+        entry = self.record.get(session_id)
+        if entry is None:
+            return None
+        try:
+            adapter = self.adapter_named(entry.agent)
+        except AgentChoiceError as exc:
+            log.warning("recorded session %s: agent %r is not known now: %s", session_id, entry.agent, exc)
+            return None
+        if not isinstance(adapter, RecordedSessions):
+            return None
+        adapter.adopt_session(session_id, entry.own_id or session_id)
+        return entry
+
+    def recorded_of(self, cwd: str) -> list[RecordedSession]:
+        """The record's sessions of `cwd`, the most recently used first."""
+        return self.record.of_cwd(cwd)
 
     def default_agent(self) -> str:
         """The agent of a run that names none and resumes no known session."""
@@ -158,7 +224,11 @@ class AgentChoice:
         return self.adapter_named(chosen) if chosen else None
 
     def _owner_of(self, session_id: str, cwd: str) -> str | None:
-        """The first agent that says the session is its own, if any."""
+        """The agent the bridge's record names (a session pi-acp opened is in pi's files too),
+        else the first agent that says the session is its own, if any."""
+        recorded = self.recorded(session_id)
+        if recorded is not None:
+            return recorded.agent
         for name in self.agent_names():
             try:
                 candidate = self.adapter_named(name)

@@ -57,6 +57,7 @@ from bridge.runs.commands import CommandUsageError, bridge_command, export_path
 from bridge.runs.mcp_config import McpConfigFiles, McpServers, secrets_of
 from bridge.runs.request import RunRequest
 from bridge.runs.run import DuplicateRunError, Run, Sink
+from bridge.runs.session_record import SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class RunRegistry:
         self._sink = sink
         # The private files listing each conversation's MCP servers (mcp_config.py).
         self.mcp_files = McpConfigFiles(state_dir(os.environ))
-        self.agents = AgentChoice(adapter, config)
+        record = SessionRecord.in_dir(state_dir(os.environ))  # the sessions opened on ACP agents
+        self.agents = AgentChoice(adapter, config, record, self.spawn_background)
         self.gate.sandboxes.agent_secrets = self.agents.secret_files
         self.gate.sandboxes.agent_config = self.agents.config_paths
         self._learn_secrets(config)
@@ -280,7 +282,7 @@ class RunRegistry:
         config, adapter = self.config, agent or self.adapter
         if adapter.live_mode() is None or not (adapter is self.adapter or self.attempts.is_live(adapter)):
             opened = self.stored.open(session_id, config.default_provider, config.default_model)
-            self.agents.remember(opened.session_id, adapter.name)
+            self.agents.remember(opened.session_id, adapter.name, cwd)
             return opened
         env = config.env_of(adapter.name)
         options = RunOptions(
@@ -301,7 +303,7 @@ class RunRegistry:
         except StartFailure as exc:  # it leaves the bridge: the agent's stderr masked, as a run's error is
             error = self._redactor(options).error(exc.error.model_dump(by_alias=True))
             raise OpenFailure(ErrorInfo.model_validate(error)) from None
-        self.agents.remember(opened.session_id, adapter.name)
+        self.agents.remember(opened.session_id, adapter.name, cwd)
         return opened
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -342,7 +344,7 @@ class RunRegistry:
 
     def is_live_session(self, session_id: str) -> bool:
         """Whether a conversation of this session has a live agent now (none in the one-process engine)."""
-        return self.conversations.slots.live_agent(session_id) is not None
+        return any(c.slots.live_agent(session_id) is not None for c in self.attempts.every_conversations())
 
     # ------------------------------------------------------------------ requests
 
@@ -498,7 +500,7 @@ class RunRegistry:
             )
         finally:
             if run.session_id and run.adapter is not None:
-                self.agents.remember(run.session_id, run.adapter.name)
+                self.agents.remember(run.session_id, run.adapter.name, run.options.cwd, run.params.prompt)
             self._runs.pop(run.run_id, None)
             if run.on_done is not None:
                 try:

@@ -150,6 +150,14 @@ class AcpAgent:
         """The whole id only, of a session this bridge saw opened."""
         return session_id if session_id in self._live.opened else None
 
+    def own_session_id(self, session_id: str) -> str | None:
+        """The agent's own id of a session this bridge opened on it (RecordedSessions)."""
+        return self._live.opened.get(session_id)
+
+    def adopt_session(self, session_id: str, own_id: str) -> None:
+        """A session of the bridge's record (one opened before a restart): loaded by `own_id`."""
+        self._live.opened.setdefault(session_id, own_id)
+
     def spawn_failure(self, command: tuple[str, ...], reason: str) -> ErrorInfo:
         """A clear error for an agent that could not be started."""
         return ErrorInfo(

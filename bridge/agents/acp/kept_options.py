@@ -1,14 +1,19 @@
-"""An ACP conversation's own options the editor set, set again on each new process of it: a
-retry, a killed agent or an idle close loads the session in a process that starts at its defaults."""
+"""An ACP conversation's client: the own options the editor set, set again on each new process of
+it (a retry, a killed agent or an idle close loads the session in a process that starts at its
+defaults), and the history the agent replays as it loads the session."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from bridge.agents.acp.catalog import SESSION_ENV
 from bridge.agents.acp.live import AcpLive, launch_env
+from bridge.agents.acp.replay import Replay
+from bridge.agents.live_reader import PendingCommand
 from bridge.agents.values import AgentOption, LiveError, LiveState
+from bridge.contract import PromptImage, SessionHistory
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +57,28 @@ def _current(options: tuple[AgentOption, ...], option_id: str) -> str | None:
 
 class AcpConversationLive(AcpLive):
     """An ACP agent's client that keeps what the editor set of its own options (`KeptOptions`)
-    and sets it again, once, on a process that loads the conversation, before its next prompt."""
+    and sets it again, once, on a process that loads the conversation, before its next prompt;
+    and keeps the history the agent replays as it loads it, for the front that loads it."""
 
     def __init__(self, *args: Any, kept: KeptOptions, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kept = kept
         #: Off while the session opens: a loaded session's replay says its defaults, not the editor's.
         self._following = False
+        #: The session being loaded (the agent's id) and its replay, until the agent answers.
+        self._loading: tuple[str, Replay] | None = None
+        self._replayed: SessionHistory | None = None
 
     async def prepare(self) -> LiveState:
         """The session opened (AcpLive.prepare); a loaded one gets the kept options again."""
+        plan = launch_env(self.child).get(SESSION_ENV, "")
+        wanted = plan.removeprefix("load:").partition("|")[0]
+        self._loading = (wanted, Replay()) if plan.startswith("load:") else None
         state = await super().prepare()
-        if launch_env(self.child).get(SESSION_ENV, "").startswith("load:"):
+        if self._loading is not None:
+            self._replayed = self._loading[1].history(state.session_id or wanted, self._cwd())
+            self._loading = None
+        if plan.startswith("load:"):
             for option_id, value in self._kept.to_set(self._session_id, self._options):
                 try:
                     await AcpLive.set_agent_option(self, option_id, value)
@@ -84,3 +99,24 @@ class AcpConversationLive(AcpLive):
         super()._note_state(update)
         if self._following and self._options is not before:
             self._kept.follow(self._session_id, self._options)
+
+    def _session_update(self, line: bytes, params: Any) -> list[bytes]:
+        loading = self._loading  # what comes before the agent's answer to session/load is the replay
+        if (
+            loading is not None
+            and self._acp_session is None
+            and isinstance(params, dict)
+            and (params.get("sessionId") == loading[0])
+        ):
+            loading[1].feed(params.get("update"))
+        return super()._session_update(line, params)
+
+    def take_replayed(self) -> SessionHistory | None:
+        """What the agent replayed as this process loaded the session, handed out once."""
+        replayed, self._replayed = self._replayed, None
+        return replayed
+
+    def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
+        """AcpLive.send_prompt_now; a replay not handed out by now is of no front's load."""
+        self._replayed = None
+        return super().send_prompt_now(text, images=images)

@@ -13,7 +13,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bridge.agents.seam import OwnOptions
+from bridge.agents.seam import OwnOptions, ReplaysHistory
 from bridge.agents.values import LiveError, OpenedConversation, RunOptions
 from bridge.engines.cancel import CancelToken
 from bridge.engines.live.live_agent import (
@@ -183,6 +183,7 @@ class Conversations:
             models, levels = (), []
         client = agent.client
         own = await client.agent_options() if isinstance(client, OwnOptions) else ()
+        replayed = client.take_replayed() if isinstance(client, ReplaysHistory) else None
         assert agent.session_id is not None
         return OpenedConversation(
             session_id=agent.session_id,
@@ -192,6 +193,7 @@ class Conversations:
             models=models,
             thinking_levels=tuple(levels),
             agent_options=own,
+            replayed=replayed,
         )
 
     async def invalidate(self, agent: LiveAgent, *, keep_slot_for: Lease | None = None) -> None:

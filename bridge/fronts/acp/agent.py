@@ -175,9 +175,11 @@ class AcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.NewSessionResponse:
-        """A live conversation with its MCP servers; its id is pi's session id."""
+        """A live conversation with its MCP servers, on the agent `_meta.piBridge.agent` names
+        (default the server's); its id is the agent's session id."""
         cwd, servers = self.sessions.checked_cwd(cwd), self.sessions.servers(mcp_servers)
-        session = await self.sessions.open(cwd, None, servers)
+        agent = self.sessions.checked_agent(kwargs.get("piBridge"))
+        session = await self.sessions.open(cwd, None, servers, agent=agent)
         self._announce(session)
         return schema.NewSessionResponse(session_id=session.session_id, **self._state(session))
 
@@ -185,11 +187,15 @@ class AcpAgent:
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any
     ) -> schema.LoadSessionResponse:
         """Replay a stored session as updates, then keep it live (with these MCP servers) for its
-        next prompt."""
+        next prompt; an ACP agent's is opened first, and replayed as its agent replayed it."""
         cwd, servers = self.sessions.checked_cwd(cwd), self.sessions.servers(mcp_servers)
         stored = await self.sessions.stored(session_id)
-        await self._replay(session_id, stored, cwd)
-        session = await self.sessions.revive(cwd, session_id, servers, stored)
+        if isinstance(stored, SessionHistory):
+            await self._replay(session_id, stored, cwd)
+        session = await self.sessions.revive(cwd, session_id, servers, stored, reload=True)
+        replayed = self.sessions.take_replayed(session)
+        if replayed is not None and not isinstance(stored, SessionHistory):
+            await self._replay(session_id, replayed, cwd)
         self._announce(session)
         return schema.LoadSessionResponse(**self._state(session))
 
@@ -205,6 +211,7 @@ class AcpAgent:
         replaying it (session/load does)."""
         cwd, servers = self.sessions.checked_cwd(cwd), self.sessions.servers(mcp_servers)
         session = await self.sessions.revive(cwd, session_id, servers)
+        self.sessions.take_replayed(session)  # not replayed: the client has the conversation
         self._announce(session)
         return schema.ResumeSessionResponse(**self._state(session))
 

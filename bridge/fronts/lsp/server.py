@@ -281,6 +281,7 @@ def _session_features(server: BridgeServer) -> None:
             params.limit,
             registry.config.env,
             registry.is_live_session,
+            registry.agents.recorded_of(cwd),
         )
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 

@@ -10,6 +10,7 @@ from acp import schema
 from bridge.agents.acp import classify_exit
 from bridge.agents.acp.live import _permission_answer, tool_check
 from bridge.agents.acp.mapper import AcpEventMapper
+from bridge.agents.acp.replay import Replay
 from bridge.agents.values import Out, RunOptions, ToolVerdict
 from bridge.contract import pi_message_adapter
 
@@ -204,3 +205,66 @@ def test_a_plan_maps_to_the_plan_message_and_usage_to_the_turns_end() -> None:
         pi_message_adapter().validate_python(
             {"type": o.type, "runId": "r", "attempt": 1, "seq": seq, "content": o.content}
         )
+
+
+def test_a_loaded_sessions_replay_becomes_its_turns_each_call_once() -> None:
+    """pi-acp's replay (session/load): a finished call announced done, then its update with the
+    output; chunks merged into one text per message; a turn per user message."""
+    replay = Replay()
+    text = {"type": "text", "text": ""}
+    for update in (
+        {"sessionUpdate": "user_message_chunk", "content": {**text, "text": "Run echo hi"}},
+        {"sessionUpdate": "agent_thought_chunk", "content": {**text, "text": "I will run it"}},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "echo hi",
+            "kind": "execute",
+            "status": "completed",
+            "rawOutput": {"role": "toolResult"},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "completed",
+            "_meta": {"terminal_output": {"terminal_id": "c1", "data": "hi\n"}},
+        },
+        {"sessionUpdate": "agent_message_chunk", "content": {**text, "text": "It said "}},
+        {"sessionUpdate": "agent_message_chunk", "content": {**text, "text": "hi."}},
+        {"sessionUpdate": "user_message_chunk", "content": {**text, "text": "Again"}},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c2",
+            "title": "read",
+            "kind": "read",
+            "status": "failed",
+            "rawOutput": "no such file",
+        },
+        {"sessionUpdate": "available_commands_update", "availableCommands": []},
+    ):
+        replay.feed(update)
+    history = replay.history("s1", "/w")
+    assert history is not None and history.title == "Run echo hi"
+    turns = [
+        (t.prompt, [(m.type, m.content.model_dump(by_alias=True, exclude_none=True)) for m in t.messages])
+        for t in history.turns
+    ]
+    assert turns == [
+        (
+            "Run echo hi",
+            [
+                ("assistant.thought", {"text": "I will run it"}),
+                ("tool.call", {"toolCallId": "c1", "name": "bash", "arguments": {}}),
+                ("tool.completed", {"toolCallId": "c1", "name": "bash", "output": "hi\n"}),
+                ("assistant", {"text": "It said hi."}),
+            ],
+        ),
+        (
+            "Again",
+            [
+                ("tool.call", {"toolCallId": "c2", "name": "read", "arguments": {}}),
+                ("tool.failed", {"toolCallId": "c2", "name": "read", "error": "no such file"}),
+            ],
+        ),
+    ]
+    assert Replay().history("s1", "/w") is None, "nothing replayed is no history"

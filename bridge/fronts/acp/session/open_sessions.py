@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,17 @@ from bridge.fronts.acp.updates import agent_config_options, config_options, mode
 from bridge.policy.gate import FrontPolicy
 from bridge.runs import history
 from bridge.runs.conversation_admin import ConversationAdmin, ConversationAdminError
-from bridge.runs.registry import AgentOption, NoLiveMode, OpenedConversation, OpenFailure, Run, RunRegistry
+from bridge.runs.registry import (
+    AgentAdapter,
+    AgentChoiceError,
+    AgentOption,
+    NoLiveMode,
+    OpenedConversation,
+    OpenFailure,
+    Run,
+    RunRegistry,
+)
+from bridge.runs.session_record import RecordedSession
 
 
 @dataclass(eq=False)
@@ -33,6 +44,8 @@ class AcpSession:
     mcp_servers: mcp.Servers = field(default_factory=list)
     #: The agent's own modes and config options (an ACP agent's), offered after the bridge's.
     agent_options: tuple[AgentOption, ...] = ()
+    #: What an ACP agent replayed as it loaded the session, until session/load sends it.
+    replayed: SessionHistory | None = None
 
     def options(self, mode: PermissionMode) -> list[schema.SessionConfigOptionSelect]:
         """The configOptions as they are now: the bridge's (the conversation's permission mode
@@ -109,14 +122,42 @@ class Sessions:
         raw = [server.model_dump(mode="json", by_alias=True, exclude_none=True) for server in given or ()]
         return mcp.merged(mcp.servers_of(raw), self.mcp_defaults)
 
-    async def open(
-        self, cwd: str, session_id: str | None, servers: mcp.Servers, *, opened_in: str | None = None
-    ) -> AcpSession:
-        """A live conversation (a new one, or the stored `session_id`, its agent started in
-        `opened_in`, default `cwd`) as an open session of `cwd`."""
+    def checked_agent(self, meta: Any) -> str | None:
+        """`_meta.piBridge.agent` of session/new: the name of an agent the bridge knows, or -32602."""
+        ours = meta if isinstance(meta, dict) else {}
+        agent, names = ours.get("agent"), self.registry.agents.agent_names()
+        if meta is not None and not isinstance(meta, dict):
+            raise RequestError(-32602, "invalid params: _meta.piBridge: an object")
+        if agent is not None and agent not in names:
+            message = f"invalid params: _meta.piBridge.agent: {agent!r} is not one of {', '.join(names)}"
+            raise RequestError(-32602, message)
+        return str(agent) if agent is not None else None
+
+    def _agent(self, agent: str | None, session_id: str | None, cwd: str) -> AgentAdapter | None:
+        """The agent named, else the session's own (None: the server's); -32602 if it cannot be."""
+        if agent is None and session_id is None:
+            return None
         try:
-            where = opened_in or cwd
-            opened = await self.registry.open_conversation(where, session_id, servers, self.sandbox)
+            return self.registry.agents.named_or_own(agent, session_id, cwd)
+        except AgentChoiceError as exc:
+            raise RequestError(-32602, f"invalid params: _meta.piBridge.agent: {exc}") from None
+
+    async def open(
+        self,
+        cwd: str,
+        session_id: str | None,
+        servers: mcp.Servers,
+        *,
+        opened_in: str | None = None,
+        agent: str | None = None,
+    ) -> AcpSession:
+        """A live conversation (a new one of `agent`, default the server's, or the stored
+        `session_id` on its own agent, started in `opened_in`, default `cwd`) as an open session
+        of `cwd`."""
+        where = opened_in or cwd
+        chosen = self._agent(agent, session_id, where)
+        try:
+            opened = await self.registry.open_conversation(where, session_id, servers, self.sandbox, chosen)
         except OpenFailure as exc:
             error = exc.error
             raise RequestError(
@@ -131,33 +172,57 @@ class Sessions:
         session = AcpSession(
             session_id=opened.session_id,
             cwd=cwd,
-            opened=opened,
+            opened=dataclasses.replace(opened, replayed=None),  # held by the session until sent
             model=model_value(opened.provider, opened.model),
             thinking=opened.thinking,
             mcp_servers=servers,
             agent_options=opened.agent_options,
+            replayed=opened.replayed,
         )
         self.by_id[session.session_id] = session
         return session
 
-    async def stored(self, session_id: str) -> SessionHistory:
-        """The stored session of this id, or -32002."""
+    async def stored(self, session_id: str) -> SessionHistory | RecordedSession:
+        """The stored session of this id: one the bridge recorded (an ACP agent's, which replays
+        it as it loads it), else the server agent's history; or -32002."""
         registry = self.registry
+        recorded = registry.agents.recorded(session_id)
+        if recorded is not None:
+            return recorded
         found = await history.read_session([registry.adapter], session_id, registry.config.env)
         if not isinstance(found, SessionHistory):
             raise RequestError(NOT_FOUND, f"no session {session_id!r} was found", {"sessionId": session_id})
         return found
 
     async def revive(
-        self, cwd: str, session_id: str, servers: mcp.Servers, stored: SessionHistory | None = None
+        self,
+        cwd: str,
+        session_id: str,
+        servers: mcp.Servers,
+        stored: SessionHistory | RecordedSession | None = None,
+        *,
+        reload: bool = False,
     ) -> AcpSession:
-        """The session open with these MCP servers: as it is, or its stored conversation opened."""
+        """The session open with these MCP servers: as it is, or its stored conversation opened.
+        `reload`: a recorded session open now is loaded again, so that its agent replays it."""
         session = self.by_id.get(session_id)
+        if session is not None and reload and isinstance(stored, RecordedSession):
+            if session.runs:
+                raise RequestError(-32602, f"session {session_id!r} has a running prompt: cancel it first")
+            await self.registry.close_session(session_id)
+            self.by_id.pop(session_id, None)
+            session = None
         if session is None:
             stored = stored or await self.stored(session_id)
             session = await self.open(cwd, session_id, servers, opened_in=stored.cwd)
         session.mcp_servers = servers
         return session
+
+    @staticmethod
+    def take_replayed(session: AcpSession) -> SessionHistory | None:
+        """What the session's agent replayed as it loaded it, handed out once."""
+        replayed, session.replayed = session.replayed, None
+        return replayed
 
     async def fork(self, session_id: str, cwd: str) -> AcpSession:
         """The conversation as it is now on a new session of `cwd`, the old one's agent serving it."""
@@ -205,7 +270,12 @@ class Sessions:
         """The stored sessions of `cwd`, newest first, each saying whether it is live."""
         registry = self.registry
         found = await history.list_sessions(
-            [registry.adapter], cwd, 1000, registry.config.env, registry.is_live_session
+            [registry.adapter],
+            cwd,
+            1000,
+            registry.config.env,
+            registry.is_live_session,
+            registry.agents.recorded_of(cwd),
         )
         return schema.ListSessionsResponse(
             sessions=[
