@@ -155,6 +155,18 @@ class AgentChoice:
         titled = self.record.get(session_id)
         title = self._title(prompt) if prompt and not (titled and titled.title) else ""
         self.record.note(session_id, agent, cwd, title=title, own_id=adapter.own_session_id(session_id))
+        self._write_soon()
+
+    def forget(self, session_id: str) -> bool:
+        """The session was deleted: no agent owns it any more, and the record drops it (written
+        off the loop); whether the record held it."""
+        self._session_agents.pop(session_id, None)
+        recorded = self.record.forget(session_id)
+        self._write_soon()
+        return recorded
+
+    def _write_soon(self) -> None:
+        """The record's changes written in the background (here and now when there is none)."""
         if not self._writing:
             self._writing = True
             if self._background is None or not self._background(self._write):

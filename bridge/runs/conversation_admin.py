@@ -128,7 +128,8 @@ class ConversationAdmin:
         except OSError as exc:
             raise ConversationAdminError(f"the session could not be deleted: {exc.strerror}") from None
         await registry.checkpoints.forget_session(session_id)
-        return DeleteSessionResult(deleted=deleted)
+        recorded = registry.agents.forget(session_id)  # an ACP agent's session, in the bridge's record
+        return DeleteSessionResult(deleted=deleted or recorded)
 
     async def holds_a_login(self) -> bool:
         """Whether the agent keeps a login it stored itself (a credential file with an entry)."""

@@ -3,6 +3,7 @@ them (ACP agents): which agent owns each, so one closed, or opened before a rest
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -38,6 +39,9 @@ class RecordedSession:
     last_used: float = 0.0
     #: The agent's own id of the session, when it is not `session_id`.
     own_id: str | None = None
+    #: Deleted (at `last_used`): kept so that another bridge's older entry of it, merged into
+    #: the file, does not bring it back.
+    deleted: bool = False
 
 
 def title_of(prompt: str) -> str:
@@ -61,12 +65,13 @@ class SessionRecord:
 
     def get(self, session_id: str) -> RecordedSession | None:
         """The recorded session of this id, if any."""
-        return self._all().get(session_id)
+        entry = self._all().get(session_id)
+        return entry if entry is not None and not entry.deleted else None
 
     def of_cwd(self, cwd: str) -> list[RecordedSession]:
         """The recorded sessions of `cwd`, the most recently used first."""
         here = os.path.realpath(cwd)
-        found = [entry for entry in self._all().values() if entry.cwd == here]
+        found = [entry for entry in self._all().values() if entry.cwd == here and not entry.deleted]
         return sorted(found, key=lambda entry: entry.last_used, reverse=True)
 
     def note(
@@ -88,6 +93,17 @@ class SessionRecord:
             entries[session_id] = entry
             _bound(entries)
             self.dirty = True
+
+    def forget(self, session_id: str) -> bool:
+        """The session was deleted: it leaves the record (its entry marked deleted, now, so the
+        file's merge keeps it out); whether it was recorded."""
+        entries = self._all()
+        entry = entries.get(session_id)
+        if entry is None or entry.deleted:
+            return False
+        entries[session_id] = dataclasses.replace(entry, title="", last_used=time.time(), deleted=True)
+        self.dirty = True
+        return True
 
     def changes(self) -> list[RecordedSession] | None:
         """The entries to write, when any changed since they were last taken (None: none)."""
@@ -147,6 +163,7 @@ def _entry_json(entry: RecordedSession) -> dict[str, Any]:
         "title": fields["title"],
         "lastUsed": fields["last_used"],
         **({"ownId": fields["own_id"]} if fields["own_id"] else {}),
+        **({"deleted": True} if fields["deleted"] else {}),
     }
 
 
@@ -161,7 +178,9 @@ def _entry(raw: Any) -> RecordedSession | None:
     if own_id is not None and not isinstance(own_id, str):
         return None
     session_id, agent, cwd, title = (str(value) for value in strings)
-    entry = RecordedSession(session_id, agent, cwd, title, float(last_used), own_id)
+    entry = RecordedSession(
+        session_id, agent, cwd, title, float(last_used), own_id, raw.get("deleted") is True
+    )
     return entry if _valid(entry) else None
 
 

@@ -120,4 +120,15 @@ async def test_a_restarted_bridge_resumes_a_pi_acp_session_from_its_record(
         assert agent_processes("pi-acp") == [served], "the record's agent, pi-acp, serves it"
         last = requests_of(scripted_model, "echo")[-1]["body"]
         assert times_seen(last, tag, "one", "two") == [1, 1]
+
+        # deleted, it leaves the record: no longer listed, and nothing loads it
+        await asyncio.wait_for(conn._conn.send_request("session/delete", {"sessionId": sid}), WAIT)
+        await _pi_acp_gone()
+        listed = await asyncio.wait_for(conn.list_sessions(cwd=str(work)), WAIT)
+        assert sid not in [s.session_id for s in listed.sessions]
+        with pytest.raises(RequestError) as gone:
+            await asyncio.wait_for(conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[]), WAIT)
+        assert gone.value.code == -32002
+        kept = json.loads((state / "agent-sessions.json").read_text())["sessions"]
+        assert [e.get("deleted") for e in kept if e["sessionId"] == sid] == [True]
     await assert_no_run_processes()

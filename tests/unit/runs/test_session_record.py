@@ -142,3 +142,28 @@ def test_recorded_sessions_are_listed_once_as_their_agents_newest_first(tmp_path
         ("p1", "pi", "pi's"),
     ]
     assert listed[0].updated_at.endswith("Z") and listed[0].message_count == 0
+
+
+def test_a_deleted_session_leaves_the_record_and_another_bridges_write_does_not_bring_it_back(
+    tmp_path: Path,
+) -> None:
+    choice = AgentChoice(agents.build_adapter("pi"), BridgeConfig(), SessionRecord.in_dir(tmp_path))
+    choice.adapter_named("pi-acp")
+    choice.remember("s1", "pi-acp", str(tmp_path), prompt="one")
+    choice.remember("s2", "pi-acp", str(tmp_path), prompt="two")
+    other = SessionRecord.in_dir(tmp_path)  # another bridge of this state dir, which read both
+    assert other.get("s1") is not None
+
+    assert choice.forget("s1") is True
+    assert choice.forget("never-recorded") is False
+    assert choice.named_or_own(None, "s1", str(tmp_path)) is None, "no agent owns it any more"
+    kept = json.loads((tmp_path / RECORD_FILE).read_text())["sessions"]
+    assert {e["sessionId"]: e.get("deleted", False) for e in kept} == {"s1": True, "s2": False}
+
+    other.note("s3", "pi-acp", str(tmp_path), title="three")
+    other.write(other.changes() or [])  # it still holds s1, as it was before the delete
+    restarted = AgentChoice(agents.build_adapter("pi"), BridgeConfig(), SessionRecord.in_dir(tmp_path))
+    assert restarted.recorded("s1") is None, "a deleted session came back"
+    assert restarted.named_or_own(None, "s1", str(tmp_path)) is None
+    assert restarted.recorded("s3") is not None and restarted.recorded("s2") is not None
+    assert [e.session_id for e in restarted.recorded_of(str(tmp_path))] == ["s3", "s2"]
