@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,17 +55,8 @@ def scripted_model_env(adapter: AgentAdapter) -> Iterator[dict[str, str]]:
         yield adapter.model_server_env(model.base_url, Path(workdir), SCRIPTED_PROVIDER)
 
 
-def _learn_the_sandbox() -> None:
-    """What bwrap can do here (two short processes, the answer kept): `initialize` says it."""
-    from bridge.process import bwrap
-
-    bwrap.probe()
-
-
 def serve_main(args: argparse.Namespace) -> int:
     """Serve JSON-RPC on stdio until exit, end of input or a signal."""
-    # Beside the imports below: `initialize` would otherwise wait on the probe's processes.
-    threading.Thread(target=_learn_the_sandbox, name="sandbox-probe", daemon=True).start()
     from bridge.agents import DEFAULT_AGENT, build_adapter
     from bridge.config import BridgeConfig, command_from
     from bridge.fronts.lsp.server import create_server, run_stdio
