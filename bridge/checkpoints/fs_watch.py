@@ -5,10 +5,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import functools
 import os
 import struct
 import sys
+import termios
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -71,30 +74,51 @@ def _load_libc() -> ctypes.CDLL:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-class Watcher:
-    """The changed paths (relative, `/`-separated) of one workspace since the last `drain()`."""
+#: Given new folders (relative), those the snapshots leave out whole: never walked nor watched.
+LeftOut = Callable[[list[str]], set[str]]
 
-    def __init__(self, libc: ctypes.CDLL, fd: int, root: Path, skip: frozenset[str] = frozenset()) -> None:
+
+class Watcher:
+    """The changed paths (relative, `/`-separated) of one workspace since the last `drain()`.
+
+    Reading the events and walking the folders created since are `drain`'s work, for a worker
+    thread: a new folder can be a whole dependency tree. `pending` only asks the kernel whether
+    there is anything to read, cheap enough for the event loop."""
+
+    def __init__(
+        self,
+        libc: ctypes.CDLL,
+        fd: int,
+        root: Path,
+        skip: frozenset[str] = frozenset(),
+        left_out: LeftOut | None = None,
+    ) -> None:
         self._libc = libc
         self._fd = fd
         self.root = root
         #: Folders (relative to root) never walked nor watched: what the snapshot leaves out.
-        self._skip = skip
+        self._skip = set(skip)
+        self._left_out = left_out
         self._paths: dict[int, str] = {}
         self._changed: set[str] = set()
+        #: Folders created since the last drain, walked (unless left out) when it ends.
+        self._new: list[str] = []
         self._lost = False
-        self._watch_tree("")
+        self._watch_tree([""], new=False)
 
     @classmethod
-    def start(cls, root: Path, skip: frozenset[str] = frozenset()) -> Watcher | None:
-        """Watch `root`'s folders but those in `skip` (None: inotify is not to be had here)."""
+    def start(
+        cls, root: Path, skip: frozenset[str] = frozenset(), left_out: LeftOut | None = None
+    ) -> Watcher | None:
+        """Watch `root`'s folders but those in `skip`, and of the folders created later those
+        `left_out` does not name (None: inotify is not to be had here)."""
         libc = _libc()
         if libc is None:
             return None
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             return None
-        watcher = cls(libc, fd, root, skip)
+        watcher = cls(libc, fd, root, skip, left_out)
         if watcher._lost:
             watcher.close()
             return None
@@ -105,6 +129,22 @@ class Watcher:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    @property
+    def watched(self) -> int:
+        """How many folders are watched."""
+        return len(self._paths)
+
+    def pending(self) -> bool:
+        """Whether anything may have changed since the last drain: events wait to be read, or
+        the watcher lost track. Reads no event and walks nothing."""
+        if self._fd < 0 or self._lost or self._changed or self._new:
+            return True
+        try:
+            waiting = fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return True
+        return struct.unpack("i", waiting)[0] > 0
 
     def drain(self) -> set[str] | None:
         """What changed since the last call (None: the watcher lost track, scan instead)."""
@@ -119,6 +159,9 @@ class Watcher:
                 self._lost = True
                 break
             self._parse(data)
+        if self._new and not self._lost:
+            new, self._new = self._new, []
+            self._watch_tree(new, new=True)
         if self._lost:
             return None
         changed, self._changed = self._changed, set()
@@ -155,7 +198,7 @@ class Watcher:
             if mask & (_IN_MOVED_FROM | _IN_DELETE):
                 self._unwatch_under(rel)
             if mask & (_IN_CREATE | _IN_MOVED_TO):
-                self._watch_tree(rel)
+                self._new.append(rel)
 
     def _unwatch_under(self, rel: str) -> None:
         """A folder moved away: its watches would name its files by the old path."""
@@ -165,31 +208,47 @@ class Watcher:
                 del self._paths[wd]
                 self._libc.inotify_rm_watch(self._fd, wd)
 
-    def _watch_tree(self, rel: str) -> None:
-        """Watch a folder and every folder under it; the files already in a new one count as
-        changed (they may have been written before its watch took)."""
-        stack = [rel]
-        while stack:
-            current = stack.pop()
-            folder = self.root / current if current else self.root
-            wd = self._libc.inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
-            if wd < 0:
-                if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):
-                    continue  # gone already (its parent's event says so)
+    def _watch_tree(self, roots: list[str], *, new: bool) -> None:
+        """Watch folders and every folder under them, a level at a time, but what the snapshots
+        leave out: `skip`, and in new folders what `left_out` names. The files already in a new
+        folder count as changed (they may have been written before its watch took)."""
+        level = roots if new else [rel for rel in roots if rel not in self._skip]
+        while level and not self._lost:
+            if new and self._left_out is not None:
+                left = self._left_out(level)
+                self._skip |= left
+                self._skip -= set(level) - left  # made anew, and not left out this time
+                level = [rel for rel in level if rel not in left]
+            below: list[str] = []
+            for current in level:
+                below += self._watch_folder(current, mark=new)
+                if self._lost:
+                    return
+            level = below
+
+    def _watch_folder(self, current: str, *, mark: bool) -> list[str]:
+        """Watch one folder (its entries count as changed if `mark`); its subfolders (not
+        skipped) are returned for the next level."""
+        folder = self.root / current if current else self.root
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
+        if wd < 0:
+            if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR):
                 self._lost = True  # the watch limit, most likely: scan instead
-                return
-            self._paths[wd] = current
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
+            return []  # else gone already (its parent's event says so)
+        self._paths[wd] = current
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return []
+        below: list[str] = []
+        for entry in entries:
+            if entry.name == ".git":
                 continue
-            for entry in entries:
-                if entry.name == ".git":
-                    continue
-                child = f"{current}/{entry.name}" if current else entry.name
-                if child in self._skip:
-                    continue
-                if rel:
-                    self._changed.add(child)
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(child)
+            child = f"{current}/{entry.name}" if current else entry.name
+            if not mark and child in self._skip:
+                continue  # (a new folder's are asked of `left_out`, level by level)
+            if mark:
+                self._changed.add(child)
+            if entry.is_dir(follow_symlinks=False):
+                below.append(child)
+        return below

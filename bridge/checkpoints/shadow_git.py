@@ -84,8 +84,6 @@ class ShadowRepo:
         self._watcher: Watcher | None = None
         #: The last snapshot's commit (None: none yet in this process, the next one scans).
         self._last: str | None = None
-        #: What the watcher reported to a `quick_snapshot` that then left it to `snapshot`.
-        self._carried: set[str] = set()
         #: The files over the size limit, left out of the snapshots: path → size.
         self._big: dict[str, int] = {}
 
@@ -96,9 +94,6 @@ class ShadowRepo:
         if not self._ensure():
             self._last = None  # a repository of an older bridge's: settings that change the index
         changed = self._watcher.drain() if self._watcher is not None and self._last is not None else None
-        if changed is not None:
-            changed |= self._carried
-        self._carried = set()
         if changed is None or self._last is None:
             return self._scan_snapshot(name, message)
         if not changed:
@@ -115,19 +110,15 @@ class ShadowRepo:
         return Snapshot(commit=commit, skipped=tuple(sorted(self._big.items())))
 
     def quick_snapshot(self, name: str, message: str) -> Snapshot | None:
-        """`snapshot`, when nothing changed since the last one: that one again, with no git run
-        and nothing written (cheap enough for the event loop); `name` is written later, by
-        `name`. None: something changed, or the watcher cannot tell; `snapshot` is the way (what
-        was seen is kept for it)."""
+        """`snapshot`, when nothing changed since the last one: that one again, with no git run,
+        no event read and nothing written (cheap enough for the event loop); `name` is written
+        later, by `name`. None: something may have changed, or the watcher cannot tell;
+        `snapshot` is the way (it reads what the watcher saw)."""
         del message  # the last snapshot's commit is reused, message and all
-        if not self.watching or self._carried or self._last is None:
+        if not self.watching or self._last is None:
             return None
         assert self._watcher is not None
-        changed = self._watcher.drain()
-        if changed is None:
-            return None
-        if changed:
-            self._carried = changed
+        if self._watcher.pending():
             return None
         return Snapshot(commit=self._last, skipped=tuple(sorted(self._big.items())), unnamed=name)
 
@@ -146,7 +137,9 @@ class ShadowRepo:
         self._ensure()
         if self._watcher is not None:
             self._watcher.close()
-        self._watcher = Watcher.start(self.work_tree, skip=self._ignored_folders())
+        self._watcher = Watcher.start(
+            self.work_tree, skip=self._ignored_folders(), left_out=self._left_out_folders
+        )
         skipped = self._leave_out_big_files()
         self._git("add", "--all")
         tree = self._git("write-tree").strip()
@@ -163,6 +156,20 @@ class ShadowRepo:
         listed = self._run("ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z")
         names = listed.stdout.decode("utf-8", "surrogateescape").split("\0")
         return frozenset(name.rstrip("/") for name in names if name.endswith("/"))
+
+    def _left_out_folders(self, folders: list[str]) -> set[str]:
+        """Of new folders, those the snapshots leave out whole (the watcher neither walks nor
+        watches them: an `npm install` makes a tree of thousands): the ignore rules leave them
+        out, and no stored file is under them."""
+        try:
+            ignored = set(folders) - set(self._not_ignored(folders))
+            if not ignored:
+                return ignored
+            stored = self._run("ls-files", "-z", "--", *sorted(ignored))
+        except ShadowGitError:
+            return set()  # watched, then: what is under them is sorted out file by file
+        holding = stored.stdout.decode("utf-8", "surrogateescape").split("\0")
+        return {f for f in ignored if not any(path.startswith(f + "/") for path in holding if path)}
 
     @property
     def watching(self) -> bool:

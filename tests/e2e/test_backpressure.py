@@ -72,6 +72,29 @@ def wait_until_stalled(bridge: RawBridge, timeout: float = WAIT) -> int:
         time.sleep(0.02)  # polling kernel states: no event tells that another process is blocked
     raise AssertionError(
         f"the agent was never blocked on its pipe within {timeout} s: the bridge buffers without bound"
+        f" ({stall_state(bridge, ours)})"
+    )
+
+
+def stall_state(bridge: RawBridge, ours: str) -> str:
+    """What each part of the stall looks like now: for a failure's message."""
+    buffered, capacity = pipe_fill(ours)
+    agents = []
+    for proc in run_processes(marker=bridge.marker):
+        try:
+            with open(f"/proc/{proc.pid}/wchan") as handle:
+                agents.append(f"pid {proc.pid} {proc.status()} in {handle.read() or '-'}")
+        except (OSError, psutil.Error) as exc:
+            agents.append(f"pid {proc.pid}: {exc}")
+    try:
+        with open(f"/proc/{bridge.pid}/wchan") as handle:
+            bridge_in = handle.read()
+    except OSError as exc:
+        bridge_in = str(exc)
+    return (
+        f"our reader parked: {bridge.reader_parked.is_set()}; our pipe: {buffered} of {capacity} bytes;"
+        f" the bridge in {bridge_in or '-'}, {len(bridge.messages)} messages read;"
+        f" the agent's processes: {agents or 'none'}"
     )
 
 
@@ -86,7 +109,9 @@ def bridge() -> Iterator[RawBridge]:
 def test_cancel_acts_while_the_client_is_not_reading(bridge: RawBridge, tmp_path: Path) -> None:
     progress = tmp_path / "progress"
     bridge.pause_reading()
-    run = bridge.request("pi/run", {"runId": "flood", "prompt": str(progress), "model": "flood"})
+    # A workspace of its own: the checkout's is no place for an agent's run (the CI builds in it).
+    flood = {"runId": "flood", "prompt": str(progress), "model": "flood", "cwd": str(tmp_path)}
+    run = bridge.request("pi/run", flood)
     agent = wait_until_stalled(bridge)
     written = int(progress.read_text() or 0) if progress.exists() else 0
     assert written < 64 * 1024 * 1024, "backpressure must bound what the bridge buffers"
@@ -123,7 +148,8 @@ def test_time_blocked_on_a_slow_client_is_not_agent_silence(tmp_path: Path) -> N
         )
         progress = tmp_path / "progress"
         raw.pause_reading()
-        run = raw.request("pi/run", {"runId": "slow-reader", "prompt": str(progress), "model": "flood"})
+        slow = {"runId": "slow-reader", "prompt": str(progress), "model": "flood", "cwd": str(tmp_path)}
+        run = raw.request("pi/run", slow)
         agent = wait_until_stalled(raw)
         # The agent stays held on its pipe for three silence limits: time that must not count.
         # Held = it writes no more than the bridge may still take in: on a loaded machine the agent

@@ -336,3 +336,49 @@ def test_a_quick_snapshot_is_the_last_one_again_or_leaves_what_changed_to_the_ne
     second = repo.snapshot("two", "two")
     assert repo.show(second.commit, "a.txt") == b"two\n"
     assert repo.changed(first.commit, second.commit) == ["a.txt"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="no inotify here")
+def test_a_new_ignored_tree_is_walked_neither_on_the_prompt_s_path_nor_ever(tmp_path: Path) -> None:
+    """An `npm install` in the workspace between two prompts: the prompt's quick look reads no
+    event and walks nothing (it runs on the event loop); the snapshot after it watches the new
+    folder but not its node_modules, so a change in there leaves the next look quick."""
+    repo, ws = _repo(tmp_path)
+    (ws / ".gitignore").write_text("node_modules/\n")
+    (ws / "a.txt").write_text("one\n")
+    repo.snapshot("one", "one")
+    assert repo._watcher is not None
+    watched = repo._watcher.watched
+    deps = ws / "app" / "node_modules"
+    for index in range(30):
+        (deps / f"pkg{index}" / "lib").mkdir(parents=True)
+        (deps / f"pkg{index}" / "lib" / "index.js").write_text("x\n")
+    (ws / "app" / "main.js").write_text("main\n")
+    assert repo.quick_snapshot("look", "look") is None
+    assert repo._watcher.watched == watched, "the prompt's path walked the new folders"
+    second = repo.snapshot("two", "two")
+    assert repo.files(second.commit) == {".gitignore", "a.txt", "app/main.js"}
+    assert repo._watcher.watched == watched + 1, "only app/ is watched, not its node_modules"
+    (deps / "pkg0" / "lib" / "index.js").write_text("changed\n")
+    again = repo.quick_snapshot("three", "three")
+    assert again is not None and again.commit == second.commit
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="no inotify here")
+def test_an_ignored_folder_made_anew_that_holds_a_stored_file_is_still_watched(tmp_path: Path) -> None:
+    repo, ws = _repo(tmp_path)
+    (ws / ".gitignore").write_text("build/\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "keep.txt").write_text("one\n")
+    repo.snapshot("one", "one")
+    repo._run("update-index", "--add", "-z", "--stdin", stdin="build/keep.txt\0")
+    repo.snapshot("stored", "stored")
+    (ws / "build" / "keep.txt").unlink()
+    (ws / "build").rmdir()
+    (ws / "build").mkdir()
+    (ws / "build" / "keep.txt").write_text("two\n")
+    second = repo.snapshot("two", "two")
+    assert repo.show(second.commit, "build/keep.txt") == b"two\n"
+    (ws / "build" / "keep.txt").write_text("three\n")
+    third = repo.snapshot("three", "three")
+    assert repo.show(third.commit, "build/keep.txt") == b"three\n"
