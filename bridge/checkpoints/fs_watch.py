@@ -144,7 +144,8 @@ class Watcher:
             waiting = fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0")
         except OSError:
             return True
-        return struct.unpack("i", waiting)[0] > 0
+        count: int = struct.unpack("i", waiting)[0]
+        return count > 0
 
     def drain(self) -> set[str] | None:
         """What changed since the last call (None: the watcher lost track, scan instead)."""
