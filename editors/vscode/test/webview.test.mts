@@ -78,6 +78,8 @@ interface ChatView {
   until(expression: string, what: string): Promise<void>;
   /** The value of `expression` in the page. */
   read<T>(expression: string): Promise<T>;
+  /** Close the page: a disposed webview, where the host's late messages go nowhere. */
+  close(): Promise<void>;
 }
 
 async function openChat(): Promise<ChatView> {
@@ -112,17 +114,19 @@ async function openChat(): Promise<ChatView> {
     });`);
   await page.goto(`${ORIGIN}/index.html`, { waitUntil: 'load', timeout: UI_TIMEOUT });
   let chain = Promise.resolve();
+  let closing = false;
   const view: ChatView = {
     page,
     post(message) {
       chain = chain.then(async () => {
         // A closed page is a disposed webview: the host's late messages (a command list that
-        // arrives after the test) go nowhere, as VS Code drops them.
-        if (page.isClosed()) {
+        // arrives after the test) go nowhere, as VS Code drops them. One sent as the test
+        // closes the page fails with "Target closed" before the page counts as closed.
+        if (closing || page.isClosed()) {
           return;
         }
         await page.evaluate(`window.postMessage(${JSON.stringify(message)}, '*')`).catch((err: unknown) => {
-          if (!page.isClosed() && !String(err).includes('detached Frame')) {
+          if (!closing && !page.isClosed() && !String(err).includes('detached Frame')) {
             throw err;
           }
         });
@@ -137,6 +141,10 @@ async function openChat(): Promise<ChatView> {
       );
     },
     read: <T,>(expression: string) => page.evaluate(expression) as Promise<T>,
+    async close() {
+      closing = true;
+      await page.close();
+    },
   };
   await view.until("window.__toHost.some((m) => m.type === 'ready')", 'the page to say ready');
   return view;
@@ -167,7 +175,7 @@ test('live thought fragments show as one Thought, as the Runs view showed them',
   assert.equal(thoughts.length, 1, `one Thought block: ${JSON.stringify(thoughts)}`);
   const whole = fragments.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
   assert.equal(thoughts[0]!.text.trim(), whole.trim(), 'the block holds every fragment');
-  await view.page.close();
+  await view.close();
 });
 
 /** The ended turn `index` of the page, as the user sees it. */
@@ -214,7 +222,7 @@ async function endedTurn(params: Partial<RunParams>, prompt: string): Promise<Sh
   await view.flush();
   await view.until("document.querySelector('section.turn')?.dataset.status !== 'running'", 'the ended turn');
   const turn = await shownTurn(view);
-  await view.page.close();
+  await view.close();
   return turn;
 }
 
@@ -280,7 +288,7 @@ test('Stop mid-tool shows the tool cancelled, the text so far and the shutdown r
     /^cancelled · stopped \((exited|interrupted|killed)\) in \d+ ms · (\d+ process(es)? ended \([\d, ]+\)|nothing was running)/,
     turn.receipt,
   );
-  await view.page.close();
+  await view.close();
 });
 
 test('Stop puts the unsent steer and the queued message back in the composer, ahead of the draft', { timeout: RUN_TIMEOUT }, async () => {
@@ -301,7 +309,7 @@ test('Stop puts the unsent steer and the queued message back in the composer, ah
   const composer = await view.read<string>("document.getElementById('prompt').value");
   assert.equal(composer, 'Focus on division by zero only\n\nThen add tests\n\nmy draft');
   assert.equal(await view.read<number>("document.querySelectorAll('#queued li').length"), 0, 'nothing left queued');
-  await view.page.close();
+  await view.close();
 });
 
 test('model output, a prompt and a tool name cannot inject markup', { timeout: RUN_TIMEOUT }, async () => {
@@ -329,7 +337,7 @@ test('model output, a prompt and a tool name cannot inject markup', { timeout: R
   assert.equal(turn.tools[0]?.name, '<x>');
   assert.equal(turn.tools[0]?.error, '<b>no</b>');
   assert.equal(turn.footer, '<i>failed</i>');
-  await view.page.close();
+  await view.close();
 });
 
 test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error, the failure in the footer', { timeout: 2 * RUN_TIMEOUT }, async () => {
@@ -353,7 +361,7 @@ test('a pi that crashes mid-tool shows a failed turn: the tool failed, the error
     // The error's words are in its notice; the footer names only its kind, so they are not said twice.
     assert.match(turn.footer, /^Failed \(\w+\) · \d+\.\d s$/, turn.footer);
     assert.match(turn.receipt, /^failed · \w+: .+ · \d+\.\d s$/, turn.receipt);
-    await view.page.close();
+    await view.close();
   } finally {
     fakeSession.dispose();
     const code = await fake.close();
@@ -402,7 +410,7 @@ test('a one-shot prompt is the first turn of a new conversation, takes the waiti
   await view.until("document.querySelector('section.turn')?.dataset.status === 'cancelled'", 'the cancelled turn');
   assert.match((await shownTurn(view)).footer, /^Stopped · /);
   assert.match((await shownTurn(view)).receipt, /^cancelled · stopped \(/);
-  await view.page.close();
+  await view.close();
 });
 
 test('pi: Cancel Current Run stops the run that started last, shown or not', { timeout: 2 * RUN_TIMEOUT }, async () => {
@@ -424,7 +432,7 @@ test('pi: Cancel Current Run stops the run that started last, shown or not', { t
   await withTimeout(firstRun, RUN_TIMEOUT, 'the older run');
   assert.equal(conversations.runningCount, 0);
   assert.equal(conversations.stopNewest(), false, 'nothing left to stop');
-  await view.page.close();
+  await view.close();
 });
 
 test('a conversation replaced while its run goes no longer reaches the view', { timeout: 2 * RUN_TIMEOUT }, async () => {
@@ -463,7 +471,7 @@ test('a conversation replaced while its run goes no longer reaches the view', { 
   await view.flush();
   await view.until(`document.querySelector('section.turn')?.dataset.status === 'cancelled'`, 'the second turn stopped');
   await view.until(`!!document.querySelector('#send[data-action="send"]')`, 'the Send button again');
-  await view.page.close();
+  await view.close();
 });
 
 test('opening the session of a conversation that runs unseen shows it live, Stop included', { timeout: RUN_TIMEOUT }, async () => {
@@ -492,7 +500,7 @@ test('opening the session of a conversation that runs unseen shows it live, Stop
   await withTimeout(run, RUN_TIMEOUT, 'the run to end');
   await view.flush();
   await view.until(`document.querySelector('section.turn')?.dataset.status === 'cancelled'`, 'the turn stopped');
-  await view.page.close();
+  await view.close();
 });
 
 test('an approval card: focused when it appears unless a message is being typed, Enter allows, Escape denies with the reason, markup stays text, settled it takes no answer', { timeout: RUN_TIMEOUT }, async () => {
@@ -551,7 +559,7 @@ test('an approval card: focused when it appears unless a message is being typed,
   assert.equal((await view.read<unknown[]>(answers)).length, 2, 'a settled card sends nothing');
   assert.equal(await view.read<string>("document.querySelector('.approval[data-key=\"t1/c2\"] .approval-outcome').textContent"), 'cancelled');
   assert.equal(await view.read<unknown>('window.__injected ?? null'), null);
-  await view.page.close();
+  await view.close();
 });
 
 test("`/` in the input lists the conversation's commands from pi/commands: filtered as typed, arrows pick, Tab takes, Escape closes, a full `/new` sends", { timeout: RUN_TIMEOUT }, async () => {
@@ -602,7 +610,7 @@ test("`/` in the input lists the conversation's commands from pi/commands: filte
   await view.until("!document.getElementById('commands').hidden", 'the popup for /new');
   await view.page.keyboard.press('Enter');
   await view.until("window.__toHost.some((m) => m.type === 'send' && m.payload.text === '/new')", 'Enter sends /new');
-  await view.page.close();
+  await view.close();
 });
 
 test('an approval card waits inside its tool card ("waiting for you"), with even buttons; answered it folds in place to its answer, ✓ or ✗', { timeout: RUN_TIMEOUT }, async () => {
@@ -661,7 +669,7 @@ test('an approval card waits inside its tool card ("waiting for you"), with even
   await view.until(`${card('c2')}.dataset.state === 'answered'`, 'the denied card');
   assert.equal(await view.read<string>(`${card('c2')}.querySelector('.approval-icon').textContent`), '✗', 'a denial shows ✗');
   assert.equal(await view.read<string>(`${card('c2')}.querySelector('.approval-outcome').textContent`), 'Denied: not now');
-  await view.page.close();
+  await view.close();
 });
 
 test("a failing command's output shows once; the full-output path opens the file; the footer speaks a user's words with the receipt one click away", { timeout: RUN_TIMEOUT }, async () => {
@@ -689,7 +697,7 @@ test("a failing command's output shows once; the full-output path opens the file
   await view.page.click('.turn-receipt > summary');
   await view.until("document.querySelector('.turn-receipt').open", 'one click to open the receipt');
   assert.equal(turn.receipt, 'cancelled · stopped (interrupted) in 9 ms · nothing was running');
-  await view.page.close();
+  await view.close();
 });
 
 test('@ in the input asks the host for files, folders and the selection; arrows pick, Tab takes `@path `, Enter in the popup never sends', { timeout: RUN_TIMEOUT }, async () => {
@@ -728,7 +736,7 @@ test('@ in the input asks the host for files, folders and the selection; arrows 
   await view.page.keyboard.press('Enter');
   await view.until("window.__toHost.some((m) => m.type === 'send')", 'the message sent');
   assert.deepEqual(await view.read<unknown>("window.__toHost.find((m) => m.type === 'send').payload"), { text: 'Explain @src/util.py and @selection ', queue: false, images: [] });
-  await view.page.close();
+  await view.close();
 });
 
 test('a pasted image shows above the input and goes with the message; Shift+Tab cycles the mode; Escape stops a run; the input sits at the bottom of an empty chat', { timeout: RUN_TIMEOUT }, async () => {
@@ -772,7 +780,7 @@ test('a pasted image shows above the input and goes with the message; Shift+Tab 
   await view.until("document.querySelector('#send').dataset.action === 'stop'", 'the run shown as running');
   await view.page.keyboard.press('Escape');
   await view.until("window.__toHost.some((m) => m.type === 'stop')", 'Escape to stop the run');
-  await view.page.close();
+  await view.close();
 });
 
 test('Restore checkpoint shows only on a turn that changed files (an edit, a command), not on `/name`', { timeout: RUN_TIMEOUT }, async () => {
@@ -792,7 +800,7 @@ test('Restore checkpoint shows only on a turn that changed files (an edit, a com
     "Object.fromEntries([...document.querySelectorAll('section.turn')].map((s) => [s.dataset.turnId, getComputedStyle(s.querySelector('.restore-checkpoint')).display !== 'none']))",
   );
   assert.deepEqual(shown, { t1: false, t2: true, t3: true });
-  await view.page.close();
+  await view.close();
 });
 
 test("the agent's plan is pinned above the input, each entry with its status, replaced whole as it changes; a new conversation hides it", { timeout: RUN_TIMEOUT }, async () => {
@@ -828,7 +836,7 @@ test("the agent's plan is pinned above the input, each entry with its status, re
   view.post({ type: 'reset', payload: { sessionId: null, title: null, omittedTurns: 0 } });
   await view.flush();
   await view.until(`document.getElementById('plan').hidden`, 'a new conversation hides the plan');
-  await view.page.close();
+  await view.close();
 });
 
 test("a subagent's tool calls fold under its parent's card, counted, closed until opened; a call of an unknown parent stays in the answer", { timeout: RUN_TIMEOUT }, async () => {
@@ -869,7 +877,7 @@ test("a subagent's tool calls fold under its parent's card, counted, closed unti
   await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-folded.png') });
   await view.read(`${group}.open = true`);
   await view.page.screenshot({ path: join(extensionDir, '../../docs/images/vscode-chat-subagent-open.png') });
-  await view.page.close();
+  await view.close();
 });
 
 test("a reopened conversation keeps its mode, title, footers and answered approval cards (#35), from the chat's memory beside pi's history", { timeout: 2 * RUN_TIMEOUT }, async () => {
@@ -904,7 +912,7 @@ test("a reopened conversation keeps its mode, title, footers and answered approv
   await first.flush();
   const shownBefore = await footer(first);
   assert.match(shownBefore, /^Done · /, shownBefore);
-  await first.page.close();
+  await first.close();
 
   // Another window (a reload, a restart): the conversation is reopened from pi/session.
   const second = await openChat();
@@ -926,5 +934,5 @@ test("a reopened conversation keeps its mode, title, footers and answered approv
     [{ state: 'answered', outcome: 'Denied: not now' }],
     'the answered approval card',
   );
-  await second.page.close();
+  await second.close();
 });
