@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -46,6 +47,12 @@ _cgroups_to_remove: list[RunCgroup] = []
 
 class SpawnError(Exception):
     """The agent could not be started (missing, not executable, bad cwd...)."""
+
+
+def environ_with(env: Mapping[str, str]) -> Mapping[str, str]:
+    """This process's environment with `env` over it, for reading: looked through, not copied
+    (a reader asks for a name or two; a copy decodes the whole environment)."""
+    return ChainMap(dict(env), os.environ)
 
 
 def become_subreaper() -> bool:

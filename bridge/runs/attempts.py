@@ -27,6 +27,7 @@ from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
 from bridge.policy import sandbox
 from bridge.policy.gate import Gate
+from bridge.process.spawn import environ_with
 from bridge.process.trace import mark
 from bridge.runs.run import Run
 
@@ -333,7 +334,7 @@ class Attempts:
             on_session=lambda session_id: self._on_session(run, session_id),
             asks=self.gate.check(run) if self.gate else None,
             dialogs=self.gate.dialogs(run) if self.gate else None,
-            file_ops=self.gate.file_ops(run, {**os.environ, **self._env(run)}) if self.gate else None,
+            file_ops=self.gate.file_ops(run, environ_with(self._env(run))) if self.gate else None,
             before_tools=run.before_tools,
             take_checkpoint=run.take_checkpoint,
         )
@@ -345,7 +346,7 @@ class Attempts:
         if self.gate is not None:
             self.gate.bind(session_id, run.params.mode, hold=run.tools_held, cwd=run.options.cwd)
             settings = run.options.sandbox or sandbox.OFF
-            environ = {**os.environ, **self._env(run)}
+            environ = environ_with(self._env(run))
             self.gate.sandboxes.publish(session_id, settings, run.options.cwd, environ, self._env(run))
 
     async def _attempts(self, run: Run, policy: RetryPolicy, lease: Lease | None = None) -> AttemptOutcome:

@@ -20,6 +20,7 @@ from bridge.agents.seam import LiveMode
 from bridge.agents.session_files import delete_file
 from bridge.agents.values import LaunchSpec, RunOptions, WarmLaunch
 from bridge.contract import ErrorInfo
+from bridge.process.spawn import environ_with
 
 # Staggered: two Node start-ups at once on a small machine slow both, and whatever run comes next.
 FOLLOW_UP_PRIME_DELAY_SECONDS: Final = 3.0
@@ -78,11 +79,11 @@ class PiAgent:
     def project_resources(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         """What pi loads from `cwd` only when the folder is trusted (its `.pi/` settings,
         extensions, skills, prompts, themes, system prompts, `mcp.json`; `.agents/skills`)."""
-        return protected_resources(cwd, {**os.environ, **env})
+        return protected_resources(cwd, environ_with(env))
 
     def trust_roots(self, cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
         """The whole `.pi/` and the `.agents/skills` pi loads: what a trust decision covers."""
-        return trust_roots(cwd, {**os.environ, **env})
+        return trust_roots(cwd, environ_with(env))
 
     def file_change_watch(self, cwd: str) -> PiFileChangeWatch:
         """Which of pi's edit and write calls change which file, read off pi's events."""

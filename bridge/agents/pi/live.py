@@ -54,7 +54,7 @@ from bridge.agents.values import (
     ToolVerdict,
 )
 from bridge.contract import PromptImage
-from bridge.process.spawn import ChildProcess
+from bridge.process.spawn import ChildProcess, environ_with
 from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def rpc_launch_spec(
 
 def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
     """The id of the newest session of `cwd` (what `--continue` would open), from the file names."""
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     folder = root if flat else root / cwd_folder(cwd)
     if not folder.is_dir():
         return None

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from bridge.process.spawn import environ_with
+
 # pi reads its settings, models and sessions from this dir (default ~/.pi/agent).
 AGENT_DIR_ENV: Final = "PI_CODING_AGENT_DIR"
 
@@ -34,7 +36,7 @@ def cwd_folder(cwd: str) -> str:
 
 def session_exists(session_id: str | None, continue_session: bool, cwd: str, env: Mapping[str, str]) -> bool:
     """Whether the run will resume an existing session rather than start a new one."""
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     if not root.is_dir():
         return False
     if session_id:
@@ -53,7 +55,7 @@ class AmbiguousSessionError(ValueError):
 
 
 def _stored_files(session_id: str, env: Mapping[str, str]) -> list[Path]:
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     if not root.is_dir():
         return []
     pattern = f"*_{glob_escape(session_id)}*.jsonl"
@@ -91,7 +93,7 @@ def resolve_session_id(session_id: str, env: Mapping[str, str]) -> str | None:
 def session_file(session_id: str, cwd: str, env: Mapping[str, str]) -> str | None:
     """The file of the stored session with exactly this id, if pi has written it and it is a
     session of `cwd` (another project's session is never loaded for this one). Blocking I/O."""
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     folder = root if flat else root / cwd_folder(cwd)
     for path in sorted(folder.glob(f"*_{glob_escape(session_id)}.jsonl")) if folder.is_dir() else []:
         if stored_session_id(path) != session_id:

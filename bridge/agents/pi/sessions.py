@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from bridge.agents.pi.session_paths import cwd_folder, sessions_root
 from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
+from bridge.process.spawn import environ_with
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def _session_files(folder: Path) -> list[tuple[float, Path]]:
 
 def list_sessions(cwd: str, limit: int, env: Mapping[str, str]) -> list[SessionSummary]:
     """The sessions of `cwd`, newest first, at most `limit`; bad files are skipped."""
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     folder = root if flat else root / cwd_folder(cwd)
     sessions: list[SessionSummary] = []
     for _, path in _session_files(folder):
@@ -261,7 +262,7 @@ def checkpoint(options: RunOptions, env: Mapping[str, str]) -> SessionCheckpoint
     newest of the cwd (by file name, as `latest_session_id`). A prefix that several files share
     is pi's to resolve: None then.
     """
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     session_id = options.session_id
     if session_id and ("/" in session_id or "\\" in session_id or session_id.endswith(".jsonl")):
         path = Path(options.cwd, session_id)
@@ -300,7 +301,7 @@ def find_session_file(session_id: str, env: Mapping[str, str]) -> Path | None:
     """The file of the session with exactly this id (pi names it `<timestamp>_<id>.jsonl`)."""
     if not session_id or "/" in session_id or "\\" in session_id or session_id.startswith("."):
         return None
-    root, flat = sessions_root({**os.environ, **env})
+    root, flat = sessions_root(environ_with(env))
     pattern = f"*_{glob.escape(session_id)}.jsonl"
     matches = sorted(root.glob(pattern if flat else f"*/{pattern}"))
     for path in matches:

@@ -31,22 +31,31 @@ def protected_resources(cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
     The same look as pi's own (existence only, symlinks followed), so the bridge asks exactly
     when pi would have needed a decision. Blocking I/O (a few stat calls)."""
     root = os.path.realpath(cwd)
-    found = [
-        f"{CONFIG_DIR}/{entry}"
-        for entry in PROTECTED_IN_CONFIG_DIR
-        if os.path.exists(os.path.join(root, CONFIG_DIR, entry))
-    ]
-    home = env.get("HOME") or os.path.expanduser("~")
-    users_own = os.path.join(os.path.realpath(home), AGENTS_SKILLS)
+    config = os.path.join(root, CONFIG_DIR)
+    found = (
+        [
+            f"{CONFIG_DIR}/{entry}"
+            for entry in PROTECTED_IN_CONFIG_DIR
+            if os.path.exists(os.path.join(config, entry))
+        ]
+        if os.path.isdir(config)  # one stat for the usual folder, which has none
+        else []
+    )
     folder = root
     while True:
         skills = os.path.join(folder, AGENTS_SKILLS)
-        if skills != users_own and os.path.exists(skills):
+        if os.path.exists(skills) and skills != _users_own_skills(env):
             found.append(AGENTS_SKILLS if folder == root else skills)
         parent = os.path.dirname(folder)
         if parent == folder:
             return tuple(found)
         folder = parent
+
+
+def _users_own_skills(env: Mapping[str, str]) -> str:
+    """The user's own `~/.agents/skills` (pi loads it in every folder: nothing to ask)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(os.path.realpath(home), AGENTS_SKILLS)
 
 
 def trust_roots(cwd: str, env: Mapping[str, str]) -> tuple[str, ...]:
