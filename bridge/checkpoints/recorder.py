@@ -107,7 +107,8 @@ class Checkpoints:
         self.git = find_git(os.environ.get("PATH"))
         self._locks: dict[str, anyio.Lock] = {}
         self._repos: dict[str, ShadowRepo] = {}
-        #: Per repository, its snapshots spawned and not yet taken (the next waits behind them).
+        #: Per repository, the work that takes snapshots (a first snapshot, a turn's, a rewind),
+        #: spawned and not yet done: a snapshot on the event loop is taken only when there is none.
         self._queued: dict[str, int] = {}
         self._pending: dict[str, tuple[str, Snapshot | None]] = {}
         #: Per conversation, the records of its ended turns still being written: a listing or a
@@ -145,8 +146,12 @@ class Checkpoints:
                     await anyio.to_thread.run_sync(repo.warm)
             except ShadowGitError as exc:
                 log.info("the workspace's first snapshot: %s", exc)
+            finally:
+                self._queue(repo, -1)
 
-        self._spawn(warm)
+        self._queue(repo, +1)
+        if not self._spawn(warm):
+            self._queue(repo, -1)
 
     def begin(self, run: RunView) -> None:
         """Start the run's snapshot (a prompt of a conversation); its tools wait for it."""
@@ -182,7 +187,7 @@ class Checkpoints:
         prompt and its first tool wait for nothing. False: the snapshot is to be taken in the
         background."""
         repo = self._repo(run.options.cwd)
-        if self._queued.get(str(repo.git_dir)) or self._lock(repo).locked():
+        if self._queued.get(str(repo.git_dir)):
             return False
         try:
             snapshot = repo.quick_snapshot(f"{run.run_id}-before", f"before {run.run_id}")
@@ -237,6 +242,18 @@ class Checkpoints:
             self._recording.setdefault(run.session_id, []).append(recorded)
 
         repo = self._repo(run.options.cwd)
+        after = self._take_after_now(run, repo)
+        if after is not None:
+
+            async def record_now() -> None:
+                try:
+                    await _guarded(run, self._record(run, repo, after))
+                finally:
+                    recorded.set()
+
+            if not self._spawn(record_now):
+                recorded.set()
+            return
         self._queue(repo, +1)
 
         async def record() -> None:
@@ -249,6 +266,46 @@ class Checkpoints:
         if not self._spawn(record):
             self._queue(repo, -1)
             recorded.set()
+
+    def _take_after_now(self, run: RunView, repo: ShadowRepo) -> Snapshot | None:
+        """The snapshot after the run taken here and now, when nothing changed since the last
+        one and no snapshot of the workspace is under way or queued: the next prompt's then
+        finds none queued, and is taken on the loop as well (its tools held for nothing).
+        None: to be taken in the background."""
+        assert run.before_tools is not None
+        pending = self._pending.get(run.run_id)
+        if not run.before_tools.is_set() or pending is None or pending[1] is None:
+            return None
+        if self._queued.get(str(repo.git_dir)):
+            return None
+        try:
+            return repo.quick_snapshot(f"{run.run_id}-after", f"after {run.run_id}")
+        except (ShadowGitError, OSError):
+            return None
+
+    async def _record(self, run: RunView, repo: ShadowRepo, after: Snapshot) -> None:
+        """Record a turn whose snapshots are both taken: their names and the record are
+        written in one trip to a worker thread, in turn with the workspace's other work."""
+        cwd, before = self._pending.pop(run.run_id, (run.options.cwd, None))
+        session_id = run.session_id
+        if before is None or session_id is None:
+            return
+
+        def write() -> None:
+            kept: Snapshot | None = after
+            files: list[str] = []
+            try:
+                repo.name(before)
+                repo.name(after)
+                if after.commit != before.commit:
+                    files = repo.changed(before.commit, after.commit)
+            except ShadowGitError as exc:
+                log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
+                kept = None
+            self._add(session_id, run, cwd, before, kept, files)
+
+        async with self._lock(repo):
+            await anyio.to_thread.run_sync(write)
 
     async def _take_after(self, run: RunView) -> None:
         assert run.before_tools is not None
@@ -354,12 +411,16 @@ class Checkpoints:
         """
         record = listed[index]
         repo = self._repo(record.cwd)
-        async with self._lock(repo):
-            plan, now, after = await anyio.to_thread.run_sync(
-                self._rewind_files, repo, listed[index:], dry_run, force
-            )
-            if after is not None:
-                await anyio.to_thread.run_sync(self._add_rewind, session_id, record.cwd, now, after)
+        self._queue(repo, +1)
+        try:
+            async with self._lock(repo):
+                plan, now, after = await anyio.to_thread.run_sync(
+                    self._rewind_files, repo, listed[index:], dry_run, force
+                )
+                if after is not None:
+                    await anyio.to_thread.run_sync(self._add_rewind, session_id, record.cwd, now, after)
+        finally:
+            self._queue(repo, -1)
         return plan
 
     def _add_rewind(self, session_id: str, cwd: str, before: str, after: str) -> None:

@@ -84,3 +84,53 @@ async def test_a_prompt_after_no_change_holds_no_tool_and_writes_nothing_until_i
         listed = await recorder.of_session("s-1")
         assert [record.run_id for record in listed] == ["r1", "r2"]
         tasks.cancel_scope.cancel()
+
+
+async def test_a_follow_up_sent_as_the_answer_comes_holds_no_tool_and_the_records_stay_exact(
+    tmp_path: Path,
+) -> None:
+    """An editor sends the next prompt the moment the answer before it arrives: the turn that
+    changed nothing has its snapshot after it taken at its end, so the follow-up finds none
+    queued and holds no tool; a turn that changed a file still records it, in order."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    async with anyio.create_task_group() as tasks:
+
+        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+            tasks.start_soon(work)
+            return True
+
+        recorder = Checkpoints(tmp_path / "state", spawn)
+        options = RunOptions(prompt="p", cwd=str(ws))
+        first = _Run("r1", options)
+        recorder.begin(first)  # type: ignore[arg-type]
+        assert first.checkpoint_start is not None
+        start, first.checkpoint_start = first.checkpoint_start, None
+        start()
+        with anyio.fail_after(30):
+            await first.before_tools.wait()  # type: ignore[union-attr]
+        recorder.end(first)  # type: ignore[arg-type]
+        with anyio.fail_after(30):
+            await recorder.of_session("s-1")
+
+        runs = [_Run(f"q{index}", options) for index in range(4)]
+        for index, run in enumerate(runs):
+            recorder.begin(run)  # type: ignore[arg-type]
+            assert run.before_tools is not None and run.before_tools.is_set(), f"{run.run_id} held its tools"
+            if index == 2:
+                (ws / "a.txt").write_text("changed by q2\n")
+            recorder.end(run)  # type: ignore[arg-type]
+            if index == 2:
+                with anyio.fail_after(30):  # a change: its snapshot is taken in the background
+                    await recorder.of_session("s-1")
+        with anyio.fail_after(30):
+            listed = await recorder.of_session("s-1")
+        assert [record.run_id for record in listed] == ["r1", "q0", "q1", "q2", "q3"]
+        assert [record.files for record in listed] == [[], [], [], ["a.txt"], []]
+        assert listed[3].after == listed[4].before != listed[2].after
+        git_dir = next((tmp_path / "state").rglob("refs/pi-bridge"))
+        for record in listed[1:]:
+            for side in ("before", "after"):
+                assert (git_dir / f"{record.run_id}-{side}").exists(), f"{record.run_id}-{side} unnamed"
+        tasks.cancel_scope.cancel()
