@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from bridge.agents.values import RunOptions
@@ -42,6 +43,29 @@ class _Run:
     params: _Params = field(default_factory=_Params)
 
 
+def _recorder(tmp_path: Path, tasks: anyio.abc.TaskGroup) -> Checkpoints:
+    def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        tasks.start_soon(work)
+        return True
+
+    return Checkpoints(tmp_path / "state", spawn)
+
+
+async def _first_turn(recorder: Checkpoints, options: RunOptions) -> None:
+    """A conversation's first turn, recorded: its snapshot scans, after the run's first output."""
+    first = _Run("r1", options)
+    recorder.begin(first)  # type: ignore[arg-type]
+    assert first.before_tools is not None and not first.before_tools.is_set()
+    assert first.checkpoint_start is not None
+    start, first.checkpoint_start = first.checkpoint_start, None  # what Run.take_checkpoint does
+    start()
+    with anyio.fail_after(30):
+        await first.before_tools.wait()
+    recorder.end(first)  # type: ignore[arg-type]
+    with anyio.fail_after(30):
+        await recorder.of_session("s-1")
+
+
 async def test_a_prompt_after_no_change_holds_no_tool_and_writes_nothing_until_its_record(
     tmp_path: Path,
 ) -> None:
@@ -49,26 +73,11 @@ async def test_a_prompt_after_no_change_holds_no_tool_and_writes_nothing_until_i
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
     async with anyio.create_task_group() as tasks:
-
-        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
-            tasks.start_soon(work)
-            return True
-
-        recorder = Checkpoints(tmp_path / "state", spawn)
+        recorder = _recorder(tmp_path, tasks)
         ready: list[str] = []
         recorder.on_ready = lambda run: ready.append(run.run_id)
         options = RunOptions(prompt="p", cwd=str(ws))
-        first = _Run("r1", options)
-        recorder.begin(first)  # type: ignore[arg-type]
-        assert first.before_tools is not None and not first.before_tools.is_set()
-        assert first.checkpoint_start is not None  # the first snapshot scans: after the first output
-        start, first.checkpoint_start = first.checkpoint_start, None  # what Run.take_checkpoint does
-        start()
-        with anyio.fail_after(30):
-            await first.before_tools.wait()
-        recorder.end(first)  # type: ignore[arg-type]
-        with anyio.fail_after(30):
-            await recorder.of_session("s-1")
+        await _first_turn(recorder, options)
 
         second = _Run("r2", options)
         recorder.begin(second)  # type: ignore[arg-type]
@@ -96,23 +105,9 @@ async def test_a_follow_up_sent_as_the_answer_comes_holds_no_tool_and_the_record
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
     async with anyio.create_task_group() as tasks:
-
-        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
-            tasks.start_soon(work)
-            return True
-
-        recorder = Checkpoints(tmp_path / "state", spawn)
+        recorder = _recorder(tmp_path, tasks)
         options = RunOptions(prompt="p", cwd=str(ws))
-        first = _Run("r1", options)
-        recorder.begin(first)  # type: ignore[arg-type]
-        assert first.checkpoint_start is not None
-        start, first.checkpoint_start = first.checkpoint_start, None
-        start()
-        with anyio.fail_after(30):
-            await first.before_tools.wait()  # type: ignore[union-attr]
-        recorder.end(first)  # type: ignore[arg-type]
-        with anyio.fail_after(30):
-            await recorder.of_session("s-1")
+        await _first_turn(recorder, options)
 
         runs = [_Run(f"q{index}", options) for index in range(4)]
         for index, run in enumerate(runs):
