@@ -140,7 +140,7 @@ class ProjectTrust:
         def look() -> tuple[tuple[str, ...], Known, tuple[str, ...]]:
             # On the loop: a few stats and one small file read, where a trip to a worker
             # thread is a wait on every prompt's path (the longest of its spans on a busy
-            # machine, bench/trace_first_prompt.py); the answer is nearly always "nothing here".
+            # machine, bench/suites/studies/trace_first_prompt.py); nearly always "nothing here".
             roots = trust_roots(run.agent, cwd, env)
             known = self.known(cwd, roots)
             if known.trusted is not None or not isinstance(run.agent, ProjectFiles):
