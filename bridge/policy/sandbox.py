@@ -273,8 +273,8 @@ class SandboxBoard:
         if not _SAFE_NAME.fullmatch(session_id):
             return
         target = self.path / session_id
-        found = bwrap.probe()
-        if settings.mode == "off" or found.path is None:
+        found = bwrap.probe() if settings.mode != "off" else None  # `off` needs no bwrap: no probe
+        if found is None or found.path is None:
             if self._written.pop(session_id, None) is not None:
                 with contextlib.suppress(FileNotFoundError):
                     target.unlink()

@@ -121,6 +121,24 @@ def test_a_prepared_board_publishes_a_conversations_sandbox_without_starting_a_p
     board.remove()
 
 
+def test_a_conversation_without_a_sandbox_starts_no_process_on_the_prompt_s_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`off` needs no bwrap: its publish (every prompt, on the event loop) probes nothing, even
+    before anything was learnt of bwrap (the ACP front's first prompt ran bwrap twice there)."""
+    bwrap._probe.cache_clear()
+    bwrap._has_disable_userns.cache_clear()
+    board = sandbox.SandboxBoard(tmp_path / "boards")
+
+    def run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process was started on the prompt's path")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    board.publish("s-1", SandboxSettings(mode="off"), str(tmp_path), {"HOME": "/nowhere"})
+    assert not (board.path / "s-1").exists()
+    board.remove()
+
+
 @needs_bwrap
 def test_the_argv_confines_a_real_command(tmp_path: Path) -> None:
     found = bwrap.probe()
