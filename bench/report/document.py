@@ -578,10 +578,14 @@ def _method_sections(res: R, plan: R) -> list[str]:
         out += gate_section(res["gate"], res["command"])
     if res.get("checkpoints"):
         out += checkpoints_section(res["checkpoints"])
+    # Written by hand from `python -m bench checkpoints --files 100000` and the trace studies:
+    out += _kept_section("### 11a. Checkpoints at 100,000 files")
+    out += _kept_section("## 14. The first prompt's path, traced")
     if res.get("sandbox"):
         out += sandbox_section(res["sandbox"], res["command"])
     if res.get("file_ops"):
         out += file_ops_section(res["file_ops"], res["command"])
+    out += _kept_section("## 13a. Reads and writes through the editor")  # `python -m bench editor_fs`
     out += commits_section()
     out += _kept_section(ACP_AGENTS_HEADING)  # written by `python -m bench acp_agents --write`
     out += _REPRODUCING
