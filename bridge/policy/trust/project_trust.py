@@ -262,15 +262,9 @@ def _changed_since(config: Fingerprint | None, roots: tuple[str, ...], cwd: str)
 
 
 async def _acquired(lock: anyio.Lock, run: RunView) -> bool:
-    """Take `lock`, unless the run is cancelled first (False). A free lock is taken at once:
-    nearly always, and then the prompt does not wait a turn of the event loop for it."""
+    """Take `lock`, unless the run is cancelled first (False)."""
     if run.cancel.cancelled:
         return False
-    try:
-        lock.acquire_nowait()
-        return True
-    except anyio.WouldBlock:
-        pass
     with anyio.CancelScope() as scope:
         take_back = run.cancel.on_cancel(scope.cancel)
         try:
