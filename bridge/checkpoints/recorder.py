@@ -247,7 +247,7 @@ class Checkpoints:
 
             async def record_now() -> None:
                 try:
-                    await _guarded(run, self._record(run, repo, after))
+                    await _guarded(run, self._record_turn(run, after))
                 finally:
                     recorded.set()
 
@@ -283,50 +283,37 @@ class Checkpoints:
         except (ShadowGitError, OSError):
             return None
 
-    async def _record(self, run: RunView, repo: ShadowRepo, after: Snapshot) -> None:
-        """Record a turn whose snapshots are both taken: their names and the record are
-        written in one trip to a worker thread, in turn with the workspace's other work."""
+    async def _take_after(self, run: RunView) -> None:
+        assert run.before_tools is not None
+        await run.before_tools.wait()
+        await self._record_turn(run, None)
+
+    async def _record_turn(self, run: RunView, after: Snapshot | None) -> None:
+        """Name the turn's snapshots (taking the one after it, when not given), list the files it
+        changed and add its record: one trip to a worker thread, in turn with the workspace's
+        other snapshots and records."""
         cwd, before = self._pending.pop(run.run_id, (run.options.cwd, None))
         session_id = run.session_id
         if before is None or session_id is None:
             return
+        repo = self._repo(cwd)
 
-        def write() -> None:
-            kept: Snapshot | None = after
-            files: list[str] = []
+        def record() -> None:
+            kept, files = after, []
             try:
                 repo.name(before)
-                repo.name(after)
-                if after.commit != before.commit:
-                    files = repo.changed(before.commit, after.commit)
+                if kept is None:
+                    kept = repo.snapshot(f"{run.run_id}-after", f"after {run.run_id}")
+                repo.name(kept)
+                if kept.commit != before.commit:
+                    files = repo.changed(before.commit, kept.commit)
             except ShadowGitError as exc:
                 log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
                 kept = None
             self._add(session_id, run, cwd, before, kept, files)
 
         async with self._lock(repo):
-            await anyio.to_thread.run_sync(write)
-
-    async def _take_after(self, run: RunView) -> None:
-        assert run.before_tools is not None
-        await run.before_tools.wait()
-        cwd, before = self._pending.pop(run.run_id, (run.options.cwd, None))
-        session_id = run.session_id
-        if before is None or session_id is None:
-            return
-        repo = self._repo(cwd)
-        async with self._lock(repo):  # one workspace's snapshots and records, one at a time
-            try:
-                await anyio.to_thread.run_sync(repo.name, before)
-                after: Snapshot | None = await anyio.to_thread.run_sync(
-                    repo.snapshot, f"{run.run_id}-after", f"after {run.run_id}"
-                )
-                assert after is not None
-                files = await anyio.to_thread.run_sync(repo.changed, before.commit, after.commit)
-            except ShadowGitError as exc:
-                log.warning("run %s: the turn's files were not recorded: %s", run.run_id, exc)
-                after, files = None, []
-            await anyio.to_thread.run_sync(self._add, session_id, run, cwd, before, after, files)
+            await anyio.to_thread.run_sync(record)
 
     def _add(
         self,
