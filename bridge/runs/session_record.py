@@ -50,15 +50,12 @@ def title_of(prompt: str) -> str:
 
 
 class SessionRecord:
-    """The record of `path` (None: kept in memory only), read again whenever the file changed
-    (another bridge of the state dir wrote it), merged with this one's; its `changes` are written
+    """The record, read once from `path` (None: kept in memory only); its `changes` are written
     whole by `write`, merged with what another bridge wrote meanwhile."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._entries: dict[str, RecordedSession] | None = None
-        #: The file as it was when last read (None: there was none).
-        self._read_stamp: tuple[int, int, int] | None = None
         self.dirty = False
 
     @classmethod
@@ -121,7 +118,12 @@ class SessionRecord:
         is logged, never raised."""
         if self.path is None:
             return
-        merged = _merged({entry.session_id: entry for entry in entries}, _read(self.path))
+        merged = {entry.session_id: entry for entry in entries}
+        for session_id, theirs in _read(self.path).items():
+            ours = merged.get(session_id)
+            if ours is None or theirs.last_used > ours.last_used:
+                merged[session_id] = theirs
+        _bound(merged)
         body = {"version": _VERSION, "sessions": [_entry_json(entry) for entry in merged.values()]}
         try:
             _write_private(self.path, json.dumps(body, ensure_ascii=False).encode())
@@ -129,39 +131,9 @@ class SessionRecord:
             log.error("the record of agent sessions %s could not be written: %s", self.path, exc)
 
     def _all(self) -> dict[str, RecordedSession]:
-        """Every entry, deleted ones too; the file read again when it changed (a stat a call)."""
-        if self.path is None:
-            if self._entries is None:
-                self._entries = {}
-            return self._entries
-        stamp = _stamp(self.path)
-        if self._entries is None or stamp != self._read_stamp:
-            self._read_stamp = stamp  # before the read: a write after it is read the next time
-            theirs = _read(self.path) if stamp is not None else {}
-            self._entries = _merged(self._entries or {}, theirs)
+        if self._entries is None:
+            self._entries = _read(self.path) if self.path is not None else {}
         return self._entries
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells the file changed: inode, modification time, size (None: no file)."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return info.st_ino, info.st_mtime_ns, info.st_size
-
-
-def _merged(
-    ours: dict[str, RecordedSession], theirs: dict[str, RecordedSession]
-) -> dict[str, RecordedSession]:
-    """Both sets of entries, each session's most recently used entry kept (a deletion is one)."""
-    merged = dict(ours)
-    for session_id, entry in theirs.items():
-        kept = merged.get(session_id)
-        if kept is None or entry.last_used > kept.last_used:
-            merged[session_id] = entry
-    _bound(merged)
-    return merged
 
 
 def _valid(entry: RecordedSession) -> bool:
