@@ -59,6 +59,8 @@ export class Controller implements vscode.Disposable {
   private starting: Promise<Session> | undefined;
   /** The last restart asked for (restarts are serial: see restart()). */
   private restarting: Promise<void> = Promise.resolve();
+  /** Restarts asked for and not yet ended: a session asked for meanwhile is the restarted bridge's. */
+  private restartsPending = 0;
   /** The cancel of each one-shot run under way (its notification's, or a restart's). */
   private readonly oneShots = new Set<vscode.CancellationTokenSource>();
   private readonly log: vscode.LogOutputChannel;
@@ -137,6 +139,7 @@ export class Controller implements vscode.Disposable {
       vscode.commands.registerCommand('piBridge.pickSandbox', () => this.pickSandbox()),
       vscode.commands.registerCommand('piBridge.showLog', () => this.log.show(true)),
       vscode.commands.registerCommand('piBridge.restart', () => this.restart()),
+      vscode.commands.registerCommand('piBridge.forgetFirstRun', () => this.firstRun.forget()),
       vscode.commands.registerCommand('piBridge.checkInstallation', () => this.checkInstallation(true)),
       vscode.workspace.onDidChangeConfiguration((e) => this.onConfigurationChanged(e)),
     );
@@ -167,8 +170,20 @@ export class Controller implements vscode.Disposable {
 
   // ------------------------------------------------------------------ bridge lifecycle
 
-  /** The session on a running bridge, starting the bridge on first use. */
-  private ensureSession(): Promise<Session> {
+  /**
+   * The session on a running bridge, starting the bridge on first use. While a restart is asked
+   * for (a settings change, a stored key), it is the restarted bridge's: a prompt sent then must
+   * not go to the bridge about to be stopped, which would end it with a dropped connection.
+   */
+  private async ensureSession(): Promise<Session> {
+    while (this.restartsPending > 0) {
+      await this.restarting;
+    }
+    return this.sessionNow();
+  }
+
+  /** The session on a running bridge now, starting one if none runs (a restart's own start). */
+  private sessionNow(): Promise<Session> {
     if (this.session && this.client?.state === State.Running) {
       return Promise.resolve(this.session);
     }
@@ -258,7 +273,10 @@ export class Controller implements vscode.Disposable {
    * bridge while a settings change may be restarting it too).
    */
   private restart(): Promise<void> {
-    const next = this.restarting.then(() => this.restartNow());
+    this.restartsPending += 1;
+    const next = this.restarting.then(() => this.restartNow()).finally(() => {
+      this.restartsPending -= 1;
+    });
     this.restarting = next.catch(() => undefined);
     return next;
   }
@@ -270,7 +288,7 @@ export class Controller implements vscode.Disposable {
     await this.starting?.catch(() => undefined);
     await this.stopClient();
     try {
-      await this.ensureSession();
+      await this.sessionNow();
       void vscode.window.setStatusBarMessage('pi-bridge restarted', 3000);
     } catch {
       // start() has told the user.
@@ -287,7 +305,8 @@ export class Controller implements vscode.Disposable {
       this.models.show();
       this.updateStatus();
     }
-    if (!this.client || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
+    // A start under way may have read the settings before this change: it is restarted too.
+    if ((!this.client && !this.starting) || !RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
       return;
     }
     if (this.chat.running === 0) {

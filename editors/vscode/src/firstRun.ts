@@ -77,6 +77,23 @@ export class FirstRun {
     }
   }
 
+  /**
+   * pi: Forget the First-Run Setup: the scripted model and the stored key are dropped (the key
+   * from the secret storage too), and the bridge restarts on what the settings and pi's own
+   * configuration give: the way back for a user who tried the scripted model and has set up a
+   * provider since, or who wants to enter another key.
+   */
+  async forget(): Promise<void> {
+    const variable = this.context.globalState.get<string>(KEY_STATE);
+    if (variable) {
+      await this.context.secrets.delete(SECRET_PREFIX + variable);
+    }
+    await this.context.globalState.update(KEY_STATE, undefined);
+    await this.context.globalState.update(SCRIPTED_STATE, undefined);
+    this.log.info('first run: the scripted model and the stored key are forgotten; restarting the bridge');
+    await this.restart();
+  }
+
   /** Pick a provider, take its key into SecretStorage, and restart the bridge with it. */
   private async setKey(): Promise<void> {
     const picked = await vscode.window.showQuickPick(
