@@ -103,12 +103,15 @@ class OpenFailure(Exception):
 
 def _build_hot_validators() -> None:
     """Validate a sample of each params model a prompt or a cancel reads: that builds its
-    validator (a failed validation does too)."""
+    validator (a failed validation does too); and build the models of their answers, which a
+    first answer or a first cancel would otherwise build on its way to the client."""
     for model in (contract.RunParams, contract.CancelParams, contract.SteerParams):
         try:
             model.model_validate({"prompt": "", "runId": "warm"})
         except ValidationError:
             pass
+    for answer in (contract.RunResult, contract.CancelledRunData, contract.CancelResult):
+        answer.model_rebuild()
 
 
 class RunRegistry:

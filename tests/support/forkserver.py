@@ -67,6 +67,20 @@ def _preload() -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    # The contract's models defer their validators to first use; a bridge builds the ones its
+    # prompts and cancels need while its agent boots (the ACP front: all of them). Built once
+    # here, every forked bridge inherits them.
+    contract = sys.modules.get("bridge.contract")
+    if contract is not None:
+        from pydantic import BaseModel
+
+        for model in vars(contract).values():
+            if (
+                isinstance(model, type)
+                and issubclass(model, BaseModel)
+                and model.__module__ == contract.__name__
+            ):
+                model.model_rebuild()
 
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
