@@ -1,4 +1,5 @@
-"""What the agents' session stores share: a session file's checkpoint, and deleting one."""
+"""What the agents' session stores share: a session file's checkpoint, cutting one back to it,
+and deleting one."""
 
 from __future__ import annotations
 
@@ -15,6 +16,19 @@ def checkpoint_of(session_id: str, path: Path) -> SessionCheckpoint | None:
         return SessionCheckpoint(session_id, str(path), path.stat().st_size)
     except OSError:
         return None
+
+
+def cut_back(checkpoint: SessionCheckpoint) -> str | None:
+    """Truncate an appended-to session file to its size at `checkpoint` (a failed attempt's lines
+    go, the earlier turns stay); None when done or nothing to cut, else why it was not."""
+    assert checkpoint.path is not None
+    try:
+        with open(checkpoint.path, "r+b") as handle:
+            if checkpoint.size < os.fstat(handle.fileno()).st_size:
+                handle.truncate(checkpoint.size)
+    except OSError as exc:
+        return str(exc)
+    return None
 
 
 def delete_file(path: Path | None) -> bool:

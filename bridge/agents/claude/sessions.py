@@ -16,7 +16,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.agents.mapping import text_of
-from bridge.agents.session_files import checkpoint_of
+from bridge.agents.session_files import checkpoint_of, cut_back
 from bridge.agents.values import RunOptions, SessionCheckpoint
 from bridge.contract import SessionHistory, SessionNotFound, SessionSummary
 
@@ -102,12 +102,9 @@ def rewind(
     it again under its id (`--session-id`, which refuses an id whose file exists).
     """
     if checkpoint.path is not None:
-        try:
-            with open(checkpoint.path, "r+b") as handle:
-                if checkpoint.size < os.fstat(handle.fileno()).st_size:
-                    handle.truncate(checkpoint.size)
-        except OSError as exc:
-            log.info("Claude Code session %s not cut back: %s", checkpoint.session_id, exc)
+        failed = cut_back(checkpoint)
+        if failed is not None:
+            log.info("Claude Code session %s not cut back: %s", checkpoint.session_id, failed)
         return options
     started = find_session_file(announced, env) if announced else None
     if started is None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from bridge.agents.session_files import checkpoint_of
+from bridge.agents.session_files import checkpoint_of, cut_back
 from bridge.agents.values import RunOptions, SessionCheckpoint
 
 log = logging.getLogger(__name__)
@@ -56,12 +55,9 @@ def rewind(
     model the prompt once: the rollout is appended to, so its size before the run is the thread
     before it. A thread the failed attempt started is removed, and the next attempt starts anew."""
     if checkpoint.path is not None:
-        try:
-            with open(checkpoint.path, "r+b") as handle:
-                if checkpoint.size < os.fstat(handle.fileno()).st_size:
-                    handle.truncate(checkpoint.size)
-        except OSError as exc:
-            log.info("Codex thread %s not cut back: %s", checkpoint.session_id, exc)
+        failed = cut_back(checkpoint)
+        if failed is not None:
+            log.info("Codex thread %s not cut back: %s", checkpoint.session_id, failed)
         return options
     started = find_thread_file(announced, env)
     if started is not None:
