@@ -227,6 +227,31 @@ class ConversationAdmin:
         except CheckpointError as exc:
             raise ConversationAdminError(str(exc), not_found=exc.not_found) from None
 
+    async def recorded_history(self, session_id: str) -> SessionHistory | None:
+        """A recorded session's turns (an ACP agent's, kept where the bridge cannot read them), as
+        its agent replays them while it loads the session; None: the bridge recorded no such
+        session. One live now is closed first: its agent replays only as it loads it."""
+        registry = self.registry
+        recorded = registry.agents.recorded(session_id)
+        if recorded is None:
+            return None
+        if registry.has_live_run(session_id):
+            raise ConversationAdminError(f"session {session_id!r} has a running prompt: read it once it ends")
+        await registry.close_session(session_id)
+        adapter = registry.agents.adapter_named(recorded.agent)
+        try:
+            opened = await registry.open_conversation(recorded.cwd, session_id, agent=adapter)
+        except OpenFailure as exc:
+            raise ConversationAdminError(f"the agent could not start: {exc.error.message}") from None
+        except NoLiveMode as exc:
+            raise ConversationAdminError(f"the agent has no live mode: {exc}") from None
+        replayed = opened.replayed or SessionHistory(
+            session_id=session_id, cwd=recorded.cwd, title=recorded.title, turns=[]
+        )
+        return replayed.model_copy(
+            update={"agent": recorded.agent, "title": recorded.title or replayed.title}
+        )
+
     def _adapter(self, agent_name: str | None, session_id: str | None, cwd: str | None) -> AgentAdapter:
         """The agent named (checked against the session's own), else the server's own."""
         if agent_name is None:

@@ -680,6 +680,23 @@ async def test_an_acp_agent_chosen_per_run_on_a_pi_bridge_is_live_per_conversati
     last = requests_of(scripted_model, "echo")[-1]["body"]
     assert times_seen(last, tag, "one", "two", "three") == [1, 1, 1], "the model saw each turn once"
 
+    # Its history is OpenCode's own (no file the bridge reads): pi/session has the agent replay it,
+    # in a process that loads the conversation, which then goes on there.
+    history = await request(client, "pi/session", {"sessionId": sid})
+    assert history["found"] and history["agent"] == "opencode", history
+    assert [t["prompt"] for t in history["turns"]] == [f"{n}-{tag}" for n in ("one", "two", "three")]
+    said = [
+        m["content"].get("text") for t in history["turns"] for m in t["messages"] if m["type"] == "assistant"
+    ]
+    assert said == [f"ECHO:{n}-{tag}" for n in ("one", "two", "three")], history["turns"]
+    [loaded] = agent_processes("opencode")
+    assert loaded != pid and await live_pids(client, sid) == [loaded]
+    params = run_params("opencode", "echo", f"four-{tag}", tmp_path, sessionId=sid)
+    result, messages = await run(client, params)
+    assert result["status"] == "completed" and result["text"] == f"ECHO:four-{tag}", messages[-1]["content"]
+    last = requests_of(scripted_model, "echo")[-1]["body"]
+    assert times_seen(last, tag, "one", "two", "three", "four") == [1, 1, 1, 1]
+
 
 @pytest.mark.slow
 async def test_the_toolbox_asks_the_agent_a_conversation_picked_on_a_pi_bridge(

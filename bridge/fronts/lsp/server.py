@@ -288,9 +288,12 @@ def _session_features(server: BridgeServer) -> None:
     @server.feature(contract.SESSION)
     async def pi_session(ls: BridgeServer, raw: Any) -> dict[str, Any]:
         params = parse_params(contract.SessionParams, raw)
-        result = await history.read_session(
+        result: contract.SessionHistory | contract.SessionNotFound | None = await history.read_session(
             ls.registry.agents.history_adapters(), params.session_id, ls.registry.config.env
         )
+        if isinstance(result, contract.SessionNotFound):  # an ACP agent's, which it replays
+            result = await _admin_call(ls.admin.recorded_history(params.session_id)) or result
+        assert result is not None
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
