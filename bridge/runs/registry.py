@@ -206,10 +206,12 @@ class RunRegistry:
     async def prepare_first_prompt(self) -> None:
         """Build every agent's adapter now, while the spare agent boots (see AgentChoice), the
         validators of the wire's hot params (the contract defers them to first use, which would
-        be the first prompt's), and what the sandbox learns of bwrap."""
+        be the first prompt's), and what the sandbox learns of bwrap; then freeze what the start
+        built out of the garbage collector's full passes."""
         await self.agents.prepare_first_prompt()
         await anyio.to_thread.run_sync(_build_hot_validators)
         await anyio.to_thread.run_sync(self.gate.sandboxes.prepare)
+        gc.freeze()  # a full collection walks only what comes after, not the start's whole heap
 
     @staticmethod
     def sandbox_availability() -> SandboxAvailability:

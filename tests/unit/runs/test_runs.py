@@ -6,6 +6,8 @@ drive them through a bridge.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from bridge import agents
 from bridge.agents.values import Out, RunOptions
 from bridge.config import BridgeConfig
 from bridge.contract import RetryPolicy, RunParams
+from bridge.policy.rule_store import STATE_DIR_ENV
 from bridge.runs import agent_choice
 from bridge.runs.agent_choice import AgentChoice, AgentChoiceError
 from bridge.runs.attempts import backoff_delay
@@ -87,3 +90,28 @@ def test_the_models_of_a_first_answer_and_a_first_cancel_are_built_before_the_fi
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_what_the_start_built_is_frozen_out_of_the_collectors_full_passes(tmp_path: Path) -> None:
+    """A full collection walked the whole heap the start built (modules, validators, adapters):
+    a pause of tens of milliseconds under whichever prompt it fell on, and after every run's end.
+    Once the first prompt is prepared, that heap is frozen. A fresh interpreter, as a bridge."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, anyio\n"
+        "from bridge import agents\n"
+        "from bridge.config import BridgeConfig\n"
+        "from bridge.runs.registry import RunRegistry\n"
+        "registry = RunRegistry(agents.build_adapter('pi'), BridgeConfig(), lambda *a, **k: None)\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "anyio.run(registry.prepare_first_prompt)\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    env = {**os.environ, STATE_DIR_ENV: str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 10_000, done.stdout
