@@ -159,8 +159,8 @@ async def test_a_cancel_mid_command_leaves_nothing_in_proc(bridge: LanguageClien
     receipt = answer["shutdown"]
     assert receipt["survivors"] == []
     assert sleeper.pid in receipt["pids"]
+    # the sleep among them: dead (a zombie the bridge adopted is reaped off the answer's path)
     assert run_processes_alive(receipt["pids"]) == []
-    assert not sleeper.is_running()
     messages = messages_of(bridge).by_run[run_id]
     assert_stream_invariants(messages)
     assert messages[-1]["type"] == "terminal.cancelled"
