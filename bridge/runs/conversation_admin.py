@@ -253,12 +253,12 @@ class ConversationAdmin:
         )
 
     def _adapter(self, agent_name: str | None, session_id: str | None, cwd: str | None) -> AgentAdapter:
-        """The agent named (checked against the session's own), else the server's own."""
-        if agent_name is None:
+        """The agent named (checked against the session's own), else the session's, else the
+        server's own."""
+        if agent_name is None and session_id is None:
             return self.registry.adapter
         chosen = self.registry.agents.named_or_own(agent_name, session_id, cwd or os.getcwd())
-        assert chosen is not None  # a name was given
-        return chosen
+        return chosen or self.registry.adapter
 
     def _has_live(self, adapter: AgentAdapter) -> bool:
         """Whether `adapter`'s conversations have a live agent to ask (the seam's live mode)."""
@@ -279,10 +279,7 @@ class ConversationAdmin:
         if agent is not None and agent.alive:
             return agent
         if session_id is not None:
-            stored = await history.read_session([adapter], session_id, registry.config.env)
-            if not isinstance(stored, SessionHistory):
-                raise ConversationAdminError(f"no session {session_id!r} was found", not_found=True)
-            cwd = stored.cwd or cwd
+            cwd = await self._recorded_cwd(adapter, session_id) or cwd
         try:
             opened = await registry.open_conversation(cwd or os.getcwd(), session_id, agent=adapter)
         except OpenFailure as exc:
@@ -293,6 +290,19 @@ class ConversationAdmin:
         if agent is None:
             raise ConversationAdminError("the conversation's agent was gone as soon as it was opened")
         return agent
+
+    async def _recorded_cwd(self, adapter: AgentAdapter, session_id: str) -> str | None:
+        """The folder of `adapter`'s recorded session: from the bridge's record (an ACP agent keeps
+        its sessions where the bridge cannot read them), else from the agent's session file;
+        raises ConversationAdminError when there is neither."""
+        registry = self.registry
+        recorded = registry.agents.recorded(session_id)
+        if recorded is not None and recorded.agent == adapter.name:
+            return recorded.cwd
+        stored = await history.read_session([adapter], session_id, registry.config.env)
+        if not isinstance(stored, SessionHistory):
+            raise ConversationAdminError(f"no session {session_id!r} was found", not_found=True)
+        return stored.cwd
 
     async def _ask(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """The agent's answer; its refusal or silence is the client's error (secrets masked)."""

@@ -741,3 +741,25 @@ async def test_the_toolbox_asks_the_agent_a_conversation_picked_on_a_pi_bridge(
     assert agent_processes("opencode") == [pid]
     live = await request(client, "pi/runs", None)
     assert [entry["sessionId"] for entry in live["live"]] == [sid], "a refused request opens nothing"
+
+    # Its process gone while idle, the conversation is only the bridge's record (OpenCode keeps its
+    # sessions where the bridge reads none): the toolbox named by the session alone asks the agent
+    # the record names, in a process that loads the conversation in its recorded folder.
+    killed = psutil.Process(pid)
+    killed.kill()
+    await asyncio.to_thread(killed.wait, WAIT)
+
+    async def not_live() -> None:
+        while await live_pids(client, sid):
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(not_live(), WAIT)
+    again = await request(client, "pi/models", {"sessionId": sid})
+    assert again["sessionId"] == sid, again
+    assert {("scripted", "echo"), ("scripted", "text")} <= {(m["provider"], m["id"]) for m in again["models"]}
+    [loaded] = agent_processes("opencode")
+    assert loaded != pid and await live_pids(client, sid) == [loaded]
+    assert psutil.Process(loaded).cwd() == str(tmp_path), "the recorded folder"
+    commands = await request(client, "pi/commands", {"sessionId": sid})
+    assert "review" in {c["name"] for c in commands["commands"] if c["source"] == "agent"}, commands
+    assert agent_processes("opencode") == [loaded]
