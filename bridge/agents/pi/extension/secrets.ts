@@ -111,12 +111,13 @@ function mcpSecrets(config: any): string[] {
 type Watched = { stamp: string; values: string[] };
 const watched = new Map<string, Watched>();
 
-/** The secrets in one file, read again only when its mtime or size changed. */
+/** The secrets in one file, read again only when it changed (its inode, ctime or size).
+ * Every tool result asks, so an absent file costs a stat and no thrown error. */
 function fileSecrets(path: string, read: (text: string) => string[]): string[] {
 	let stamp = "";
 	try {
-		const info = statSync(path);
-		stamp = `${info.mtimeMs}:${info.size}`;
+		const info = statSync(path, { throwIfNoEntry: false });
+		if (info) stamp = `${info.ino}:${info.ctimeMs}:${info.mtimeMs}:${info.size}`;
 	} catch {}
 	const seen = watched.get(path);
 	if (seen && seen.stamp === stamp) return seen.values;
@@ -192,6 +193,9 @@ function masked<T>(node: T, values: string[]): T {
 
 /** Mask every known secret in each tool result before pi records it or the model sees it. */
 export function registerSecrets(pi: any) {
+	// Read the files once as pi starts (a spare boots before any prompt): the first tool result,
+	// a cancel's among them, then finds them stamped and its code paths warm.
+	secretValues();
 	pi.on("tool_result", async (event: any) => {
 		const values = secretValues();
 		if (!values.length) return undefined;
