@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import random
@@ -290,7 +291,7 @@ class Attempts:
             if got_slot:
                 self.slots.release()
             if self.checkpoints is not None:
-                self.checkpoints.end(run)
+                run.after_answer.append(functools.partial(self.checkpoints.end, run))
         run.answer = run.answer_of(outcome)
         # a cancelled prompt is no sign of the next one; a live conversation needs no pre-spawn
         if (lease is None or not lease.used_live) and outcome.status != "cancelled":

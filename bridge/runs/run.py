@@ -64,6 +64,9 @@ class Run:
     command: tuple[str, ...] = ()
     # Called once the run has its answer, before `done` is set (the request's answer goes out).
     on_done: Callable[[Run], None] | None = None
+    # The run's own bookkeeping, done right after `on_done` in the same step of the loop: off the
+    # answer's path, and still ahead of any frame the client sends once it has the answer.
+    after_answer: list[Callable[[], None]] = field(default_factory=list)
     # The tool calls the bridge refused (permissions): their tool.failed says `reason: "denied"`.
     denied: set[str] = field(default_factory=set)
     # The resolved path the permission gate judged for a tool call: its file operations stay on it.

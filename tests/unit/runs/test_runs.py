@@ -1,6 +1,7 @@
-"""bridge/runs/ by job: backoff (attempts.py), the agent of a run (agent_choice.py), seq stamping (run.py).
+"""bridge/runs/ by job: backoff (attempts.py), the agent of a run (agent_choice.py), seq stamping (run.py),
+what a run does after its answer (registry.py).
 
-In-process, no agent started: these are the rules each module holds on its own; the e2e tests
+In-process, no real agent started (one test runs the fake pi): these are the rules each module holds on its own; the e2e tests
 drive them through a bridge.
 """
 
@@ -115,3 +116,44 @@ def test_what_the_start_built_is_frozen_out_of_the_collectors_full_passes(tmp_pa
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 10_000, done.stdout
+
+
+async def test_a_run_s_answer_goes_out_before_its_checkpoint_is_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot after a run is queued once the run's answer is out, in the same step of the
+    loop (so still ahead of any frame the client sends once it has the answer): an answer, a
+    cancel's among them, waits for none of the checkpoint's bookkeeping. One process (the fake
+    pi), a real workspace and shadow git."""
+    import anyio
+
+    from bridge.runs.registry import RunRegistry
+    from bridge.runs.request import RunRequest
+    from tests.support.env import fake_pi_command
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("before\n")
+    config = BridgeConfig(command=tuple(fake_pi_command()), engine="json", warm_pool=False)
+    registry = RunRegistry(agents.build_adapter("pi"), config, lambda *args, **kwargs: None)
+    checkpoints = registry.checkpoints
+    assert checkpoints is not None
+    order: list[str] = []
+    queue_after = checkpoints.end
+
+    def end(run: Any) -> None:
+        order.append("checkpoint queued")
+        queue_after(run)
+
+    monkeypatch.setattr(checkpoints, "end", end)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(registry.serve)
+        run = registry.start(
+            RunRequest(prompt="hello", cwd=str(work)), str(work), on_done=lambda _run: order.append("answer")
+        )
+        with anyio.fail_after(30):
+            await run.done.wait()
+        assert run.answer is not None and getattr(run.answer, "status", None) == "completed", run.answer
+        registry.close()
+    assert order == ["answer", "checkpoint queued"]
