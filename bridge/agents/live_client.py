@@ -71,8 +71,9 @@ class LiveClientBase(LiveReader):
         """Wait (bounded) for the answer to a sent command; what it carries."""
         request = own_command(pending)
         try:
-            with anyio.move_on_after(timeout):
-                await request.answered.wait()
+            if not request.answered.is_set():  # one answered already costs no trip round the loop
+                with anyio.move_on_after(timeout):
+                    await request.answered.wait()
         finally:
             self._waiting.pop(request.command_id, None)
         response = request.response
