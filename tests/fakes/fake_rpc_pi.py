@@ -104,8 +104,17 @@ def settle(aborted: bool) -> None:
 
 def take_steers() -> None:
     steers: list[str] = _state["steers"]  # type: ignore[assignment]
+    if not steers:
+        return
     while steers:
         user(steers.pop(0))
+    queue_update()
+
+
+def queue_update() -> None:
+    """The whole queue, printed each time it changes (ahead of the answer to what changed it),
+    as pi 1.6.0 does."""
+    emit({"type": "queue_update", "steering": list(_state["steers"]), "followUp": []})  # type: ignore[call-overload]
 
 
 def leave_daemons() -> None:
@@ -338,6 +347,7 @@ class Commands:
 
         def queue() -> None:
             _state["steers"].append(str(command.get("message", "")))  # type: ignore[attr-defined]
+            queue_update()
             respond(command, {"disposition": "queued"})
 
         if _state["scenario"] == "latesteer":
@@ -349,6 +359,8 @@ class Commands:
         """Takes the queued steers out and answers with their texts, as pi does."""
         steers: list[str] = _state["steers"]  # type: ignore[assignment]
         taken, steers[:] = list(steers), []
+        if taken:
+            queue_update()
         respond(command, {"steering": taken, "followUp": []})
 
     def abort_run(self, command: dict[str, Any]) -> None:

@@ -77,6 +77,9 @@ MAX_COMMAND_NAME: Final = 128
 MAX_COMMAND_DESCRIPTION: Final = 500
 _RESPONSE_MARK: Final = b'"type":"response"'
 _UI_REQUEST_HEAD: Final = b'{"type":"extension_ui_request"'
+_QUEUE_UPDATE_HEAD: Final = b'{"type":"queue_update"'
+#: The commands whose answer may come after the queue change they made (pi queues, then answers).
+_QUEUEING: Final = frozenset({"prompt", "steer", "follow_up"})
 _NOTIFY: Final = b'"method":"notify"'
 # The extension UI calls that block the extension until they are answered (pi's
 # docs/rpc-extension-ui.md); the others (notify, setStatus...) expect no answer.
@@ -257,6 +260,15 @@ def latest_session_id(cwd: str, env: Mapping[str, str]) -> str | None:
     return names[-1].rsplit(".", 1)[0].split("_", 1)[1]
 
 
+def _names_queued(line: bytes) -> bool:
+    """Whether a `queue_update` line names a queued message (one that cannot be read: assume so)."""
+    try:
+        update = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return True
+    return bool(update.get("steering") or update.get("followUp")) if isinstance(update, dict) else True
+
+
 class PiRpc(LiveClientBase):
     """The client side of one `pi --mode rpc` process."""
 
@@ -264,6 +276,9 @@ class PiRpc(LiveClientBase):
     who = "pi"
     #: How many of pi's stdout lines were not JSON (counted per instance once one came).
     garbage = 0
+    #: Whether pi's last `queue_update` named a queued steer or follow-up (pi prints one each
+    #: time its queue changes, ahead of its answer to the command that queued).
+    holds_queued = False
 
     def _error(self, command: str, reason: str, *, kind: LiveErrorKind) -> LiveError:
         return RpcError(command, reason, kind=kind)
@@ -375,11 +390,14 @@ class PiRpc(LiveClientBase):
         awaited later with `answer`."""
         return self.send_now({"type": "abort"})
 
-    def send_clear_queue_now(self) -> PendingCommand:
+    def send_clear_queue_now(self) -> PendingCommand | None:
         """Write `clear_queue` now, ahead of an `abort`: pi's abort would go on with the queued
         steers and follow-ups otherwise (pi's docs/rpc-commands.md). pi answers it at once, with
-        their texts (read with `unsent_texts`); written just before the abort, it costs the cancel
-        no round trip of its own."""
+        their texts (read with `unsent_texts`). None, and nothing written, when pi's queue is
+        empty as far as its `queue_update`s and the answers so far tell: pi handles the clear
+        before the abort, which would cost the cancel that much."""
+        if not self.holds_queued and not any(p.name in _QUEUEING for p in self._waiting.values()):
+            return None
         return self.send_now({"type": "clear_queue"})
 
     async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
@@ -470,6 +488,8 @@ class PiRpc(LiveClientBase):
                 continue
             if line.startswith(_UI_REQUEST_HEAD) and self._answer_dialog(line):
                 continue  # the gate's own question: not an event of the run
+            if line.startswith(_QUEUE_UPDATE_HEAD):
+                self.holds_queued = _names_queued(line)
             events.append(line)
         if events:
             listener = self.listener
