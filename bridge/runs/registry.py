@@ -510,14 +510,9 @@ class RunRegistry:
                     run.on_done(run)
                 except Exception:  # an answer that cannot be sent must not keep the run open
                     log.exception("run %s: its answer could not be sent", run.run_id)
-            # No await from here to `done`: the client's next frame is read after all of this.
-            if run.session_id and run.adapter is not None:
+            if run.session_id and run.adapter is not None:  # no await from the answer to `done`
                 self.agents.remember(run.session_id, run.adapter.name, run.options.cwd, run.params.prompt)
-            for bookkeeping in run.after_answer:
-                try:
-                    bookkeeping()
-                except Exception:
-                    log.exception("run %s: its bookkeeping after the answer failed", run.run_id)
+            run.keep_books()
             run.done.set()
 
 

@@ -86,6 +86,16 @@ class Run:
     # The prompts of the runs a cancel of this one took along (see RunRegistry._stop_runs_behind).
     unsent_behind: list[str] = field(default_factory=list)
 
+    def keep_books(self) -> None:
+        """The bookkeeping queued for after the answer, once; then it lets go of the run (each
+        piece holds it)."""
+        pieces, self.after_answer = self.after_answer, []
+        for piece in pieces:
+            try:
+                piece()
+            except Exception:
+                log.exception("run %s: its bookkeeping after the answer failed", self.run_id)
+
     @property
     def tools_held(self) -> bool:
         """Whether the run's tools must wait for its checkpoint still."""

@@ -157,3 +157,4 @@ async def test_a_run_s_answer_goes_out_before_its_checkpoint_is_queued(
         assert run.answer is not None and getattr(run.answer, "status", None) == "completed", run.answer
         registry.close()
     assert order == ["answer", "checkpoint queued"]
+    assert run.after_answer == [], "done, the bookkeeping lets go of the run (it held the run's prompt)"
