@@ -156,7 +156,7 @@ class SecretBook:
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._lock = threading.Lock()
         self._env_values: set[str] = env_secrets(os.environ if environ is None else environ)
-        self._files: dict[str, tuple[tuple[int, int] | None, frozenset[str]]] = {}
+        self._files: dict[str, tuple[tuple[int, ...] | None, frozenset[str]]] = {}
         self._next_check = 0.0
         self.values: tuple[str, ...] = ()
         self.needles: tuple[bytes, ...] = ()
@@ -198,7 +198,13 @@ class SecretBook:
         for path, (seen, _values) in list(self._files.items()):
             try:
                 info = os.stat(path)
-                stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+                # the ctime too: a rewrite of the same size may put its old mtime back, not its ctime
+                stamp: tuple[int, ...] | None = (
+                    info.st_ino,
+                    info.st_ctime_ns,
+                    info.st_mtime_ns,
+                    info.st_size,
+                )
             except OSError:
                 stamp = None
             if stamp == seen:

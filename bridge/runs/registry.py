@@ -204,10 +204,9 @@ class RunRegistry:
         return True
 
     async def prepare_first_prompt(self) -> None:
-        """Build every agent's adapter now, while the spare agent boots (see AgentChoice), the
-        validators of the wire's hot params (the contract defers them to first use, which would
-        be the first prompt's), and what the sandbox learns of bwrap; then freeze what the start
-        built out of the garbage collector's full passes."""
+        """Build while the spare agent boots: every agent's adapter (see AgentChoice), the wire's
+        hot validators (else built at first use: the first prompt's) and what the sandbox learns
+        of bwrap; then freeze what the start built out of the garbage collector's full passes."""
         await self.agents.prepare_first_prompt()
         await anyio.to_thread.run_sync(_build_hot_validators)
         await anyio.to_thread.run_sync(self.gate.sandboxes.prepare)
@@ -269,6 +268,7 @@ class RunRegistry:
 
     def _redactor(self, options: RunOptions) -> Redactor:
         """Masks the secrets of the bridge's and the agents' environment, and of the MCP servers."""
+        BOOK.check_files(force=True)  # the auth files, read again if changed: a key rotated between turns
         return Redactor(os.environ, self.config.env, secrets_env(secrets_of(options.mcp_servers)))
 
     async def open_conversation(

@@ -12,6 +12,7 @@ from what the bridge says of itself.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -319,3 +320,30 @@ def test_a_key_the_model_streams_in_pieces_is_masked_whole(setup: _Setup) -> Non
     unique = FROM_BRIDGE[len("sk-bridge-") :]  # "pi-bridge" is in the wire anyway
     for i in range(len(unique) - 6):
         assert unique[i : i + 6].encode() not in wire, f"a piece of the key reached the client: {deltas}"
+
+
+def test_a_key_rotated_in_auth_json_mid_conversation_is_masked(setup: _Setup) -> None:
+    """pi's auth.json gets a new key while the conversation's pi is live (a login, a rotation), of
+    the same length and with its old mtime put back: the next command that prints the file still
+    has the new key masked, in its streamed output and its result, for the client and the model
+    (the bridge and pi's extension read the file again when its inode, ctime or size changed; the
+    mtime and size alone said "unchanged", and the bridge looked at most once a second)."""
+    auth = setup.agent_dir / "auth.json"
+    first, messages = setup.shell(f'cat "{auth}"')
+    assert first["status"] == "completed", first
+    assert MASK in _tool_output(messages)
+    rotated = "sk-ant-rotd-Json" + os.urandom(10).hex()[: len(FROM_AUTH) - 16]
+    assert len(rotated) == len(FROM_AUTH)
+    before = auth.stat()
+    with auth.open("r+") as handle:  # in place: the same inode, the same size
+        handle.write(auth.read_text().replace(FROM_AUTH, rotated))
+    os.utime(auth, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert auth.stat().st_size == before.st_size and auth.stat().st_mtime_ns == before.st_mtime_ns
+    second, messages = setup.shell(f'cat "{auth}"', sessionId=first["sessionId"])
+    assert second["status"] == "completed" and second["sessionId"] == first["sessionId"], second
+    assert f'"key":"{MASK}"' in _tool_output(messages).replace(" ", ""), _tool_output(messages)
+    wire = b"\n".join(setup.bridge.raw)
+    for piece in (rotated, rotated[-12:]):
+        assert piece.encode() not in wire, "the rotated key reached the client"
+        assert piece not in setup.model_bytes(), "the rotated key reached the model"
+    setup.assert_nowhere()

@@ -158,3 +158,23 @@ def test_every_cut_of_a_stream_masks_every_secret_whole() -> None:
             assert "".join(pieces) == book.text(full) == f"see {MASK}sk{MASK} and sk-test-Abc end s"
             for piece in pieces:
                 assert KEY[-12:] not in piece and other[-12:] not in piece, (first, second, pieces)
+
+
+def test_an_auth_file_rewritten_in_place_with_its_old_mtime_is_read_again(tmp_path: Path) -> None:
+    """A key rotated in place (the same size) with the file's mtime put back is still a change:
+    the ctime cannot be put back."""
+    import os
+
+    auth = tmp_path / "auth.json"
+    old, new = "sk-ant-first-4d6f8a0c2e4b6d8f", "sk-ant-later-9a8b7c6d5e4f3a2b"
+    auth.write_text(json.dumps({"anthropic": {"type": "api_key", "key": old}}))
+    book = SecretBook({})
+    book.watch_files([str(auth)])
+    assert book.text(old) == "[redacted]"
+    before = auth.stat()
+    with auth.open("r+") as handle:
+        handle.write(auth.read_text().replace(old, new))
+    os.utime(auth, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (auth.stat().st_size, auth.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    book.check_files(force=True)
+    assert book.text(f"key {new}") == "key [redacted]"
