@@ -22,6 +22,8 @@ from tests.support.leaks import no_run_processes, run_processes
 from tests.support.raw import RawBridge
 
 PAGE = 4096
+#: Polls in a row that must see the agent blocked with nothing more written.
+STALLED_POLLS = 5
 
 
 def pipe_fill(path: str) -> tuple[int, int]:
@@ -51,24 +53,35 @@ def bytes_written(pid: int) -> int:
 
 
 def wait_until_stalled(bridge: RawBridge, timeout: float = WAIT) -> int:
-    """Wait for the state "our reader has stopped, the agent is blocked writing its stdout, and
-    the bridge's stdout pipe to us is full": the bridge has stopped reading the agent. (A pipe
-    is full a page short of its capacity at most: it fills page by page.) Returns the agent's pid."""
+    """Wait for the state "our reader has stopped, the bridge's stdout pipe to us is full, and the
+    agent is blocked writing its stdout, making no progress": the bridge has stopped reading the
+    agent. Returns the agent's pid.
+
+    A full pipe is not at its capacity in bytes: the kernel appends a write to the last page only
+    if it fits there, so each of the pipe's pages may be left part empty. Hence more than half full,
+    and the agent seen blocked, with nothing more written, over several polls in a row."""
     assert bridge.proc.stdout is not None
     ours = f"/proc/self/fd/{bridge.proc.stdout.fileno()}"
     deadline = time.monotonic() + timeout
+    seen: dict[int, tuple[int, int]] = {}  # pid -> (its bytes written, polls in a row blocked at that)
     while time.monotonic() < deadline:
         buffered, capacity = pipe_fill(ours)
         for proc in run_processes(marker=bridge.marker):
             try:
-                if (
+                if not (
                     bridge.reader_parked.is_set()
-                    and buffered >= capacity - 2 * PAGE
+                    and buffered > capacity // 2
                     and blocked_writing_a_pipe(proc.pid)
                 ):
-                    return proc.pid
+                    seen.pop(proc.pid, None)
+                    continue
+                written = bytes_written(proc.pid)
             except OSError:
                 continue
+            before, polls = seen.get(proc.pid, (-1, 0))
+            seen[proc.pid] = (written, polls + 1 if written == before else 1)
+            if seen[proc.pid][1] >= STALLED_POLLS:
+                return proc.pid
         time.sleep(0.02)  # polling kernel states: no event tells that another process is blocked
     raise AssertionError(
         f"the agent was never blocked on its pipe within {timeout} s: the bridge buffers without bound"
@@ -177,7 +190,8 @@ def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT, polls: int 
     """Wait for the state "our reader has stopped, an agent's stdout pipe is full, and our pipe
     has not moved for `polls` polls in a row": the bridge has stopped reading the agent. (Node does
     not block on a full pipe: it queues in its own memory, so the agent's state is not the sign.
-    Our pipe is not a byte count away from full either: small frames each take a page of it.)
+    Neither pipe is a byte count away from full: a write that does not fit in a pipe's last page
+    starts the next one, so each page may be left part empty.)
     Returns the agent's pid."""
     stdout = bridge.proc.stdout
     assert stdout is not None
@@ -191,7 +205,7 @@ def wait_until_output_held(bridge: RawBridge, timeout: float = WAIT, polls: int 
                 buffered, capacity = pipe_fill(f"/proc/{proc.pid}/fd/1")
             except OSError:
                 continue
-            held = bridge.reader_parked.is_set() and ours > 0 and buffered >= capacity - 2 * PAGE
+            held = bridge.reader_parked.is_set() and ours > 0 and buffered > capacity // 2
             still = held and seen.get(proc.pid, (-1, -1, -1))[2] == ours
             streak[proc.pid] = streak.get(proc.pid, 0) + 1 if still else 0
             seen[proc.pid] = (buffered, capacity, ours)

@@ -83,13 +83,20 @@ def test_teardown_fails_when_a_process_of_a_run_outlives_the_bridge() -> None:
 
 LEAK_THEN_CLEAN = """
 import subprocess
+import time
 
 from tests.support.env import bridge_env
 from tests.support.leaks import tagged_processes
 
 
 def test_leaks() -> None:
-    subprocess.Popen(["sleep", "60"], env=bridge_env({"PI_BRIDGE_RUN_TOKEN": "x"}), start_new_session=True)
+    leak = subprocess.Popen(["sleep", "60"], env=bridge_env({"PI_BRIDGE_RUN_TOKEN": "x"}), start_new_session=True)
+    # Popen returns once the exec has begun, before the kernel has set up the new environment:
+    # /proc shows it a moment later (polled: nothing signals it). The leak is there from then on.
+    deadline = time.monotonic() + 10
+    while b"PI_BRIDGE_RUN_TOKEN=x" not in open(f"/proc/{leak.pid}/environ", "rb").read():
+        assert time.monotonic() < deadline, "the leak never showed its environment"
+        time.sleep(0.01)
 
 
 def test_clean() -> None:

@@ -109,7 +109,7 @@ class AcpLive(JsonRpcLiveClient):
         self._startup_chunk = asyncio.Event()
         self._session_id: str | None = None
         self._models: tuple[ModelChoice, ...] = ()
-        self._commands: tuple[AgentCommand, ...] = ()
+        self._commands = own.CommandsHeard()
         #: The agent's own modes and config options (its model aside), as it last said them.
         self._options: tuple[AgentOption, ...] = ()
         self._images = False
@@ -175,6 +175,7 @@ class AcpLive(JsonRpcLiveClient):
             self._session_id = named or self._acp_session
         if not self._acp_session:
             raise AcpLiveError(self.spec.display_name, "session/new", "named no session", kind="refused")
+        self._commands.opened()
         if self._on_session is not None and self._session_id:
             self._on_session(self._session_id, self._acp_session)
         self._models, current = own.read_models(self.spec, opened)
@@ -275,8 +276,8 @@ class AcpLive(JsonRpcLiveClient):
         return pending
 
     async def commands(self) -> list[AgentCommand]:
-        """The agent's own, as its last `available_commands_update` listed them."""
-        return list(self._commands)
+        """The agent's own, as it last listed them (its first list waited for: `CommandsHeard`)."""
+        return await self._commands.current()
 
     async def run_command(self, command: BridgeCommand) -> CommandDone:
         """Refused: the bridge's own commands are not ACP requests."""
@@ -431,9 +432,7 @@ class AcpLive(JsonRpcLiveClient):
         """The agent's commands, modes and options, kept as it says them (in a turn or not)."""
         if not isinstance(update, dict):
             return
-        listed = own.commands(update)
-        if listed is not None:
-            self._commands = listed
+        self._commands.note(update)
         changed = own.updated(self.spec, self._options, update)
         if changed is not None:
             self._options = changed

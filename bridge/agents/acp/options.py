@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from bridge.agents.acp.catalog import AcpAgentSpec
 from bridge.agents.values import SESSION_MODE, AgentCommand, AgentOption, ModelChoice, OptionChoice
 
 #: The config option the bridge's own model option stands for (live.py sets it).
 MODEL_ID = "model"
+#: How long after its session opens an agent's first `available_commands_update` is waited for.
+COMMANDS_WAIT_SECONDS: Final = 2.0
 
 
 def _choices(raw: Any, left_out: frozenset[str] = frozenset()) -> tuple[OptionChoice, ...]:
@@ -120,6 +125,38 @@ def commands(update: dict[str, Any]) -> tuple[AgentCommand, ...] | None:
             )
         )
     return tuple(found)
+
+
+class CommandsHeard:
+    """An agent's own commands, as its last `available_commands_update` listed them.
+
+    Agents send their first list after their answer to session/new or session/load (OpenCode a
+    moment later): asked just after the session opened, the list is waited for, bounded from the
+    opening, so an agent that lists none is asked in vain only that once."""
+
+    def __init__(self) -> None:
+        self._listed: tuple[AgentCommand, ...] = ()
+        self._heard = asyncio.Event()
+        self._opened_at = 0.0
+
+    def opened(self) -> None:
+        """The session has opened: its list is on its way."""
+        self._opened_at = time.monotonic()
+
+    def note(self, update: dict[str, Any]) -> None:
+        """Keep the list if `update` is one."""
+        listed = commands(update)
+        if listed is not None:
+            self._listed = listed
+            self._heard.set()
+
+    async def current(self) -> list[AgentCommand]:
+        """The last list (the first one waited for, within the bound from the opening)."""
+        left = self._opened_at + COMMANDS_WAIT_SECONDS - time.monotonic()
+        if not self._heard.is_set() and left > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heard.wait(), left)
+        return list(self._listed)
 
 
 def read_models(spec: AcpAgentSpec, opened: Mapping[str, Any]) -> tuple[tuple[ModelChoice, ...], str | None]:

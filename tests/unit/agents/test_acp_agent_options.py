@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -125,6 +126,37 @@ def test_commands_announced_as_the_session_opens_are_kept_and_another_sessions_a
     assert [c.name for c in anyio.run(client.commands)] == ["review", "init"], "another session's list"
     client._dispatch([_commands_update("ses_opening", "review")])
     assert [c.name for c in anyio.run(client.commands)] == ["review"], "the session's own update"
+
+
+def test_commands_asked_as_a_session_opens_wait_for_the_agents_first_list() -> None:
+    """OpenCode lists its commands a moment after answering session/load: a pi/commands asked in
+    between gets that list, not an empty one; once the wait's bound from the opening is spent, an
+    agent that lists none is answered at once."""
+    client = AcpLive(cast(ChildProcess, SimpleNamespace(handle=None)), CATALOG["opencode"])
+    client._acp_session = "ses_loaded"
+
+    async def asked_then_listed() -> tuple[list[str], float]:
+        client._commands.opened()  # as prepare() notes it
+        async with anyio.create_task_group() as tasks:
+            names: list[str] = []
+
+            async def ask() -> None:
+                names.extend(c.name for c in await client.commands())
+
+            tasks.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            assert names == [], "answered before the agent listed"
+            client._dispatch([_commands_update("ses_loaded", "review")])
+        return names, time.monotonic() - client._commands._opened_at
+
+    names, took = anyio.run(asked_then_listed)
+    assert names == ["review"] and took < own.COMMANDS_WAIT_SECONDS
+
+    silent = AcpLive(cast(ChildProcess, SimpleNamespace(handle=None)), CATALOG["opencode"])
+    silent._commands._opened_at = time.monotonic() - own.COMMANDS_WAIT_SECONDS
+    started = time.monotonic()
+    assert anyio.run(silent.commands) == []
+    assert time.monotonic() - started < 0.5, "no wait once the bound from the opening is spent"
 
 
 class _ScriptedAgent:
