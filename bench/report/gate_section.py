@@ -131,6 +131,20 @@ def gate_section(g: R, command: str) -> list[str]:
         "reading the dialog, the mode and rules check, `permission.requested`, the LSP request "
         "out and its answer in, `permission.resolved`, and the answer line to pi.",
         "",
+        *_first_approval(app),
+    ]
+
+
+def _first_approval(app: R) -> list[str]:
+    """The bridge's first approval, left out of the trials (older runs did not keep it)."""
+    if "first_ask_tool_ms" not in app:
+        return []
+    return [
+        "The bridge's first approval (its conversation's first `ask` turn, before the trials), "
+        f"`tool.call` read → first `tool.update` read: {app['first_ask_tool_ms']:.2f} ms. What a "
+        "first checked tool call would build (the rules' shell parser) is built while the spare "
+        "pi boots.",
+        "",
     ]
 
 

@@ -241,6 +241,12 @@ def _simple_command(command: str) -> list[tuple[str, str]] | None:
     return words or None
 
 
+def prepare() -> None:
+    """Build the shell parser now: bashlex builds its grammar's tables at import (a tenth of a
+    second and more), which would otherwise fall on the first tool call a rule or a mode checks."""
+    _parse.__wrapped__("true")
+
+
 @functools.lru_cache(maxsize=PARSE_CACHE)
 def _parse(command: str) -> tuple[Any, ...] | None:
     """bashlex's parse of `command` (its nodes are only read, so one parse serves every reader);

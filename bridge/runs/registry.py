@@ -36,7 +36,7 @@ from bridge.engines.live.conversations import Conversations
 from bridge.engines.live.live_agent import NoLiveMode, StartFailure
 from bridge.engines.stored_conversations import StoredConversations
 from bridge.engines.warm_pool import WarmPool
-from bridge.policy import sandbox
+from bridge.policy import sandbox, shell_words
 from bridge.policy.gate import Gate
 from bridge.policy.redact import (
     BOOK,
@@ -112,6 +112,14 @@ def _build_hot_validators() -> None:
             pass
     for answer in (contract.RunResult, contract.CancelledRunData, contract.CancelResult):
         answer.model_rebuild()
+
+
+def _build_off_the_path(prepare_sandboxes: Callable[[], None]) -> None:
+    """What a first prompt, cancel or checked tool call would otherwise build on its way: the
+    wire's hot validators, what the sandbox learns of bwrap, and the rules' shell parser."""
+    _build_hot_validators()
+    prepare_sandboxes()
+    shell_words.prepare()
 
 
 class RunRegistry:
@@ -204,12 +212,11 @@ class RunRegistry:
         return True
 
     async def prepare_first_prompt(self) -> None:
-        """Build while the spare agent boots: every agent's adapter (see AgentChoice), the wire's
-        hot validators (else built at first use: the first prompt's) and what the sandbox learns
-        of bwrap; then freeze what the start built out of the garbage collector's full passes."""
+        """Build while the spare agent boots: every agent's adapter (see AgentChoice), then what
+        `_build_off_the_path` builds; then freeze what the start built out of the garbage
+        collector's full passes."""
         await self.agents.prepare_first_prompt()
-        await anyio.to_thread.run_sync(_build_hot_validators)
-        await anyio.to_thread.run_sync(self.gate.sandboxes.prepare)
+        await anyio.to_thread.run_sync(_build_off_the_path, self.gate.sandboxes.prepare)
         gc.freeze()  # a full collection walks only what comes after, not the start's whole heap
 
     @staticmethod

@@ -96,26 +96,30 @@ def test_the_models_of_a_first_answer_and_a_first_cancel_are_built_before_the_fi
 def test_what_the_start_built_is_frozen_out_of_the_collectors_full_passes(tmp_path: Path) -> None:
     """A full collection walked the whole heap the start built (modules, validators, adapters):
     a pause of tens of milliseconds under whichever prompt it fell on, and after every run's end.
-    Once the first prompt is prepared, that heap is frozen. A fresh interpreter, as a bridge."""
+    Once the first prompt is prepared, that heap is frozen, the rules' shell parser in it (its
+    import builds the grammar's tables, which fell on the first checked tool call). A fresh
+    interpreter, as a bridge."""
     import subprocess
     import sys
 
     script = (
-        "import gc, anyio\n"
+        "import gc, sys, anyio\n"
         "from bridge import agents\n"
         "from bridge.config import BridgeConfig\n"
         "from bridge.runs.registry import RunRegistry\n"
         "registry = RunRegistry(agents.build_adapter('pi'), BridgeConfig(), lambda *a, **k: None)\n"
-        "assert gc.get_freeze_count() == 0\n"
+        "assert gc.get_freeze_count() == 0 and 'bashlex' not in sys.modules\n"
         "anyio.run(registry.prepare_first_prompt)\n"
-        "print(gc.get_freeze_count())\n"
+        "print(gc.get_freeze_count(), 'bashlex.parser' in sys.modules)\n"
     )
     env = {**os.environ, STATE_DIR_ENV: str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60, env=env
     )
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout) > 10_000, done.stdout
+    frozen, parser_built = done.stdout.split()
+    assert int(frozen) > 10_000, done.stdout
+    assert parser_built == "True", "the shell parser is built with the start"
 
 
 async def test_a_run_s_answer_goes_out_before_its_checkpoint_is_queued(
