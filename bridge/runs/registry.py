@@ -101,17 +101,28 @@ class OpenFailure(Exception):
         self.error = error
 
 
+#: The models a first answer, cancel or approval would otherwise build on its way to the client.
+_HOT_MODELS: Final = (
+    contract.RunResult,
+    contract.CancelledRunData,
+    contract.CancelResult,
+    contract.RequestPermissionParams,
+    contract.RequestPermissionAnswer,
+    contract.PermissionRequestedContent,
+    contract.PermissionResolvedContent,
+)
+
+
 def _build_hot_validators() -> None:
     """Validate a sample of each params model a prompt or a cancel reads: that builds its
-    validator (a failed validation does too); and build the models of their answers, which a
-    first answer or a first cancel would otherwise build on its way to the client."""
+    validator (a failed validation does too); and build `_HOT_MODELS`."""
     for model in (contract.RunParams, contract.CancelParams, contract.SteerParams):
         try:
             model.model_validate({"prompt": "", "runId": "warm"})
         except ValidationError:
             pass
-    for answer in (contract.RunResult, contract.CancelledRunData, contract.CancelResult):
-        answer.model_rebuild()
+    for built in _HOT_MODELS:
+        built.model_rebuild()
 
 
 def _build_off_the_path(prepare_sandboxes: Callable[[], None]) -> None:

@@ -72,16 +72,19 @@ def test_every_message_of_every_attempt_gets_the_next_seq() -> None:
     assert len(batches) == 2, "one batch per emit, none for nothing"
 
 
-def test_the_models_of_a_first_answer_and_a_first_cancel_are_built_before_the_first_prompt() -> None:
+def test_the_models_of_a_first_answer_cancel_and_approval_are_built_before_the_first_prompt() -> None:
     """The contract defers each model's validator to its first use: a bridge's first cancel
-    built its answer's on its way to the client. A fresh interpreter, as a bridge starts."""
+    built its answer's on its way to the client, its first approval its request's and answer's.
+    A fresh interpreter, as a bridge starts."""
     import subprocess
     import sys
 
     script = (
         "from bridge import contract\n"
         "from bridge.runs import registry\n"
-        "answers = (contract.RunResult, contract.CancelledRunData, contract.CancelResult)\n"
+        "answers = (contract.RunResult, contract.CancelledRunData, contract.CancelResult,\n"
+        "    contract.RequestPermissionParams, contract.RequestPermissionAnswer,\n"
+        "    contract.PermissionRequestedContent, contract.PermissionResolvedContent)\n"
         "assert not any(m.__pydantic_complete__ for m in answers), 'built at import: nothing to prove'\n"
         "registry._build_hot_validators()\n"
         "print([m.__name__ for m in answers if not m.__pydantic_complete__])\n"
