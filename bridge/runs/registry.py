@@ -125,12 +125,15 @@ def _build_hot_validators() -> None:
         built.model_rebuild()
 
 
-def _build_off_the_path(prepare_sandboxes: Callable[[], None]) -> None:
+def _build_off_the_path(prepare_sandboxes: Callable[[], None], checks_commands: bool) -> None:
     """What a first prompt, cancel or checked tool call would otherwise build on its way: the
-    wire's hot validators, what the sandbox learns of bwrap, and the rules' shell parser."""
+    wire's hot validators, what the sandbox learns of bwrap, and, when conversations start in a
+    mode that checks commands, the rules' shell parser (a bridge in `full` may never need it,
+    and its import costs every bridge that much CPU at start)."""
     _build_hot_validators()
     prepare_sandboxes()
-    shell_words.prepare()
+    if checks_commands:
+        shell_words.prepare()
 
 
 class RunRegistry:
@@ -227,7 +230,8 @@ class RunRegistry:
         `_build_off_the_path` builds; then freeze what the start built out of the garbage
         collector's full passes."""
         await self.agents.prepare_first_prompt()
-        await anyio.to_thread.run_sync(_build_off_the_path, self.gate.sandboxes.prepare)
+        checks = self.gate.default_mode != "full"
+        await anyio.to_thread.run_sync(_build_off_the_path, self.gate.sandboxes.prepare, checks)
         gc.freeze()  # a full collection walks only what comes after, not the start's whole heap
 
     @staticmethod
