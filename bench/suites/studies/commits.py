@@ -38,7 +38,13 @@ def _export(commit: str, into: Path) -> Path:
 
 
 def _argv(tree: Path) -> Callable[[], list[str]]:
-    code = f"import sys; sys.path.insert(0, {str(tree)!r}); from bridge.cli import main; sys.exit(main())"
+    # sniffio is kept out of both trees' bridges alike: installed (a dependency's, since), it made
+    # anyio find no event loop in pygls's handler thread in trees before the bridge worked around
+    # it, which then never started a spare. Without it anyio takes the loop to be asyncio's.
+    code = (
+        "import sys; sys.modules['sniffio'] = None; "
+        f"sys.path.insert(0, {str(tree)!r}); from bridge.cli import main; sys.exit(main())"
+    )
     return lambda: [PYTHON, "-c", code]
 
 
