@@ -68,6 +68,8 @@ class AcpConversationLive(AcpLive):
         #: The session being loaded (the agent's id) and its replay, until the agent answers.
         self._loading: tuple[str, Replay] | None = None
         self._replayed: SessionHistory | None = None
+        #: A loaded session, until its first prompt: a message chunk now is its replay, late.
+        self._watch_late = False
 
     async def prepare(self) -> LiveState:
         """The session opened (AcpLive.prepare); a loaded one gets the kept options again."""
@@ -76,8 +78,13 @@ class AcpConversationLive(AcpLive):
         self._loading = (wanted, Replay()) if plan.startswith("load:") else None
         state = await super().prepare()
         if self._loading is not None:
-            self._replayed = self._loading[1].history(state.session_id or wanted, self._cwd())
+            replay = self._loading[1]
+            self._replayed = replay.history(state.session_id or wanted, self._cwd())
             self._loading = None
+            turns = len(self._replayed.turns) if self._replayed else 0
+            name = self.spec.display_name
+            log.info("%s loaded %s: %d updates replayed, %d turns", name, wanted, replay.updates, turns)
+            self._watch_late = True
         if plan.startswith("load:"):
             for option_id, value in self._kept.to_set(self._session_id, self._options):
                 try:
@@ -109,6 +116,9 @@ class AcpConversationLive(AcpLive):
             and (params.get("sessionId") == loading[0])
         ):
             loading[1].feed(params.get("update"))
+        elif self._watch_late and self._prompt is None and _is_history(params):
+            self._watch_late = False  # said once: a replay that came late is not in the history read
+            log.warning("%s replayed part of its session after answering its load", self.spec.display_name)
         return super()._session_update(line, params)
 
     def take_replayed(self) -> SessionHistory | None:
@@ -119,4 +129,12 @@ class AcpConversationLive(AcpLive):
     def send_prompt_now(self, text: str, *, images: Sequence[PromptImage] = ()) -> PendingCommand:
         """AcpLive.send_prompt_now; a replay not handed out by now is of no front's load."""
         self._replayed = None
+        self._watch_late = False
         return super().send_prompt_now(text, images=images)
+
+
+def _is_history(params: Any) -> bool:
+    """A user's or the agent's message chunk: what a session/load replays."""
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    return kind in ("user_message_chunk", "agent_message_chunk")

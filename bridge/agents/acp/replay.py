@@ -21,6 +21,8 @@ class Replay:
     """The `session/update`s of one session/load, turned into turns as they come."""
 
     def __init__(self) -> None:
+        #: Every update fed (the log's, when a load replays nothing).
+        self.updates = 0
         self._turns: list[dict[str, Any]] = []
         self._omitted = 0
         #: The name of each call announced, by its id.
@@ -33,6 +35,7 @@ class Replay:
         """One update of the session being loaded."""
         if not isinstance(update, dict):
             return
+        self.updates += 1
         kind = update.get("sessionUpdate")
         pending = self._pending
         if pending is not None and not (

@@ -248,6 +248,47 @@ def test_an_option_the_editor_set_is_set_again_once_on_the_process_that_loads_th
     assert [m for m, _ in other.sent] == ["initialize", "session/load"]
 
 
+def _chunk(session_id: str, kind: str, text: str) -> bytes:
+    """A `user_message_chunk` or `agent_message_chunk` line of `session_id`."""
+    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    message = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
+def test_a_load_says_what_it_replayed_and_a_replay_that_comes_after_the_answer_is_told(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A loaded session's history is what the agent replays before answering session/load; the
+    log says how much came, and a message chunk after the answer and before any prompt (a replay
+    come late, which the history read does not hold) is told once."""
+    caplog.set_level("INFO", logger="bridge.agents.acp.kept_options")
+    agent = _ScriptedAgent({"initialize": INITIALIZED, "session/load": _with_mode("build")})
+    client = _opencode("load:ses_a|conv-1", agent, KeptOptions(), monkeypatch)
+    original = agent.request
+
+    async def load_with_replay(method: str, params: dict[str, Any], timeout: float = 0.0) -> dict[str, Any]:
+        if method == "session/load":
+            client._dispatch(
+                [_chunk("ses_a", "user_message_chunk", "one"), _chunk("ses_a", "agent_message_chunk", "1")]
+            )
+        return await original(method, params, timeout)
+
+    monkeypatch.setattr(client, "request", load_with_replay)
+    anyio.run(client.prepare)
+    history = client.take_replayed()
+    assert history is not None and [t.prompt for t in history.turns] == ["one"]
+    assert "loaded ses_a: 2 updates replayed, 1 turns" in caplog.text
+    client._dispatch(
+        [_chunk("ses_a", "user_message_chunk", "two"), _chunk("ses_a", "agent_message_chunk", "2")]
+    )
+    late = [r for r in caplog.records if "after answering its load" in r.getMessage()]
+    assert len(late) == 1 and late[0].levelname == "WARNING"
+
+
 def _config_update(session_id: str, mode: str) -> bytes:
     """A `config_option_update` of `session_id` with OpenCode's mode at `mode`."""
     update = {"sessionUpdate": "config_option_update", "configOptions": _with_mode(mode)["configOptions"]}
