@@ -242,8 +242,8 @@ def _simple_command(command: str) -> list[tuple[str, str]] | None:
 
 
 def prepare() -> None:
-    """Build the shell parser now: bashlex builds its grammar's tables at import (a tenth of a
-    second and more), which would otherwise fall on the first tool call a rule or a mode checks."""
+    """Build the shell parser now: bashlex builds its grammar's tables anew at each import, which
+    would otherwise fall on the first tool call a rule or a mode checks."""
     _parse.__wrapped__("true")
 
 
