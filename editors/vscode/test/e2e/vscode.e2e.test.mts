@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
+import puppeteer, { type Browser, type ElementHandle, type Frame, type Page } from 'puppeteer-core';
 import {
   bridgePython,
   isAlive,
@@ -143,14 +143,35 @@ async function screenshot(name: string): Promise<string> {
   return path;
 }
 
+/**
+ * Open the Command Palette with F1 and return its input.
+ *
+ * A key pressed while a webview that holds the focus is being rebuilt (a new conversation, a
+ * reload) never reaches the workbench: the palette is asked again, from the workbench's own
+ * focus, and what held the focus is said if it still does not open.
+ */
+async function openCommandPalette(): Promise<ElementHandle<Element>> {
+  const selector = '.quick-input-widget .quick-input-box input';
+  const attempts = 3;
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('F1');
+    const input = await page
+      .waitForSelector(selector, { visible: true, timeout: UI_TIMEOUT / attempts })
+      .catch(() => null);
+    if (input) return input;
+    const focus = (await page.evaluate(
+      `(() => { const a = document.activeElement; const d = document.querySelector('.monaco-dialog-box');
+        return (a ? a.tagName + '.' + a.className : 'none') + (d ? ' · dialog: ' + d.textContent : ''); })()`,
+    )) as string;
+    console.log(`F1 opened no Command Palette (attempt ${attempt}); the focus was on ${focus}`);
+    assert.ok(attempt < attempts, `F1 opened no Command Palette; the focus was on ${focus}`);
+    await page.evaluate('document.activeElement && document.activeElement.blur()');
+  }
+}
+
 /** Run a Command Palette command by its title. */
 async function runCommand(title: string): Promise<void> {
-  await page.keyboard.press('F1');
-  const input = await page.waitForSelector('.quick-input-widget .quick-input-box input', {
-    visible: true,
-    timeout: UI_TIMEOUT,
-  });
-  assert.ok(input);
+  const input = await openCommandPalette();
   await input.type(title);
   await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${title}"]`, {
     visible: true,
