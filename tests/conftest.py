@@ -77,7 +77,19 @@ async def fake_bridge(lsp_client: LanguageClient) -> AsyncIterator[LanguageClien
 
 @pytest_lsp.fixture(config=bridge_config())
 async def real_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
-    """A bridge running the real pi against the scripted model (provider `fake`)."""
+    """A bridge running the real pi against the scripted model (provider `fake`), with no spare.
+
+    Its tests run in their own folders, never in the root a spare is primed in: each spare would
+    be a pi started for nothing (the warm pool's own tests use `warm_real_bridge`)."""
+    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "warmPool": False})
+    yield lsp_client
+    await lsp_client.shutdown_session()
+    await assert_no_run_processes()
+
+
+@pytest_lsp.fixture(config=bridge_config())
+async def warm_real_bridge(lsp_client: LanguageClient, pi_agent_dir: Path) -> AsyncIterator[LanguageClient]:
+    """`real_bridge` with the warm pool on, as an editor starts it: a spare pi is kept."""
     await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}})
     yield lsp_client
     await lsp_client.shutdown_session()

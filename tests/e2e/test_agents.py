@@ -67,7 +67,9 @@ async def bridge(
     lsp_client: LanguageClient, pi_agent_dir: Path, scripted_model: ScriptedModelServer, claude_dir: Path
 ) -> AsyncIterator[LanguageClient]:
     """One bridge with both agents."""
-    await initialize(lsp_client, agent_options(pi_agent_dir, scripted_model, claude_dir))
+    await initialize(
+        lsp_client, {**agent_options(pi_agent_dir, scripted_model, claude_dir), "warmPool": False}
+    )
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()

@@ -61,6 +61,7 @@ async def bridge(
             "CLAUDE_CONFIG_DIR": str(claude_config_dir),
         },
         "silenceTimeoutMs": 30000,
+        "warmPool": False,  # its runs go to their own folders: a spare in the root is never taken
     }
     await initialize(lsp_client, options)
     yield lsp_client

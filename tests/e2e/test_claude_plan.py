@@ -43,6 +43,7 @@ async def bridge(
             "CLAUDE_CONFIG_DIR": str(config_dir),
         },
         "silenceTimeoutMs": 30000,
+        "warmPool": False,
     }
     await initialize(lsp_client, options)
     yield lsp_client

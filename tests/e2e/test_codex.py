@@ -58,7 +58,7 @@ async def bridge(
     """A bridge whose own agent is Codex, its home (config.toml, threads) in a temp dir."""
     home = tmp_path_factory.mktemp("codex-home")
     env = codex_env(home, f"http://127.0.0.1:{scripted_model.port}")
-    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000})
+    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()

@@ -367,21 +367,21 @@ async def test_close_session_during_a_new_conversation_s_first_run_cancels_it(
 
 
 async def test_a_resumed_conversation_takes_the_spare(
-    real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
+    warm_real_bridge: LanguageClient, scripted_model: ScriptedModelServer, tmp_path: Path
 ) -> None:
     tag = os.urandom(4).hex()
-    first, _ = await turn(real_bridge, f"before-{tag}", cwd=str(tmp_path))
+    first, _ = await turn(warm_real_bridge, f"before-{tag}", cwd=str(tmp_path))
     sid = first["sessionId"]
-    await request(real_bridge, "pi/closeSession", {"sessionId": sid})
+    await request(warm_real_bridge, "pi/closeSession", {"sessionId": sid})
     deadline = time.monotonic() + 30
     spare = None
     while spare is None:  # the next spare, primed in the folder the conversations run in
         assert time.monotonic() < deadline, "no spare primed in the conversation's folder"
-        warm = (await request(real_bridge, "pi/runs", None))["warmPids"]
+        warm = (await request(warm_real_bridge, "pi/runs", None))["warmPids"]
         spare = next((pid for pid in warm if psutil.Process(pid).cwd() == str(tmp_path)), None)
         await asyncio.sleep(0.05)
-    await turn(real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
-    assert await live_pid(real_bridge, sid) == spare, "the spare took the resumed conversation"
+    await turn(warm_real_bridge, f"after-{tag}", cwd=str(tmp_path), sessionId=sid)
+    assert await live_pid(warm_real_bridge, sid) == spare, "the spare took the resumed conversation"
     [seen] = requests_with(scripted_model, f"after-{tag}")
     assert user_texts(seen["body"]) == [f"before-{tag}", f"after-{tag}"]
 

@@ -31,7 +31,10 @@ async def bridge(
     lsp_client: LanguageClient, pi_agent_dir: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[LanguageClient]:
     """The real pi against the scripted model, on the rpc engine and on the json engine."""
-    await initialize(lsp_client, {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "engine": request.param})
+    await initialize(
+        lsp_client,
+        {"env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir)}, "engine": request.param, "warmPool": False},
+    )
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()

@@ -71,7 +71,7 @@ async def bridge(
     lsp_client: LanguageClient, pi_agent_dir: Path, tmp_path: Path
 ) -> AsyncIterator[LanguageClient]:
     env = {"PI_CODING_AGENT_DIR": str(pi_agent_dir), "PI_BRIDGE_STATE_DIR": str(tmp_path / "state")}
-    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000})
+    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 60000, "warmPool": False})
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()

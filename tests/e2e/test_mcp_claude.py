@@ -43,7 +43,7 @@ async def claude_bridge(
         "CLAUDE_CONFIG_DIR": str(config_dir),
         "PI_BRIDGE_STATE_DIR": str(tmp_path / "state"),
     }
-    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 30000})
+    await initialize(lsp_client, {"env": env, "silenceTimeoutMs": 30000, "warmPool": False})
     yield lsp_client
     await lsp_client.shutdown_session()
     await assert_no_run_processes()
