@@ -143,6 +143,7 @@ class Starter:
         if session_id in self.opened and not stored:
             # pi had not written the session yet (its first prompt failed, was cancelled or pi
             # died first): start it anew under the same id, so the conversation keeps its id.
+            log.info("%s: session %s is not stored yet: started anew under its id", self.name, session_id)
             spec: LaunchSpec = mode.launch_spec(
                 command, replace(launch_options, session_id=None), new_session_id=session_id
             )

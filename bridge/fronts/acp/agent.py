@@ -196,6 +196,8 @@ class AcpAgent:
         replayed = self.sessions.take_replayed(session)
         if replayed is not None and not isinstance(stored, SessionHistory):
             await self._replay(session_id, replayed, cwd)
+        elif not isinstance(stored, SessionHistory):
+            log.warning("session/load %s: no process of its agent loaded it: nothing replayed", session_id)
         self._announce(session)
         return schema.LoadSessionResponse(**self._state(session))
 
