@@ -197,8 +197,7 @@ async def test_opencodes_mode_and_model_set_by_the_editor_outlive_its_killed_pro
             await asyncio.wait_for(
                 conn.set_config_option(config_id=config_id, session_id=sid, value=value), WAIT
             )
-        # the conversation's process is the oldest (the front's next spare starts after it)
-        pid = min(agent_processes("opencode"), key=lambda p: psutil.Process(p).create_time())
+        [pid] = agent_processes("opencode")  # the conversation's (`_acp_front` keeps no spare)
         psutil.Process(pid).kill()
         await wait_gone(pid)
         seen = len(scripted_model.requests)

@@ -575,7 +575,9 @@ def _acp_front(
 ) -> Any:
     """`pi-bridge acp --agent AGENT` whose agent runs scripted scenario `scenario` by default: pi's
     settings name it (a copy of the agent dir), Claude Code's ANTHROPIC_MODEL does, OpenCode's and
-    Gemini CLI's configuration does (the recipes of agent_configs.py); `meta` goes in initialize."""
+    Gemini CLI's configuration does (the recipes of agent_configs.py); `meta` goes in initialize.
+    No spare: the one a front primes for a next conversation starts seconds after the session
+    opens, in the middle of these tests, where it would pass for the conversation's own process."""
     agent_dir = tmp_path / "pi-agent"
     if not agent_dir.exists():
         shutil.copytree(pi_agent_dir, agent_dir, ignore=shutil.ignore_patterns("sessions"))
@@ -590,7 +592,7 @@ def _acp_front(
         env.update(gemini_env(tmp_path / "gemini-home", origin, scenario))
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return acp_bridge(agent_dir, work, args=("--agent", agent), extra_env=env, meta=meta)
+    return acp_bridge(agent_dir, work, args=("--agent", agent, "--no-warm-pool"), extra_env=env, meta=meta)
 
 
 @pytest.fixture(params=AGENTS)
@@ -612,7 +614,7 @@ async def test_acp_front_three_turns_on_one_agent_process(
             answer = await prompt(conn, session_id, f"{turn}-{tag}", timeout=WAIT * 2)
             assert answer.stop_reason == "end_turn"
             assert text_of(recorder.of(session_id)) == f"ECHO:{turn}-{tag}"
-            # the conversation's process, and the front's warm spare for the next one, if any
+            # the conversation's processes of the agent's executable (`_acp_front` keeps no spare)
             found = found or set(agent_processes(agent))
             assert 1 <= len(found) <= 2, [psutil.Process(p).cmdline() for p in found]
             assert set(agent_processes(agent)) == found, "one agent process serves every turn"
