@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import anyio
@@ -107,6 +107,9 @@ class ChildProcess:
     start_ticks: int = 0
     pidfd: int | None = None
     cgroup: RunCgroup | None = None
+    #: The environment it was started with, kept: /proc shows it only once the exec is done, and
+    #: before that the parent's (a client reading it first thing read the launch's intent wrong).
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def pid(self) -> int:
@@ -206,7 +209,15 @@ async def spawn(argv: tuple[str, ...], cwd: str, env: Mapping[str, str]) -> Chil
     with anyio.CancelScope(shield=True):  # the child is ours now: it must not lose its stdin
         stdin = await StdinPipe.open(stdin_write)
     return _tracked(
-        ChildProcess(process=process, token=token, argv=argv, stdin=stdin, start_ticks=floor, cgroup=group)
+        ChildProcess(
+            process=process,
+            token=token,
+            argv=argv,
+            stdin=stdin,
+            start_ticks=floor,
+            cgroup=group,
+            env=full_env,
+        )
     )
 
 

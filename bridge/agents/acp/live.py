@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import orjson
-import psutil
 from acp import PROTOCOL_VERSION, schema
 from pydantic import ValidationError
 
@@ -80,10 +79,7 @@ class AcpLiveError(LiveError):
 
 def launch_env(child: ChildProcess) -> dict[str, str]:
     """The environment the process was started with (what the launch asked of it)."""
-    with contextlib.suppress(psutil.Error, OSError):
-        if child.handle is not None:
-            return dict(child.handle.environ())
-    return {}
+    return dict(child.env)
 
 
 class AcpLive(JsonRpcLiveClient):

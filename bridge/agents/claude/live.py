@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
-import psutil
 
 from bridge.agents.claude import sessions
 from bridge.agents.claude.command import PermissionMode, claude_env, model_and_tool_flags
@@ -189,8 +188,7 @@ class ClaudeLive(LiveClientBase):
             if isinstance(m, dict) and m.get("value")
         )
         self._commands = slash_commands(answer.get("commands"))
-        with contextlib.suppress(psutil.Error, OSError):
-            self._env = self.child.handle.environ() if self.child.handle is not None else {}
+        self._env = self.child.env
         session_id, resumed = _session_of(self.child.argv)
         return LiveState(
             session_id=session_id,

@@ -19,7 +19,6 @@ from typing import Any, Final
 
 import anyio
 import orjson
-import psutil
 
 from bridge.agents.codex import mcp_exec, sessions
 from bridge.agents.codex.command import sandbox_mode
@@ -141,8 +140,7 @@ class CodexLive(JsonRpcLiveClient):
 
     async def prepare(self) -> LiveState:
         """``initialize``, then the conversation's thread: started, or resumed when stored."""
-        with contextlib.suppress(psutil.Error, OSError):
-            self._env = self.child.handle.environ() if self.child.handle is not None else {}
+        self._env = self.child.env
         await self.request(
             "initialize", {"clientInfo": {"name": "pi-bridge", "version": "1"}}, START_TIMEOUT_SECONDS
         )

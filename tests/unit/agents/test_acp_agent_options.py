@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -16,6 +18,7 @@ from bridge.agents.acp.catalog import CATALOG, SESSION_ENV
 from bridge.agents.acp.kept_options import AcpConversationLive, KeptOptions
 from bridge.agents.acp.live import AcpLive
 from bridge.agents.values import SESSION_MODE, AgentCommand, LiveError
+from bridge.process import shutdown, spawn
 from bridge.process.spawn import ChildProcess
 
 #: Gemini CLI 0.61.0's session/new answer (measured), and OpenCode 1.18.33's config options.
@@ -298,3 +301,25 @@ def _config_update(session_id: str, mode: str) -> bytes:
         "params": {"sessionId": session_id, "update": update},
     }
     return json.dumps(message).encode() + b"\n"
+
+
+class _BeforeTheExec:
+    """What /proc shows of a process whose exec is not done yet: its parent's environment."""
+
+    def environ(self) -> dict[str, str]:
+        return dict(os.environ)
+
+
+async def test_a_client_reads_the_launch_s_session_plan_from_the_launch_not_from_proc(tmp_path: Path) -> None:
+    """A client reads its session plan first thing after the spawn, when /proc may still show the
+    parent's environment: a load then went unrecorded (its replay lost). The plan is the launch's."""
+    plan = "load:agent-id|bridge-id"
+    child = await spawn.spawn(("sleep", "300"), str(tmp_path), {SESSION_ENV: plan})
+    try:
+        child.handle = cast(Any, _BeforeTheExec())
+        assert live.launch_env(child)[SESSION_ENV] == plan
+        assert live.launch_env(child)[spawn.RUN_TOKEN_ENV] == child.token
+    finally:
+        await shutdown.shutdown_tree(child)
+        spawn.forget(child)
+        await child.process.aclose()
