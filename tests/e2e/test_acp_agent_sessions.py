@@ -129,6 +129,13 @@ async def test_a_restarted_bridge_resumes_a_pi_acp_session_from_its_record(
         with pytest.raises(RequestError) as gone:
             await asyncio.wait_for(conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[]), WAIT)
         assert gone.value.code == -32002
-        kept = json.loads((state / "agent-sessions.json").read_text())["sessions"]
-        assert [e.get("deleted") for e in kept if e["sessionId"] == sid] == [True]
+        # the record's file is written off the loop, after the answer: wait for it (bounded)
+        deadline = time.monotonic() + WAIT
+        while True:
+            kept = json.loads((state / "agent-sessions.json").read_text())["sessions"]
+            marks = [e.get("deleted") for e in kept if e["sessionId"] == sid]
+            if marks == [True] or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert marks == [True]
     await assert_no_run_processes()
