@@ -62,6 +62,9 @@ vim.defer_fn(function()
     end, 50)
     vim.cmd('diffoff!')
     vim.cmd('only')
+    -- pi's edit of the open notes.txt went through its buffer (the editor's own surface): saved
+    -- here as a user would, so the buffer can be shown again
+    vim.cmd('silent! wall')
     vim.cmd('edit ' .. vim.fn.fnameescape(project .. '/notes.txt'))
     vim.cmd('PiChat')
     vim.ui.select = function(items, opts, on_choice)
