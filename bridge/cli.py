@@ -243,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `pi-bridge` console script and `python -m bridge`."""
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level, args.log_file)
+    from bridge.process import trace  # the standard library's only
+
+    trace.start_from_environment()
     if args.command == "demo":
         return demo_main(args)
     if args.command == "acp":

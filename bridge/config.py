@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shlex
 from collections.abc import Mapping
@@ -20,9 +21,28 @@ from bridge.contract import (
     SandboxSettings,
 )
 
+log = logging.getLogger(__name__)
+
 COMMAND_ENV = "PI_BRIDGE_PI_COMMAND"
 # Set in the agents' environment when the client turns the plan tool on (`planTool`).
 PLAN_TOOL_ENV = "PI_BRIDGE_PLAN_TOOL"
+
+
+def env_number(name: str, default: float) -> float:
+    """A number the bridge's environment may set (a timeout, a limit), read when it is used.
+
+    Never at import: a module's constant would keep the environment of whatever imported it
+    first (a test's fork server, a parent that set it later). A value that is not a number is
+    ignored, with a warning naming it.
+    """
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        log.warning("%s=%r is not a number: %g is used", name, raw, default)
+        return default
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

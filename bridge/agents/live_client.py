@@ -13,11 +13,19 @@ import psutil
 from bridge.agents.live_reader import LiveReader, PendingCommand, own_command
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import LiveError, LiveErrorKind, SessionStats
+from bridge.config import env_number
 from bridge.process.stdin_pipe import StdinClosed
 
-# A live agent answers a command at once (the first command of a fresh one waits for its
-# start-up, under a bound of its own). Past this, the agent is not answering.
-COMMAND_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_RPC_COMMAND_TIMEOUT", "10"))
+COMMAND_TIMEOUT_ENV: Final = "PI_BRIDGE_RPC_COMMAND_TIMEOUT"
+
+
+def command_timeout(timeout: float | None = None) -> float:
+    """`timeout`, else how long a command waits for its answer ($PI_BRIDGE_RPC_COMMAND_TIMEOUT).
+
+    A live agent answers a command at once (the first command of a fresh one waits for its
+    start-up, under a bound of its own). Past this, the agent is not answering.
+    """
+    return env_number(COMMAND_TIMEOUT_ENV, 10.0) if timeout is None else timeout
 
 
 class LiveClientBase(LiveReader):
@@ -53,8 +61,9 @@ class LiveClientBase(LiveReader):
         except (StdinClosed, OSError) as exc:
             raise self._error(name, f"could not be sent: {exc}", kind="closed") from exc
 
-    async def _drain(self, pending: PendingCommand, timeout: float) -> None:
+    async def _drain(self, pending: PendingCommand, timeout: float | None) -> None:
         """Wait (bounded) until the agent has read what was written."""
+        timeout = command_timeout(timeout)
         try:
             with anyio.fail_after(timeout):
                 await self.child.stdin.drain()
@@ -67,8 +76,9 @@ class LiveClientBase(LiveReader):
                 pending.name, f"was not read by {self.who} within {timeout:g} s", kind="timeout"
             ) from exc
 
-    async def answer(self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> dict[str, Any]:
+    async def answer(self, pending: LiveCommand, timeout: float | None = None) -> dict[str, Any]:
         """Wait (bounded) for the answer to a sent command; what it carries."""
+        timeout = command_timeout(timeout)
         request = own_command(pending)
         try:
             if not request.answered.is_set():  # one answered already costs no trip round the loop
@@ -100,14 +110,12 @@ class LiveClientBase(LiveReader):
     def _refuse(self, command: str, reason: str) -> LiveError:
         return self._error(command, reason, kind="refused")
 
-    async def _sent_and_answered(self, pending: PendingCommand, timeout: float) -> dict[str, Any]:
+    async def _sent_and_answered(self, pending: PendingCommand, timeout: float | None) -> dict[str, Any]:
         """Wait (bounded) until the agent has read a command, then for its answer."""
         await self._drain(pending, timeout)
         return await self.answer(pending, timeout)
 
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
+    async def delivered(self, pending: LiveCommand, timeout: float | None = None) -> dict[str, Any]:
         """Wait (bounded) until the agent has read the prompt (its answer comes at the turn's end)."""
         await self._drain(own_command(pending), timeout)
         return {}
@@ -123,11 +131,11 @@ class LiveClientBase(LiveReader):
         """None: the agent holds no queue of a turn's messages the bridge can take back."""
         return None
 
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+    async def unsent(self, command: LiveCommand, timeout: float | None = None) -> list[str]:
         """Nothing (see `send_clear_queue_now`)."""
         return []
 
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+    async def stats(self, timeout: float | None = None) -> SessionStats:
         """Nothing more than the turn's end said."""
         return SessionStats()
 

@@ -18,12 +18,12 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bridge.checkpoints.shadow_git import ShadowGitError, ShadowRepo, Snapshot, find_git
+from bridge.config import env_number
 from bridge.policy.run_view import RunView
 
 log = logging.getLogger(__name__)
 
-#: Checkpoints kept per conversation (the oldest go first).
-MAX_PER_SESSION: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINTS_PER_SESSION", "100"))
+PER_SESSION_ENV: Final = "PI_BRIDGE_CHECKPOINTS_PER_SESSION"
 CHECKPOINTS_DIR: Final = "checkpoints"
 #: A checkpoint keeps its prompt to name it by, cut to this: a prompt of many megabytes would
 #: otherwise sit in every listing and in the records rewritten at each turn.
@@ -341,8 +341,9 @@ class Checkpoints:
             left_out=[path for path, _ in before.skipped],
         )
         stored.checkpoints.append(record)
-        dropped = stored.checkpoints[:-MAX_PER_SESSION]
-        stored.checkpoints = stored.checkpoints[-MAX_PER_SESSION:]
+        kept = max(1, int(env_number(PER_SESSION_ENV, 100)))  # the oldest go first
+        dropped = stored.checkpoints[:-kept]
+        stored.checkpoints = stored.checkpoints[-kept:]
         self._write(session_id, stored)
         if dropped:
             repo = self._repo(cwd)

@@ -12,12 +12,23 @@ from pathlib import Path
 from typing import Final
 
 from bridge.checkpoints.fs_watch import Watcher
+from bridge.config import env_number
 from bridge.process.spawn import run_own
 
-#: A file bigger than this is left out of the snapshots (its path is in the snapshot's notes).
-MAX_FILE_BYTES: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINT_MAX_FILE_BYTES", str(10 * 1024 * 1024)))
-#: A workspace with more files than this gets no checkpoints (a snapshot would take too long).
-MAX_FILES: Final = int(os.environ.get("PI_BRIDGE_CHECKPOINT_MAX_FILES", "250000"))
+MAX_FILE_BYTES_ENV: Final = "PI_BRIDGE_CHECKPOINT_MAX_FILE_BYTES"
+MAX_FILES_ENV: Final = "PI_BRIDGE_CHECKPOINT_MAX_FILES"
+
+
+def max_file_bytes() -> int:
+    """A file bigger than this is left out of the snapshots (its path is in the snapshot's notes)."""
+    return int(env_number(MAX_FILE_BYTES_ENV, 10 * 1024 * 1024))
+
+
+def max_files() -> int:
+    """A workspace with more files than this gets no checkpoints (a snapshot would take too long)."""
+    return int(env_number(MAX_FILES_ENV, 250_000))
+
+
 #: One git command; past this, the snapshot fails (and the run goes on without it).
 GIT_TIMEOUT_SECONDS: Final = 120.0
 _REF_PREFIX: Final = "refs/pi-bridge/"
@@ -229,6 +240,7 @@ class ShadowRepo:
         present: list[str] = []
         gone: list[str] = []
         grown: list[str] = []
+        limit = max_file_bytes()
         for path in sorted(changed):
             if ".git" in path.split("/"):
                 continue
@@ -242,7 +254,7 @@ class ShadowRepo:
                 raise ShadowGitError(f"{path}: {exc}") from None
             if stat.S_ISDIR(info.st_mode):
                 continue  # its files come one by one (the watcher walks a new folder)
-            if stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES:
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
                 self._big[path] = info.st_size
                 grown.append(path)
                 continue
@@ -289,15 +301,17 @@ class ShadowRepo:
         # The workspace's own ignore rules only: info/exclude holds the last snapshot's big files.
         listed = self._git("ls-files", "-z", "--others", "--modified", "--exclude-per-directory=.gitignore")
         paths = [p for p in listed.split("\0") if p]
-        if len(paths) > MAX_FILES:
-            raise ShadowGitError(f"the workspace has over {MAX_FILES:,} files: checkpoints are off for it")
+        most = max_files()
+        if len(paths) > most:
+            raise ShadowGitError(f"the workspace has over {most:,} files: checkpoints are off for it")
         skipped: list[tuple[str, int]] = []
+        limit = max_file_bytes()
         for path in paths:
             try:
                 info = os.lstat(self.work_tree / path)
             except OSError:
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_size > MAX_FILE_BYTES:
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
                 skipped.append((path, info.st_size))
         self._write_exclude(skipped)
         if skipped:

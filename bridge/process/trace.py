@@ -11,9 +11,23 @@ from typing import Final
 
 TRACE_ENV: Final = "PI_BRIDGE_TRACE"
 RING_SIZE: Final = 4096
-_PATH: Final = os.environ.get(TRACE_ENV) or None
-_ring: collections.deque[tuple[str, int]] | None = collections.deque(maxlen=RING_SIZE) if _PATH else None
+_path: str | None = None
+_ring: collections.deque[tuple[str, int]] | None = None
 _clock = time.monotonic_ns
+
+
+def start_from_environment() -> None:
+    """Keep marks from now on when $PI_BRIDGE_TRACE names a file; they are written there at exit.
+
+    Called by the bridge's entry point, not at import: what imported this module first (a test's
+    fork server) may not have the bridge's environment.
+    """
+    global _path, _ring
+    path = os.environ.get(TRACE_ENV) or None
+    if path is None or _ring is not None:
+        return
+    _path, _ring = path, collections.deque(maxlen=RING_SIZE)
+    atexit.register(_dump)
 
 
 def mark(name: str) -> None:
@@ -23,14 +37,10 @@ def mark(name: str) -> None:
 
 
 def _dump() -> None:
-    if _ring is None or _PATH is None:
+    if _ring is None or _path is None:
         return
     try:
-        with open(_PATH, "w", encoding="utf-8") as out:
+        with open(_path, "w", encoding="utf-8") as out:
             json.dump(list(_ring), out)
     except OSError:
         pass
-
-
-if _ring is not None:
-    atexit.register(_dump)

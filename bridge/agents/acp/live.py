@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
@@ -18,7 +17,7 @@ from bridge.agents.acp import options as own
 from bridge.agents.acp.catalog import MCP_ENV, SESSION_ENV, SETTLED_LINE, AcpAgentSpec, model_value
 from bridge.agents.acp.client_fs import FS_METHODS, fs_answer, fs_op, refused
 from bridge.agents.acp.mcp import session_servers
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
+from bridge.agents.live_client import JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.mapping import json_object
 from bridge.agents.values import (
@@ -36,13 +35,21 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
+from bridge.config import env_number
 from bridge.contract import ErrorKind, PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
 
 log = logging.getLogger(__name__)
 
 #: An ACP agent's start (a Node program that starts its own agent) and its session/new.
-START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_ACP_START_TIMEOUT", "60"))
+START_TIMEOUT_ENV: Final = "PI_BRIDGE_ACP_START_TIMEOUT"
+
+
+def start_timeout() -> float:
+    """The bound of the start ($PI_BRIDGE_ACP_START_TIMEOUT, else 60 s), read at each start."""
+    return env_number(START_TIMEOUT_ENV, 60.0)
+
+
 #: How long a new session waits for an agent's start-up note (`startup_chunk`) before it is ready.
 STARTUP_CHUNK_SECONDS: Final = 0.5
 _BARE_END: Final = b'{"type":"prompt_end","stopReason":"end_turn"}'
@@ -141,7 +148,7 @@ class AcpLive(JsonRpcLiveClient):
                 terminal=False,
             ),
         )
-        answer = await self.request("initialize", _dump(init), START_TIMEOUT_SECONDS)
+        answer = await self.request("initialize", _dump(init), start_timeout())
         agent = schema.InitializeResponse.model_validate(answer)
         caps = agent.agent_capabilities
         self._images = bool(caps and caps.prompt_capabilities and caps.prompt_capabilities.image)
@@ -159,11 +166,11 @@ class AcpLive(JsonRpcLiveClient):
         if plan.startswith("load:"):
             wanted, _, bridge_id = plan.removeprefix("load:").partition("|")
             load = schema.LoadSessionRequest(session_id=wanted, cwd=cwd, mcp_servers=servers, field_meta=meta)
-            opened = await self.request("session/load", _dump(load), START_TIMEOUT_SECONDS)
+            opened = await self.request("session/load", _dump(load), start_timeout())
             self._acp_session, self._session_id = wanted, bridge_id or wanted
         else:
             new = schema.NewSessionRequest(cwd=cwd, mcp_servers=servers, field_meta=meta)
-            opened = await self.request("session/new", _dump(new), START_TIMEOUT_SECONDS)
+            opened = await self.request("session/new", _dump(new), start_timeout())
             self._acp_session = str(opened.get("sessionId") or "")
             await _startup_note(self.spec, self._startup_chunk)
             named = plan.partition(":")[2].rpartition("|")[2]
@@ -247,7 +254,7 @@ class AcpLive(JsonRpcLiveClient):
         return pending
 
     async def request(
-        self, method: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+        self, method: str, params: dict[str, Any], timeout: float | None = None
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
         return await self._sent_and_answered(self._request_now(method, params), timeout)

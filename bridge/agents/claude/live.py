@@ -23,7 +23,7 @@ from bridge.agents.claude.sandbox import SANDBOX_DIR_ENV, UNREADABLE, confine, r
 from bridge.agents.claude.sandbox import SETTINGS as SANDBOX_SETTINGS
 from bridge.agents.claude.tool_checks import WEB_TOOL_HOOKS, answer_line, hook_answer_line, tool_check
 from bridge.agents.claude.trust import trust_flags
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_client import LiveClientBase
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.values import (
     GATE_DIR_ENV,
@@ -40,6 +40,7 @@ from bridge.agents.values import (
     RunOptions,
     ToolVerdict,
 )
+from bridge.config import env_number
 from bridge.contract import ErrorKind, PromptImage
 from bridge.process.spawn import ChildProcess
 
@@ -57,7 +58,14 @@ LIVE_FLAGS: Final = (
 #: How long Claude Code's first `initialize` may take: its start (a large binary, and the MCP
 #: servers it connects) is far slower than a command, most of all on a busy machine, and a start
 #: taken for silence would run the conversation one spawn per prompt.
-START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_CLAUDE_START_TIMEOUT", "60"))
+START_TIMEOUT_ENV: Final = "PI_BRIDGE_CLAUDE_START_TIMEOUT"
+
+
+def start_timeout() -> float:
+    """The bound of the start ($PI_BRIDGE_CLAUDE_START_TIMEOUT, else 60 s), read at each start."""
+    return env_number(START_TIMEOUT_ENV, 60.0)
+
+
 #: Claude Code's name for the model it runs when none is chosen (its `initialize` lists it).
 DEFAULT_MODEL: Final = "default"
 #: The provider every Claude Code model is of (the endpoint comes from the environment).
@@ -180,7 +188,7 @@ class ClaudeLive(LiveClientBase):
         """`initialize` (its answer proves Claude Code speaks stream-json and lists its models);
         the session is the one the process was started on."""
         hooks = {"hooks": WEB_TOOL_HOOKS} if self._permission_mode is not None else {}
-        answer = await self.request("initialize", hooks, timeout=START_TIMEOUT_SECONDS)
+        answer = await self.request("initialize", hooks, timeout=start_timeout())
         listed = answer.get("models")
         self._models = tuple(
             ModelChoice(PROVIDER, str(m["value"]), str(m.get("displayName") or m["value"]))
@@ -271,7 +279,7 @@ class ClaudeLive(LiveClientBase):
             self._permission_mode = wanted
 
     async def request(
-        self, name: str, fields: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+        self, name: str, fields: dict[str, Any], timeout: float | None = None
     ) -> dict[str, Any]:
         """Send one control request and wait (bounded) for its answer."""
         return await self._sent_and_answered(self.send_now(name, fields), timeout)

@@ -23,7 +23,7 @@ import orjson
 from bridge.agents.codex import mcp_exec, sessions
 from bridge.agents.codex.command import sandbox_mode
 from bridge.agents.codex.mapper import classify_exit
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, JsonRpcLiveClient
+from bridge.agents.live_client import JsonRpcLiveClient
 from bridge.agents.live_reader import PendingCommand
 from bridge.agents.seam import LiveCommand
 from bridge.agents.values import (
@@ -217,9 +217,7 @@ class CodexLive(JsonRpcLiveClient):
         self._usage = None
         return self._request_now("turn/start", params)
 
-    async def delivered(
-        self, pending: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
+    async def delivered(self, pending: LiveCommand, timeout: float | None = None) -> dict[str, Any]:
         """Wait until Codex accepted the turn (its answer names the turn, needed to interrupt it)."""
         answer = await self.answer(pending, timeout)
         turn = answer.get("turn")
@@ -228,7 +226,7 @@ class CodexLive(JsonRpcLiveClient):
         return answer
 
     async def request(
-        self, name: str, params: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS
+        self, name: str, params: dict[str, Any], timeout: float | None = None
     ) -> dict[str, Any]:
         """Send one request and wait (bounded) for its answer."""
         return await self.answer(self._request_now(name, params), timeout)

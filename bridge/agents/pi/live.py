@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -11,7 +10,7 @@ from typing import Any, Final
 
 import orjson
 
-from bridge.agents.live_client import COMMAND_TIMEOUT_SECONDS, LiveClientBase
+from bridge.agents.live_client import LiveClientBase
 from bridge.agents.live_reader import PendingCommand, own_command
 from bridge.agents.mapping import json_object
 from bridge.agents.pi.command import extension_flags, pi_env, pi_flags
@@ -53,6 +52,7 @@ from bridge.agents.values import (
     ToolCheck,
     ToolVerdict,
 )
+from bridge.config import env_number
 from bridge.contract import PromptImage
 from bridge.process.spawn import ChildProcess, environ_with
 from bridge.process.trace import mark
@@ -68,7 +68,14 @@ JS_WHITESPACE: Final = (
 #: How long a fresh pi's first command may take: it waits for Node's start-up, pi's extensions
 #: and MCP servers, far slower than a command on a busy machine; a slow start taken for a stall
 #: fails a prompt that a moment more would have run.
-START_TIMEOUT_SECONDS: Final = float(os.environ.get("PI_BRIDGE_PI_START_TIMEOUT", "60"))
+START_TIMEOUT_ENV: Final = "PI_BRIDGE_PI_START_TIMEOUT"
+
+
+def start_timeout() -> float:
+    """The bound of the start ($PI_BRIDGE_PI_START_TIMEOUT, else 60 s), read at each start."""
+    return env_number(START_TIMEOUT_ENV, 60.0)
+
+
 # A compaction waits on the model's summary: the run's own limits bound it, this only a lost answer.
 COMPACT_TIMEOUT_SECONDS: Final = 3600.0
 # An extension names its commands: one that could not be typed as `/name`, or a description
@@ -300,7 +307,7 @@ class PiRpc(LiveClientBase):
     async def request(
         self,
         command: dict[str, Any],
-        timeout: float = COMMAND_TIMEOUT_SECONDS,
+        timeout: float | None = None,
         *,
         on_sent: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
@@ -314,7 +321,7 @@ class PiRpc(LiveClientBase):
             on_sent()
         return await self.answer(pending, timeout)
 
-    async def send(self, command: dict[str, Any], timeout: float = COMMAND_TIMEOUT_SECONDS) -> PendingCommand:
+    async def send(self, command: dict[str, Any], timeout: float | None = None) -> PendingCommand:
         """Write one command now; its answer is awaited with `answer`. Raises RpcError: closed,
         or timeout when pi has not read it within `timeout` s (a wedged pi, a big prompt)."""
         pending = self.send_now(command)
@@ -332,7 +339,7 @@ class PiRpc(LiveClientBase):
     async def prepare(self) -> LiveState:
         """Configure a freshly started pi (single attempt: no retries of its own) and return its
         state; the first answer also proves it speaks rpc."""
-        await self.request({"type": "set_auto_retry", "enabled": False}, START_TIMEOUT_SECONDS)
+        await self.request({"type": "set_auto_retry", "enabled": False}, start_timeout())
         return live_state(await self.request({"type": "get_state"}))
 
     async def set_model(self, provider: str, model: str) -> None:
@@ -371,9 +378,7 @@ class PiRpc(LiveClientBase):
             ]
         return self.send_now(command)
 
-    async def delivered(
-        self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS
-    ) -> dict[str, Any]:
+    async def delivered(self, command: LiveCommand, timeout: float | None = None) -> dict[str, Any]:
         """Wait (bounded) until pi has read a command written with `send_now` and answered it."""
         return await self._sent_and_answered(own_command(command), timeout)
 
@@ -400,7 +405,7 @@ class PiRpc(LiveClientBase):
             return None
         return self.send_now({"type": "clear_queue"})
 
-    async def unsent(self, command: LiveCommand, timeout: float = COMMAND_TIMEOUT_SECONDS) -> list[str]:
+    async def unsent(self, command: LiveCommand, timeout: float | None = None) -> list[str]:
         """The texts a `clear_queue` took out of pi's queue (steers first, then follow-ups)."""
         return unsent_texts(await self.answer(own_command(command), timeout))
 
@@ -413,7 +418,7 @@ class PiRpc(LiveClientBase):
             raise RpcError("switch_session", "was cancelled by an extension", kind="refused")
         return live_state(await self.request({"type": "get_state"}))
 
-    async def stats(self, timeout: float = COMMAND_TIMEOUT_SECONDS) -> SessionStats:
+    async def stats(self, timeout: float | None = None) -> SessionStats:
         """get_session_stats: the context window's use and the session's cost."""
         return session_stats(await self.request({"type": "get_session_stats"}, timeout))
 

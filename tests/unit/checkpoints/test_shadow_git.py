@@ -87,7 +87,7 @@ def test_the_user_s_repository_index_and_stash_are_never_touched(tmp_path: Path)
 def test_a_file_over_the_limit_is_left_out_with_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shadow_git, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setenv(shadow_git.MAX_FILE_BYTES_ENV, "1000")
     repo, ws = _repo(tmp_path)
     (ws / "small.txt").write_text("s\n")
     (ws / "big.bin").write_bytes(b"x" * 5000)
@@ -107,7 +107,7 @@ def test_a_file_over_the_limit_is_left_out_with_its_size(
 def test_too_many_files_turn_checkpoints_off_for_the_workspace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(shadow_git, "MAX_FILES", 5)
+    monkeypatch.setenv(shadow_git.MAX_FILES_ENV, "5")
     repo, ws = _repo(tmp_path)
     for i in range(6):
         (ws / f"f{i}").write_text("x")
@@ -247,7 +247,7 @@ def test_after_the_first_snapshot_only_the_changed_paths_are_read_and_the_tree_i
     """What the watcher reports gives the very tree a scan of the whole workspace gives: files
     changed, created in new nested folders, deleted, a folder moved, a symlink, ignored files
     (new and already stored), a file grown past the size limit and one shrunk back under it."""
-    monkeypatch.setattr(shadow_git, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setenv(shadow_git.MAX_FILE_BYTES_ENV, "1000")
     repo, ws = _repo(tmp_path)
     (ws / ".gitignore").write_text("*.log\n")
     (ws / "keep.txt").write_text("one\n")
@@ -282,7 +282,7 @@ def test_after_the_first_snapshot_only_the_changed_paths_are_read_and_the_tree_i
     assert repo.show(second.commit, "tracked.log") == b"still stored\n"
     assert repo.show(second.commit, "new/nested/b.py") == b"b\r\n"
     monkeypatch.undo()
-    monkeypatch.setattr(shadow_git, "MAX_FILE_BYTES", 1000)
+    monkeypatch.setenv(shadow_git.MAX_FILE_BYTES_ENV, "1000")
     assert GIT is not None
     monkeypatch.setenv(fs_watch.WATCH_ENV, "0")  # every snapshot of this one scans
     scan = ShadowRepo(GIT, tmp_path / "scan" / "git", ws)

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from bridge.process.trace import TRACE_ENV
 
-_SCRIPT = "from bridge.process.trace import mark\nmark('client.in')\nmark('pi.stdin')\n"
+_SCRIPT = (
+    "from bridge.process import trace\n"
+    "trace.start_from_environment()\n"
+    "trace.mark('client.in')\n"
+    "trace.mark('pi.stdin')\n"
+)
 
 
 def _run(env: dict[str, str]) -> None:
