@@ -3,9 +3,9 @@ third-party libraries once, then forks a bridge for each launch.
 
 Why: the suite starts a bridge for nearly every test, and each fresh interpreter spent most of its
 start importing lsprotocol, pygls, pydantic and the ACP SDK's schema, the suite's largest CPU cost
-after the agents. Only third-party libraries (and the wire contract, which reads nothing of its
-environment) are imported here: the bridge's own modules import in the forked child, after its
-environment, argv and cwd are set, exactly as in `python -m bridge`.
+after the agents. The bridge's own modules are imported here too: none reads its environment,
+working directory or argv at import (tests/unit/test_import_reads_nothing.py), so the forked
+child, its environment, argv and cwd set, runs `bridge` as `python -m bridge` does.
 
 Protocol (a unix socket): the launcher (tests/support/forked_bridge.py) sends a length-prefixed
 JSON request {argv, env, cwd} with its stdin, stdout and stderr as SCM_RIGHTS; the server forks,
@@ -34,8 +34,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-#: The third-party libraries the bridge imports at start (the LSP and ACP fronts both), and the
-#: one module of its own that reads nothing of its environment at import.
+#: The third-party libraries the bridge imports at start (the LSP and ACP fronts both), then its
+#: own modules.
 PRELOAD = (
     "asyncio",
     "attrs",
@@ -58,6 +58,12 @@ PRELOAD = (
     "bashlex",
     # the wire contract: pydantic models only (no environment read, no I/O at import)
     "bridge.contract",
+    # the bridge's own modules, both fronts and what they import: none reads its environment,
+    # working directory or argv at import (tests/unit/test_import_reads_nothing.py holds it)
+    "bridge.cli",
+    "bridge.fronts.lsp.server",
+    "bridge.fronts.acp.serve",
+    "bridge.fronts.acp.first_frame",
 )
 HEADER = struct.Struct("!I")
 MAX_FDS = 3
