@@ -246,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     from bridge.process import trace  # the standard library's only
 
     trace.start_from_environment()
+    try:
+        from bridge.policy.redact import learn_the_environment
+    except ImportError:  # `pi-bridge doctor` names the missing dependencies
+        pass
+    else:
+        learn_the_environment()
     if args.command == "demo":
         return demo_main(args)
     if args.command == "acp":

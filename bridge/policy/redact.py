@@ -327,8 +327,15 @@ def _content_length(head: bytes) -> int | None:
     return None
 
 
-#: This process's book: the bridge's environment now; the rest added as the client gives it.
-BOOK: Final = SecretBook()
+#: This process's book: the bridge's environment, added at its start (`learn_the_environment`),
+#: then the rest as the client gives it. Empty at import: what imports this module first may not
+#: have the bridge's environment (a test's fork server).
+BOOK: Final = SecretBook(environ={})
+
+
+def learn_the_environment() -> None:
+    """The secrets of this process's environment, into `BOOK`: called at the bridge's start."""
+    BOOK.add_env(os.environ)
 
 
 class StreamGuard:

@@ -117,3 +117,99 @@ def test_the_check_finds_a_read_at_import(tmp_path: Path) -> None:
     finally:
         module.unlink()
     assert [r.split(": ", 1)[0].rsplit(":", 1)[1] for r in reads] == ["3", "5", "6"]
+
+
+_KEEPS = r"""
+import importlib, json, os, sys, types
+from tests.support.forkserver import PRELOAD
+
+for name in PRELOAD:
+    importlib.import_module(name)
+marker, knob = sys.argv[1], float(sys.argv[2])
+found, seen = [], set()
+
+
+def ours(obj):
+    return (getattr(obj, "__module__", "") or "").startswith("bridge")
+
+
+def walk(obj, path, depth):
+    if depth > 5 or id(obj) in seen or obj is os.environ or isinstance(obj, types.ModuleType):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (str, bytes)):
+        text = obj if isinstance(obj, str) else obj.decode("latin-1")
+        if marker in text or text == str(knob):
+            found.append(path)
+    elif isinstance(obj, float):
+        if obj == knob:
+            found.append(path)
+    elif isinstance(obj, dict):
+        for key, value in list(obj.items()):
+            walk(key, path + "{key}", depth + 1)
+            walk(value, f"{path}[{key!r}]", depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for i, value in enumerate(list(obj)):
+            walk(value, f"{path}[{i}]", depth + 1)
+    elif isinstance(obj, types.FunctionType):
+        for i, value in enumerate(obj.__defaults__ or ()):
+            walk(value, f"{path}.__defaults__[{i}]", depth + 1)
+        walk(obj.__kwdefaults__ or {}, path + ".__kwdefaults__", depth + 1)
+    elif isinstance(obj, type):
+        if ours(obj):
+            for key, value in list(vars(obj).items()):
+                walk(value, f"{path}.{key}", depth + 1)
+    elif ours(type(obj)):
+        attrs = dict(getattr(obj, "__dict__", {}))
+        for cls in type(obj).__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if hasattr(obj, slot):
+                    attrs[slot] = getattr(obj, slot)
+        for key, value in attrs.items():
+            walk(value, f"{path}.{key}", depth + 1)
+
+
+for name, module in sorted(sys.modules.items()):
+    if name.startswith("bridge"):
+        for key, value in list(vars(module).items()):
+            if not key.startswith("__"):
+                walk(value, f"{name}.{key}", 0)
+print(json.dumps(found))
+"""
+
+
+def test_importing_the_bridge_keeps_nothing_of_its_environment(tmp_path: Path) -> None:
+    """What the fork server imports, imported under an environment of telltale values (every
+    PI_BRIDGE_ knob, a secret, HOME, the working directory): no module keeps any of them."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    marker = "telltale0a1b2c3d4e5f6a7b8c9d0e1f"
+    knob = "7.125"
+    knobs = set()
+    for module in BRIDGE.rglob("*.py"):
+        knobs |= set(re.findall(r'"(PI_BRIDGE_[A-Z0-9_]+)"', module.read_text(encoding="utf-8")))
+    assert "PI_BRIDGE_RPC_COMMAND_TIMEOUT" in knobs, sorted(knobs)
+    cwd = tmp_path / marker
+    cwd.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PI_BRIDGE_")},
+        **dict.fromkeys(knobs, knob),
+        "PROBE_API_KEY": marker,
+        "HOME": str(cwd),
+        "PYTHONPATH": str(ROOT),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _KEEPS, marker, knob],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
