@@ -9,6 +9,11 @@ once, then forks a bridge per test, each with its own environment.
 from __future__ import annotations
 
 import ast
+import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,12 +186,6 @@ print(json.dumps(found))
 def test_importing_the_bridge_keeps_nothing_of_its_environment(tmp_path: Path) -> None:
     """What the fork server imports, imported under an environment of telltale values (every
     PI_BRIDGE_ knob, a secret, HOME, the working directory): no module keeps any of them."""
-    import json
-    import os
-    import re
-    import subprocess
-    import sys
-
     marker = "telltale0a1b2c3d4e5f6a7b8c9d0e1f"
     knob = "7.125"
     knobs = set()
@@ -202,14 +201,7 @@ def test_importing_the_bridge_keeps_nothing_of_its_environment(tmp_path: Path) -
         "HOME": str(cwd),
         "PYTHONPATH": str(ROOT),
     }
-    done = subprocess.run(
-        [sys.executable, "-c", _KEEPS, marker, knob],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [sys.executable, "-c", _KEEPS, marker, knob]
+    done = subprocess.run(argv, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
