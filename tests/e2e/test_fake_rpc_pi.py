@@ -97,6 +97,60 @@ async def test_daemons_left_by_a_tool_after_abort_are_killed_and_pi_is_kept(
     await assert_no_run_processes(client=rpc_bridge)
 
 
+async def test_a_cancel_ends_what_the_run_left_once_its_tool_ended_not_when_the_agent_settles(
+    rpc_bridge: LanguageClient,
+) -> None:
+    """pi reports its tool ended 1.5 s before it settles: the daemons the tool left go then, while
+    the cancel is still waiting for pi, and its receipt lists them."""
+    run_id = "slow-settle"
+    _, task = start_request(
+        rpc_bridge, "pi/run", {"runId": run_id, "prompt": "hi", "model": "daemons_slow_settle"}
+    )
+    await messages_of(rpc_bridge).wait_type(run_id, "tool.update")
+    daemons = await _sleepers(2, within=5.0)
+    assert len(daemons) == 2, "the setsid child and the double-forked daemon"
+    cancel = asyncio.ensure_future(request(rpc_bridge, "pi/cancel", {"runId": run_id}))
+    await messages_of(rpc_bridge).wait_type(run_id, "tool.failed")
+    assert await _ended(daemons, within=1.0), "the daemons went as the tool ended, before pi settled"
+    assert not cancel.done(), "pi has not settled yet: the cancel is still waiting for it"
+    answer = await cancel
+    _, error = await answer_or_error(task)
+    assert error is not None and error.data["status"] == "cancelled"
+    receipt = answer["shutdown"]
+    assert receipt["agentKept"] is True and receipt["survivors"] == []
+    assert {p.pid for p in daemons} <= set(receipt["pids"]), "the receipt lists what the early sweep ended"
+    await assert_no_run_processes(client=rpc_bridge)
+
+
+def _command_line(proc: psutil.Process) -> str:
+    """`proc`'s command line ("" once it has ended: a zombie has none)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+async def _sleepers(count: int, within: float) -> list[psutil.Process]:
+    """The daemons of the `daemons` scenarios once `count` of them run (what ran by then after
+    `within` s: the double-forked one execs a moment after the tool's update)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = [p for p in tagged_processes() if "time.sleep(300)" in _command_line(p)]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.02)
+
+
+async def _ended(procs: list[psutil.Process], within: float) -> bool:
+    """Whether every process of `procs` has ended (a zombie has) within `within` s."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [p for p in procs if _command_line(p)]
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        await asyncio.sleep(0.02)
+
+
 async def test_garbage_between_events_never_breaks_the_run(rpc_bridge: LanguageClient) -> None:
     result, _ = await run(rpc_bridge, "garbage")
     assert result["status"] == "completed" and result["text"] == "Hello from the fake rpc pi."

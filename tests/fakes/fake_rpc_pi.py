@@ -10,6 +10,8 @@ settled; `steer` is taken in as a user message before the next step. The scenari
 - slow: streams a word every 50 ms for a long time (for cancels and steers);
 - ignore_abort: streams like slow, never answers `abort` and ignores SIGTERM;
 - daemons: its tool leaves a double-forked daemon and a setsid child behind, even after abort;
+- daemons_slow_settle: daemons, then 1.5 s between the tool's end and the settle after an abort
+  (an agent that winds down slowly once its tool reported the cancel);
 - garbage: prints lines that are not JSON between its events;
 - mute: never answers any command;
 - exit_at_start: exits with an error before reading anything;
@@ -128,6 +130,40 @@ def leave_daemons() -> None:
         os._exit(0)
 
 
+def daemons(abort: threading.Event, scenario: str) -> None:
+    """The `daemons` scenarios: a tool that leaves daemons, closed as an error once aborted."""
+    emit(
+        {
+            "type": "tool_execution_start",
+            "toolCallId": "t1",
+            "toolName": "bash",
+            "args": {"command": "daemons"},
+        }
+    )
+    leave_daemons()
+    emit(
+        {
+            "type": "tool_execution_update",
+            "toolCallId": "t1",
+            "toolName": "bash",
+            "partialResult": {"content": [{"type": "text", "text": "started"}]},
+        }
+    )
+    abort.wait(60)
+    result = {"content": [{"type": "text", "text": "aborted"}]}
+    emit(
+        {
+            "type": "tool_execution_end",
+            "toolCallId": "t1",
+            "toolName": "bash",
+            "result": result,
+            "isError": True,
+        }
+    )
+    if scenario == "daemons_slow_settle":
+        time.sleep(1.5)
+
+
 def run(prompt: str, abort: threading.Event) -> None:
     scenario = str(_state["scenario"])
     emit({"type": "agent_start"})
@@ -136,35 +172,8 @@ def run(prompt: str, abort: threading.Event) -> None:
     emit({"type": "message_start", "message": {"role": "assistant", "content": []}})
     text: list[str] = []
     aborted = False
-    if scenario == "daemons":
-        emit(
-            {
-                "type": "tool_execution_start",
-                "toolCallId": "t1",
-                "toolName": "bash",
-                "args": {"command": "daemons"},
-            }
-        )
-        leave_daemons()
-        emit(
-            {
-                "type": "tool_execution_update",
-                "toolCallId": "t1",
-                "toolName": "bash",
-                "partialResult": {"content": [{"type": "text", "text": "started"}]},
-            }
-        )
-        abort.wait(60)
-        result = {"content": [{"type": "text", "text": "aborted"}]}
-        emit(
-            {
-                "type": "tool_execution_end",
-                "toolCallId": "t1",
-                "toolName": "bash",
-                "result": result,
-                "isError": True,
-            }
-        )
+    if scenario in ("daemons", "daemons_slow_settle"):
+        daemons(abort, scenario)
         aborted = True
     elif scenario == "err500":
         assistant_end("", "error", "500 fake upstream failure")

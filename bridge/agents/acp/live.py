@@ -38,6 +38,7 @@ from bridge.agents.values import (
 from bridge.config import env_number
 from bridge.contract import ErrorKind, PromptImage, ToolKind
 from bridge.process.spawn import ChildProcess
+from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +321,7 @@ class AcpLive(JsonRpcLiveClient):
             pending.answered.set()
 
     def _dispatch(self, lines: list[bytes]) -> None:
+        mark("agent.out")
         self.lines_read += len(lines)
         events: list[bytes] = []
         for line in lines:
@@ -357,6 +359,7 @@ class AcpLive(JsonRpcLiveClient):
         command_id = str(message.get("id"))
         prompt = self._prompt
         if prompt is not None and prompt.command_id == command_id:
+            mark("agent.answered")
             self._prompt = None
             result = message.get("result")
             end: dict[str, Any] = {"type": "prompt_end"}

@@ -27,6 +27,7 @@ from bridge.process.shutdown import (
     started_as_now,
     stop_descendants,
 )
+from bridge.process.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class Interrupt:
         # An ACP adapter's children as the run began, when it had served a prompt before (the agent
         # it runs is started by then): one it starts during the run is the run's, for a cancel.
         self.adapter_before: ExactKeep | None = None
+        # The sweep started when the agent reported its tool ended during the cancel.
+        self._early_sweep: asyncio.Future[ShutdownReceipt] | None = None
 
     async def steer(self, agent: LiveAgent, text: str) -> str | None:
         """Hand pi a steering message, counted for the cancel; None when it took it, else why not."""
@@ -80,6 +83,7 @@ class Interrupt:
         # What the run has started, for the receipt. Its members are read before the abort goes
         # out: pi acts on the abort at once and may end them before any later look. The rest
         # (their stats, then the tree mode's token holders and adopted orphans) comes after it.
+        mark("cancel.token")
         early = members_now(agent.child)
         if self.abort is None and agent.alive:
             try:
@@ -91,6 +95,31 @@ class Interrupt:
                 log.info("%s's abort could not be sent: %s", self._name, exc)
         self._listed = sorted({*early, *contained_now(agent.child)})
         self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
+
+    def sweep_early(self, agent: LiveAgent) -> None:
+        """During a cancel, once the agent has reported its tool ended: what the run started goes
+        now, as the agent winds down, so that its answer finds nothing left to wait for. An agent
+        driven directly leaves such processes (a command's children its tool did not end); the
+        sweep after the answer still checks, and the receipt lists both."""
+        if self.abort is None or self._early_sweep is not None or not agent.alive:
+            return
+        self._early_sweep = asyncio.ensure_future(
+            stop_descendants(agent.child, keep=self.kept(agent, cancel=True))
+        )
+        # retrieved here too, should the attempt end without waiting for it
+        self._early_sweep.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    async def _early_sweep_receipt(self) -> ShutdownReceipt | None:
+        """What the early sweep killed (None: none ran, or it failed: the sweep after the answer
+        does the work then)."""
+        early = self._early_sweep
+        if early is None:
+            return None
+        try:
+            return await asyncio.shield(early)
+        except Exception:
+            log.exception("the early sweep of a cancelled run failed")
+            return None
 
     def kept(self, agent: LiveAgent, *, cancel: bool = False) -> Mapping[int, int]:
         """What a sweep leaves: the agent's helpers from before the run; for an adapter that runs
@@ -145,12 +174,17 @@ class Interrupt:
                     self._clear = agent.client.send_clear_queue_now()
                     await agent.client.abort(ABORT_GRACE_SECONDS)
                 kept = agent.alive
+                mark("cancel.agent_answered")
             except LiveError as exc:
                 log.info("%s did not settle after abort: %s", self._name, exc)
             await self._take_back_queue(agent, kept)
+        early = await self._early_sweep_receipt()
+        if early is not None:
+            before |= set(early.pids)
         if kept:
             spared = self.kept(agent, cancel=True)
             receipt = await stop_descendants(agent.child, keep=spared)
+            mark("cancel.swept")
             if receipt.survivors:
                 kept = False
         if kept:

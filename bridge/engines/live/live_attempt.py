@@ -226,6 +226,7 @@ class LiveAttempt:
         held = agent.client.take_held()
         if held:
             self.stream.map_lines(held)
+        self.stream.on_tool_ended_in_cancel = lambda: self.interrupt.sweep_early(agent)
         take_back = self.cancel.on_cancel(lambda: self._cancel_now(agent))
         if self.cancel.cancelled:
             self._cancel_now(agent)

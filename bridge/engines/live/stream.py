@@ -40,6 +40,9 @@ class LiveStream:
         self._session_line = b""
         self.last_output = time.monotonic()
         self.lines_seen = False
+        #: Called when, during a cancel, the agent reports a tool ended: what the run started can
+        #: go now, while the agent winds down (its answer then finds nothing left to kill).
+        self.on_tool_ended_in_cancel: Callable[[], None] | None = None
 
     def begin(self, agent: LiveAgent, adapter: AgentAdapter, options: RunOptions) -> None:
         """Before the first prompt: a mapper that knows whether the session has history, and the
@@ -97,11 +100,19 @@ class LiveStream:
         except Exception as exc:
             self._out.fail_inside(exc)  # and what was mapped before it still goes out
         if self._stop.reason == "cancel":
-            # pi's abort closes the running tool as an error: to the editor it was cancelled.
-            for out in outs:
-                if out.type == "tool.failed":
-                    out.content["cancelled"] = True
+            self._in_cancel(outs)
         self._out.send(outs)
+
+    def _in_cancel(self, outs: list[Out]) -> None:
+        """The messages mapped during a cancel: the agent's abort closes the running tool as an
+        error, which to the editor was cancelled; a tool's end lets the early sweep start."""
+        ended = False
+        for out in outs:
+            if out.type == "tool.failed":
+                out.content["cancelled"] = True
+            ended = ended or out.type in ("tool.failed", "tool.completed")
+        if ended and self.on_tool_ended_in_cancel is not None:
+            self.on_tool_ended_in_cancel()
 
     def _oversized(self) -> list[str]:
         framer = self.agent.client.framer if self.agent else None
