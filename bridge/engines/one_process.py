@@ -71,7 +71,7 @@ class ProcessAttempt:
         self._extra_env = dict(context.extra_env)
         self._pool = pool
         self._on_started = context.on_started
-        self._stop = FirstStop[StopReason]()
+        self._stop: FirstStop[StopReason] = FirstStop()
         self._stderr = TailBuffer()
         self._framer = LineFramer(self.limits.max_line_bytes)
         self._last_output = time.monotonic()

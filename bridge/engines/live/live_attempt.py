@@ -90,7 +90,7 @@ class LiveAttempt:
         self.out = AttemptOutput(context, lambda: self.stop.set("internal"), self._describe)
         self._send = self.out.send
         self._on_started = context.on_started
-        self.stop = FirstStop[Reason]()
+        self.stop: FirstStop[Reason] = FirstStop()
         self.stream = LiveStream(
             self.adapter.new_mapper(self.options), lambda: conversations.starter.mode, self.out, self.stop
         )

@@ -4,11 +4,12 @@ extensions, prompts, skills), asked of the user once per workspace.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -90,9 +91,11 @@ class ProjectTrust:
         self._told: set[str] = set()
         self._locks: dict[str, anyio.Lock] = {}
 
-    def known(self, cwd: str, roots: tuple[str, ...]) -> Known:
+    def known(self, cwd: str, roots: tuple[str, ...] | Callable[[], tuple[str, ...]]) -> Known:
         """The decision in force for `cwd` without asking, a trust holding only while the config
-        under `roots` is as the user saw it; blocking I/O (a stat per config file)."""
+        under `roots` is as the user saw it; blocking I/O (a stat per config file). `roots` may be
+        given as the function that finds them: a folder with no decision needs none."""
+        roots_of = roots if callable(roots) else lambda: roots
         resolved = os.path.realpath(cwd)
         changed: list[str] = []
         saved = self.store.get_record(resolved)  # first: `pi-bridge trust` may have spoken since
@@ -100,7 +103,7 @@ class ProjectTrust:
             decision, config = saved
             if decision == "untrusted":
                 return Known(False)
-            changed = _changed_since(config, roots, resolved)
+            changed = _changed_since(config, roots_of(), resolved)
             if not changed:
                 return Known(True)
         here = self._this_bridge.get(resolved)
@@ -108,7 +111,7 @@ class ProjectTrust:
             trusted, config = here
             if not trusted:
                 return Known(False)
-            here_changed = _changed_since(config, roots, resolved)
+            here_changed = _changed_since(config, roots_of(), resolved)
             if not here_changed:
                 return Known(True)
             changed = changed or here_changed
@@ -137,21 +140,24 @@ class ProjectTrust:
     async def _decide(
         self, run: RunView, cwd: str, approver: Approver | None, mode: PermissionMode, env: Mapping[str, str]
     ) -> bool:
-        def look() -> tuple[tuple[str, ...], Known, tuple[str, ...]]:
+        # What a decision covers, found only when one is in force or the question is put.
+        roots_of = functools.cache(lambda: trust_roots(run.agent, cwd, env))
+
+        def look() -> tuple[Known, tuple[str, ...]]:
             # On the loop: a few stats and one small file read, where a trip to a worker
             # thread is a wait on every prompt's path (the longest of its spans on a busy
             # machine, bench/suites/studies/trace_first_prompt.py); nearly always "nothing here".
-            roots = trust_roots(run.agent, cwd, env)
-            known = self.known(cwd, roots)
+            known = self.known(cwd, roots_of)
             if known.trusted is not None or not isinstance(run.agent, ProjectFiles):
-                return roots, known, ()
-            return roots, known, tuple(run.agent.project_resources(cwd, env))
+                return known, ()
+            return known, tuple(run.agent.project_resources(cwd, env))
 
-        roots, known, resources = look()
+        known, resources = look()
         if known.trusted is not None:
             return known.trusted
         if not resources:
             return False
+        roots = roots_of()
         # What the user is asked about: a later change is one they did not see.
         seen = await anyio.to_thread.run_sync(fingerprint, roots, cwd)
         changed = list(known.changed)
