@@ -37,11 +37,20 @@ def medians(results: Results) -> dict[str, dict[str, dict[str, float]]]:
                 "left": float(sum(t["left"] for t in trials)),
                 "n": float(len(trials)),
             }
+            for key in ("own_follow_up", "own_cancel"):
+                shares = [t[key] for t in trials if key in t]
+                if shares:
+                    out[agent][side][f"{key}_ms"] = statistics.median(shares) * 1000
     return out
 
 
 def _added(value: float, base: float) -> str:
     return f"{value - base:+.1f} ms"
+
+
+def _own(figures: dict[str, float], key: str) -> str:
+    value = figures.get(f"{key}_ms")
+    return "—" if value is None else f"{value:.2f} ms"
 
 
 def rows(agent: str, figures: dict[str, dict[str, float]]) -> list[list[str]]:
@@ -53,7 +62,9 @@ def rows(agent: str, figures: dict[str, dict[str, float]]) -> list[list[str]]:
             "direct",
             f"{base['follow_up_ms']:.1f} ms",
             "—",
+            "—",
             f"{base['cancel_ms']:.1f} ms",
+            "—",
             "—",
             f"{base['left']:.0f}",
             "baseline",
@@ -63,19 +74,20 @@ def rows(agent: str, figures: dict[str, dict[str, float]]) -> list[list[str]]:
         if side not in figures:
             continue
         f = figures[side]
-        met = (
-            f["follow_up_ms"] - base["follow_up_ms"] <= FOLLOW_UP_BUDGET_MS
-            and f["cancel_ms"] <= base["cancel_ms"]
-            and f["left"] == 0
-        )
+        # The follow-up's budget is the bridge's own share (the agent's own time swings more
+        # between trials than the budget); the cancel is judged end to end.
+        follow_up = f.get("own_follow_up_ms", f["follow_up_ms"] - base["follow_up_ms"])
+        met = follow_up <= FOLLOW_UP_BUDGET_MS and f["cancel_ms"] <= base["cancel_ms"] and f["left"] == 0
         out.append(
             [
                 agent,
                 SIDES[side],
                 f"{f['follow_up_ms']:.1f} ms",
                 _added(f["follow_up_ms"], base["follow_up_ms"]),
+                _own(f, "own_follow_up"),
                 f"{f['cancel_ms']:.1f} ms",
                 _added(f["cancel_ms"], base["cancel_ms"]),
+                _own(f, "own_cancel"),
                 f"{f['left']:.0f}",
                 "yes" if met else "NO",
             ]
@@ -93,8 +105,10 @@ HEADER = [
     "driven",
     "follow-up → first chunk",
     "added",
+    "the bridge's own",
     "cancel → answered",
     "added",
+    "the bridge's own",
     "left in /proc",
     "target met",
 ]
@@ -166,8 +180,12 @@ def section(
         f"Follow-up: the second prompt of a session, sent {pause:g} s after the first one's answer "
         "(as a user's next prompt comes) → its first answer chunk. Cancel: "
         "`session/cancel` (`pi/cancel`) once `sleep 30` runs → the prompt answered; left: the "
-        "command's processes alive in /proc at that answer, summed over the trials. Target: at "
-        f"most +{FOLLOW_UP_BUDGET_MS:g} ms on the follow-up, a cancel no slower, nothing left. "
+        "command's processes alive in /proc at that answer, summed over the trials. The bridge's "
+        "own: its share of the client's time, read off its trace (PI_BRIDGE_TRACE, whose clock is "
+        "the client's): all of it but the agent's own, from the prompt written to the agent to the "
+        "line of the first chunk read, and from the cancel's first stage (which writes "
+        "`session/cancel`) to the agent's answer read. Target: the bridge's own share of the "
+        f"follow-up at most {FOLLOW_UP_BUDGET_MS:g} ms, a cancel no slower end to end, nothing left. "
         f"Medians of {trials} trials; load average {load[0]:.2f} before and {load[1]:.2f} after "
         f"on {cpus} cores." + (f" Not installed, so not measured: {', '.join(absent)}." if absent else "")
     )

@@ -7,6 +7,7 @@ python -m bench acp_agents [--trials N] [--quick] [--agents a,b] [--write]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -38,6 +39,8 @@ ACP_INIT = {
 TIMEOUT = 120.0
 
 Trial = dict[str, float]
+#: The bridge's trace marks: (name, seconds on CLOCK_MONOTONIC).
+Marks = list[tuple[str, float]]
 
 
 def agent_path() -> str:
@@ -105,6 +108,53 @@ def _command_processes(root_pid: int) -> list[Any]:
     return [p for p in procs.descendants(root_pid) if "sleep" in procs.cmdline(p)]
 
 
+def trace_env(env: dict[str, str], trace: Path | None) -> dict[str, str]:
+    """`env` with the bridge's trace written to `trace` at its exit (None: no trace)."""
+    return {**env, "PI_BRIDGE_TRACE": str(trace)} if trace is not None else env
+
+
+def _marks(trace: Path, wait: float) -> Marks:
+    """The bridge's trace marks (name, seconds on the clock `time.perf_counter` reads: both are
+    CLOCK_MONOTONIC), once its exit has written them (waited for `wait` s); none if it never did."""
+    deadline = time.monotonic() + wait
+    while not trace.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        return [(str(name), int(ns) / 1e9) for name, ns in json.loads(trace.read_text())]
+    except (OSError, ValueError):
+        return []
+
+
+def _at(marks: Marks, name: str, after: float, before: float = float("inf")) -> float | None:
+    """The first mark `name` in [after, before]."""
+    return next((t for n, t in marks if n == name and after <= t <= before), None)
+
+
+def _last(marks: Marks, name: str, after: float, before: float) -> float | None:
+    """The last mark `name` in [after, before]."""
+    found = [t for n, t in marks if n == name and after <= t <= before]
+    return found[-1] if found else None
+
+
+def own_shares(trace: Path, times: dict[str, float], wait: float = 5.0) -> dict[str, float]:
+    """The bridge's own part of the follow-up and of the cancel, read off its trace: all of the
+    client's time but the agent's (from the prompt written to the line of the first chunk read;
+    from the cancel's first stage, which writes it, to the prompt's answer read)."""
+    marks = _marks(trace, wait)
+    shares: dict[str, float] = {}
+    sent, first = times["follow_up_sent"], times["follow_up_first"]
+    written = _at(marks, "engine.prompt", sent, first)
+    line = _last(marks, "agent.out", written or first, first)
+    if written is not None and line is not None:
+        shares["own_follow_up"] = (written - sent) + (first - line)
+    cancel_sent, answered = times["cancel_sent"], times["cancel_answered"]
+    token = _at(marks, "cancel.token", cancel_sent, answered)
+    agent_answer = _at(marks, "agent.answered", token or answered, answered)
+    if token is not None and agent_answer is not None:
+        shares["own_cancel"] = (answered - cancel_sent) - (agent_answer - token)
+    return shares
+
+
 def _kill_leftovers(started: list[Any]) -> None:
     """End, by pid, what this trial started and is still alive (an agent that leaves its command)."""
     for proc in procs.still_alive(started):
@@ -114,9 +164,17 @@ def _kill_leftovers(started: list[Any]) -> None:
             pass
 
 
-def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Path, pause: float) -> Trial:
+def acp_trial(
+    argv: list[str],
+    spec: AcpAgentSpec,
+    env: dict[str, str],
+    cwd: Path,
+    pause: float,
+    trace: Path | None = None,
+) -> Trial:
     """One ACP session: a first prompt, the timed follow-up `pause` s after its answer (as a
-    user's next prompt comes), then the slow command cancelled."""
+    user's next prompt comes), then the slow command cancelled; through a bridge (`trace`: its
+    trace file), the bridge's own share of each too."""
     client = AcpClient(argv, env=env, cwd=str(cwd))
     started: list[Any] = []
     try:
@@ -158,16 +216,23 @@ def acp_trial(argv: list[str], spec: AcpAgentSpec, env: dict[str, str], cwd: Pat
         left = len(procs.still_alive(tree))
         if (answer.get("result") or {}).get("stopReason") != "cancelled":
             raise RuntimeError(f"{spec.name}: the cancel was answered {answer}")
-        return {"follow_up": first - sent, "cancel": answered - cancel_sent, "left": float(left)}
+        times = {"follow_up_sent": sent, "follow_up_first": first, "cancel_sent": cancel_sent}
+        times["cancel_answered"] = answered
     finally:
         started += procs.descendants(client.pid)
         client.close()
         _kill_leftovers(started)
+    trial = {"follow_up": first - sent, "cancel": answered - cancel_sent, "left": float(left)}
+    return trial | (own_shares(trace, times) if trace is not None else {})
 
 
-def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str, pause: float) -> Trial:
+def lsp_trial(
+    spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str, pause: float, trace: Path | None = None
+) -> Trial:
     """The same through the LSP front: `pi/run`s of one conversation, then `pi/cancel`."""
-    client = LspClient([PYTHON, "-m", "bridge", "--agent", spec.name], env=env, cwd=str(ROOT))
+    client = LspClient(
+        [PYTHON, "-m", "bridge", "--agent", spec.name], env=trace_env(env, trace), cwd=str(ROOT)
+    )
     started: list[Any] = []
     params = {"agent": spec.name, "model": SCENARIO, "provider": spec.provider, "cwd": str(cwd)}
     try:
@@ -199,11 +264,14 @@ def lsp_trial(spec: AcpAgentSpec, env: dict[str, str], cwd: Path, tag: str, paus
         status = (answer.get("error") or {}).get("data", {}).get("status")
         if status != "cancelled":
             raise RuntimeError(f"{spec.name}: the LSP cancel was answered {answer}")
-        return {"follow_up": first - sent, "cancel": answered - cancel_sent, "left": float(left)}
+        times = {"follow_up_sent": sent, "follow_up_first": first, "cancel_sent": cancel_sent}
+        times["cancel_answered"] = answered
     finally:
         started += procs.descendants(client.pid)
         client.close()
         _kill_leftovers(started)
+    trial = {"follow_up": first - sent, "cancel": answered - cancel_sent, "left": float(left)}
+    return trial | (own_shares(trace, times) if trace is not None else {})
 
 
 def run(
@@ -226,14 +294,15 @@ def run(
                         work = Path(tmp) / "work"
                         work.mkdir()
                         env = agent_env(spec, model, Path(tmp))
+                        trace = Path(tmp) / "trace.json" if way != "direct" else None
                         if way == "lsp":
-                            got = lsp_trial(spec, env, work, f"{spec.name}-{trial}", pause)
+                            got = lsp_trial(spec, env, work, f"{spec.name}-{trial}", pause, trace)
                         else:
                             # no spare, as the LSP front's trials have none (warmPool: false)
                             bridge = [PYTHON, "-m", "bridge", "acp", "--no-warm-pool", "--agent", spec.name]
                             argv = list(spec.command) if way == "direct" else bridge
-                            own = {**env, **spec.env} if way == "direct" else env
-                            got = acp_trial(argv, spec, own, work, pause)
+                            own = {**env, **spec.env} if way == "direct" else trace_env(env, trace)
+                            got = acp_trial(argv, spec, own, work, pause, trace)
                     results[spec.name][way].append(got)
                     print(f"trial {trial + 1} {spec.name} {way}: {_fmt(got)}", file=sys.stderr)
         if claude and (names is None or "claude" in names) and per_agent.CLAUDE_BIN.exists():
@@ -246,7 +315,12 @@ def run(
 
 def _fmt(trial: Trial) -> str:
     follow, cancel = trial["follow_up"] * 1000, trial["cancel"] * 1000
-    return f"follow-up {follow:.1f} ms, cancel {cancel:.1f} ms, left {trial['left']:.0f}"
+    own = "".join(
+        f", {what} {trial[key] * 1000:.2f} ms"
+        for key, what in (("own_follow_up", "own follow-up"), ("own_cancel", "own cancel"))
+        if key in trial
+    )
+    return f"follow-up {follow:.1f} ms, cancel {cancel:.1f} ms, left {trial['left']:.0f}{own}"
 
 
 def main(argv: list[str] | None = None) -> int:
