@@ -94,7 +94,8 @@ class Interrupt:
             except LiveError as exc:
                 log.info("%s's abort could not be sent: %s", self._name, exc)
         self._listed = sorted({*early, *contained_now(agent.child)})
-        self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
+        if agent.child.cgroup is None:  # a cgroup's listing above is whole: no pass to add
+            self._before_abort = asyncio.ensure_future(contained_besides(agent.child))
 
     def sweep_early(self, agent: LiveAgent) -> None:
         """During a cancel, once the agent has reported its tool ended: what the run started goes
