@@ -128,8 +128,11 @@ def claude_lines(claude: dict[str, Any] | None) -> list[str]:
     f = claude["followUpFirstMessageMs"]
     how = (
         "Claude Code (the `claude` agent, not an ACP adapter) on the LSP front: a conversation's "
-        "follow-up on its live process against a spawn per prompt (the old path), and the raw CLI "
-        f"spawned per prompt; `bench/suites/per_agent.py`'s `follow_ups`, medians of {claude['trials']}."
+        "follow-up on its live process, with Claude Code the server's agent (`--agent claude`) and "
+        'chosen per run on a pi bridge (`agent: "claude"`), against a process per prompt (the '
+        'one-process engine, `engine: "json"`: the path a run that named Claude Code took before '
+        "it was live however chosen), and the raw CLI spawned per prompt; "
+        f"`bench/suites/per_agent.py`'s `follow_ups`, medians of {claude['trials']}."
     )
     return [
         *textwrap.wrap(how, WIDTH),
@@ -138,14 +141,16 @@ def claude_lines(claude: dict[str, Any] | None) -> list[str]:
             [
                 [
                     f"{f['live']:.0f} ms",
+                    f"{f['chosenPerRun']:.0f} ms" if "chosenPerRun" in f else "—",
                     f"{f['perPrompt']:.0f} ms",
                     f"{f['rawCli']:.0f} ms",
                     f"x{claude['perPromptOverLive']:.2f}",
                 ]
             ],
             [
-                "live, follow-up → first message",
-                "spawn per prompt",
+                "live (`--agent claude`), follow-up → first message",
+                "live, chosen per run",
+                "a process per prompt",
                 "raw CLI per prompt",
                 "per prompt / live",
             ],

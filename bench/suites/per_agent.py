@@ -144,16 +144,22 @@ def _follow_up_first(client: LspClient, model: ModelEnv, trials: int, tag: str) 
 
 
 def follow_ups(model: ModelEnv, env: dict[str, str], trials: int) -> dict[str, Any]:
-    """Claude Code's follow-up, live against per-prompt against a raw spawn (one invocation)."""
+    """Claude Code's follow-up, live (the server's agent, and chosen per run on a pi bridge)
+    against a process per prompt (the one-process engine) and a raw spawn (one invocation)."""
     options = {
         "agents": {"claude": list(command_of("claude"))},
         "env": agent_env(model, Path(env["CLAUDE_CONFIG_DIR"])),
     }
+    ways = (
+        ("live", [*bridge_argv(), "--agent", "claude"], {}),
+        ("chosenPerRun", bridge_argv(), {}),
+        ("perPrompt", bridge_argv(), {"engine": "json"}),
+    )
     figures = {}
-    for engine, argv in (("live", [*bridge_argv(), "--agent", "claude"]), ("perPrompt", bridge_argv())):
+    for engine, argv, engine_options in ways:
         path = f"{CLAUDE_BIN.parent}{os.pathsep}{env.get('PATH', '')}"
         client = LspClient(argv, env={**env, "PATH": path}, cwd=str(ROOT))
-        client.initialize(options)
+        client.initialize({**options, **engine_options})
         try:
             figures[engine] = _follow_up_first(client, model, trials, f"follow-{engine}")
         finally:
@@ -163,6 +169,7 @@ def follow_ups(model: ModelEnv, env: dict[str, str], trials: int) -> dict[str, A
         "agent": "claude",
         "followUpFirstMessageMs": {
             "live": ms(figures["live"]),
+            "chosenPerRun": ms(figures["chosenPerRun"]),
             "perPrompt": ms(figures["perPrompt"]),
             "rawCli": ms(raw),
         },
