@@ -24,9 +24,12 @@ function M.cmdline(pid)
   if not f then
     return ''
   end
-  local s = f:read('*a'):gsub('%z', ' ')
+  local raw = f:read('*a') -- nil when the process ended between the open and the read
   f:close()
-  return vim.trim(s)
+  if not raw then
+    return ''
+  end
+  return vim.trim((raw:gsub('%z', ' ')))
 end
 
 --- Every process: its stat by pid.
