@@ -50,10 +50,11 @@ def state_dir(env: Mapping[str, str]) -> Path:
 
 def workspace_key(cwd: str) -> str:
     """The file name part for a workspace: a hash of its resolved path."""
-    return _key_of_resolved(os.path.realpath(cwd))
+    return key_of_resolved(os.path.realpath(cwd))
 
 
-def _key_of_resolved(resolved: str) -> str:
+def key_of_resolved(resolved: str) -> str:
+    """`workspace_key` of a path already resolved."""
     return hashlib.sha256(os.fsencode(resolved)).hexdigest()[:32]
 
 
@@ -147,7 +148,7 @@ class RuleStore:
     def _kept(self, cwd: str) -> tuple[str, Stamp, list[PermissionRule] | None]:
         """`cwd` resolved, its rule file's stamp now, and its rules if that read still holds."""
         resolved = os.path.realpath(cwd)  # once: each of its parts is a system call
-        stamp = self._stamp(self.root / RULES_DIR / f"{_key_of_resolved(resolved)}.json")
+        stamp = self._stamp(self.root / RULES_DIR / f"{key_of_resolved(resolved)}.json")
         kept = self._read.get(cwd)
         if kept is None or kept[0] != stamp or stamp is None:
             return resolved, stamp, None

@@ -95,10 +95,12 @@ class ProjectTrust:
         """The decision in force for `cwd` without asking, a trust holding only while the config
         under `roots` is as the user saw it; blocking I/O (a stat per config file). `roots` may be
         given as the function that finds them: a folder with no decision needs none."""
-        roots_of = roots if callable(roots) else lambda: roots
-        resolved = os.path.realpath(cwd)
+        return self._known(os.path.realpath(cwd), roots if callable(roots) else lambda: roots)
+
+    def _known(self, resolved: str, roots_of: Callable[[], tuple[str, ...]]) -> Known:
+        """`known` of a folder already resolved (each resolution is a stat per component)."""
         changed: list[str] = []
-        saved = self.store.get_record(resolved)  # first: `pi-bridge trust` may have spoken since
+        saved = self.store.get_resolved(resolved)  # first: `pi-bridge trust` may have spoken since
         if saved is not None:
             decision, config = saved
             if decision == "untrusted":
@@ -127,7 +129,9 @@ class ProjectTrust:
     ) -> bool:
         """Whether `run`'s agent (started with `env`) may load the project files of its folder."""
         cwd = os.path.realpath(run.options.cwd)
-        lock = self._locks.setdefault(cwd, anyio.Lock())
+        lock = self._locks.get(cwd)
+        if lock is None:
+            lock = self._locks[cwd] = anyio.Lock()
         if not await _acquired(lock, run):
             return False  # cancelled while another run of the folder had the question open
         try:
@@ -147,7 +151,7 @@ class ProjectTrust:
             # On the loop: a few stats and one small file read, where a trip to a worker
             # thread is a wait on every prompt's path (the longest of its spans on a busy
             # machine, bench/suites/studies/trace_first_prompt.py); nearly always "nothing here".
-            known = self.known(cwd, roots_of)
+            known = self._known(cwd, roots_of)
             if known.trusted is not None or not isinstance(run.agent, ProjectFiles):
                 return known, ()
             return known, tuple(run.agent.project_resources(cwd, env))
@@ -268,9 +272,13 @@ def _changed_since(config: Fingerprint | None, roots: tuple[str, ...], cwd: str)
 
 
 async def _acquired(lock: anyio.Lock, run: RunView) -> bool:
-    """Take `lock`, unless the run is cancelled first (False)."""
+    """Take `lock`, unless the run is cancelled first (False). A free lock is taken at once,
+    without a trip through the loop: this is on every prompt's path."""
     if run.cancel.cancelled:
         return False
+    if not lock.locked():
+        lock.acquire_nowait()
+        return True
     with anyio.CancelScope() as scope:
         take_back = run.cancel.on_cancel(scope.cancel)
         try:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from bridge.policy.rule_store import workspace_key, write_atomically
+from bridge.policy.rule_store import key_of_resolved, workspace_key, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,8 @@ MAX_ENTRIES: Final = 20_000
 #: The changes a question names (the rest are counted).
 MAX_CHANGES_SHOWN: Final = 8
 _INCOMPLETE: Final = "\0incomplete"
+#: The folders whose decision file's path is kept (past it, all are built again once).
+MAX_KEPT_PATHS: Final = 256
 
 #: path (relative to the workspace, or absolute outside it) -> what is there:
 #: ["dir", link], ["file", link, [size, mtime_ns, ctime_ns, ino], sha256 or None], ["other", link]
@@ -39,6 +41,7 @@ class TrustStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._paths: dict[str, Path] = {}
 
     def path_for(self, cwd: str) -> Path:
         """The decision file of the workspace `cwd`."""
@@ -52,7 +55,15 @@ class TrustStore:
     def get_record(self, cwd: str) -> tuple[TrustDecision, Fingerprint | None] | None:
         """The saved decision for `cwd` and the config fingerprint it covers (None: none was
         recorded); None when there is no decision or its file cannot be trusted."""
-        path = self.path_for(cwd)
+        return self.get_resolved(os.path.realpath(cwd))
+
+    def get_resolved(self, resolved: str) -> tuple[TrustDecision, Fingerprint | None] | None:
+        """`get_record` of a folder already resolved (symlinks followed, as `os.path.realpath`)."""
+        path = self._paths.get(resolved)
+        if path is None:  # a hash and a path built once per folder: this is on every prompt's path
+            if len(self._paths) >= MAX_KEPT_PATHS:
+                self._paths.clear()
+            path = self._paths[resolved] = self.root / TRUST_DIR / f"{key_of_resolved(resolved)}.json"
         try:
             for directory in (self.root, path.parent):
                 _check_private(os.lstat(directory), directory, is_dir=True)
@@ -60,17 +71,17 @@ class TrustStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            log.warning("project trust of %s: no decision read (%s)", cwd, exc)
+            log.warning("project trust of %s: no decision read (%s)", resolved, exc)
             return None
         try:
             with os.fdopen(fd, "rb") as handle:
                 _check_private(os.fstat(handle.fileno()), path, is_dir=False)
                 document = json.loads(handle.read(MAX_FILE_BYTES + 1))
         except (OSError, ValueError) as exc:
-            log.warning("project trust of %s: %s is not a decision (%s)", cwd, path, exc)
+            log.warning("project trust of %s: %s is not a decision (%s)", resolved, path, exc)
             return None
-        if not isinstance(document, dict) or document.get("cwd") != os.path.realpath(cwd):
-            log.warning("project trust of %s: %s is for another folder", cwd, path)
+        if not isinstance(document, dict) or document.get("cwd") != resolved:
+            log.warning("project trust of %s: %s is for another folder", resolved, path)
             return None
         decision = document.get("decision")
         if decision not in ("trusted", "untrusted"):
