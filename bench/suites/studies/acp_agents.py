@@ -7,7 +7,6 @@ python -m bench acp_agents [--trials N] [--quick] [--agents a,b] [--write]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ from bench.common import NODE_BIN, PYTHON, ROOT, base_env
 from bench.model import ModelEnv, scripted_model
 from bench.report import acp_agents_section as report
 from bench.suites import per_agent
+from bench.trace_marks import first_mark, last_mark, read_marks, trace_env
 
 #: Where scripts/setup.sh installs the ACP adapters and the other agents (git-ignored).
 AGENT_BINS = (ROOT / ".tools-acp" / "node_modules" / ".bin", ROOT / ".tools-agents" / "node_modules" / ".bin")
@@ -39,8 +39,6 @@ ACP_INIT = {
 TIMEOUT = 120.0
 
 Trial = dict[str, float]
-#: The bridge's trace marks: (name, seconds on CLOCK_MONOTONIC).
-Marks = list[tuple[str, float]]
 
 
 def agent_path() -> str:
@@ -108,48 +106,20 @@ def _command_processes(root_pid: int) -> list[Any]:
     return [p for p in procs.descendants(root_pid) if "sleep" in procs.cmdline(p)]
 
 
-def trace_env(env: dict[str, str], trace: Path | None) -> dict[str, str]:
-    """`env` with the bridge's trace written to `trace` at its exit (None: no trace)."""
-    return {**env, "PI_BRIDGE_TRACE": str(trace)} if trace is not None else env
-
-
-def _marks(trace: Path, wait: float) -> Marks:
-    """The bridge's trace marks (name, seconds on the clock `time.perf_counter` reads: both are
-    CLOCK_MONOTONIC), once its exit has written them (waited for `wait` s); none if it never did."""
-    deadline = time.monotonic() + wait
-    while not trace.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        return [(str(name), int(ns) / 1e9) for name, ns in json.loads(trace.read_text())]
-    except (OSError, ValueError):
-        return []
-
-
-def _at(marks: Marks, name: str, after: float, before: float = float("inf")) -> float | None:
-    """The first mark `name` in [after, before]."""
-    return next((t for n, t in marks if n == name and after <= t <= before), None)
-
-
-def _last(marks: Marks, name: str, after: float, before: float) -> float | None:
-    """The last mark `name` in [after, before]."""
-    found = [t for n, t in marks if n == name and after <= t <= before]
-    return found[-1] if found else None
-
-
 def own_shares(trace: Path, times: dict[str, float], wait: float = 5.0) -> dict[str, float]:
     """The bridge's own part of the follow-up and of the cancel, read off its trace: all of the
     client's time but the agent's (from the prompt written to the line of the first chunk read;
     from the cancel's first stage, which writes it, to the prompt's answer read)."""
-    marks = _marks(trace, wait)
+    marks = read_marks(trace, wait)
     shares: dict[str, float] = {}
     sent, first = times["follow_up_sent"], times["follow_up_first"]
-    written = _at(marks, "engine.prompt", sent, first)
-    line = _last(marks, "agent.out", written or first, first)
+    written = first_mark(marks, "engine.prompt", sent, first)
+    line = last_mark(marks, "agent.out", written or first, first)
     if written is not None and line is not None:
         shares["own_follow_up"] = (written - sent) + (first - line)
     cancel_sent, answered = times["cancel_sent"], times["cancel_answered"]
-    token = _at(marks, "cancel.token", cancel_sent, answered)
-    agent_answer = _at(marks, "agent.answered", token or answered, answered)
+    token = first_mark(marks, "cancel.token", cancel_sent, answered)
+    agent_answer = first_mark(marks, "agent.answered", token or answered, answered)
     if token is not None and agent_answer is not None:
         shares["own_cancel"] = (answered - cancel_sent) - (agent_answer - token)
     return shares

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,15 @@ from bench.clients.pi_rpc import PiRpc
 from bench.common import PI_ACP, base_env, bridge_argv, ensure_pi_acp, median, ms
 from bench.model import DEAD_REGISTRY, PROVIDER, ModelEnv, scripted_model
 from bench.suites.sidebyside import ACP_INIT, acp_prompt, set_acp_model
+from bench.trace_marks import Marks, first_mark, last_mark, read_marks, trace_env
 
 PROMPT = "Say hello"
 # Between "ready to take a first prompt" and that prompt, for every subject alike.
 FIRST_PROMPT_PAUSE = 1.0
 
 
-def _start(model: ModelEnv, engine: str) -> LspClient:
-    client = LspClient(bridge_argv(), env=base_env(), cwd=str(model.workdir))
+def _start(model: ModelEnv, engine: str, trace: Path | None = None) -> LspClient:
+    client = LspClient(bridge_argv(), env=trace_env(base_env(), trace), cwd=str(model.workdir))
     initialize_like_an_editor(client, model, engine)
     return client
 
@@ -63,6 +65,16 @@ def wait_spare(client: LspClient, timeout: float = 30.0) -> float:
 def timed_prompt(
     client: LspClient, model: ModelEnv, run_id: str, scenario: str, session: str | None
 ) -> tuple[float, float, dict[str, Any]]:
+    """The prompt's time to its first `assistant` message and to its answer (s), and the answer."""
+    sent, first, answered, result = prompt_at(client, model, run_id, scenario, session)
+    return first - sent, answered - sent, result
+
+
+def prompt_at(
+    client: LspClient, model: ModelEnv, run_id: str, scenario: str, session: str | None
+) -> tuple[float, float, float, dict[str, Any]]:
+    """One prompt: when it was sent, its first `assistant` message came and its answer came
+    (`time.perf_counter`), and the answer."""
     params: dict[str, Any] = {
         "prompt": PROMPT,
         "cwd": str(model.workdir),
@@ -78,27 +90,78 @@ def timed_prompt(
         lambda m: m["params"]["runId"] == run_id and m["params"]["type"] == "assistant", start, 60
     )
     answered, answer = client.wait_response(msg_id, 60)
-    return first - sent, answered - sent, answer.get("result") or {}
+    return sent, first, answered, answer.get("result") or {}
+
+
+def own_share(marks: Marks, sent: float, first: float) -> float | None:
+    """The bridge's own part of a prompt's time to its first message (s): all of it but pi's,
+    from the prompt handed to pi's stdin to the line of pi's event read (None: not in the trace)."""
+    written = first_mark(marks, "engine.prompt", sent, first)
+    line = last_mark(marks, "pi.out", written or first, first)
+    if written is None or line is None:
+        return None
+    return (written - sent) + (first - line)
+
+
+def own_cancel_share(marks: Marks, sent: float, answered: float) -> float | None:
+    """The bridge's own part of a cancel (s): all of it but pi's, from the token set (its abort
+    written in the same step) to pi's answer read (None: not in the trace)."""
+    token = first_mark(marks, "cancel.token", sent, answered)
+    settled = first_mark(marks, "cancel.agent_answered", token or answered, answered)
+    if token is None or settled is None:
+        return None
+    return (answered - sent) - (settled - token)
 
 
 def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, Any]:
-    """One bridge's figures (seconds, bytes)."""
+    """One bridge's figures (seconds, bytes); the rpc engine's own shares too, off its trace."""
+    with tempfile.TemporaryDirectory(prefix="pi-bench-trace-") as scratch:
+        trace = Path(scratch) / "trace.json" if engine == "rpc" else None
+        times: dict[str, Any] = {}
+        out = _bridge_figures(model, engine, consecutive, trace, times)
+        if trace is not None:
+            out.update(_own_shares(read_marks(trace, 5.0), times))
+    return out
+
+
+def _own_shares(marks: Marks, times: dict[str, Any]) -> dict[str, float]:
+    """The bridge's own share of the first prompt, the follow-ups (their median) and the cancel."""
+    shares: dict[str, float] = {}
+    first = own_share(marks, *times["first"])
+    nexts = [share for sent, at in times["next"] if (share := own_share(marks, sent, at)) is not None]
+    cancel = own_cancel_share(marks, *times["cancel"]) if "cancel" in times else None
+    if first is not None:
+        shares["own_first_prompt"] = first
+    if nexts:
+        shares["own_next_prompt"] = median(nexts)
+    if cancel is not None:
+        shares["own_cancel"] = cancel
+    return shares
+
+
+def _bridge_figures(
+    model: ModelEnv, engine: str, consecutive: int, trace: Path | None, times: dict[str, Any]
+) -> dict[str, Any]:
+    """The figures of one bridge (`trace`: its trace file); `times` gets each prompt's (sent,
+    first message) and the cancel's (sent, answered), on the bridge's trace clock."""
     out: dict[str, Any] = {}
-    client = _start(model, engine)
+    client = _start(model, engine, trace)
     try:
         ready = client.responses[1][0]
         if engine == "rpc":
             out["initialize_to_spare_ready"] = wait_spare(client) - ready
         time.sleep(FIRST_PROMPT_PAUSE)
-        first, total, result = timed_prompt(client, model, "c-1", "text", None)
-        out["first_prompt_first"], out["first_prompt_total"] = first, total
+        sent, first, answered, result = prompt_at(client, model, "c-1", "text", None)
+        out["first_prompt_first"], out["first_prompt_total"] = first - sent, answered - sent
+        times["first"], times["next"] = (sent, first), []
         session = result["sessionId"]
         firsts, totals = [], []
         for index in range(consecutive):
             time.sleep(0.3 if engine == "rpc" else 2.0)  # the json engine's warm resume needs time to load
-            first, total, _ = timed_prompt(client, model, f"c-{index + 2}", "text", session)
-            firsts.append(first)
-            totals.append(total)
+            sent, first, answered, _ = prompt_at(client, model, f"c-{index + 2}", "text", session)
+            firsts.append(first - sent)
+            totals.append(answered - sent)
+            times["next"].append((sent, first))
         out["next_prompt_first"], out["next_prompt_total"] = median(firsts), median(totals)
         if engine == "rpc":
             live = _runs(client)["live"]
@@ -121,6 +184,7 @@ def bridge_trial(model: ModelEnv, engine: str, consecutive: int) -> dict[str, An
             _, sent = client.request("pi/cancel", {"runId": "c-tool"})
             answered, _ = client.wait_response(run_msg, 30)
             out["cancel_mid_tool"] = answered - sent
+            times["cancel"] = (sent, answered)
             out["left_after_cancel"] = len(procs.still_alive(tree))
     finally:
         client.close()
@@ -202,8 +266,9 @@ def pi_acp_trial(model: ModelEnv, consecutive: int) -> dict[str, Any]:
 
 
 def _medians(trials: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = trials[0].keys()
-    return {key: median([float(t[key]) for t in trials]) for key in keys}
+    """Each figure's median over the trials that have it (a trace may miss a mark)."""
+    keys = dict.fromkeys(key for trial in trials for key in trial)
+    return {key: median([float(t[key]) for t in trials if key in t]) for key in keys}
 
 
 def run(trials: int, consecutive: int = 5) -> dict[str, Any]:
