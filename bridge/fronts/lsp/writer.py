@@ -80,10 +80,10 @@ class QueuedWriter:
         self._loop = loop
 
     def write(self, data: bytes) -> None:
-        mark("client.out")
         """Write framed messages, or queue what the pipe does not take now; never blocks.
         Every frame passes the last line of redaction first (redact.BOOK: a frame without a
         secret in it costs a substring search per secret)."""
+        mark("client.out")
         if self.broken or self._closed:
             return
         data = BOOK.lsp_frames(data)
