@@ -274,7 +274,7 @@ class RunRegistry:
             ),
             None,
         )
-        self.conversations.spare.prime(config.command, options, env)
+        self.conversations.spare.prime_first(config.command, options, env)
 
     def _with_mcp(self, options: RunOptions, servers: McpServers | None) -> RunOptions:
         """`options` with the conversation's MCP servers (None: the configured defaults), their

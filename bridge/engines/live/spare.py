@@ -45,6 +45,9 @@ class Spare:
         self._ready = anyio.Event()
         self._spawning = False
         self.launch: LiveLaunch | None = None
+        #: Where a new conversation ran before the first spare was primed (`retarget`): the
+        #: first spare is primed like it, not like the editor's folder.
+        self._ran_first: LiveLaunch | None = None
         #: Whether a folder's project trust still holds now (policy/trust/project_trust.py;
         #: blocking): a spare primed like a trusted run is started untrusted once the folder's
         #: config changed since the user trusted it, since an agent loads that config as it starts.
@@ -66,12 +69,19 @@ class Spare:
         self._pending = True
         starter.tasks.start_soon(self._prime, delay)
 
+    def prime_first(self, command: tuple[str, ...], options: RunOptions, env: Mapping[str, str]) -> None:
+        """The first spare, for the editor's folder with the server's defaults; or like the new
+        conversation that ran before it was asked for (a prompt sent with `initialized`), elsewhere."""
+        ran_first, self._ran_first = self._ran_first, None
+        if ran_first is not None:
+            self.prime(ran_first.command, ran_first.options, ran_first.env)
+        else:
+            self.prime(command, options, env)
+
     def retarget(self, launch: LiveLaunch) -> None:
         """A new conversation the spare could not serve (another cwd, tools or agent command):
         the next spare is primed like it, since the next new conversation most likely is too.
         (Priming the old launch again would spawn a pi that the next run stops unused.)"""
-        if self.launch is None:
-            return  # priming is off, or the registry is closing
         options = launch.options
         spare_options = RunOptions(
             prompt="",
@@ -84,6 +94,9 @@ class Spare:
             mcp_servers=options.mcp_servers,
             mcp_config=options.mcp_config,
         )
+        if self.launch is None:  # priming is off, not asked for yet, or the registry is closing
+            self._ran_first = LiveLaunch(launch.command, spare_options, dict(launch.env))
+            return
         self.launch = LiveLaunch(launch.command, spare_options, dict(launch.env))
 
     def prime_again(self, delay: float = SPARE_PRIME_DELAY_SECONDS) -> None:
