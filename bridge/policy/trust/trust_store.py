@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from bridge.policy.rule_store import key_of_resolved, workspace_key, write_atomically
+from bridge.policy.rule_store import key_of_resolved, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,17 @@ class TrustStore:
 
     def path_for(self, cwd: str) -> Path:
         """The decision file of the workspace `cwd`."""
-        return self.root / TRUST_DIR / f"{workspace_key(cwd)}.json"
+        return self._path_of(os.path.realpath(cwd))
+
+    def _path_of(self, resolved: str) -> Path:
+        """The decision file of a folder already resolved: its hash and path built once per
+        folder, since this is on every prompt's path."""
+        path = self._paths.get(resolved)
+        if path is None:
+            if len(self._paths) >= MAX_KEPT_PATHS:
+                self._paths.clear()
+            path = self._paths[resolved] = self.root / TRUST_DIR / f"{key_of_resolved(resolved)}.json"
+        return path
 
     def get(self, cwd: str) -> TrustDecision | None:
         """The saved decision for `cwd`; None when there is none or its file cannot be trusted."""
@@ -59,11 +69,7 @@ class TrustStore:
 
     def get_resolved(self, resolved: str) -> tuple[TrustDecision, Fingerprint | None] | None:
         """`get_record` of a folder already resolved (symlinks followed, as `os.path.realpath`)."""
-        path = self._paths.get(resolved)
-        if path is None:  # a hash and a path built once per folder: this is on every prompt's path
-            if len(self._paths) >= MAX_KEPT_PATHS:
-                self._paths.clear()
-            path = self._paths[resolved] = self.root / TRUST_DIR / f"{key_of_resolved(resolved)}.json"
+        path = self._path_of(resolved)
         try:
             for directory in (self.root, path.parent):
                 _check_private(os.lstat(directory), directory, is_dir=True)
